@@ -1,0 +1,483 @@
+"""Shared helper for every lcm script: vault location, connection, migrations,
+configuration, ids, token estimates and the one error type.
+
+Stdlib only: hooks import this module on every turn, so it must stay cheap.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import secrets
+import sqlite3
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterable
+
+
+class LcmError(Exception):
+    """An expected failure: printed as `Error: message` + `Hint: hint`, exit 1."""
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+# ---------------------------------------------------------------------------
+# Configuration
+# ---------------------------------------------------------------------------
+
+def _bool(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("expected 1 or 0")
+
+
+def _positive_int(raw: str) -> int:
+    value = int(raw)
+    if value <= 0:
+        raise ValueError("expected a positive integer")
+    return value
+
+
+def _non_negative_int(raw: str) -> int:
+    value = int(raw)
+    if value < 0:
+        raise ValueError("expected an integer >= 0")
+    return value
+
+
+def _fraction(raw: str) -> float:
+    value = float(raw)
+    if not 0 < value <= 1:
+        raise ValueError("expected a number in (0, 1]")
+    return value
+
+
+def _choice(*options: str) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in options:
+            raise ValueError("expected one of " + ", ".join(options))
+        return value
+    return parse
+
+
+def _text(raw: str) -> str:
+    return raw.strip()
+
+
+# name -> (parser, default, meaning). The README's configuration table mirrors this.
+SETTINGS: dict[str, tuple[Callable[[str], object], object, str]] = {
+    "LCM_CONTEXT_THRESHOLD": (_fraction, 0.75, "fraction of the model window that makes compaction due"),
+    "LCM_FRESH_TAIL_COUNT": (_non_negative_int, 32, "newest messages never compacted"),
+    "LCM_LEAF_CHUNK_TOKENS": (_positive_int, 20000, "most source tokens in one leaf summary"),
+    "LCM_LEAF_TARGET_TOKENS": (_positive_int, 1200, "target size of a leaf summary"),
+    "LCM_CONDENSED_TARGET_TOKENS": (_positive_int, 2000, "target size of a condensed summary"),
+    "LCM_CONDENSED_MIN_FANOUT": (_positive_int, 4, "summaries of one depth needed to condense them"),
+    "LCM_LARGE_FILE_THRESHOLD": (_positive_int, 25000, "content blocks above this many tokens go to $LCM_HOME/files"),
+    "LCM_SUMMARY_MODEL": (_text, "", "model for summaries; empty = the session's own model"),
+    "LCM_LLM": (_choice("auto", "anthropic", "claude", "none"), "auto", "model backend"),
+    "LCM_MAX_SUMMARY_CALLS": (_positive_int, 50, "most model calls one compaction run may make"),
+    "LCM_MAX_EXPAND_TOKENS": (_positive_int, 4000, "token cap of an expansion grant"),
+    "LCM_INDEX_THINKING": (_bool, True, "index thinking blocks for search"),
+    "LCM_INJECT": (_bool, True, "hooks may add context to the session"),
+    "LCM_RECALL": (_bool, False, "UserPromptSubmit injects a few recall hits"),
+    "LCM_DISABLE": (_bool, False, "every hook is a no-op"),
+    "LCM_SUBAGENT": (_bool, False, "set inside lcm's own sub-agents"),
+}
+
+
+def config(name: str, environ: dict | None = None):
+    """The validated value of an LCM_* setting; an invalid value is an LcmError naming it."""
+    parse, default, _meaning = SETTINGS[name]
+    env = os.environ if environ is None else environ
+    raw = env.get(name)
+    if raw is None or (raw.strip() == "" and parse is not _text):
+        return default
+    try:
+        return parse(raw)
+    except ValueError as exc:
+        raise LcmError(
+            f"invalid {name}={raw!r}: {exc}",
+            f"fix or unset {name} (default {default!r})",
+        ) from None
+
+
+def validate_config(environ: dict | None = None) -> None:
+    """Check every LCM_* setting at once so a typo fails before any work starts."""
+    for name in SETTINGS:
+        config(name, environ)
+
+
+# ---------------------------------------------------------------------------
+# Locations, ids, time, tokens
+# ---------------------------------------------------------------------------
+
+def lcm_home() -> Path:
+    home = os.environ.get("LCM_HOME")
+    return Path(home).expanduser() if home else Path.home() / ".claude-lcm"
+
+
+def db_path(explicit: str | None = None) -> Path:
+    """--db, else $LCM_DB, else $LCM_HOME/lcm.db, else ~/.claude-lcm/lcm.db."""
+    if explicit:
+        return Path(explicit).expanduser()
+    if os.environ.get("LCM_DB"):
+        return Path(os.environ["LCM_DB"]).expanduser()
+    return lcm_home() / "lcm.db"
+
+
+def files_dir() -> Path:
+    return lcm_home() / "files"
+
+
+def current_session_id() -> str | None:
+    return os.environ.get("LCM_SESSION_ID") or os.environ.get("CLAUDE_CODE_SESSION_ID") or None
+
+
+def new_id(prefix: str) -> str:
+    """`sum_` / `file_` / `grant_` ... + 16 hex characters."""
+    return f"{prefix}_{secrets.token_hex(8)}"
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def estimate_tokens(text: str | None) -> int:
+    """About four characters a token: cheap, deterministic, close enough for budgets."""
+    return math.ceil(len(text) / 4) if text else 0
+
+
+# ---------------------------------------------------------------------------
+# Schema: an append-only list. Never edit a released migration; add one.
+# ---------------------------------------------------------------------------
+
+MIGRATIONS: list[list[str]] = [
+    # 1: the vault
+    [
+        """CREATE TABLE sessions (
+            session_id TEXT PRIMARY KEY,        -- Claude Code's sessionId
+            project TEXT,                       -- cwd of the session
+            title TEXT,                         -- from ai-title / summary / custom-title lines
+            transcript_path TEXT,               -- the main <session>.jsonl
+            model TEXT,                         -- model of the latest assistant message
+            first_at TEXT,                      -- earliest message timestamp
+            last_at TEXT                        -- latest message timestamp
+        )""",
+        """CREATE TABLE transcripts (
+            path TEXT PRIMARY KEY,              -- absolute path of a .jsonl file
+            session_id TEXT,                    -- session its lines belong to
+            agent_id TEXT,                      -- set for subagent transcripts
+            byte_offset INTEGER NOT NULL DEFAULT 0,  -- bytes consumed (whole lines only)
+            size INTEGER NOT NULL DEFAULT 0,    -- file size at last read
+            head_hash TEXT,                     -- hash of the first line: detects a replaced file
+            malformed_lines INTEGER NOT NULL DEFAULT 0,
+            updated_at TEXT
+        )""",
+        """CREATE TABLE messages (
+            id INTEGER PRIMARY KEY,             -- ingest order; defines a session's sequence
+            uuid TEXT NOT NULL UNIQUE,          -- transcript uuid: the dedup key and public address
+            session_id TEXT NOT NULL,
+            parent_uuid TEXT,
+            type TEXT NOT NULL,                 -- user | assistant | system
+            role TEXT NOT NULL,                 -- message.role, else the type
+            subtype TEXT,                       -- system subtype (compact_boundary, ...)
+            created_at TEXT,                    -- transcript timestamp
+            cwd TEXT,
+            git_branch TEXT,
+            model TEXT,                         -- assistant model
+            api_message_id TEXT,                -- message.id: one API response spans several lines
+            is_sidechain INTEGER NOT NULL DEFAULT 0,
+            agent_id TEXT,                      -- subagent id for sidechain lines
+            is_meta INTEGER NOT NULL DEFAULT 0, -- harness-injected user text
+            content TEXT NOT NULL,              -- flat searchable text of every block
+            token_count INTEGER NOT NULL,       -- estimate_tokens(content)
+            raw BLOB NOT NULL,                  -- the original transcript line, byte for byte, no newline
+            transcript_path TEXT,
+            line_no INTEGER                     -- 1-based line in transcript_path
+        )""",
+        "CREATE INDEX messages_session ON messages(session_id, id)",
+        "CREATE INDEX messages_created ON messages(created_at)",
+        """CREATE TABLE compactions (
+            id INTEGER PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            source TEXT NOT NULL,               -- transcript (compact_boundary line) | hook (PostCompact)
+            uuid TEXT UNIQUE,                   -- boundary line uuid, when from a transcript
+            trigger TEXT,                       -- manual | auto
+            pre_tokens INTEGER,
+            post_tokens INTEGER,
+            created_at TEXT
+        )""",
+        """CREATE TABLE summaries (
+            id TEXT PRIMARY KEY,                -- sum_ + 16 hex
+            session_id TEXT NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('leaf', 'condensed')),
+            depth INTEGER NOT NULL,             -- 0 for leaves
+            content TEXT NOT NULL,
+            token_count INTEGER NOT NULL,
+            source_token_count INTEGER NOT NULL,
+            level TEXT NOT NULL,                -- normal | aggressive | truncated | extractive
+            model TEXT,                         -- model that wrote it, NULL when extractive
+            parent_id TEXT REFERENCES summaries(id),  -- at most one parent
+            first_message_id INTEGER NOT NULL,  -- span covered, in messages.id order
+            last_message_id INTEGER NOT NULL,
+            earliest_at TEXT,
+            latest_at TEXT,
+            descendant_count INTEGER NOT NULL DEFAULT 0,  -- messages covered
+            file_ids TEXT NOT NULL DEFAULT '[]',          -- JSON list of file_ ids mentioned
+            created_at TEXT NOT NULL
+        )""",
+        "CREATE INDEX summaries_session ON summaries(session_id, depth, first_message_id)",
+        "CREATE INDEX summaries_parent ON summaries(parent_id)",
+        """CREATE TABLE summary_sources (
+            summary_id TEXT NOT NULL REFERENCES summaries(id),
+            ord INTEGER NOT NULL,               -- position inside the summary
+            message_id INTEGER REFERENCES messages(id),  -- set for a leaf
+            child_id TEXT REFERENCES summaries(id),      -- set for a condensed node
+            PRIMARY KEY (summary_id, ord)
+        )""",
+        # a message belongs to at most one leaf
+        "CREATE UNIQUE INDEX summary_sources_message ON summary_sources(message_id) WHERE message_id IS NOT NULL",
+        "CREATE UNIQUE INDEX summary_sources_child ON summary_sources(child_id) WHERE child_id IS NOT NULL",
+        """CREATE TABLE files (
+            id TEXT PRIMARY KEY,                -- file_ + 16 hex
+            session_id TEXT,
+            message_uuid TEXT,                  -- message whose block was externalised
+            name TEXT,                          -- file path or a label for pasted/tool output
+            kind TEXT,                          -- json | csv | code | text ...
+            byte_size INTEGER NOT NULL,
+            token_count INTEGER NOT NULL,
+            sha256 TEXT NOT NULL,
+            path TEXT NOT NULL,                 -- where the content lives under $LCM_HOME/files
+            exploration TEXT NOT NULL,          -- type-aware summary of the content
+            created_at TEXT NOT NULL
+        )""",
+        "CREATE INDEX files_message ON files(message_uuid)",
+        """CREATE TABLE grants (
+            id TEXT PRIMARY KEY,                -- grant_ + 16 hex
+            session_ids TEXT NOT NULL,          -- JSON list: sessions in scope
+            node_ids TEXT NOT NULL,             -- JSON list: summary ids / uuids in scope (empty = whole sessions)
+            token_cap INTEGER NOT NULL,
+            tokens_used INTEGER NOT NULL DEFAULT 0,
+            expires_at TEXT NOT NULL,
+            revoked_at TEXT,
+            created_at TEXT NOT NULL
+        )""",
+        """CREATE TABLE checkpoints (
+            id INTEGER PRIMARY KEY,
+            session_id TEXT,
+            project TEXT,
+            path TEXT,                          -- file it was written to
+            content TEXT NOT NULL,              -- the whole markdown, kept even when the file is overwritten
+            last_message_id INTEGER,            -- newest message it saw
+            created_at TEXT NOT NULL
+        )""",
+        """CREATE TABLE map_runs (
+            id TEXT PRIMARY KEY,                -- map_ + 16 hex
+            kind TEXT NOT NULL,                 -- llm | agentic
+            input_path TEXT NOT NULL,
+            input_sha256 TEXT NOT NULL,
+            output_path TEXT NOT NULL,
+            prompt TEXT NOT NULL,
+            schema TEXT,                        -- JSON schema text, if any
+            model TEXT,
+            options TEXT NOT NULL DEFAULT '{}', -- JSON of the remaining options
+            status TEXT NOT NULL,               -- running | done | failed
+            total INTEGER NOT NULL,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        )""",
+        """CREATE TABLE map_items (
+            run_id TEXT NOT NULL REFERENCES map_runs(id),
+            item_index INTEGER NOT NULL,
+            status TEXT NOT NULL,               -- pending | ok | error
+            attempts INTEGER NOT NULL DEFAULT 0,
+            result TEXT,                        -- JSON of the validated result
+            error TEXT,
+            input_tokens INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL DEFAULT 0,
+            updated_at TEXT,
+            PRIMARY KEY (run_id, item_index)
+        )""",
+    ],
+]
+
+# FTS5 is optional in some SQLite builds; these run only where it exists.
+FTS_MIGRATION: list[str] = [
+    # porter stemming over unicode61 for natural-language recall
+    """CREATE VIRTUAL TABLE messages_fts USING fts5(
+        content, content='messages', content_rowid='id', tokenize='porter unicode61')""",
+    """CREATE TRIGGER messages_fts_ai AFTER INSERT ON messages BEGIN
+        INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+    END""",
+    """CREATE TRIGGER messages_fts_ad AFTER DELETE ON messages BEGIN
+        INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+    END""",
+    """CREATE VIRTUAL TABLE summaries_fts USING fts5(
+        content, content='summaries', content_rowid='rowid', tokenize='porter unicode61')""",
+    """CREATE TRIGGER summaries_fts_ai AFTER INSERT ON summaries BEGIN
+        INSERT INTO summaries_fts(rowid, content) VALUES (new.rowid, new.content);
+    END""",
+    """CREATE TRIGGER summaries_fts_ad AFTER DELETE ON summaries BEGIN
+        INSERT INTO summaries_fts(summaries_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
+    END""",
+]
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def has_fts5(conn: sqlite3.Connection) -> bool:
+    try:
+        conn.execute("CREATE VIRTUAL TABLE temp._lcm_probe USING fts5(x)")
+        conn.execute("DROP TABLE temp._lcm_probe")
+        return True
+    except sqlite3.OperationalError:
+        return False
+
+
+def fts_enabled(conn: sqlite3.Connection) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type='table' AND name='messages_fts'"
+    ).fetchone()
+    return row is not None
+
+
+def _schema_version(conn: sqlite3.Connection) -> int:
+    return conn.execute("PRAGMA user_version").fetchone()[0]
+
+
+def migrate(conn: sqlite3.Connection, path: Path | str = "vault") -> int:
+    """Bring the vault to SCHEMA_VERSION, one transaction per migration.
+
+    Returns the number of migrations applied. A vault newer than this code is refused.
+    """
+    version = _schema_version(conn)
+    if version > SCHEMA_VERSION:
+        raise LcmError(
+            f"{path} has schema version {version}, newer than this lcm ({SCHEMA_VERSION})",
+            "upgrade lcm, or point --db / LCM_DB at another vault",
+        )
+    if version == SCHEMA_VERSION:
+        return 0
+    applied = 0
+    while True:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # another process may have migrated while we waited for the write lock
+            version = _schema_version(conn)
+            if version >= SCHEMA_VERSION:
+                conn.execute("COMMIT")
+                return applied
+            for statement in MIGRATIONS[version]:
+                conn.execute(statement)
+            if version == 0 and has_fts5(conn):
+                for statement in FTS_MIGRATION:
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {version + 1}")
+            conn.execute("COMMIT")
+            applied += 1
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+
+def connect(explicit: str | None = None, *, create: bool = True, readonly: bool = False) -> sqlite3.Connection:
+    """Open (and if needed create and migrate) the vault.
+
+    create=False refuses a missing vault with a hint instead of making an empty one.
+    """
+    path = db_path(explicit)
+    if not path.exists():
+        if not create or readonly:
+            raise LcmError(f"no vault at {path}", "run lcm_init.py or lcm_ingest.py --all first, or pass --db")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            # create the file 0600 before SQLite opens it with the umask's mode
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+        except OSError as exc:
+            raise LcmError(f"cannot create vault {path}: {exc.strerror}", "check the directory's permissions or set LCM_DB") from None
+    try:
+        uri = f"file:{path}?mode=ro" if readonly else f"file:{path}"
+        # isolation_level=None: we issue BEGIN ourselves, so nothing commits behind our back
+        conn = sqlite3.connect(uri, uri=True, timeout=10.0, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        # wait for a concurrent writer (a hook, a background compaction) instead of failing
+        conn.execute("PRAGMA busy_timeout = 10000")
+        # summary_sources and friends rely on references being real
+        conn.execute("PRAGMA foreign_keys = ON")
+        if not readonly:
+            # readers never block the writer; hooks write while Claude greps
+            conn.execute("PRAGMA journal_mode = WAL")
+            # WAL + NORMAL is durable across application crashes and much faster
+            conn.execute("PRAGMA synchronous = NORMAL")
+            migrate(conn, path)
+        elif _schema_version(conn) > SCHEMA_VERSION:
+            migrate(conn, path)  # raises the "newer schema" error
+    except sqlite3.DatabaseError as exc:
+        raise LcmError(f"cannot open vault {path}: {exc}", "if the file is corrupt, move it aside and run lcm_ingest.py --all to rebuild") from None
+    return conn
+
+
+class transaction:
+    """`with transaction(conn):` = BEGIN IMMEDIATE ... COMMIT, ROLLBACK on error."""
+
+    def __init__(self, conn: sqlite3.Connection):
+        self.conn = conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.conn.execute("BEGIN IMMEDIATE")
+        return self.conn
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+
+
+# ---------------------------------------------------------------------------
+# Command-line skeleton shared by every script
+# ---------------------------------------------------------------------------
+
+def parser(doc: str | None) -> argparse.ArgumentParser:
+    """An ArgumentParser whose --help is the script's docstring, with --db and --json."""
+    summary, _, details = (doc or "").strip().partition("\n")
+    p = argparse.ArgumentParser(
+        description=summary,
+        epilog=details.strip() or None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--db", metavar="PATH", help="vault file (default: $LCM_DB, $LCM_HOME/lcm.db, ~/.claude-lcm/lcm.db)")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    return p
+
+
+def add_session_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--session", metavar="ID", help="session id (default: $LCM_SESSION_ID)")
+
+
+def add_limit_arg(p: argparse.ArgumentParser, default: int = 20) -> None:
+    p.add_argument("--limit", type=int, default=default, metavar="N", help=f"at most N results (default {default})")
+
+
+def print_json(data) -> None:
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=None) + "\n")
+
+
+def run(main: Callable[[list[str] | None], int], argv: Iterable[str] | None = None) -> int:
+    """Call main, turning an LcmError into `Error: ... / Hint: ...` on stderr and exit 1."""
+    try:
+        return main(None if argv is None else list(argv))
+    except LcmError as exc:
+        sys.stderr.write(f"Error: {exc.message}\n")
+        if exc.hint:
+            sys.stderr.write(f"Hint: {exc.hint}\n")
+        return 1
+    except KeyboardInterrupt:
+        sys.stderr.write("Error: interrupted\n")
+        return 130
