@@ -1,0 +1,60 @@
+"""The delegation guard: a sub-agent may start another only when it says what it hands off
+and what it keeps, so delegation chains cannot grow without bound.
+
+The depth travels in the environment: every lcm sub-agent runs with LCM_SUBAGENT=1 and
+LCM_DELEGATION_DEPTH one more than its parent's. The root agent (depth 0, no LCM_SUBAGENT)
+is never refused.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+
+from lcm_db import LcmError, config
+
+
+def delegation_depth(environ: dict | None = None) -> int:
+    env = os.environ if environ is None else environ
+    raw = env.get("LCM_DELEGATION_DEPTH", "0").strip() or "0"
+    try:
+        depth = int(raw)
+    except ValueError:
+        raise LcmError(f"invalid LCM_DELEGATION_DEPTH={raw!r}: expected an integer >= 0",
+                       "unset LCM_DELEGATION_DEPTH; lcm sets it for its own sub-agents") from None
+    if depth < 0:
+        raise LcmError(f"invalid LCM_DELEGATION_DEPTH={raw!r}: expected an integer >= 0",
+                       "unset LCM_DELEGATION_DEPTH; lcm sets it for its own sub-agents")
+    return depth
+
+
+def in_subagent(environ: dict | None = None) -> bool:
+    return bool(config("LCM_SUBAGENT", environ)) or delegation_depth(environ) > 0
+
+
+def add_guard_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--delegated-scope", metavar="TEXT",
+                   help="inside a sub-agent: the slice of work handed to the new sub-agent")
+    p.add_argument("--kept-work", metavar="TEXT",
+                   help="inside a sub-agent: the work this agent keeps doing itself")
+
+
+def check_delegation(tool: str, delegated_scope: str | None, kept_work: str | None,
+                     environ: dict | None = None, instead: str | None = None) -> None:
+    """Refuse a sub-agent that delegates without naming both its delegated scope and kept work."""
+    if not in_subagent(environ):
+        return
+    if (delegated_scope or "").strip() and (kept_work or "").strip():
+        return
+    hint = "do it yourself"
+    if instead:
+        hint += f": {instead}"
+    hint += "; or pass both --delegated-scope and --kept-work if delegating is really needed"
+    raise LcmError(f"{tool} refused inside a sub-agent without --delegated-scope and --kept-work", hint)
+
+
+def child_env(environ: dict | None = None) -> dict:
+    """Environment for a sub-agent lcm starts: marked as a sub-agent, one level deeper."""
+    env = dict(os.environ if environ is None else environ)
+    env["LCM_SUBAGENT"] = "1"
+    env["LCM_DELEGATION_DEPTH"] = str(delegation_depth(env) + 1)
+    return env
