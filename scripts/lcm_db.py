@@ -308,6 +308,10 @@ MIGRATIONS: list[list[str]] = [
             PRIMARY KEY (run_id, item_index)
         )""",
     ],
+    # 2: lines consumed per transcript, so an incremental read knows the line number at byte_offset
+    [
+        "ALTER TABLE transcripts ADD COLUMN line_count INTEGER NOT NULL DEFAULT 0",
+    ],
 ]
 
 # FTS5 is optional in some SQLite builds; these run only where it exists.
