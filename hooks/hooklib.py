@@ -1,0 +1,213 @@
+"""What every lcm hook shares: read the payload, find the scripts, ingest, detach, fail open.
+
+A hook must never break or slow the session, so:
+- `run_hook` catches everything; a failure becomes one line in $LCM_HOME/lcm.log and exit 0;
+- LCM_DISABLE=1 turns every hook into a no-op before anything is imported;
+- only the standard library is used, and as little of it as possible (hooks run on every turn:
+  hooks.json starts them with `python3 -S`, and heavy modules load only on the paths that use them);
+- slow work (model calls) runs in a detached process that outlives the hook.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRUE_WORDS = ("1", "true", "yes", "on")
+
+
+def scripts_dir() -> str:
+    """The plugin's scripts/: from CLAUDE_PLUGIN_ROOT, else the repo this hook file lives in."""
+    root = os.environ.get("CLAUDE_PLUGIN_ROOT")
+    if root and os.path.isfile(os.path.join(root, "scripts", "lcm_db.py")):
+        return os.path.join(os.path.abspath(root), "scripts")
+    return os.path.join(REPO, "scripts")
+
+
+def _lazy(name: str) -> None:
+    """Register module `name` to load on first attribute access instead of at import.
+
+    lcm_db imports argparse and secrets at the top for the command-line scripts; a hook never
+    parses arguments, and this saves about a third of a hook's start-up time.
+    """
+    if name in sys.modules:
+        return
+    import importlib.util
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None:
+        return
+    loader = importlib.util.LazyLoader(spec.loader)
+    spec.loader = loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    loader.exec_module(module)
+
+
+def setup_path() -> None:
+    path = scripts_dir()
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    for name in ("argparse", "secrets"):
+        _lazy(name)
+
+
+def flag(name: str) -> bool:
+    """A boolean LCM_* setting read without importing lcm_db (the no-op path stays cheap).
+
+    Anything that is not a plain yes/no goes through lcm_db.config, which names a bad value.
+    """
+    raw = os.environ.get(name)
+    if raw is None:
+        return bool(_config(name))
+    value = raw.strip().lower()
+    if value in TRUE_WORDS:
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    return bool(_config(name))
+
+
+def _config(name: str):
+    import lcm_db
+    return lcm_db.config(name)
+
+
+def lcm_home() -> str:
+    home = os.environ.get("LCM_HOME")
+    return os.path.expanduser(home) if home else os.path.join(os.path.expanduser("~"), ".claude-lcm")
+
+
+def log(event: str, payload: dict | None, message: str) -> None:
+    """One line in $LCM_HOME/lcm.log; if even that fails, one line on stderr (Claude Code's debug log)."""
+    session = (payload or {}).get("session_id") if isinstance(payload, dict) else None
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    line = f"{stamp} {event} session={session or '-'} {' '.join(str(message).split())}\n"
+    try:
+        home = lcm_home()
+        os.makedirs(home, mode=0o700, exist_ok=True)
+        fd = os.open(os.path.join(home, "lcm.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line.encode("utf-8", "replace"))
+        finally:
+            os.close(fd)
+    except OSError:
+        sys.stderr.write("lcm: " + line)
+
+
+class Skip(Exception):
+    """A hook that cannot do its job for an ordinary reason (say, no transcript yet): logged, exit 0."""
+
+
+NOTES: list[str] = []
+
+
+def note(message: str) -> None:
+    """Something worth one log line that did not stop the hook; all notes share one line."""
+    NOTES.append(message)
+
+
+def read_payload() -> dict:
+    data = sys.stdin.read()
+    try:
+        payload = json.loads(data)
+    except ValueError:
+        raise Skip(f"stdin is not a JSON hook payload ({len(data)} bytes)") from None
+    if not isinstance(payload, dict):
+        raise Skip(f"stdin is JSON but not an object ({type(payload).__name__})")
+    return payload
+
+
+def run_hook(event: str, handler) -> int:
+    """Parse stdin, call handler(payload); print what it returns; never fail the session.
+
+    handler returns None (no output), a str (printed as plain text) or a dict (printed as JSON).
+    """
+    payload = None
+    try:
+        if os.environ.get("LCM_DISABLE", "").strip().lower() in TRUE_WORDS:
+            return 0
+        setup_path()
+        if flag("LCM_DISABLE"):  # a non-trivial spelling, validated by lcm_db
+            return 0
+        payload = read_payload()
+        out = handler(payload)
+        if isinstance(out, dict):
+            sys.stdout.write(json.dumps(out) + "\n")
+        elif out:
+            sys.stdout.write(out.rstrip("\n") + "\n")
+        sys.stdout.flush()
+    except Skip as exc:
+        NOTES.append(f"skipped: {exc}")
+    except BaseException as exc:  # noqa: BLE001 - failing open is the contract
+        message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+        hint = getattr(exc, "hint", None)
+        NOTES.append(f"error: {type(exc).__name__}: {message}" + (f" (hint: {hint})" if hint else ""))
+    if NOTES:
+        log(event, payload, "; ".join(NOTES))
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# The work hooks share
+# ---------------------------------------------------------------------------
+
+def session_id(payload: dict) -> str:
+    sid = payload.get("session_id")
+    if not sid or not isinstance(sid, str):
+        raise Skip("payload has no session_id")
+    return sid
+
+
+def connect():
+    import lcm_db
+    return lcm_db.connect()
+
+
+def ingest(conn, path) -> dict:
+    """Incremental ingest of one transcript; Skip when it does not exist (yet)."""
+    if not path or not isinstance(path, str):
+        raise Skip("payload has no transcript path")
+    if not os.path.isfile(path):
+        raise Skip(f"transcript {path} does not exist (yet)")
+    import lcm_ingest
+    return lcm_ingest.ingest_file(conn, path)
+
+
+def try_ingest(conn, path) -> dict | None:
+    """Ingest, noting why it was skipped instead of raising (for hooks with more to do)."""
+    try:
+        return ingest(conn, path)
+    except Skip as exc:
+        note(f"ingest skipped: {exc}")
+    return None
+
+
+def project_dir(payload: dict) -> str:
+    return os.environ.get("CLAUDE_PROJECT_DIR") or payload.get("cwd") or os.getcwd()
+
+
+def detach(script: str, args: list[str], payload: dict) -> None:
+    """Start scripts/<script> in its own session, stdio closed, so it outlives the hook.
+
+    Runs without -S: the model backend may need site-packages (the anthropic SDK).
+    """
+    import subprocess
+    env = dict(os.environ)
+    env["LCM_SESSION_ID"] = payload.get("session_id") or ""
+    env.setdefault("CLAUDE_PROJECT_DIR", project_dir(payload))
+    subprocess.Popen(
+        [sys.executable, os.path.join(scripts_dir(), script), *args],
+        cwd=project_dir(payload), env=env, start_new_session=True, close_fds=True,
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+
+
+def compaction_due(conn, sid: str) -> bool:
+    import lcm_compact
+    return bool(lcm_compact.compaction_due(conn, sid))
+
+
+def context_output(event: str, text: str) -> dict:
+    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}

@@ -1,0 +1,30 @@
+"""SessionEnd: final ingest, then detach a checkpoint and a compaction.
+
+Claude Code gives all SessionEnd hooks of a plugin a shared 1.5 s, so nothing slow runs here:
+the checkpoint and the compaction run in their own processes after the hook has exited.
+"""
+from __future__ import annotations
+
+import hooklib
+
+EVENT = "SessionEnd"
+# a checkpoint of a short exchange is noise in the project root; long sessions are what it is for
+CHECKPOINT_MIN_MESSAGES = 20
+
+
+def handle(payload: dict):
+    sid = hooklib.session_id(payload)
+    conn = hooklib.connect()
+    hooklib.try_ingest(conn, payload.get("transcript_path"))
+    if hooklib.flag("LCM_SUBAGENT"):
+        return None
+    count = conn.execute("SELECT count(*) FROM messages WHERE session_id = ?", (sid,)).fetchone()[0]
+    if count >= CHECKPOINT_MIN_MESSAGES:
+        hooklib.detach("lcm_checkpoint.py", ["--session", sid], payload)
+    if count:
+        hooklib.detach("lcm_compact.py", ["--session", sid], payload)
+    return None
+
+
+if __name__ == "__main__":
+    raise SystemExit(hooklib.run_hook(EVENT, handle))

@@ -1,0 +1,103 @@
+"""SessionStart: open (create or upgrade) the vault, export LCM_* to the session's Bash tool,
+ingest the transcript, and re-inject context after a compaction or a checkpoint pointer on start.
+"""
+from __future__ import annotations
+
+import os
+
+import hooklib
+from hooklib import note
+
+EVENT = "SessionStart"
+# additionalContext above 10,000 characters is moved to a file by Claude Code: stay well under
+CONTEXT_CHARS = 6000
+DRILL_DOWN = (
+    "The summaries above stand in for older messages of this session; every original message is "
+    "still in the lcm vault. To get details back: "
+    'python3 "$LCM_SCRIPTS/lcm_grep.py" "<words>" to search, '
+    'python3 "$LCM_SCRIPTS/lcm_describe.py" <sum_id> to inspect a summary, '
+    'python3 "$LCM_SCRIPTS/lcm_expand_query.py" <sum_id> --prompt "<question>" to answer from the originals '
+    "(the lcm skill has the details)."
+)
+OUR_EXPORTS = ("LCM_SCRIPTS", "LCM_SESSION_ID", "LCM_DB")
+
+
+def shell_quote(value: str) -> str:
+    return "'" + value.replace("'", "'\"'\"'") + "'"
+
+
+def write_env_file(path: str, values: dict[str, str]) -> None:
+    """Put one `export NAME=value` per variable in the env file, replacing our earlier lines.
+
+    Claude Code reuses the file across startup -> resume -> compact of one session, so a plain
+    append would stack duplicates; lines that are not ours are kept as they are.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        lines = []
+    kept = [line for line in lines
+            if not any(line.startswith(f"export {name}=") for name in OUR_EXPORTS)]
+    kept += [f"export {name}={shell_quote(value)}" for name, value in values.items()]
+    tmp = f"{path}.lcm-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write("\n".join(kept) + "\n")
+    os.replace(tmp, path)
+
+
+def checkpoint_pointer(payload: dict) -> str | None:
+    path = os.path.join(hooklib.project_dir(payload), ".lcm-checkpoint.md")
+    if not os.path.isfile(path):
+        return None
+    import time
+    written = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(os.path.getmtime(path)))
+    return (f"lcm: a checkpoint of earlier work on this project exists ({path}, written {written}). "
+            'If the task continues that work, run python3 "$LCM_SCRIPTS/lcm_resume.py" to restore '
+            "the working state (goals, decisions, open files, next steps) before starting.")
+
+
+def compact_context(conn, sid: str) -> str:
+    try:
+        import lcm_compact
+    except ImportError:
+        note("lcm_compact is missing: no context injected after compaction")
+        return ""
+    body = lcm_compact.render_context(conn, sid, max_chars=CONTEXT_CHARS).strip()
+    if not body:
+        return ("lcm: this session was compacted. Its full history stays in the lcm vault. " + DRILL_DOWN)
+    return ("lcm: active context of this session after compaction (summaries with their ids):\n"
+            + body + "\n\n" + DRILL_DOWN)
+
+
+def handle(payload: dict):
+    sid = hooklib.session_id(payload)
+    conn = hooklib.connect()
+    if hooklib.flag("LCM_SUBAGENT"):
+        hooklib.try_ingest(conn, payload.get("transcript_path"))
+        return None
+    import lcm_db
+    env_file = os.environ.get("CLAUDE_ENV_FILE")
+    if env_file:
+        write_env_file(env_file, {
+            "LCM_SCRIPTS": hooklib.scripts_dir(),
+            "LCM_SESSION_ID": sid,
+            "LCM_DB": str(lcm_db.db_path().resolve()),
+        })
+    else:
+        note("CLAUDE_ENV_FILE is not set: LCM_SCRIPTS not exported to the Bash tool")
+    hooklib.try_ingest(conn, payload.get("transcript_path"))
+    if not hooklib.flag("LCM_INJECT"):
+        return None
+    source = payload.get("source")
+    if source == "compact":
+        text = compact_context(conn, sid)
+    elif source in ("startup", "resume", "clear", "fork"):
+        text = checkpoint_pointer(payload)
+    else:
+        text = None
+    return hooklib.context_output(EVENT, text) if text else None
+
+
+if __name__ == "__main__":
+    raise SystemExit(hooklib.run_hook(EVENT, handle))

@@ -1,0 +1,22 @@
+"""Stop: ingest the turn that just ended; when compaction is due, start it detached.
+
+The compaction process takes the session lock itself, so a second Stop while it runs is harmless.
+"""
+from __future__ import annotations
+
+import hooklib
+
+EVENT = "Stop"
+
+
+def handle(payload: dict):
+    sid = hooklib.session_id(payload)
+    conn = hooklib.connect()
+    hooklib.ingest(conn, payload.get("transcript_path"))
+    if not hooklib.flag("LCM_SUBAGENT") and hooklib.compaction_due(conn, sid):
+        hooklib.detach("lcm_compact.py", ["--session", sid], payload)
+    return None
+
+
+if __name__ == "__main__":
+    raise SystemExit(hooklib.run_hook(EVENT, handle))
