@@ -1,0 +1,296 @@
+"""The model seam: every model call lcm makes goes through this module.
+
+Backends, picked by LCM_LLM (auto = the first that works, in this order):
+  anthropic  the official SDK; needs ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN; honours
+             ANTHROPIC_BASE_URL; the SDK retries 429, 5xx and overloaded (529) with backoff
+  claude     the Claude Code CLI headless (`claude -p --output-format json`), on the user's
+             own login; started without user settings, plugins or hooks, with LCM_SUBAGENT=1
+  none       no model: callers fall back to deterministic extractive summaries
+
+The anthropic package is imported inside the functions that use it (about 1.5 s to import),
+never at module level: hooks import lcm scripts on every turn.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import subprocess
+from dataclasses import dataclass
+
+import lcm_db
+import lcm_guard
+from lcm_db import LcmError
+
+DEFAULT_MODEL = "claude-haiku-4-5"
+DEFAULT_TIMEOUT = 120.0
+# The SDK backs off exponentially (0.5 s doubling, capped at 8 s) or as the server's
+# retry-after header says; four retries ride out a short overload without stalling a hook.
+DEFAULT_MAX_RETRIES = 4
+# One argv string may not exceed 128 KiB on Linux; longer prompts go through stdin.
+MAX_PROMPT_ARG_BYTES = 100_000
+
+NO_BACKEND_HINT = ("set ANTHROPIC_API_KEY, or log in to Claude Code so `claude -p` works (LCM_LLM=claude), "
+                   "or set LCM_LLM=none for extractive summaries without a model")
+
+
+class ModelError(LcmError):
+    """A model call failed (after the retries the backend allows)."""
+
+
+class ModelConfigError(ModelError):
+    """Missing or refused credentials, unknown model, missing backend: retrying cannot help."""
+
+
+@dataclass
+class Completion:
+    text: str
+    input_tokens: int
+    output_tokens: int
+    model: str
+    backend: str
+
+
+# ---------------------------------------------------------------------------
+# Choosing a backend and a model
+# ---------------------------------------------------------------------------
+
+def sdk_available() -> bool:
+    """True when the anthropic package is installed (checked without importing it)."""
+    return importlib.util.find_spec("anthropic") is not None
+
+
+def claude_executable(environ: dict | None = None) -> str | None:
+    env = os.environ if environ is None else environ
+    return shutil.which("claude", path=env.get("PATH"))
+
+
+def resolve_backend(environ: dict | None = None) -> str:
+    """"anthropic" | "claude" | "none": LCM_LLM, or for auto the first backend that can work."""
+    env = os.environ if environ is None else environ
+    choice = lcm_db.config("LCM_LLM", env)
+    if choice != "auto":
+        return choice
+    if (env.get("ANTHROPIC_API_KEY") or env.get("ANTHROPIC_AUTH_TOKEN")) and sdk_available():
+        return "anthropic"
+    if claude_executable(env):
+        return "claude"
+    return "none"
+
+
+def session_model(conn, session_id: str | None) -> str | None:
+    """Model of the session's latest real assistant message (None when unknown)."""
+    if conn is None or not session_id:
+        return None
+    row = conn.execute(
+        "SELECT model FROM messages WHERE session_id = ? AND model IS NOT NULL AND model != ''"
+        " AND model NOT LIKE '<%' ORDER BY id DESC LIMIT 1",  # '<synthetic>' marks harness messages
+        (session_id,),
+    ).fetchone()
+    if row:
+        return row[0]
+    row = conn.execute("SELECT model FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+    if row and row[0] and not row[0].startswith("<"):
+        return row[0]
+    return None
+
+
+def resolve_model(conn=None, session_id: str | None = None) -> str:
+    """LCM_SUMMARY_MODEL, else the session's own model, else DEFAULT_MODEL."""
+    return lcm_db.config("LCM_SUMMARY_MODEL") or session_model(conn, session_id) or DEFAULT_MODEL
+
+
+# ---------------------------------------------------------------------------
+# anthropic backend
+# ---------------------------------------------------------------------------
+
+def anthropic_client(timeout: float = DEFAULT_TIMEOUT, max_retries: int = DEFAULT_MAX_RETRIES):
+    """An anthropic.Anthropic client with explicit timeout and retry count.
+
+    The SDK reads ANTHROPIC_API_KEY / ANTHROPIC_AUTH_TOKEN / ANTHROPIC_BASE_URL itself.
+    """
+    try:
+        import anthropic
+    except ImportError:
+        raise ModelConfigError("the anthropic package is not installed",
+                               "pip install -r requirements.txt, or set LCM_LLM=claude or LCM_LLM=none") from None
+    return anthropic.Anthropic(timeout=timeout, max_retries=max_retries)
+
+
+def _api_message(exc) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        err = body.get("error")
+        if isinstance(err, dict) and err.get("message"):
+            return f"{err.get('type', 'error')}: {err['message']}"
+    return str(exc)
+
+
+def _anthropic_complete(system, messages, *, max_tokens, model, timeout, max_retries) -> Completion:
+    client = anthropic_client(timeout=timeout, max_retries=max_retries)
+    import anthropic
+
+    base = os.environ.get("ANTHROPIC_BASE_URL") or "the Anthropic API"
+    kwargs = {"model": model, "max_tokens": max_tokens, "messages": messages}
+    if system:
+        kwargs["system"] = system
+    try:
+        response = client.messages.create(**kwargs)
+    except TypeError as exc:  # the SDK found no credentials at all
+        if "authentication" in str(exc).lower():
+            raise ModelConfigError("no Anthropic credentials found", NO_BACKEND_HINT) from None
+        raise
+    except (anthropic.AuthenticationError, anthropic.PermissionDeniedError) as exc:
+        raise ModelConfigError(
+            f"{base} refused the credentials ({exc.status_code} {_api_message(exc)})",
+            "check ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN); or set LCM_LLM=claude to use the "
+            "Claude Code login, or LCM_LLM=none for extractive summaries",
+        ) from None
+    except anthropic.NotFoundError as exc:
+        raise ModelConfigError(
+            f"{base} does not know model {model!r} ({_api_message(exc)})",
+            "set LCM_SUMMARY_MODEL to a model your key can use, e.g. claude-haiku-4-5",
+        ) from None
+    except anthropic.BadRequestError as exc:
+        raise ModelError(f"{base} rejected the request: {_api_message(exc)}",
+                         "the prompt may be too long for the model; lower LCM_LEAF_CHUNK_TOKENS") from None
+    except anthropic.APITimeoutError:
+        raise ModelError(f"{base} did not answer within {timeout:g}s ({max_retries} retries)",
+                         "retry later, or set LCM_LLM=none for extractive summaries") from None
+    except anthropic.APIConnectionError as exc:
+        raise ModelError(f"cannot reach {base}: {exc}",
+                         "check the network or ANTHROPIC_BASE_URL; or set LCM_LLM=none") from None
+    except anthropic.APIStatusError as exc:
+        raise ModelError(
+            f"{base} failed with {exc.status_code} after {max_retries} retries: {_api_message(exc)}",
+            "the API is busy or failing; retry later, or set LCM_LLM=none for extractive summaries",
+        ) from None
+    text = "".join(block.text for block in response.content if getattr(block, "type", "") == "text")
+    usage = response.usage
+    return Completion(text=text, input_tokens=usage.input_tokens or 0, output_tokens=usage.output_tokens or 0,
+                      model=response.model or model, backend="anthropic")
+
+
+# ---------------------------------------------------------------------------
+# claude backend
+# ---------------------------------------------------------------------------
+
+def _auth_failure(message: str) -> bool:
+    lowered = message.lower()
+    return any(word in lowered for word in ("/login", "not logged in", "invalid api key", "authentication",
+                                             "unauthorized", "oauth"))
+
+
+def run_claude(prompt: str, *, system: str | None = None, model: str | None = None, max_turns: int | None = 1,
+               tools: str | list | None = "", allowed_tools: str | list | None = None,
+               json_schema: dict | str | None = None, timeout: float = DEFAULT_TIMEOUT,
+               env: dict | None = None, cwd: str | None = None) -> dict:
+    """Run `claude -p --output-format json` once and return its parsed result object.
+
+    No user/project settings are loaded (so no plugins or hooks run inside it), nothing is
+    persisted as a session, and LCM_SUBAGENT=1 marks the child as lcm's own sub-agent.
+    A timeout kills the child's whole process group. Failures raise ModelError.
+    """
+    child_env = lcm_guard.child_env(env)
+    exe = claude_executable(child_env)
+    if not exe:
+        raise ModelConfigError("the claude CLI is not on PATH",
+                               "install Claude Code (npm install -g @anthropic-ai/claude-code), or " + NO_BACKEND_HINT)
+    argv = [exe, "-p", "--output-format", "json", "--setting-sources", "", "--no-session-persistence"]
+    if model:
+        argv += ["--model", model]
+    if max_turns:
+        argv += ["--max-turns", str(max_turns)]
+    if tools is not None:
+        argv += ["--tools", tools if isinstance(tools, str) else ",".join(tools)]
+    if allowed_tools:
+        argv += ["--allowedTools", allowed_tools if isinstance(allowed_tools, str) else " ".join(allowed_tools)]
+    if system:
+        argv += ["--append-system-prompt", system]
+    if json_schema is not None:
+        argv += ["--json-schema", json_schema if isinstance(json_schema, str) else json.dumps(json_schema)]
+    stdin_text = None
+    if len(prompt.encode("utf-8")) <= MAX_PROMPT_ARG_BYTES:
+        argv += ["--", prompt]
+    else:
+        stdin_text = prompt  # `claude -p` reads the prompt from stdin when none is given
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env, cwd=cwd,
+                                text=True, encoding="utf-8", errors="replace", start_new_session=True)
+    except OSError as exc:
+        raise ModelConfigError(f"cannot start {exe}: {exc.strerror}", "check the claude installation") from None
+    try:
+        out, err = proc.communicate(stdin_text, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            proc.kill()
+        proc.communicate()
+        raise ModelError(f"claude -p did not finish within {timeout:g}s and was killed",
+                         "retry, raise the timeout, or set LCM_LLM=none") from None
+    result = None
+    try:
+        parsed = json.loads(out) if out.strip() else None
+        result = parsed if isinstance(parsed, dict) else None
+    except json.JSONDecodeError:
+        pass
+    if result is None or proc.returncode != 0 or result.get("is_error"):
+        detail = ""
+        if result is not None:
+            detail = str(result.get("result") or result.get("subtype") or "")
+        detail = detail or (err or out or "").strip()[-500:] or f"exit status {proc.returncode}"
+        if _auth_failure(detail):
+            raise ModelConfigError(f"claude -p is not logged in: {detail}",
+                                   "run `claude` once and /login, or set ANTHROPIC_API_KEY, or LCM_LLM=none")
+        raise ModelError(f"claude -p failed (exit {proc.returncode}): {detail}",
+                         "run the same `claude -p` by hand to see why, or set LCM_LLM=none")
+    return result
+
+
+def _flatten_messages(messages) -> str:
+    """One prompt string from Messages-API style messages (for the CLI backend)."""
+    if isinstance(messages, str):
+        return messages
+    parts = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            content = "\n".join(b.get("text", "") for b in content if isinstance(b, dict))
+        parts.append(str(content))
+    return "\n\n".join(parts)
+
+
+def _claude_complete(system, messages, *, max_tokens, model, timeout) -> Completion:
+    result = run_claude(_flatten_messages(messages), system=system, model=model, max_turns=1, tools="",
+                        timeout=timeout)
+    usage = result.get("usage") or {}
+    used_model = next(iter(result.get("modelUsage") or {}), None) or model or "claude"
+    return Completion(text=str(result.get("result") or ""), input_tokens=int(usage.get("input_tokens") or 0),
+                      output_tokens=int(usage.get("output_tokens") or 0), model=used_model, backend="claude")
+
+
+# ---------------------------------------------------------------------------
+# The one entry point
+# ---------------------------------------------------------------------------
+
+def complete(system: str | None, messages, *, max_tokens: int, model: str | None = None,
+             backend: str | None = None, timeout: float = DEFAULT_TIMEOUT,
+             max_retries: int = DEFAULT_MAX_RETRIES) -> Completion:
+    """One model answer. `messages` is a list of {"role","content"} dicts or a plain user string.
+
+    Raises ModelConfigError for problems retrying cannot fix (no credentials, refused key,
+    unknown model, backend none) and ModelError for anything else.
+    """
+    backend = backend or resolve_backend()
+    if isinstance(messages, str):
+        messages = [{"role": "user", "content": messages}]
+    if backend == "anthropic":
+        return _anthropic_complete(system, messages, max_tokens=max_tokens, model=model or DEFAULT_MODEL,
+                                   timeout=timeout, max_retries=max_retries)
+    if backend == "claude":
+        return _claude_complete(system, messages, max_tokens=max_tokens, model=model, timeout=timeout)
+    raise ModelConfigError("no model backend is available (LCM_LLM resolves to none)", NO_BACKEND_HINT)
