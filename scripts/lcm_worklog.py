@@ -1,0 +1,238 @@
+"""What happened in a session, read back from the vault's original transcript lines.
+
+Checkpoint and resume share this extractor: files created and edited, commands run and which
+failed, the latest todo list, errors not fixed later, the user's latest requests and the
+sentences that state a choice. Everything comes from `messages.raw` (the verbatim JSONL line),
+so it sees tool inputs and `is_error` flags that the flat searchable text loses.
+
+Stdlib only; no model calls.
+"""
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+
+FILE_TOOLS = ("Edit", "Write", "MultiEdit", "NotebookEdit")
+# user-role text the harness writes, never something the user asked for
+HARNESS_PREFIXES = ("<command-", "<local-command-", "<task-notification", "<system-reminder",
+                    "<bash-", "<user-prompt-submit-hook", "[Request interrupted", "Caveat: ")
+HARNESS_BLOCK = re.compile(r"<(ide_[a-z_]+|system-reminder)>.*?</\1>", re.S)
+# the user said no: not an error to fix
+REJECTION = re.compile(r"^The user doesn't want to (proceed|take this action)")
+# a sentence that states a choice (heuristic; shown as such)
+DECISION = re.compile(r"\b(let's|lets|decid\w*|go(?:ing)? with|instead of|switch(?:ed|ing)? to|"
+                      r"chose|choose|we'll use|I'll use|prefer|won't|don't want)\b", re.I)
+SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def _blocks(entry: dict) -> list:
+    content = (entry.get("message") or {}).get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [b for b in content or [] if isinstance(b, dict)]
+
+
+def _result_text(block: dict) -> str:
+    content = block.get("content")
+    if isinstance(content, list):
+        content = " ".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
+    return str(content or "").strip()
+
+
+def _first_line(text: str, limit: int = 200) -> str:
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def user_request_text(entry: dict) -> str | None:
+    """The words a person typed in this entry, or None for tool results and harness text."""
+    if entry.get("type") != "user" or entry.get("isMeta") or entry.get("isSidechain") \
+            or entry.get("isCompactSummary") or entry.get("isVisibleInTranscriptOnly"):
+        return None
+    texts = []
+    for block in _blocks(entry):
+        if block.get("type") != "text":
+            continue
+        text = HARNESS_BLOCK.sub("", str(block.get("text", ""))).strip()
+        if text and not text.startswith(HARNESS_PREFIXES):
+            texts.append(text)
+    return "\n".join(texts) or None
+
+
+def _tool_key(name: str, tool_input: dict) -> str:
+    """What a call acted on, so a later success of the same call resolves an earlier error."""
+    for field in ("file_path", "notebook_path", "command", "path", "pattern", "url", "taskId",
+                  "shell_id", "bash_id"):
+        if tool_input.get(field):
+            return str(tool_input[field])
+    return ""
+
+
+def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
+            upto_id: int | None = None, request_limit: int = 3) -> dict:
+    """Work done in `session_id` between messages.id `after_id` (exclusive) and `upto_id`."""
+    sql = "SELECT id, uuid, raw FROM messages WHERE session_id = ? AND id > ?"
+    params: list = [session_id, after_id]
+    if upto_id is not None:
+        sql += " AND id <= ?"
+        params.append(upto_id)
+    calls: dict[str, dict] = {}      # tool_use id -> call
+    order: list[dict] = []           # calls in the order they were made
+    requests: list[dict] = []
+    decisions: list[str] = []
+    todos: list[dict] | None = None
+    tasks: dict[str, dict] = {}      # TaskCreate/TaskUpdate lists, keyed by task id
+    count = last_id = 0
+    for row in conn.execute(sql + " ORDER BY id", params):
+        count += 1
+        last_id = row["id"]
+        try:
+            entry = json.loads(row["raw"])
+        except ValueError:
+            continue
+        text = user_request_text(entry)
+        if text:
+            requests.append({"uuid": row["uuid"], "at": entry.get("timestamp"), "text": text})
+            decisions += [s for s in SENTENCE.split(text) if DECISION.search(s)]
+        for block in _blocks(entry):
+            kind = block.get("type")
+            if kind == "text" and entry.get("type") == "assistant" and not entry.get("isSidechain"):
+                decisions += [s for s in SENTENCE.split(str(block.get("text", ""))) if DECISION.search(s)]
+            elif kind == "tool_use":
+                tool_input = block.get("input") if isinstance(block.get("input"), dict) else {}
+                call = {"id": block.get("id"), "name": block.get("name"), "input": tool_input,
+                        "key": _tool_key(str(block.get("name")), tool_input), "uuid": row["uuid"],
+                        "sidechain": bool(entry.get("isSidechain")), "status": "pending"}
+                calls[str(block.get("id"))] = call
+                order.append(call)
+                if call["name"] == "TodoWrite" and isinstance(tool_input.get("todos"), list):
+                    todos = tool_input["todos"]
+            elif kind == "tool_result" and str(block.get("tool_use_id")) in calls:
+                call = calls[str(block.get("tool_use_id"))]
+                text = _result_text(block)
+                if block.get("is_error"):
+                    call["status"] = "rejected" if REJECTION.match(text) else "error"
+                    call["error"] = _first_line(text)
+                else:
+                    call["status"] = "ok"
+                result = entry.get("toolUseResult")
+                if isinstance(result, dict):
+                    call["result_type"] = result.get("type")
+                    task = result.get("task")
+                    if call["name"] == "TaskCreate" and isinstance(task, dict) and task.get("id"):
+                        tasks[str(task["id"])] = {"content": call["input"].get("subject") or task.get("subject"),
+                                                  "status": "pending"}
+                if call["name"] == "TaskUpdate" and call["status"] == "ok":
+                    task = tasks.get(str(call["input"].get("taskId")))
+                    if task is not None and call["input"].get("status"):
+                        task["status"] = call["input"]["status"]
+    return _summarise(order, requests, decisions, todos, tasks, count, last_id, request_limit)
+
+
+def _summarise(order, requests, decisions, todos, tasks, count, last_id, request_limit) -> dict:
+    created: list[str] = []
+    edited: list[str] = []
+    commands: list[dict] = []
+    errors: list[dict] = []
+    for i, call in enumerate(order):
+        name, status = call["name"], call["status"]
+        if name in FILE_TOOLS and status in ("ok", "pending") and call["key"]:
+            is_new = name == "Write" and call.get("result_type") != "update" and call["key"] not in edited
+            target = created if is_new else edited
+            if call["key"] not in created and call["key"] not in target:
+                target.append(call["key"])
+        if name == "Bash" and not call["sidechain"] and call["key"]:
+            commands.append({"command": call["key"], "failed": status == "error", "uuid": call["uuid"],
+                             "rejected": status == "rejected",
+                             **({"error": call["error"]} if status == "error" else {})})
+        if status == "error":
+            fixed = any(c["name"] == name and c["key"] == call["key"] and c["status"] == "ok"
+                        for c in order[i + 1:])
+            if not fixed:
+                errors.append({"tool": name, "target": call["key"], "error": call.get("error", ""),
+                               "uuid": call["uuid"]})
+    todo_list = todos if todos is not None else list(tasks.values())
+    todo_list = [{"content": str(t.get("content") or t.get("subject") or ""),
+                  "status": str(t.get("status") or "pending")}
+                 for t in todo_list if isinstance(t, dict) and t.get("status") != "deleted"]
+    return {
+        "message_count": count,
+        "last_message_id": last_id or None,
+        "user_requests": requests[-request_limit:],
+        "request_count": len(requests),
+        "decisions": _dedupe([_first_line(d).lstrip("-*> ") for d in decisions
+                              if not d.rstrip().endswith("?")])[-8:],
+        "files_created": created,
+        "files_edited": edited,
+        "commands": commands,
+        "failed_commands": [c for c in commands if c["failed"]],
+        "todos": todo_list,
+        "open_todos": [t for t in todo_list if t["status"] != "completed"],
+        "unresolved_errors": errors,
+    }
+
+
+def _dedupe(items: list[str]) -> list[str]:
+    seen: set[str] = set()
+    kept = []
+    for item in reversed(items):
+        if item and item not in seen:
+            seen.add(item)
+            kept.append(item)
+    return kept[::-1]
+
+
+def top_summaries(conn: sqlite3.Connection, session_id: str, limit: int = 5) -> list[dict]:
+    """The highest parentless summaries of a session: the roots of its DAG, deepest first."""
+    rows = conn.execute(
+        "SELECT id, kind, depth, descendant_count, earliest_at, latest_at, substr(content, 1, 400) AS head"
+        " FROM summaries WHERE session_id = ? AND parent_id IS NULL"
+        " ORDER BY depth DESC, first_message_id LIMIT ?", (session_id, limit)).fetchall()
+    return [{**dict(r), "head": _first_line(r["head"], 160)} for r in rows]
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _capped(lines: list[str], cap: int, more: str) -> list[str]:
+    """At most `cap` lines, the newest kept, with a note saying how many were left out."""
+    if len(lines) <= cap:
+        return lines
+    return [f"- ... {len(lines) - cap} earlier {more} not shown"] + lines[-cap:]
+
+
+def sections(log: dict, top: list[dict], *, list_cap: int = 15, text_cap: int = 400) -> list[tuple[str, list[str]]]:
+    """The worklog as markdown sections, most important first: (heading, bullet lines)."""
+    out: list[tuple[str, list[str]]] = []
+    requests = [f"- {_clip(r['text'], text_cap)} ({(r['at'] or '')[:16]}, {r['uuid']})" for r in log["user_requests"]]
+    if requests:
+        requests[-1] = "- LATEST: " + requests[-1][2:]
+    out.append(("Current task (latest user requests, oldest first)", requests or ["- none found"]))
+    out.append(("Open todos", [f"- [{t['status']}] {_clip(t['content'], 200)}" for t in log["open_todos"]]
+                or ["- none" if log["todos"] else "- no todo list in this session"]))
+    out.append(("Files edited", _capped([f"- {f}" for f in log["files_edited"]], list_cap * 2, "files")
+                or ["- none"]))
+    out.append(("Files created", _capped([f"- {f}" for f in log["files_created"]], list_cap * 2, "files")
+                or ["- none"]))
+    out.append(("Unresolved errors", _capped(
+        [f"- {e['tool']} {_clip(e['target'], 120)}: {_clip(e['error'], 160)} ({e['uuid']})"
+         for e in log["unresolved_errors"]], list_cap // 2, "errors") or ["- none"]))
+    failed = len(log["failed_commands"])
+    out.append((f"Commands run ({len(log['commands'])}, {failed} failed; newest last)", _capped(
+        [f"- {'FAILED ' if c['failed'] else 'REJECTED by user ' if c['rejected'] else ''}`{_clip(c['command'], 160)}`"
+         + (f": {_clip(c['error'], 120)}" if c["failed"] else "") for c in log["commands"]],
+        list_cap, "commands") or ["- none"]))
+    out.append(("Decisions (sentences that state a choice; heuristic)",
+                [f"- {_clip(d, 200)}" for d in log["decisions"]] or ["- none found"]))
+    out.append(("Top of the summary DAG", [
+        f"- {s['id']} ({s['kind']}, depth {s['depth']}, {s['descendant_count']} messages,"
+        f" {(s['earliest_at'] or '')[:16]} .. {(s['latest_at'] or '')[:16]}): {s['head']}" for s in top]
+        or ["- no summaries yet (nothing compacted)"]))
+    return out
+
+
+def render(secs: list[tuple[str, list[str]]]) -> str:
+    return "\n\n".join(f"## {heading}\n" + "\n".join(lines) for heading, lines in secs)
