@@ -61,9 +61,10 @@ def compact_context(conn, sid: str) -> str:
     try:
         import lcm_compact
     except ImportError:
-        note("lcm_compact is missing: no context injected after compaction")
-        return ""
-    body = lcm_compact.render_context(conn, sid, max_chars=CONTEXT_CHARS).strip()
+        note("lcm_compact is missing: only the drill-down pointer injected after compaction")
+        body = ""
+    else:
+        body = lcm_compact.render_context(conn, sid, max_chars=CONTEXT_CHARS).strip()
     if not body:
         return ("lcm: this session was compacted. Its full history stays in the lcm vault. " + DRILL_DOWN)
     return ("lcm: active context of this session after compaction (summaries with their ids):\n"

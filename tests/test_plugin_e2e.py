@@ -1,0 +1,214 @@
+"""The plugin inside a real Claude Code, offline.
+
+A fake Messages API on 127.0.0.1 plays the model: asked to "RUNTOOL", it answers with a Bash
+tool call that prints $LCM_SCRIPTS. `claude -p --plugin-dir <repo>` then runs our hooks for real:
+the session must land in the vault, the Bash call must see LCM_SCRIPTS (from CLAUDE_ENV_FILE), and
+a `/compact` of the resumed session must run the PreCompact compaction (summaries in the vault, our
+instructions in the compaction request) and the SessionStart(compact) injection.
+
+The CLI comes from `.ci/run` (a pinned @anthropic-ai/claude-code in ~/.cache/lcm-ci/npm) or PATH;
+without it these tests skip and say why, unless LCM_TEST_REQUIRE_CLAUDE=1 (set by .ci/run).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fake_anthropic import FakeAnthropic
+
+ROOT = Path(__file__).resolve().parent.parent
+CI_PREFIX = Path.home() / ".cache" / "lcm-ci" / "npm" / "bin"
+REQUIRED = os.environ.get("LCM_TEST_REQUIRE_CLAUDE") == "1"  # read before conftest strips LCM_*
+CALL_TIMEOUT = 90
+
+
+def find_claude() -> str | None:
+    candidate = Path(os.environ.get("LCM_CI_NPM_PREFIX", str(CI_PREFIX.parent))) / "bin" / "claude"
+    if candidate.is_file() and os.access(candidate, os.X_OK):
+        return str(candidate)
+    return shutil.which("claude")
+
+
+CLAUDE = find_claude()
+
+
+def require_claude() -> str:
+    if CLAUDE:
+        return CLAUDE
+    why = (f"no `claude` CLI in {CI_PREFIX} or on PATH; .ci/run installs the pinned "
+           "@anthropic-ai/claude-code there (npm install -g --prefix ~/.cache/lcm-ci/npm ...)")
+    if REQUIRED:
+        pytest.fail(why)
+    pytest.skip(why)
+
+
+class StreamingFake(FakeAnthropic):
+    """FakeAnthropic that also speaks the SSE stream Claude Code asks for (`"stream": true`)."""
+
+    def handle_messages(self, request):
+        reply = super().handle_messages(request)
+        if reply.status == 200 and (request.body or {}).get("stream") and isinstance(reply.body, dict):
+            reply.body = {"_sse": sse_events(reply.body)}
+        return reply
+
+    def _make_handler(self):
+        base = super()._make_handler()
+
+        class Handler(base):
+            def _send(self, reply):
+                if isinstance(reply.body, dict) and "_sse" in reply.body:
+                    data = reply.body["_sse"].encode()
+                    self.send_response(200)
+                    self.send_header("content-type", "text/event-stream")
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                super()._send(reply)
+
+        return Handler
+
+
+def sse_events(message: dict) -> str:
+    events = []
+
+    def event(name: str, data: dict) -> None:
+        events.append(f"event: {name}\ndata: {json.dumps(data)}\n\n")
+
+    event("message_start", {"type": "message_start",
+                            "message": dict(message, content=[], stop_reason=None)})
+    for index, block in enumerate(message["content"]):
+        if block["type"] == "text":
+            event("content_block_start", {"type": "content_block_start", "index": index,
+                                          "content_block": {"type": "text", "text": ""}})
+            delta = {"type": "text_delta", "text": block["text"]}
+        else:
+            event("content_block_start", {"type": "content_block_start", "index": index,
+                                          "content_block": dict(block, input={})})
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+        event("content_block_stop", {"type": "content_block_stop", "index": index})
+    event("message_delta", {"type": "message_delta",
+                            "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                            "usage": {"output_tokens": message["usage"]["output_tokens"]}})
+    event("message_stop", {"type": "message_stop"})
+    return "".join(events)
+
+
+def last_turn(body: dict) -> dict:
+    """The last user/assistant message: Claude Code may append a trailing system message."""
+    for message in reversed(body.get("messages") or []):
+        if message.get("role") in ("user", "assistant"):
+            return message
+    return {}
+
+
+def responder(body: dict):
+    content = last_turn(body).get("content")
+    blocks = content if isinstance(content, list) else []
+    if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks):
+        return {"text": "The command printed the scripts directory."}
+    text = FakeAnthropic.user_text(body)
+    if "RUNTOOL" in text:
+        return {"text": "I'll check the environment.",
+                "tool_use": [{"name": "Bash", "input": {"command": "echo LCM=$LCM_SCRIPTS",
+                                                        "description": "show LCM_SCRIPTS"}}]}
+    if "summary" in text.lower() or "summar" in FakeAnthropic.system_text(body).lower():
+        return {"text": "Summary: the user asked to check the environment; LCM_SCRIPTS was printed."}
+    return {"text": "ok"}
+
+
+@pytest.fixture(scope="module")
+def claude_run(tmp_path_factory):
+    """Two real Claude Code runs: a turn with a Bash call, then `/compact` on the resumed session."""
+    claude = require_claude()
+    base = tmp_path_factory.mktemp("claude-e2e")
+    for name in ("home", "tmp", "proj"):
+        (base / name).mkdir()
+    with StreamingFake() as api:
+        api.respond(responder)
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("CLAUDE", "LCM_", "ANTHROPIC_"))}
+        env.update(api.env())
+        env.update({
+            "HOME": str(base / "home"), "TMPDIR": str(base / "tmp"), "LCM_HOME": str(base / "lcm"),
+            "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            # deterministic summaries, and a session this short still has something to compact
+            "LCM_LLM": "none", "LCM_FRESH_TAIL_COUNT": "1",
+        })
+
+        def claude_p(*args: str) -> dict:
+            proc = subprocess.run(
+                [claude, "-p", "--plugin-dir", str(ROOT), "--output-format", "json", *args],
+                cwd=base / "proj", env=env, capture_output=True, text=True, timeout=CALL_TIMEOUT)
+            assert proc.returncode == 0, f"claude failed ({proc.returncode}): {proc.stderr[-2000:]}"
+            return json.loads(proc.stdout)
+
+        first = claude_p("--allowedTools", "Bash", "--", "RUNTOOL please show where lcm lives")
+        sid = first["session_id"]
+        requests_before_compact = len(api.requests)
+        second = claude_p("--resume", sid, "--", "/compact")
+        compaction_requests = api.requests[requests_before_compact:]
+    transcripts = list((base / "home" / ".claude" / "projects").glob(f"*/{sid}.jsonl"))
+    return {"base": base, "sid": sid, "first": first, "second": second,
+            "compaction_requests": compaction_requests,
+            "transcript": transcripts[0] if transcripts else None,
+            "vault": base / "lcm" / "lcm.db", "log": base / "lcm" / "lcm.log"}
+
+
+def vault_rows(run, sql, *params):
+    conn = sqlite3.connect(run["vault"])
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+def test_session_lands_in_the_vault(claude_run):
+    assert claude_run["first"]["result"] == "The command printed the scripts directory."
+    rows = vault_rows(claude_run, "SELECT type, content FROM messages WHERE session_id = ? ORDER BY id",
+                      claude_run["sid"])
+    contents = [content for _type, content in rows]
+    assert any("RUNTOOL please show where lcm lives" in c for c in contents)
+    assert any("echo LCM=$LCM_SCRIPTS" in c for c in contents), "the tool call is indexed"
+
+
+def test_lcm_scripts_is_set_inside_the_bash_tool(claude_run):
+    expected = f"LCM={ROOT / 'scripts'}"
+    rows = vault_rows(claude_run, "SELECT content FROM messages WHERE session_id = ? AND content LIKE 'LCM=%'",
+                      claude_run["sid"])
+    assert [c for (c,) in rows if c.strip() == expected], (
+        f"no tool_result {expected!r} in the vault; log: {read(claude_run['log'])}")
+
+
+def test_compact_runs_precompact_compaction(claude_run):
+    summaries = vault_rows(claude_run, "SELECT id FROM summaries WHERE session_id = ?", claude_run["sid"])
+    assert summaries, f"PreCompact made no summaries; log: {read(claude_run['log'])}"
+    ids = {sid for (sid,) in summaries}
+    # our plain-text PreCompact output reached Claude Code's own compactor, naming our summaries
+    sent = "\n".join(json.dumps(body) for body in claude_run["compaction_requests"])
+    assert "LCM (lossless context management) instructions" in sent
+    assert any(i in sent for i in ids)
+    hook_rows = vault_rows(claude_run, "SELECT trigger FROM compactions WHERE session_id = ? AND source = 'hook'",
+                           claude_run["sid"])
+    assert hook_rows == [("manual",)], "PostCompact recorded the compaction"
+
+
+def test_compact_reinjects_the_active_context(claude_run):
+    assert claude_run["transcript"] is not None
+    injected = [entry for entry in map(json.loads, claude_run["transcript"].read_text().splitlines())
+                if entry.get("type") == "attachment"
+                and (entry.get("attachment") or {}).get("type") == "hook_additional_context"]
+    texts = [json.dumps(entry["attachment"]) for entry in injected]
+    assert any("lcm: active context of this session after compaction" in t for t in texts), texts
+    assert any("sum_" in t and "lcm_expand_query.py" in t for t in texts)
+
+
+def read(path: Path) -> str:
+    return path.read_text() if path.exists() else "(no log)"
