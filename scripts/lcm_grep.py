@@ -1,0 +1,444 @@
+"""Search every stored message and summary; each hit names the summary that covers it.
+
+Usage:
+  python3 scripts/lcm_grep.py QUERY [--mode auto|full_text|regex] [--scope messages|summaries|both]
+                              [--session ID | --project DIR | --all-sessions] [--since WHEN]
+                              [--before WHEN] [--role ROLE] [--limit N] [--offset N] [--json]
+
+Modes:
+  auto       natural language (default): ranked with BM25, "quoted phrases" kept, messages with
+             every term first, partial matches still found; any text is safe to pass
+  full_text  FTS5 syntax for experts (AND, OR, NOT, NEAR(), prefix*), errors explained
+  regex      Python regular expression over the stored text, newest first, time-bounded
+
+Scope: by default the current project (the cwd of $LCM_SESSION_ID's session) when LCM_SESSION_ID
+is set, else everything. WHEN is an ISO date/time or a relative age: 30m, 3h, 2d, 1w.
+
+Examples:
+  python3 "$LCM_SCRIPTS/lcm_grep.py" "database migration"
+  python3 "$LCM_SCRIPTS/lcm_grep.py" "why did the deploy fail" --since 2d
+  python3 "$LCM_SCRIPTS/lcm_grep.py" 'timeout NEAR(retry backoff)' --mode full_text --all-sessions
+  python3 "$LCM_SCRIPTS/lcm_grep.py" 'sum_[0-9a-f]{16}' --mode regex --scope summaries
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import signal
+import sqlite3
+import sys
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+
+import lcm_db
+import lcm_search
+from lcm_db import LcmError
+
+CANDIDATES = 200          # BM25 candidates reranked per query (and per page beyond them)
+DF_CAP = 25000            # document frequencies are counted up to here, never further
+RANK_BUDGET = 20000       # most FTS matches BM25 scores in one query (keeps 1M-row vaults fast)
+SCAN_SECONDS = 3.0        # wall-time bound of a regex / substring scan
+SCAN_BATCH = 20000        # ids per scan step, newest first
+COVERAGE_WEIGHT = 2.0     # score multiplier per fraction of (IDF-weighted) query terms present
+ALL_TERMS_BONUS = 1.0     # extra multiplier for a message that holds every term
+ROLE_WEIGHT = {"user": 1.0, "assistant": 0.9}  # people state facts; assistants restate them at length
+SNIPPET_CHARS = 200
+
+
+# ---------------------------------------------------------------------------
+# Filters
+# ---------------------------------------------------------------------------
+
+def parse_when(value: str | None, flag: str) -> str | None:
+    """ISO date/time or relative age (30m, 3h, 2d, 1w) -> a comparable UTC ISO string."""
+    if not value:
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*([mhdw])\s*", value.lower())
+    if m:
+        unit = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[m.group(2)]
+        when = datetime.now(timezone.utc) - timedelta(**{unit: int(m.group(1))})
+    else:
+        try:
+            when = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise LcmError(f"{flag} {value!r} is neither an ISO date nor an age",
+                           f"use e.g. {flag} 2026-11-20, {flag} 2026-11-20T09:30 or {flag} 2d (m h d w)") from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def resolve_scope(conn, session, project, all_sessions):
+    """(session, project) to filter on; the default is the current session's project."""
+    if all_sessions or session or project:
+        return session, (os.path.abspath(os.path.expanduser(project)) if project else None)
+    current = lcm_db.current_session_id()
+    if not current:
+        return None, None
+    row = conn.execute("SELECT project FROM sessions WHERE session_id = ?", (current,)).fetchone()
+    return None, (row["project"] if row and row["project"] else os.getcwd())
+
+
+class Source:
+    """Messages or summaries: where to look and how to filter."""
+
+    def __init__(self, conn, kind, session, project, since, before, role):
+        self.kind = kind
+        if kind == "message":
+            self.table, self.fts, self.key = "messages", "messages_fts", "id"
+            cols = "t.id AS rowid_, t.uuid, t.session_id, t.role, t.created_at, t.content"
+            time_lo, time_hi = "t.created_at", "t.created_at"
+        else:
+            self.table, self.fts, self.key = "summaries", "summaries_fts", "rowid"
+            cols = ("t.rowid AS rowid_, t.id, t.session_id, t.kind, t.depth, t.parent_id,"
+                    " t.earliest_at AS created_at, t.content")
+            time_lo, time_hi = "t.latest_at", "t.earliest_at"
+        self.columns = cols
+        where, params = [], []
+        if session:
+            where.append("t.session_id = ?")
+            params.append(session)
+        elif project:
+            where.append("t.session_id IN (SELECT session_id FROM sessions WHERE project = ? OR project LIKE ? ESCAPE '\\')")
+            params += [project, _like_escape(project.rstrip("/")) + "/%"]
+        if since:
+            where.append(f"{time_lo} >= ?")
+            params.append(since)
+        if before:
+            where.append(f"{time_hi} < ?")
+            params.append(before)
+        if role and kind == "message":
+            where.append("t.role = ?")
+            params.append(role)
+        self.where = " AND ".join(where) or "1"
+        self.params = params
+        self.id_range = None
+        if session and kind == "message":
+            lo_hi = conn.execute("SELECT min(id), max(id) FROM messages WHERE session_id = ?", (session,)).fetchone()
+            self.id_range = tuple(lo_hi) if lo_hi[0] is not None else (0, -1)
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+# ---------------------------------------------------------------------------
+# Ranking (auto mode)
+# ---------------------------------------------------------------------------
+
+def _doc_count(conn, src: Source) -> int:
+    row = conn.execute(f"SELECT max({src.key}) FROM {src.table}").fetchone()
+    return row[0] or 0
+
+
+def _df(conn, src: Source, fts_expr: str) -> int:
+    """Documents matching, counted up to DF_CAP (a full count is slow on common words)."""
+    sql = f"SELECT count(*) FROM (SELECT 1 FROM {src.fts} WHERE {src.fts} MATCH ? LIMIT {DF_CAP})"
+    return conn.execute(sql, (fts_expr,)).fetchone()[0]
+
+
+def _fts_candidates(conn, src: Source, terms, dfs, want):
+    """BM25 over the rarer terms within RANK_BUDGET matches; returns {rowid: (row, relevance)}."""
+    dfs = sorted(((dfs[t], t) for t in terms), key=lambda p: p[0])
+    chosen, total = [], 0
+    for df, term in dfs:
+        if df == 0:
+            continue
+        if chosen and total + df > RANK_BUDGET:
+            break  # common words add little to BM25 and cost the most; coverage still counts them
+        chosen.append(term)
+        total += df
+    if not chosen:
+        return {}
+    expr = " OR ".join(t.fts for t in chosen)
+    window, params = "", []
+    if src.id_range:  # one session's messages sit in one id range: FTS5 skips the rest cheaply
+        window, params = "AND f.rowid BETWEEN ? AND ?", list(src.id_range)
+    elif total > RANK_BUDGET:
+        # even the rarest term is everywhere: rank its newest RANK_BUDGET matches only
+        row = conn.execute(f"SELECT rowid FROM {src.fts} WHERE {src.fts} MATCH ? ORDER BY rowid DESC"
+                           f" LIMIT 1 OFFSET {RANK_BUDGET}", (expr,)).fetchone()
+        if row:
+            window, params = "AND f.rowid > ?", [row[0]]
+    # rank on rowid + score only: carrying the content through the sort doubles its cost
+    join = f"JOIN {src.table} t ON t.{src.key} = f.rowid AND {src.where}" if src.params else ""
+    sql = (f"SELECT f.rowid, bm25({src.fts}) AS bm FROM {src.fts} f {join}"
+           f" WHERE {src.fts} MATCH ? {window} ORDER BY bm LIMIT {want}")
+    ranked = {r[0]: -r[1] for r in conn.execute(sql, [*src.params, expr, *params])}
+    return {row["rowid_"]: (row, ranked[row["rowid_"]]) for row in _fetch(conn, src, list(ranked))}
+
+
+def _fetch(conn, src: Source, rowids):
+    rows = []
+    for i in range(0, len(rowids), 500):
+        chunk = rowids[i:i + 500]
+        sql = f"SELECT {src.columns} FROM {src.table} t WHERE t.{src.key} IN ({','.join('?' * len(chunk))})"
+        rows += conn.execute(sql, chunk).fetchall()
+    return rows
+
+
+def _scan(conn, src: Source, test, want, deadline, prefilter=("", [])):
+    """Rows passing `test(content)`, newest first, until `want` found or the deadline passes.
+
+    Returns (rows, stopped_early).
+    """
+    hi = _doc_count(conn, src)
+    extra_sql, extra_params = prefilter
+    found = []
+    while hi > 0:
+        lo = max(0, hi - SCAN_BATCH)
+        sql = (f"SELECT {src.columns} FROM {src.table} t WHERE t.{src.key} > ? AND t.{src.key} <= ?"
+               f" AND {src.where} {extra_sql} ORDER BY t.{src.key} DESC")
+        for row in conn.execute(sql, [lo, hi, *src.params, *extra_params]):
+            if test(row["content"]):
+                found.append(row)
+                if len(found) >= want:
+                    return found, False
+            if time.monotonic() > deadline:
+                return found, True
+        hi = lo
+    return found, False
+
+
+def _coverage(content: str, terms, weights) -> tuple[float, bool]:
+    text = content[:200000]
+    hit = [w for t, w in zip(terms, weights) if t.pattern.search(text)]
+    return (sum(hit) / sum(weights) if weights else 0.0), len(hit) == len(terms)
+
+
+def _rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm):
+    """Candidates from BM25 (FTS terms) and substring scans (CJK, emoji), reranked by coverage."""
+    n_docs = max(_doc_count(conn, src), 1)
+    fts_terms = [t for t in terms if t.fts]
+    scan_terms = [t for t in terms if not t.fts]
+    candidates, stopped = {}, False
+    use_fts = bool(fts_terms) and lcm_db.fts_enabled(conn)
+    dfs = {t: _df(conn, src, t.fts) for t in fts_terms} if use_fts else {}
+    if use_fts:
+        candidates = _fts_candidates(conn, src, fts_terms, dfs, want)
+    else:
+        scan_terms = terms  # no FTS5: every term is a LIKE / substring match
+    if scan_terms:
+        likes = " OR ".join("t.content LIKE ? ESCAPE '\\'" for _ in scan_terms)
+        pats = ["%" + _like_escape(t.text) + "%" for t in scan_terms]
+        rows, stopped = _scan(conn, src, lambda c: True, scan_want, deadline, (f"AND ({likes})", pats))
+        for row in rows:
+            candidates.setdefault(row["rowid_"], (row, 0.0))
+    # IDF-like weights: a rare term present says more than a common one
+    weights = [math.log(1 + (n_docs - dfs.get(t, 1) + 0.5) / (dfs.get(t, 1) + 0.5)) for t in terms]
+    base = max((rel for _r, rel in candidates.values()), default=0.0) or 1.0
+    scored = []
+    for rowid, (row, rel) in candidates.items():
+        if query_norm and " ".join(row["content"].lower().split()) == query_norm:
+            continue  # the question itself, just asked, is not its own answer
+        cov, every = _coverage(row["content"], terms, weights)
+        relevance = rel if rel > 0 else base * 0.5 * cov
+        score = relevance * (1 + COVERAGE_WEIGHT * cov + (ALL_TERMS_BONUS if every else 0.0))
+        if src.kind == "message":
+            score *= ROLE_WEIGHT.get(row["role"], 1.0)
+        scored.append((score, row))
+    scored.sort(key=lambda p: -p[0])
+    return scored, stopped
+
+
+# ---------------------------------------------------------------------------
+# Other modes
+# ---------------------------------------------------------------------------
+
+def _rank_full_text(conn, src: Source, query, want):
+    if not lcm_db.fts_enabled(conn):
+        raise LcmError("this vault has no FTS5 index (SQLite built without FTS5)",
+                       "use --mode auto (substring fallback) or --mode regex")
+    sql = (f"SELECT {src.columns}, bm25({src.fts}) AS bm FROM {src.fts} f JOIN {src.table} t"
+           f" ON t.{src.key} = f.rowid WHERE {src.fts} MATCH ? AND {src.where} ORDER BY bm LIMIT {want}")
+    try:
+        return [(-r["bm"], r) for r in conn.execute(sql, [query, *src.params])], False
+    except sqlite3.OperationalError as exc:
+        raise LcmError(f"invalid FTS5 expression {query!r}: {exc}",
+                       'quote special characters ("foo-bar"), balance parentheses and quotes, '
+                       "or use --mode auto for plain words") from None
+
+
+class _Alarm:
+    """Interrupt one runaway regex match (catastrophic backtracking) at the deadline."""
+
+    def __init__(self, deadline):
+        self.deadline = deadline
+        self.armed = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
+
+    def __enter__(self):
+        if self.armed:
+            self.previous = signal.signal(signal.SIGALRM, self._fire)
+            signal.setitimer(signal.ITIMER_REAL, max(self.deadline - time.monotonic(), 0.01))
+        return self
+
+    def _fire(self, *_):
+        raise TimeoutError
+
+    def __exit__(self, *exc):
+        if self.armed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.previous)
+
+
+def _compile_regex(query):
+    try:
+        return re.compile(query)
+    except re.error as exc:
+        raise LcmError(f"invalid regular expression {query!r}: {exc}",
+                       r"escape special characters (\( \[ \* \.), or use --mode auto for plain text") from None
+
+
+def _rank_regex(conn, src: Source, pattern, want, deadline):
+    try:
+        with _Alarm(deadline):
+            rows, stopped = _scan(conn, src, lambda c: pattern.search(c) is not None, want, deadline)
+    except TimeoutError:
+        rows, stopped = [], True
+    return [(0.0, r) for r in rows], stopped
+
+
+# ---------------------------------------------------------------------------
+# search()
+# ---------------------------------------------------------------------------
+
+def _snippet(content: str, patterns) -> str:
+    start = 0
+    for pattern in patterns:
+        m = pattern.search(content)
+        if m:
+            start = max(0, m.start() - SNIPPET_CHARS // 3)
+            break
+    text = " ".join(content[start:start + SNIPPET_CHARS * 2].split())[:SNIPPET_CHARS]
+    return ("..." if start else "") + text + ("..." if len(content) > start + len(text) + 1 else "")
+
+
+def search(conn, query, *, mode="auto", scope="both", session=None, project=None, all_sessions=False,
+           since=None, before=None, role=None, limit=20, offset=0, time_limit=SCAN_SECONDS) -> dict:
+    """Search messages and/or summaries; returns the --json document."""
+    if mode not in ("auto", "full_text", "regex"):
+        raise LcmError(f"unknown mode {mode!r}", "use --mode auto, full_text or regex")
+    if limit < 1 or offset < 0:
+        raise LcmError("--limit must be >= 1 and --offset >= 0", "e.g. --limit 20 --offset 40")
+    session, project = resolve_scope(conn, session, project, all_sessions)
+    since, before = parse_when(since, "--since"), parse_when(before, "--before")
+    deadline = time.monotonic() + time_limit
+    want = offset + limit + 1
+    kinds = {"both": ["message", "summary"], "messages": ["message"], "summaries": ["summary"]}[scope]
+    if role:
+        kinds = [k for k in kinds if k == "message"]
+    terms, patterns, pattern = [], [], None
+    if mode == "auto":
+        terms = lcm_search.parse_query(query)
+        patterns = [t.pattern for t in terms]
+    elif mode == "regex":
+        pattern = _compile_regex(query)
+        patterns = [pattern]
+    query_norm = " ".join(query.lower().split())
+    scored, stopped = [], False
+    for kind in kinds:
+        src = Source(conn, kind, session, project, since, before, role)
+        if mode == "auto":
+            hits, cut = (_rank_auto(conn, src, terms, max(CANDIDATES, want), want, deadline, query_norm)
+                         if terms else ([], False))
+        elif mode == "full_text":
+            hits, cut = _rank_full_text(conn, src, query, want)
+        else:
+            hits, cut = _rank_regex(conn, src, pattern, want, deadline)
+        scored += [(score, kind, row) for score, row in hits]
+        stopped = stopped or cut
+    if mode == "regex":
+        scored.sort(key=lambda p: p[2]["created_at"] or "", reverse=True)  # newest first
+    else:
+        scored.sort(key=lambda p: -p[0])
+    page = scored[offset:offset + limit]
+    results = [_result(conn, kind, row, score, patterns) for score, kind, row in page]
+    return {"query": query, "count": len(results), "has_more": len(scored) > offset + limit or stopped,
+            "results": results, **({"stopped_early": True} if stopped else {})}
+
+
+def _result(conn, kind, row, score, patterns) -> dict:
+    if kind == "message":
+        cover = conn.execute("SELECT summary_id FROM summary_sources WHERE message_id = ?",
+                             (row["rowid_"],)).fetchone()
+        ident, uuid, role, covering = row["uuid"], row["uuid"], row["role"], cover[0] if cover else None
+    else:
+        ident, uuid, role, covering = row["id"], None, None, row["parent_id"]
+    return {"type": kind, "id": ident, "session_id": row["session_id"], "uuid": uuid, "role": role,
+            "created_at": row["created_at"], "snippet": _snippet(row["content"], patterns),
+            "score": round(score, 4), "covering_summary_id": covering}
+
+
+# ---------------------------------------------------------------------------
+# Command line
+# ---------------------------------------------------------------------------
+
+def _shell_quote(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def _print_text(doc, argv_tail) -> None:
+    out = sys.stdout
+    if not doc["results"]:
+        out.write(f"No matches for {doc['query']!r}.\n")
+    for i, r in enumerate(doc["results"], 1):
+        when = (r["created_at"] or "")[:16].replace("T", " ")
+        if r["type"] == "message":
+            head = f"{r['id']}  {r['role']}  {when}  session {r['session_id'][:8]}"
+            if r["covering_summary_id"]:
+                head += f"  in {r['covering_summary_id']}"
+        else:
+            head = f"{r['id']}  summary  {when}  session {r['session_id'][:8]}"
+        out.write(f"[{i}] {head}\n    {r['snippet']}\n")
+    if doc["has_more"]:
+        nxt = doc.get("next_offset")
+        out.write(f"... more: lcm_grep.py {_shell_quote(doc['query'])}{argv_tail} --offset {nxt}\n")
+    if doc["results"]:
+        first = doc["results"][0]
+        target = first["covering_summary_id"] if first["type"] == "message" and first["covering_summary_id"] else first["id"]
+        out.write(f"Next: lcm_describe.py {first['id']}  |  lcm_expand.py {target}\n")
+
+
+def _main(argv):
+    p = lcm_db.parser(__doc__)
+    p.add_argument("query", metavar="QUERY")
+    p.add_argument("--mode", choices=["auto", "full_text", "regex"], default="auto")
+    p.add_argument("--scope", choices=["messages", "summaries", "both"], default="both")
+    lcm_db.add_session_arg(p)
+    p.add_argument("--project", metavar="DIR", help="only sessions whose cwd is DIR (or below it)")
+    p.add_argument("--all-sessions", action="store_true", help="search every session of every project")
+    p.add_argument("--since", metavar="WHEN", help="ISO date/time or age: 30m 3h 2d 1w")
+    p.add_argument("--before", metavar="WHEN", help="ISO date/time or age")
+    p.add_argument("--role", choices=["user", "assistant", "system"], help="only messages of this role")
+    lcm_db.add_limit_arg(p)
+    p.add_argument("--offset", type=int, default=0, metavar="N", help="skip the first N results")
+    args = p.parse_args(argv)
+    conn = lcm_db.connect(args.db, create=False, readonly=True)
+    doc = search(conn, args.query, mode=args.mode, scope=args.scope, session=args.session,
+                 project=args.project, all_sessions=args.all_sessions, since=args.since,
+                 before=args.before, role=args.role, limit=args.limit, offset=args.offset)
+    if doc.pop("stopped_early", False):
+        sys.stderr.write(f"Note: the scan stopped after {SCAN_SECONDS:g} s; results are the newest "
+                         "matches only (narrow with --session, --since or --scope)\n")
+    if args.json:
+        lcm_db.print_json(doc)
+        return 0
+    tail = "".join(f" --{k.replace('_', '-')} {_shell_quote(str(v))}" for k, v in
+                   (("mode", args.mode if args.mode != "auto" else None), ("scope", args.scope if args.scope != "both" else None),
+                    ("session", args.session), ("project", args.project), ("since", args.since),
+                    ("before", args.before), ("role", args.role),
+                    ("limit", args.limit if args.limit != 20 else None)) if v)
+    tail += " --all-sessions" if args.all_sessions else ""
+    doc["next_offset"] = args.offset + args.limit
+    _print_text(doc, tail)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return lcm_db.run(_main, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
