@@ -1,0 +1,222 @@
+"""Deterministic extractive summaries for LCM_LLM=none: no model, same input, same output.
+
+Built for coding sessions: what the user asked, decisions the assistant stated, files created
+or edited (from Edit/Write/MultiEdit/NotebookEdit tool calls), commands run and which failed,
+errors, and where the stretch ended. The text always fits the token budget it is given, so the
+caller can make it strictly shorter than its source. Stdlib only.
+"""
+from __future__ import annotations
+
+import json
+import re
+
+
+EDIT_TOOLS = {"Edit": "edited", "MultiEdit": "edited", "NotebookEdit": "edited", "Write": "written"}
+READ_TOOLS = {"Read": "read", "NotebookRead": "read"}
+# assistant sentences that usually carry a decision or a finding
+DECISION_WORDS = re.compile(
+    r"\b(I'll|I will|let's|let me|decided|decide|instead|because|the (?:fix|cause|problem|issue) is|"
+    r"plan|going to|should|must|chose|switch(?:ed)? to|root cause|works now|fixed)\b", re.I)
+SENTENCE = re.compile(r"(?<=[.!?])\s+")
+FILE_ID = re.compile(r"\bfile_[0-9a-f]{16}\b")
+SECTION_NAMES = ("Asked", "Decisions", "Commands", "Errors")
+
+
+def _one_line(text: str, limit: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: max(limit - 3, 1)] + "..."
+
+
+def _blocks(raw) -> tuple[dict, list]:
+    """(entry, content blocks) of a stored raw transcript line; tolerant of anything odd."""
+    try:
+        entry = json.loads(raw)
+    except (ValueError, TypeError, RecursionError):
+        return {}, []
+    if not isinstance(entry, dict):
+        return {}, []
+    message = entry.get("message")
+    content = message.get("content") if isinstance(message, dict) else entry.get("content")
+    if isinstance(content, str):
+        return entry, [{"type": "text", "text": content}]
+    return entry, [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+def _result_text(block: dict) -> str:
+    content = block.get("content")
+    if isinstance(content, list):
+        return " ".join(b.get("text", "") for b in content if isinstance(b, dict))
+    return "" if content is None else str(content)
+
+
+def _is_noise(text: str) -> bool:
+    """Harness-made user text: command wrappers, caveats, interrupted markers."""
+    stripped = text.lstrip()
+    return (not stripped or stripped.startswith(("<command-", "<local-command", "Caveat:", "[Request interrupted",
+                                                 "<system-reminder>", "This session is being continued")))
+
+
+class Facts:
+    """What a run of messages (or of child summaries) says, section by section."""
+
+    def __init__(self):
+        self.asked: list[str] = []
+        self.decisions: list[str] = []
+        self.commands: list[str] = []
+        self.errors: list[str] = []
+        self.files: dict[str, str] = {}    # path -> action, first-seen order
+        self.file_ids: list[str] = []
+        self.ended = ""
+
+    def add_file(self, path: str, action: str) -> None:
+        if not path:
+            return
+        # an edit or write outranks a read of the same file
+        if path not in self.files or self.files[path] == "read":
+            self.files[path] = action
+
+
+def facts_from_messages(rows) -> Facts:
+    """rows: dicts/Rows with raw, role, type, is_meta, content."""
+    facts = Facts()
+    calls: dict[str, tuple[str, str]] = {}   # tool_use id -> (tool name, label)
+    command_index: dict[str, int] = {}       # tool_use id -> position in facts.commands
+    for row in rows:
+        entry, blocks = _blocks(row["raw"])
+        facts.file_ids.extend(FILE_ID.findall(row["content"] or ""))
+        role = row["role"]
+        for block in blocks:
+            kind = block.get("type")
+            if kind == "text" and role == "user" and not row["is_meta"]:
+                text = block.get("text") or ""
+                if not _is_noise(text):
+                    facts.asked.append(text)
+            elif kind == "text" and role == "assistant":
+                text = block.get("text") or ""
+                if text.strip():
+                    facts.ended = text
+                    facts.decisions.extend(s for s in SENTENCE.split(text) if DECISION_WORDS.search(s))
+            elif kind == "tool_use":
+                name, data = block.get("name") or "tool", block.get("input") or {}
+                if not isinstance(data, dict):
+                    data = {}
+                path = data.get("file_path") or data.get("notebook_path") or data.get("path") or ""
+                if name in EDIT_TOOLS:
+                    facts.add_file(str(path), EDIT_TOOLS[name])
+                elif name in READ_TOOLS:
+                    facts.add_file(str(path), READ_TOOLS[name])
+                if name == "Bash" and data.get("command"):
+                    label = f"`{_one_line(data['command'], 120)}`"
+                    command_index[block.get("id", "")] = len(facts.commands)
+                    facts.commands.append(label)
+                else:
+                    label = name + (f" {path}" if path else "")
+                calls[block.get("id", "")] = (name, label)
+            elif kind == "tool_result" and block.get("is_error") is True:
+                tool_id = block.get("tool_use_id", "")
+                name, label = calls.get(tool_id, ("tool", "a tool call"))
+                first = next((line for line in _result_text(block).splitlines() if line.strip()), "error")
+                facts.errors.append(f"{label}: {_one_line(first, 160)}")
+                if tool_id in command_index:
+                    i = command_index[tool_id]
+                    facts.commands[i] += " (failed)"
+    return facts
+
+
+def facts_from_summaries(contents: list[str]) -> Facts:
+    """Merge child summaries: extractive ones section by section, others by their opening line."""
+    facts = Facts()
+    targets = {"Asked": facts.asked, "Decisions": facts.decisions, "Commands": facts.commands,
+               "Errors": facts.errors}
+    for content in contents:
+        section = None
+        parsed_any = False
+        for line in content.splitlines():
+            head = line.split(":", 1)[0]
+            if head in targets and line.rstrip().endswith(":"):
+                section, parsed_any = targets[head], True
+            elif line.startswith("- ") and section is not None:
+                section.append(line[2:])
+            elif line.startswith("Files: "):
+                parsed_any = True
+                for item in line[7:].split(", "):
+                    match = re.match(r"(.*) \((\w+)\)$", item.strip())
+                    if match:
+                        facts.add_file(match.group(1), match.group(2))
+            elif line.startswith("Ended: "):
+                facts.ended, section = line[7:], None
+            elif line.startswith(("Expand for details about:", "[")):
+                section = None
+        if not parsed_any:  # a model-written child: keep its first substantive line
+            first = next((l for l in content.splitlines() if l.strip() and not l.startswith("Expand for")), "")
+            if first:
+                facts.decisions.append(first)
+        facts.file_ids.extend(FILE_ID.findall(content))
+    return facts
+
+
+def _dedupe(items: list[str]) -> list[str]:
+    seen, out = set(), []
+    for item in items:
+        key = item.strip().lower()
+        if key and key not in seen:
+            seen.add(key)
+            out.append(item)
+    return out
+
+
+def render(facts: Facts, header: str, expand_hint: str, budget_tokens: int) -> str:
+    """The summary text, never above budget_tokens (estimate_tokens)."""
+    budget = max(budget_tokens, 1) * 4
+    asked, decisions = _dedupe(facts.asked), _dedupe(facts.decisions)
+    # failed commands first: they are what a reader needs; then the rest in order
+    commands = _dedupe([c for c in facts.commands if c.endswith("(failed)")] +
+                       [c for c in facts.commands if not c.endswith("(failed)")])
+    errors = _dedupe(facts.errors)
+    files = ", ".join(f"{path} ({action})" for path, action in facts.files.items()) or "none"
+    stored = sorted(set(facts.file_ids))
+    footer = f"Expand for details about: {expand_hint}"
+    # shrink item count and width together until the text fits
+    for items, width in ((8, 240), (6, 160), (4, 120), (3, 90), (2, 70), (1, 60), (1, 40), (0, 0)):
+        parts = [header]
+        for name, values in zip(SECTION_NAMES, (asked, decisions, commands, errors)):
+            if values and items:
+                shown = values[:items] if name != "Asked" or len(values) <= items else \
+                    values[: items - 1] + values[-1:]  # keep the last request too
+                parts.append(f"{name}:")
+                parts.extend(f"- {_one_line(v, width)}" for v in shown)
+                if len(values) > len(shown):
+                    parts.append(f"- ... {len(values) - len(shown)} more")
+        if facts.ended and items:
+            parts.append(f"Ended: {_one_line(facts.ended, width * 2)}")
+        parts.append(f"Files: {files}" if items else f"Files: {_one_line(files, 200)}")
+        if stored:
+            parts.append("Stored files: " + " ".join(stored[: max(items, 1) * 4]))
+        parts.append(footer)
+        text = "\n".join(parts)
+        if len(text) <= budget:
+            return text
+    return text[: budget - len(footer) - 1] + "\n" + footer if budget > len(footer) + 20 else text[:budget]
+
+
+def summarize_messages(rows, span: str, budget_tokens: int) -> str:
+    facts = facts_from_messages(rows)
+    return render(facts, f"[extractive summary of {span}]", f"the exact wording, tool output and reasoning of {span}",
+                  budget_tokens)
+
+
+def summarize_summaries(contents: list[str], span: str, budget_tokens: int) -> str:
+    facts = facts_from_summaries(contents)
+    return render(facts, f"[extractive summary of {span}]", f"each part of {span}", budget_tokens)
+
+
+def truncate(source: str, span: str, budget_tokens: int) -> str:
+    """Level 3: the head of the source, cut to budget_tokens, saying so."""
+    budget = max(budget_tokens, 0) * 4
+    header = f"[truncated: the start of {span}]\n"
+    footer = f"\nExpand for details about: the rest of {span}"
+    room = budget - len(header) - len(footer)
+    if room < 40:
+        return source[:budget]
+    return header + source[:room] + footer
+
