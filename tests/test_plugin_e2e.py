@@ -212,3 +212,15 @@ def test_compact_reinjects_the_active_context(claude_run):
 
 def read(path: Path) -> str:
     return path.read_text() if path.exists() else "(no log)"
+
+
+def test_plugin_validate_strict_passes(tmp_path):
+    """`claude plugin validate --strict .` (marketplace + plugin manifest) and the manifest alone."""
+    claude = require_claude()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "ANTHROPIC_"))}
+    env.update({"HOME": str(tmp_path), "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"})
+    for target in (".", ".claude-plugin/plugin.json"):
+        proc = subprocess.run([claude, "plugin", "validate", "--strict", target], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=CALL_TIMEOUT)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "Validation passed" in proc.stdout
