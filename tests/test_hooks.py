@@ -255,6 +255,7 @@ def test_recall_injects_a_few_bounded_hits(projects, project, vault):
     assert proc.returncode == 0, proc.stderr
     context = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
     assert "flux.toml" in context and len(context) <= 2000
+    assert context.startswith("lcm recall:") and context.count("\n- [") <= 3
     trivial = run_hook("user_prompt_submit", user_prompt(new, "yes"), {"LCM_RECALL": "1"})
     assert trivial.stdout == ""
 
@@ -274,9 +275,8 @@ def test_stop_ingests_the_turn(session, vault):
 
 def test_stop_starts_compaction_in_the_background_when_due(projects, project, vault):
     t = coding_session(projects, turns=12, cwd=str(project))
-    t.assistant_text("big context", usage={"input_tokens": 190000, "output_tokens": 10})
     t.write()
-    env = {"LCM_LLM": "none", "LCM_FRESH_TAIL_COUNT": "4", "LCM_CONTEXT_THRESHOLD": "0.5"}
+    env = {"LCM_LLM": "none", "LCM_FRESH_TAIL_COUNT": "4", "LCM_LEAF_CHUNK_TOKENS": "300"}
     started = time.monotonic()
     proc = run_hook("stop", stop(t), env)
     assert proc.returncode == 0 and log_lines() == []
