@@ -256,7 +256,7 @@ def _rank_full_text(conn, src: Source, query, want):
     try:
         return [(-r["bm"], r) for r in conn.execute(sql, [query, *src.params])], False
     except sqlite3.OperationalError as exc:
-        raise LcmError(f"invalid FTS5 expression {query!r}: {exc}",
+        raise LcmError(f"invalid FTS5 expression {_short(query)}: {exc}",
                        'quote special characters ("foo-bar"), balance parentheses and quotes, '
                        "or use --mode auto for plain words") from None
 
@@ -283,11 +283,15 @@ class _Alarm:
             signal.signal(signal.SIGALRM, self.previous)
 
 
+def _short(text: str, width: int = 80) -> str:
+    return repr(text if len(text) <= width else text[:width] + "...")
+
+
 def _compile_regex(query):
     try:
         return re.compile(query)
     except re.error as exc:
-        raise LcmError(f"invalid regular expression {query!r}: {exc}",
+        raise LcmError(f"invalid regular expression {_short(query)}: {exc}",
                        r"escape special characters (\( \[ \* \.), or use --mode auto for plain text") from None
 
 
@@ -376,7 +380,8 @@ def _result(conn, kind, row, score, patterns) -> dict:
 # ---------------------------------------------------------------------------
 
 def _shell_quote(text: str) -> str:
-    return "'" + text.replace("'", "'\\''") + "'"
+    return text if re.fullmatch(r"[\w@%+=:,./-]+", text) and not text.startswith("-") else (
+        "'" + text.replace("'", "'\\''") + "'")
 
 
 def _print_text(doc, argv_tail) -> None:

@@ -1,0 +1,203 @@
+"""lcm_grep: any text is a safe query, natural questions find the message, filters narrow."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+import lcm_db
+import lcm_grep
+import lcm_ingest
+from conftest import SCRIPTS
+from transcripts import Transcript
+
+PASTE = ("Traceback (most recent call last): File \"app.py\", line 12, in <module> " * 70)[:5000]
+ROBUSTNESS_QUERIES = ["foo-bar", "error: timeout", "lcm_grep.py", "AND", "NEAR(", '"unclosed', "*", "(((",
+                      "\U0001F680 launch", "数据库迁移", PASTE, "OR NOT", "a:b:c", "-x", "^", "[", "\\", "''"]
+
+
+@pytest.fixture
+def grep_vault(tmp_path, vault):
+    """Two projects, three sessions, facts stated in passing among filler."""
+    projects = tmp_path / "projects"
+    a = Transcript(projects, session_id="sess-a", cwd="/home/u/shop", start="2026-11-01T10:00:00Z")
+    a.user("Can you set up the checkout page? We deploy with the foo-bar pipeline.")
+    a.assistant_text("Done. The checkout page now validates the postcode before payment.")
+    call = a.tool_use("Bash", {"command": "python3 scripts/lcm_grep.py --help"})
+    a.tool_result(call, "error: timeout after 30s while connecting to the payments sandbox", is_error=True)
+    a.user("By the way, I adopted a cat named Luna last spring, she keeps walking on my keyboard.")
+    a.assistant_text("Luna sounds like a great pair programmer. I'll keep the keyboard shortcuts simple.")
+    a.user("我们明天进行数据库迁移，请准备好回滚脚本。")
+    a.assistant_text("Rollback script ready \U0001F680 launch when you are.")
+    a.write()
+    b = Transcript(projects, session_id="sess-b", cwd="/home/u/shop", start="2026-11-10T10:00:00Z")
+    b.user("The database migration for orders needs an index on created_at.")
+    b.assistant_text("Added the index; the migration runs in 2 seconds now.")
+    b.user("Use blue for the primary buttons, my favourite colour is teal though.")
+    b.assistant_text("Primary buttons are blue now.")
+    b.write()
+    c = Transcript(projects, session_id="sess-c", cwd="/home/u/blog", start="2026-11-20T10:00:00Z")
+    c.user("Write a post about the database migration we did on the blog.")
+    c.assistant_text("Draft ready: 'How we migrated the blog database without downtime'.")
+    c.write()
+    conn = lcm_db.connect(str(vault))
+    lcm_ingest.ingest_paths(conn, [projects])
+    return conn
+
+
+def run(capsys, *argv):
+    code = lcm_grep.main([*argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def grep_json(capsys, *argv):
+    code, out, err = run(capsys, *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+@pytest.mark.parametrize("query", ROBUSTNESS_QUERIES, ids=lambda q: q[:20])
+def test_any_query_is_answered_or_explained(grep_vault, capsys, query):
+    code, out, err = run(capsys, "--json", "--", query)  # "--": a query may start with "-"
+    assert code == 0, err
+    assert set(json.loads(out)) == {"query", "count", "has_more", "results"}
+    for mode in ("full_text", "regex"):
+        code, out, err = run(capsys, "--mode", mode, "--", query)
+        if code != 0:
+            assert code == 1 and err.startswith("Error: ") and "\nHint: " in err, (mode, err)
+            assert "Traceback (most recent call last):\n" not in err and len(err) < 1000
+
+
+def test_literal_queries_find_their_message(grep_vault, capsys):
+    for query, expected in [("foo-bar", "foo-bar pipeline"), ("error: timeout", "error: timeout"),
+                            ("lcm_grep.py", "lcm_grep.py --help"), ("数据库迁移", "数据库迁移"),
+                            ("\U0001F680", "\U0001F680")]:
+        doc = grep_json(capsys, query)
+        assert doc["results"] and expected in doc["results"][0]["snippet"], (query, doc)
+
+
+def test_full_text_and_regex_errors_have_hints(grep_vault, capsys):
+    code, _out, err = run(capsys, "NEAR(", "--mode", "full_text")
+    assert code == 1 and "Error: invalid FTS5 expression" in err and "Hint:" in err
+    code, _out, err = run(capsys, "(((", "--mode", "regex")
+    assert code == 1 and "Error: invalid regular expression" in err and "Hint:" in err
+    doc = grep_json(capsys, "checkout NOT postcode", "--mode", "full_text")
+    assert [r["snippet"] for r in doc["results"]] == ["Can you set up the checkout page? We deploy with the foo-bar pipeline."]
+    doc = grep_json(capsys, r"time\w+ after \d+s", "--mode", "regex")
+    assert doc["count"] == 1
+
+
+def test_natural_questions_find_facts_stated_in_passing(grep_vault, capsys):
+    doc = grep_json(capsys, "what's my cat's name?")
+    assert "adopted a cat named Luna" in doc["results"][0]["snippet"]
+    doc = grep_json(capsys, "Which colour did I say was my favourite?")
+    assert "favourite colour is teal" in doc["results"][0]["snippet"]
+    doc = grep_json(capsys, "how fast does the migration run now?")
+    assert "2 seconds" in " ".join(r["snippet"] for r in doc["results"][:3])
+
+
+def test_every_term_ranks_first_but_partial_matches_are_found(grep_vault, capsys):
+    doc = grep_json(capsys, "database migration orders index", "--scope", "messages")
+    assert "index on created_at" in doc["results"][0]["snippet"]
+    snippets = " ".join(r["snippet"] for r in doc["results"])
+    assert "migrated the blog database" in snippets  # shares only some of the terms
+
+
+def test_quoted_phrase_stays_a_phrase(grep_vault, capsys):
+    doc = grep_json(capsys, '"primary buttons"')
+    assert doc["results"] and all("primary buttons" in r["snippet"].lower() for r in doc["results"])
+    doc = grep_json(capsys, '"buttons primary"')
+    assert doc["count"] == 0
+
+
+def test_json_shape_and_covering_summary(grep_vault, capsys):
+    with lcm_db.transaction(grep_vault):
+        first, last = grep_vault.execute("SELECT min(id), max(id) FROM messages WHERE session_id='sess-b'").fetchone()
+        grep_vault.execute(
+            "INSERT INTO summaries (id, session_id, kind, depth, content, token_count, source_token_count, level,"
+            " first_message_id, last_message_id, created_at) VALUES ('sum_00000000000000bb', 'sess-b', 'leaf', 0,"
+            " 'Orders migration got an index; buttons are blue.', 12, 80, 'extractive', ?, ?, 'now')", (first, last))
+        for ord_, mid in enumerate(range(first, last + 1)):
+            grep_vault.execute("INSERT INTO summary_sources (summary_id, ord, message_id) VALUES (?,?,?)",
+                               ("sum_00000000000000bb", ord_, mid))
+    doc = grep_json(capsys, "orders index")
+    keys = {"type", "id", "session_id", "uuid", "role", "created_at", "snippet", "score", "covering_summary_id"}
+    assert all(set(r) == keys for r in doc["results"])
+    messages = [r for r in doc["results"] if r["type"] == "message"]
+    assert messages[0]["covering_summary_id"] == "sum_00000000000000bb"
+    assert messages[0]["id"] == messages[0]["uuid"] and messages[0]["role"] == "user"
+    assert any(r["type"] == "summary" and r["id"] == "sum_00000000000000bb" for r in doc["results"])
+    doc = grep_json(capsys, "orders index", "--scope", "summaries")
+    assert [r["type"] for r in doc["results"]] == ["summary"]
+    code, out, _err = run(capsys, "orders index")
+    assert code == 0 and "in sum_00000000000000bb" in out and "lcm_expand.py sum_00000000000000bb" in out
+
+
+def test_scope_filters(grep_vault, capsys, monkeypatch):
+    everywhere = grep_json(capsys, "database migration")
+    assert {r["session_id"] for r in everywhere["results"]} == {"sess-b", "sess-c"}
+    monkeypatch.setenv("LCM_SESSION_ID", "sess-a")  # current project = /home/u/shop
+    assert {r["session_id"] for r in grep_json(capsys, "database migration")["results"]} == {"sess-b"}
+    assert {r["session_id"] for r in grep_json(capsys, "database migration", "--all-sessions")["results"]} == {"sess-b", "sess-c"}
+    assert {r["session_id"] for r in grep_json(capsys, "database migration", "--project", "/home/u/blog")["results"]} == {"sess-c"}
+    assert {r["session_id"] for r in grep_json(capsys, "migration", "--session", "sess-c")["results"]} == {"sess-c"}
+    assert {r["role"] for r in grep_json(capsys, "migration", "--all-sessions", "--role", "assistant")["results"]} == {"assistant"}
+    late = grep_json(capsys, "migration", "--all-sessions", "--since", "2026-11-15")
+    assert {r["session_id"] for r in late["results"]} == {"sess-c"}
+    early = grep_json(capsys, "migration", "--all-sessions", "--before", "2026-11-15T00:00")
+    assert {r["session_id"] for r in early["results"]} == {"sess-b"}
+    assert grep_json(capsys, "migration", "--all-sessions", "--since", "1d")["count"] == 0  # all older than a day
+
+
+def test_relative_dates_and_bad_dates():
+    assert lcm_grep.parse_when("2d", "--since") < lcm_grep.parse_when("3h", "--since") < lcm_db.now_iso()
+    with pytest.raises(lcm_db.LcmError) as exc:
+        lcm_grep.parse_when("yesterday", "--since")
+    assert "--since 2d" in exc.value.hint
+
+
+def test_limit_offset_and_next_command(grep_vault, capsys):
+    first = grep_json(capsys, "the", "--limit", "2")
+    assert first["count"] == 2 and first["has_more"]
+    second = grep_json(capsys, "the", "--limit", "2", "--offset", "2")
+    assert {r["id"] for r in first["results"]}.isdisjoint(r["id"] for r in second["results"])
+    code, out, _err = run(capsys, "the", "--limit", "2")
+    assert "... more: lcm_grep.py the --limit 2 --offset 2" in out
+
+
+def test_regex_scan_is_bounded_in_time(grep_vault):
+    start = time.monotonic()
+    doc = lcm_grep.search(grep_vault, r"(a+)+$", mode="regex", time_limit=0.3)
+    assert time.monotonic() - start < 2
+    assert doc["count"] == 0
+
+
+def test_substring_fallback_without_fts5(grep_vault, capsys):
+    for statement in ("DROP TRIGGER messages_fts_ai", "DROP TRIGGER messages_fts_ad", "DROP TABLE messages_fts",
+                      "DROP TRIGGER summaries_fts_ai", "DROP TRIGGER summaries_fts_ad", "DROP TABLE summaries_fts"):
+        grep_vault.execute(statement)
+    assert not lcm_db.fts_enabled(grep_vault)
+    doc = grep_json(capsys, "cat named Luna")
+    assert "adopted a cat named Luna" in doc["results"][0]["snippet"]
+    code, _out, err = run(capsys, "cat", "--mode", "full_text")
+    assert code == 1 and "no FTS5" in err
+
+
+def test_missing_vault_is_an_error_with_hint(capsys, tmp_path):
+    code, _out, err = run(capsys, "anything", "--db", str(tmp_path / "none.db"))
+    assert code == 1 and err.startswith("Error: no vault") and "Hint:" in err
+
+
+def test_subprocess_smoke_and_cheap_imports(grep_vault, vault):
+    env = {k: v for k, v in os.environ.items()}
+    proc = subprocess.run([sys.executable, "-X", "importtime", str(SCRIPTS / "lcm_grep.py"), "Luna",
+                           "--db", str(vault), "--json"], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "Luna" in json.loads(proc.stdout)["results"][0]["snippet"]
+    imported = {line.split("|")[-1].strip().split(".")[0] for line in proc.stderr.splitlines() if "|" in line}
+    assert not imported & {"anthropic", "jsonschema", "tqdm", "httpx", "pydantic"}
