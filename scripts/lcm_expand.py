@@ -96,29 +96,38 @@ def expand(conn, node_id, *, full=False, max_tokens=4000, offset=0, raw=False) -
     if max_tokens < 1 or offset < 0:
         raise LcmError("--max-tokens must be >= 1 and --offset >= 0", "e.g. --max-tokens 4000 --offset 0")
     kind, row = resolve_node(conn, node_id)
+    grant = os.environ.get("LCM_GRANT")
+    budget = max_tokens
+    if grant:  # never print more than the grant has left
+        budget = min(max_tokens, lcm_grants.remaining_tokens(conn, grant, node_id))
     items = [row] if kind == "message" else children(conn, row, full or raw)
+
+    def size(item):
+        return len(item["raw"]) // 4 + 1 if raw and "raw" in item.keys() else item["token_count"]
+
     page, tokens = [], 0
     for item in items[offset:]:
-        size = len(item["raw"]) // 4 + 1 if raw and "raw" in item.keys() else item["token_count"]
-        if page and tokens + size > max_tokens:
+        if page and tokens + size(item) > budget:
             break
         page.append(item)
-        tokens += size
-    grant = os.environ.get("LCM_GRANT")
+        tokens += size(item)
+    cut = len(page) == 1 and tokens > budget  # one item larger than the page
+    if cut and raw and grant:
+        raise LcmError(f"the next original line is {tokens} tokens, more than grant {grant} has left ({budget})",
+                       "expand without --raw (content is cut to fit), or " + lcm_grants.NEW_GRANT_HINT)
+    if cut and not raw:
+        tokens = budget
     if grant:
-        allowed = lcm_grants.check_and_charge(conn, grant, node_id, tokens)
-        while len(page) > 1 and tokens > allowed:  # the grant ran short: print less, never more
-            last = page.pop()
-            tokens -= len(last["raw"]) // 4 + 1 if raw and "raw" in last.keys() else last["token_count"]
+        lcm_grants.check_and_charge(conn, grant, node_id, tokens)
     end = offset + len(page)
     doc = {"id": node_id, "type": kind, "kind": row["kind"] if kind == "summary" else "message",
            "full": bool(full or raw), "offset": offset, "count": len(page), "total": len(items),
            "tokens": tokens, "has_more": end < len(items), "next_offset": end if end < len(items) else None,
            "items": [(_message_item if "uuid" in r.keys() else _summary_item)(r) for r in page]}
-    if len(page) == 1 and tokens > max_tokens and not raw:  # one item larger than a page: cut it
+    if cut and not raw:
         item = doc["items"][0]
-        item["content"] = item["content"][: max_tokens * 4] + (
-            f"\n[... cut at {max_tokens} tokens of {item['token_count']}; the whole item:"
+        item["content"] = item["content"][: budget * 4] + (
+            f"\n[... cut at {budget} tokens of {item['token_count']}; the whole item:"
             f" lcm_expand.py {node_id} --raw{'' if kind == 'message' else f' --offset {offset}'}]")
         item["truncated"] = True
     doc["_rows"] = page

@@ -119,6 +119,16 @@ def check_scope_session(conn, grant_id: str, session_id: str):
     return grant
 
 
+def remaining_tokens(conn, grant_id: str, node_id: str) -> int:
+    """Tokens the grant still allows for `node_id`; LcmError when none or out of scope."""
+    grant = check_scope(conn, grant_id, node_id)
+    remaining = grant["token_cap"] - grant["tokens_used"]
+    if remaining <= 0:
+        raise LcmError(f"grant {grant_id} has used its {grant['token_cap']} tokens",
+                       "answer from what was already expanded, or " + NEW_GRANT_HINT)
+    return remaining
+
+
 def check_and_charge(conn, grant_id: str, node_id: str, tokens: int) -> int:
     """Charge up to `tokens` to the grant for reading `node_id`; returns the tokens allowed.
 
