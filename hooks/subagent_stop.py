@@ -17,8 +17,8 @@ def handle(payload: dict):
     sid = hooklib.session_id(payload)
     conn = hooklib.connect()
     hooklib.ingest(conn, payload.get("agent_transcript_path") or payload.get("transcript_path"))
-    if not hooklib.flag("LCM_SUBAGENT") and hooklib.compaction_due(conn, sid):
-        hooklib.detach("lcm_compact.py", ["--session", sid], payload)
+    if not hooklib.flag("LCM_SUBAGENT"):
+        hooklib.start_compaction(conn, sid, payload)
     return None
 
 

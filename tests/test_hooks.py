@@ -420,3 +420,32 @@ def test_hooks_json_runs_every_hook_file(tmp_path):
     assert len(commands) == len(ALL_HOOKS)
     for name in ALL_HOOKS:
         assert any(f'"${{CLAUDE_PLUGIN_ROOT}}/hooks/{name}.py"' in c for c in commands), name
+
+
+# -- the cheap compaction check agrees with lcm_compact ------------------------
+
+@pytest.mark.parametrize("turns,chunk,fanout,tail,precompact", [
+    (10, "20000", "4", "32", None), (10, "300", "4", "4", None), (40, "400", "4", "4", "full"),
+    (40, "400", "2", "4", "incremental"), (40, "400", "8", "4", "full"), (3, "100", "2", "0", "full"),
+    (40, "400", "100", "4", "full"), (40, "2000", "3", "4", "full"),
+])
+def test_hook_compaction_check_agrees_with_lcm_compact(turns, chunk, fanout, tail, precompact,
+                                                       projects, monkeypatch):
+    sys.path.insert(0, str(HOOKS))
+    import hooklib
+    import lcm_compact
+    import lcm_db
+    import lcm_ingest
+    for name, value in {"LCM_LLM": "none", "LCM_LEAF_CHUNK_TOKENS": chunk, "LCM_CONDENSED_MIN_FANOUT": fanout,
+                        "LCM_FRESH_TAIL_COUNT": tail}.items():
+        monkeypatch.setenv(name, value)
+    t = coding_session(projects, turns=turns)
+    t.write()
+    conn = lcm_db.connect()
+    lcm_ingest.ingest_file(conn, str(t.path))
+    if precompact:
+        monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", "100")  # leaves only, then restore
+        lcm_compact.compact(conn, t.session_id, mode=precompact)
+        monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", fanout)
+    expected = lcm_compact.compaction_due(conn, t.session_id)
+    assert hooklib.compaction_due(conn, t.session_id) == expected
