@@ -34,6 +34,7 @@ GRANT_TTL_SECONDS = 300
 MAX_TURNS = 6             # model calls one question may make (anthropic backend)
 ANSWER_MAX_TOKENS = 1500
 EXCERPT_CHARS = 400
+PREFETCH_SHARE = 0.75     # of the cap read up front when a model can drill down with tools
 CITATION = re.compile(r"\b(sum_[0-9a-f]{16}|file_[0-9a-f]{16}|"
                       r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b")
 SYSTEM = (
@@ -68,7 +69,7 @@ def find_candidates(conn, args) -> list[dict]:
     doc = lcm_grep.search(conn, args.query, scope="both", session=args.session,
                           all_sessions=args.all_sessions, limit=20)
     found, seen = [], set()
-    for item in doc.get("items", []):
+    for item in doc.get("results", []):
         node_id = item.get("id") or item.get("uuid")
         info = node_info(conn, str(node_id)) if node_id and node_id not in seen else None
         if info:
@@ -99,6 +100,7 @@ class Expansion:
 
     def __init__(self, conn, grant_id: str, cap: int):
         self.conn, self.grant_id, self.cap = conn, grant_id, cap
+        self.limit = cap          # lowered while prefetching, to leave the model room for its own drill-down
         self.used = 0
         self.truncated = False
         self.read: set[int] = set()
@@ -117,11 +119,11 @@ class Expansion:
         for chain, msg in pairs:
             if msg["id"] in self.read:
                 continue
-            want = min(msg["token_count"], self.cap - self.used)
+            want = min(msg["token_count"], self.limit - self.used)
             if want <= 0:
                 self.truncated = True
                 break
-            allowed = lcm_grants.check_and_charge(self.conn, self.grant_id, node_id, want)
+            allowed = lcm_grants.check_and_charge(self.conn, self.grant_id, msg["uuid"], want)
             if allowed <= 0:
                 self.truncated = True
                 break
@@ -151,7 +153,8 @@ def first_prompt(question: str, candidates: list[dict], sources: list[dict], exp
                       for c in candidates if c["kind"] != "message")
     cut = " The cap cut the sources: more exists than shown." if exp.truncated else ""
     return (f"Question: {question}\n\nExpansion grant {exp.grant_id}: cap {exp.cap} tokens of source text, "
-            f"{exp.used} used by the sources below.{cut}\n\n<sources>\n{heads}\n{format_sources(sources)}\n</sources>")
+            f"{exp.used} used by the sources below, {exp.cap - exp.used} left for lcm_expand.{cut}"
+            f"\n\n<sources>\n{heads}\n{format_sources(sources)}\n</sources>")
 
 
 TOOLS = [
@@ -173,14 +176,18 @@ def run_tool(conn, exp: Expansion, sessions: list[str], name: str, tool_input: d
             return (json.dumps(info), False) if info else (f"unknown id {tool_input.get('id')}", True)
         if name == "lcm_expand":
             got = exp.expand(str(tool_input.get("id", "")))
-            return (format_sources(got) or "nothing left under the grant's cap for this id"), False
+            if not got and exp.used >= exp.cap:
+                return (f"refused: grant {exp.grant_id} has used its {exp.cap} tokens; "
+                        "answer from what was already expanded"), True
+            return (format_sources(got) or "nothing new under this id (already shown above)"), False
         if name == "lcm_grep":
             import lcm_grep
+            keep = ("id", "type", "session_id", "created_at", "snippet", "covering_summary_id")
             items = []
             for session_id in sessions:
                 doc = lcm_grep.search(conn, str(tool_input.get("query", "")), session=session_id, limit=10)
-                items += doc.get("items", [])
-            return json.dumps(items[:10], default=str), False
+                items += [{k: r.get(k) for k in keep} for r in doc.get("results", [])]
+            return json.dumps(items[:10]), False
     except LcmError as exc:
         return f"refused: {exc.message}", True
     return f"unknown tool {name}", True
@@ -274,7 +281,10 @@ def _main(argv):
     grant_id = lcm_grants.create_grant(conn, sessions, [c["id"] for c in candidates], cap, ttl_seconds=GRANT_TTL_SECONDS)
     try:
         exp = Expansion(conn, grant_id, cap)
+        if backend != "none":
+            exp.limit = max(1, int(cap * PREFETCH_SHARE))
         sources = [m for c in candidates for m in exp.expand(c["id"])]
+        exp.limit = cap
         prompt = first_prompt(args.prompt, candidates, sources, exp)
         model = lcm_llm.resolve_model(conn, sessions[0])
         if backend == "anthropic":
