@@ -40,6 +40,8 @@ import lcm_prompts
 from lcm_db import LcmError, estimate_tokens
 
 TRUNCATE_TOKENS = 512
+# a leaf smaller than this has little to compress; take more messages when there are some
+MIN_LEAF_SOURCE_TOKENS = 32
 LEVELS = ("normal", "aggressive", "truncated", "extractive")
 FILE_ID = re.compile(r"\bfile_[0-9a-f]{16}\b")
 
@@ -103,29 +105,37 @@ def context_tokens(conn, session_id: str) -> int:
 
 
 def render_context(conn, session_id: str, max_chars: int = 8000) -> str:
-    """The active context's summaries as XML for injection, bounded by max_chars."""
+    """The active context's summaries as XML for injection, at most max_chars long.
+
+    Each summary gets an equal share of the room left; a cut body names the command that shows
+    the rest, and summaries that do not fit at all are counted in an <omitted> element.
+    """
     items = active_context(conn, session_id)
     summaries = [i for i in items if i["type"] == "summary"]
     raw = [i for i in items if i["type"] == "message"]
+    head = f"<lcm_context session={quoteattr(session_id)} summaries=\"{len(summaries)}\">"
     foot = (f'<raw_messages count="{len(raw)}"' +
             (f' first={quoteattr(raw[0]["id"])} last={quoteattr(raw[-1]["id"])}' if raw else "") + "/>")
-    head = f"<lcm_context session={quoteattr(session_id)} summaries=\"{len(summaries)}\">"
     tail = "</lcm_context>"
-    room = max_chars - len(head) - len(foot) - len(tail) - 4
+    def omitted(n: int) -> str:
+        return f"<omitted summaries=\"{n}\" see={quoteattr('lcm_describe.py --session ' + session_id)}/>"
+
+    more = omitted(len(summaries))
+    room = max_chars - len(head) - len(foot) - len(tail) - 3 - (len(more) + 1)
     blocks = []
     for i, item in enumerate(summaries):
         open_tag = (f"<summary id=\"{item['id']}\" kind=\"{item['kind']}\" depth=\"{item['depth']}\""
                     f" descendant_count=\"{item['descendant_count']}\" earliest_at={quoteattr(item['earliest_at'] or '')}"
                     f" latest_at={quoteattr(item['latest_at'] or '')}>")
-        share = room // (len(summaries) - i) - len(open_tag) - len("</summary>") - 2
+        share = room // (len(summaries) - i) - len(open_tag) - len("</summary>") - 3
         body = escape(item["content"])
         if len(body) > share:
             cut = f"... (cut; lcm_expand.py {item['id']})"
-            body = body[: max(share - len(cut), 0)] + cut
+            if share < len(cut) + 40:
+                blocks.append(omitted(len(summaries) - i))
+                break
+            body = re.sub(r"&[#\w]*$", "", body[: share - len(cut)]) + cut  # never split an entity
         block = f"{open_tag}\n{body}\n</summary>"
-        if len(block) > room:
-            blocks.append(f"<!-- {len(summaries) - i} more summaries: lcm_describe.py --session {session_id} -->")
-            break
         blocks.append(block)
         room -= len(block) + 1
     return "\n".join([head, *blocks, foot, tail])
@@ -180,7 +190,7 @@ def leaf_chunk(conn, session_id: str, run: list, cap: int) -> list:
     """The oldest chunk of `run` (eligible messages) under `cap` tokens, tool calls kept whole."""
     size, total = 0, 0
     for row in run:
-        if size and total + row["token_count"] > cap:
+        if size and total + row["token_count"] > cap and total >= MIN_LEAF_SOURCE_TOKENS:
             break
         size, total = size + 1, total + row["token_count"]
     rows = _load(conn, session_id, [r["id"] for r in run[:size]])
@@ -201,11 +211,16 @@ def leaf_chunk(conn, session_id: str, run: list, cap: int) -> list:
     return rows  # the result is not there (interrupted call): keep the chunk as it is
 
 
-def _condense_group(tops: list, uncovered_ids: list[int], fanout: int | None = None, cap: int | None = None):
-    """(depth, nodes) to condense next: the oldest run of adjacent parentless nodes at the
-    shallowest depth that has at least `fanout` of them; None when nothing is eligible."""
+def _condense_group(tops: list, uncovered_ids: list[int], fanout: int | None = None):
+    """(depth, nodes) to condense next: the oldest `fanout` adjacent parentless nodes at the
+    shallowest depth that has that many in a row; None when nothing is eligible.
+
+    Taking exactly `fanout` children keeps the tree balanced and each condensed input at about
+    fanout x the child target, whether the children came one run at a time or all at once.
+    """
     fanout = fanout or lcm_db.config("LCM_CONDENSED_MIN_FANOUT")
-    cap = cap or lcm_db.config("LCM_LEAF_CHUNK_TOKENS")
+    if fanout < 2:
+        fanout = 2  # one child would only re-wrap the same summary
     runs: list[list] = []
     for node in tops:
         prev = runs[-1][-1] if runs else None
@@ -221,12 +236,7 @@ def _condense_group(tops: list, uncovered_ids: list[int], fanout: int | None = N
         return None
     depth = min(run[0]["depth"] for run in eligible)
     run = next(run for run in eligible if run[0]["depth"] == depth)
-    size, total = 0, 0
-    for node in run:
-        if size >= fanout and total + node["token_count"] > cap:
-            break
-        size, total = size + 1, total + node["token_count"]
-    return depth + 1, run[:size]
+    return depth + 1, run[:fanout]
 
 
 # ---------------------------------------------------------------------------
@@ -282,8 +292,9 @@ class Compactor:
         return sum(r["token_count"] for r in self.eligible_run())
 
     # -- summarising with escalation ----------------------------------------------
-    def summarise(self, depth: int, source: str, span: str, previous: str, extractive) -> tuple[str, str, str | None]:
-        source_tokens = estimate_tokens(source)
+    def summarise(self, depth: int, source: str, source_tokens: int, span: str, previous: str,
+                  extractive) -> tuple[str, str, str | None]:
+        """(text, level, model): the first level whose text is shorter than source_tokens."""
         target = self.leaf_target if depth == 0 else self.condensed_target
         if self.backend == "none":
             text = extractive(min(target, source_tokens - 1))
@@ -322,13 +333,15 @@ class Compactor:
         source = "\n\n".join(
             f"[#{r['id']} {r['role']}{' sidechain' if r['is_sidechain'] else ''} {r['created_at'] or ''}]\n{r['content']}"
             for r in rows)
+        # the input's size as the active context counts it (at least 1, for runs of empty results)
+        source_tokens = max(sum(r["token_count"] for r in rows), 1)
         content, level, model = self.summarise(
-            0, source, span, self._previous(0, rows[0]["id"]),
+            0, source, source_tokens, span, self._previous(0, rows[0]["id"]),
             lambda budget: lcm_extract.summarize_messages(rows, span, budget))
         file_ids = sorted(set(FILE_ID.findall(source)))
         node_id = lcm_db.new_id("sum")
         with _atomic(self.conn):
-            self._insert(node_id, "leaf", 0, content, estimate_tokens(source), level, model,
+            self._insert(node_id, "leaf", 0, content, source_tokens, level, model,
                          rows[0]["id"], rows[-1]["id"], times[0] if times else None, times[-1] if times else None,
                          len(rows), file_ids)
             self.conn.executemany("INSERT INTO summary_sources (summary_id, ord, message_id) VALUES (?, ?, ?)",
@@ -351,13 +364,14 @@ class Compactor:
         source = "\n\n".join(
             f"<summary id=\"{c['id']}\" depth=\"{c['depth']}\" earliest_at=\"{c['earliest_at'] or ''}\""
             f" latest_at=\"{c['latest_at'] or ''}\">\n{c['content']}\n</summary>" for c in children)
+        source_tokens = max(sum(c["token_count"] for c in children), 1)
         content, level, model = self.summarise(
-            depth, source, span, self._previous(depth, children[0]["first_message_id"]),
+            depth, source, source_tokens, span, self._previous(depth, children[0]["first_message_id"]),
             lambda budget: lcm_extract.summarize_summaries([c["content"] for c in children], span, budget))
         file_ids = sorted({f for c in children for f in json.loads(c["file_ids"] or "[]")})
         node_id = lcm_db.new_id("sum")
         with _atomic(self.conn):
-            self._insert(node_id, "condensed", depth, content, estimate_tokens(source), level, model,
+            self._insert(node_id, "condensed", depth, content, source_tokens, level, model,
                          children[0]["first_message_id"], children[-1]["last_message_id"],
                          min(times) if times else None, max(times) if times else None, descendants, file_ids)
             self.conn.executemany("INSERT INTO summary_sources (summary_id, ord, child_id) VALUES (?, ?, ?)",

@@ -201,20 +201,20 @@ def render(facts: Facts, header: str, expand_hint: str, budget_tokens: int) -> s
 
 def summarize_messages(rows, span: str, budget_tokens: int) -> str:
     facts = facts_from_messages(rows)
-    return render(facts, f"[extractive summary of {span}]", f"the exact wording, tool output and reasoning of {span}",
+    return render(facts, f"[extractive summary of {span}]", "the exact wording, tool output and reasoning",
                   budget_tokens)
 
 
 def summarize_summaries(contents: list[str], span: str, budget_tokens: int) -> str:
     facts = facts_from_summaries(contents)
-    return render(facts, f"[extractive summary of {span}]", f"each part of {span}", budget_tokens)
+    return render(facts, f"[extractive summary of {span}]", "each summarised part, in order", budget_tokens)
 
 
 def truncate(source: str, span: str, budget_tokens: int) -> str:
     """Level 3: the head of the source, cut to budget_tokens, saying so."""
     budget = max(budget_tokens, 0) * 4
     header = f"[truncated: the start of {span}]\n"
-    footer = f"\nExpand for details about: the rest of {span}"
+    footer = "\nExpand for details about: everything after this cut"
     room = budget - len(header) - len(footer)
     if room < 40:
         return source[:budget]

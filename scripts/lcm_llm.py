@@ -106,6 +106,10 @@ def resolve_model(conn=None, session_id: str | None = None) -> str:
 # anthropic backend
 # ---------------------------------------------------------------------------
 
+_CLIENT_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
+_clients: dict[tuple, object] = {}
+
+
 def anthropic_client(timeout: float = DEFAULT_TIMEOUT, max_retries: int = DEFAULT_MAX_RETRIES):
     """An anthropic.Anthropic client with explicit timeout and retry count.
 
@@ -116,7 +120,11 @@ def anthropic_client(timeout: float = DEFAULT_TIMEOUT, max_retries: int = DEFAUL
     except ImportError:
         raise ModelConfigError("the anthropic package is not installed",
                                "pip install -r requirements.txt, or set LCM_LLM=claude or LCM_LLM=none") from None
-    return anthropic.Anthropic(timeout=timeout, max_retries=max_retries)
+    key = (timeout, max_retries, *(os.environ.get(name) for name in _CLIENT_ENV))
+    client = _clients.get(key)
+    if client is None:  # one client per configuration: reuses its connection pool across calls
+        client = _clients[key] = anthropic.Anthropic(timeout=timeout, max_retries=max_retries)
+    return client
 
 
 def _api_message(exc) -> str:

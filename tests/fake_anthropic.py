@@ -180,6 +180,11 @@ class FakeAnthropic:
         """Sleep, but wake up when the server stops (so shutdown never hangs)."""
         self.stopping.wait(seconds)
 
+    def release_delays(self) -> None:
+        """Wake every reply still sleeping on its delay (e.g. after its client was killed)."""
+        stopping, self.stopping = self.stopping, threading.Event()
+        stopping.set()
+
     def _make_handler(self):
         fake = self
 
