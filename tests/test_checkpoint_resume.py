@@ -8,6 +8,7 @@ import sys
 import pytest
 
 import lcm_checkpoint
+import lcm_compact
 import lcm_db
 import lcm_ingest
 import lcm_resume
@@ -47,12 +48,19 @@ def test_checkpoint_then_resume_in_a_new_session_on_real_transcripts(workspace, 
     conn = ingest(data / REAL_PROJECT, data / OTHER_PROJECT / f"{OTHER_SESSION}.jsonl")
     assert conn.execute("SELECT count(DISTINCT session_id) FROM messages").fetchone()[0] >= 2
 
+    monkeypatch.setenv("LCM_LLM", "none")
+    compacted = lcm_compact.compact(conn, REAL_SESSION, mode="full")
+    top = conn.execute("SELECT id FROM summaries WHERE session_id = ? AND parent_id IS NULL"
+                       " ORDER BY depth DESC LIMIT 1", (REAL_SESSION,)).fetchone()[0]
+    assert compacted["created"]
+
     monkeypatch.setenv("LCM_SESSION_ID", REAL_SESSION)
     code, out, err = run(lcm_checkpoint, [], capsys)
     assert code == 0, err
     checkpoint = (workspace / ".lcm-checkpoint.md").read_text()
     assert checkpoint.startswith("<!-- lcm-checkpoint: ")
     assert "js/lib/recorder.js" in checkpoint
+    assert f"- {top} (condensed, depth 1" in checkpoint      # the top of the DAG, with its id
 
     monkeypatch.setenv("LCM_SESSION_ID", OTHER_SESSION)       # a new session on Monday
     code, out, err = run(lcm_resume, ["--max-tokens", "1500"], capsys)
@@ -71,6 +79,7 @@ def test_checkpoint_then_resume_in_a_new_session_on_real_transcripts(workspace, 
     doc = json.loads(out)
     assert code == 0 and doc["tokens"] <= 400 and lcm_db.estimate_tokens(doc["text"]) <= 400
     assert doc["session_id"] == REAL_SESSION
+    assert doc["top_summaries"][0]["id"] == top
     assert [t["content"] for t in doc["state"]["open_todos"]] == [
         "Test recording with new AudioWorklet implementation",
         "Test drone synth with new AudioWorklet implementation"]

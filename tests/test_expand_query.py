@@ -8,11 +8,12 @@ import sys
 
 import pytest
 
+import lcm_compact
 import lcm_db
 import lcm_expand_query
 import lcm_grants
 import lcm_ingest
-from conftest import SCRIPTS
+from conftest import SCRIPTS, shared_data
 from fake_anthropic import fake_api, fake_claude  # noqa: F401  (pytest fixtures)
 from lcm_db import LcmError
 from transcripts import Transcript
@@ -200,3 +201,27 @@ def test_command_smoke(dag):
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "cut at the cap" in done.stdout and "anthropic" not in done.stderr
+
+
+def test_real_session_compacted_then_asked(vault, fake_api, monkeypatch, capsys):
+    """A real transcript, compacted; the question is answered from the messages under the summaries."""
+    session = "7acd37a8-2745-4b58-a8a9-46164b22ad9e"
+    conn = lcm_db.connect()
+    lcm_ingest.ingest_paths(conn, [str(shared_data("claude-projects", "-Users-dain-workspace-JSSoundRecorder"))])
+    monkeypatch.setenv("LCM_LLM", "none")
+    lcm_compact.compact(conn, session, mode="full")
+    code, out, err = run(["--prompt", "Which build tool did we choose?", "--query", "let's do vite",
+                          "--session", session, "--json"], capsys)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert "ok, fine, let's do vite" in doc["answer"] and doc["total_source_tokens"] <= 4000
+    assert doc["cited_ids"] and all(lcm_expand_query.node_info(conn, i) for i in doc["cited_ids"])
+
+    monkeypatch.setenv("LCM_LLM", "anthropic")
+    choice = conn.execute("SELECT uuid FROM messages WHERE content LIKE '%let''s do vite%'").fetchone()[0]
+    fake_api.enqueue(text=f"Vite [{choice}].")
+    code, out, err = run(["--prompt", "Which build tool did we choose?", "--query", "let's do vite",
+                          "--session", session, "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["cited_ids"] == [choice]
+    assert "ok, fine, let's do vite" in fake_api.user_text(fake_api.requests[0])
