@@ -407,24 +407,25 @@ def run_items(job: MapJob, state: RunState, process: Callable[[int, object], Out
             if bar is not None:
                 bar.update(1)
 
-    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="lcm-map") as pool:
-        try:
-            for index, value in items:
-                while len(in_flight) >= window:
-                    finished, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
-                    settle(finished)
-                in_flight[pool.submit(process, index, value)] = index
-            while in_flight:
+    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="lcm-map")
+    try:
+        for index, value in items:
+            while len(in_flight) >= window:
                 finished, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
                 settle(finished)
-        except BaseException:
-            for future in in_flight:
-                future.cancel()
-            state.flush()
-            raise
-        finally:
-            if bar is not None:
-                bar.close()
+            in_flight[pool.submit(process, index, value)] = index
+        while in_flight:
+            finished, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
+            settle(finished)
+    except BaseException:
+        # keep what finished; queued items are dropped, calls already running end on their own
+        pool.shutdown(wait=False, cancel_futures=True)
+        state.flush()
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    pool.shutdown()
     state.flush()
 
 
