@@ -69,11 +69,12 @@ def catch_up(conn, session_id: str) -> None:
     lcm_ingest.ingest_file(conn, path)
 
 
-def narrative(body: str) -> str | None:
+def narrative(conn, session_id: str, body: str) -> str | None:
     """A model-written summary of the state, or None (with a warning) if the model fails."""
     import lcm_llm
     try:
-        done = lcm_llm.complete(NARRATIVE_SYSTEM, [{"role": "user", "content": body[:24000]}], max_tokens=400)
+        done = lcm_llm.complete(NARRATIVE_SYSTEM, [{"role": "user", "content": body[:24000]}], max_tokens=400,
+                                model=lcm_llm.resolve_model(conn, session_id))
     except LcmError as exc:
         sys.stderr.write(f"Warning: narrative skipped, the model call failed: {exc.message}\n")
         return None
@@ -89,7 +90,7 @@ def build(conn, session_id: str, vault: Path, use_llm: bool) -> tuple[dict, str]
             "project": session["project"], "last_message_id": log["last_message_id"],
             "created_at": lcm_db.now_iso()}
     body = lcm_worklog.render(lcm_worklog.sections(log, top))
-    story = narrative(body) if use_llm else None
+    story = narrative(conn, session_id, body) if use_llm else None
     head = [
         f"<!-- {MARKER} {json.dumps(meta)} -->",
         f"# lcm checkpoint: {session['title'] or session_id}",
