@@ -45,9 +45,13 @@ SYSTEM = (
 
 
 def node_info(conn, node_id: str) -> dict | None:
-    """A summary (by sum_ id) or a message (by uuid), without its full content."""
+    """A summary (sum_ id), stored file (file_ id) or message (uuid), without its full content."""
     row = conn.execute("SELECT id, session_id, kind, depth, earliest_at AS at, substr(content, 1, 300) AS head"
                        " FROM summaries WHERE id = ?", (node_id,)).fetchone()
+    if row is None and node_id.startswith("file_"):
+        row = conn.execute("SELECT id, session_id, 'file' AS kind, NULL AS depth, created_at AS at, name,"
+                           " token_count, substr(exploration, 1, 300) AS head FROM files WHERE id = ?",
+                           (node_id,)).fetchone()
     if row is None:
         row = conn.execute("SELECT uuid AS id, session_id, 'message' AS kind, NULL AS depth, created_at AS at,"
                            " role, token_count FROM messages WHERE uuid = ?", (node_id,)).fetchone()
@@ -276,7 +280,9 @@ def _main(argv):
     backend = lcm_llm.resolve_backend()
     conn = lcm_db.connect(args.db, create=False)
     candidates = find_candidates(conn, args)
-    sessions = list(dict.fromkeys(c["session_id"] for c in candidates))
+    sessions = list(dict.fromkeys(c["session_id"] for c in candidates if c["session_id"]))
+    if not sessions:
+        raise LcmError("none of the ids belongs to a stored session", "pass summary ids or message uuids")
     import lcm_grants
     grant_id = lcm_grants.create_grant(conn, sessions, [c["id"] for c in candidates], cap, ttl_seconds=GRANT_TTL_SECONDS)
     try:

@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import datetime
 
 import pytest
 
@@ -96,6 +97,8 @@ def test_question_sources_and_cap_reach_the_model_and_nothing_past_the_cap(dag, 
 
     grant = dag["conn"].execute("SELECT * FROM grants WHERE id = ?", (doc["grant_id"],)).fetchone()
     assert grant["revoked_at"] is not None and grant["token_cap"] == 1200 and grant["tokens_used"] <= 1200
+    lifetime = datetime.fromisoformat(grant["expires_at"][:-1]) - datetime.fromisoformat(grant["created_at"][:-1])
+    assert lifetime.total_seconds() == 300
     with pytest.raises(LcmError):
         lcm_grants.check_and_charge(dag["conn"], doc["grant_id"], dag["top"], 1)
 
