@@ -40,6 +40,7 @@ def write_env_file(path: str, values: dict[str, str]) -> None:
     kept = [line for line in lines
             if not any(line.startswith(f"export {name}=") for name in OUR_EXPORTS)]
     kept += [f"export {name}={shell_quote(value)}" for name, value in values.items()]
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = f"{path}.lcm-{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as f:
         f.write("\n".join(kept) + "\n")
