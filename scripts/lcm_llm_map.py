@@ -71,7 +71,7 @@ class Requests:
     def refused_structured(self, message: str) -> bool:
         """True (and structured outputs off from now on) when an error is about output_config."""
         lowered = message.lower()
-        if self.output_format is None or not any(k in lowered for k in ("output_config", "output_format",
+        if self.output_format is None or not any(k in lowered for k in ("output_config", "output_format", "output format",
                                                                         "structured output", "json_schema")):
             return False
         with self._lock:

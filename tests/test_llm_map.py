@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 import lcm_llm_map
-from fake_anthropic import FakeAnthropic, Reply, fake_api, fake_claude  # noqa: F401 (fixtures)
-from fake_batches import FakeBatches, fake_batches  # noqa: F401 (fixture)
+from fake_anthropic import Reply, fake_api, fake_claude  # noqa: F401 (fixtures)
+from fake_batches import FakeBatches
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "lcm_llm_map.py"
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}, "double": {"type": "integer"}},
@@ -174,7 +174,7 @@ def test_refused_credentials_stop_the_run_with_an_error(tmp_path, fake_api, caps
 # -- resume ---------------------------------------------------------------------------------
 
 def test_killed_run_finishes_with_resume_without_redoing_finished_items(tmp_path, fake_api, vault):
-    total = 60
+    total = 100
     write_items(tmp_path / "in.jsonl", [{"n": i} for i in range(total)])
     fake_api.respond(lambda body: Reply(text=json.dumps({"n": first_item(body)["n"], "double": 0}), delay=0.05))
     argv = [sys.executable, str(SCRIPT), "--input", str(tmp_path / "in.jsonl"),
