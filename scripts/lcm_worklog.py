@@ -14,6 +14,9 @@ import re
 import sqlite3
 
 FILE_TOOLS = ("Edit", "Write", "MultiEdit", "NotebookEdit")
+# a failed look-around (a missing file, a stopped shell) is exploration, not an error left to fix
+LOOK_TOOLS = ("Read", "Glob", "Grep", "LS", "WebFetch", "WebSearch", "BashOutput", "KillShell", "KillBash",
+              "TaskOutput", "ToolSearch")
 # user-role text the harness writes, never something the user asked for
 HARNESS_PREFIXES = ("<command-", "<local-command-", "<task-notification", "<system-reminder",
                     "<bash-", "<user-prompt-submit-hook", "[Request interrupted", "Caveat: ")
@@ -23,6 +26,7 @@ REJECTION = re.compile(r"^The user doesn't want to (proceed|take this action)")
 # a sentence that states a choice (heuristic; shown as such)
 DECISION = re.compile(r"\b(let's|lets|decid\w*|go(?:ing)? with|instead of|switch(?:ed|ing)? to|"
                       r"chose|choose|we'll use|I'll use|prefer|won't|don't want)\b", re.I)
+QUESTION = re.compile(r"\?|\bwould you\b|\bwhich\b|\blet me ask\b", re.I)
 SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
@@ -146,8 +150,10 @@ def _summarise(order, requests, decisions, todos, tasks, count, last_id, request
             commands.append({"command": call["key"], "failed": status == "error", "uuid": call["uuid"],
                              "rejected": status == "rejected",
                              **({"error": call["error"]} if status == "error" else {})})
-        if status == "error":
-            fixed = any(c["name"] == name and c["key"] == call["key"] and c["status"] == "ok"
+        if status == "error" and name not in LOOK_TOOLS:
+            # fixed by a later success of the same call (a command run again inside a longer one counts)
+            fixed = any(c["name"] == name and c["status"] == "ok" and
+                        (c["key"] == call["key"] or (name == "Bash" and call["key"] in c["key"]))
                         for c in order[i + 1:])
             if not fixed:
                 errors.append({"tool": name, "target": call["key"], "error": call.get("error", ""),
@@ -161,8 +167,7 @@ def _summarise(order, requests, decisions, todos, tasks, count, last_id, request
         "last_message_id": last_id or None,
         "user_requests": requests[-request_limit:],
         "request_count": len(requests),
-        "decisions": _dedupe([_first_line(d).lstrip("-*> ") for d in decisions
-                              if not d.rstrip().endswith("?")])[-8:],
+        "decisions": _dedupe([_first_line(d).lstrip("-*> ") for d in decisions if not QUESTION.search(d)])[-8:],
         "files_created": created,
         "files_edited": edited,
         "commands": commands,

@@ -193,9 +193,11 @@ def test_worklog_reads_tool_calls_todos_and_skips_harness_text(tmp_path, workspa
     t.tool_result(edit, "ok")
     bad = t.tool_use("Edit", {"file_path": "/p/README.md", "old_string": "a", "new_string": "b"})
     t.tool_result(bad, "<tool_use_error>String to replace not found in file.</tool_use_error>", is_error=True)
+    look = t.tool_use("Read", {"file_path": "/p/missing.py"})
+    t.tool_result(look, "File does not exist.", is_error=True)
     lint = t.tool_use("Bash", {"command": "ruff check ."})
     t.tool_result(lint, "E501 line too long", is_error=True)
-    again = t.tool_use("Bash", {"command": "ruff check ."})
+    again = t.tool_use("Bash", {"command": "source .venv/bin/activate && ruff check ."})
     t.tool_result(again, "All checks passed!")
     t.assistant_text("I decided to keep the flag off by default.")
     t.write()
@@ -206,7 +208,7 @@ def test_worklog_reads_tool_calls_todos_and_skips_harness_text(tmp_path, workspa
     assert log["files_edited"] == ["/p/cli.py"]          # the failed README edit changed nothing
     assert log["open_todos"] == [{"content": "Document the flag in README", "status": "pending"}]
     assert [c["failed"] for c in log["commands"]] == [True, False]
-    # the lint failure was fixed by the later run; the README edit error was not
+    # the lint failure was fixed by the later run; the README edit error was not; a failed Read is exploration
     assert [(e["tool"], e["target"]) for e in log["unresolved_errors"]] == [("Edit", "/p/README.md")]
     assert "I decided to keep the flag off by default." in log["decisions"]
 
