@@ -224,3 +224,40 @@ def test_plugin_validate_strict_passes(tmp_path):
                               capture_output=True, text=True, timeout=CALL_TIMEOUT)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert "Validation passed" in proc.stdout
+
+
+def test_marketplace_install_then_hooks_run_from_the_installed_plugin(tmp_path):
+    """`claude plugin marketplace add <repo>` + `claude plugin install lcm@lcm-tools`, then a session
+    with no --plugin-dir: the installed plugin's hooks capture it and export LCM_SCRIPTS."""
+    claude = require_claude()
+    for name in ("cc-home", "cc-tmp", "proj"):
+        (tmp_path / name).mkdir()
+    with StreamingFake() as api:
+        api.respond(responder)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "LCM_", "ANTHROPIC_"))}
+        env.update(api.env())
+        env.update({"HOME": str(tmp_path / "cc-home"), "TMPDIR": str(tmp_path / "cc-tmp"),
+                    "LCM_HOME": str(tmp_path / "lcm"), "LCM_LLM": "none",
+                    "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"})
+
+        def run(*args: str) -> subprocess.CompletedProcess:
+            proc = subprocess.run([claude, *args], cwd=tmp_path / "proj", env=env, capture_output=True,
+                                  text=True, timeout=CALL_TIMEOUT)
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            return proc
+
+        run("plugin", "marketplace", "add", str(ROOT))
+        run("plugin", "install", "lcm@lcm-tools")
+        listed = run("plugin", "list").stdout
+        assert "lcm@lcm-tools" in listed and "0.1.0" in listed
+        result = json.loads(run("-p", "--output-format", "json", "--allowedTools", "Bash", "--",
+                                "RUNTOOL from the installed plugin").stdout)
+    conn = sqlite3.connect(tmp_path / "lcm" / "lcm.db")
+    try:
+        printed = [c for (c,) in conn.execute(
+            "SELECT content FROM messages WHERE session_id = ? AND content LIKE 'LCM=%'", (result["session_id"],))]
+    finally:
+        conn.close()
+    assert len(printed) == 1 and printed[0].strip().endswith("/scripts"), printed
+    scripts = Path(printed[0].strip()[len("LCM="):])
+    assert (scripts / "lcm_grep.py").is_file()
