@@ -355,7 +355,7 @@ def _main(argv):
             process = anthropic_worker(lcm_llm.anthropic_client(timeout=args.timeout, max_retries=0),
                                        job, args, root, model)
         else:
-            process = claude_worker(job, args, root, args.model)
+            process = claude_worker(job, args, root, model)
         core.run_items(job, state, process, args.concurrency, "agentic_map")
     except LcmError:
         state.finish("failed")

@@ -363,3 +363,19 @@ def test_script_runs_as_a_subprocess_and_help_does_not_import_the_sdk(tmp_path, 
                               capture_output=True, text=True, timeout=60)
     assert help_run.returncode == 0 and "--batch" in help_run.stdout
     assert "anthropic" not in help_run.stderr and "jsonschema" not in help_run.stderr
+
+
+def test_prompt_file_and_resuming_a_finished_run_makes_no_call(tmp_path, fake_api, capsys):
+    (tmp_path / "prompt.txt").write_text("Label each review.\n")
+    write_items(tmp_path / "in.jsonl", ["great", "awful"])
+    argv = ["--input", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "out.jsonl"),
+            "--prompt-file", str(tmp_path / "prompt.txt")]
+    fake_api.respond(lambda body: '"positive"')
+    assert lcm_llm_map.main(argv) == 0
+    assert "Label each review." in fake_api.requests[0]["system"]
+    first = (tmp_path / "out.jsonl").read_text()
+    (tmp_path / "out.jsonl").unlink()
+    assert lcm_llm_map.main(argv + ["--resume"]) == 0
+    assert len(fake_api.requests) == 2 and (tmp_path / "out.jsonl").read_text() == first
+    assert lcm_llm_map.main(argv[:4] + ["--prompt-file", str(tmp_path / "missing.txt")]) == 1
+    assert "cannot read prompt file" in capsys.readouterr().err
