@@ -27,7 +27,7 @@ def _one_line(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(limit - 3, 1)] + "..."
 
 
-def _blocks(raw) -> tuple[dict, list]:
+def raw_blocks(raw) -> tuple[dict, list]:
     """(entry, content blocks) of a stored raw transcript line; tolerant of anything odd."""
     try:
         entry = json.loads(raw)
@@ -82,7 +82,7 @@ def facts_from_messages(rows) -> Facts:
     calls: dict[str, tuple[str, str]] = {}   # tool_use id -> (tool name, label)
     command_index: dict[str, int] = {}       # tool_use id -> position in facts.commands
     for row in rows:
-        entry, blocks = _blocks(row["raw"])
+        entry, blocks = raw_blocks(row["raw"])
         facts.file_ids.extend(FILE_ID.findall(row["content"] or ""))
         role = row["role"]
         for block in blocks:

@@ -26,7 +26,6 @@ import json
 import os
 import sys
 import threading
-import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import lcm_compact
+import lcm_dag
 import lcm_db
 import lcm_extract
 import lcm_ingest
@@ -200,7 +201,7 @@ def test_tool_call_and_result_are_never_split(tmp_path, monkeypatch):
     for leaf in conn.execute("SELECT id FROM summaries WHERE kind = 'leaf'"):
         opened, answered = set(), set()
         for mid in expand_to_messages(conn, leaf[0]):
-            o, a = lcm_compact._tool_ids(conn.execute("SELECT raw FROM messages WHERE id = ?", (mid,)).fetchone()[0])
+            o, a = lcm_dag.tool_ids(conn.execute("SELECT raw FROM messages WHERE id = ?", (mid,)).fetchone()[0])
             opened.update(o)
             answered.update(a)
         assert opened <= answered and answered <= opened

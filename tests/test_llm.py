@@ -11,7 +11,7 @@ import pytest
 
 import lcm_db
 import lcm_llm
-from fake_anthropic import FakeAnthropic, fake_api, fake_claude, make_fake_claude  # noqa: F401 (fixtures)
+from fake_anthropic import FakeAnthropic, fake_api, fake_claude  # noqa: F401 (fixtures)
 from lcm_llm import ModelConfigError, ModelError
 
 
