@@ -100,8 +100,8 @@ def build(conn, session_id: str, vault: Path, use_llm: bool) -> tuple[dict, str]
         f"- Vault: {vault} ({log['message_count']} messages in this session, {summaries} summaries,"
         f" last message id {log['last_message_id']})",
         f"- Work seen: {log['request_count']} user requests, {len(log['files_edited'])} files edited,"
-        f" {len(log['files_created'])} created, {len(log['commands'])} commands"
-        f" ({len(log['failed_commands'])} failed), {len(log['open_todos'])} open todos",
+        f" {len(log['files_created'])} created, {log['command_count']} commands"
+        f" ({log['failed_command_count']} failed), {len(log['open_todos'])} open todos",
     ]
     if story:
         head += ["", "## Narrative (model-written)", story]

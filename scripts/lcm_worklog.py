@@ -27,6 +27,7 @@ REJECTION = re.compile(r"^The user doesn't want to (proceed|take this action)")
 DECISION = re.compile(r"\b(let's|lets|decid\w*|go(?:ing)? with|instead of|switch(?:ed|ing)? to|"
                       r"chose|choose|we'll use|I'll use|prefer|won't|don't want)\b", re.I)
 QUESTION = re.compile(r"\?|\bwould you\b|\bwhich\b|\blet me ask\b", re.I)
+KEEP = 50  # newest commands / errors kept in the returned lists
 SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
@@ -170,11 +171,13 @@ def _summarise(order, requests, decisions, todos, tasks, count, last_id, request
         "decisions": _dedupe([_first_line(d).lstrip("-*> ") for d in decisions if not QUESTION.search(d)])[-8:],
         "files_created": created,
         "files_edited": edited,
-        "commands": commands,
-        "failed_commands": [c for c in commands if c["failed"]],
+        "command_count": len(commands),
+        "failed_command_count": sum(c["failed"] for c in commands),
+        "commands": commands[-KEEP:],         # newest last; bounded for --json
+        "failed_commands": [c for c in commands if c["failed"]][-KEEP:],
         "todos": todo_list,
         "open_todos": [t for t in todo_list if t["status"] != "completed"],
-        "unresolved_errors": errors,
+        "unresolved_errors": errors[-KEEP:],
     }
 
 
@@ -225,8 +228,7 @@ def sections(log: dict, top: list[dict], *, list_cap: int = 15, text_cap: int = 
     out.append(("Unresolved errors", _capped(
         [f"- {e['tool']} {_clip(e['target'], 120)}: {_clip(e['error'], 160)} ({e['uuid']})"
          for e in log["unresolved_errors"]], list_cap // 2, "errors") or ["- none"]))
-    failed = len(log["failed_commands"])
-    out.append((f"Commands run ({len(log['commands'])}, {failed} failed; newest last)", _capped(
+    out.append((f"Commands run ({log['command_count']}, {log['failed_command_count']} failed; newest last)", _capped(
         [f"- {'FAILED ' if c['failed'] else 'REJECTED by user ' if c['rejected'] else ''}`{_clip(c['command'], 160)}`"
          + (f": {_clip(c['error'], 120)}" if c["failed"] else "") for c in log["commands"]],
         list_cap, "commands") or ["- none"]))
