@@ -56,7 +56,7 @@ class Requests:
         self._lock = threading.Lock()
         if job.schema is not None and backend == "anthropic":
             try:
-                from anthropic.lib._parse._transform import transform_schema
+                from anthropic import transform_schema  # the API's strict subset of JSON Schema
                 self.output_format = {"type": "json_schema", "schema": transform_schema(job.schema)}
             except Exception:  # a schema the API's strict subset cannot express: plain prompt only
                 self.output_format = None
