@@ -16,6 +16,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRUE_WORDS = ("1", "true", "yes", "on")
+LOG_MAX_BYTES = 1_000_000
 
 
 def scripts_dir() -> str:
@@ -86,7 +87,13 @@ def log(event: str, payload: dict | None, message: str) -> None:
     try:
         home = lcm_home()
         os.makedirs(home, mode=0o700, exist_ok=True)
-        fd = os.open(os.path.join(home, "lcm.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        path = os.path.join(home, "lcm.log")
+        try:
+            if os.path.getsize(path) > LOG_MAX_BYTES:
+                os.replace(path, path + ".1")  # keep one old log; the log never grows without bound
+        except OSError:
+            pass
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             os.write(fd, line.encode("utf-8", "replace"))
         finally:
@@ -108,10 +115,10 @@ def note(message: str) -> None:
 
 
 def read_payload() -> dict:
-    data = sys.stdin.read()
+    data = sys.stdin.buffer.read()
     try:
         payload = json.loads(data)
-    except ValueError:
+    except ValueError:  # includes bytes that are not UTF-8
         raise Skip(f"stdin is not a JSON hook payload ({len(data)} bytes)") from None
     if not isinstance(payload, dict):
         raise Skip(f"stdin is JSON but not an object ({type(payload).__name__})")

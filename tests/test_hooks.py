@@ -29,9 +29,13 @@ def run_hook(name: str, payload, env: dict | None = None, site: bool = False) ->
     full_env = dict(os.environ)
     full_env.setdefault("CLAUDE_PLUGIN_ROOT", str(ROOT))
     full_env.update(env or {})
-    stdin = payload if isinstance(payload, str) else json.dumps(payload)
+    if isinstance(payload, bytes):
+        stdin = payload
+    else:
+        stdin = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
     cmd = [sys.executable] + ([] if site else ["-S"]) + [str(HOOKS / f"{name}.py")]
-    return subprocess.run(cmd, input=stdin, env=full_env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(cmd, input=stdin, env=full_env, capture_output=True, timeout=60)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode(), proc.stderr.decode())
 
 
 def log_lines() -> list[str]:
@@ -370,7 +374,7 @@ def test_subagent_hooks_only_ingest(session, vault, env_file, project):
 # -- failing open --------------------------------------------------------------
 
 @pytest.mark.parametrize("name", ALL_HOOKS)
-@pytest.mark.parametrize("stdin", ["", "not json {", "[1, 2]", "\x00\xff garbage"])
+@pytest.mark.parametrize("stdin", ["", "not json {", "[1, 2]", "\x00 garbage", b"\xff\xfe{not utf-8"])
 def test_garbage_stdin_exits_0_with_one_log_line(name, stdin):
     proc = run_hook(name, stdin)
     assert proc.returncode == 0 and proc.stdout == ""
@@ -405,6 +409,14 @@ def test_unwritable_vault_exits_0_with_one_log_line(name, session, tmp_path, env
     proc = run_hook(name, PAYLOADS[name](session), env)
     assert proc.returncode == 0 and proc.stdout == ""
     assert len(log_lines()) == 1, log_lines()
+
+
+def test_log_is_rotated_not_grown_without_bound():
+    log = Path(os.environ["LCM_HOME"]) / "lcm.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("old line\n" * 200_000)
+    assert run_hook("stop", "garbage").returncode == 0
+    assert len(log_lines()) == 1 and (log.parent / "lcm.log.1").stat().st_size > 1_000_000
 
 
 def test_invalid_setting_is_logged_not_raised(session):
