@@ -236,10 +236,10 @@ def answer_with_claude(conn, exp: Expansion, prompt: str, db: Path, model: str) 
     return str(result.get("result") or "").strip()
 
 
-def excerpts(sources: list[dict], query: str | None) -> str:
+def excerpts(sources: list[dict], query: str | None, reason: str) -> str:
     """The gathered sources as ranked, labelled excerpts: what lcm says when no model is available."""
     terms = [t.lower() for t in re.findall(r"\w+", query or "") if len(t) > 2]
-    lines = ["No model backend (LCM_LLM=none): these are excerpts of the sources, ranked, not an answer."]
+    lines = [f"{reason}: these are excerpts of the sources, ranked, not an answer."]
     for rank, m in enumerate(sources, 1):
         text = " ".join(m["text"].split())
         hit = min([i for i in (text.lower().find(t) for t in terms) if i >= 0], default=0)
@@ -293,12 +293,18 @@ def _main(argv):
         exp.limit = cap
         prompt = first_prompt(args.prompt, candidates, sources, exp)
         model = lcm_llm.resolve_model(conn, sessions[0])
-        if backend == "anthropic":
-            answer = answer_with_anthropic(conn, exp, sessions, prompt, model)
-        elif backend == "claude":
-            answer = answer_with_claude(conn, exp, prompt, lcm_db.db_path(args.db).resolve(), model)
-        else:
-            answer = excerpts(sources, args.query)
+        reason = None
+        try:
+            if backend == "anthropic":
+                answer = answer_with_anthropic(conn, exp, sessions, prompt, model)
+            elif backend == "claude":
+                answer = answer_with_claude(conn, exp, prompt, lcm_db.db_path(args.db).resolve(), model)
+        except lcm_llm.ModelError as exc:
+            # the sources were gathered at a cost: hand them over rather than nothing
+            sys.stderr.write(f"Warning: the model call failed ({exc.message}); showing the gathered excerpts\n")
+            backend, reason = "none", "The model call failed"
+        if backend == "none":
+            answer = excerpts(sources, args.query, reason or "No model backend (LCM_LLM=none)")
         used = conn.execute("SELECT tokens_used FROM grants WHERE id = ?", (grant_id,)).fetchone()[0]
     finally:
         lcm_grants.revoke_grant(conn, grant_id)

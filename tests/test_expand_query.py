@@ -170,6 +170,16 @@ def test_no_model_gives_ranked_excerpts_not_an_answer(dag, monkeypatch, capsys):
     assert doc["cited_ids"] == dag["uuids"][:6]
 
 
+def test_a_failed_model_call_falls_back_to_the_excerpts(dag, fake_api, monkeypatch, capsys):
+    monkeypatch.setenv("LCM_LLM", "anthropic")
+    fake_api.enqueue(status=400)
+    code, out, err = run(["--prompt", "Which retry delay?", "--summary-ids", dag["leaves"][0], "--json"], capsys)
+    doc = json.loads(out)
+    assert code == 0 and "Warning: the model call failed" in err
+    assert doc["backend"] == "none" and doc["answer"].startswith("The model call failed: these are excerpts")
+    assert doc["cited_ids"] and "RETRY_DELAY = 750 ms" in doc["answer"]
+
+
 def test_claude_backend_runs_headless_with_only_the_lcm_tools(dag, fake_claude, monkeypatch, capsys):
     monkeypatch.setenv("LCM_LLM", "claude")
     fact = dag["uuids"][2]
