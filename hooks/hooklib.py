@@ -54,10 +54,8 @@ def setup_path() -> None:
 
 
 def flag(name: str) -> bool:
-    """A boolean LCM_* setting read without importing lcm_db (the no-op path stays cheap).
-
-    Anything that is not a plain yes/no goes through lcm_db.config, which names a bad value.
-    """
+    """A boolean LCM_* setting: plain yes/no spellings read directly, the default and anything
+    else through lcm_db.config (which names a bad value in its error)."""
     raw = os.environ.get(name)
     if raw is None:
         return bool(_config(name))
