@@ -195,9 +195,11 @@ def test_compact_runs_precompact_compaction(claude_run):
     sent = "\n".join(json.dumps(body) for body in claude_run["compaction_requests"])
     assert "LCM (lossless context management) instructions" in sent
     assert any(i in sent for i in ids)
-    hook_rows = vault_rows(claude_run, "SELECT trigger FROM compactions WHERE session_id = ? AND source = 'hook'",
-                           claude_run["sid"])
-    assert hook_rows == [("manual",)], "PostCompact recorded the compaction"
+    hook_rows = vault_rows(claude_run, "SELECT trigger, pre_tokens, post_tokens FROM compactions"
+                           " WHERE session_id = ? AND source = 'hook'", claude_run["sid"])
+    assert len(hook_rows) == 1, "PostCompact recorded the compaction"
+    trigger, pre, post = hook_rows[0]
+    assert trigger == "manual" and pre > 0 and post > 0, hook_rows
 
 
 def test_compact_reinjects_the_active_context(claude_run):
