@@ -168,7 +168,8 @@ def _summarise(order, requests, decisions, todos, tasks, count, last_id, request
         "last_message_id": last_id or None,
         "user_requests": requests[-request_limit:],
         "request_count": len(requests),
-        "decisions": _dedupe([_first_line(d).lstrip("-*> ") for d in decisions if not QUESTION.search(d)])[-8:],
+        "decisions": _dedupe([_first_line(d).replace("**", "").lstrip("-> ") for d in decisions
+                              if not QUESTION.search(d)])[-8:],
         "files_created": created,
         "files_edited": edited,
         "command_count": len(commands),
@@ -197,7 +198,14 @@ def top_summaries(conn: sqlite3.Connection, session_id: str, limit: int = 5) -> 
         "SELECT id, kind, depth, descendant_count, earliest_at, latest_at, substr(content, 1, 400) AS head"
         " FROM summaries WHERE session_id = ? AND parent_id IS NULL"
         " ORDER BY depth DESC, first_message_id LIMIT ?", (session_id, limit)).fetchall()
-    return [{**dict(r), "head": _first_line(r["head"], 160)} for r in rows]
+    return [{**dict(r), "head": _summary_head(r["head"])} for r in rows]
+
+
+def _summary_head(content: str) -> str:
+    """The first line of a summary that says something (an extractive summary opens with a [label])."""
+    lines = [ln.strip() for ln in content.splitlines() if ln.strip()]
+    said = [ln for ln in lines if not ln.startswith("[")]
+    return _first_line(" ".join(said or lines), 160)
 
 
 def _clip(text: str, limit: int) -> str:
