@@ -263,3 +263,9 @@ def test_marketplace_install_then_hooks_run_from_the_installed_plugin(tmp_path):
     assert len(printed) == 1 and printed[0].strip().endswith("/scripts"), printed
     scripts = Path(printed[0].strip()[len("LCM="):])
     assert (scripts / "lcm_grep.py").is_file()
+
+
+def test_no_hook_failed_during_the_real_sessions(claude_run):
+    """Skips (a transcript not written yet in -p mode) are fine; an error line is not."""
+    lines = read(claude_run["log"]).splitlines()
+    assert not [line for line in lines if " error: " in line], lines
