@@ -8,11 +8,12 @@ source: 1 = details kept at the target size, 2 = bullets at half the target, 3 =
 to 512 tokens; with LCM_LLM=none the first level is a deterministic extractive summary.
 
 Usage:
-  python3 scripts/lcm_compact.py [--session ID | --all] [--full | --until-under TOKENS] [--dry-run] [--json]
+  python3 scripts/lcm_compact.py [--session ID | --all] [--full | --until-under TOKENS | --upgrade] [--dry-run] [--json]
 
 Modes: incremental (default: one leaf pass when the raw tokens outside the fresh tail exceed
 LCM_LEAF_CHUNK_TOKENS, then condensation), --full (until nothing is eligible), --until-under
-(until the active context is under TOKENS), --dry-run (say what would happen, write nothing).
+(until the active context is under TOKENS), --upgrade (rewrite extractive summaries with the
+model, keeping their ids), --dry-run (say what would happen, write nothing).
 
 Examples:
   python3 "$LCM_SCRIPTS/lcm_compact.py" --json
@@ -102,6 +103,29 @@ def _atomic(conn):
             yield
 
 
+def _leaf_source(rows) -> tuple[str, str]:
+    """(span, text the model reads) for a run of messages."""
+    times = [r["created_at"] for r in rows if r["created_at"]]
+    span = (f"messages #{rows[0]['id']}-#{rows[-1]['id']} ({len(rows)} messages"
+            + (f", {times[0]} to {times[-1]})" if times else ")"))
+    source = "\n\n".join(
+        f"[#{r['id']} {r['role']}{' sidechain' if r['is_sidechain'] else ''} {r['created_at'] or ''}]\n{r['content']}"
+        for r in rows)
+    return span, source
+
+
+def _condensed_source(depth: int, children) -> tuple[str, str]:
+    """(span, text the model reads) for the children of a depth-`depth` node."""
+    times = [t for c in children for t in (c["earliest_at"], c["latest_at"]) if t]
+    descendants = sum(c["descendant_count"] for c in children)
+    span = (f"{len(children)} depth-{depth - 1} summaries {children[0]['id']}..{children[-1]['id']}, "
+            f"{descendants} messages" + (f", {min(times)} to {max(times)}" if times else ""))
+    source = "\n\n".join(
+        f"<summary id=\"{c['id']}\" depth=\"{c['depth']}\" earliest_at=\"{c['earliest_at'] or ''}\""
+        f" latest_at=\"{c['latest_at'] or ''}\">\n{c['content']}\n</summary>" for c in children)
+    return span, source
+
+
 class Compactor:
     def __init__(self, conn, session_id: str, backend: str, model: str | None, max_calls: int):
         self.conn, self.session_id, self.backend, self.model = conn, session_id, backend, model
@@ -116,6 +140,8 @@ class Compactor:
         self.leaf_target = lcm_db.config("LCM_LEAF_TARGET_TOKENS")
         self.condensed_target = lcm_db.config("LCM_CONDENSED_TARGET_TOKENS")
         self.run: list = []
+        self.upgraded = 0
+        self.not_upgraded: list[str] = []
 
     # -- eligibility --------------------------------------------------------------
     def eligible_run(self) -> list:
@@ -170,11 +196,7 @@ class Compactor:
             return None
         rows = lcm_dag.leaf_chunk(self.conn, self.session_id, run, self.chunk_cap)
         times = [r["created_at"] for r in rows if r["created_at"]]
-        span = (f"messages #{rows[0]['id']}-#{rows[-1]['id']} ({len(rows)} messages"
-                + (f", {times[0]} to {times[-1]})" if times else ")"))
-        source = "\n\n".join(
-            f"[#{r['id']} {r['role']}{' sidechain' if r['is_sidechain'] else ''} {r['created_at'] or ''}]\n{r['content']}"
-            for r in rows)
+        span, source = _leaf_source(rows)
         # the input's size as the active context counts it (at least 1, for runs of empty results)
         source_tokens = max(sum(r["token_count"] for r in rows), 1)
         content, level, model = self.summarise(
@@ -201,11 +223,7 @@ class Compactor:
         depth, children = group
         times = [t for c in children for t in (c["earliest_at"], c["latest_at"]) if t]
         descendants = sum(c["descendant_count"] for c in children)
-        span = (f"{len(children)} depth-{depth - 1} summaries {children[0]['id']}..{children[-1]['id']}, "
-                f"{descendants} messages" + (f", {min(times)} to {max(times)}" if times else ""))
-        source = "\n\n".join(
-            f"<summary id=\"{c['id']}\" depth=\"{c['depth']}\" earliest_at=\"{c['earliest_at'] or ''}\""
-            f" latest_at=\"{c['latest_at'] or ''}\">\n{c['content']}\n</summary>" for c in children)
+        span, source = _condensed_source(depth, children)
         source_tokens = max(sum(c["token_count"] for c in children), 1)
         content, level, model = self.summarise(
             depth, source, source_tokens, span, self._previous(depth, children[0]["first_message_id"]),
@@ -228,6 +246,52 @@ class Compactor:
         self._count(node_id, level)
         return node_id
 
+    def upgrade_pass(self) -> str | None:
+        """Rewrite the oldest, shallowest extractive summary with the model, in place.
+
+        Children go before their parents, so a parent is rebuilt from upgraded children. The
+        node keeps its id, place and sources; only its text, level and model change. A model
+        answer that cannot beat the source leaves the extractive text as it is.
+        """
+        skip = ",".join("?" * len(self.not_upgraded))
+        node = self.conn.execute(
+            "SELECT * FROM summaries WHERE session_id = ? AND level = 'extractive'"
+            + (f" AND id NOT IN ({skip})" if skip else "") + " ORDER BY depth, first_message_id LIMIT 1",
+            (self.session_id, *self.not_upgraded)).fetchone()
+        if node is None:
+            return None
+        if node["kind"] == "leaf":
+            rows = self.conn.execute(
+                "SELECT m.* FROM summary_sources s JOIN messages m ON m.id = s.message_id WHERE s.summary_id = ?"
+                " ORDER BY s.ord", (node["id"],)).fetchall()
+            span, source = _leaf_source(rows)
+            source_tokens = max(sum(r["token_count"] for r in rows), 1)
+        else:
+            children = self.conn.execute(
+                "SELECT c.* FROM summary_sources s JOIN summaries c ON c.id = s.child_id WHERE s.summary_id = ?"
+                " ORDER BY s.ord", (node["id"],)).fetchall()
+            span, source = _condensed_source(node["depth"], children)
+            source_tokens = max(sum(c["token_count"] for c in children), 1)
+        content, level, model = self.summarise(node["depth"], source, source_tokens, span,
+                                               self._previous(node["depth"], node["first_message_id"]), None)
+        if level == "truncated":
+            self.not_upgraded.append(node["id"])
+            return node["id"]
+        with _atomic(self.conn):
+            if lcm_db.fts_enabled(self.conn):  # external-content FTS: swap the indexed text by hand
+                self.conn.execute("INSERT INTO summaries_fts (summaries_fts, rowid, content)"
+                                  " SELECT 'delete', rowid, content FROM summaries WHERE id = ?", (node["id"],))
+            self.conn.execute(
+                "UPDATE summaries SET content = ?, token_count = ?, source_token_count = ?, level = ?, model = ?"
+                " WHERE id = ? AND level = 'extractive'",
+                (content, estimate_tokens(content), source_tokens, level, model, node["id"]))
+            if lcm_db.fts_enabled(self.conn):
+                self.conn.execute("INSERT INTO summaries_fts (rowid, content) SELECT rowid, content FROM summaries"
+                                  " WHERE id = ?", (node["id"],))
+        self.upgraded += 1
+        self.levels[level] += 1
+        return node["id"]
+
     def _insert(self, node_id, kind, depth, content, source_tokens, level, model, first, last,
                 earliest, latest, descendants, file_ids) -> None:
         self.conn.execute(
@@ -247,21 +311,33 @@ class Compactor:
 # ---------------------------------------------------------------------------
 
 def compact(conn, session_id: str, *, mode: str = "incremental", until_under: int | None = None,
-            dry_run: bool = False, time_budget: float | None = None) -> dict:
-    """Run one compaction of a session under its lock; returns the --json document."""
+            dry_run: bool = False, time_budget: float | None = None, max_calls: int | None = None) -> dict:
+    """Run one compaction of a session under its lock; returns the --json document.
+
+    mode: "incremental" | "full" | "upgrade" (rewrite extractive summaries with the model).
+    max_calls: the spend guard for this run (default LCM_MAX_SUMMARY_CALLS).
+    """
     if conn.execute("SELECT 1 FROM messages WHERE session_id = ? LIMIT 1", (session_id,)).fetchone() is None:
         raise LcmError(f"no messages for session {session_id}", "list sessions with lcm_status.py --all, or ingest first")
     backend = lcm_llm.resolve_backend()
     model = None if backend == "none" else lcm_llm.resolve_model(conn, session_id)
+    if mode == "upgrade" and backend == "none":
+        raise LcmError("--upgrade rewrites extractive summaries with a model, and no model backend is available",
+                       lcm_llm.NO_BACKEND_HINT.replace(", or set LCM_LLM=none for extractive summaries without a model", ""))
+    if max_calls is None:
+        max_calls = lcm_db.config("LCM_MAX_SUMMARY_CALLS")
     started = time.monotonic()
     with session_lock(session_id):
-        work = Compactor(conn, session_id, "none" if dry_run else backend, model,
-                         lcm_db.config("LCM_MAX_SUMMARY_CALLS"))
+        work = Compactor(conn, session_id, "none" if dry_run else backend, model, max_calls)
         before = context_tokens(conn, session_id)
         if dry_run:
             conn.execute("BEGIN IMMEDIATE")
         try:
-            _passes(work, mode, until_under, started, time_budget)
+            if mode == "upgrade" and dry_run:
+                work.upgraded = conn.execute("SELECT COUNT(*) FROM summaries WHERE session_id = ?"
+                                             " AND level = 'extractive'", (session_id,)).fetchone()[0]
+            else:
+                _passes(work, mode, until_under, started, time_budget)
             after = context_tokens(conn, session_id)
         finally:
             if dry_run:
@@ -270,13 +346,16 @@ def compact(conn, session_id: str, *, mode: str = "incremental", until_under: in
               "condensed_created": work.condensed_created, "levels": work.levels, "model_calls": work.calls,
               "tokens_before": before, "tokens_after": after, "mode": mode if until_under is None else "until_under",
               "backend": backend, "model": model, "max_model_calls": work.max_calls, "stopped": work.stopped,
-              "dry_run": dry_run, "created": [] if dry_run else work.created,
+              "upgraded": work.upgraded, "dry_run": dry_run, "created": [] if dry_run else work.created,
               "seconds": round(time.monotonic() - started, 3)}
     if dry_run:
         nodes = work.leaf_created + work.condensed_created
         result.update(model_calls=0, levels=dict.fromkeys(LEVELS, 0),
                       would_create={"leaf": work.leaf_created, "condensed": work.condensed_created},
                       model_calls_needed=0 if backend == "none" else f"{nodes}-{2 * nodes}")
+        if mode == "upgrade":
+            result.update(would_upgrade=work.upgraded, upgraded=0,
+                          model_calls_needed=f"{work.upgraded}-{2 * work.upgraded}")
     return result
 
 
@@ -288,6 +367,10 @@ def _passes(work: Compactor, mode: str, until_under: int | None, started: float,
             work.stopped = "call_limit"
         return work.stopped is not None
 
+    if mode == "upgrade":
+        while not out_of_time() and work.upgrade_pass():
+            pass
+        return
     if until_under is not None:
         while context_tokens(work.conn, work.session_id) > until_under and not out_of_time():
             if work.leaf_pass() is None and work.condense_pass() is None:
@@ -310,6 +393,7 @@ def _main(argv):
     how = p.add_mutually_exclusive_group()
     how.add_argument("--full", action="store_true", help="sweep until nothing is eligible")
     how.add_argument("--until-under", type=int, metavar="TOKENS", help="stop once the active context is under TOKENS")
+    how.add_argument("--upgrade", action="store_true", help="rewrite extractive summaries with the model, in place")
     p.add_argument("--dry-run", action="store_true", help="report what would be summarised; write nothing")
     p.add_argument("--time-budget", type=float, metavar="SECONDS", help="start no new summary after this long")
     args = p.parse_args(argv)
@@ -322,26 +406,38 @@ def _main(argv):
         if not session:
             raise LcmError("no session given", "pass --session ID (lcm_status.py lists them) or --all")
         sessions = [session]
-    mode = "full" if args.full else "incremental"
-    results = [compact(conn, s, mode=mode, until_under=args.until_under, dry_run=args.dry_run,
-                       time_budget=args.time_budget) for s in sessions]
+    mode = "full" if args.full else "upgrade" if args.upgrade else "incremental"
+    results, calls_left = [], lcm_db.config("LCM_MAX_SUMMARY_CALLS")
+    for session in sessions:  # one spend guard for the whole run, across sessions
+        results.append(compact(conn, session, mode=mode, until_under=args.until_under, dry_run=args.dry_run,
+                               time_budget=args.time_budget, max_calls=calls_left))
+        calls_left -= results[-1]["model_calls"]
+        if results[-1]["stopped"] in ("call_limit", "time_budget"):
+            break
     if args.json:
         if args.all:
             total = {k: sum(r[k] for r in results) for k in
-                     ("leaf_created", "condensed_created", "model_calls", "tokens_before", "tokens_after")}
+                     ("leaf_created", "condensed_created", "upgraded", "model_calls", "tokens_before",
+                      "tokens_after")}
             total["levels"] = {k: sum(r["levels"][k] for r in results) for k in LEVELS}
             lcm_db.print_json({**total, "sessions": results, "count": len(results)})
         else:
             lcm_db.print_json(results[0])
         return 0
+    quiet = [r for r in results if args.all and not (r["leaf_created"] or r["condensed_created"] or r["upgraded"])]
     for r in results:
+        if r in quiet:
+            continue
         verb = "would create" if r["dry_run"] else "created"
         made = r["would_create"] if r["dry_run"] else {"leaf": r["leaf_created"], "condensed": r["condensed_created"]}
         levels = ", ".join(f"{k} {v}" for k, v in r["levels"].items() if v)
         print(f"{r['session_id']}: {verb} {made['leaf']} leaf + {made['condensed']} condensed summaries"
               f"{' (' + levels + ')' if levels else ''}; context {r['tokens_before']} -> {r['tokens_after']} tokens;"
               f" {r['model_calls']}/{r['max_model_calls']} model calls ({r['backend']})"
+              + (f"; upgraded {r['upgraded']}" if r["upgraded"] else "")
               + (f"; stopped: {r['stopped']}" if r["stopped"] else ""))
+    if quiet:
+        print(f"{len(quiet)} more sessions: nothing to do")
     return 0
 
 

@@ -514,3 +514,49 @@ def test_killed_compaction_leaves_a_consistent_vault(tmp_path, monkeypatch, fake
     assert result["leaf_created"] > 0
     check_dag(conn, t.session_id, 2)
     assert lcm_compact.compact(conn, t.session_id, mode="full")["leaf_created"] == 0
+
+
+def test_upgrade_rewrites_extractive_summaries_in_place(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "150")
+    monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "2")
+    monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", "2")
+    monkeypatch.setenv("LCM_LLM", "none")
+    t = session_with(tmp_path, turns=10)
+    conn = lcm_db.connect()
+    ingest(conn, t.path)
+    lcm_compact.compact(conn, t.session_id, mode="full")
+    assert lcm_compact.main(["--session", t.session_id, "--upgrade"]) == 1
+    assert "no model backend" in capsys.readouterr().err
+    before = {r["id"]: r["parent_id"] for r in conn.execute("SELECT id, parent_id FROM summaries")}
+    extractive = {r[0] for r in conn.execute("SELECT id FROM summaries WHERE level = 'extractive'")}
+    assert len(extractive) > 5
+    monkeypatch.delenv("LCM_LLM")
+    with FakeAnthropic() as api:
+        for key, value in api.env().items():
+            monkeypatch.setenv(key, value)
+        api.respond(lambda body: "upgraded zebraword")
+        plan = run_json(capsys, "--session", t.session_id, "--upgrade", "--dry-run")
+        assert plan["would_upgrade"] == len(extractive) and not api.requests
+        result = run_json(capsys, "--session", t.session_id, "--upgrade")
+    assert result["upgraded"] == len(extractive) == result["levels"]["normal"] == result["model_calls"]
+    rows = conn.execute("SELECT * FROM summaries").fetchall()
+    assert {r["id"]: r["parent_id"] for r in rows} == before, "same nodes, same places"
+    assert all(r["level"] == "normal" and r["content"].startswith("upgraded") for r in rows if r["id"] in extractive)
+    assert all(r["level"] == "truncated" for r in rows if r["id"] not in extractive)
+    check_dag(conn, t.session_id, 2)
+    if lcm_db.fts_enabled(conn):
+        hits = conn.execute("SELECT COUNT(*) FROM summaries_fts WHERE summaries_fts MATCH 'zebraword'").fetchone()[0]
+        assert hits == len(extractive)
+        assert conn.execute("SELECT COUNT(*) FROM summaries_fts WHERE summaries_fts MATCH 'extractive'").fetchone()[0] == 0
+
+
+def test_all_sessions_share_one_spend_guard(tmp_path, monkeypatch, fake_api, capsys):
+    monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "100")
+    monkeypatch.setenv("LCM_MAX_SUMMARY_CALLS", "4")
+    monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "0")
+    conn = lcm_db.connect()
+    for i in range(3):
+        ingest(conn, coding_session(tmp_path / "projects", turns=6, session_id=f"s{i}").write())
+    fake_api.respond(lambda body: "ok\nFiles: none\nExpand for details about: x")
+    result = run_json(capsys, "--all", "--full")
+    assert result["model_calls"] == 4 == len(fake_api.requests)
