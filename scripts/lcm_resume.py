@@ -94,7 +94,7 @@ def check_against_vault(conn, meta: dict, source: str, vault: Path) -> list[str]
 class Budget:
     """Collects lines while the text stays under a token budget (lcm_db.estimate_tokens)."""
 
-    NOTE = 90  # room kept for a "... N more" line
+    NOTE = "- ... {} more not shown (raise --max-tokens, or read the checkpoint file)"
 
     def __init__(self, max_tokens: int, reserve: int):
         self.chars = max_tokens * 4 - reserve
@@ -112,17 +112,19 @@ class Budget:
         """A section, cut with a note when the budget ends; skipped whole if not even one line fits."""
         if not lines:
             return
-        if len(heading) + len(lines[0]) + 8 + self.NOTE > self.chars:
+        if len(heading) + len(lines[0]) + 6 > self.chars:
             self.skipped.append(heading.split(" (")[0])
             return
         self.add("")
         self.add(f"## {heading}")
+        note = len(self.NOTE) + 4
         for i, line in enumerate(lines):
-            last = i == len(lines) - 1
-            if len(line) + 1 + (0 if last else self.NOTE) > self.chars:
-                self.add(f"- ... {len(lines) - i} more not shown (raise --max-tokens, or read the checkpoint file)")
+            room = len(line) + 1 + (0 if i == len(lines) - 1 else note)
+            if i > 0 and room > self.chars:
+                self.add(self.NOTE.format(len(lines) - i))
                 return
             self.add(line)
+
 
 def reconstruct(conn, meta: dict, source: str, text: str, warnings: list[str], max_tokens: int) -> dict:
     sid, last = meta["session_id"], meta["last_message_id"]
@@ -131,12 +133,12 @@ def reconstruct(conn, meta: dict, source: str, text: str, warnings: list[str], m
     top = lcm_worklog.top_summaries(conn, sid)
     title = conn.execute("SELECT title FROM sessions WHERE session_id = ?", (sid,)).fetchone()["title"]
     story = re.search(r"^## Narrative \(model-written\)\n(.*?)(?=^## |\Z)", text, re.S | re.M)
-    footer = ["", "## Drill further",
-              f'- `python3 "$LCM_SCRIPTS/lcm_grep.py" "TERM" --session {sid}` exact words from that session',
-              '- `python3 "$LCM_SCRIPTS/lcm_describe.py" ID` any summary, file or message id above',
-              '- `python3 "$LCM_SCRIPTS/lcm_expand_query.py" --prompt "QUESTION" --query "TERM"` a detail a summary dropped']
-    out = Budget(max_tokens, reserve=sum(len(ln) + 1 for ln in footer) + 160)
-    out.add(f"# Resuming session {sid}" + (f": {title}" if title else ""))
+    footer = ["", '## Drill further (scripts in "$LCM_SCRIPTS")',
+              f'- lcm_grep.py "TERM" --session {sid} | lcm_describe.py ID | '
+              'lcm_expand_query.py --prompt "QUESTION" --query "TERM"']
+    # the footer, and a line naming the sections left out, are always printed
+    out = Budget(max_tokens, reserve=sum(len(ln) + 1 for ln in footer) + 100)
+    out.add(f"# Resuming session {sid}" + (f": {lcm_worklog._clip(title, 80)}" if title else ""))
     out.add(f"From {source}, written {meta['created_at']}; state as of message id {last} "
             f"({state['message_count']} messages).")
     for warning in warnings:
@@ -144,7 +146,7 @@ def reconstruct(conn, meta: dict, source: str, text: str, warnings: list[str], m
     if newer["message_count"]:
         out.add(f"WARNING: the vault holds {newer['message_count']} newer messages of this session than the checkpoint.")
         out.block("Since the checkpoint", [f"- request: {lcm_worklog._clip(r['text'], 300)} ({r['uuid']})"
-                                           for r in newer["user_requests"]]
+                                           for r in reversed(newer["user_requests"])]
                   + [f"- edited: {f}" for f in newer["files_edited"] + newer["files_created"]]
                   + [f"- todo [{t['status']}] {t['content']}" for t in newer["open_todos"]])
     secs = lcm_worklog.sections(state, top, list_cap=10, text_cap=300)
@@ -155,8 +157,7 @@ def reconstruct(conn, meta: dict, source: str, text: str, warnings: list[str], m
     for heading, lines in secs[5:]:
         out.block(heading, lines)
     if out.skipped:
-        footer.insert(0, "")
-        footer.insert(1, f"Not shown for space: {', '.join(out.skipped)} (raise --max-tokens).")
+        footer[0:0] = ["", lcm_worklog._clip(f"Not shown for space: {', '.join(out.skipped)} (raise --max-tokens).", 98)]
     rendered = "\n".join(out.lines + footer) + "\n"
     return {"session_id": sid, "title": title, "checkpoint": {**meta, "source": source},
             "warnings": warnings, "state": state, "newer": newer, "top_summaries": top,

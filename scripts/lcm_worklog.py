@@ -223,10 +223,11 @@ def _capped(lines: list[str], cap: int, more: str) -> list[str]:
 def sections(log: dict, top: list[dict], *, list_cap: int = 15, text_cap: int = 400) -> list[tuple[str, list[str]]]:
     """The worklog as markdown sections, most important first: (heading, bullet lines)."""
     out: list[tuple[str, list[str]]] = []
-    requests = [f"- {_clip(r['text'], text_cap)} ({(r['at'] or '')[:16]}, {r['uuid']})" for r in log["user_requests"]]
+    requests = [f"- {_clip(r['text'], text_cap)} ({(r['at'] or '')[:16]}, {r['uuid']})"
+                for r in reversed(log["user_requests"])]
     if requests:
-        requests[-1] = "- LATEST: " + requests[-1][2:]
-    out.append(("Current task (latest user requests, oldest first)", requests or ["- none found"]))
+        requests[0] = "- LATEST: " + requests[0][2:]
+    out.append(("Current task (latest user requests, newest first)", requests or ["- none found"]))
     out.append(("Open todos", [f"- [{t['status']}] {_clip(t['content'], 200)}" for t in log["open_todos"]]
                 or ["- none" if log["todos"] else "- no todo list in this session"]))
     out.append(("Files edited", _capped([f"- {f}" for f in log["files_edited"]], list_cap * 2, "files")

@@ -247,3 +247,19 @@ def test_scripts_run_as_commands(tmp_path, workspace):
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "Resuming session s-friday" in done.stdout and lcm_db.estimate_tokens(done.stdout) <= 300
+
+
+def test_resume_stays_under_every_budget(tmp_path, workspace, capsys):
+    t = coding(tmp_path, turns=40)
+    ingest(t.path)
+    assert run(lcm_checkpoint, ["--session", "s-friday"], capsys)[0] == 0
+    for budget in (200, 237, 300, 450, 800, 1300, 2000, 5000):
+        code, out, err = run(lcm_resume, ["--max-tokens", str(budget)], capsys)
+        assert code == 0, err
+        assert lcm_db.estimate_tokens(out) <= budget
+        assert "Resuming session s-friday" in out and "## Drill further" in out
+        assert "LATEST: Step 39" in out
+    assert "Not shown for space" in run(lcm_resume, ["--max-tokens", "200"], capsys)[1]
+    with pytest.raises(SystemExit) as usage:
+        lcm_resume.main(["--max-tokens", "199"])
+    assert usage.value.code == 2 and "at least 200" in capsys.readouterr().err
