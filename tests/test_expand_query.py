@@ -238,3 +238,24 @@ def test_real_session_compacted_then_asked(vault, fake_api, monkeypatch, capsys)
     assert code == 0, err
     assert json.loads(out)["cited_ids"] == [choice]
     assert "ok, fine, let's do vite" in fake_api.user_text(fake_api.requests[0])
+
+
+def test_text_past_the_cap_is_never_fetched_from_the_vault(dag):
+    """Every statement that touches message text asks for at most the granted characters."""
+    conn = dag["conn"]
+    grant = lcm_grants.create_grant(conn, ["s-q"], [dag["top"]], 1000)
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    try:
+        exp = lcm_expand_query.Expansion(conn, grant, 1000)
+        got = exp.expand(dag["top"])
+    finally:
+        conn.set_trace_callback(None)
+    assert exp.used == 1000 and exp.truncated and SECRET not in json.dumps(got)
+    reads = [s for s in statements if "content" in s and "messages" in s]
+    assert reads and all("substr(content, 1, " in s for s in reads)
+    second_leaf = {str(r[0]) for r in conn.execute(
+        "SELECT message_id FROM summary_sources WHERE summary_id = ?", (dag["leaves"][1],))}
+    read_ids = {s.rsplit("=", 1)[1].strip() for s in reads}
+    assert read_ids and not read_ids & second_leaf
+    assert sum(int(s.split("substr(content, 1, ")[1].split(")")[0]) for s in reads) == 4000   # 1000 tokens
