@@ -208,7 +208,7 @@ def _summary_head(content: str) -> str:
     return _first_line(" ".join(said or lines), 160)
 
 
-def _clip(text: str, limit: int) -> str:
+def clip(text: str, limit: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -223,26 +223,26 @@ def _capped(lines: list[str], cap: int, more: str) -> list[str]:
 def sections(log: dict, top: list[dict], *, list_cap: int = 15, text_cap: int = 400) -> list[tuple[str, list[str]]]:
     """The worklog as markdown sections, most important first: (heading, bullet lines)."""
     out: list[tuple[str, list[str]]] = []
-    requests = [f"- {_clip(r['text'], text_cap)} ({(r['at'] or '')[:16]}, {r['uuid']})"
+    requests = [f"- {clip(r['text'], text_cap)} ({(r['at'] or '')[:16]}, {r['uuid']})"
                 for r in reversed(log["user_requests"])]
     if requests:
         requests[0] = "- LATEST: " + requests[0][2:]
     out.append(("Current task (latest user requests, newest first)", requests or ["- none found"]))
-    out.append(("Open todos", [f"- [{t['status']}] {_clip(t['content'], 200)}" for t in log["open_todos"]]
+    out.append(("Open todos", [f"- [{t['status']}] {clip(t['content'], 200)}" for t in log["open_todos"]]
                 or ["- none" if log["todos"] else "- no todo list in this session"]))
     out.append(("Files edited", _capped([f"- {f}" for f in log["files_edited"]], list_cap * 2, "files")
                 or ["- none"]))
     out.append(("Files created", _capped([f"- {f}" for f in log["files_created"]], list_cap * 2, "files")
                 or ["- none"]))
     out.append(("Unresolved errors", _capped(
-        [f"- {e['tool']} {_clip(e['target'], 120)}: {_clip(e['error'], 160)} ({e['uuid']})"
+        [f"- {e['tool']} {clip(e['target'], 120)}: {clip(e['error'], 160)} ({e['uuid']})"
          for e in log["unresolved_errors"]], list_cap // 2, "errors") or ["- none"]))
     out.append((f"Commands run ({log['command_count']}, {log['failed_command_count']} failed; newest last)", _capped(
-        [f"- {'FAILED ' if c['failed'] else 'REJECTED by user ' if c['rejected'] else ''}`{_clip(c['command'], 160)}`"
-         + (f": {_clip(c['error'], 120)}" if c["failed"] else "") for c in log["commands"]],
+        [f"- {'FAILED ' if c['failed'] else 'REJECTED by user ' if c['rejected'] else ''}`{clip(c['command'], 160)}`"
+         + (f": {clip(c['error'], 120)}" if c["failed"] else "") for c in log["commands"]],
         list_cap, "commands") or ["- none"]))
     out.append(("Decisions (sentences that state a choice; heuristic)",
-                [f"- {_clip(d, 200)}" for d in log["decisions"]] or ["- none found"]))
+                [f"- {clip(d, 200)}" for d in log["decisions"]] or ["- none found"]))
     out.append(("Top of the summary DAG", [
         f"- {s['id']} ({s['kind']}, depth {s['depth']}, {s['descendant_count']} messages,"
         f" {(s['earliest_at'] or '')[:16]} .. {(s['latest_at'] or '')[:16]}): {s['head']}" for s in top]
