@@ -66,7 +66,10 @@ def catch_up(conn, session_id: str) -> None:
         import lcm_ingest
     except ImportError:
         return
-    lcm_ingest.ingest_file(conn, path)
+    try:
+        lcm_ingest.ingest_file(conn, path)
+    except LcmError as exc:  # the stored lines still make a checkpoint
+        sys.stderr.write(f"Warning: could not read the newest lines of {path}: {exc.message}\n")
 
 
 def narrative(conn, session_id: str, body: str) -> str | None:
