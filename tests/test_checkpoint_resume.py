@@ -263,3 +263,13 @@ def test_resume_stays_under_every_budget(tmp_path, workspace, capsys):
     with pytest.raises(SystemExit) as usage:
         lcm_resume.main(["--max-tokens", "199"])
     assert usage.value.code == 2 and "at least 200" in capsys.readouterr().err
+
+
+def test_checkpoint_first_stores_the_lines_the_hooks_have_not_ingested_yet(tmp_path, workspace, capsys):
+    t = coding(tmp_path, turns=1)
+    ingest(t.path)
+    t.user("one last thing: bump the version to 2.0")   # written by Claude Code, not yet ingested
+    t.write()
+    code, out, err = run(lcm_checkpoint, ["--session", "s-friday"], capsys)
+    assert code == 0, err
+    assert "LATEST: one last thing: bump the version to 2.0" in (workspace / ".lcm-checkpoint.md").read_text()
