@@ -3,7 +3,8 @@
 Finds candidates (lcm_grep for --query, or the given ids), opens a grant scoped to them
 (cap --max-tokens, default $LCM_MAX_EXPAND_TOKENS = 4000; expires in 5 minutes), walks the
 summary DAG down to the source messages until the cap is spent (text past the cap is never
-read), and has a model answer citing ids. The grant is revoked when the command ends.
+read; with a model, a quarter of the cap is kept for its own lcm_expand calls), and has the
+model answer citing ids. The grant is revoked when the command ends.
 Backends (LCM_LLM): anthropic = a bounded tool loop (describe/expand/grep under the grant);
 claude = a headless `claude -p` allowed only lcm_expand/describe/grep; none = the gathered
 excerpts, ranked and labelled as excerpts (never an invented answer).
