@@ -41,9 +41,12 @@ DF_CAP = 25000            # document frequencies are counted up to here, never f
 RANK_BUDGET = 20000       # most FTS matches BM25 scores in one query (keeps 1M-row vaults fast)
 SCAN_SECONDS = 3.0        # wall-time bound of a regex / substring scan
 SCAN_BATCH = 20000        # ids per scan step, newest first
-COVERAGE_WEIGHT = 2.0     # score multiplier per fraction of (IDF-weighted) query terms present
-ALL_TERMS_BONUS = 1.0     # extra multiplier for a message that holds every term
-ROLE_WEIGHT = {"user": 1.0, "assistant": 0.9}  # people state facts; assistants restate them at length
+COVERAGE_WEIGHT = 0.0     # score multiplier per fraction of (IDF-weighted) query terms present
+ALL_TERMS_BONUS = 0.3     # extra multiplier for a message that holds every term
+ROLE_WEIGHT = {"user": 1.0, "assistant": 0.9, "tool": 0.8}  # people state facts; assistants
+# restate them at length; tool output (file dumps, logs) matches every word and answers least
+NEAR_PAIRS = True         # score query words found close together (see lcm_search.ranking_extras)
+PREFIXES = False          # score long words' 5-letter prefixes (allergy ~ allergic)
 SNIPPET_CHARS = 200
 
 
@@ -88,7 +91,8 @@ class Source:
         self.kind = kind
         if kind == "message":
             self.table, self.fts, self.key = "messages", "messages_fts", "id"
-            cols = "t.id AS rowid_, t.uuid, t.session_id, t.role, t.created_at, t.content"
+            cols = ("t.id AS rowid_, t.uuid, t.session_id, t.role, t.created_at, t.content,"
+                    " t.role = 'user' AND instr(t.raw, 'tool_use_id') > 0 AS is_tool")
             time_lo, time_hi = "t.created_at", "t.created_at"
         else:
             self.table, self.fts, self.key = "summaries", "summaries_fts", "rowid"
@@ -217,7 +221,9 @@ def _rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm):
     use_fts = bool(fts_terms) and lcm_db.fts_enabled(conn)
     dfs = {t: _df(conn, src, t.fts) for t in fts_terms} if use_fts else {}
     if use_fts:
-        candidates = _fts_candidates(conn, src, fts_terms, dfs, want)
+        extras = lcm_search.ranking_extras(fts_terms, NEAR_PAIRS, PREFIXES)
+        extra_dfs = {t: _df(conn, src, t.fts) for t in extras}
+        candidates = _fts_candidates(conn, src, fts_terms + extras, {**dfs, **extra_dfs}, want)
     else:
         scan_terms = terms  # no FTS5: every term is a LIKE / substring match
     if scan_terms:
@@ -237,7 +243,7 @@ def _rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm):
         relevance = rel if rel > 0 else base * 0.5 * cov
         score = relevance * (1 + COVERAGE_WEIGHT * cov + (ALL_TERMS_BONUS if every else 0.0))
         if src.kind == "message":
-            score *= ROLE_WEIGHT.get(row["role"], 1.0)
+            score *= ROLE_WEIGHT.get("tool" if row["is_tool"] else row["role"], 1.0)
         scored.append((score, row))
     scored.sort(key=lambda p: -p[0])
     return scored, stopped

@@ -15,19 +15,20 @@ STOPWORDS = frozenset("""
 a about above after again against all also am an and any are aren't as at be because been before
 being below between both but by can can't cannot could couldn't did didn't do does doesn't doing
 don't down during each either else ever few for from further get got had hadn't has hasn't have
-haven't having he he'd he'll he's her here here's hers herself him himself his how how's i i'd
-i'll i'm i've if in into is isn't it it's its itself just let's like me might more most much must
-mustn't my myself no nor not now of off on once only or other ought our ours ourselves out over
-own per please same shall shan't she she'd she'll she's should shouldn't so some such than that
-that's the their theirs them themselves then there there's these they they'd they'll they're
-they've this those through to too under until up upon us very was wasn't we we'd we'll we're we've
-were weren't what what's when when's where where's whether which while who who's whom whose why
-why's will with won't would wouldn't yes yet you you'd you'll you're you've your yours yourself
-yourselves
+haven't having he he'd he'll he's her here here's hers herself him himself his how how's i'd
+i'll i'm i've if in into is isn't it it's its itself just let's like might more most much must
+mustn't now of off on once only or other ought out over own per please same shall
+shan't she she'd she'll she's should shouldn't so some such than that that's the their theirs them
+themselves then there there's these they they'd they'll they're they've this those through to too
+under until up upon very was wasn't we'd we'll we're we've were weren't what what's when when's
+where where's whether which while who who's whom whose why why's will with won't would wouldn't
+yes yet you'd you'll you're you've yourselves
 anything something thing things tell told say said says mention mentioned remind reminder remember
 recall recalled talk talked discuss discussed conversation chat earlier previous previously ago
-last time know let us okay ok hey hi hello thanks thank kind sort
+last time know let okay ok hey hi hello thanks thank kind sort
 """.split())
+# Kept on purpose: i, me, my, we, our, you, your, and not/no ("os is not imported"). "my cat" is how people state their own facts,
+# and BM25 already gives such common words little weight.
 
 # CJK scripts have no spaces: unicode61 indexes a whole run as one token, so CJK terms are
 # matched as substrings instead (see lcm_grep).
@@ -140,3 +141,26 @@ def parse_query(query: str) -> list[Term]:
         keep = set(map(id, sorted(unique, key=_distinctiveness, reverse=True)[:MAX_TERMS]))
         unique = [t for t in unique if id(t) in keep]
     return unique
+
+
+NEAR_WINDOW = 4         # two query words this close in a message count once more (proximity)
+PREFIX_MIN = 7          # words this long also match by their first PREFIX_KEEP letters (allergy/allergic)
+PREFIX_KEEP = 5
+
+
+def ranking_extras(terms: list[Term], near: bool = True, prefix: bool = True) -> list[Term]:
+    """Extra FTS5 expressions that only add score: word pairs close together, word prefixes.
+
+    A message that says "student loan" or "my cat ... named" answers a question about a student loan
+    or a cat's name more often than one holding the words far apart (sequential dependence).
+    """
+    words = [t for t in terms if t.kind == "word"]
+    extras = []
+    if near:
+        for a, b in zip(words, words[1:]):
+            extras.append(Term(f"{a.text}~{b.text}", "near", f"NEAR({a.fts} {b.fts}, {NEAR_WINDOW})"))
+    if prefix:
+        for t in words:
+            if len(t.text) >= PREFIX_MIN and t.text.isalpha():
+                extras.append(Term(t.text[:PREFIX_KEEP] + "*", "prefix", fts_string(t.text[:PREFIX_KEEP]) + "*"))
+    return extras

@@ -1,0 +1,344 @@
+"""Recall of lcm_grep --mode auto on natural questions, against two baselines in the same run.
+
+Two known-item sets, both asked the way a person asks later (paraphrased, not copied):
+  personal  facts stated in passing in multi-session chats (LongMemEval-like), with near-miss
+            distractor sessions on the same topics; gold = the user turn that states the fact
+  coding    distinctive messages of the real transcripts in ../shared/data (skipped if absent);
+            gold = every message containing the quoted passage
+Baselines: plain FTS5 BM25 over the OR of every word of the question, and an all-terms (AND)
+grep. Metrics: recall@10 (a gold message in the top 10) and MRR@10.
+
+Usage:
+  python3 bench/recall.py [--set NAME=VALUE ...] [--show-misses]
+Prints one JSON line.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "scripts"), str(ROOT / "tests")]
+SHARED = ROOT.parent / "shared" / "data" / "claude-projects"
+
+# (statement made in passing by the user, the assistant's reply, the later question)
+FACTS = [
+    ("I finally adopted a cat last spring, a grey tabby named Luna, and she already rules the apartment.",
+     "Congratulations on the new family member! Tabbies are famously confident.", "What's the name of my cat?"),
+    ("My sister Emma is getting married in Lisbon on June 14th, so I need a suit that works for a hot day.",
+     "For a summer ceremony in Portugal, a light linen or cotton suit is a good choice.", "When is my sister's wedding?"),
+    ("I work as a radiology nurse at St. Mary's, mostly night shifts, so my sleep is all over the place.",
+     "Night shifts are tough on sleep. Blackout curtains and a fixed wind-down routine help.", "Where do I work?"),
+    ("I've been training for the Berlin marathon; my long run this weekend was 32 km and my knees survived.",
+     "32 km is a big milestone. Remember to taper in the last three weeks.", "Which marathon am I training for?"),
+    ("We switched our internet provider to Fibrenet last month because the old one kept dropping the connection.",
+     "Fibre connections are usually far more stable. Check that your router firmware is current.",
+     "Who is my internet provider now?"),
+    ("My daughter's school, Maple Grove Elementary, starts at 8:15 so mornings are hectic around here.",
+     "A night-before checklist can take a lot of pressure off busy school mornings.",
+     "What time does my daughter's school start?"),
+    ("I'm allergic to shellfish, so please never suggest shrimp or crab recipes to me.",
+     "Noted, I will keep seafood like shrimp and crab out of any recipe ideas.", "What food allergy do I have?"),
+    ("I drive a 2015 blue Subaru Outback, it has 180k km on it and still runs fine.",
+     "Outbacks are known to last. Keep an eye on the head gaskets and the CVT fluid at that mileage.",
+     "What car do I drive?"),
+    ("For my birthday my partner got me a Kindle Paperwhite and I've read four books on it already.",
+     "What a thoughtful present! E-readers make it easy to read more.", "What did my partner give me for my birthday?"),
+    ("My favourite band is Radiohead, I saw them live in 2017 in Manchester and it was unreal.",
+     "Seeing them live must have been special; their 2017 tour setlists were long.", "Which band do I like the most?"),
+    ("I moved from Denver to Portland in August for the new job, still unpacking boxes.",
+     "Moving across states is a lot. Portland has great neighbourhoods to explore.", "Where did I live before Portland?"),
+    ("My landlord raised the rent to 1,850 dollars a month starting in March, which stings.",
+     "Rent increases are stressful. You could ask whether a longer lease would lower it.", "How much is my rent now?"),
+    ("I'm learning Japanese on Duolingo, I'm on a 120-day streak and hiragana finally clicks.",
+     "A 120-day streak shows real consistency. Katakana is a good next step.", "How long is my language learning streak?"),
+    ("The dentist appointment got moved to Thursday the 9th at 3pm, can you remind me to leave early?",
+     "Sure, plan to leave work around 2:30 so you are not rushed.", "When is my dentist appointment?"),
+    ("Our team's standup is at 9:30 every weekday on Zoom, and it always runs over.",
+     "Timeboxing each update to two minutes usually keeps standups short.", "What time is our daily standup meeting?"),
+    ("I planted tomatoes, basil and three kinds of peppers in the raised bed this year.",
+     "Tomatoes and basil are great companions. Peppers like warm soil, so mulch helps.",
+     "What vegetables did I plant in the garden?"),
+    ("My grandmother turns 90 in October and we're throwing her a party at the lake house.",
+     "A 90th is a wonderful milestone. A photo wall of her life is always a hit.", "How old is my grandma turning?"),
+    ("I use a Keychron K2 keyboard with brown switches at work, my coworkers say it's loud.",
+     "Brown switches are tactile but quieter than blue ones. O-rings can dampen the sound.", "Which keyboard do I use?"),
+    ("My blood type is O negative, so I donate every three months at the Red Cross.",
+     "O negative donors are universal donors, your donations are especially valuable.", "What's my blood type?"),
+    ("I paid off my student loan last week, finally debt free after eight years!",
+     "Congratulations! Consider redirecting the old payment into savings.", "Did I finish paying my student loans?"),
+    ("My dog Biscuit is a three-year-old beagle who hates the vacuum cleaner.",
+     "Beagles can be noise sensitive. Let him sniff the vacuum while it is off.", "What breed is my dog?"),
+    ("The wifi password at the cabin is pinecone42, please write it down for me.",
+     "Saved: the cabin network password is pinecone42.", "What was the cabin wifi password?"),
+    ("I've been vegetarian since 2019 but I still eat eggs and cheese.",
+     "Lacto-ovo vegetarian diets make protein easy: eggs, dairy, beans and lentils.", "Since when have I been vegetarian?"),
+    ("My flight to Tokyo is NH 109, leaving at 11:40 from Chicago O'Hare.",
+     "Arrive three hours early for international departures from O'Hare.", "What's my flight number to Japan?"),
+    ("I switched my phone plan to the 15 GB one at Mint Mobile to save money.",
+     "Prepaid plans are a good way to cut costs if coverage is fine where you live.", "How much data is on my phone plan?"),
+    ("My therapist suggested journaling before bed, and I've kept it up for two weeks.",
+     "Two weeks is a good start. Short prompts make the habit easier to keep.", "What did my therapist recommend?"),
+    ("I bought a used Yamaha upright piano for 2,400 dollars, it needs tuning though.",
+     "Used Yamaha uprights hold their value. Tune it after it settles in the room for two weeks.",
+     "How much did the piano cost me?"),
+    ("My son's soccer practice is Tuesdays and Thursdays at 5, right when I finish work.",
+     "Carpooling with another parent could help on those evenings.", "When does my son have soccer practice?"),
+    ("I'm reading The Overstory by Richard Powers for book club this month.",
+     "The Overstory is a beautiful novel about trees and people.", "What book am I reading for my book club?"),
+    ("My usual coffee order is an oat milk flat white, extra hot.",
+     "Oat milk steams well, which is why it works in a flat white.", "How do I take my coffee?"),
+    ("We painted the living room a sage green called Saltbox Moss and it looks calm.",
+     "Sage greens pair nicely with warm wood and white trim.", "What colour did we paint the living room?"),
+    ("My passport expires in November 2027, so I'm fine for the Mexico trip.",
+     "Mexico only needs the passport valid for your stay, so you are covered.", "When does my passport expire?"),
+    ("I run a small Etsy shop selling hand-dyed yarn, mostly merino.",
+     "Hand-dyed merino has a loyal market. Good photos in daylight help listings.", "What do I sell in my online shop?"),
+    ("The kids' pediatrician is Dr. Okafor at Riverside Clinic, she's wonderful.",
+     "It is great to have a doctor the kids trust.", "Who is our pediatrician?"),
+    ("I got promoted to senior data engineer in January, more meetings now.",
+     "Congratulations on the promotion! Blocking focus time helps with the meeting load.", "What's my job title now?"),
+    ("My best friend Priya lives in Toronto and we video call every Sunday.",
+     "Weekly calls are a lovely way to stay close across the border.", "Where does my best friend live?"),
+    ("I take 50 mg of sertraline every morning with breakfast.",
+     "Taking it at the same time each day helps. Talk to your doctor before any changes.",
+     "What medication do I take each morning?"),
+    ("Our anniversary is on September 3rd; we've been married seven years.",
+     "Seven years is the wool or copper anniversary, if you like traditional gifts.", "When is our wedding anniversary?"),
+    ("I keep my bike, a Trek FX 3, locked in the basement storage room.",
+     "The FX 3 is a solid hybrid. A chain lube every few weeks keeps it smooth.", "What kind of bicycle do I own?"),
+    ("My gym membership at Crunch costs 29 a month and I go Mondays, Wednesdays and Fridays.",
+     "Three sessions a week with a rest day between is a solid rhythm.", "Which days do I go to the gym?"),
+]
+
+# near-miss sessions: the same topics, none of the facts
+DISTRACTOR_TOPICS = [
+    ("cat", "name ideas for a kitten, cat litter training, why cats knead blankets, cat food brands"),
+    ("wedding", "wedding speech tips, what to wear to a wedding, wedding gift etiquette, sister of the bride duties"),
+    ("work", "how to ask for a raise at work, work from home setups, night shift sleep schedule, nurse burnout"),
+    ("marathon", "half marathon training plan, marathon nutrition, running shoes, knee pain after long runs"),
+    ("internet", "internet speed for streaming, router placement, mesh wifi, internet provider outages"),
+    ("school", "school lunch ideas, what time should school start, elementary school homework, morning routine"),
+    ("allergy", "seasonal allergy remedies, food allergy testing, peanut allergy at school, allergy medication"),
+    ("car", "car maintenance schedule, which car to buy, electric car charging, car insurance quotes"),
+    ("birthday", "birthday gift ideas for a partner, birthday party games, surprise birthday planning"),
+    ("band", "best bands of the 90s, how to start a band, concert tickets resale, favourite album debates"),
+    ("moving", "moving checklist, cost of moving across states, best neighbourhoods in Portland, unpacking tips"),
+    ("rent", "how to negotiate rent, renter's insurance, rent vs buy calculator, security deposit rules"),
+    ("language", "learning a language fast, language exchange apps, Spanish streak tips, grammar drills"),
+    ("dentist", "dentist fear tips, how often to see a dentist, appointment reminders, teeth whitening"),
+    ("meeting", "meeting agenda template, daily standup format, Zoom fatigue, meeting notes tools"),
+    ("garden", "garden planning for spring, vegetables that grow in shade, compost basics, raised bed soil"),
+    ("party", "90th birthday party ideas, lake house rentals, party food for a crowd, grandma gift ideas"),
+    ("keyboard", "mechanical keyboard switches explained, ergonomic keyboard, keyboard shortcuts at work"),
+    ("blood", "blood donation eligibility, blood pressure readings, blood test fasting, iron levels"),
+    ("loan", "student loan refinancing, car loan rates, paying off debt faster, loan forgiveness"),
+    ("dog", "dog breed for apartments, dog training treats, dog afraid of noises, dog walking schedule"),
+    ("password", "password manager comparison, strong wifi password ideas, forgot my password, two factor"),
+    ("vegetarian", "vegetarian protein sources, vegetarian meal prep, vegan vs vegetarian, iron for vegetarians"),
+    ("flight", "flight delay compensation, cheap flight tricks, jet lag, flight to Japan packing list"),
+    ("phone", "phone plan comparison, phone battery tips, unlimited data plans, new phone recommendations"),
+    ("therapist", "finding a therapist, what to say at therapy, journaling prompts, therapist cost"),
+    ("piano", "piano practice routine, digital vs acoustic piano, piano tuning cost, learning piano as an adult"),
+    ("soccer", "soccer drills for kids, soccer cleats sizing, practice snacks, coaching youth soccer"),
+    ("book", "book club questions, book recommendations for summer, audiobooks vs reading, reading more books"),
+    ("coffee", "coffee brewing methods, coffee and sleep, best coffee beans, milk alternatives in coffee"),
+    ("paint", "paint colour for a small living room, paint finishes, painting tips, living room layout"),
+    ("passport", "passport renewal process, passport photo rules, travel visa for Mexico, expired passport travel"),
+    ("shop", "Etsy SEO tips, pricing handmade items, online shop photography, shipping yarn internationally"),
+    ("doctor", "choosing a pediatrician, kids vaccine schedule, clinic wait times, telehealth doctor visits"),
+    ("job", "data engineering interview questions, job title inflation, senior engineer expectations, promotion"),
+    ("friend", "staying close to a best friend far away, video call apps, friend birthday ideas, Toronto weekend"),
+    ("medication", "medication side effects, taking medication with food, morning routine health, pill organizer"),
+    ("anniversary", "anniversary gift ideas by year, anniversary dinner, wedding anniversary traditions"),
+    ("bicycle", "bike maintenance basics, bicycle commuting, bike lock types, storing a bike in winter"),
+    ("gym", "gym workout plan, gym etiquette, best days for leg day, gym membership cancellation"),
+]
+
+# (question, passage that only the intended message(s) contain) over ../shared/data
+CODING = [
+    ("what were the strengths of that proposal?", "list 5 strengths of this proposal"),
+    ("did we move the git submodule to https so vercel could clone it", "switched the submodule from SSH"),
+    ("I said the links between sessions weren't useful, what did I want instead?", "cross-session navigation links helpful"),
+    ("can headless claude use web search and sub agents with haiku", "claude -p can make use of WebSearch"),
+    ("what was wrong in the gitignore file", "accidental concatenation"),
+    ("what happens with symlinks when reading tar members", "symlinks actually return a valid file object"),
+    ("where did we add the tokenizer redirect for vercel deploys", "I've added the redirect to [vercel.json"),
+    ("why use rewrites instead of detecting the base path dynamically", "more elegantly with rewrites"),
+    ("after the big architecture refactor, which tests broke?", "a lot of the browser tests are failing"),
+    ("we don't do complex path selection, we just pick the latest cwd", "not doing these complex path selections"),
+    ("how did we convince the type checker that pr_url is a string", "`pr_url` is always a `str`"),
+    ("the bug where the os module was not imported", "`os` is not imported"),
+    ("what went wrong with uv tool install packaging", "how `uv tool install` is building the package"),
+    ("why were inline review comments not linked to their files", "inline comments are not properly attributed to files"),
+    ("coderabbit comments outside the diff range were missing", 'why "Outside diff range comments"'),
+    ("which fields does the github graphql schema have", "GraphQL schema to confirm what fields"),
+    ("how did we fix ruby annotations for browser support", "proper HTML ruby elements"),
+    ("spacing under collapsed details sections", "add margin-bottom to details elements"),
+    ("when did we add buttons to remove models", "delete buttons for each model"),
+    ("I wanted a collapsible implementation details section with bullet points", 'title "Implementation details"'),
+    ("code review of the tokenizer page keeping it dependency free", "thorough code review with ultrathink"),
+    ("unit tests for the new error field on manifest entries", "unit tests for the new ManifestEntry error field"),
+    ("plan for reporting broken archives in the manifest", "reporting corrupted archives in the manifest"),
+    ("which branch was still uncovered in the tar code", "Still showing `163->165` as missing"),
+    ("how many tests passed and what was the branch coverage", "All 40 tests pass with 100% branch coverage"),
+    ("did the teammates finish their branches and get merged", "All three teammates returned with commits"),
+    ("the ty checker complained about pytest skip", "`ty` type checker seems to have issues"),
+    ("the test set project data on the cache manager directly instead of mocking",
+     "cache_manager.get_cached_project_data()` which returns actual cached data"),
+    ("why did the system message have no message field", "has a `content` field instead of a `message` field"),
+    ("what's the github link of the tokenizer page", "blob/main/public/tokenizer.html and the v3 upgrade"),
+    ("does the timeline already handle sidechain messages", "timeline JavaScript already properly detects sidechain"),
+    ("make the CI workflow run on every push", "update the workflow to run on all pushes"),
+    ("which helper function for the combined link did we drop", "We don't need `_generate_html_with_combined_link`"),
+    ("pick the working directory by path depth and how recent it is", "considers both path depth and recency"),
+    ("adding tarball support to directory processing", "update `process_directory()` to handle tar archives"),
+    ("why wasn't next.js serving the tokenizer static files", "treating `/tokenizer/` as a route"),
+    ("pass the input text through a url parameter", "URL parameter support for text input"),
+    ("the browser recorder built on audio worklets and web workers", "uses Web Audio API, AudioWorklet, and WebWorkers"),
+]
+
+FILLER_USER = [
+    "I've been reading about {item} and my partner thinks I'm overdoing it. What do you think?",
+    "Quick question about {item}: my friend says I should just wing it. Is that a bad idea?",
+    "I need to sort out {item} this week, I keep putting it off. Where should I start?",
+    "Can you give me some practical tips about {item}? I want to get it right this time.",
+]
+FILLER_SENTENCES = [
+    "When it comes to {a}, the most common mistake is trying to change everything at once.",
+    "Many people find that {a} gets easier once they write down what they actually want from it.",
+    "It also helps to compare notes with someone who has dealt with {b} before, since the details vary a lot.",
+    "If you only have a little time, focus on {b} first and come back to {c} later.",
+    "Keep in mind that {c} depends on your budget, your schedule and what you already have at home.",
+    "A simple weekly check-in with yourself about {a} keeps small problems from growing.",
+    "Don't worry about getting {b} perfect; consistency matters more than the exact plan.",
+    "Finally, if {c} starts to feel stressful, it is fine to ask a professional for advice.",
+]
+
+
+def filler_answer(items: list[str], seed: int) -> str:
+    """A long, generic assistant answer that mentions the topic's words (like real chat logs)."""
+    picks = [items[(seed + k) % len(items)] for k in range(3)]
+    order = [FILLER_SENTENCES[(seed + k * 3) % len(FILLER_SENTENCES)] for k in range(6)]
+    return "Good question. " + " ".join(x.format(a=picks[0], b=picks[1], c=picks[2]) for x in order)
+
+
+def build_personal(projects: Path) -> list[tuple[str, list[str]]]:
+    """Write the personal sessions; return (question, [gold passage])."""
+    from transcripts import Transcript
+    cases = []
+    for i, (statement, reply, question) in enumerate(FACTS):
+        t = Transcript(projects, session_id=f"personal-{i:02d}", cwd="/home/me/chat",
+                       start=f"2026-{1 + i % 9:02d}-{1 + i % 27:02d}T10:00:00Z")
+        _topic, items = DISTRACTOR_TOPICS[i]
+        items = items.split(", ")
+        t.user(FILLER_USER[i % 4].format(item=items[0]))
+        t.assistant_text(filler_answer(items, i))
+        t.user(statement)
+        t.assistant_text(reply + " " + filler_answer(items, i + 1))
+        t.user(FILLER_USER[(i + 1) % 4].format(item=items[-1]))
+        t.assistant_text(filler_answer(items, i + 2))
+        t.write()
+        for j in range(3):  # near-miss sessions: same topic, other people's questions, no fact
+            d = Transcript(projects, session_id=f"near-{i:02d}-{j}", cwd="/home/me/chat",
+                           start=f"2026-{1 + (i + j) % 9:02d}-{1 + i % 27:02d}T15:00:00Z")
+            for k in range(2):
+                d.user(FILLER_USER[(i + j + k) % 4].format(item=items[(j + k) % len(items)]))
+                d.assistant_text(filler_answer(items, i + j * 2 + k))
+            d.write()
+        cases.append((question, [statement]))
+    return cases
+
+
+def or_bm25(conn, question, limit=10):
+    words = re.findall(r"\w+", question)
+    expr = " OR ".join('"' + w + '"' for w in words)
+    return [r[0] for r in conn.execute(
+        "SELECT m.uuid FROM messages_fts f JOIN messages m ON m.id = f.rowid WHERE messages_fts MATCH ?"
+        " ORDER BY rank LIMIT ?", (expr, limit))] if words else []
+
+
+def all_terms(conn, question, limit=10):
+    words = re.findall(r"\w+", question)
+    expr = " AND ".join('"' + w + '"' for w in words)
+    return [r[0] for r in conn.execute(
+        "SELECT m.uuid FROM messages_fts f JOIN messages m ON m.id = f.rowid WHERE messages_fts MATCH ?"
+        " ORDER BY rank LIMIT ?", (expr, limit))] if words else []
+
+
+def auto(conn, question, limit=10):
+    import lcm_grep
+    doc = lcm_grep.search(conn, question, limit=limit, all_sessions=True)
+    return [r["uuid"] for r in doc["results"] if r["type"] == "message"]
+
+
+def evaluate(conn, cases, method):
+    hits, rr, misses = 0, 0.0, []
+    for question, passages in cases:
+        gold = {r[0] for p in passages for r in conn.execute(
+            "SELECT uuid FROM messages WHERE instr(content, ?) > 0", (p,))}
+        if not gold:
+            raise SystemExit(f"no message holds the gold passage {passages!r}")
+        ranked = method(conn, question)
+        rank = next((i for i, u in enumerate(ranked[:10], 1) if u in gold), None)
+        hits += rank is not None
+        rr += 1 / rank if rank else 0.0
+        if rank is None:
+            misses.append(question)
+    n = len(cases)
+    return {"recall@10": round(hits / n, 3), "mrr": round(rr / n, 3), "n": n}, misses
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override an lcm_grep constant")
+    p.add_argument("--show-misses", action="store_true")
+    args = p.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["LCM_HOME"] = str(Path(tmp) / "home")
+        for name in ("LCM_DB", "LCM_SESSION_ID", "CLAUDE_CODE_SESSION_ID"):
+            os.environ.pop(name, None)
+        import lcm_db
+        import lcm_grep
+        import lcm_ingest
+        import lcm_search
+        for setting in args.set:  # NAME=JSON, or lcm_search.NAME=JSON
+            name, value = setting.split("=", 1)
+            module, _, name = name.rpartition(".")
+            value = json.loads(value)
+            setattr(lcm_search if module == "lcm_search" else lcm_grep, name,
+                    frozenset(value) if name == "STOPWORDS" else value)
+        projects = Path(tmp) / "projects"
+        sets = {"personal": build_personal(projects)}
+        conn = lcm_db.connect()
+        lcm_ingest.ingest_paths(conn, [projects])
+        if SHARED.exists():
+            lcm_ingest.ingest_paths(conn, [SHARED])
+            sets["coding"] = [(q, [passage]) for q, passage in CODING]
+        n_messages = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
+        report = {"bench": "recall", "messages": n_messages, "overrides": args.set}
+        for name, method in (("auto", auto), ("or_bm25", or_bm25), ("all_terms", all_terms)):
+            start = time.perf_counter()
+            total_hits, total_rr, total_n = 0.0, 0.0, 0
+            for set_name, cases in sets.items():
+                scores, misses = evaluate(conn, cases, method)
+                report[f"{name}_{set_name}"] = scores
+                total_hits += scores["recall@10"] * scores["n"]
+                total_rr += scores["mrr"] * scores["n"]
+                total_n += scores["n"]
+                if args.show_misses and name == "auto":
+                    print(f"misses {set_name}: {misses}", file=sys.stderr)
+            report[f"{name}_recall@10"] = round(total_hits / total_n, 3)
+            report[f"{name}_mrr"] = round(total_rr / total_n, 3)
+            report[f"{name}_ms_per_query"] = round((time.perf_counter() - start) * 1000 / total_n, 2)
+        print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()
