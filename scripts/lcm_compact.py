@@ -107,7 +107,7 @@ def _leaf_source(rows) -> tuple[str, str]:
     """(span, text the model reads) for a run of messages."""
     times = [r["created_at"] for r in rows if r["created_at"]]
     span = (f"messages #{rows[0]['id']}-#{rows[-1]['id']} ({len(rows)} messages"
-            + (f", {times[0]} to {times[-1]})" if times else ")"))
+            + (f", {min(times)} to {max(times)})" if times else ")"))
     source = "\n\n".join(
         f"[#{r['id']} {r['role']}{' sidechain' if r['is_sidechain'] else ''} {r['created_at'] or ''}]\n{r['content']}"
         for r in rows)
@@ -166,7 +166,7 @@ class Compactor:
         target = self.leaf_target if depth == 0 else self.condensed_target
         if self.backend == "none":
             text = extractive(min(target, source_tokens - 1))
-            if 0 < estimate_tokens(text) < source_tokens:
+            if text and estimate_tokens(text) < source_tokens:
                 return text, "extractive", None
         else:
             system = lcm_prompts.prompt("system")
@@ -206,7 +206,7 @@ class Compactor:
         node_id = lcm_db.new_id("sum")
         with _atomic(self.conn):
             self._insert(node_id, "leaf", 0, content, source_tokens, level, model,
-                         rows[0]["id"], rows[-1]["id"], times[0] if times else None, times[-1] if times else None,
+                         rows[0]["id"], rows[-1]["id"], min(times) if times else None, max(times) if times else None,
                          len(rows), file_ids)
             self.conn.executemany("INSERT INTO summary_sources (summary_id, ord, message_id) VALUES (?, ?, ?)",
                                   [(node_id, i, r["id"]) for i, r in enumerate(rows)])

@@ -13,10 +13,13 @@ import re
 
 EDIT_TOOLS = {"Edit": "edited", "MultiEdit": "edited", "NotebookEdit": "edited", "Write": "written"}
 READ_TOOLS = {"Read": "read", "NotebookRead": "read"}
-# assistant sentences that usually carry a decision or a finding
+# assistant sentences that usually carry a decision or a finding ("Now let me look at X" is
+# narration, not a decision, so "let me" alone does not count)
 DECISION_WORDS = re.compile(
-    r"\b(I'll|I will|let's|let me|decided|decide|instead|because|the (?:fix|cause|problem|issue) is|"
-    r"plan|going to|should|must|chose|switch(?:ed)? to|root cause|works now|fixed)\b", re.I)
+    r"\b(decided|decide|decision|instead|because|since|the (?:fix|cause|problem|issue|bug|reason) (?:is|was)|"
+    r"root cause|chose|choose|switch(?:ed)? to|going with|the plan|should|must|won't|will not|cannot|"
+    r"works now|fixed|resolved|turns out|I'll (?:use|add|change|switch|fix|implement|create|replace|remove|keep))\b",
+    re.I)
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
 FILE_ID = re.compile(r"\bfile_[0-9a-f]{16}\b")
 SECTION_NAMES = ("Asked", "Decisions", "Commands", "Errors")
@@ -165,8 +168,8 @@ def _dedupe(items: list[str]) -> list[str]:
     return out
 
 
-def render(facts: Facts, header: str, expand_hint: str, budget_tokens: int) -> str:
-    """The summary text, never above budget_tokens (estimate_tokens)."""
+def render(facts: Facts, header: str, expand_hint: str, budget_tokens: int) -> str | None:
+    """The summary text, never above budget_tokens (estimate_tokens); None if it cannot fit."""
     budget = max(budget_tokens, 1) * 4
     asked, decisions = _dedupe(facts.asked), _dedupe(facts.decisions)
     # failed commands first: they are what a reader needs; then the rest in order
@@ -196,16 +199,16 @@ def render(facts: Facts, header: str, expand_hint: str, budget_tokens: int) -> s
         text = "\n".join(parts)
         if len(text) <= budget:
             return text
-    return text[: budget - len(footer) - 1] + "\n" + footer if budget > len(footer) + 20 else text[:budget]
+    return None  # not even the headline fits: the caller falls back to plain truncation
 
 
-def summarize_messages(rows, span: str, budget_tokens: int) -> str:
+def summarize_messages(rows, span: str, budget_tokens: int) -> str | None:
     facts = facts_from_messages(rows)
     return render(facts, f"[extractive summary of {span}]", "the exact wording, tool output and reasoning",
                   budget_tokens)
 
 
-def summarize_summaries(contents: list[str], span: str, budget_tokens: int) -> str:
+def summarize_summaries(contents: list[str], span: str, budget_tokens: int) -> str | None:
     facts = facts_from_summaries(contents)
     return render(facts, f"[extractive summary of {span}]", "each summarised part, in order", budget_tokens)
 
