@@ -25,10 +25,8 @@ from __future__ import annotations
 import math
 import os
 import re
-import signal
 import sqlite3
 import sys
-import threading
 import time
 from datetime import datetime, timedelta, timezone
 
@@ -271,10 +269,13 @@ class _Alarm:
     """Interrupt one runaway regex match (catastrophic backtracking) at the deadline."""
 
     def __init__(self, deadline):
+        import signal  # only regex mode needs these
+        import threading
         self.deadline = deadline
         self.armed = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
 
     def __enter__(self):
+        import signal
         if self.armed:
             self.previous = signal.signal(signal.SIGALRM, self._fire)
             signal.setitimer(signal.ITIMER_REAL, max(self.deadline - time.monotonic(), 0.01))
@@ -284,6 +285,7 @@ class _Alarm:
         raise TimeoutError
 
     def __exit__(self, *exc):
+        import signal
         if self.armed:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, self.previous)
