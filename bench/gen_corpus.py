@@ -57,7 +57,7 @@ class Corpus:
         rng, syllables = self.rng, "ka lo mi ser tan vel dor pi qu ent ion ing ar st re co de mo".split()
         words = list(WORDS)
         while len(words) < 20_000:
-            word = "".join(rng.choice(syllables) for _ in range(rng.randrange(1, 4)))
+            word = "".join(rng.choice(syllables) for _ in range(rng.randrange(2, 5)))
             roll = rng.random()
             if roll < 0.15:
                 word += "_" + rng.choice(syllables) + rng.choice(syllables)
