@@ -28,7 +28,6 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import sys
 import time
 
@@ -41,7 +40,7 @@ from lcm_db import LcmError, estimate_tokens
 
 TRUNCATE_TOKENS = 512
 LEVELS = ("normal", "aggressive", "truncated", "extractive")
-FILE_ID = re.compile(r"\bfile_[0-9a-f]{16}\b")
+FILE_ID = lcm_extract.FILE_ID
 
 
 # the DAG readers other modules call through lcm_compact (hooks, status)
@@ -202,7 +201,7 @@ class Compactor:
         content, level, model = self.summarise(
             0, source, source_tokens, span, self._previous(0, rows[0]["id"]),
             lambda budget: lcm_extract.summarize_messages(rows, span, budget))
-        file_ids = sorted(set(FILE_ID.findall(source)))
+        file_ids = sorted(set(FILE_ID.findall(source))) if "file_" in source else []
         node_id = lcm_db.new_id("sum")
         with _atomic(self.conn):
             self._insert(node_id, "leaf", 0, content, source_tokens, level, model,

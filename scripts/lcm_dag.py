@@ -110,14 +110,20 @@ def tool_ids(raw) -> tuple[list, list]:
     return opened, answered
 
 
-def first_unanswered(rows) -> int | None:
-    """Index of the earliest row whose tool call is still unanswered at the end of rows, else None."""
+def first_unanswered(rows, cache: dict | None = None) -> int | None:
+    """Index of the earliest row whose tool call is still unanswered at the end of rows, else None.
+
+    `cache` (message id -> tool_ids) saves re-parsing lines when called on growing or shrinking runs.
+    """
+    cache = {} if cache is None else cache
     opened_at, answered = {}, set()
     for i, row in enumerate(rows):
-        opened, done = tool_ids(row["raw"])
-        for tool_id in opened:
+        ids = cache.get(row["id"])
+        if ids is None:
+            ids = cache[row["id"]] = tool_ids(row["raw"])
+        for tool_id in ids[0]:
             opened_at.setdefault(tool_id, i)
-        answered.update(done)
+        answered.update(ids[1])
     open_rows = [i for tool_id, i in opened_at.items() if tool_id not in answered]
     return min(open_rows) if open_rows else None
 
@@ -139,20 +145,19 @@ def leaf_chunk(conn, session_id: str, run: list, cap: int) -> list:
             break
         size, total = size + 1, total + row["token_count"]
     rows = load_messages(conn, session_id, [r["id"] for r in run[:size]])
+    cache: dict = {}
     while True:  # cut before the earliest unanswered tool call
-        first_open = first_unanswered(rows)
+        first_open = first_unanswered(rows, cache)
         if first_open is None or first_open == 0:
             break
         rows = rows[:first_open]
-    if first_unanswered(rows) is None:
+    if first_unanswered(rows, cache) is None:
         return rows
     # one call (with its result) is bigger than the cap, or starts the chunk: extend to the result
-    for end in range(size + 1, len(run) + 1):
+    for end in range(size + 1, min(len(run), size + 200) + 1):
         longer = load_messages(conn, session_id, [r["id"] for r in run[:end]])
-        if first_unanswered(longer) is None:
+        if first_unanswered(longer, cache) is None:
             return longer
-        if end - size > 200:
-            break
     return rows  # the result is not there (interrupted call): keep the chunk as it is
 
 

@@ -21,7 +21,7 @@ DECISION_WORDS = re.compile(
     r"works now|fixed|resolved|turns out|I'll (?:use|add|change|switch|fix|implement|create|replace|remove|keep))\b",
     re.I)
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
-FILE_ID = re.compile(r"\bfile_[0-9a-f]{16}\b")
+FILE_ID = re.compile(r"file_[0-9a-f]{16}(?![0-9a-z_])")  # no leading \b: it would defeat the fast literal scan
 SECTION_NAMES = ("Asked", "Decisions", "Commands", "Errors")
 
 
@@ -86,7 +86,8 @@ def facts_from_messages(rows) -> Facts:
     command_index: dict[str, int] = {}       # tool_use id -> position in facts.commands
     for row in rows:
         entry, blocks = raw_blocks(row["raw"])
-        facts.file_ids.extend(FILE_ID.findall(row["content"] or ""))
+        if "file_" in (row["content"] or ""):
+            facts.file_ids.extend(FILE_ID.findall(row["content"]))
         role = row["role"]
         for block in blocks:
             kind = block.get("type")
