@@ -37,9 +37,10 @@ from lcm_db import LcmError
 CANDIDATES = 200          # BM25 candidates reranked per query (and per page beyond them)
 DF_CAP = 25000            # document frequencies are counted up to here, never further
 RANK_BUDGET = 20000       # most FTS matches BM25 scores in one query (keeps 1M-row vaults fast)
-SCAN_SECONDS = 3.0        # wall-time bound of a regex / substring scan
+SCAN_SECONDS = 3.0        # wall-time bound of a regex scan
+AUTO_SCAN_SECONDS = 1.0   # ... and of auto mode's substring scan (CJK inside a run, emoji)
 SCAN_BATCH = 20000        # ids per scan step, newest first
-COVERAGE_WEIGHT = 0.0     # score multiplier per fraction of (IDF-weighted) query terms present
+COVERAGE_CHARS = 20000    # how much of a long message is checked for the query's words
 ALL_TERMS_BONUS = 0.3     # extra multiplier for a message that holds every term
 ROLE_WEIGHT = {"user": 1.0, "assistant": 0.9, "tool": 0.8}  # people state facts; assistants
 # restate them at length; tool output (file dumps, logs) matches every word and answers least
@@ -141,35 +142,36 @@ def _df(conn, src: Source, fts_expr: str) -> int:
     return conn.execute(sql, (fts_expr,)).fetchone()[0]
 
 
-def _fts_candidates(conn, src: Source, terms, dfs, want):
-    """BM25 over the rarer terms within RANK_BUDGET matches; returns {rowid: (row, relevance)}."""
-    dfs = sorted(((dfs[t], t) for t in terms), key=lambda p: p[0])
+def _choose_terms(dfs: dict):
+    """The rarest terms whose matches add up to at most RANK_BUDGET (always at least one)."""
     chosen, total = [], 0
-    for df, term in dfs:
+    for term, df in sorted(dfs.items(), key=lambda p: p[1]):
         if df == 0:
             continue
         if chosen and total + df > RANK_BUDGET:
-            break  # common words add little to BM25 and cost the most; coverage still counts them
+            break  # common words add little to BM25 and cost the most; they are scored afterwards
         chosen.append(term)
         total += df
-    if not chosen:
-        return {}
-    expr = " OR ".join(t.fts for t in chosen)
+    return chosen, total
+
+
+def _fts_candidates(conn, src: Source, chosen, total, extras, want):
+    """{rowid: bm25 relevance} of the best `want` matches of the chosen terms (+ proximity extras)."""
+    expr = " OR ".join(t.fts for t in chosen + extras)
     window, params = "", []
     if src.id_range:  # one session's messages sit in one id range: FTS5 skips the rest cheaply
         window, params = "AND f.rowid BETWEEN ? AND ?", list(src.id_range)
     elif total > RANK_BUDGET:
         # even the rarest term is everywhere: rank its newest RANK_BUDGET matches only
         row = conn.execute(f"SELECT rowid FROM {src.fts} WHERE {src.fts} MATCH ? ORDER BY rowid DESC"
-                           f" LIMIT 1 OFFSET {RANK_BUDGET}", (expr,)).fetchone()
+                           f" LIMIT 1 OFFSET {RANK_BUDGET}", (chosen[0].fts,)).fetchone()
         if row:
             window, params = "AND f.rowid > ?", [row[0]]
     # rank on rowid + score only: carrying the content through the sort doubles its cost
     join = f"JOIN {src.table} t ON t.{src.key} = f.rowid AND {src.where}" if src.params else ""
     sql = (f"SELECT f.rowid, bm25({src.fts}) AS bm FROM {src.fts} f {join}"
            f" WHERE {src.fts} MATCH ? {window} ORDER BY bm LIMIT {want}")
-    ranked = {r[0]: -r[1] for r in conn.execute(sql, [*src.params, expr, *params])}
-    return {row["rowid_"]: (row, ranked[row["rowid_"]]) for row in _fetch(conn, src, list(ranked))}
+    return {r[0]: -r[1] for r in conn.execute(sql, [*src.params, expr, *params])}
 
 
 def _fetch(conn, src: Source, rowids):
@@ -204,42 +206,51 @@ def _scan(conn, src: Source, test, want, deadline, prefilter=("", [])):
     return found, False
 
 
-def _coverage(content: str, terms, weights) -> tuple[float, bool]:
-    text = content[:200000]
-    hit = [w for t, w in zip(terms, weights) if t.pattern.search(text)]
-    return (sum(hit) / sum(weights) if weights else 0.0), len(hit) == len(terms)
+def _idf(n_docs: int, df: int) -> float:
+    return math.log(1 + (n_docs - df + 0.5) / (df + 0.5))  # BM25's IDF, as FTS5 computes it
 
 
 def _rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm):
-    """Candidates from BM25 (FTS terms) and substring scans (CJK, emoji), reranked by coverage."""
+    """BM25 candidates (rare terms + proximity pairs), then common words, role and all-terms bonus.
+
+    CJK and emoji terms are also matched as substrings, newest first, within the deadline.
+    """
     n_docs = max(_doc_count(conn, src), 1)
-    fts_terms = [t for t in terms if t.fts]
-    scan_terms = [t for t in terms if not t.fts]
-    candidates, stopped = {}, False
-    use_fts = bool(fts_terms) and lcm_db.fts_enabled(conn)
-    dfs = {t: _df(conn, src, t.fts) for t in fts_terms} if use_fts else {}
-    if use_fts:
-        extras = lcm_search.ranking_extras(fts_terms, NEAR_PAIRS, PREFIXES)
-        extra_dfs = {t: _df(conn, src, t.fts) for t in extras}
-        candidates = _fts_candidates(conn, src, fts_terms + extras, {**dfs, **extra_dfs}, want)
-    else:
-        scan_terms = terms  # no FTS5: every term is a LIKE / substring match
-    if scan_terms:
+    use_fts = lcm_db.fts_enabled(conn)
+    fts_terms = [t for t in terms if t.fts] if use_fts else []
+    dfs = {t: _df(conn, src, t.fts) for t in fts_terms}
+    chosen, total = _choose_terms(dfs)
+    relevance = {}
+    if chosen:
+        words = [t for t in chosen if t.kind == "word"]
+        extras = lcm_search.ranking_extras([t for t in fts_terms if t in words], NEAR_PAIRS, PREFIXES)
+        relevance = _fts_candidates(conn, src, chosen, total, extras, want)
+    rows = {r["rowid_"]: r for r in _fetch(conn, src, list(relevance))}
+    stopped = False
+    scan_terms = [t for t in terms if not t.fts or t.kind == "cjk"] if use_fts else terms
+    if scan_terms and len(rows) < scan_want:  # substrings: CJK inside a run, emoji, no FTS5 at all
         likes = " OR ".join("t.content LIKE ? ESCAPE '\\'" for _ in scan_terms)
         pats = ["%" + _like_escape(t.text) + "%" for t in scan_terms]
-        rows, stopped = _scan(conn, src, lambda c: True, scan_want, deadline, (f"AND ({likes})", pats))
-        for row in rows:
-            candidates.setdefault(row["rowid_"], (row, 0.0))
-    # IDF-like weights: a rare term present says more than a common one
-    weights = [math.log(1 + (n_docs - dfs.get(t, 1) + 0.5) / (dfs.get(t, 1) + 0.5)) for t in terms]
-    base = max((rel for _r, rel in candidates.values()), default=0.0) or 1.0
+        deadline = min(deadline, time.monotonic() + AUTO_SCAN_SECONDS)
+        found, stopped = _scan(conn, src, lambda c: True, scan_want, deadline, (f"AND ({likes})", pats))
+        for row in found:
+            rows.setdefault(row["rowid_"], row)
+    # words left out of the BM25 query (too common to rank cheaply) still count, BM25-style
+    left_out = [(t, _idf(n_docs, dfs[t])) for t in fts_terms if t not in chosen and t.pattern]
+    base = max(relevance.values(), default=1.0)
     scored = []
-    for rowid, (row, rel) in candidates.items():
-        if query_norm and " ".join(row["content"].lower().split()) == query_norm:
+    for rowid, row in rows.items():
+        content = row["content"]
+        if query_norm and abs(len(content) - len(query_norm)) < 20 and " ".join(content.lower().split()) == query_norm:
             continue  # the question itself, just asked, is not its own answer
-        cov, every = _coverage(row["content"], terms, weights)
-        relevance = rel if rel > 0 else base * 0.5 * cov
-        score = relevance * (1 + COVERAGE_WEIGHT * cov + (ALL_TERMS_BONUS if every else 0.0))
+        head = content[:COVERAGE_CHARS]
+        present = [t for t in terms if t.pattern and t.pattern.search(head)]
+        score = relevance.get(rowid) or base * 0.5 * len(present) / max(len(terms), 1)
+        for term, idf in left_out:
+            tf = len(term.pattern.findall(head, 0, 20000)) if term in present else 0
+            score += idf * tf * 2.2 / (tf + 1.2)  # BM25 saturation, k1 = 1.2
+        if len(present) == len(terms):
+            score *= 1 + ALL_TERMS_BONUS
         if src.kind == "message":
             score *= ROLE_WEIGHT.get("tool" if row["is_tool"] else row["role"], 1.0)
         scored.append((score, row))
@@ -433,7 +444,7 @@ def _main(argv):
                  project=args.project, all_sessions=args.all_sessions, since=args.since,
                  before=args.before, role=args.role, limit=args.limit, offset=args.offset)
     if doc.pop("stopped_early", False):
-        sys.stderr.write(f"Note: the scan stopped after {SCAN_SECONDS:g} s; results are the newest "
+        sys.stderr.write("Note: the scan hit its time limit; results are the newest "
                          "matches only (narrow with --session, --since or --scope)\n")
     if args.json:
         lcm_db.print_json(doc)

@@ -91,7 +91,8 @@ def _word_pattern(words: list[str]) -> re.Pattern:
 def _make(text: str, quoted: bool) -> Term | None:
     if has_cjk(text):
         literal = text.strip()
-        return Term(literal, "cjk", "", re.compile(re.escape(literal), re.IGNORECASE)) if literal else None
+        # FTS5 finds a CJK run that starts with the term (a prefix query); lcm_grep adds a substring scan
+        return Term(literal, "cjk", fts_string(literal) + "*", re.compile(re.escape(literal))) if literal else None
     words = WORD.findall(text)
     if not words:
         literal = text.strip()

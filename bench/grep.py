@@ -1,0 +1,105 @@
+"""Speed of lcm_grep on a large vault: in-process query time and a whole process vs bare Python.
+
+Usage:
+  python3 bench/grep.py [--db /tmp/lcm-bench/vault-1m.db] [--runs 10]
+
+Targets (issue 3): median in-process time of 20 varied queries <= 50 ms; a whole
+`lcm_grep.py` process <= 1.5x `python3 -c pass`, both medians measured in the same run.
+The vault is the 1,000,000-message one bench/ingest builds (waits for /tmp/lcm-bench/READY).
+Prints one JSON line.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+QUERIES = [
+    "how did we fix the timeout error in the parser",
+    "sqlite migration schema",
+    '"retry timeout"',
+    "what did the review say about the cache handler",
+    "async await request response",
+    "token context summary compact vault",
+    "where is the json config path",
+    "python import module class",
+    "bug issue fix commit",
+    "error",
+    "the",
+    "lcm_grep.py",
+    "foo-bar",
+    "zzqxunlikelyword",
+    "日本語 テスト",
+    "café résumé naïve",
+    "merge branch review change update",
+    "test file line column table",
+    "why did the server client request fail with a timeout",
+    "index query result output",
+]
+
+
+def in_process(db: str) -> dict:
+    import lcm_db
+    import lcm_grep
+    conn = lcm_db.connect(db, create=False, readonly=True)
+    session = conn.execute("SELECT session_id FROM messages ORDER BY id DESC LIMIT 1").fetchone()[0]
+    cases = [(q, {"all_sessions": True}) for q in QUERIES]
+    cases[-1] = (QUERIES[-1], {"session": session})  # one query filtered to a session
+    for q, kw in cases:  # warm the page cache the way a live vault is
+        lcm_grep.search(conn, q, **kw)
+    times, counts = [], []
+    for q, kw in cases:
+        start = time.perf_counter()
+        doc = lcm_grep.search(conn, q, **kw)
+        times.append((time.perf_counter() - start) * 1000)
+        counts.append(doc["count"])
+    return {"median_ms": round(statistics.median(times), 1), "p90_ms": round(sorted(times)[int(0.9 * len(times)) - 1], 1),
+            "max_ms": round(max(times), 1), "per_query_ms": [round(t, 1) for t in times], "hits": counts}
+
+
+def wall(cmd: list[str], runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--db", default="/tmp/lcm-bench/vault-1m.db")
+    p.add_argument("--runs", type=int, default=10)
+    p.add_argument("--wait", type=float, default=0, help="seconds to wait for /tmp/lcm-bench/READY")
+    args = p.parse_args(argv)
+    ready = Path(args.db).parent / "READY"
+    deadline = time.time() + args.wait
+    while args.wait and not ready.exists() and time.time() < deadline:
+        time.sleep(10)
+    if not Path(args.db).exists():
+        raise SystemExit(f"no vault at {args.db}: build it with bench/ingest first")
+    import lcm_db
+    conn = lcm_db.connect(args.db, create=False, readonly=True)
+    messages = conn.execute("SELECT max(id) FROM messages").fetchone()[0]
+    report = {"bench": "grep", "db": args.db, "messages": messages, **in_process(args.db)}
+    grep_cmd = [sys.executable, str(ROOT / "scripts" / "lcm_grep.py"), "sqlite migration schema",
+                "--db", args.db, "--all-sessions", "--json"]
+    bare = wall([sys.executable, "-c", "pass"], args.runs)
+    proc = wall(grep_cmd, args.runs)
+    bare_after = wall([sys.executable, "-c", "pass"], args.runs)  # the machine is shared: bracket it
+    bare = statistics.median([bare, bare_after])
+    report.update(process_median_s=round(proc, 4), python_pass_median_s=round(bare, 4),
+                  process_ratio=round(proc / bare, 2), targets={"median_ms": 50, "process_ratio": 1.5})
+    os.sys.stdout.write(json.dumps(report) + "\n")
+
+
+if __name__ == "__main__":
+    main()
