@@ -143,20 +143,23 @@ def claude_run(tmp_path_factory):
             "LCM_LLM": "none", "LCM_FRESH_TAIL_COUNT": "1",
         })
 
-        def claude_p(*args: str) -> dict:
+        def claude_p(*args: str) -> list[dict]:
+            """The stream-json events of one run: init (skills, plugins) ... result."""
             proc = subprocess.run(
-                [claude, "-p", "--plugin-dir", str(ROOT), "--output-format", "json", *args],
+                [claude, "-p", "--plugin-dir", str(ROOT), "--output-format", "stream-json", "--verbose", *args],
                 cwd=base / "proj", env=env, capture_output=True, text=True, timeout=CALL_TIMEOUT)
             assert proc.returncode == 0, f"claude failed ({proc.returncode}): {proc.stderr[-2000:]}"
-            return json.loads(proc.stdout)
+            return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
 
-        first = claude_p("--allowedTools", "Bash", "--", "RUNTOOL please show where lcm lives")
+        events = claude_p("--allowedTools", "Bash", "--", "RUNTOOL please show where lcm lives")
+        init = next(e for e in events if e.get("type") == "system" and e.get("subtype") == "init")
+        first = events[-1]
         sid = first["session_id"]
         requests_before_compact = len(api.requests)
-        second = claude_p("--resume", sid, "--", "/compact")
+        second = claude_p("--resume", sid, "--", "/compact")[-1]
         compaction_requests = api.requests[requests_before_compact:]
     transcripts = list((base / "home" / ".claude" / "projects").glob(f"*/{sid}.jsonl"))
-    return {"base": base, "sid": sid, "first": first, "second": second,
+    return {"base": base, "sid": sid, "init": init, "first": first, "second": second,
             "compaction_requests": compaction_requests,
             "transcript": transcripts[0] if transcripts else None,
             "vault": base / "lcm" / "lcm.db", "log": base / "lcm" / "lcm.log"}
@@ -168,6 +171,12 @@ def vault_rows(run, sql, *params):
         return conn.execute(sql, params).fetchall()
     finally:
         conn.close()
+
+
+def test_plugin_loads_with_its_skill(claude_run):
+    init = claude_run["init"]
+    assert "lcm:lcm" in init["skills"]
+    assert {"name": "lcm", "path": str(ROOT), "source": "lcm@inline"} in init["plugins"]
 
 
 def test_session_lands_in_the_vault(claude_run):
