@@ -44,6 +44,7 @@ COVERAGE_CHARS = 20000    # how much of a long message is checked for the query'
 ALL_TERMS_BONUS = 0.3     # extra multiplier for a message that holds every term
 ROLE_WEIGHT = {"user": 1.0, "assistant": 0.9, "tool": 0.8}  # people state facts; assistants
 # restate them at length; tool output (file dumps, logs) matches every word and answers least
+SESSION_WEIGHT = 0.5      # share of the best score in the same session added to a message (topic context)
 NEAR_PAIRS = True         # score query words found close together (see lcm_search.ranking_extras)
 PREFIXES = False          # score long words' 5-letter prefixes (allergy ~ allergic)
 SNIPPET_CHARS = 200
@@ -254,6 +255,12 @@ def _rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm):
         if src.kind == "message":
             score *= ROLE_WEIGHT.get("tool" if row["is_tool"] else row["role"], 1.0)
         scored.append((score, row))
+    if SESSION_WEIGHT and src.kind == "message":
+        # a turn in the session that is most about the question gains: answers sit among related turns
+        best: dict = {}
+        for score, row in scored:
+            best[row["session_id"]] = max(best.get(row["session_id"], 0.0), score)
+        scored = [(score + SESSION_WEIGHT * best[row["session_id"]], row) for score, row in scored]
     scored.sort(key=lambda p: -p[0])
     return scored, stopped
 
