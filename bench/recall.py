@@ -3,6 +3,7 @@
 Two known-item sets, both asked the way a person asks later (paraphrased, not copied):
   personal  facts stated in passing in multi-session chats (LongMemEval-like), with near-miss
             distractor sessions on the same topics; gold = the user turn that states the fact
+  holdout   20 more facts inside longer turns, written after tuning and never tuned on
   coding    distinctive messages of the real transcripts in ../shared/data (skipped if absent);
             gold = every message containing the quoted passage
 Baselines: plain FTS5 BM25 over the OR of every word of the question, and an all-terms (AND)
@@ -115,6 +116,71 @@ FACTS = [
      "The FX 3 is a solid hybrid. A chain lube every few weeks keeps it smooth.", "What kind of bicycle do I own?"),
     ("My gym membership at Crunch costs 29 a month and I go Mondays, Wednesdays and Fridays.",
      "Three sessions a week with a rest day between is a solid rhythm.", "Which days do I go to the gym?"),
+]
+
+# Held out: written after the ranking was tuned on FACTS and CODING, never tuned on. Longer user
+# turns with the fact in the middle, as in real chat logs; (user turn, gold passage, question).
+HOLDOUT = [
+    ("I'm trying to plan meals for the week. Since my doctor told me my cholesterol was 240 at the last "
+     "checkup, I've been cutting back on red meat. Can you suggest five dinners with fish or beans?",
+     "my cholesterol was 240", "What was my cholesterol number at the checkup?"),
+    ("We're redoing the kitchen next month. The contractor, a guy named Tomasz from BuildRight, quoted "
+     "us 18,000 for cabinets and counters, which seems high. What questions should I ask him?",
+     "quoted us 18,000 for cabinets", "How much did the contractor quote for the kitchen?"),
+    ("My nephew Leo just started at Georgia Tech studying aerospace engineering and he's nervous about "
+     "calculus. Any study tips I can pass on?", "Leo just started at Georgia Tech",
+     "Which university does my nephew go to?"),
+    ("Ugh, my laptop died again. It's a 2019 Dell XPS 13 and the battery only lasts an hour now. Is it "
+     "worth replacing the battery or should I just buy a new one?", "2019 Dell XPS 13",
+     "What laptop model do I have?"),
+    ("For our trip to Iceland in March we booked a campervan from Reykjavik and we're doing the Ring "
+     "Road in ten days. What should we pack for the cold?", "booked a campervan from Reykjavik",
+     "How are we getting around in Iceland?"),
+    ("I started volunteering at the animal shelter on Saturday mornings, walking the dogs mostly. "
+     "How do I handle a dog that pulls really hard on the leash?", "volunteering at the animal shelter on Saturday",
+     "When do I volunteer at the shelter?"),
+    ("My mom's birthday is on the 22nd and she loves orchids, but the last one I gave her died in a "
+     "week. Are there orchids that are harder to kill?", "she loves orchids",
+     "What flowers does my mom like?"),
+    ("I've been using a standing desk from Uplift for about six months now and my back pain is mostly "
+     "gone. Should I get an anti-fatigue mat too?", "standing desk from Uplift",
+     "What brand is my standing desk?"),
+    ("We adopted two guinea pigs for the kids, Pepper and Salt, and I have no idea what to feed them "
+     "besides pellets. What vegetables are safe?", "two guinea pigs for the kids, Pepper and Salt",
+     "What are the guinea pigs called?"),
+    ("My commute is 45 minutes each way on the Red Line and I want to use the time better. Could you "
+     "recommend some podcasts about history?", "45 minutes each way on the Red Line",
+     "How long is my commute?"),
+    ("I signed up for a pottery class at the community center on Wednesday evenings. My first bowl "
+     "came out lopsided, any tips for centering clay?", "pottery class at the community center",
+     "What class did I sign up for?"),
+    ("Our roof leaked during the storm last week and the insurance adjuster is coming Friday. What "
+     "should I document before he arrives?", "Our roof leaked during the storm",
+     "What got damaged in the storm?"),
+    ("I'm saving for a down payment, I have about 32,000 put away so far and I'm aiming for 60,000 by "
+     "next summer. Is a high-yield savings account the best place for it?", "about 32,000 put away so far",
+     "How much have I saved for the down payment?"),
+    ("My partner and I are doing a Whole30 in January, which means no sugar, grains or dairy for a "
+     "month. Can you help me plan breakfasts?", "doing a Whole30 in January",
+     "What diet are we doing in January?"),
+    ("I switched to night shifts at the warehouse, 10pm to 6am, and I'm struggling to sleep during "
+     "the day. How can I make my bedroom darker?", "night shifts at the warehouse, 10pm to 6am",
+     "What are my working hours at the warehouse?"),
+    ("I finally got my motorcycle license last Tuesday! Now I'm looking at a used Honda Rebel 500 as "
+     "a first bike. Is that a good beginner choice?", "got my motorcycle license last Tuesday",
+     "When did I get my motorcycle license?"),
+    ("My son has a peanut allergy and his school is having a bake sale. What nut-free treats could I "
+     "make that kids will actually like?", "My son has a peanut allergy",
+     "Which of my kids has a food allergy?"),
+    ("I play bass in a cover band called The Late Fees, we have a gig at the Blue Lantern on the 15th. "
+     "How do I keep my hands from cramping on long sets?", "cover band called The Late Fees",
+     "What's the name of the band I play in?"),
+    ("My wife is from Valencia so we're spending Christmas with her family there. What's a good gift "
+     "to bring for my in-laws?", "My wife is from Valencia",
+     "Where is my wife from?"),
+    ("I'm renovating the bathroom and picked hexagon tiles in matte black for the floor. Will they "
+     "show dirt and water spots a lot?", "hexagon tiles in matte black",
+     "What tiles did I choose for the bathroom floor?"),
 ]
 
 # near-miss sessions: the same topics, none of the facts
@@ -256,6 +322,23 @@ def build_personal(projects: Path) -> list[tuple[str, list[str]]]:
     return cases
 
 
+def build_holdout(projects: Path) -> list[tuple[str, list[str]]]:
+    """Each fact inside a longer session of unrelated requests with long assistant answers."""
+    from transcripts import Transcript
+    cases = []
+    for i, (turn, passage, question) in enumerate(HOLDOUT):
+        t = Transcript(projects, session_id=f"holdout-{i:02d}", cwd="/home/me/chat",
+                       start=f"2026-{1 + i % 9:02d}-{2 + i % 25:02d}T18:00:00Z")
+        other = DISTRACTOR_TOPICS[(i * 7) % len(DISTRACTOR_TOPICS)][1].split(", ")
+        t.user(FILLER_USER[i % 4].format(item=other[0]))
+        t.assistant_text(filler_answer(other, i))
+        t.user(turn)
+        t.assistant_text(filler_answer(other, i + 3))
+        t.write()
+        cases.append((question, [passage]))
+    return cases
+
+
 def or_bm25(conn, question, limit=10):
     words = re.findall(r"\w+", question)
     expr = " OR ".join('"' + w + '"' for w in words)
@@ -315,7 +398,7 @@ def main(argv=None):
             setattr(lcm_search if module == "lcm_search" else lcm_grep, name,
                     frozenset(value) if name == "STOPWORDS" else value)
         projects = Path(tmp) / "projects"
-        sets = {"personal": build_personal(projects)}
+        sets = {"personal": build_personal(projects), "holdout": build_holdout(projects)}
         conn = lcm_db.connect()
         lcm_ingest.ingest_paths(conn, [projects])
         if SHARED.exists():
