@@ -17,6 +17,8 @@ from lcm_extract import raw_blocks
 
 # a leaf smaller than this has little to compress; take more messages when there are some
 MIN_LEAF_SOURCE_TOKENS = 32
+# how far past a chunk to look for the results of its tool calls
+LOOKAHEAD_MESSAGES = 64
 
 
 # ---------------------------------------------------------------------------
@@ -110,12 +112,11 @@ def tool_ids(raw) -> tuple[list, list]:
     return opened, answered
 
 
-def first_unanswered(rows, cache: dict | None = None) -> int | None:
-    """Index of the earliest row whose tool call is still unanswered at the end of rows, else None.
+def open_calls(rows, cache: dict) -> dict:
+    """{tool_use id: row index} of the calls in rows still without their result at the end.
 
-    `cache` (message id -> tool_ids) saves re-parsing lines when called on growing or shrinking runs.
+    `cache` (message id -> tool_ids) saves re-parsing lines across calls on overlapping runs.
     """
-    cache = {} if cache is None else cache
     opened_at, answered = {}, set()
     for i, row in enumerate(rows):
         ids = cache.get(row["id"])
@@ -124,8 +125,7 @@ def first_unanswered(rows, cache: dict | None = None) -> int | None:
         for tool_id in ids[0]:
             opened_at.setdefault(tool_id, i)
         answered.update(ids[1])
-    open_rows = [i for tool_id, i in opened_at.items() if tool_id not in answered]
-    return min(open_rows) if open_rows else None
+    return {tool_id: i for tool_id, i in opened_at.items() if tool_id not in answered}
 
 
 def load_messages(conn, session_id: str, ids: list[int]) -> list:
@@ -138,27 +138,43 @@ def load_messages(conn, session_id: str, ids: list[int]) -> list:
 
 
 def leaf_chunk(conn, session_id: str, run: list, cap: int) -> list:
-    """The oldest chunk of `run` (eligible messages) under `cap` tokens, tool calls kept whole."""
+    """The oldest chunk of `run` (eligible messages) under `cap` tokens, tool calls kept whole.
+
+    A chunk never ends between a call and its result when the result is eligible too: it is cut
+    before the call or, if the call opens the chunk, extended to the result. A call whose result
+    is not eligible (inside the fresh tail, or never written: an interrupted call) cannot be kept
+    with it, so it does not hold the chunk back.
+    """
     size, total = 0, 0
     for row in run:
         if size and total + row["token_count"] > cap and total >= MIN_LEAF_SOURCE_TOKENS:
             break
         size, total = size + 1, total + row["token_count"]
-    rows = load_messages(conn, session_id, [r["id"] for r in run[:size]])
     cache: dict = {}
-    while True:  # cut before the earliest unanswered tool call
-        first_open = first_unanswered(rows, cache)
-        if first_open is None or first_open == 0:
+    rows = load_messages(conn, session_id, [r["id"] for r in run[:size]])
+    if not open_calls(rows, cache):
+        return rows  # the common case: the chunk ends on a finished exchange
+    later = run[size: size + LOOKAHEAD_MESSAGES]
+    window = rows + (load_messages(conn, session_id, [r["id"] for r in later]) if later else [])
+    open_calls(window, cache)  # parse every line of the window once
+    answers = {tool_id for row in window for tool_id in cache[row["id"]][1]}
+
+    def waiting(rows) -> dict:
+        return {t: i for t, i in open_calls(rows, cache).items() if t in answers}
+
+    rows = window[:size]
+    while True:  # cut before the earliest call whose result comes later
+        pending = waiting(rows)
+        if not pending:
+            return rows
+        first = min(pending.values())
+        if first == 0:
             break
-        rows = rows[:first_open]
-    if first_unanswered(rows, cache) is None:
-        return rows
-    # one call (with its result) is bigger than the cap, or starts the chunk: extend to the result
-    for end in range(size + 1, min(len(run), size + 200) + 1):
-        longer = load_messages(conn, session_id, [r["id"] for r in run[:end]])
-        if first_unanswered(longer, cache) is None:
-            return longer
-    return rows  # the result is not there (interrupted call): keep the chunk as it is
+        rows = rows[:first]
+    for end in range(size + 1, len(window) + 1):  # the call opens the chunk: extend to its result
+        if not waiting(window[:end]):
+            return window[:end]
+    return window[:size]
 
 
 def condense_group(tops: list, uncovered_ids: list[int], fanout: int | None = None):

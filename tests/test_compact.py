@@ -207,6 +207,23 @@ def test_tool_call_and_result_are_never_split(tmp_path, monkeypatch):
         assert opened <= answered and answered <= opened
 
 
+def test_a_call_whose_result_is_in_the_fresh_tail_does_not_hold_back_the_chunk(tmp_path, monkeypatch):
+    monkeypatch.setenv("LCM_LLM", "none")
+    monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "1")
+    t = Transcript(tmp_path / "projects")
+    t.user("list the files, then show the log " + "please " * 30)
+    a = t.tool_use("Bash", {"command": "ls"})
+    t.tool_result(a, "a.py b.py " * 20)
+    b = t.tool_use("Bash", {"command": "git log"})
+    t.tool_result(b, "commit 123")          # the fresh tail
+    t.write()
+    conn = lcm_db.connect()
+    ingest(conn, t.path)
+    result = lcm_compact.compact(conn, t.session_id, mode="full")
+    assert result["leaf_created"] == 1, "one leaf up to the tail, not a tiny leaf for the last call"
+    check_dag(conn, t.session_id, 1)
+
+
 # -- modes, lock, output ----------------------------------------------------------------------
 
 def test_incremental_waits_for_a_full_chunk(tmp_path, monkeypatch, capsys):
