@@ -20,6 +20,7 @@ import lcm_dag
 import lcm_db
 import lcm_extract
 import lcm_ingest
+import lcm_llm
 import lcm_prompts
 from conftest import ROOT, shared_data
 from fake_anthropic import FakeAnthropic, fake_api, fake_claude  # noqa: F401 (fixtures)
@@ -472,6 +473,24 @@ def test_auth_failure_writes_nothing_and_says_what_to_fix(tmp_path, monkeypatch,
     assert "Traceback" not in err
     assert conn.execute("SELECT COUNT(*) FROM summaries").fetchone()[0] == 0
     assert conn.execute("SELECT COUNT(*) FROM summary_sources").fetchone()[0] == 0
+
+
+def test_persistent_overload_stops_the_run_keeping_finished_nodes(tmp_path, monkeypatch, fake_api, capsys):
+    monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "100")
+    monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "0")
+    t = session_with(tmp_path, turns=8)
+    conn = lcm_db.connect()
+    ingest(conn, t.path)
+    fake_api.enqueue("first\nFiles: none\nExpand for details about: x")
+    for _ in range(lcm_llm.DEFAULT_MAX_RETRIES + 1):
+        fake_api.enqueue(status=529)
+    assert lcm_compact.main(["--session", t.session_id, "--full"]) == 1
+    err = capsys.readouterr().err
+    assert "529" in err and "retry later" in err and "Traceback" not in err
+    assert check_dag(conn, t.session_id, 0, complete=False)["nodes"] == 1
+    fake_api.respond(lambda body: "later\nFiles: none\nExpand for details about: x")
+    lcm_compact.compact(conn, t.session_id, mode="full")
+    check_dag(conn, t.session_id, 0)
 
 
 def test_spend_guard_caps_model_calls(tmp_path, monkeypatch, fake_api, capsys):
