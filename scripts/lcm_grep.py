@@ -45,6 +45,7 @@ ALL_TERMS_BONUS = 0.3     # extra multiplier for a message that holds every term
 ROLE_WEIGHT = {"user": 1.0, "assistant": 0.9, "tool": 0.8}  # people state facts; assistants
 # restate them at length; tool output (file dumps, logs) matches every word and answers least
 SESSION_WEIGHT = 0.5      # share of the best score in the same session added to a message (topic context)
+DEDUPE = True             # one result per distinct text, the best-scored copy
 NEAR_PAIRS = True         # score query words found close together (see lcm_search.ranking_extras)
 PREFIXES = False          # score long words' 5-letter prefixes (allergy ~ allergic)
 SNIPPET_CHARS = 200
@@ -383,6 +384,9 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
         scored.sort(key=lambda p: p[2]["created_at"] or "", reverse=True)  # newest first
     else:
         scored.sort(key=lambda p: -p[0])
+    if DEDUPE:  # the same text stored twice (a resumed or forked session) would fill the page twice
+        seen: set = set()
+        scored = [p for p in scored if not (p[2]["content"] in seen or seen.add(p[2]["content"]))]
     page = scored[offset:offset + limit]
     results = [_result(conn, kind, row, score, patterns) for score, kind, row in page]
     return {"query": query, "count": len(results), "has_more": len(scored) > offset + limit or stopped,
