@@ -205,3 +205,29 @@ def test_subprocess_smoke(tmp_path, monkeypatch):
     proc = subprocess.run([sys.executable, str(SCRIPTS / "lcm_describe.py"), "--session", "s1", "--json"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and json.loads(proc.stdout)["session_id"] == "s1"
+
+
+def test_real_transcript_round_trips_through_the_dag(tmp_path, monkeypatch, capsysbinary):
+    """A real Claude Code session (shared data): compact it, then --full --raw gives its lines back."""
+    from conftest import shared_data
+    source = shared_data("claude-projects", "-Users-dain-workspace-JSSoundRecorder",
+                         "7acd37a8-2745-4b58-a8a9-46164b22ad9e.jsonl")
+    monkeypatch.setenv("LCM_LLM", "none")
+    monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "3000")
+    monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", "2")
+    conn = lcm_db.connect()
+    lcm_ingest.ingest_paths(conn, [source])
+    session = conn.execute("SELECT session_id FROM messages LIMIT 1").fetchone()[0]
+    lcm_compact.compact(conn, session, mode="full")
+    by_uuid = {}
+    for line in source.read_bytes().split(b"\n"):
+        try:
+            by_uuid.setdefault(json.loads(line).get("uuid"), line)
+        except ValueError:
+            continue
+    tops = conn.execute("SELECT id FROM summaries WHERE parent_id IS NULL").fetchall()
+    assert tops
+    for (sid,) in tops:
+        assert lcm_expand.main([sid, "--raw", "--max-tokens", "100000000"]) == 0
+        out = capsysbinary.readouterr().out
+        assert out == b"".join(by_uuid[u] + b"\n" for u in covered_uuids(conn, sid))
