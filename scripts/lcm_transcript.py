@@ -1,4 +1,5 @@
-"""Reading Claude Code transcript JSONL: which file is which, and the searchable text of an entry.
+"""Reading Claude Code transcript JSONL: which file is which, the searchable text of an entry,
+and the new complete lines of a file parsed into message rows (lcm_ingest writes them).
 
 Stdlib only and cheap to import: the ingest hook loads it on every turn. The entry format is
 internal to Claude Code and changes between versions, so everything here is defensive: unknown
@@ -6,15 +7,20 @@ entry types, block types and keys are tolerated, never fatal.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
+
+import lcm_db
+from lcm_db import LcmError
 
 # Entries of these types with a uuid are conversation messages; everything else is metadata.
 CONVERSATION_TYPES = frozenset(("user", "assistant", "system"))
 # title lines: type -> key holding the text, in increasing precedence
 TITLE_KEYS = {"summary": "summary", "ai-title": "aiTitle", "custom-title": "customTitle"}
 
+HEAD_BYTES = 4096  # the first line (up to this many bytes) identifies a file across runs
 _AGENT_FILE = re.compile(r"^agent-(.+)\.jsonl$")
 
 
@@ -123,3 +129,162 @@ def title_of(entry: dict) -> tuple[int, str] | None:
 
 def text_or_none(value) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+# ---------------------------------------------------------------------------
+# Reading the new lines of one transcript (no vault access: bulk ingest runs this in a thread)
+# ---------------------------------------------------------------------------
+
+def _head_hash(head: bytes) -> str:
+    cut = head.find(b"\n")
+    return hashlib.sha1(head if cut < 0 else head[:cut]).hexdigest()
+
+
+def open_transcript(path: str):
+    """Open a transcript for reading, or raise an LcmError that says why not."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise LcmError(f"no such transcript: {path}", "check the path; transcripts live under ~/.claude/projects") from None
+    except OSError as exc:
+        raise LcmError(f"cannot read {path}: {exc.strerror}", "check the path and its permissions") from None
+    if not os.path.isfile(path):  # a FIFO or device would block or never end
+        raise LcmError(f"not a regular file: {path}", "pass a transcript .jsonl file or a directory of them")
+    try:
+        return open(path, "rb"), st
+    except OSError as exc:
+        raise LcmError(f"cannot read {path}: {exc.strerror}", "check the file's permissions") from None
+
+
+class Session:
+    """What one batch of lines says about one session."""
+    __slots__ = ("project", "first", "last", "model", "title", "title_rank", "messages")
+
+    def __init__(self):
+        self.project = self.first = self.last = self.model = self.title = None
+        self.title_rank = -1
+        self.messages = 0
+
+
+class Batch:
+    """The new lines of one transcript, parsed without touching the vault (so bulk ingest can
+    parse the next file in a worker thread while SQLite indexes this one)."""
+
+    def __init__(self, path: str, row: dict | None):
+        self.path, self.row = path, row
+        self.offset = self.line_no = self.malformed_before = self.consumed = 0
+        self.head_hash = None
+        self.unchanged = False
+        self.rows: list[tuple] = []
+        self.large: list[tuple] = []  # (row index, blocks, entry) with a block over the threshold
+        self.malformed: list[dict] = []
+        self.compactions: list[tuple] = []
+        self.sessions: dict[str | None, Session] = {}
+        self.msg_sid = row["session_id"] if row else None  # session of the file's first message
+        self.guess_sid, self.agent_id, self.is_agent_file = describe_path(path)
+
+
+def read_new_lines(path: str, row: dict | None, index_thinking: bool, max_chars: int) -> Batch:
+    """Read and parse the bytes of `path` not consumed yet (whole lines only)."""
+    batch = Batch(path, row)
+    f, st = open_transcript(path)
+    with f:
+        batch.head_hash = _head_hash(f.read(HEAD_BYTES))
+        if row is not None and st.st_size >= row["size"] and row["head_hash"] == batch.head_hash:
+            batch.offset, batch.line_no = row["byte_offset"], row["line_count"]
+            batch.malformed_before = row["malformed_lines"]
+        # else: new, shrunk or replaced: read from the start (uuid dedup keeps this safe)
+        if row is not None and batch.offset == st.st_size == row["byte_offset"] and batch.offset > 0:
+            batch.unchanged = True  # nothing new: no write at all (the hook's common case)
+            return batch
+        f.seek(max(batch.offset - 1, 0))
+        data = f.read()
+    if batch.offset > 0:
+        # the byte before offset tells whether the last consumed line had its newline yet
+        continued, data = data[:1] != b"\n", data[1:]
+        if continued:  # we took an unterminated final line last time; skip to its end
+            cut = data.find(b"\n")
+            skip = len(data) if cut < 0 else cut + 1
+            batch.offset, data = batch.offset + skip, data[skip:]
+    lines = data.split(b"\n")
+    tail = lines.pop()  # bytes after the last newline: a line still being written
+    batch.consumed = len(data) - len(tail)
+    if tail.strip():
+        # a complete JSON object cannot be a strict prefix of a longer one, so an unterminated
+        # final line that parses is whole (files that simply lack the trailing newline)
+        try:
+            if isinstance(json.loads(tail), dict):
+                lines.append(tail)
+                batch.consumed = len(data)
+        except (ValueError, RecursionError):
+            pass
+    parse_lines(batch, lines, index_thinking, max_chars)
+    return batch
+
+
+def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_chars: int) -> None:
+    path, rows, sessions, line_no = batch.path, batch.rows, batch.sessions, batch.line_no
+    file_sid = batch.msg_sid if batch.is_agent_file and batch.msg_sid else batch.guess_sid
+    fallback_sid = batch.guess_sid or os.path.basename(path)
+    loads, estimate = json.loads, lcm_db.estimate_tokens
+    for line in lines:
+        line_no += 1
+        try:
+            entry = loads(line)
+        except (ValueError, RecursionError):
+            if line.strip():
+                batch.malformed.append({"path": path, "line": line_no})
+            continue
+        if type(entry) is not dict:
+            continue  # valid JSON but not an entry: nothing to keep
+        kind = entry.get("type")
+        sid = entry.get("sessionId")
+        if not isinstance(sid, str) or not sid:
+            sid = None
+        elif file_sid is None:
+            file_sid = sid
+        if kind not in CONVERSATION_TYPES:
+            title = title_of(entry)
+            if title is not None:  # no sessionId (legacy summary): the file's session, decided later
+                s = sessions.setdefault(sid, Session())
+                if title[0] >= s.title_rank:
+                    s.title_rank, s.title = title
+            continue
+        uuid = entry.get("uuid")
+        if not isinstance(uuid, str) or not uuid:
+            continue
+        sid = sid or file_sid or fallback_sid
+        blocks = entry_blocks(entry, index_thinking)
+        if any(len(b) > max_chars for b in blocks):
+            batch.large.append((len(rows), blocks, entry))
+        content = "\n".join(b for b in blocks if b)
+        role, subtype, model, msg_id = message_fields(entry)
+        sidechain = entry.get("isSidechain") is True
+        created = text_or_none(entry.get("timestamp"))
+        rows.append((uuid, sid, text_or_none(entry.get("parentUuid")), kind, role, subtype, created,
+                     text_or_none(entry.get("cwd")), text_or_none(entry.get("gitBranch")), model, msg_id,
+                     sidechain, text_or_none(entry.get("agentId")) or batch.agent_id,
+                     entry.get("isMeta") is True, content, estimate(content), line, path, line_no))
+        s = sessions.get(sid) or sessions.setdefault(sid, Session())
+        s.messages += 1
+        if batch.msg_sid is None:
+            batch.msg_sid = sid
+        if s.project is None:
+            s.project = text_or_none(entry.get("cwd"))
+        if created:
+            if s.first is None or created < s.first:
+                s.first = created
+            if s.last is None or created > s.last:
+                s.last = created
+        if model and not sidechain and not model.startswith("<"):  # skip "<synthetic>"
+            s.model = model
+        if subtype == "compact_boundary":
+            meta = entry.get("compactMetadata") if isinstance(entry.get("compactMetadata"), dict) else {}
+            batch.compactions.append((sid, uuid, text_or_none(meta.get("trigger")), meta.get("preTokens"),
+                                      meta.get("postTokens"), created))
+    batch.line_no = line_no
+    orphan = sessions.pop(None, None)
+    if orphan is not None and (batch.msg_sid or file_sid):
+        s = sessions.setdefault(batch.msg_sid or file_sid, Session())
+        if orphan.title_rank >= s.title_rank:
+            s.title_rank, s.title = orphan.title_rank, orphan.title
