@@ -380,7 +380,7 @@ def evaluate(conn, cases, method):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override an lcm_grep constant")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override an lcm_search constant")
     p.add_argument("--show-misses", action="store_true")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
@@ -390,12 +390,13 @@ def main(argv=None):
         import lcm_db
         import lcm_grep
         import lcm_ingest
+        import lcm_query
         import lcm_search
-        for setting in args.set:  # NAME=JSON, or lcm_search.NAME=JSON
+        for setting in args.set:  # NAME=JSON (a lcm_search constant), or lcm_query.NAME=JSON
             name, value = setting.split("=", 1)
             module, _, name = name.rpartition(".")
             value = json.loads(value)
-            setattr(lcm_search if module == "lcm_search" else lcm_grep, name,
+            setattr(lcm_query if module == "lcm_query" else lcm_search, name,
                     frozenset(value) if name == "STOPWORDS" else value)
         projects = Path(tmp) / "projects"
         sets = {"personal": build_personal(projects), "holdout": build_holdout(projects)}

@@ -1,178 +1,389 @@
-"""Query building for lcm_grep.py: natural language in, safe FTS5 expressions out.
+"""Ranking and filtering behind lcm_grep.py: `search()` returns the --json document.
 
-User text never reaches MATCH unquoted: every term becomes an FTS5 string ("..." with inner
-quotes doubled), so `foo-bar`, `AND`, `NEAR(`, `*` and `(((` are plain words here. Library only.
+auto: the query's rarer words are ranked with FTS5 BM25 (bounded, so 1M-message vaults stay
+fast), then common words, proximity, role, session context and an all-words bonus adjust the
+score; CJK and emoji are also found as substrings. full_text: the user's FTS5 expression.
+regex: Python `re` over the stored text, newest first, within a time limit. Library only.
 """
 from __future__ import annotations
 
+import math
+import os
 import re
+import sqlite3
+import time
+from datetime import datetime, timedelta, timezone
 
-# Words that carry no topic in a question ("what did I say about the cat?" -> "cat").
-# Question words and memory-talk ("remember", "mentioned") matter most: they are in every recall
-# question and in many unrelated messages.
-STOPWORDS = frozenset("""
-a about above after again against all also am an and any are aren't as at be because been before
-being below between both but by can can't cannot could couldn't did didn't do does doesn't doing
-don't down during each either else ever few for from further get got had hadn't has hasn't have
-haven't having he he'd he'll he's her here here's hers herself him himself his how how's i'd
-i'll i'm i've if in into is isn't it it's its itself just let's like might more most much must
-mustn't now of off on once only or other ought out over own per please same shall
-shan't she she'd she'll she's should shouldn't so some such than that that's the their theirs them
-themselves then there there's these they they'd they'll they're they've this those through to too
-under until up upon very was wasn't we'd we'll we're we've were weren't what what's when when's
-where where's whether which while who who's whom whose why why's will with won't would wouldn't
-yes yet you'd you'll you're you've yourselves
-anything something thing things tell told say said says mention mentioned remind reminder remember
-recall recalled talk talked discuss discussed conversation chat earlier previous previously ago
-last time know let okay ok hey hi hello thanks thank kind sort
-""".split())
-# Kept on purpose: i, me, my, we, our, you, your, and not/no ("os is not imported"). "my cat" is how people state their own facts,
-# and BM25 already gives such common words little weight.
+import lcm_db
+import lcm_query
+from lcm_db import LcmError
 
-# CJK scripts have no spaces: unicode61 indexes a whole run as one token, so CJK terms are
-# matched as substrings instead (see lcm_grep).
-CJK_RANGES = ((0x3040, 0x30FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xAC00, 0xD7AF), (0xF900, 0xFAFF))
+CANDIDATES = 200          # BM25 candidates reranked per query (and per page beyond them)
+DF_CAP = 25000            # document frequencies are counted up to here, never further
+RANK_BUDGET = 20000       # most FTS matches BM25 scores in one query (keeps 1M-row vaults fast)
+SCAN_SECONDS = 3.0        # wall-time bound of a regex scan
+AUTO_SCAN_SECONDS = 1.0   # ... and of auto mode's substring scan (CJK inside a run, emoji)
+SCAN_BATCH = 20000        # ids per scan step, newest first
+COVERAGE_CHARS = 20000    # how much of a long message is checked for the query's words
+ALL_TERMS_BONUS = 0.3     # extra multiplier for a message that holds every term
+ROLE_WEIGHT = {"user": 1.0, "assistant": 0.9, "tool": 0.8}  # people state facts; assistants
+# restate them at length; tool output (file dumps, logs) matches every word and answers least
+SESSION_WEIGHT = 0.5      # share of the best score in the same session added to a message (topic context)
+DEDUPE = True             # one result per distinct text, the best-scored copy
+NEAR_PAIRS = True         # score query words found close together (see lcm_query.ranking_extras)
+PREFIXES = False          # score long words' 5-letter prefixes (allergy ~ allergic)
+SNIPPET_CHARS = 200
 
 
-def has_cjk(text: str) -> bool:
-    # a loop, not a regex: compiling the character class costs ~3 ms on every grep start
-    return any(lo <= ord(ch) <= hi for ch in text if ord(ch) >= 0x3040 for lo, hi in CJK_RANGES)
-WORD = re.compile(r"\w+")
-# a chunk of non-space text; internal punctuation (foo-bar, lcm_grep.py) makes it a phrase
-CHUNK = re.compile(r"\S+")
-MAX_TERMS = 24          # a pasted page becomes its 24 most distinctive words, not 800 OR-ed terms
-SUFFIXES = ("ational", "ization", "fulness", "iveness", "ations", "ation", "ments", "ment", "ness",
-            "ings", "ing", "ies", "ied", "ers", "er", "est", "edly", "ed", "ly", "es", "s")
+# ---------------------------------------------------------------------------
+# Filters
+# ---------------------------------------------------------------------------
+
+def parse_when(value: str | None, flag: str) -> str | None:
+    """ISO date/time or relative age (30m, 3h, 2d, 1w) -> a comparable UTC ISO string."""
+    if not value:
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*([mhdw])\s*", value.lower())
+    if m:
+        unit = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[m.group(2)]
+        when = datetime.now(timezone.utc) - timedelta(**{unit: int(m.group(1))})
+    else:
+        try:
+            when = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise LcmError(f"{flag} {value!r} is neither an ISO date nor an age",
+                           f"use e.g. {flag} 2026-11-20, {flag} 2026-11-20T09:30 or {flag} 2d (m h d w)") from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-def fts_string(text: str) -> str:
-    """An FTS5 string literal: always a term or phrase, never an operator."""
-    return '"' + text.replace('"', '""') + '"'
+def resolve_scope(conn, session, project, all_sessions):
+    """(session, project) to filter on; the default is the current session's project."""
+    if all_sessions or session or project:
+        return session, (os.path.abspath(os.path.expanduser(project)) if project else None)
+    current = lcm_db.current_session_id()
+    if not current:
+        return None, None
+    row = conn.execute("SELECT project FROM sessions WHERE session_id = ?", (current,)).fetchone()
+    return None, (row["project"] if row and row["project"] else os.getcwd())
 
 
-def crude_stem(word: str) -> str:
-    """A prefix shared by a word's inflections (named/names -> nam), for coverage checks.
+class Source:
+    """Messages or summaries: where to look and how to filter."""
 
-    Only used to decide whether a candidate already found by FTS5 mentions a term, so being a
-    little loose is fine; the porter tokenizer does the real matching.
+    def __init__(self, conn, kind, session, project, since, before, role):
+        self.kind = kind
+        if kind == "message":
+            self.table, self.fts, self.key = "messages", "messages_fts", "id"
+            cols = ("t.id AS rowid_, t.uuid, t.session_id, t.role, t.created_at, t.content,"
+                    " t.role = 'user' AND instr(t.raw, 'tool_use_id') > 0 AS is_tool")
+            time_lo, time_hi = "t.created_at", "t.created_at"
+        else:
+            self.table, self.fts, self.key = "summaries", "summaries_fts", "rowid"
+            cols = ("t.rowid AS rowid_, t.id, t.session_id, t.kind, t.depth, t.parent_id,"
+                    " t.earliest_at AS created_at, t.content")
+            time_lo, time_hi = "t.latest_at", "t.earliest_at"
+        self.columns = cols
+        where, params = [], []
+        if session:
+            where.append("t.session_id = ?")
+            params.append(session)
+        elif project:
+            where.append("t.session_id IN (SELECT session_id FROM sessions WHERE project = ? OR project LIKE ? ESCAPE '\\')")
+            params += [project, _like_escape(project.rstrip("/")) + "/%"]
+        if since:
+            where.append(f"{time_lo} >= ?")
+            params.append(since)
+        if before:
+            where.append(f"{time_hi} < ?")
+            params.append(before)
+        if role and kind == "message":
+            where.append("t.role = ?")
+            params.append(role)
+        self.where = " AND ".join(where) or "1"
+        self.params = params
+        self.id_range = None
+        if session and kind == "message":
+            lo_hi = conn.execute("SELECT min(id), max(id) FROM messages WHERE session_id = ?", (session,)).fetchone()
+            self.id_range = tuple(lo_hi) if lo_hi[0] is not None else (0, -1)
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+# ---------------------------------------------------------------------------
+# Ranking (auto mode)
+# ---------------------------------------------------------------------------
+
+def _doc_count(conn, src: Source) -> int:
+    row = conn.execute(f"SELECT max({src.key}) FROM {src.table}").fetchone()
+    return row[0] or 0
+
+
+def _df(conn, src: Source, fts_expr: str) -> int:
+    """Documents matching, counted up to DF_CAP (a full count is slow on common words)."""
+    sql = f"SELECT count(*) FROM (SELECT 1 FROM {src.fts} WHERE {src.fts} MATCH ? LIMIT {DF_CAP})"
+    return conn.execute(sql, (fts_expr,)).fetchone()[0]
+
+
+def _choose_terms(dfs: dict):
+    """The rarest terms whose matches add up to at most RANK_BUDGET (always at least one)."""
+    chosen, total = [], 0
+    for term, df in sorted(dfs.items(), key=lambda p: p[1]):
+        if df == 0:
+            continue
+        if chosen and total + df > RANK_BUDGET:
+            break  # common words add little to BM25 and cost the most; they are scored afterwards
+        chosen.append(term)
+        total += df
+    return chosen, total
+
+
+def _fts_candidates(conn, src: Source, chosen, total, extras, want):
+    """{rowid: bm25 relevance} of the best `want` matches of the chosen terms (+ proximity extras)."""
+    expr = " OR ".join(t.fts for t in chosen + extras)
+    window, params = "", []
+    if src.id_range:  # one session's messages sit in one id range: FTS5 skips the rest cheaply
+        window, params = "AND f.rowid BETWEEN ? AND ?", list(src.id_range)
+    elif total > RANK_BUDGET:
+        # even the rarest term is everywhere: rank its newest RANK_BUDGET matches only
+        row = conn.execute(f"SELECT rowid FROM {src.fts} WHERE {src.fts} MATCH ? ORDER BY rowid DESC"
+                           f" LIMIT 1 OFFSET {RANK_BUDGET}", (chosen[0].fts,)).fetchone()
+        if row:
+            window, params = "AND f.rowid > ?", [row[0]]
+    # rank on rowid + score only: carrying the content through the sort doubles its cost
+    join = f"JOIN {src.table} t ON t.{src.key} = f.rowid AND {src.where}" if src.params else ""
+    sql = (f"SELECT f.rowid, bm25({src.fts}) AS bm FROM {src.fts} f {join}"
+           f" WHERE {src.fts} MATCH ? {window} ORDER BY bm LIMIT {want}")
+    return {r[0]: -r[1] for r in conn.execute(sql, [*src.params, expr, *params])}
+
+
+def _fetch(conn, src: Source, rowids):
+    rows = []
+    for i in range(0, len(rowids), 500):
+        chunk = rowids[i:i + 500]
+        sql = f"SELECT {src.columns} FROM {src.table} t WHERE t.{src.key} IN ({','.join('?' * len(chunk))})"
+        rows += conn.execute(sql, chunk).fetchall()
+    return rows
+
+
+def _scan(conn, src: Source, test, want, deadline, prefilter=("", [])):
+    """Rows passing `test(content)`, newest first, until `want` found or the deadline passes.
+
+    Returns (rows, stopped_early).
     """
-    w = word.lower()
-    for suffix in SUFFIXES:
-        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
-            w = w[: -len(suffix)]
+    hi = _doc_count(conn, src)
+    extra_sql, extra_params = prefilter
+    found = []
+    while hi > 0:
+        lo = max(0, hi - SCAN_BATCH)
+        sql = (f"SELECT {src.columns} FROM {src.table} t WHERE t.{src.key} > ? AND t.{src.key} <= ?"
+               f" AND {src.where} {extra_sql} ORDER BY t.{src.key} DESC")
+        for row in conn.execute(sql, [lo, hi, *src.params, *extra_params]):
+            if test(row["content"]):
+                found.append(row)
+                if len(found) >= want:
+                    return found, False
+            if time.monotonic() > deadline:
+                return found, True
+        hi = lo
+    return found, False
+
+
+def _idf(n_docs: int, df: int) -> float:
+    return math.log(1 + (n_docs - df + 0.5) / (df + 0.5))  # BM25's IDF, as FTS5 computes it
+
+
+def _rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm):
+    """BM25 candidates (rare terms + proximity pairs), then common words, role and all-terms bonus.
+
+    CJK and emoji terms are also matched as substrings, newest first, within the deadline.
+    """
+    n_docs = max(_doc_count(conn, src), 1)
+    use_fts = lcm_db.fts_enabled(conn)
+    fts_terms = [t for t in terms if t.fts] if use_fts else []
+    dfs = {t: _df(conn, src, t.fts) for t in fts_terms}
+    chosen, total = _choose_terms(dfs)
+    relevance = {}
+    if chosen:
+        words = [t for t in chosen if t.kind == "word"]
+        extras = lcm_query.ranking_extras([t for t in fts_terms if t in words], NEAR_PAIRS, PREFIXES)
+        relevance = _fts_candidates(conn, src, chosen, total, extras, want)
+    rows = {r["rowid_"]: r for r in _fetch(conn, src, list(relevance))}
+    stopped = False
+    scan_terms = [t for t in terms if not t.fts or t.kind == "cjk"] if use_fts else terms
+    if scan_terms and len(rows) < scan_want:  # substrings: CJK inside a run, emoji, no FTS5 at all
+        likes = " OR ".join("t.content LIKE ? ESCAPE '\\'" for _ in scan_terms)
+        pats = ["%" + _like_escape(t.text) + "%" for t in scan_terms]
+        deadline = min(deadline, time.monotonic() + AUTO_SCAN_SECONDS)
+        found, stopped = _scan(conn, src, lambda c: True, scan_want, deadline, (f"AND ({likes})", pats))
+        for row in found:
+            rows.setdefault(row["rowid_"], row)
+    # words left out of the BM25 query (too common to rank cheaply) still count, BM25-style
+    left_out = [(t, _idf(n_docs, dfs[t])) for t in fts_terms if t not in chosen and t.pattern]
+    base = max(relevance.values(), default=1.0)
+    scored = []
+    for rowid, row in rows.items():
+        content = row["content"]
+        if query_norm and abs(len(content) - len(query_norm)) < 20 and " ".join(content.lower().split()) == query_norm:
+            continue  # the question itself, just asked, is not its own answer
+        head = content[:COVERAGE_CHARS]
+        present = [t for t in terms if t.pattern and t.pattern.search(head)]
+        score = relevance.get(rowid) or base * 0.5 * len(present) / max(len(terms), 1)
+        for term, idf in left_out:
+            tf = len(term.pattern.findall(head, 0, 20000)) if term in present else 0
+            score += idf * tf * 2.2 / (tf + 1.2)  # BM25 saturation, k1 = 1.2
+        if len(present) == len(terms):
+            score *= 1 + ALL_TERMS_BONUS
+        if src.kind == "message":
+            score *= ROLE_WEIGHT.get("tool" if row["is_tool"] else row["role"], 1.0)
+        scored.append((score, row))
+    if SESSION_WEIGHT and src.kind == "message":
+        # a turn in the session that is most about the question gains: answers sit among related turns
+        best: dict = {}
+        for score, row in scored:
+            best[row["session_id"]] = max(best.get(row["session_id"], 0.0), score)
+        scored = [(score + SESSION_WEIGHT * best[row["session_id"]], row) for score, row in scored]
+    scored.sort(key=lambda p: -p[0])
+    return scored, stopped
+
+
+# ---------------------------------------------------------------------------
+# Other modes
+# ---------------------------------------------------------------------------
+
+def _rank_full_text(conn, src: Source, query, want):
+    if not lcm_db.fts_enabled(conn):
+        raise LcmError("this vault has no FTS5 index (SQLite built without FTS5)",
+                       "use --mode auto (substring fallback) or --mode regex")
+    sql = (f"SELECT {src.columns}, bm25({src.fts}) AS bm FROM {src.fts} f JOIN {src.table} t"
+           f" ON t.{src.key} = f.rowid WHERE {src.fts} MATCH ? AND {src.where} ORDER BY bm LIMIT {want}")
+    try:
+        return [(-r["bm"], r) for r in conn.execute(sql, [query, *src.params])], False
+    except sqlite3.OperationalError as exc:
+        raise LcmError(f"invalid FTS5 expression {_short(query)}: {exc}",
+                       'quote special characters ("foo-bar"), balance parentheses and quotes, '
+                       "or use --mode auto for plain words") from None
+
+
+class _Alarm:
+    """Interrupt one runaway regex match (catastrophic backtracking) at the deadline."""
+
+    def __init__(self, deadline):
+        import signal  # only regex mode needs these
+        import threading
+        self.deadline = deadline
+        self.armed = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
+
+    def __enter__(self):
+        import signal
+        if self.armed:
+            self.previous = signal.signal(signal.SIGALRM, self._fire)
+            signal.setitimer(signal.ITIMER_REAL, max(self.deadline - time.monotonic(), 0.01))
+        return self
+
+    def _fire(self, *_):
+        raise TimeoutError
+
+    def __exit__(self, *exc):
+        import signal
+        if self.armed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.previous)
+
+
+def _short(text: str, width: int = 80) -> str:
+    return repr(text if len(text) <= width else text[:width] + "...")
+
+
+def _compile_regex(query):
+    try:
+        return re.compile(query)
+    except re.error as exc:
+        raise LcmError(f"invalid regular expression {_short(query)}: {exc}",
+                       r"escape special characters (\( \[ \* \.), or use --mode auto for plain text") from None
+
+
+def _rank_regex(conn, src: Source, pattern, want, deadline):
+    try:
+        with _Alarm(deadline):
+            rows, stopped = _scan(conn, src, lambda c: pattern.search(c) is not None, want, deadline)
+    except TimeoutError:
+        rows, stopped = [], True
+    return [(0.0, r) for r in rows], stopped
+
+
+# ---------------------------------------------------------------------------
+# search()
+# ---------------------------------------------------------------------------
+
+def _snippet(content: str, patterns) -> str:
+    start = 0
+    for pattern in patterns:
+        m = pattern.search(content)
+        if m:
+            start = max(0, m.start() - SNIPPET_CHARS // 3)
             break
-    if len(w) > 4 and w.endswith("e"):
-        w = w[:-1]
-    return w
+    text = " ".join(content[start:start + SNIPPET_CHARS * 2].split())[:SNIPPET_CHARS]
+    return ("..." if start else "") + text + ("..." if len(content) > start + len(text) + 1 else "")
 
 
-class Term:
-    """One query term. A plain class: dataclasses costs ~5 ms of import on every grep."""
-
-    __slots__ = ("text", "kind", "fts", "pattern")
-
-    def __init__(self, text: str, kind: str, fts: str = "", pattern: re.Pattern | None = None):
-        self.text = text        # what the user wrote (lowercased for words)
-        self.kind = kind        # word | phrase | cjk | literal | near | prefix
-        self.fts = fts          # FTS5 expression for this term ("" = not searchable with FTS5)
-        self.pattern = pattern  # finds the term in stored text (coverage, snippets)
-
-    def __repr__(self) -> str:
-        return f"Term({self.kind}:{self.text})"
-
-
-def _word_pattern(words: list[str]) -> re.Pattern:
-    """Words in order, each allowing an inflected ending, separated by non-word characters."""
-    parts = [r"(?<![^\W_])" + re.escape(crude_stem(w)) + r"\w*" if len(w) > 2 else
-             r"(?<![^\W_])" + re.escape(w.lower()) + r"(?![^\W_])" for w in words]
-    return re.compile(r"[\W_]+".join(parts), re.IGNORECASE)
-
-
-def _make(text: str, quoted: bool) -> Term | None:
-    if has_cjk(text):
-        literal = text.strip()
-        # FTS5 finds a CJK run that starts with the term (a prefix query); lcm_grep adds a substring scan
-        return Term(literal, "cjk", fts_string(literal) + "*", re.compile(re.escape(literal))) if literal else None
-    words = WORD.findall(text)
-    if not words:
-        literal = text.strip()
-        # emoji and punctuation-only input: unicode61 indexes none of it, so match it literally
-        return Term(literal, "literal", "", re.compile(re.escape(literal))) if literal else None
-    if len(words) == 1 and not quoted:
-        w = words[0].lower()
-        return Term(w, "word", fts_string(w), _word_pattern([w]))
-    return Term(" ".join(w.lower() for w in words), "phrase", fts_string(" ".join(words)), _word_pattern(words))
-
-
-def _distinctiveness(term: Term) -> tuple:
-    # longer words and identifiers (digits, underscores, phrases) say more about a message
-    return (term.kind != "word", any(ch.isdigit() or ch == "_" for ch in term.text), len(term.text))
-
-
-def parse_query(query: str) -> list[Term]:
-    """Split natural language into terms: "quoted phrases", identifiers as phrases, words.
-
-    Stopwords are dropped unless nothing else is left; duplicates are dropped; a long paste keeps
-    its MAX_TERMS most distinctive terms.
-    """
-    terms: list[Term] = []
-    rest = []
-    pieces = query.split('"')
-    for i, piece in enumerate(pieces):
-        # odd pieces sat between quotes; an unclosed quote leaves its tail as plain text
-        if i % 2 == 1 and i < len(pieces) - 1:
-            term = _make(piece, quoted=True)
-            if term:
-                terms.append(term)
+def search(conn, query, *, mode="auto", scope="both", session=None, project=None, all_sessions=False,
+           since=None, before=None, role=None, limit=20, offset=0, time_limit=SCAN_SECONDS) -> dict:
+    """Search messages and/or summaries; returns the --json document."""
+    if mode not in ("auto", "full_text", "regex"):
+        raise LcmError(f"unknown mode {mode!r}", "use --mode auto, full_text or regex")
+    if limit < 1 or offset < 0:
+        raise LcmError("--limit must be >= 1 and --offset >= 0", "e.g. --limit 20 --offset 40")
+    session, project = resolve_scope(conn, session, project, all_sessions)
+    since, before = parse_when(since, "--since"), parse_when(before, "--before")
+    deadline = time.monotonic() + time_limit
+    want = offset + limit + 1
+    kinds = {"both": ["message", "summary"], "messages": ["message"], "summaries": ["summary"]}[scope]
+    if role:
+        kinds = [k for k in kinds if k == "message"]
+    terms, patterns, pattern = [], [], None
+    if mode == "auto":
+        terms = lcm_query.parse_query(query)
+        patterns = [t.pattern for t in terms]
+    elif mode == "regex":
+        pattern = _compile_regex(query)
+        patterns = [pattern]
+    query_norm = " ".join(query.lower().split())
+    scored, stopped = [], False
+    for kind in kinds:
+        src = Source(conn, kind, session, project, since, before, role)
+        if mode == "auto":
+            hits, cut = (_rank_auto(conn, src, terms, max(CANDIDATES, want), want, deadline, query_norm)
+                         if terms else ([], False))
+        elif mode == "full_text":
+            hits, cut = _rank_full_text(conn, src, query, want)
         else:
-            rest.append(piece)
-    plain: list[Term] = []
-    for chunk in CHUNK.findall(" ".join(rest)):
-        core = chunk.strip(".,;:!?()[]{}<>'`*")
-        if not core:
-            core = chunk
-        if has_cjk(core) or not WORD.search(core):
-            term = _make(core, quoted=False)
-        else:
-            words = WORD.findall(core)
-            # "foo-bar", "lcm_grep.py", "error:timeout" stay one phrase; "cat's" is just "cat"
-            if len(words) > 1 and not (len(words) == 2 and words[1].lower() in ("s", "t", "re", "ve", "ll", "d", "m")):
-                term = _make(core, quoted=True)
-            else:
-                term = _make(core if len(words) == 1 else words[0], quoted=False)
-        if term:
-            plain.append(term)
-    content = [t for t in plain if not (t.kind == "word" and t.text in STOPWORDS)]
-    terms += content if content or terms else plain
-    seen, unique = set(), []
-    for term in terms:
-        if (term.kind, term.text) not in seen:
-            seen.add((term.kind, term.text))
-            unique.append(term)
-    if len(unique) > MAX_TERMS:
-        keep = set(map(id, sorted(unique, key=_distinctiveness, reverse=True)[:MAX_TERMS]))
-        unique = [t for t in unique if id(t) in keep]
-    return unique
+            hits, cut = _rank_regex(conn, src, pattern, want, deadline)
+        scored += [(score, kind, row) for score, row in hits]
+        stopped = stopped or cut
+    if mode == "regex":
+        scored.sort(key=lambda p: p[2]["created_at"] or "", reverse=True)  # newest first
+    else:
+        scored.sort(key=lambda p: -p[0])
+    if DEDUPE:  # the same text stored twice (a resumed or forked session) would fill the page twice
+        seen: set = set()
+        scored = [p for p in scored if not (p[2]["content"] in seen or seen.add(p[2]["content"]))]
+    page = scored[offset:offset + limit]
+    results = [_result(conn, kind, row, score, patterns) for score, kind, row in page]
+    return {"query": query, "count": len(results), "has_more": len(scored) > offset + limit or stopped,
+            "results": results, **({"stopped_early": True} if stopped else {})}
 
 
-NEAR_WINDOW = 4         # two query words this close in a message count once more (proximity)
-PREFIX_MIN = 7          # words this long also match by their first PREFIX_KEEP letters (allergy/allergic)
-PREFIX_KEEP = 5
-
-
-def ranking_extras(terms: list[Term], near: bool = True, prefix: bool = True) -> list[Term]:
-    """Extra FTS5 expressions that only add score: word pairs close together, word prefixes.
-
-    A message that says "student loan" or "my cat ... named" answers a question about a student loan
-    or a cat's name more often than one holding the words far apart (sequential dependence).
-    """
-    words = [t for t in terms if t.kind == "word"]
-    extras = []
-    if near:
-        for a, b in zip(words, words[1:]):
-            extras.append(Term(f"{a.text}~{b.text}", "near", f"NEAR({a.fts} {b.fts}, {NEAR_WINDOW})"))
-    if prefix:
-        for t in words:
-            if len(t.text) >= PREFIX_MIN and t.text.isalpha():
-                extras.append(Term(t.text[:PREFIX_KEEP] + "*", "prefix", fts_string(t.text[:PREFIX_KEEP]) + "*"))
-    return extras
+def _result(conn, kind, row, score, patterns) -> dict:
+    if kind == "message":
+        cover = conn.execute("SELECT summary_id FROM summary_sources WHERE message_id = ?",
+                             (row["rowid_"],)).fetchone()
+        ident, uuid, role, covering = row["uuid"], row["uuid"], row["role"], cover[0] if cover else None
+    else:
+        ident, uuid, role, covering = row["id"], None, None, row["parent_id"]
+    return {"type": kind, "id": ident, "session_id": row["session_id"], "uuid": uuid, "role": role,
+            "created_at": row["created_at"], "snippet": _snippet(row["content"], patterns),
+            "score": round(score, 4), "covering_summary_id": covering}

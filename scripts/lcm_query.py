@@ -1,0 +1,178 @@
+"""Query parsing for lcm_grep.py: natural language in, safe FTS5 expressions out.
+
+User text never reaches MATCH unquoted: every term becomes an FTS5 string ("..." with inner
+quotes doubled), so `foo-bar`, `AND`, `NEAR(`, `*` and `(((` are plain words here. Library only.
+"""
+from __future__ import annotations
+
+import re
+
+# Words that carry no topic in a question ("what did I say about the cat?" -> "cat").
+# Question words and memory-talk ("remember", "mentioned") matter most: they are in every recall
+# question and in many unrelated messages.
+STOPWORDS = frozenset("""
+a about above after again against all also am an and any are aren't as at be because been before
+being below between both but by can can't cannot could couldn't did didn't do does doesn't doing
+don't down during each either else ever few for from further get got had hadn't has hasn't have
+haven't having he he'd he'll he's her here here's hers herself him himself his how how's i'd
+i'll i'm i've if in into is isn't it it's its itself just let's like might more most much must
+mustn't now of off on once only or other ought out over own per please same shall
+shan't she she'd she'll she's should shouldn't so some such than that that's the their theirs them
+themselves then there there's these they they'd they'll they're they've this those through to too
+under until up upon very was wasn't we'd we'll we're we've were weren't what what's when when's
+where where's whether which while who who's whom whose why why's will with won't would wouldn't
+yes yet you'd you'll you're you've yourselves
+anything something thing things tell told say said says mention mentioned remind reminder remember
+recall recalled talk talked discuss discussed conversation chat earlier previous previously ago
+last time know let okay ok hey hi hello thanks thank kind sort
+""".split())
+# Kept on purpose: i, me, my, we, our, you, your, and not/no ("os is not imported"). "my cat" is how people state their own facts,
+# and BM25 already gives such common words little weight.
+
+# CJK scripts have no spaces: unicode61 indexes a whole run as one token, so CJK terms are
+# matched as substrings instead (see lcm_search).
+CJK_RANGES = ((0x3040, 0x30FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xAC00, 0xD7AF), (0xF900, 0xFAFF))
+
+
+def has_cjk(text: str) -> bool:
+    # a loop, not a regex: compiling the character class costs ~3 ms on every grep start
+    return any(lo <= ord(ch) <= hi for ch in text if ord(ch) >= 0x3040 for lo, hi in CJK_RANGES)
+WORD = re.compile(r"\w+")
+# a chunk of non-space text; internal punctuation (foo-bar, lcm_grep.py) makes it a phrase
+CHUNK = re.compile(r"\S+")
+MAX_TERMS = 24          # a pasted page becomes its 24 most distinctive words, not 800 OR-ed terms
+SUFFIXES = ("ational", "ization", "fulness", "iveness", "ations", "ation", "ments", "ment", "ness",
+            "ings", "ing", "ies", "ied", "ers", "er", "est", "edly", "ed", "ly", "es", "s")
+
+
+def fts_string(text: str) -> str:
+    """An FTS5 string literal: always a term or phrase, never an operator."""
+    return '"' + text.replace('"', '""') + '"'
+
+
+def crude_stem(word: str) -> str:
+    """A prefix shared by a word's inflections (named/names -> nam), for coverage checks.
+
+    Only used to decide whether a candidate already found by FTS5 mentions a term, so being a
+    little loose is fine; the porter tokenizer does the real matching.
+    """
+    w = word.lower()
+    for suffix in SUFFIXES:
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            w = w[: -len(suffix)]
+            break
+    if len(w) > 4 and w.endswith("e"):
+        w = w[:-1]
+    return w
+
+
+class Term:
+    """One query term. A plain class: dataclasses costs ~5 ms of import on every grep."""
+
+    __slots__ = ("text", "kind", "fts", "pattern")
+
+    def __init__(self, text: str, kind: str, fts: str = "", pattern: re.Pattern | None = None):
+        self.text = text        # what the user wrote (lowercased for words)
+        self.kind = kind        # word | phrase | cjk | literal | near | prefix
+        self.fts = fts          # FTS5 expression for this term ("" = not searchable with FTS5)
+        self.pattern = pattern  # finds the term in stored text (coverage, snippets)
+
+    def __repr__(self) -> str:
+        return f"Term({self.kind}:{self.text})"
+
+
+def _word_pattern(words: list[str]) -> re.Pattern:
+    """Words in order, each allowing an inflected ending, separated by non-word characters."""
+    parts = [r"(?<![^\W_])" + re.escape(crude_stem(w)) + r"\w*" if len(w) > 2 else
+             r"(?<![^\W_])" + re.escape(w.lower()) + r"(?![^\W_])" for w in words]
+    return re.compile(r"[\W_]+".join(parts), re.IGNORECASE)
+
+
+def _make(text: str, quoted: bool) -> Term | None:
+    if has_cjk(text):
+        literal = text.strip()
+        # FTS5 finds a CJK run that starts with the term (a prefix query); lcm_search adds a substring scan
+        return Term(literal, "cjk", fts_string(literal) + "*", re.compile(re.escape(literal))) if literal else None
+    words = WORD.findall(text)
+    if not words:
+        literal = text.strip()
+        # emoji and punctuation-only input: unicode61 indexes none of it, so match it literally
+        return Term(literal, "literal", "", re.compile(re.escape(literal))) if literal else None
+    if len(words) == 1 and not quoted:
+        w = words[0].lower()
+        return Term(w, "word", fts_string(w), _word_pattern([w]))
+    return Term(" ".join(w.lower() for w in words), "phrase", fts_string(" ".join(words)), _word_pattern(words))
+
+
+def _distinctiveness(term: Term) -> tuple:
+    # longer words and identifiers (digits, underscores, phrases) say more about a message
+    return (term.kind != "word", any(ch.isdigit() or ch == "_" for ch in term.text), len(term.text))
+
+
+def parse_query(query: str) -> list[Term]:
+    """Split natural language into terms: "quoted phrases", identifiers as phrases, words.
+
+    Stopwords are dropped unless nothing else is left; duplicates are dropped; a long paste keeps
+    its MAX_TERMS most distinctive terms.
+    """
+    terms: list[Term] = []
+    rest = []
+    pieces = query.split('"')
+    for i, piece in enumerate(pieces):
+        # odd pieces sat between quotes; an unclosed quote leaves its tail as plain text
+        if i % 2 == 1 and i < len(pieces) - 1:
+            term = _make(piece, quoted=True)
+            if term:
+                terms.append(term)
+        else:
+            rest.append(piece)
+    plain: list[Term] = []
+    for chunk in CHUNK.findall(" ".join(rest)):
+        core = chunk.strip(".,;:!?()[]{}<>'`*")
+        if not core:
+            core = chunk
+        if has_cjk(core) or not WORD.search(core):
+            term = _make(core, quoted=False)
+        else:
+            words = WORD.findall(core)
+            # "foo-bar", "lcm_grep.py", "error:timeout" stay one phrase; "cat's" is just "cat"
+            if len(words) > 1 and not (len(words) == 2 and words[1].lower() in ("s", "t", "re", "ve", "ll", "d", "m")):
+                term = _make(core, quoted=True)
+            else:
+                term = _make(core if len(words) == 1 else words[0], quoted=False)
+        if term:
+            plain.append(term)
+    content = [t for t in plain if not (t.kind == "word" and t.text in STOPWORDS)]
+    terms += content if content or terms else plain
+    seen, unique = set(), []
+    for term in terms:
+        if (term.kind, term.text) not in seen:
+            seen.add((term.kind, term.text))
+            unique.append(term)
+    if len(unique) > MAX_TERMS:
+        keep = set(map(id, sorted(unique, key=_distinctiveness, reverse=True)[:MAX_TERMS]))
+        unique = [t for t in unique if id(t) in keep]
+    return unique
+
+
+NEAR_WINDOW = 4         # two query words this close in a message count once more (proximity)
+PREFIX_MIN = 7          # words this long also match by their first PREFIX_KEEP letters (allergy/allergic)
+PREFIX_KEEP = 5
+
+
+def ranking_extras(terms: list[Term], near: bool = True, prefix: bool = True) -> list[Term]:
+    """Extra FTS5 expressions that only add score: word pairs close together, word prefixes.
+
+    A message that says "student loan" or "my cat ... named" answers a question about a student loan
+    or a cat's name more often than one holding the words far apart (sequential dependence).
+    """
+    words = [t for t in terms if t.kind == "word"]
+    extras = []
+    if near:
+        for a, b in zip(words, words[1:]):
+            extras.append(Term(f"{a.text}~{b.text}", "near", f"NEAR({a.fts} {b.fts}, {NEAR_WINDOW})"))
+    if prefix:
+        for t in words:
+            if len(t.text) >= PREFIX_MIN and t.text.isalpha():
+                extras.append(Term(t.text[:PREFIX_KEEP] + "*", "prefix", fts_string(t.text[:PREFIX_KEEP]) + "*"))
+    return extras
