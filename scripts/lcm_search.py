@@ -354,6 +354,8 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
     query_norm = " ".join(query.lower().split())
     scored, stopped = [], False
     for kind in kinds:
+        if kind == "summary" and not conn.execute("SELECT 1 FROM summaries LIMIT 1").fetchone():
+            continue  # nothing compacted yet: skip the summary index entirely
         src = Source(conn, kind, session, project, since, before, role)
         if mode == "auto":
             hits, cut = (_rank_auto(conn, src, terms, max(CANDIDATES, want), want, deadline, query_norm)
