@@ -389,6 +389,17 @@ def test_prompts_live_only_in_references_and_have_the_required_shape():
         assert first_line[:60] not in code
 
 
+def test_prompt_for_each_depth_and_level():
+    names = {(d, lvl): lcm_prompts.prompt_name(d, lvl) for d in range(6) for lvl in (1, 2)}
+    assert names[(0, 1)] == "leaf" and names[(0, 2)] == "leaf-aggressive"
+    assert [names[(d, 1)] for d in (1, 2, 3, 4, 5)] == ["condensed-d1", "condensed-d2"] + ["condensed-d3"] * 3
+    assert {names[(d, 2)] for d in range(1, 6)} == {"condensed-aggressive"}
+    filled = lcm_prompts.fill(lcm_prompts.prompt("leaf"), target_tokens=7, span="S", previous="P",
+                              source="{{previous}} stays")
+    assert "about 7 tokens" in filled and "{{previous}} stays" in filled and "{{" not in filled.replace(
+        "{{previous}} stays", "")
+
+
 # -- Must show 2: the real SDK against the fake Messages API ----------------------------------
 
 def prompt_of(body: dict) -> str:
