@@ -10,7 +10,8 @@ appends one turn to that copy and times, as separate processes with the hooks.js
 (`python3 -S hooks/<hook>.py`, payload on stdin):
   - UserPromptSubmit, after the user line is appended (incremental ingest of that line);
   - Stop, after the assistant lines are appended (ingest + the compaction-due check);
-  - a bare `python3 -c pass`, interleaved with the hooks so load affects all three alike.
+  - a bare `python3 -c pass` (the target's yardstick) and, for reference, `python3 -S -c pass`,
+    interleaved with the hooks so load affects all of them alike.
 Medians of --runs. Target: each hook at most 1.5x the bare interpreter. Compaction is kept from
 being due (LCM_LEAF_CHUNK_TOKENS very large) so no background compaction competes for the CPU;
 the due check itself still runs its queries. Prints one JSON line.
@@ -92,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         ups_cmd = [python, "-S", str(ROOT / "hooks" / "user_prompt_submit.py")]
         stop_cmd = [python, "-S", str(ROOT / "hooks" / "stop.py")]
         bare_cmd = [python, "-c", "pass"]
+        bare_s_cmd = [python, "-S", "-c", "pass"]  # for reference: what -S alone saves
         turn = Transcript(scratch, session_id=sid, cwd=cwd)
 
         def append_lines() -> None:
@@ -120,9 +122,10 @@ def main(argv: list[str] | None = None) -> int:
         timed(ups_cmd, prompt_payload(0), env)  # warm-up: first sight of the copied file
         warmup_ms = (time.perf_counter() - warm_started) * 1000
         timed(stop_cmd, stop_payload(0), env)
-        bare, ups, stop = [], [], []
+        bare, bare_s, ups, stop = [], [], [], []
         for i in range(1, args.runs + 1):
             bare.append(timed(bare_cmd, b"", env))
+            bare_s.append(timed(bare_s_cmd, b"", env))
             ups.append(timed(ups_cmd, prompt_payload(i), env))
             stop.append(timed(stop_cmd, stop_payload(i), env))
         conn = sqlite3.connect(f"file:{args.vault}?mode=ro", uri=True)
@@ -132,11 +135,11 @@ def main(argv: list[str] | None = None) -> int:
         log = scratch / "lcm" / "lcm.log"
         errors = log.read_text().splitlines() if log.exists() else []
         med = {name: round(statistics.median(xs), 1) for name, xs in
-               (("bare", bare), ("ups", ups), ("stop", stop))}
+               (("bare", bare), ("bare_s", bare_s), ("ups", ups), ("stop", stop))}
         result = {
             "vault": args.vault, "vault_messages": messages, "runs": args.runs,
             "turn_lines_ingested": added, "expected_lines": 5 * args.runs + 5,
-            "bare_python_ms": med["bare"], "user_prompt_submit_ms": med["ups"], "stop_ms": med["stop"],
+            "bare_python_ms": med["bare"], "bare_python_S_ms": med["bare_s"], "user_prompt_submit_ms": med["ups"], "stop_ms": med["stop"],
             "user_prompt_submit_ratio": round(med["ups"] / med["bare"], 2),
             "stop_ratio": round(med["stop"] / med["bare"], 2), "target_ratio": TARGET,
             "ok": med["ups"] <= TARGET * med["bare"] and med["stop"] <= TARGET * med["bare"] and not errors,
