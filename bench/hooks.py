@@ -12,6 +12,7 @@ appends one turn to that copy and times, as separate processes with the hooks.js
   - Stop, after the assistant lines are appended (ingest + the compaction-due check);
   - a bare `python3 -c pass` (the target's yardstick) and, for reference, `python3 -S -c pass`,
     interleaved with the hooks so load affects all of them alike.
+A second series times UserPromptSubmit with LCM_RECALL=1 (opt-in, so outside the target).
 Medians of --runs. Target: each hook at most 1.5x the bare interpreter. Compaction is kept from
 being due (LCM_LEAF_CHUNK_TOKENS very large) so no background compaction competes for the CPU;
 the due check itself still runs its queries. Prints one JSON line.
@@ -122,12 +123,15 @@ def main(argv: list[str] | None = None) -> int:
         timed(ups_cmd, prompt_payload(0), env)  # warm-up: first sight of the copied file
         warmup_ms = (time.perf_counter() - warm_started) * 1000
         timed(stop_cmd, stop_payload(0), env)
-        bare, bare_s, ups, stop = [], [], [], []
+        recall_env = {**env, "LCM_RECALL": "1"}
+        bare, bare_s, ups, stop, recall = [], [], [], [], []
         for i in range(1, args.runs + 1):
             bare.append(timed(bare_cmd, b"", env))
             bare_s.append(timed(bare_s_cmd, b"", env))
             ups.append(timed(ups_cmd, prompt_payload(i), env))
             stop.append(timed(stop_cmd, stop_payload(i), env))
+        for i in range(args.runs + 1, 2 * args.runs + 1):  # informational: LCM_RECALL=1 is opt-in
+            recall.append(timed(ups_cmd, prompt_payload(i), recall_env))
         conn = sqlite3.connect(f"file:{args.vault}?mode=ro", uri=True)
         messages = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
         added = conn.execute("SELECT count(*) FROM messages WHERE transcript_path = ?", (str(copy),)).fetchone()[0]
@@ -135,13 +139,14 @@ def main(argv: list[str] | None = None) -> int:
         log = scratch / "lcm" / "lcm.log"
         errors = log.read_text().splitlines() if log.exists() else []
         med = {name: round(statistics.median(xs), 1) for name, xs in
-               (("bare", bare), ("bare_s", bare_s), ("ups", ups), ("stop", stop))}
+               (("bare", bare), ("bare_s", bare_s), ("ups", ups), ("stop", stop), ("recall", recall))}
         result = {
             "vault": args.vault, "vault_messages": messages, "runs": args.runs,
-            "turn_lines_ingested": added, "expected_lines": 5 * args.runs + 5,
+            "turn_lines_ingested": added, "expected_lines": 5 * (args.runs + 1) + args.runs,
             "bare_python_ms": med["bare"], "bare_python_S_ms": med["bare_s"], "user_prompt_submit_ms": med["ups"], "stop_ms": med["stop"],
             "user_prompt_submit_ratio": round(med["ups"] / med["bare"], 2),
             "stop_ratio": round(med["stop"] / med["bare"], 2), "target_ratio": TARGET,
+            "user_prompt_submit_with_recall_ms": med["recall"],
             "ok": med["ups"] <= TARGET * med["bare"] and med["stop"] <= TARGET * med["bare"] and not errors,
             "warmup_first_ingest_ms": round(warmup_ms, 1), "hook_log_lines": errors[:3],
             "python": python, "load_avg": os.getloadavg()[0],
