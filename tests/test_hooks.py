@@ -222,7 +222,7 @@ def test_session_start_after_compact_injects_active_context(session, vault, env_
     context = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
     assert len(context) < 8000
     assert any(i in context for i in ids)
-    assert "lcm_grep.py" in context and "lcm_expand_query.py" in context
+    assert "lcm_grep.py" in context and "lcm_expand_query.py\" --summary-ids" in context
     off = run_hook("session_start", session_start(session, "compact"), start_env(env_file, project, LCM_INJECT="0"))
     assert off.stdout == ""
 
