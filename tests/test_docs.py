@@ -191,3 +191,20 @@ def test_hooks_json_uses_quoted_plugin_root_paths_that_exist():
                 match = re.search(r'"\$\{CLAUDE_PLUGIN_ROOT\}/(hooks/\w+\.py)"', hook["command"])
                 assert match, f"{event}: quote the ${{CLAUDE_PLUGIN_ROOT}} path: {hook['command']}"
                 assert (ROOT / match.group(1)).is_file()
+
+
+def test_flags_used_in_skill_md_exist():
+    """Every --flag SKILL.md passes to a script is one that script accepts (per its --help)."""
+    text = SKILL.read_text(encoding="utf-8").replace("\\\n", " ")
+    helps: dict[str, str] = {}
+    for line in text.splitlines():
+        for script, rest in re.findall(r"(lcm_\w+\.py)\b(.*)", line):
+            path = ROOT / "scripts" / script
+            assert path.is_file(), f"SKILL.md names a missing script: {script}"
+            if script not in helps:
+                helps[script] = subprocess.run([sys.executable, str(path), "--help"], capture_output=True,
+                                               text=True, timeout=60).stdout
+            # flags up to the next script name on the line belong to this one
+            own = re.split(r"lcm_\w+\.py", rest)[0]
+            for flag in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", own):
+                assert flag in helps[script], f"SKILL.md: {script} has no {flag}"
