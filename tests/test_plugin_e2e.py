@@ -23,13 +23,14 @@ import pytest
 from fake_anthropic import FakeAnthropic
 
 ROOT = Path(__file__).resolve().parent.parent
-CI_PREFIX = Path.home() / ".cache" / "lcm-ci" / "npm" / "bin"
+# .ci/run's cached npm prefix (LCM_CI_NPM_PREFIX overrides it there and here)
+CI_BIN = Path(os.environ.get("LCM_CI_NPM_PREFIX") or Path.home() / ".cache" / "lcm-ci" / "npm") / "bin"
 REQUIRED = os.environ.get("LCM_TEST_REQUIRE_CLAUDE") == "1"  # read before conftest strips LCM_*
 CALL_TIMEOUT = 90
 
 
 def find_claude() -> str | None:
-    candidate = Path(os.environ.get("LCM_CI_NPM_PREFIX", str(CI_PREFIX.parent))) / "bin" / "claude"
+    candidate = CI_BIN / "claude"
     if candidate.is_file() and os.access(candidate, os.X_OK):
         return str(candidate)
     return shutil.which("claude")
@@ -41,7 +42,7 @@ CLAUDE = find_claude()
 def require_claude() -> str:
     if CLAUDE:
         return CLAUDE
-    why = (f"no `claude` CLI in {CI_PREFIX} or on PATH; .ci/run installs the pinned "
+    why = (f"no `claude` CLI in {CI_BIN} or on PATH; .ci/run installs the pinned "
            "@anthropic-ai/claude-code there (npm install -g --prefix ~/.cache/lcm-ci/npm ...)")
     if REQUIRED:
         pytest.fail(why)
