@@ -26,7 +26,7 @@ SCAN_SECONDS = 3.0        # wall-time bound of a regex scan
 AUTO_SCAN_SECONDS = 1.0   # ... and of auto mode's substring scan (CJK inside a run, emoji)
 SCAN_BATCH = 20000        # ids per scan step, newest first
 COVERAGE_CHARS = 5000     # how much of a long message is checked for the query's words
-ALL_TERMS_BONUS = 0.3     # extra multiplier for a message that holds every term
+ALL_TERMS_BONUS = 1.0     # a message holding every term scores x2 (strict tiers measured worse)
 ROLE_WEIGHT = {"user": 1.0, "assistant": 0.9, "tool": 0.8}  # people state facts; assistants
 # restate them at length; tool output (file dumps, logs) matches every word and answers least
 SESSION_WEIGHT = 0.5      # share of the best score in the same session added to a message (topic context)
