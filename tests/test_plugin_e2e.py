@@ -116,6 +116,12 @@ def responder(body: dict):
     if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks):
         return {"text": "The command printed the scripts directory."}
     text = FakeAnthropic.user_text(body)
+    if "SUBTASK" in text:  # the sub-agent's own conversation
+        return {"text": "hi from the subagent"}
+    if "RUNAGENT" in text:
+        return {"text": "Delegating.",
+                "tool_use": [{"name": "Task", "input": {"description": "probe subagent", "prompt": "SUBTASK say hi",
+                                                        "subagent_type": "general-purpose"}}]}
     if "RUNTOOL" in text:
         return {"text": "I'll check the environment.",
                 "tool_use": [{"name": "Bash", "input": {"command": "echo LCM=$LCM_SCRIPTS",
@@ -195,6 +201,32 @@ def test_lcm_scripts_is_set_inside_the_bash_tool(claude_run):
                       claude_run["sid"])
     assert [c for (c,) in rows if c.strip() == expected], (
         f"no tool_result {expected!r} in the vault; log: {read(claude_run['log'])}")
+
+
+def test_subagent_transcript_is_captured(tmp_path):
+    """A Task sub-agent: SubagentStop ingests its own transcript as sidechain messages."""
+    claude = require_claude()
+    for name in ("cc-home", "cc-tmp", "proj"):
+        (tmp_path / name).mkdir()
+    with StreamingFake() as api:
+        api.respond(responder)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "LCM_", "ANTHROPIC_"))}
+        env.update(api.env())
+        env.update({"HOME": str(tmp_path / "cc-home"), "TMPDIR": str(tmp_path / "cc-tmp"),
+                    "LCM_HOME": str(tmp_path / "lcm"), "LCM_LLM": "none",
+                    "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"})
+        proc = subprocess.run([claude, "-p", "--plugin-dir", str(ROOT), "--output-format", "json",
+                               "--allowedTools", "Task", "--", "RUNAGENT please"], cwd=tmp_path / "proj",
+                              env=env, capture_output=True, text=True, timeout=CALL_TIMEOUT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    sid = json.loads(proc.stdout)["session_id"]
+    conn = sqlite3.connect(tmp_path / "lcm" / "lcm.db")
+    try:
+        rows = conn.execute("SELECT content FROM messages WHERE session_id = ? AND is_sidechain = 1"
+                            " AND agent_id IS NOT NULL ORDER BY id", (sid,)).fetchall()
+    finally:
+        conn.close()
+    assert [c for (c,) in rows] == ["SUBTASK say hi", "hi from the subagent"]
 
 
 def test_compact_runs_precompact_compaction(claude_run):
