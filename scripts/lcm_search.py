@@ -308,17 +308,24 @@ def _rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm):
 # ---------------------------------------------------------------------------
 
 def _rank_full_text(conn, src: Source, query, want):
+    """The user's own FTS5 expression, BM25-ranked; over RANK_BUDGET matches, its newest ones."""
     if not lcm_db.fts_enabled(conn):
         raise LcmError("this vault has no FTS5 index (SQLite built without FTS5)",
                        "use --mode auto (substring fallback) or --mode regex")
-    sql = (f"SELECT {src.columns}, bm25({src.fts}) AS bm FROM {src.fts} f JOIN {src.table} t"
-           f" ON t.{src.key} = f.rowid WHERE {src.fts} MATCH ? AND {src.where} ORDER BY bm LIMIT {want}")
     try:
-        return [(-r["bm"], r) for r in conn.execute(sql, [query, *src.params])], False
+        n_docs = _doc_count(conn, src)
+        window = ("", [])
+        if src.id_range:
+            window = ("AND f.rowid BETWEEN ? AND ?", src.id_range)
+        elif _df(conn, src, query, n_docs) > RANK_BUDGET:
+            window = _newest_window(conn, src, query)
+        ranked = _rank_sql(conn, src, query, want, *window)
     except sqlite3.OperationalError as exc:
         raise LcmError(f"invalid FTS5 expression {_short(query)}: {exc}",
                        'quote special characters ("foo-bar"), balance parentheses and quotes, '
                        "or use --mode auto for plain words") from None
+    rows = {r["rowid_"]: r for r in _fetch(conn, src, list(ranked))}
+    return [(rel, rows[rowid]) for rowid, rel in ranked.items() if rowid in rows], False
 
 
 class _Alarm:
