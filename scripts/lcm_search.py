@@ -29,7 +29,8 @@ COVERAGE_CHARS = 5000     # how much of a long message is checked for the query'
 ALL_TERMS_BONUS = 1.0     # a message holding every term scores x2 (strict tiers measured worse)
 ROLE_WEIGHT = {"user": 1.0, "assistant": 0.9, "tool": 0.8}  # people state facts; assistants
 # restate them at length; tool output (file dumps, logs) matches every word and answers least
-SESSION_WEIGHT = 0.5      # share of the best score in the same session added to a message (topic context)
+SESSION_WEIGHT = 0.0      # share of the session's best score added to its other turns: measured +1/40
+# on one set and it crowds out the 2nd session of a multi-session question, so off
 DEDUPE = True             # one result per distinct text, the best-scored copy
 NEAR_PAIRS = True         # score query words found close together (see lcm_query.ranking_extras)
 PREFIXES = False          # score long words' 5-letter prefixes (allergy ~ allergic)
