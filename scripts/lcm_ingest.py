@@ -34,6 +34,7 @@ MESSAGE_COLUMNS = ("uuid, session_id, parent_uuid, type, role, subtype, created_
                    " transcript_path, line_no")
 INSERT_MESSAGE = f"INSERT OR IGNORE INTO messages ({MESSAGE_COLUMNS}) VALUES ({','.join('?' * 19)})"
 STAGE_MIN_ROWS = 32  # smaller batches (a hook's new turn) insert directly
+GROUP_ROWS = 8000  # bulk ingest: messages per transaction (files are grouped until this many)
 
 UPSERT_SESSION = """INSERT INTO sessions (session_id, project, title, transcript_path, model, first_at, last_at)
     VALUES (:sid, :project, :title, :path, :model, :first, :last)
@@ -80,7 +81,9 @@ def _externalize_large(conn, batch: lt.Batch) -> None:
     for index, blocks, entry in batch.large:
         row = batch.rows[index]
         uuid, sid = row[0], row[1]
-        if uuid in done or conn.execute("SELECT 1 FROM messages WHERE uuid = ?", (uuid,)).fetchone():
+        if uuid in done or conn.execute("SELECT 1 FROM messages WHERE uuid = ?", (uuid,)).fetchone() or (
+                conn.execute("SELECT 1 FROM temp.sqlite_master WHERE name = 'ingest_stage'").fetchone()
+                and conn.execute("SELECT 1 FROM ingest_stage WHERE uuid = ?", (uuid,)).fetchone()):
             continue
         done.add(uuid)
         result = entry.get("toolUseResult")
@@ -95,26 +98,34 @@ def _externalize_large(conn, batch: lt.Batch) -> None:
         batch.rows[index] = row[:14] + (content, lcm_db.estimate_tokens(content)) + row[16:]
 
 
-def _insert_messages(conn, rows: list[tuple]) -> int:
-    """INSERT OR IGNORE the rows; returns how many were new.
+def _stage(conn, rows: list[tuple]) -> None:
+    """Queue message rows in a temp table; _flush moves them into `messages`.
 
     FTS5 flushes its pending index data at every statement boundary inside a trigger, so one
-    INSERT per row (executemany) makes one tiny index segment per message and then merges them,
-    which was 2-3x slower than everything else together. Staging a batch in a temp table and
-    moving it with a single INSERT ... SELECT lets the trigger index the whole batch at once.
+    INSERT per row (executemany) writes one tiny index segment per message and then merges them,
+    which cost 2-3x everything else together. Rows staged here move with a single
+    INSERT ... SELECT, and the trigger indexes the whole batch in one go.
     """
-    if len(rows) < STAGE_MIN_ROWS:
-        return conn.executemany(INSERT_MESSAGE, rows).rowcount if rows else 0
     conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS ingest_stage ({MESSAGE_COLUMNS})")
     conn.executemany(f"INSERT INTO ingest_stage VALUES ({','.join('?' * 19)})", rows)
+
+
+def _flush(conn) -> int:
+    """Move the staged rows into `messages` in staging order; returns how many were new."""
+    if not conn.execute("SELECT 1 FROM temp.sqlite_master WHERE name = 'ingest_stage'").fetchone():
+        return 0
     added = conn.execute(f"INSERT OR IGNORE INTO messages ({MESSAGE_COLUMNS}) SELECT {MESSAGE_COLUMNS}"
                          " FROM ingest_stage ORDER BY rowid").rowcount
     conn.execute("DELETE FROM ingest_stage")
     return added
 
 
-def _write(conn, batch: lt.Batch) -> dict:
-    """Store a parsed batch in one transaction; returns this file's counts."""
+def _write(conn, batch: lt.Batch, flush: bool = True) -> dict:
+    """Store a parsed batch (one transaction unless the caller holds one); returns its counts.
+
+    flush=False leaves the messages staged for a later _flush (bulk ingest groups files), and
+    then messages_added/messages_skipped stay 0 here: the flush counts them.
+    """
     row = batch.row
     result = {"path": batch.path, "session_id": batch.msg_sid, "messages_added": 0, "messages_skipped": 0,
               "malformed_lines": 0, "malformed": [],
@@ -124,7 +135,13 @@ def _write(conn, batch: lt.Batch) -> dict:
     with _write_lock(conn):
         if batch.large:
             _externalize_large(conn, batch)
-        added = _insert_messages(conn, batch.rows)
+        if flush and len(batch.rows) < STAGE_MIN_ROWS:
+            added = conn.executemany(INSERT_MESSAGE, batch.rows).rowcount if batch.rows else 0
+        elif batch.rows:
+            _stage(conn, batch.rows)
+            added = _flush(conn) if flush else 0
+        else:
+            added = 0
         if batch.compactions:
             conn.executemany("INSERT OR IGNORE INTO compactions (session_id, source, uuid, trigger, pre_tokens,"
                              " post_tokens, created_at) VALUES (?, 'transcript', ?, ?, ?, ?, ?)", batch.compactions)
@@ -144,7 +161,7 @@ def _write(conn, batch: lt.Batch) -> dict:
                                          batch.malformed_before + len(batch.malformed), batch.line_no,
                                          lcm_db.now_iso()))
     touched = {sid for sid, s in batch.sessions.items() if s.messages}
-    result.update(messages_added=added, messages_skipped=len(batch.rows) - added,
+    result.update(messages_added=added, messages_skipped=len(batch.rows) - added if flush else 0,
                   malformed_lines=len(batch.malformed), malformed=batch.malformed,
                   sessions=sorted(touched | set(result["sessions"])))
     return result
@@ -205,8 +222,9 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
     """Ingest transcript files and directories; returns the --json document."""
     started = time.perf_counter()
     files = transcript_files(paths)
-    # bulk imports revisit the same FTS and index pages constantly: a 64 MB page cache keeps them hot
-    conn.execute("PRAGMA cache_size = -65536")
+    # bulk imports revisit the same FTS, uuid-index and b-tree pages constantly: up to 256 MB of
+    # page cache keeps them hot (a 1M-message vault's uuid index alone is ~60 MB)
+    conn.execute("PRAGMA cache_size = -262144")
     # checkpoint every ~64 MB of WAL instead of 4 MB: pages rewritten many times (FTS segments,
     # indexes) are copied back once, and the fsync that each checkpoint costs is paid 16x less often
     conn.execute("PRAGMA wal_autocheckpoint = 16384")
@@ -219,21 +237,44 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
     ahead: deque = deque()
+    own = not conn.in_transaction
+    rows = {"seen": 0, "uncommitted": 0}
+
+    def commit_group() -> None:
+        # one transaction (and one FTS flush) per ~GROUP_ROWS messages: fewer, larger index segments
+        total["messages_added"] += _flush(conn)
+        if own and conn.in_transaction:
+            conn.execute("COMMIT")
+        rows["uncommitted"] = 0
 
     def write_ready(keep: int) -> None:
         while len(ahead) > keep:
-            one = _write(conn, ahead.popleft().result())
-            for key in ("messages_added", "messages_skipped", "malformed_lines"):
-                total[key] += one[key]
+            batch = ahead.popleft().result()
+            if own and not batch.unchanged and not conn.in_transaction:
+                conn.execute("BEGIN IMMEDIATE")
+            one = _write(conn, batch, flush=False)
+            total["malformed_lines"] += one["malformed_lines"]
             total["malformed"].extend(one["malformed"])
             sessions.update(one["sessions"])
+            rows["seen"] += len(batch.rows)
+            rows["uncommitted"] += len(batch.rows)
+            if rows["uncommitted"] >= GROUP_ROWS:
+                commit_group()
 
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        for path in _progress(files, progress):
-            ahead.append(pool.submit(lt.read_new_lines, path, _transcript_row(conn, path), *settings))
-            write_ready(PARSE_AHEAD)
-        write_ready(0)
-    conn.execute("PRAGMA wal_autocheckpoint = 1000")  # back to SQLite's default for later writes
+    try:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            for path in _progress(files, progress):
+                ahead.append(pool.submit(lt.read_new_lines, path, _transcript_row(conn, path), *settings))
+                write_ready(PARSE_AHEAD)
+            write_ready(0)
+        commit_group()
+    except BaseException:
+        if own and conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    total["messages_skipped"] = rows["seen"] - total["messages_added"]
+    conn.execute("PRAGMA wal_autocheckpoint = 1000")  # back to SQLite's defaults for later writes
+    conn.execute("PRAGMA cache_size = -2000")
     total["sessions"] = len(sessions)
     total["seconds"] = round(time.perf_counter() - started, 3)
     return total
