@@ -3,6 +3,7 @@
 Two known-item sets, both asked the way a person asks later (paraphrased, not copied):
   personal  facts stated in passing in multi-session chats (LongMemEval-like), with near-miss
             distractor sessions on the same topics; gold = the user turn that states the fact
+  multi     10 questions whose answer needs two facts from two sessions (scored by the share found)
   holdout   20 more facts inside longer turns, written after tuning and never tuned on
   coding    distinctive messages of the real transcripts in ../shared/data (skipped if absent);
             gold = every message containing the quoted passage
@@ -183,6 +184,40 @@ HOLDOUT = [
      "What tiles did I choose for the bathroom floor?"),
 ]
 
+# Two facts in two sessions, one question needing both (multi-session, like LoCoMo multi-hop).
+MULTI = [
+    ("I started a new job at Harbor Analytics in March, the commute is easy.",
+     "At Harbor Analytics I moved to the fraud detection team this week.",
+     "Where do I work and which team am I on?"),
+    ("My brother Sam lives in Austin now, he moved there for the music scene.",
+     "Sam just had a baby girl named Rosie, I'm an uncle!",
+     "What's the name of my brother's baby and where does he live?"),
+    ("I ran my first 10k in 58 minutes back in April.",
+     "I improved my 10k time to 54 minutes at the October race.",
+     "How much did my 10k time improve?"),
+    ("We adopted a rescue dog named Olive in May, she's a shepherd mix.",
+     "Olive had surgery on her paw last week and she's recovering slowly.",
+     "What breed is Olive and what happened to her paw?"),
+    ("Our house in Maplewood has three bedrooms and a small yard.",
+     "We're converting the third bedroom in the Maplewood house into an office.",
+     "How many bedrooms does our house have and what are we doing with one of them?"),
+    ("I bought a used Prius in 2021 with 40k miles on it.",
+     "The Prius needed new brakes, it cost 640 dollars at the shop.",
+     "What car did I buy and how much were its brakes?"),
+    ("My favourite restaurant is Sakura on 5th street, the sushi is amazing.",
+     "We celebrated our anniversary at Sakura and had the omakase menu.",
+     "Where did we celebrate our anniversary and what did we order?"),
+    ("I'm taking a machine learning course at the community college on Tuesdays.",
+     "I got an A on the machine learning midterm, so relieved!",
+     "When is my machine learning class and how did the midterm go?"),
+    ("My daughter Mia plays the violin and practices every evening.",
+     "Mia got into the youth orchestra this fall after her audition.",
+     "Which instrument does Mia play and what did she get into?"),
+    ("I switched to a standing desk at the office in January.",
+     "Since the standing desk my lower back pain has mostly gone away.",
+     "Has the standing desk helped my back?"),
+]
+
 # near-miss sessions: the same topics, none of the facts
 DISTRACTOR_TOPICS = [
     ("cat", "name ideas for a kitten, cat litter training, why cats knead blankets, cat food brands"),
@@ -339,6 +374,24 @@ def build_holdout(projects: Path) -> list[tuple[str, list[str]]]:
     return cases
 
 
+def build_multi(projects: Path) -> list[tuple[str, list[str]]]:
+    """Each pair of facts in two different sessions, weeks apart, among filler turns."""
+    from transcripts import Transcript
+    cases = []
+    for i, (first, second, question) in enumerate(MULTI):
+        for j, fact in enumerate((first, second)):
+            other = DISTRACTOR_TOPICS[(i * 3 + j * 11) % len(DISTRACTOR_TOPICS)][1].split(", ")
+            t = Transcript(projects, session_id=f"multi-{i:02d}-{j}", cwd="/home/me/chat",
+                           start=f"2026-{2 + j * 4:02d}-{3 + i:02d}T12:00:00Z")
+            t.user(FILLER_USER[(i + j) % 4].format(item=other[0]))
+            t.assistant_text(filler_answer(other, i + j))
+            t.user(fact)
+            t.assistant_text("That's great news. " + filler_answer(other, i + j + 1))
+            t.write()
+        cases.append((question, [first, second]))
+    return cases
+
+
 def or_bm25(conn, question, limit=10):
     words = re.findall(r"\w+", question)
     expr = " OR ".join('"' + w + '"' for w in words)
@@ -362,20 +415,23 @@ def auto(conn, question, limit=10):
 
 
 def evaluate(conn, cases, method):
-    hits, rr, misses = 0, 0.0, []
+    """recall@10 = a gold message in the top 10; recall_all@10 = share of the gold passages found."""
+    hits, found_all, rr, misses = 0, 0.0, 0.0, []
     for question, passages in cases:
-        gold = {r[0] for p in passages for r in conn.execute(
-            "SELECT uuid FROM messages WHERE instr(content, ?) > 0", (p,))}
-        if not gold:
-            raise SystemExit(f"no message holds the gold passage {passages!r}")
-        ranked = method(conn, question)
-        rank = next((i for i, u in enumerate(ranked[:10], 1) if u in gold), None)
+        golds = [{r[0] for r in conn.execute("SELECT uuid FROM messages WHERE instr(content, ?) > 0", (p,))}
+                 for p in passages]
+        if not all(golds):
+            raise SystemExit(f"no message holds a gold passage of {question!r}")
+        top = method(conn, question)[:10]
+        rank = next((i for i, u in enumerate(top, 1) if any(u in g for g in golds)), None)
         hits += rank is not None
         rr += 1 / rank if rank else 0.0
+        found_all += sum(1 for g in golds if g & set(top)) / len(golds)
         if rank is None:
             misses.append(question)
     n = len(cases)
-    return {"recall@10": round(hits / n, 3), "mrr": round(rr / n, 3), "n": n}, misses
+    return {"recall@10": round(hits / n, 3), "recall_all@10": round(found_all / n, 3),
+            "mrr": round(rr / n, 3), "n": n}, misses
 
 
 def main(argv=None):
@@ -399,7 +455,8 @@ def main(argv=None):
             setattr(lcm_query if module == "lcm_query" else lcm_search, name,
                     frozenset(value) if name == "STOPWORDS" else value)
         projects = Path(tmp) / "projects"
-        sets = {"personal": build_personal(projects), "holdout": build_holdout(projects)}
+        sets = {"personal": build_personal(projects), "holdout": build_holdout(projects),
+                "multi": build_multi(projects)}
         conn = lcm_db.connect()
         lcm_ingest.ingest_paths(conn, [projects])
         if SHARED.exists():

@@ -1,9 +1,9 @@
 """Ranking and filtering behind lcm_grep.py: `search()` returns the --json document.
 
 auto: the query's rarer words are ranked with FTS5 BM25 (bounded, so 1M-message vaults stay
-fast), then common words, proximity, role, session context and an all-words bonus adjust the
-score; CJK and emoji are also found as substrings. full_text: the user's FTS5 expression.
-regex: Python `re` over the stored text, newest first, within a time limit. Library only.
+fast), then common words, role and an all-words bonus adjust the score; CJK and emoji are
+also found as substrings. full_text: the user's FTS5 expression. regex: Python `re` over the
+stored text, newest first, within a time limit. Library only.
 """
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ ROLE_WEIGHT = {"user": 1.0, "assistant": 0.9, "tool": 0.8}  # people state facts
 SESSION_WEIGHT = 0.0      # share of the session's best score added to its other turns: measured +1/40
 # on one set and it crowds out the 2nd session of a multi-session question, so off
 DEDUPE = True             # one result per distinct text, the best-scored copy
-NEAR_PAIRS = True         # score query words found close together (see lcm_query.ranking_extras)
+NEAR_PAIRS = False        # NEAR(a b) pairs in the BM25 query: better MRR (0.65 -> 0.70) but worse
+# recall@10 (0.93 -> 0.88) on bench/recall.py, and recall@10 is what a page of 10-20 results needs
 PREFIXES = False          # score long words' 5-letter prefixes (allergy ~ allergic)
 SNIPPET_CHARS = 200
 
@@ -166,7 +167,7 @@ def _newest_window(conn, src: Source, expr):
 
 
 def _fts_candidates(conn, src: Source, chosen, total, extras, want):
-    """{rowid: bm25 relevance} of the best `want` matches of the chosen terms (+ proximity extras).
+    """{rowid: bm25 relevance} of the best `want` matches of the chosen terms (+ optional extras).
 
     Scoring costs about a microsecond per match and far more for long messages, so on a big vault
     a query made only of very common words is ranked over its newest matches (recent work is the
@@ -246,7 +247,7 @@ def _term_counts(text: str, terms) -> dict:
 
 
 def _rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm):
-    """BM25 candidates (rare terms + proximity pairs), then common words, role and all-terms bonus.
+    """BM25 candidates (the rarer terms), then common words, role and the all-terms bonus.
 
     CJK and emoji terms are also matched as substrings, newest first, within the deadline.
     """
