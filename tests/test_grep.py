@@ -201,3 +201,30 @@ def test_subprocess_smoke_and_cheap_imports(grep_vault, vault):
     assert "Luna" in json.loads(proc.stdout)["results"][0]["snippet"]
     imported = {line.split("|")[-1].strip().split(".")[0] for line in proc.stderr.splitlines() if "|" in line}
     assert not imported & {"anthropic", "jsonschema", "tqdm", "httpx", "pydantic"}
+
+
+def test_big_vault_paths_with_small_budgets(tmp_path, vault, capsys, monkeypatch):
+    """The bounds that keep 1M-message vaults fast, exercised on a small vault with tiny budgets:
+    a common word is ranked over its newest matches, a rare word still finds old messages."""
+    import lcm_search
+    t = Transcript(tmp_path / "projects", session_id="big")
+    for i in range(60):
+        t.user(f"deploy log line {i}: the deploy went fine")
+    t.user("the flamingo incident happened during an early deploy")
+    for i in range(60):
+        t.user(f"deploy log line {60 + i}: the deploy went fine")
+    t.write()
+    conn = lcm_db.connect(str(vault))
+    lcm_ingest.ingest_paths(conn, [tmp_path / "projects"])
+    monkeypatch.setattr(lcm_search, "DF_CAP", 11)
+    monkeypatch.setattr(lcm_search, "RANK_BUDGET", 10)
+    monkeypatch.setattr(lcm_search, "RANK_WINDOW", 5)
+    doc = lcm_grep.search(conn, "deploy", limit=3)
+    lines = [int(r["snippet"].split(":")[0].rsplit(" ", 1)[1]) for r in doc["results"]]
+    assert doc["count"] == 3 and min(lines) >= 115  # ranked among the newest RANK_WINDOW matches
+    doc = lcm_grep.search(conn, "deploy flamingo", limit=3)
+    assert "flamingo incident" in doc["results"][0]["snippet"]  # the rare word leads, old or not
+    doc = lcm_grep.search(conn, "deploy", mode="full_text", limit=3)
+    assert doc["count"] == 3
+    assert lcm_search._df(conn, lcm_search.Source(conn, "message", None, None, None, None, None),
+                          '"deploy"', 121) >= 100  # estimated past the cap, not stuck at 11
