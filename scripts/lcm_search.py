@@ -18,10 +18,10 @@ import lcm_db
 import lcm_query
 from lcm_db import LcmError
 
-CANDIDATES = 100          # BM25 candidates reranked per query (and per page beyond them)
+CANDIDATES = 50           # BM25 candidates reranked per query (and per page beyond them)
 DF_CAP = 8001             # document frequencies are counted up to here, estimated beyond
 RANK_BUDGET = 8000        # most FTS matches BM25 scores in one query (keeps 1M-row vaults fast)
-RANK_WINDOW = 2000        # newest matches ranked when even the rarest query word is that common
+RANK_WINDOW = 500         # newest matches ranked when even the rarest query word is that common
 SCAN_SECONDS = 3.0        # wall-time bound of a regex scan
 AUTO_SCAN_SECONDS = 1.0   # ... and of auto mode's substring scan (CJK inside a run, emoji)
 SCAN_BATCH = 5000         # ids per scan step, newest first
