@@ -69,7 +69,10 @@ def resolve_scope(conn, session, project, all_sessions):
     if not current:
         return None, None
     row = conn.execute("SELECT project FROM sessions WHERE session_id = ?", (current,)).fetchone()
-    return None, (row["project"] if row and row["project"] else os.getcwd())
+    if row and row["project"]:
+        return None, row["project"]
+    # a session not ingested yet: its project is Claude Code's project dir, else where we run
+    return None, os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
 
 
 class Source:
@@ -409,7 +412,8 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
     terms, patterns, pattern = [], [], None
     if mode == "auto":
         terms = lcm_query.parse_query(query)
-        patterns = [t.pattern for t in terms]
+        # snippets centre on the most telling word: phrases and long words before short ones
+        patterns = [t.pattern for t in sorted(terms, key=lambda t: (t.kind == "word", -len(t.text)))]
     elif mode == "regex":
         pattern = _compile_regex(query)
         patterns = [pattern]
