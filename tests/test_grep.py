@@ -228,3 +228,18 @@ def test_big_vault_paths_with_small_budgets(tmp_path, vault, capsys, monkeypatch
     assert doc["count"] == 3
     assert lcm_search._df(conn, lcm_search.Source(conn, "message", None, None, None, None, None),
                           '"deploy"', 121) >= 100  # estimated past the cap, not stuck at 11
+
+
+def test_auto_mode_never_fails_on_any_text(grep_vault):
+    """Property: whatever the text (operators, quotes, control and astral characters), auto answers."""
+    from hypothesis import HealthCheck, given, settings, strategies as st
+
+    alphabet = st.sampled_from(list('abc -_:."*()^{}[]~+\'\\/NEARORNOTAND') + ["数据", "\U0001F680", "\x00", "\n"])
+
+    @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.one_of(st.text(), st.lists(alphabet, max_size=30).map("".join)))
+    def check(query):
+        doc = lcm_grep.search(grep_vault, query, all_sessions=True, time_limit=0.5)
+        assert doc["count"] == len(doc["results"]) <= 20
+
+    check()
