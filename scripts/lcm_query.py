@@ -47,7 +47,8 @@ SUFFIXES = ("ational", "ization", "fulness", "iveness", "ations", "ation", "ment
 
 def fts_string(text: str) -> str:
     """An FTS5 string literal: always a term or phrase, never an operator."""
-    return '"' + text.replace('"', '""') + '"'
+    # FTS5 reads the expression as a C string: a NUL would end it inside the quotes
+    return '"' + text.replace("\x00", " ").replace('"', '""') + '"'
 
 
 def crude_stem(word: str) -> str:
