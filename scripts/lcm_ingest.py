@@ -157,9 +157,14 @@ def _write(conn, batch: lt.Batch, flush: bool = True) -> dict:
                 "own_file": not batch.is_agent_file and sid == batch.guess_sid,
                 "model": s.model, "first": s.first, "last": s.last})
         end = batch.offset + batch.consumed
-        conn.execute(UPSERT_TRANSCRIPT, (batch.path, batch.msg_sid, batch.agent_id, end, end, batch.head_hash,
-                                         batch.malformed_before + len(batch.malformed), batch.line_no,
-                                         lcm_db.now_iso()))
+        # another process (a hook, a second import) may have read further while we parsed: our
+        # duplicate rows were ignored, and its offset must not move back to ours
+        now = conn.execute("SELECT byte_offset FROM transcripts WHERE path = ?", (batch.path,)).fetchone()
+        overtaken = now is not None and now[0] > end and (row is None or now[0] != row["byte_offset"])
+        if not overtaken:
+            conn.execute(UPSERT_TRANSCRIPT, (batch.path, batch.msg_sid, batch.agent_id, end, end,
+                                             batch.head_hash, batch.malformed_before + len(batch.malformed),
+                                             batch.line_no, lcm_db.now_iso()))
     touched = {sid for sid, s in batch.sessions.items() if s.messages}
     result.update(messages_added=added, messages_skipped=len(batch.rows) - added if flush else 0,
                   malformed_lines=len(batch.malformed), malformed=batch.malformed,

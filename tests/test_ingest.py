@@ -462,3 +462,18 @@ def test_import_is_cheap_for_hooks():
     assert done.returncode == 0, done.stderr
     imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines()}
     assert not imported & {"tqdm", "anthropic", "jsonschema", "lcm_files"}
+
+
+def test_a_slower_concurrent_reader_never_moves_the_offset_back(tmp_path, vault):
+    t = coding_session(tmp_path / "projects", turns=1)
+    t.write()
+    conn = lcm_db.connect()
+    stale_row = lcm_ingest._transcript_row(conn, str(t.path))  # None: nothing read yet
+    slow = lcm_ingest.lt.read_new_lines(str(t.path), stale_row, *lcm_ingest._settings())
+    t.user("written after the slow reader looked")
+    t.write()
+    assert lcm_ingest.ingest_file(conn, t.path)["messages_added"] == 8  # a hook got there first
+    assert lcm_ingest._write(conn, slow)["messages_added"] == 0
+    offset = conn.execute("SELECT byte_offset FROM transcripts").fetchone()[0]
+    assert offset == t.path.stat().st_size
+    assert lcm_ingest.ingest_file(conn, t.path)["messages_added"] == 0
