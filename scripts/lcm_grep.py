@@ -77,6 +77,8 @@ def _main(argv):
     doc = search(conn, args.query, mode=args.mode, scope=args.scope, session=args.session,
                  project=args.project, all_sessions=args.all_sessions, since=args.since,
                  before=args.before, role=args.role, limit=args.limit, offset=args.offset)
+    if doc.pop("widened", False):
+        sys.stderr.write("Note: nothing in this project; these results come from all projects\n")
     if doc.pop("stopped_early", False):
         sys.stderr.write("Note: the scan hit its time limit; results are the newest "
                          "matches only (narrow with --session, --since or --scope)\n")

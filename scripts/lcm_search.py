@@ -402,6 +402,7 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
         raise LcmError(f"unknown mode {mode!r}", "use --mode auto, full_text or regex")
     if limit < 1 or offset < 0:
         raise LcmError("--limit must be >= 1 and --offset >= 0", "e.g. --limit 20 --offset 40")
+    defaulted = not (all_sessions or session or project)
     session, project = resolve_scope(conn, session, project, all_sessions)
     since, before = parse_when(since, "--since"), parse_when(before, "--before")
     deadline = time.monotonic() + time_limit
@@ -439,6 +440,11 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
     if DEDUPE:  # the same text stored twice (a resumed or forked session) would fill the page twice
         seen: set = set()
         scored = [p for p in scored if not (p[2]["content"] in seen or seen.add(p[2]["content"]))]
+    if not scored and defaulted and project and offset == 0:
+        # nothing in the current project: the past the user means may be elsewhere, say so
+        doc = search(conn, query, mode=mode, scope=scope, all_sessions=True, since=since, before=before,
+                     role=role, limit=limit, offset=offset, time_limit=time_limit)
+        return {**doc, "widened": True} if doc["results"] else doc
     page = scored[offset:offset + limit]
     results = [_result(conn, kind, row, score, patterns) for score, kind, row in page]
     return {"query": query, "count": len(results), "has_more": len(scored) > offset + limit or stopped,

@@ -146,6 +146,9 @@ def test_scope_filters(grep_vault, capsys, monkeypatch):
     assert {r["session_id"] for r in grep_json(capsys, "database migration", "--all-sessions")["results"]} == {"sess-b", "sess-c"}
     assert {r["session_id"] for r in grep_json(capsys, "database migration", "--project", "/home/u/blog")["results"]} == {"sess-c"}
     assert {r["session_id"] for r in grep_json(capsys, "migration", "--session", "sess-c")["results"]} == {"sess-c"}
+    code, out, err = run(capsys, "blog post without downtime", "--json")  # only in another project
+    assert code == 0 and json.loads(out)["results"][0]["session_id"] == "sess-c"
+    assert set(json.loads(out)) == {"query", "count", "has_more", "results"} and "from all projects" in err
     assert {r["role"] for r in grep_json(capsys, "migration", "--all-sessions", "--role", "assistant")["results"]} == {"assistant"}
     late = grep_json(capsys, "migration", "--all-sessions", "--since", "2026-11-15")
     assert {r["session_id"] for r in late["results"]} == {"sess-c"}
