@@ -269,15 +269,21 @@ def _rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm):
     scan_terms = [t for t in terms if not t.fts or t.kind == "cjk"] if use_fts else terms
     if scan_terms and len(rows) < scan_want:  # substrings: CJK inside a run, emoji, no FTS5 at all
         if use_fts:  # CJK and emoji have no case to fold: instr is several times faster than LIKE
-            likes = " OR ".join("instr(t.content, ?) > 0" for _ in scan_terms)
+            tests = ["instr(t.content, ?) > 0"] * len(scan_terms)
             pats = [t.text for t in scan_terms]
         else:
-            likes = " OR ".join("t.content LIKE ? ESCAPE '\\'" for _ in scan_terms)
+            tests = ["t.content LIKE ? ESCAPE '\\'"] * len(scan_terms)
             pats = ["%" + _like_escape(t.text) + "%" for t in scan_terms]
         deadline = min(deadline, time.monotonic() + AUTO_SCAN_SECONDS)
-        found, stopped = _scan(conn, src, lambda c: True, scan_want, deadline, (f"AND ({likes})", pats))
-        for row in found:
-            rows.setdefault(row["rowid_"], row)
+        # messages holding every term first, then any term, both newest first
+        for joiner in ([" AND ", " OR "] if len(scan_terms) > 1 else [" OR "]):
+            found, cut = _scan(conn, src, lambda c: True, scan_want, deadline,
+                               (f"AND ({joiner.join(tests)})", pats))
+            stopped = stopped or cut
+            for row in found:
+                rows.setdefault(row["rowid_"], row)
+            if len(rows) >= scan_want:
+                break
     # words left out of the BM25 query (too common to rank cheaply) still count, BM25-style
     left_out = [(t, _idf(n_docs, dfs[t])) for t in fts_terms if t not in chosen and t.pattern]
     base = max(relevance.values(), default=1.0)
