@@ -101,6 +101,10 @@ def expand(conn, node_id, *, full=False, max_tokens=4000, offset=0, raw=False) -
     if grant:  # never print more than the grant has left
         budget = min(max_tokens, lcm_grants.remaining_tokens(conn, grant, node_id))
     items = [row] if kind == "message" else children(conn, row, full or raw)
+    if items and offset >= len(items):
+        raise LcmError(f"--offset {offset} is past the end of {node_id} ({len(items)} items)",
+                       f"pages start at 0: lcm_expand.py {node_id}{' --full' if full and not raw else ''}"
+                       f"{' --raw' if raw else ''} --offset 0")
 
     def size(item):
         return len(item["raw"]) // 4 + 1 if raw and "raw" in item.keys() else item["token_count"]

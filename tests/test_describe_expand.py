@@ -113,6 +113,8 @@ def test_max_tokens_cuts_with_next_page_command(tmp_path, monkeypatch, capsys):
     code, out, err = run(capsys, lcm_expand, top, "--raw", "--max-tokens", "100")
     assert all(json.loads(line)["uuid"] for line in out.splitlines())  # stdout stays pure JSONL
     assert f"lcm_expand.py {top} --raw --max-tokens 100 --offset" in err
+    code, out, err = run(capsys, lcm_expand, top, "--full", "--offset", "100000")
+    assert code == 1 and "past the end" in err and f"lcm_expand.py {top} --full --offset 0" in err
 
 
 def test_expand_a_message_and_cut_a_huge_one(tmp_path, monkeypatch, capsys, vault):
