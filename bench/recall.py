@@ -21,7 +21,7 @@ Tried and measured here (recall@10 over all sets; kept = in lcm_search today):
   5-letter prefixes 0.92, IDF coverage multiplier (-0.04 on coding), strict every-term tiers
   (-0.01, MRR -0.03), session prior (multi-session recall_all 0.85 -> 0.80), session spread
   (0.85-0.89), pseudo-relevance feedback (0.86-0.91). personal and coding were used to tune;
-  holdout and multi were written after tuning.
+  holdout was written after tuning; multi before the last decisions (NEAR pairs, session prior).
 """
 from __future__ import annotations
 
