@@ -28,13 +28,14 @@ from lcm_db import LcmError
 
 MALFORMED_SHOWN = 20  # malformed lines listed in text mode before "... N more"
 PARSE_AHEAD = 2  # files parsed ahead of the writer during bulk ingest (bounds memory)
+PARSE_PROCESS_MIN_FILES = 8  # fewer files are parsed inline: a worker process is not worth starting
 
 MESSAGE_COLUMNS = ("uuid, session_id, parent_uuid, type, role, subtype, created_at, cwd, git_branch, model,"
                    " api_message_id, is_sidechain, agent_id, is_meta, content, token_count, raw,"
                    " transcript_path, line_no")
 INSERT_MESSAGE = f"INSERT OR IGNORE INTO messages ({MESSAGE_COLUMNS}) VALUES ({','.join('?' * 19)})"
 STAGE_MIN_ROWS = 32  # smaller batches (a hook's new turn) insert directly
-GROUP_ROWS = 8000  # bulk ingest: messages per transaction (files are grouped until this many)
+GROUP_ROWS = 16000  # bulk ingest: messages per transaction (files are grouped until this many)
 
 UPSERT_SESSION = """INSERT INTO sessions (session_id, project, title, transcript_path, model, first_at, last_at)
     VALUES (:sid, :project, :title, :path, :model, :first, :last)
@@ -81,9 +82,8 @@ def _externalize_large(conn, batch: lt.Batch) -> None:
     for index, blocks, entry in batch.large:
         row = batch.rows[index]
         uuid, sid = row[0], row[1]
-        if uuid in done or conn.execute("SELECT 1 FROM messages WHERE uuid = ?", (uuid,)).fetchone() or (
-                conn.execute("SELECT 1 FROM temp.sqlite_master WHERE name = 'ingest_stage'").fetchone()
-                and conn.execute("SELECT 1 FROM ingest_stage WHERE uuid = ?", (uuid,)).fetchone()):
+        if uuid in done or conn.execute("SELECT 1 FROM messages WHERE uuid = ?", (uuid,)).fetchone() \
+                or _staged(conn, uuid):
             continue
         done.add(uuid)
         result = entry.get("toolUseResult")
@@ -106,17 +106,32 @@ def _stage(conn, rows: list[tuple]) -> None:
     which cost 2-3x everything else together. Rows staged here move with a single
     INSERT ... SELECT, and the trigger indexes the whole batch in one go.
     """
-    conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS ingest_stage ({MESSAGE_COLUMNS})")
-    conn.executemany(f"INSERT INTO ingest_stage VALUES ({','.join('?' * 19)})", rows)
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {_stage_schema(conn)}.ingest_stage ({MESSAGE_COLUMNS})")
+    conn.executemany(f"INSERT INTO {_stage_schema(conn)}.ingest_stage VALUES ({','.join('?' * 19)})", rows)
+
+
+def _stage_schema(conn) -> str:
+    """`lcm_stage` (an in-memory database that bulk ingest attaches) if present, else `temp`."""
+    attached = any(r[1] == "lcm_stage" for r in conn.execute("PRAGMA database_list"))
+    return "lcm_stage" if attached else "temp"
+
+
+def _staged(conn, uuid: str | None = None) -> bool:
+    """Whether the stage exists (and holds `uuid`, when given)."""
+    schema = _stage_schema(conn)
+    if not conn.execute(f"SELECT 1 FROM {schema}.sqlite_master WHERE name = 'ingest_stage'").fetchone():
+        return False
+    return uuid is None or conn.execute(f"SELECT 1 FROM {schema}.ingest_stage WHERE uuid = ?", (uuid,)).fetchone() is not None
 
 
 def _flush(conn) -> int:
     """Move the staged rows into `messages` in staging order; returns how many were new."""
-    if not conn.execute("SELECT 1 FROM temp.sqlite_master WHERE name = 'ingest_stage'").fetchone():
+    if not _staged(conn):
         return 0
-    added = conn.execute(f"INSERT OR IGNORE INTO messages ({MESSAGE_COLUMNS}) SELECT {MESSAGE_COLUMNS}"
-                         " FROM ingest_stage ORDER BY rowid").rowcount
-    conn.execute("DELETE FROM ingest_stage")
+    schema = _stage_schema(conn)
+    added = conn.execute(f"INSERT OR IGNORE INTO main.messages ({MESSAGE_COLUMNS}) SELECT {MESSAGE_COLUMNS}"
+                         f" FROM {schema}.ingest_stage ORDER BY rowid").rowcount
+    conn.execute(f"DELETE FROM {schema}.ingest_stage")
     return added
 
 
@@ -237,10 +252,7 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
              "sessions": 0, "seconds": 0.0, "malformed": []}
     sessions: set[str] = set()
     settings = _settings()
-    # SQLite releases the GIL while it inserts and FTS-indexes, so a worker thread parses the
-    # next files meanwhile: on two cores the JSON work mostly hides behind the indexing
     from collections import deque
-    from concurrent.futures import ThreadPoolExecutor
     ahead: deque = deque()
     own = not conn.in_transaction
     rows = {"seen": 0, "uncommitted": 0}
@@ -255,6 +267,8 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
     def write_ready(keep: int) -> None:
         while len(ahead) > keep:
             batch = ahead.popleft().result()
+            if isinstance(batch, tuple):  # an LcmError from the parser process
+                raise LcmError(*batch)
             if own and not batch.unchanged and not conn.in_transaction:
                 conn.execute("BEGIN IMMEDIATE")
             one = _write(conn, batch, flush=False)
@@ -266,10 +280,13 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
             if rows["uncommitted"] >= GROUP_ROWS:
                 commit_group()
 
+    if own:
+        # the stage lives in RAM: a temp table would spill every raw line to a temp file first
+        conn.execute("ATTACH DATABASE ':memory:' AS lcm_stage")
     try:
-        with ThreadPoolExecutor(max_workers=1) as pool:
+        with _parser_pool(len(files)) as pool:
             for path in _progress(files, progress):
-                ahead.append(pool.submit(lt.read_new_lines, path, _transcript_row(conn, path), *settings))
+                ahead.append(pool.submit(_read_new_lines, path, _transcript_row(conn, path), *settings))
                 write_ready(PARSE_AHEAD)
             write_ready(0)
         commit_group()
@@ -277,12 +294,56 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
         if own and conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+    finally:
+        if own:
+            conn.execute("DETACH DATABASE lcm_stage")
     total["messages_skipped"] = rows["seen"] - total["messages_added"]
     conn.execute("PRAGMA wal_autocheckpoint = 1000")  # back to SQLite's defaults for later writes
     conn.execute("PRAGMA cache_size = -2000")
     total["sessions"] = len(sessions)
     total["seconds"] = round(time.perf_counter() - started, 3)
     return total
+
+
+def _read_new_lines(*args):
+    """lt.read_new_lines, returning an LcmError as (message, hint): its hint would not survive
+    the trip back from a worker process as an exception."""
+    try:
+        return lt.read_new_lines(*args)
+    except LcmError as exc:
+        return exc.message, exc.hint
+
+
+class _Inline:
+    """An executor that runs each call at once (the fallback of _parser_pool)."""
+
+    class _Done:
+        def __init__(self, value):
+            self.value = value
+
+        def result(self):
+            return self.value
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def submit(self, fn, *args):
+        return self._Done(fn(*args))
+
+
+def _parser_pool(files: int):
+    """Where transcripts are parsed during bulk ingest: one forked worker process, so JSON
+    parsing runs on another core while this process inserts and FTS-indexes (a thread would
+    fight the indexing for the GIL and was slower than no thread at all). Inline when fork is
+    unavailable or there is too little to gain."""
+    import multiprocessing
+    if files < PARSE_PROCESS_MIN_FILES or "fork" not in multiprocessing.get_all_start_methods():
+        return _Inline()
+    from concurrent.futures import ProcessPoolExecutor
+    return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
 
 
 def _progress(files: list[str], wanted: bool):

@@ -477,3 +477,28 @@ def test_a_slower_concurrent_reader_never_moves_the_offset_back(tmp_path, vault)
     offset = conn.execute("SELECT byte_offset FROM transcripts").fetchone()[0]
     assert offset == t.path.stat().st_size
     assert lcm_ingest.ingest_file(conn, t.path)["messages_added"] == 0
+
+
+def test_file_vanishing_during_bulk_ingest_is_an_error_with_hint(capsys, tmp_path, vault, monkeypatch):
+    projects = tmp_path / "projects"
+    for _ in range(lcm_ingest.PARSE_PROCESS_MIN_FILES + 1):  # enough files for the parser process
+        coding_session(projects, turns=1).write()
+    files = lcm_ingest.transcript_files([projects])
+    monkeypatch.setattr(lcm_ingest, "transcript_files", lambda paths: files)
+    os.remove(files[-1])
+    code, out, err = run(capsys, projects)
+    assert code == 1 and "no such transcript" in err and "Hint:" in err
+
+
+def test_many_files_through_the_parser_process_match_inline(tmp_path):
+    projects = tmp_path / "projects"
+    for i in range(lcm_ingest.PARSE_PROCESS_MIN_FILES + 2):
+        coding_session(projects, turns=2 + i % 3).write()
+    conn = lcm_db.connect(str(tmp_path / "a.db"))
+    result = lcm_ingest.ingest_paths(conn, [projects])
+    expected = expected_messages(projects)
+    assert result["messages_added"] == len(expected) and result["files"] == lcm_ingest.PARSE_PROCESS_MIN_FILES + 2
+    assert {r[0] for r in conn.execute("SELECT uuid FROM messages")} == expected
+    ordered = [r[0] for r in conn.execute("SELECT line_no FROM messages WHERE transcript_path = ? ORDER BY id",
+                                          (lcm_ingest.transcript_files([projects])[0],))]
+    assert ordered == sorted(ordered)
