@@ -132,7 +132,7 @@ def text_or_none(value) -> str | None:
 
 
 # ---------------------------------------------------------------------------
-# Reading the new lines of one transcript (no vault access: bulk ingest runs this in a thread)
+# Reading the new lines of one transcript (no vault access: bulk ingest runs this in a worker)
 # ---------------------------------------------------------------------------
 
 def _head_hash(head: bytes) -> str:
@@ -168,7 +168,7 @@ class Session:
 
 class Batch:
     """The new lines of one transcript, parsed without touching the vault (so bulk ingest can
-    parse the next file in a worker thread while SQLite indexes this one)."""
+    parse the next file in a worker process while SQLite indexes this one)."""
 
     def __init__(self, path: str, row: dict | None):
         self.path, self.row = path, row
