@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 
 import lcm_db
 from lcm_db import LcmError
@@ -21,7 +20,6 @@ CONVERSATION_TYPES = frozenset(("user", "assistant", "system"))
 TITLE_KEYS = {"summary": "summary", "ai-title": "aiTitle", "custom-title": "customTitle"}
 
 HEAD_BYTES = 4096  # the first line (up to this many bytes) identifies a file across runs
-_AGENT_FILE = re.compile(r"^agent-(.+)\.jsonl$")
 
 
 def describe_path(path: str) -> tuple[str | None, str | None, bool]:
@@ -32,13 +30,13 @@ def describe_path(path: str) -> tuple[str | None, str | None, bool]:
     wins over this guess; it only fills in for lines that lack one.
     """
     name = os.path.basename(path)
-    match = _AGENT_FILE.match(name)
-    if match is None:
-        return name[:-6] if name.endswith(".jsonl") else name, None, False
-    parent = os.path.dirname(path)
+    stem = name[:-6] if name.endswith(".jsonl") else name
+    if not (stem.startswith("agent-") and len(stem) > 6 and name.endswith(".jsonl")):
+        return stem, None, False
+    agent_id, parent = stem[6:], os.path.dirname(path)
     if os.path.basename(parent) == "subagents":
-        return os.path.basename(os.path.dirname(parent)) or None, match.group(1), True
-    return None, match.group(1), True
+        return os.path.basename(os.path.dirname(parent)) or None, agent_id, True
+    return None, agent_id, True
 
 
 def _dump(value) -> str:
