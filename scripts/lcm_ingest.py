@@ -202,6 +202,25 @@ def ingest_file(conn, path) -> dict:
     return _write(conn, lt.read_new_lines(path, _transcript_row(conn, path), *_settings()))
 
 
+def ingest_session(conn, transcript_path) -> dict:
+    """ingest_file for a session's main transcript and each of its subagent transcripts
+    (`<session>/subagents/agent-*.jsonl`), so lines a sub-agent wrote after its own hook ran are
+    caught by the next hook of the main session. Returns ingest_paths-style totals."""
+    path = os.path.abspath(os.fspath(transcript_path))
+    paths = [path]
+    subagents = os.path.join(path[:-6] if path.endswith(".jsonl") else path, "subagents")
+    if os.path.isdir(subagents):
+        paths += sorted(os.path.join(subagents, n) for n in os.listdir(subagents)
+                        if n.startswith("agent-") and n.endswith(".jsonl"))
+    total = {"files": len(paths), "messages_added": 0, "messages_skipped": 0, "malformed_lines": 0,
+             "malformed": []}
+    for one in (ingest_file(conn, p) for p in paths):
+        for key in ("messages_added", "messages_skipped", "malformed_lines"):
+            total[key] += one[key]
+        total["malformed"] += one["malformed"]
+    return total
+
+
 class _write_lock:
     """BEGIN IMMEDIATE ... COMMIT, unless the caller already holds a transaction."""
 

@@ -502,3 +502,19 @@ def test_many_files_through_the_parser_process_match_inline(tmp_path):
     ordered = [r[0] for r in conn.execute("SELECT line_no FROM messages WHERE transcript_path = ? ORDER BY id",
                                           (lcm_ingest.transcript_files([projects])[0],))]
     assert ordered == sorted(ordered)
+
+
+def test_ingest_session_catches_late_subagent_lines(tmp_path, vault):
+    parent = coding_session(tmp_path / "projects", turns=1)
+    parent.write()
+    child = Transcript(tmp_path / "projects", agent_id="late1", parent=parent)
+    child.user("SUBTASK say hi")
+    child.write()
+    conn = lcm_db.connect()
+    lcm_ingest.ingest_file(conn, child.path)  # the sub-agent's own hook ran before its reply landed
+    child.assistant_text("hi from the subagent")
+    child.write()
+    result = lcm_ingest.ingest_session(conn, parent.path)
+    assert result["files"] == 2 and result["messages_added"] == 7 + 1
+    rows = conn.execute("SELECT content FROM messages WHERE agent_id = 'late1' ORDER BY id").fetchall()
+    assert [r[0] for r in rows] == ["SUBTASK say hi", "hi from the subagent"]
