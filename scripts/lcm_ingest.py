@@ -36,6 +36,8 @@ MESSAGE_COLUMNS = ("uuid, session_id, parent_uuid, type, role, subtype, created_
 INSERT_MESSAGE = f"INSERT OR IGNORE INTO messages ({MESSAGE_COLUMNS}) VALUES ({','.join('?' * 19)})"
 STAGE_MIN_ROWS = 32  # smaller batches (a hook's new turn) insert directly
 GROUP_ROWS = 16000  # bulk ingest: messages per transaction (files are grouped until this many)
+FTS_BULK_HASHSIZE = 64 << 20  # FTS5 pending-terms buffer during bulk ingest (one group fits)
+FTS_HASHSIZE = 1 << 20  # FTS5's default
 
 UPSERT_SESSION = """INSERT INTO sessions (session_id, project, title, transcript_path, model, first_at, last_at)
     VALUES (:sid, :project, :title, :path, :model, :first, :last)
@@ -299,6 +301,12 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
             if rows["uncommitted"] >= GROUP_ROWS:
                 commit_group()
 
+    fts = own and lcm_db.fts_enabled(conn)
+    if fts:
+        # FTS5 writes its in-memory terms out as a new index segment whenever they pass 1 MB; one
+        # segment per group instead means far less merging later (-12% at 200k messages).
+        # Restored below: the setting is stored in the vault.
+        conn.execute(f"INSERT INTO messages_fts(messages_fts, rank) VALUES ('hashsize', {FTS_BULK_HASHSIZE})")
     if own:
         # the stage lives in RAM: a temp table would spill every raw line to a temp file first
         conn.execute("ATTACH DATABASE ':memory:' AS lcm_stage")
@@ -316,6 +324,8 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
     finally:
         if own:
             conn.execute("DETACH DATABASE lcm_stage")
+        if fts:
+            conn.execute(f"INSERT INTO messages_fts(messages_fts, rank) VALUES ('hashsize', {FTS_HASHSIZE})")
     total["messages_skipped"] = rows["seen"] - total["messages_added"]
     conn.execute("PRAGMA wal_autocheckpoint = 1000")  # back to SQLite's defaults for later writes
     conn.execute("PRAGMA cache_size = -2000")
