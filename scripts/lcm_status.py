@@ -28,6 +28,7 @@ LARGE_WINDOW = 1_000_000
 ONE_MILLION_MARKERS = ("[1m]", "-1m", "context-1m")
 USAGE_KEYS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens")
 RECENT_ASSISTANT_LINES = 50  # how far back to look past synthetic/zero-usage responses
+FULL_CHECK_MAX_ROWS = 50_000  # above this, fts_ok is a quick consistency check unless --check-fts
 
 
 def context_window(model: str | None) -> int:
@@ -80,13 +81,28 @@ def context_tokens(conn, session_id: str) -> int | None:
     return tokens
 
 
-def fts_ok(conn) -> bool | None:
-    """FTS5 index consistent with the messages (None when this SQLite has no FTS5)."""
+def fts_ok(conn, full: bool | None = None) -> bool | None:
+    """Whether the FTS5 indexes agree with the stored text (None when SQLite has no FTS5).
+
+    full: FTS5's integrity-check against the content (re-tokenizes everything: ~20 s for a
+    1M-message vault); the default runs it up to FULL_CHECK_MAX_ROWS messages, and above that
+    checks that every row is indexed and that the index answers a query.
+    """
     if not lcm_db.fts_enabled(conn):
         return None
+    tables = (("messages_fts", "messages", "id"), ("summaries_fts", "summaries", "rowid"))
     try:
-        for table in ("messages_fts", "summaries_fts"):
-            conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
+        if full is None:
+            full = (conn.execute("SELECT max(id) FROM messages").fetchone()[0] or 0) <= FULL_CHECK_MAX_ROWS
+        for fts, table, key in tables:
+            if full:
+                conn.execute(f"INSERT INTO {fts}({fts}, rank) VALUES ('integrity-check', 1)")
+                continue
+            indexed = conn.execute(f"SELECT count(*), max(id) FROM {fts}_docsize").fetchone()
+            stored = conn.execute(f"SELECT count(*), max({key}) FROM {table}").fetchone()
+            if tuple(indexed) != tuple(stored):
+                return False
+            conn.execute(f"SELECT count(*) FROM {fts} WHERE {fts} MATCH 'lcmstatusprobe'").fetchone()
         return True
     except sqlite3.DatabaseError:
         return False
@@ -100,7 +116,7 @@ def _pick_session(conn, session_id: str | None) -> str | None:
     return row["session_id"] if row else None
 
 
-def status(conn, session_id: str | None = None) -> dict:
+def status(conn, session_id: str | None = None, check_fts: bool | None = None) -> dict:
     """The --json document: vault totals plus the chosen session's context figures."""
     path = conn.execute("PRAGMA database_list").fetchone()["file"]
     size = sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
@@ -125,20 +141,22 @@ def status(conn, session_id: str | None = None) -> dict:
         "summaries": counts[3], "max_depth": counts[4], "raw_tokens": counts[2],
         "session_id": session_id, "context_tokens": tokens, "context_window": window,
         "threshold": threshold, "compaction_recommended": tokens is not None and tokens >= threshold,
-        "fts_ok": fts_ok(conn),
+        "fts_ok": fts_ok(conn, check_fts),
     }
 
 
 def _main(argv):
     p = lcm_db.parser(__doc__)
     lcm_db.add_session_arg(p)
+    p.add_argument("--check-fts", action="store_true",
+                   help="full FTS5 integrity check even on a large vault (re-reads all text)")
     args = p.parse_args(argv)
     lcm_db.validate_config()
     conn = lcm_db.connect(args.db, create=False)
     if args.session and conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (args.session,)).fetchone() is None:
         raise LcmError(f"no session {args.session} in {lcm_db.db_path(args.db)}",
                        "ingest its transcript with lcm_ingest.py, or omit --session")
-    s = status(conn, args.session)
+    s = status(conn, args.session, check_fts=True if args.check_fts else None)
     if args.json:
         lcm_db.print_json(s)
         return 0

@@ -237,3 +237,21 @@ def test_scripts_run_as_subprocesses(tmp_path):
         assert json.loads(done.stdout)
     helped = subprocess.run([sys.executable, str(SCRIPTS / "lcm_status.py"), "--help"], capture_output=True, text=True)
     assert "Examples:" in helped.stdout
+
+
+def test_large_vault_gets_a_quick_fts_check_unless_asked(capsys, tmp_path, vault, monkeypatch):
+    t = coding_session(tmp_path / "projects", turns=1)
+    t.write()
+    ingest(t.path)
+    monkeypatch.setattr(lcm_status, "FULL_CHECK_MAX_ROWS", 3)  # this vault now counts as large
+    assert status_json(capsys)["fts_ok"] is True
+    conn = sqlite3.connect(vault)
+    row = conn.execute("SELECT id, content FROM messages LIMIT 1").fetchone()
+    conn.execute("INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', ?, ?)",
+                 (row[0], "unrelated words entirely"))
+    conn.commit()
+    assert status_json(capsys, "--check-fts")["fts_ok"] is False  # the full check sees the damage
+    conn.execute("DELETE FROM messages_fts_docsize WHERE id = (SELECT max(id) FROM messages_fts_docsize)")
+    conn.commit()
+    conn.close()
+    assert status_json(capsys)["fts_ok"] is False  # the quick check sees a row missing from the index
