@@ -366,10 +366,12 @@ class _Inline:
 def _parser_pool(files: int):
     """Where transcripts are parsed during bulk ingest: one forked worker process, so JSON
     parsing runs on another core while this process inserts and FTS-indexes (a thread would
-    fight the indexing for the GIL and was slower than no thread at all). Inline when fork is
-    unavailable or there is too little to gain."""
+    fight the indexing for the GIL and was slower than no thread at all). Inline off Linux or
+    when there is too little to gain."""
     import multiprocessing
-    if files < PARSE_PROCESS_MIN_FILES or "fork" not in multiprocessing.get_all_start_methods():
+    # fork is cheap and needs nothing importable; only Linux forks safely (macOS system libraries
+    # may crash in a forked child)
+    if files < PARSE_PROCESS_MIN_FILES or not sys.platform.startswith("linux"):
         return _Inline()
     from concurrent.futures import ProcessPoolExecutor
     return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
