@@ -49,10 +49,11 @@ def test_checkpoint_then_resume_in_a_new_session_on_real_transcripts(workspace, 
     assert conn.execute("SELECT count(DISTINCT session_id) FROM messages").fetchone()[0] >= 2
 
     monkeypatch.setenv("LCM_LLM", "none")
+    monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "3000")      # small chunks: enough leaves to condense
     compacted = lcm_compact.compact(conn, REAL_SESSION, mode="full")
-    top = conn.execute("SELECT id FROM summaries WHERE session_id = ? AND parent_id IS NULL"
-                       " ORDER BY depth DESC LIMIT 1", (REAL_SESSION,)).fetchone()[0]
-    assert compacted["created"]
+    assert compacted["condensed_created"] >= 1
+    top = conn.execute("SELECT id, depth FROM summaries WHERE session_id = ? AND parent_id IS NULL"
+                       " ORDER BY depth DESC, first_message_id LIMIT 1", (REAL_SESSION,)).fetchone()
 
     monkeypatch.setenv("LCM_SESSION_ID", REAL_SESSION)
     code, out, err = run(lcm_checkpoint, [], capsys)
@@ -60,7 +61,7 @@ def test_checkpoint_then_resume_in_a_new_session_on_real_transcripts(workspace, 
     checkpoint = (workspace / ".lcm-checkpoint.md").read_text()
     assert checkpoint.startswith("<!-- lcm-checkpoint: ")
     assert "js/lib/recorder.js" in checkpoint
-    assert f"- {top} (condensed, depth 1" in checkpoint      # the top of the DAG, with its id
+    assert f"- {top['id']} (condensed, depth {top['depth']}," in checkpoint   # the DAG's top, with its id
 
     monkeypatch.setenv("LCM_SESSION_ID", OTHER_SESSION)       # a new session on Monday
     code, out, err = run(lcm_resume, ["--max-tokens", "1500"], capsys)
@@ -79,7 +80,7 @@ def test_checkpoint_then_resume_in_a_new_session_on_real_transcripts(workspace, 
     doc = json.loads(out)
     assert code == 0 and doc["tokens"] <= 400 and lcm_db.estimate_tokens(doc["text"]) <= 400
     assert doc["session_id"] == REAL_SESSION
-    assert doc["top_summaries"][0]["id"] == top
+    assert doc["top_summaries"][0]["id"] == top["id"]
     assert [t["content"] for t in doc["state"]["open_todos"]] == [
         "Test recording with new AudioWorklet implementation",
         "Test drone synth with new AudioWorklet implementation"]
