@@ -170,13 +170,16 @@ def connect():
 
 
 def ingest(conn, path) -> dict:
-    """Incremental ingest of one transcript; Skip when it does not exist (yet)."""
+    """Incremental ingest of one transcript and its `<session>/subagents/agent-*.jsonl`;
+    Skip when it does not exist (yet). A sub-agent's last lines can land after its own
+    SubagentStop hook ran; the main session's next hook catches them.
+    """
     if not path or not isinstance(path, str):
         raise Skip("payload has no transcript path")
     if not os.path.isfile(path):
         raise Skip(f"transcript {path} does not exist (yet)")
     import lcm_ingest
-    return lcm_ingest.ingest_file(conn, path)
+    return lcm_ingest.ingest_session(conn, path)
 
 
 def try_ingest(conn, path) -> dict | None:

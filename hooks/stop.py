@@ -1,4 +1,5 @@
-"""Stop: ingest the turn that just ended; when compaction is due, start it detached.
+"""Stop: ingest the turn that just ended (and any sub-agent lines written after their own
+SubagentStop); when compaction is due, start it detached.
 
 The compaction process takes the session lock itself, so a second Stop while it runs is harmless.
 """

@@ -298,6 +298,18 @@ def test_subagent_stop_ingests_the_agent_transcript(session, projects, vault):
     assert log_lines() == []
 
 
+def test_stop_catches_subagent_lines_written_after_their_own_hook(session, projects, vault):
+    agent = Transcript(projects, agent_id="ab2fabee47aabea5c", parent=session, cwd=session.cwd)
+    agent.user("SUBTASK say hi")
+    agent.write()
+    run_hook("subagent_stop", subagent_stop(session, agent))
+    agent.assistant_text("the sub-agent's late reply")     # lands after SubagentStop ran
+    agent.write()
+    assert run_hook("stop", stop(session)).returncode == 0
+    assert count(vault, "SELECT count(*) FROM messages WHERE agent_id = 'ab2fabee47aabea5c'") == 2
+    assert log_lines() == []
+
+
 def test_internal_compaction_fork_is_left_alone(session, projects, vault):
     agent = Transcript(projects, agent_id="a8b06e29dfabf192d", parent=session, cwd=session.cwd)
     agent.user("Your task is to create a detailed summary of the conversation so far")
