@@ -1,20 +1,18 @@
 """Shared helper for every lcm script: vault location, connection, migrations,
 configuration, ids, token estimates and the one error type.
 
-Stdlib only: hooks import this module on every turn, so it must stay cheap.
+Stdlib only, and only modules a bare interpreter has mostly loaded already: hooks and lcm_grep
+import this on every call, so argparse and pathlib are imported where they are used.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
-import secrets
 import sqlite3
 import sys
-from datetime import datetime, timezone
-from pathlib import Path
-from typing import Callable, Iterable
+import time
+from collections.abc import Callable, Iterable
 
 
 class LcmError(Exception):
@@ -120,18 +118,28 @@ def validate_config(environ: dict | None = None) -> None:
 # Locations, ids, time, tokens
 # ---------------------------------------------------------------------------
 
-def lcm_home() -> Path:
+def _home_str() -> str:
     home = os.environ.get("LCM_HOME")
-    return Path(home).expanduser() if home else Path.home() / ".claude-lcm"
+    return os.path.expanduser(home) if home else os.path.join(os.path.expanduser("~"), ".claude-lcm")
+
+
+def _db_path_str(explicit: str | None = None) -> str:
+    if explicit:
+        return os.path.expanduser(explicit)
+    if os.environ.get("LCM_DB"):
+        return os.path.expanduser(os.environ["LCM_DB"])
+    return os.path.join(_home_str(), "lcm.db")
+
+
+def lcm_home() -> Path:
+    from pathlib import Path
+    return Path(_home_str())
 
 
 def db_path(explicit: str | None = None) -> Path:
     """--db, else $LCM_DB, else $LCM_HOME/lcm.db, else ~/.claude-lcm/lcm.db."""
-    if explicit:
-        return Path(explicit).expanduser()
-    if os.environ.get("LCM_DB"):
-        return Path(os.environ["LCM_DB"]).expanduser()
-    return lcm_home() / "lcm.db"
+    from pathlib import Path
+    return Path(_db_path_str(explicit))
 
 
 def files_dir() -> Path:
@@ -144,11 +152,13 @@ def current_session_id() -> str | None:
 
 def new_id(prefix: str) -> str:
     """`sum_` / `file_` / `grant_` ... + 16 hex characters."""
-    return f"{prefix}_{secrets.token_hex(8)}"
+    return f"{prefix}_{os.urandom(8).hex()}"
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    """UTC now as 2026-11-23T09:01:39.123Z, the shape transcripts use."""
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
 
 
 def estimate_tokens(text: str | None) -> int:
@@ -398,12 +408,12 @@ def connect(explicit: str | None = None, *, create: bool = True, readonly: bool 
 
     create=False refuses a missing vault with a hint instead of making an empty one.
     """
-    path = db_path(explicit)
-    if not path.exists():
+    path = _db_path_str(explicit)
+    if not os.path.exists(path):
         if not create or readonly:
             raise LcmError(f"no vault at {path}", "run lcm_init.py or lcm_ingest.py --all first, or pass --db")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
             # create the file 0600 before SQLite opens it with the umask's mode
             os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
         except OSError as exc:
@@ -450,6 +460,7 @@ class transaction:
 
 def parser(doc: str | None) -> argparse.ArgumentParser:
     """An ArgumentParser whose --help is the script's docstring, with --db and --json."""
+    import argparse
     summary, _, details = (doc or "").strip().partition("\n")
     p = argparse.ArgumentParser(
         description=summary,
