@@ -52,11 +52,18 @@ def _result_text(block: dict) -> str:
     return "" if content is None else str(content)
 
 
-def _is_noise(text: str) -> bool:
-    """Harness-made user text: command wrappers, caveats, interrupted markers."""
-    stripped = text.lstrip()
-    return (not stripped or stripped.startswith(("<command-", "<local-command", "Caveat:", "[Request interrupted",
-                                                 "<system-reminder>", "This session is being continued")))
+# user-role text Claude Code writes itself (command wrappers, caveats, notifications), never
+# something the person asked; and blocks it wraps around what they typed (an IDE selection)
+HARNESS_PREFIXES = ("<command-", "<local-command-", "<task-notification", "<system-reminder",
+                    "<bash-", "<user-prompt-submit-hook", "[Request interrupted", "Caveat: ",
+                    "This session is being continued")
+HARNESS_BLOCK = re.compile(r"<(ide_[a-z_]+|system-reminder)>.*?</\1>", re.S)
+
+
+def typed_text(text: str) -> str:
+    """What a person typed in a user text block: harness blocks removed, "" for harness text."""
+    text = HARNESS_BLOCK.sub("", text).strip()
+    return "" if text.startswith(HARNESS_PREFIXES) else text
 
 
 class Facts:
@@ -92,8 +99,8 @@ def facts_from_messages(rows) -> Facts:
         for block in blocks:
             kind = block.get("type")
             if kind == "text" and role == "user" and not row["is_meta"]:
-                text = block.get("text") or ""
-                if not _is_noise(text):
+                text = typed_text(str(block.get("text") or ""))
+                if text:
                     facts.asked.append(text)
             elif kind == "text" and role == "assistant":
                 text = block.get("text") or ""

@@ -13,14 +13,12 @@ import json
 import re
 import sqlite3
 
+from lcm_extract import typed_text
+
 FILE_TOOLS = ("Edit", "Write", "MultiEdit", "NotebookEdit")
 # a failed look-around (a missing file, a stopped shell) is exploration, not an error left to fix
 LOOK_TOOLS = ("Read", "Glob", "Grep", "LS", "WebFetch", "WebSearch", "BashOutput", "KillShell", "KillBash",
               "TaskOutput", "ToolSearch")
-# user-role text the harness writes, never something the user asked for
-HARNESS_PREFIXES = ("<command-", "<local-command-", "<task-notification", "<system-reminder",
-                    "<bash-", "<user-prompt-submit-hook", "[Request interrupted", "Caveat: ")
-HARNESS_BLOCK = re.compile(r"<(ide_[a-z_]+|system-reminder)>.*?</\1>", re.S)
 # the user said no: not an error to fix
 REJECTION = re.compile(r"^The user doesn't want to (proceed|take this action)")
 # a sentence that states a choice (heuristic; shown as such)
@@ -59,8 +57,8 @@ def user_request_text(entry: dict) -> str | None:
     for block in _blocks(entry):
         if block.get("type") != "text":
             continue
-        text = HARNESS_BLOCK.sub("", str(block.get("text", ""))).strip()
-        if text and not text.startswith(HARNESS_PREFIXES):
+        text = typed_text(str(block.get("text", "")))
+        if text:
             texts.append(text)
     return "\n".join(texts) or None
 

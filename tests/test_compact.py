@@ -370,6 +370,23 @@ def test_extractive_summary_tells_a_coding_story(tmp_path, monkeypatch):
     assert "/p/cli.py (edited)" in merged and lcm_db.estimate_tokens(merged) <= 300
 
 
+def test_extractive_summary_keeps_what_the_user_typed_not_the_ide_context(tmp_path):
+    t = Transcript(tmp_path / "projects")
+    t.entry("user", {"role": "user", "content": [
+        {"type": "text", "text": "<ide_opened_file>The user opened the file /p/notes.md in the IDE."
+                                 " This may or may not be related to the current task.</ide_opened_file>"},
+        {"type": "text", "text": "Rename parse_args in utils.py to read_options"}]})
+    t.user("<command-name>/clear</command-name>\n<command-message>clear</command-message>")
+    t.assistant_text("Renamed it; the tests pass.")
+    t.write()
+    conn = lcm_db.connect()
+    ingest(conn, t.path)
+    rows = conn.execute("SELECT * FROM messages ORDER BY id").fetchall()
+    text = lcm_extract.summarize_messages(rows, "messages #1-#3", 400)
+    assert "Rename parse_args in utils.py to read_options" in text
+    assert "ide_opened_file" not in text and "/p/notes.md" not in text and "/clear" not in text
+
+
 # -- prompts: one home, the required shape ------------------------------------------------------
 
 def test_prompts_live_only_in_references_and_have_the_required_shape():
