@@ -189,6 +189,7 @@ class FakeAnthropic:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True   # else each keep-alive reply waits ~40 ms for an ACK
 
             def log_message(self, *args):  # keep test output clean
                 pass
