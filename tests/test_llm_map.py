@@ -117,6 +117,9 @@ def test_injected_failures_end_every_item_ok_or_with_a_clear_error(tmp_path, fak
     assert all("schema" in line["error"] and "3 attempts" in line["error"] for line in by_mode["invalid"])
     assert all("no answer within 0.5s" in line["error"] for line in by_mode["hangforever"])
     assert summary["total"] == 40 and summary["failed"] == 12 and summary["succeeded"] == 28
+    # SKILL.md tells the agent to find failures with grep '"ok": false'
+    failed_lines = [ln for ln in (tmp_path / "out.jsonl").read_text().splitlines() if '"ok": false' in ln]
+    assert len(failed_lines) == summary["failed"]
     assert summary["output"] == str((tmp_path / "out.jsonl").resolve())
     assert summary["input_tokens"] > 0 and summary["output_tokens"] > 0
     assert set(summary) == {"map_id", "total", "succeeded", "failed", "output", "input_tokens", "output_tokens"}
