@@ -20,7 +20,6 @@ Examples:
 """
 from __future__ import annotations
 
-import json
 import re
 import sys
 import time
@@ -283,19 +282,12 @@ def claude_worker(job: core.MapJob, args, root: Path, model: str | None):
                 timed_out = time.monotonic() >= deadline
                 outcome.error = f"timed out after {args.timeout:g}s (the agent was killed)" if timed_out else exc.message
                 return outcome
-            usage = result.get("usage") or {}
-            outcome.input_tokens += int(usage.get("input_tokens") or 0)
-            outcome.output_tokens += int(usage.get("output_tokens") or 0)
-            structured = result.get("structured_output")
-            text = json.dumps(structured) if structured is not None else str(result.get("result") or "")
-            try:
-                outcome.result = checker.parse(text)
-                outcome.ok, outcome.error = True, None
+            rejected = core.take_claude_result(outcome, result, checker)
+            if rejected is None:
                 return outcome
-            except core.AnswerError as exc:
-                outcome.error = f"{exc} (after {outcome.attempts} attempts)"
-                prompt = (f"{core.item_text(value)}\n\nYour previous final answer was:\n{text}\n\n"
-                          f"{core.retry_feedback(str(exc))}")
+            text, why = rejected
+            prompt = (f"{core.item_text(value)}\n\nYour previous final answer was:\n{text}\n\n"
+                      f"{core.retry_feedback(why)}")
         return outcome
     return process
 

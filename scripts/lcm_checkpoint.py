@@ -110,7 +110,7 @@ def build(conn, session_id: str, vault: Path, use_llm: bool) -> tuple[dict, str]
         head += ["", "## Narrative (model-written)", story]
     resume = [
         "## How to resume",
-        f'- `python3 "$LCM_SCRIPTS/lcm_resume.py"` rebuilds this state from the vault and lists what came after it',
+        '- `python3 "$LCM_SCRIPTS/lcm_resume.py"` rebuilds this state from the vault and lists what came after it',
         f'- `python3 "$LCM_SCRIPTS/lcm_grep.py" "TERM" --session {session_id}` finds an exact detail',
         '- `python3 "$LCM_SCRIPTS/lcm_describe.py" ID` / `lcm_expand_query.py --prompt "QUESTION" --query "TERM"`'
         " drill into a summary or message id listed above",

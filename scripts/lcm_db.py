@@ -14,6 +14,11 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # names for annotations only
+    import argparse
+    from pathlib import Path
+
 
 class LcmError(Exception):
     """An expected failure: printed as `Error: message` + `Hint: hint`, exit 1."""

@@ -16,7 +16,6 @@ Examples:
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time

@@ -260,6 +260,23 @@ def retry_feedback(error: str) -> str:
     return f"That answer was rejected: {error}. Reply again with only the corrected JSON value."
 
 
+def take_claude_result(outcome: Outcome, result: dict, checker) -> tuple[str, str] | None:
+    """Count a `claude -p` result's usage and check its answer: None when accepted, else
+    (the rejected answer, why) for the retry prompt."""
+    usage = result.get("usage") or {}
+    outcome.input_tokens += int(usage.get("input_tokens") or 0)
+    outcome.output_tokens += int(usage.get("output_tokens") or 0)
+    structured = result.get("structured_output")
+    text = json.dumps(structured) if structured is not None else str(result.get("result") or "")
+    try:
+        outcome.result = checker.parse(text)
+    except AnswerError as exc:
+        outcome.error = f"{exc} (after {outcome.attempts} attempts)"
+        return text, str(exc)
+    outcome.ok, outcome.error = True, None
+    return None
+
+
 def schema_rules(schema: dict | None) -> str:
     if schema is None:
         return ""
