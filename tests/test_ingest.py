@@ -240,6 +240,28 @@ def test_every_block_type_is_searchable(capsys, tmp_path, vault):
     assert "[image]" in content and "AAAA" not in content
 
 
+def test_bulk_import_indexes_each_new_message_once_and_keeps_the_live_index(capsys, tmp_path, vault, monkeypatch):
+    monkeypatch.setattr(lcm_ingest, "GROUP_ROWS", 50)     # several transactions, as in a big import
+    projects = tmp_path / "projects"
+    sessions = [coding_session(projects, turns=3, cwd=f"/home/u/p{i}") for i in range(9)]
+    for i, t in enumerate(sessions):
+        t.user(f"marker{i}word please")
+        t.write()
+    copy = projects / "copied" / "resumed.jsonl"          # a resumed session repeats old lines
+    copy.parent.mkdir(parents=True)
+    copy.write_bytes(sessions[0].path.read_bytes() + sessions[1].path.read_bytes())
+    ingest_json(capsys, projects)
+    with sqlite3.connect(vault, isolation_level=None) as conn:      # raises if index and rows disagree
+        conn.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)")
+    for i, t in enumerate(sessions):
+        assert fts_hits(vault, f"marker{i}word") == {t.entries[-1]["uuid"]}
+    later = sessions[2]
+    later.user("a brand new zebrafinch question")
+    later.write()
+    ingest_json(capsys, later.path)                        # a hook-sized ingest: the trigger indexes it
+    assert fts_hits(vault, "zebrafinch") == {later.entries[-1]["uuid"]}
+
+
 def test_thinking_can_be_left_out_of_the_index(capsys, tmp_path, vault, monkeypatch):
     monkeypatch.setenv("LCM_INDEX_THINKING", "0")
     t = Transcript(tmp_path / "projects")
