@@ -463,14 +463,28 @@ class transaction:
 # Command-line skeleton shared by every script
 # ---------------------------------------------------------------------------
 
+def _help_width() -> int:
+    """The terminal's width for --help, as shutil.get_terminal_size would find it, less 2."""
+    try:
+        return int(os.environ["COLUMNS"]) - 2
+    except (KeyError, ValueError):
+        pass
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns - 2
+    except (AttributeError, ValueError, OSError):
+        return 78
+
+
 def parser(doc: str | None) -> argparse.ArgumentParser:
     """An ArgumentParser whose --help is the script's docstring, with --db and --json."""
     import argparse
     summary, _, details = (doc or "").strip().partition("\n")
+    width = _help_width()
     p = argparse.ArgumentParser(
         description=summary,
         epilog=details.strip() or None,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        # the width given up front: argparse would import shutil (several ms) to find it
+        formatter_class=lambda prog: argparse.RawDescriptionHelpFormatter(prog, width=width),
     )
     p.add_argument("--db", metavar="PATH", help="vault file (default: $LCM_DB, $LCM_HOME/lcm.db, ~/.claude-lcm/lcm.db)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
