@@ -66,11 +66,20 @@ def timed(cmd: list[str], stdin: bytes, env: dict) -> float:
     return elapsed
 
 
+def real_python() -> str:
+    """The interpreter `python3` on PATH really is: a pyenv shim is a shell script whose own
+    start-up (100+ ms) would swamp both sides of the ratio."""
+    exe = shutil.which("python3") or sys.executable
+    out = subprocess.run([exe, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True)
+    return out.stdout.strip() or exe
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--vault", default=DEFAULT_VAULT)
     p.add_argument("--runs", type=int, default=10)
     p.add_argument("--wait", type=float, default=0, help="seconds to wait for the bench vault's READY file")
+    p.add_argument("--python", help="interpreter to time (default: the binary behind `python3` on PATH)")
     args = p.parse_args(argv)
 
     deadline = time.monotonic() + args.wait
@@ -90,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                     "LCM_LEAF_CHUNK_TOKENS": str(10 ** 9)})
         base = {"session_id": sid, "transcript_path": str(copy), "cwd": cwd, "prompt_id": "bench",
                 "permission_mode": "default"}
-        python = shutil.which("python3") or sys.executable
+        python = args.python or real_python()
         ups_cmd = [python, "-S", str(ROOT / "hooks" / "user_prompt_submit.py")]
         stop_cmd = [python, "-S", str(ROOT / "hooks" / "stop.py")]
         bare_cmd = [python, "-c", "pass"]

@@ -19,11 +19,14 @@ from __future__ import annotations
 import os
 import sys
 import time
-from pathlib import Path
 
 import lcm_db
 import lcm_transcript as lt
 from lcm_db import LcmError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # names for annotations only
+    from pathlib import Path
 
 MALFORMED_SHOWN = 20  # malformed lines listed in text mode before "... N more"
 PARSE_AHEAD = 2  # files parsed ahead of the writer during bulk ingest (bounds memory)
@@ -64,6 +67,7 @@ UPSERT_TRANSCRIPT = """INSERT INTO transcripts (path, session_id, agent_id, byte
 
 def projects_root() -> Path:
     """Where Claude Code keeps transcripts: $CLAUDE_CONFIG_DIR/projects or ~/.claude/projects."""
+    from pathlib import Path  # here, not at the top: every hook imports this module
     base = os.environ.get("CLAUDE_CONFIG_DIR")
     return (Path(base).expanduser() if base else Path.home() / ".claude") / "projects"
 

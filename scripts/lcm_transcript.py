@@ -7,9 +7,13 @@ entry types, block types and keys are tolerated, never fatal.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
+
+try:
+    from _sha1 import sha1  # CPython's built-in SHA-1: importing hashlib loads OpenSSL, ~3 ms a hook
+except ImportError:
+    from hashlib import sha1
 
 import lcm_db
 from lcm_db import LcmError
@@ -135,7 +139,7 @@ def text_or_none(value) -> str | None:
 
 def _head_hash(head: bytes) -> str:
     cut = head.find(b"\n")
-    return hashlib.sha1(head if cut < 0 else head[:cut]).hexdigest()
+    return sha1(head if cut < 0 else head[:cut]).hexdigest()
 
 
 def open_transcript(path: str):
