@@ -39,3 +39,9 @@ def shared_data(*parts: str) -> Path:
     if not path.exists():
         pytest.skip(f"{path} is absent: the shared transcripts ship only beside the development checkout")
     return path
+
+
+def pytest_configure(config):
+    # real transcripts name the models they ran on, some now deprecated; the SDK's notice about
+    # that is not a fault of lcm and would bury real warnings
+    config.addinivalue_line("filterwarnings", "ignore:The model .* is deprecated:DeprecationWarning")
