@@ -6,7 +6,6 @@ import this on every call, so argparse and pathlib are imported where they are u
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import sqlite3
@@ -500,6 +499,7 @@ def add_limit_arg(p: argparse.ArgumentParser, default: int = 20) -> None:
 
 
 def print_json(data) -> None:
+    import json  # here: a text-mode lcm_grep never needs it
     sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=None) + "\n")
 
 
