@@ -15,12 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from benchlib import real_python
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -75,13 +76,6 @@ def wall(cmd: list[str], runs: int) -> float:
         subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
         times.append(time.perf_counter() - start)
     return statistics.median(times)
-
-
-def real_python() -> str:
-    """The interpreter `python3` on PATH really is (a pyenv shim's own start-up is not counted)."""
-    exe = shutil.which("python3") or sys.executable
-    out = subprocess.run([exe, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True)
-    return out.stdout.strip() or exe
 
 
 def main(argv=None):

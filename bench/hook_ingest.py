@@ -21,10 +21,11 @@ import shutil
 import sqlite3
 import statistics
 import subprocess
-import sys
 import time
 import uuid as uuidlib
 from pathlib import Path
+
+from benchlib import real_python
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 HOOK = ("import sys; sys.path.insert(0, {scripts!r}); import lcm_db, lcm_ingest; "
@@ -72,8 +73,10 @@ def main() -> int:
     p.add_argument("--vault", default="/tmp/lcm-bench/vault-1m.db")
     p.add_argument("--corpus", default="/tmp/lcm-bench/corpus-1m")
     p.add_argument("--runs", type=int, default=10)
-    p.add_argument("--python", default=sys.executable, help="interpreter for both the hook and the baseline")
+    p.add_argument("--python", help="interpreter for both the hook and the baseline"
+                                    " (default: the binary behind `python3` on PATH)")
     args = p.parse_args()
+    args.python = args.python or real_python()
     if not os.path.exists(args.vault):
         raise SystemExit(f"no vault at {args.vault}: run bench/ingest.py first")
     mains = [f for f in Path(args.corpus).rglob("*.jsonl") if "subagents" not in f.parts]

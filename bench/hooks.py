@@ -31,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchlib import real_python
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 from transcripts import Transcript  # noqa: E402
@@ -64,14 +66,6 @@ def timed(cmd: list[str], stdin: bytes, env: dict) -> float:
     if proc.returncode != 0:
         raise SystemExit(f"{cmd} exited {proc.returncode}: {proc.stderr.decode()[-500:]}")
     return elapsed
-
-
-def real_python() -> str:
-    """The interpreter `python3` on PATH really is: a pyenv shim is a shell script whose own
-    start-up (100+ ms) would swamp both sides of the ratio."""
-    exe = shutil.which("python3") or sys.executable
-    out = subprocess.run([exe, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True)
-    return out.stdout.strip() or exe
 
 
 def main(argv: list[str] | None = None) -> int:
