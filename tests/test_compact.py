@@ -43,6 +43,14 @@ def ingest(conn, *paths):
     return lcm_ingest.ingest_paths(conn, [str(p) for p in paths])
 
 
+def stored_rows(t: Transcript) -> list:
+    """Write the transcript, ingest it into a fresh vault, return its message rows in order."""
+    t.write()
+    conn = lcm_db.connect()
+    ingest(conn, t.path)
+    return conn.execute("SELECT * FROM messages ORDER BY id").fetchall()
+
+
 def session_with(tmp_path, turns=12, **kw) -> Transcript:
     t = coding_session(tmp_path / "projects", turns=turns, **kw)
     t.write()
@@ -350,10 +358,7 @@ def test_extractive_summary_tells_a_coding_story(tmp_path, monkeypatch):
     b = t.tool_use("Bash", {"command": "pytest -q tests/test_cli.py"})
     t.tool_result(b, "ImportError: cannot import name 'verbose'\n1 failed", is_error=True)
     t.assistant_text("Fixed the import; all tests pass now.")
-    t.write()
-    conn = lcm_db.connect()
-    ingest(conn, t.path)
-    rows = conn.execute("SELECT * FROM messages ORDER BY id").fetchall()
+    rows = stored_rows(t)
     text = lcm_extract.summarize_messages(rows, "messages #1-#9", 400)
     assert "Add a --verbose flag" in text
     assert "/p/new_module.py (written)" in text and "/p/cli.py (edited)" in text
@@ -378,10 +383,7 @@ def test_extractive_summary_keeps_what_the_user_typed_not_the_ide_context(tmp_pa
         {"type": "text", "text": "Rename parse_args in utils.py to read_options"}]})
     t.user("<command-name>/clear</command-name>\n<command-message>clear</command-message>")
     t.assistant_text("Renamed it; the tests pass.")
-    t.write()
-    conn = lcm_db.connect()
-    ingest(conn, t.path)
-    rows = conn.execute("SELECT * FROM messages ORDER BY id").fetchall()
+    rows = stored_rows(t)
     text = lcm_extract.summarize_messages(rows, "messages #1-#3", 400)
     assert "Rename parse_args in utils.py to read_options" in text
     assert "ide_opened_file" not in text and "/p/notes.md" not in text and "/clear" not in text
