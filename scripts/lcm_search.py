@@ -245,7 +245,7 @@ def _term_counts(text: str, terms) -> dict:
         if stem and len(stem) > 3:
             counts[t] = lower.count(stem)
         else:
-            counts[t] = len(t.pattern.findall(text)) if t.pattern else 0
+            counts[t] = len(t.pattern.findall(text)) if t.regex else 0
     return counts
 
 
@@ -285,7 +285,7 @@ def _rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm):
             if len(rows) >= scan_want:
                 break
     # words left out of the BM25 query (too common to rank cheaply) still count, BM25-style
-    left_out = [(t, _idf(n_docs, dfs[t])) for t in fts_terms if t not in chosen and t.pattern]
+    left_out = [(t, _idf(n_docs, dfs[t])) for t in fts_terms if t not in chosen and t.regex]
     base = max(relevance.values(), default=1.0)
     scored = []
     for rowid, row in rows.items():
@@ -390,10 +390,11 @@ def _rank_regex(conn, src: Source, pattern, want, deadline):
 # search()
 # ---------------------------------------------------------------------------
 
-def _snippet(content: str, patterns) -> str:
+def _snippet(content: str, finders) -> str:
+    """About SNIPPET_CHARS of `content` around the first finder (a Term or a pattern) that matches."""
     start = 0
-    for pattern in patterns:
-        m = pattern.search(content)
+    for finder in finders:
+        m = (finder.pattern if isinstance(finder, lcm_query.Term) else finder).search(content)
         if m:
             start = max(0, m.start() - SNIPPET_CHARS // 3)
             break
@@ -420,7 +421,8 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
     if mode == "auto":
         terms = lcm_query.parse_query(query)
         # snippets centre on the most telling word: phrases and long words before short ones
-        patterns = [t.pattern for t in sorted(terms, key=lambda t: (t.kind == "word", -len(t.text)))]
+        # (Terms compile their patterns on first use: most snippets need only the first)
+        patterns = sorted(terms, key=lambda t: (t.kind == "word", -len(t.text)))
     elif mode == "regex":
         pattern = _compile_regex(query)
         patterns = [pattern]
