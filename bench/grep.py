@@ -1,7 +1,7 @@
 """Speed of lcm_grep on a large vault: in-process query time and a whole process vs bare Python.
 
 Usage:
-  python3 bench/grep.py [--db /tmp/lcm-bench/vault-1m.db] [--runs 10] [--python EXE]
+  python3 bench/grep.py [--db /tmp/lcm-bench/vault-1m.db] [--runs 20] [--python EXE]
 
 Targets (issue 3): median in-process time of 20 varied queries <= 50 ms; a whole
 `lcm_grep.py` process <= 1.5x `python3 -c pass`, both medians measured in the same run.
@@ -69,19 +69,22 @@ def in_process(db: str) -> dict:
             "max_ms": round(max(times), 1), "per_query_ms": [round(t, 1) for t in times], "hits": counts}
 
 
-def wall(cmd: list[str], runs: int) -> float:
-    times = []
+def walls(cmds: dict, runs: int) -> dict:
+    """Median wall time of each command, run in turns (a, b, c, a, b, c, ...): the machine's speed
+    drifts, and timing one command's runs back to back would put the drift into the ratios."""
+    times = {name: [] for name in cmds}
     for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for name, cmd in cmds.items():
+            start = time.perf_counter()
+            subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--db", default="/tmp/lcm-bench/vault-1m.db")
-    p.add_argument("--runs", type=int, default=10)
+    p.add_argument("--runs", type=int, default=20)
     p.add_argument("--wait", type=float, default=0, help="seconds to wait for /tmp/lcm-bench/READY")
     p.add_argument("--python", help="interpreter for lcm_grep and the baseline (default: the binary behind"
                                     " `python3` on PATH, the one SKILL.md's commands run)")
@@ -103,21 +106,22 @@ def main(argv=None):
     grep = [python, str(ROOT / "scripts" / "lcm_grep.py")]
     common = grep + ["sqlite migration schema", "--db", args.db, "--all-sessions", "--json"]
     specific = grep + ["why did lcm_grep.py fail with a timeout", "--db", args.db, "--all-sessions", "--json"]
-    bare = wall([python, "-c", "pass"], args.runs)
-    proc_specific = wall(specific, args.runs)
-    proc_common = wall(common, args.runs)
-    # the floor: start + imports + connect + a query that matches nothing (no ranking work)
-    proc_floor = wall(grep + ["zzqxunlikelyword", "--db", args.db, "--all-sessions", "--json"], args.runs)
-    # what any Python CLI over SQLite pays before its own code: the stdlib modules lcm_grep needs
-    stdlib = wall([python, "-c", "import argparse, json, re, sqlite3"], args.runs)
-    bare_after = wall([python, "-c", "pass"], args.runs)  # the machine is shared: bracket it
-    bare = statistics.median([bare, bare_after])
-    report.update(process_median_s=round(proc_specific, 4), python_pass_median_s=round(bare, 4),
-                  process_ratio=round(proc_specific / bare, 2),
-                  process_common_words_median_s=round(proc_common, 4),
-                  process_common_words_ratio=round(proc_common / bare, 2),
-                  process_no_match_ratio=round(proc_floor / bare, 2),
-                  stdlib_imports_ratio=round(stdlib / bare, 2),
+    t = walls({
+        "bare": [python, "-c", "pass"],
+        "specific": specific,
+        "common": common,
+        # the floor: start + imports + connect + a query that matches nothing (no ranking work)
+        "floor": grep + ["zzqxunlikelyword", "--db", args.db, "--all-sessions", "--json"],
+        # what any Python CLI over SQLite pays before its own code: the stdlib modules lcm_grep needs
+        "stdlib": [python, "-c", "import argparse, json, re, sqlite3"],
+    }, args.runs)
+    bare = t["bare"]
+    report.update(process_median_s=round(t["specific"], 4), python_pass_median_s=round(bare, 4),
+                  process_ratio=round(t["specific"] / bare, 2),
+                  process_common_words_median_s=round(t["common"], 4),
+                  process_common_words_ratio=round(t["common"] / bare, 2),
+                  process_no_match_ratio=round(t["floor"] / bare, 2),
+                  stdlib_imports_ratio=round(t["stdlib"] / bare, 2),
                   python=python, targets={"median_ms": 50, "process_ratio": 1.5})
     os.sys.stdout.write(json.dumps(report) + "\n")
 
