@@ -262,6 +262,27 @@ def test_bulk_import_indexes_each_new_message_once_and_keeps_the_live_index(caps
     assert fts_hits(vault, "zebrafinch") == {later.entries[-1]["uuid"]}
 
 
+def test_bulk_import_copies_each_group_into_the_vault_file_as_it_goes(tmp_path, vault, monkeypatch):
+    """A big import checkpoints in the background: when it returns, its pages are in the vault
+    file itself (not only in the WAL, which readers would have to search), and SQLite's own
+    checkpoint setting is back for later writes."""
+    monkeypatch.setattr(lcm_ingest, "GROUP_ROWS", 40)
+    projects = tmp_path / "projects"
+    for i in range(10):
+        t = Transcript(projects, session_id=f"bulk-{i}")
+        for j in range(40):
+            t.user(f"note {i}.{j} " + "lorem ipsum dolor " * 150)
+        t.write()
+    conn = lcm_db.connect(str(vault))  # kept open: closing the last connection checkpoints anyway
+    result = lcm_ingest.ingest_paths(conn, [projects])
+    assert result["messages_added"] == 400
+    raw_bytes = conn.execute("SELECT sum(length(raw)) FROM messages").fetchone()[0]
+    assert os.path.getsize(vault) > raw_bytes
+    assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.close()
+
+
 def test_thinking_can_be_left_out_of_the_index(capsys, tmp_path, vault, monkeypatch):
     monkeypatch.setenv("LCM_INDEX_THINKING", "0")
     t = Transcript(tmp_path / "projects")
