@@ -29,16 +29,15 @@ if TYPE_CHECKING:  # names for annotations only
     from pathlib import Path
 
 MALFORMED_SHOWN = 20  # malformed lines listed in text mode before "... N more"
-PARSE_AHEAD_BYTES = 32 << 20  # unread transcript bytes parsed ahead of the writer in bulk ingest
-# (at least one file): enough that the writer rarely waits, bounded so memory stays ~100 MB
 PARSE_PROCESS_MIN_FILES = 8  # fewer files are parsed inline: a worker process is not worth starting
+GROUP_BYTES = 48 << 20  # bulk ingest: unread transcript bytes per transaction (~14k messages)
+GROUPS_AHEAD = 2  # groups parsed ahead of the writer (each waits as a stage file on disk)
 
 MESSAGE_COLUMNS = ("uuid, session_id, parent_uuid, type, role, subtype, created_at, cwd, git_branch, model,"
                    " api_message_id, is_sidechain, agent_id, is_meta, content, token_count, raw,"
                    " transcript_path, line_no")
 INSERT_MESSAGE = f"INSERT OR IGNORE INTO messages ({MESSAGE_COLUMNS}) VALUES ({','.join('?' * 19)})"
 STAGE_MIN_ROWS = 32  # smaller batches (a hook's new turn) insert directly
-GROUP_ROWS = 16000  # bulk ingest: messages per transaction (files are grouped until this many)
 FTS_BULK_HASHSIZE = 64 << 20  # FTS5 pending-terms buffer during bulk ingest (one group fits)
 FTS_HASHSIZE = 1 << 20  # FTS5's default
 
@@ -79,17 +78,20 @@ def _transcript_row(conn, path: str) -> dict | None:
 
 
 def _externalize_large(conn, batch: lt.Batch) -> None:
-    """Swap each huge block of a message new to the vault for lcm_files' reference text."""
+    """Swap each huge block of a message new to the vault for lcm_files' reference text, in
+    batch.rows or, for a batch parsed into a stage file, in the stage."""
     try:
         import lcm_files
     except ImportError:
         return  # large-file storage not installed: the text stays inline
     done: set[str] = set()
-    for index, blocks, entry in batch.large:
-        row = batch.rows[index]
-        uuid, sid = row[0], row[1]
-        if uuid in done or conn.execute("SELECT 1 FROM messages WHERE uuid = ?", (uuid,)).fetchone() \
-                or _staged(conn, uuid):
+    schema = _stage_schema(conn)
+    for index, blocks, entry, uuid, sid in batch.large:
+        # staged earlier in this group (a stage file also holds this batch's own rows after it)
+        earlier = _staged(conn) and conn.execute(
+            f"SELECT 1 FROM {schema}.ingest_stage WHERE uuid = ? AND rowid <= ?",
+            (uuid, batch.stage_start if batch.staged else 1 << 62)).fetchone()
+        if uuid in done or earlier or conn.execute("SELECT 1 FROM messages WHERE uuid = ?", (uuid,)).fetchone():
             continue
         done.add(uuid)
         result = entry.get("toolUseResult")
@@ -101,7 +103,12 @@ def _externalize_large(conn, batch: lt.Batch) -> None:
                 label = name if isinstance(name, str) else f"{entry['type']} block {i} of {uuid}"
                 blocks[i] = lcm_files.externalize(conn, session_id=sid, message_uuid=uuid, name=label, content=text)
         content = "\n".join(b for b in blocks if b)
-        batch.rows[index] = row[:14] + (content, lcm_db.estimate_tokens(content)) + row[16:]
+        if batch.staged:
+            conn.execute(f"UPDATE {schema}.ingest_stage SET content = ?, token_count = ? WHERE rowid = ?",
+                         (content, lcm_db.estimate_tokens(content), batch.stage_start + index + 1))
+        else:
+            row = batch.rows[index]
+            batch.rows[index] = row[:14] + (content, lcm_db.estimate_tokens(content)) + row[16:]
 
 
 def _stage(conn, rows: list[tuple]) -> None:
@@ -130,8 +137,9 @@ def _staged(conn, uuid: str | None = None) -> bool:
     return uuid is None or conn.execute(f"SELECT 1 FROM {schema}.ingest_stage WHERE uuid = ?", (uuid,)).fetchone() is not None
 
 
-def _flush(conn, bulk: bool = False) -> int:
+def _flush(conn, bulk: bool = False, clear: bool = True) -> int:
     """Move the staged rows into `messages` in staging order; returns how many were new.
+    clear=False leaves the stage as it is (a stage file, deleted whole afterwards).
 
     bulk=True (inside a transaction) indexes the new rows for full-text search with one
     INSERT ... SELECT instead of the per-row trigger: about 30% less writer time on a large
@@ -155,7 +163,8 @@ def _flush(conn, bulk: bool = False) -> int:
         conn.execute("INSERT INTO messages_fts(rowid, content) SELECT id, content FROM main.messages WHERE id > ?",
                      (last,))
         conn.execute(trigger[0])
-    conn.execute(f"DELETE FROM {schema}.ingest_stage")
+    if clear:
+        conn.execute(f"DELETE FROM {schema}.ingest_stage")
     return added
 
 
@@ -282,87 +291,200 @@ def transcript_files(paths) -> list[str]:
 
 
 def ingest_paths(conn, paths, progress: bool = False) -> dict:
-    """Ingest transcript files and directories; returns the --json document."""
+    """Ingest transcript files and directories; returns the --json document.
+
+    Files go in groups of about GROUP_BYTES, one transaction each. A parser process (see
+    _parser_pool) turns each group into a stage file while this process stores the one before.
+    """
     started = time.perf_counter()
     files = transcript_files(paths)
-    # bulk imports revisit the same FTS, uuid-index and b-tree pages constantly: up to 256 MB of
-    # page cache keeps them hot (a 1M-message vault's uuid index alone is ~60 MB)
-    conn.execute("PRAGMA cache_size = -262144")
-    checkpointer = _Checkpointer(conn) if not conn.in_transaction else None
     total = {"files": len(files), "messages_added": 0, "messages_skipped": 0, "malformed_lines": 0,
              "sessions": 0, "seconds": 0.0, "malformed": []}
     sessions: set[str] = set()
     settings = _settings()
-    from collections import deque
-    ahead: deque = deque()
     own = not conn.in_transaction
-    rows = {"seen": 0, "uncommitted": 0, "ahead_bytes": 0}
-
-    def commit_group() -> None:
-        # one transaction (and one FTS flush) per ~GROUP_ROWS messages: fewer, larger index segments
-        total["messages_added"] += _flush(conn, bulk=conn.in_transaction)
-        if own and conn.in_transaction:
-            conn.execute("COMMIT")
-            if checkpointer:
-                checkpointer.poke()
-        rows["uncommitted"] = 0
-
-    def write_ready(keep_bytes: int) -> None:
-        while ahead and rows["ahead_bytes"] > keep_bytes:
-            future, size = ahead.popleft()
-            rows["ahead_bytes"] -= size
-            batch = future.result()
-            if isinstance(batch, tuple):  # an LcmError from the parser process
-                raise LcmError(*batch)
-            if own and not batch.unchanged and not conn.in_transaction:
-                conn.execute("BEGIN IMMEDIATE")
-            one = _write(conn, batch, flush=False)
-            total["malformed_lines"] += one["malformed_lines"]
-            total["malformed"].extend(one["malformed"])
-            sessions.update(one["sessions"])
-            rows["seen"] += len(batch.rows)
-            rows["uncommitted"] += len(batch.rows)
-            if rows["uncommitted"] >= GROUP_ROWS:
-                commit_group()
-
-    fts = own and lcm_db.fts_enabled(conn)
+    if not own:  # the caller's transaction: no ATTACH inside it, so file by file
+        for path in files:
+            _count(total, sessions, _write(conn, lt.read_new_lines(path, _transcript_row(conn, path), *settings)))
+        total["sessions"] = len(sessions)
+        total["seconds"] = round(time.perf_counter() - started, 3)
+        return total
+    # bulk imports revisit the same FTS, uuid-index and b-tree pages constantly: up to 256 MB of
+    # page cache keeps them hot (a 1M-message vault's uuid index alone is ~60 MB)
+    conn.execute("PRAGMA cache_size = -262144")
+    checkpointer = _Checkpointer(conn)
+    fts = lcm_db.fts_enabled(conn)
     if fts:
         # FTS5 writes its in-memory terms out as a new index segment whenever they pass 1 MB; one
         # segment per group instead means far less merging later (-12% at 200k messages).
         # Restored below: the setting is stored in the vault.
         conn.execute(f"INSERT INTO messages_fts(messages_fts, rank) VALUES ('hashsize', {FTS_BULK_HASHSIZE})")
-    if own:
-        # the stage lives in RAM: a temp table would spill every raw line to a temp file first
-        conn.execute("ATTACH DATABASE ':memory:' AS lcm_stage")
+    groups, sizes = _plan_groups(conn, files)
+    stage_dir = _stage_dir(sizes)
+    bar = _progress(files, progress)
+    from collections import deque
+    ahead: deque = deque()
+    seen = 0
     try:
         with _parser_pool(len(files)) as pool:
-            for path in _progress(files, progress):
-                known = _transcript_row(conn, path)
-                try:  # every file counts, an unchanged one as 1 byte
-                    unread = max(os.path.getsize(path) - (known["byte_offset"] if known else 0), 1)
-                except OSError:
-                    unread = 1  # vanished or unreadable: the parser reports it
-                ahead.append((pool.submit(_read_new_lines, path, known, *settings), unread))
-                rows["ahead_bytes"] += unread
-                write_ready(PARSE_AHEAD_BYTES)
-            write_ready(-1)
-        commit_group()
+            for number, group in enumerate(groups):
+                stage = os.path.join(stage_dir, f"group-{number}.db")
+                ahead.append((pool.submit(_parse_group, group, settings, stage), len(group)))
+                while len(ahead) > (GROUPS_AHEAD if number < len(groups) - 1 else 0):
+                    future, count = ahead.popleft()
+                    seen += _store_group(conn, *future.result(), total, sessions)
+                    if checkpointer.usable:
+                        checkpointer.poke()
+                    if bar:
+                        bar.update(count)
     except BaseException:
-        if own and conn.in_transaction:
+        if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
     finally:
-        if own:
+        if any(r[1] == "lcm_stage" for r in conn.execute("PRAGMA database_list")):
             conn.execute("DETACH DATABASE lcm_stage")
+        import shutil
+        shutil.rmtree(stage_dir, ignore_errors=True)
+        if bar:
+            bar.close()
         if fts:
             conn.execute(f"INSERT INTO messages_fts(messages_fts, rank) VALUES ('hashsize', {FTS_HASHSIZE})")
-        if checkpointer:
-            checkpointer.close()
-    total["messages_skipped"] = rows["seen"] - total["messages_added"]
+        checkpointer.close()
+    total["messages_skipped"] = seen - total["messages_added"]
     conn.execute("PRAGMA cache_size = -2000")  # back to SQLite's default for later writes
     total["sessions"] = len(sessions)
     total["seconds"] = round(time.perf_counter() - started, 3)
     return total
+
+
+def _count(total: dict, sessions: set, one: dict) -> None:
+    """Add one file's _write result to the ingest totals."""
+    for key in ("messages_added", "messages_skipped", "malformed_lines"):
+        total[key] += one[key]
+    total["malformed"].extend(one["malformed"])
+    sessions.update(one["sessions"])
+
+
+def _plan_groups(conn, files: list[str]) -> tuple[list[list[tuple]], list[int]]:
+    """Consecutive files in groups of at least GROUP_BYTES unread bytes (the last may be
+    smaller): ([[(path, its transcripts row or None), ...], ...], unread bytes of each group)."""
+    groups, sizes, current, size = [], [], [], 0
+    for i, path in enumerate(files):
+        known = _transcript_row(conn, path)
+        try:
+            size += max(os.path.getsize(path) - (known["byte_offset"] if known else 0), 0)
+        except OSError:
+            pass  # vanished or unreadable: the parser reports it
+        current.append((path, known))
+        if size >= GROUP_BYTES or i == len(files) - 1:
+            groups.append(current)
+            sizes.append(size)
+            current, size = [], 0
+    return groups, sizes
+
+
+def _stage_dir(sizes: list[int]) -> str:
+    """A new private (0700) directory for the stage files, which hold transcript lines.
+
+    RAM-backed /dev/shm when it has room for the largest groups in flight: a stage file lives
+    for seconds, and writing it to disk first cost a quarter of a large import's time. Else the
+    system's temp directory.
+    """
+    import tempfile
+    prefix = f"lcm-ingest-{os.getpid()}-"
+    need = 2 * sum(sorted(sizes)[-(GROUPS_AHEAD + 2):])  # a stage file is ~1.4x its transcripts
+    try:
+        _remove_stale_stages("/dev/shm")
+        shm = os.statvfs("/dev/shm")
+        if shm.f_bavail * shm.f_frsize > need + (256 << 20):
+            return tempfile.mkdtemp(prefix=prefix, dir="/dev/shm")
+    except OSError:
+        pass  # no /dev/shm (macOS, Windows) or not usable
+    return tempfile.mkdtemp(prefix=prefix)
+
+
+def _remove_stale_stages(parent: str) -> None:
+    """Delete the stage directories of imports that were killed (their pid is gone): in
+    /dev/shm they would hold memory until the next reboot."""
+    import shutil
+    for name in os.listdir(parent):
+        pid = name.split("-")[2] if name.startswith("lcm-ingest-") and name.count("-") >= 3 else ""
+        if pid.isdigit():
+            try:
+                os.kill(int(pid), 0)
+            except ProcessLookupError:
+                shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+            except OSError:
+                pass  # alive, someone else's
+
+
+def _parse_group(group: list[tuple], settings: tuple, stage: str) -> tuple[list, str | None]:
+    """Parse a group's transcripts (in the parser process) and write their message rows to the
+    stage file `stage`, so the writer moves them with one INSERT ... SELECT instead of receiving
+    and binding each row itself.
+
+    Returns (one Batch, rows moved out, or (message, hint) of an LcmError per file, the stage
+    path or None when no file had a new message). An LcmError travels as a tuple: its hint
+    would not survive the trip back from a worker process as an exception.
+    """
+    import sqlite3
+    out: list = []
+    staged = 0
+    db = None
+    try:
+        for path, known in group:
+            try:
+                batch = lt.read_new_lines(path, known, *settings)
+            except LcmError as exc:
+                out.append((exc.message, exc.hint))
+                continue
+            if batch.rows:
+                if db is None:
+                    # a scratch file: no journal, no fsync (a crash loses nothing stored)
+                    db = sqlite3.connect(stage, isolation_level=None)
+                    db.execute("PRAGMA journal_mode = OFF")
+                    db.execute("PRAGMA synchronous = OFF")
+                    db.execute(f"CREATE TABLE ingest_stage ({MESSAGE_COLUMNS})")
+                    db.execute("BEGIN")
+                db.executemany(f"INSERT INTO ingest_stage VALUES ({','.join('?' * 19)})", batch.rows)
+                batch.stage_start, batch.staged = staged, len(batch.rows)
+                staged += len(batch.rows)
+                batch.rows = []
+            out.append(batch)
+        if db is not None:
+            db.execute("COMMIT")
+    finally:
+        if db is not None:
+            db.close()
+    return out, stage if staged else None
+
+
+def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: set) -> int:
+    """Write one parsed group in one transaction; returns how many messages it held."""
+    if stage:
+        conn.execute("ATTACH DATABASE ? AS lcm_stage", (stage,))
+    try:
+        seen = 0
+        for batch in batches:
+            if isinstance(batch, tuple):  # an LcmError from the parser
+                raise LcmError(*batch)
+            if not batch.unchanged and not conn.in_transaction:
+                conn.execute("BEGIN IMMEDIATE")
+            _count(total, sessions, _write(conn, batch, flush=False))
+            seen += batch.staged
+        if stage:
+            # one FTS flush and one index segment per group
+            total["messages_added"] += _flush(conn, bulk=True, clear=False)
+        if conn.in_transaction:
+            conn.execute("COMMIT")
+    finally:
+        if stage:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            conn.execute("DETACH DATABASE lcm_stage")
+            os.remove(stage)
+    return seen
 
 
 class _Checkpointer:
@@ -424,15 +546,6 @@ class _Checkpointer:
         self.conn.execute("PRAGMA wal_autocheckpoint = 1000")
 
 
-def _read_new_lines(*args):
-    """lt.read_new_lines, returning an LcmError as (message, hint): its hint would not survive
-    the trip back from a worker process as an exception."""
-    try:
-        return lt.read_new_lines(*args)
-    except LcmError as exc:
-        return exc.message, exc.hint
-
-
 class _Inline:
     """An executor that runs each call at once (the fallback of _parser_pool)."""
 
@@ -468,17 +581,17 @@ def _parser_pool(files: int):
 
 
 def _progress(files: list[str], wanted: bool):
-    """A tqdm bar on stderr for long imports on a terminal; the plain list otherwise."""
+    """A tqdm bar (in files) on stderr for long imports on a terminal, else None."""
     if not wanted or not sys.stderr.isatty():
-        return files
+        return None
     try:
         size = sum(os.path.getsize(p) for p in files)
         if size < 50_000_000:
-            return files
+            return None
         from tqdm import tqdm
     except (ImportError, OSError):
-        return files
-    return tqdm(files, desc="ingest", unit="file", file=sys.stderr)
+        return None
+    return tqdm(total=len(files), desc="ingest", unit="file", file=sys.stderr)
 
 
 def _main(argv):

@@ -178,7 +178,9 @@ class Batch:
         self.head_hash = None
         self.unchanged = False
         self.rows: list[tuple] = []
-        self.large: list[tuple] = []  # (row index, blocks, entry) with a block over the threshold
+        self.large: list[tuple] = []  # (row index, blocks, entry, uuid, session) with a block over the threshold
+        self.staged = 0  # bulk ingest: rows moved to a stage file (rows is then empty) ...
+        self.stage_start = 0  # ... as that file's rows stage_start + 1 to stage_start + staged
         self.malformed: list[dict] = []
         self.compactions: list[tuple] = []
         self.sessions: dict[str | None, Session] = {}
@@ -258,7 +260,7 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
         sid = sid or file_sid or fallback_sid
         blocks = entry_blocks(entry, index_thinking)
         if any(len(b) > max_chars for b in blocks):
-            batch.large.append((len(rows), blocks, entry))
+            batch.large.append((len(rows), blocks, entry, uuid, sid))
         content = "\n".join(b for b in blocks if b)
         role, subtype, model, msg_id = message_fields(entry)
         sidechain = entry.get("isSidechain") is True

@@ -171,8 +171,6 @@ def test_describe_file_with_bounded_content(tmp_path, monkeypatch, capsys, vault
     conn = lcm_db.connect()
     lcm_ingest.ingest_paths(conn, [tmp_path / "projects"])
     row = conn.execute("SELECT * FROM files").fetchone()
-    if row is None:
-        pytest.skip("this ingest does not externalise large blocks yet")
     doc = json.loads(run(capsys, lcm_describe, row["id"], "--json")[1])
     assert doc["kind"] == "csv" and "columns: id, name, score" in doc["exploration"] and "content" not in doc
     doc = json.loads(run(capsys, lcm_describe, row["id"], "--content", "--max-tokens", "100", "--json")[1])

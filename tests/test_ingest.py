@@ -241,7 +241,7 @@ def test_every_block_type_is_searchable(capsys, tmp_path, vault):
 
 
 def test_bulk_import_indexes_each_new_message_once_and_keeps_the_live_index(capsys, tmp_path, vault, monkeypatch):
-    monkeypatch.setattr(lcm_ingest, "GROUP_ROWS", 50)     # several transactions, as in a big import
+    monkeypatch.setattr(lcm_ingest, "GROUP_BYTES", 4000)  # several transactions, as in a big import
     projects = tmp_path / "projects"
     sessions = [coding_session(projects, turns=3, cwd=f"/home/u/p{i}") for i in range(9)]
     for i, t in enumerate(sessions):
@@ -262,11 +262,63 @@ def test_bulk_import_indexes_each_new_message_once_and_keeps_the_live_index(caps
     assert fts_hits(vault, "zebrafinch") == {later.entries[-1]["uuid"]}
 
 
+def test_bulk_import_externalises_a_large_block_once_even_when_a_copy_repeats_it(capsys, tmp_path, vault,
+                                                                                 monkeypatch):
+    """In a bulk import (parser process, stage files) a huge tool result becomes a `file_...`
+    reference in the searchable text, once, although a resumed copy of the session in the same
+    group repeats the line; the stored original line still holds every byte."""
+    monkeypatch.setenv("LCM_LARGE_FILE_THRESHOLD", "1000")
+    projects = tmp_path / "projects"
+    for i in range(lcm_ingest.PARSE_PROCESS_MIN_FILES):   # enough files for the parser process
+        coding_session(projects, turns=2, cwd=f"/home/u/p{i}").write()
+    t = Transcript(projects, session_id="big")
+    call = t.tool_use("Read", {"file_path": "/home/user/proj/table.csv"})
+    huge = "id,name\n" + "".join(f"{i},name{i}\n" for i in range(3000))
+    result = t.tool_result(call, huge)
+    t.user("thanks")
+    t.write()
+    copy = projects / "zz-copy" / "resumed.jsonl"         # sorts after the original: same group
+    copy.parent.mkdir(parents=True)
+    copy.write_bytes(t.path.read_bytes())
+    ingest_json(capsys, projects)
+    conn = db(vault)
+    content, raw = conn.execute("SELECT content, raw FROM messages WHERE uuid = ?", (result["uuid"],)).fetchone()
+    assert "file_" in content and "name2999" not in content
+    assert "name2999" in raw.decode()
+    assert conn.execute("SELECT count(*) FROM files").fetchone()[0] == 1
+
+
+def test_bulk_import_leaves_no_stage_files_and_clears_those_of_killed_imports(capsys, tmp_path, vault):
+    """Stage files hold transcript lines (in RAM, under /dev/shm, where it has room): every import
+    removes its own, and the next import removes those of an import that was killed."""
+    import tempfile
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm on this system: stage files go to the temp directory")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    stale = os.path.join("/dev/shm", f"lcm-ingest-{dead}-test")
+    os.makedirs(stale, exist_ok=True)
+    open(os.path.join(stale, "group-0.db"), "wb").close()
+    alive = os.path.join("/dev/shm", f"lcm-ingest-{os.getppid()}-test")  # a running process
+    os.makedirs(alive, exist_ok=True)
+    try:
+        coding_session(tmp_path / "projects", turns=2).write()
+        ingest_json(capsys, tmp_path / "projects")
+        assert not os.path.exists(stale) and os.path.exists(alive)
+        ours = f"lcm-ingest-{os.getpid()}-"
+        for parent in ("/dev/shm", tempfile.gettempdir()):
+            assert not [n for n in os.listdir(parent) if n.startswith(ours)]
+    finally:
+        for path in (stale, alive):
+            if os.path.isdir(path):
+                os.rmdir(path)
+
+
 def test_bulk_import_copies_each_group_into_the_vault_file_as_it_goes(tmp_path, vault, monkeypatch):
     """A big import checkpoints in the background: when it returns, its pages are in the vault
     file itself (not only in the WAL, which readers would have to search), and SQLite's own
     checkpoint setting is back for later writes."""
-    monkeypatch.setattr(lcm_ingest, "GROUP_ROWS", 40)
+    monkeypatch.setattr(lcm_ingest, "GROUP_BYTES", 100_000)
     projects = tmp_path / "projects"
     for i in range(10):
         t = Transcript(projects, session_id=f"bulk-{i}")
