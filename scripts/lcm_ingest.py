@@ -32,6 +32,7 @@ MALFORMED_SHOWN = 20  # malformed lines listed in text mode before "... N more"
 PARSE_PROCESS_MIN_FILES = 8  # fewer files are parsed inline: a worker process is not worth starting
 GROUP_BYTES = 48 << 20  # bulk ingest: unread transcript bytes per transaction (~14k messages)
 GROUPS_AHEAD = 2  # groups parsed ahead of the writer (each waits as a stage file on disk)
+WAL_LIMIT = 512 << 20  # bulk ingest lets the WAL grow this large before it waits for a checkpoint
 
 MESSAGE_COLUMNS = ("uuid, session_id, parent_uuid, type, role, subtype, created_at, cwd, git_branch, model,"
                    " api_message_id, is_sidechain, agent_id, is_meta, content, token_count, raw,"
@@ -514,10 +515,20 @@ class _Checkpointer:
             return
         if self.thread is None:
             import threading
-            self.wake, self.done = threading.Event(), False
+            self.wake, self.idle, self.done = threading.Event(), threading.Event(), False
             self.thread = threading.Thread(target=self._run, name="lcm-checkpoint", daemon=True)
             self.thread.start()
+        self.idle.clear()
         self.wake.set()
+        # The WAL restarts from its beginning only if a write transaction starts after a complete
+        # checkpoint, which never happens while checkpoints trail the writer: past WAL_LIMIT,
+        # wait for this one (about half a second), so the WAL stays small instead of growing
+        # as large as the whole import.
+        try:
+            if os.path.getsize(self.path + "-wal") > WAL_LIMIT:
+                self.idle.wait()
+        except OSError:
+            pass  # no WAL file: nothing to wait for
 
     def _run(self) -> None:
         import sqlite3
@@ -530,11 +541,15 @@ class _Checkpointer:
                 self.wake.wait()
                 self.wake.clear()
                 conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                if not self.wake.is_set():
+                    self.idle.set()
                 if self.done:
                     return
         except sqlite3.Error:
             pass  # the writer's autocheckpoint, restored by close(), catches up later
         finally:
+            self.usable = False  # no more pokes: nothing would answer them
+            self.idle.set()
             conn.close()
 
     def close(self) -> None:

@@ -316,9 +316,10 @@ def test_bulk_import_leaves_no_stage_files_and_clears_those_of_killed_imports(ca
 
 def test_bulk_import_copies_each_group_into_the_vault_file_as_it_goes(tmp_path, vault, monkeypatch):
     """A big import checkpoints in the background: when it returns, its pages are in the vault
-    file itself (not only in the WAL, which readers would have to search), and SQLite's own
-    checkpoint setting is back for later writes."""
+    file itself (not only in the WAL, which readers would have to search), the WAL was reused
+    instead of growing as large as the import, and SQLite's own checkpoint setting is back."""
     monkeypatch.setattr(lcm_ingest, "GROUP_BYTES", 100_000)
+    monkeypatch.setattr(lcm_ingest, "WAL_LIMIT", 0)       # as if every group were huge
     projects = tmp_path / "projects"
     for i in range(10):
         t = Transcript(projects, session_id=f"bulk-{i}")
@@ -330,6 +331,7 @@ def test_bulk_import_copies_each_group_into_the_vault_file_as_it_goes(tmp_path, 
     assert result["messages_added"] == 400
     raw_bytes = conn.execute("SELECT sum(length(raw)) FROM messages").fetchone()[0]
     assert os.path.getsize(vault) > raw_bytes
+    assert os.path.getsize(str(vault) + "-wal") < os.path.getsize(vault) / 3
     assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.close()
