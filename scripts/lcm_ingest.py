@@ -32,6 +32,7 @@ MALFORMED_SHOWN = 20  # malformed lines listed in text mode before "... N more"
 PARSE_PROCESS_MIN_FILES = 8  # fewer files are parsed inline: a worker process is not worth starting
 GROUP_BYTES = 48 << 20  # bulk ingest: unread transcript bytes per transaction (~14k messages)
 GROUPS_AHEAD = 2  # groups parsed ahead of the writer (each waits as a stage file on disk)
+PARSERS = 1
 WAL_LIMIT = 512 << 20  # bulk ingest lets the WAL grow this large before it waits for a checkpoint
 
 MESSAGE_COLUMNS = ("uuid, session_id, parent_uuid, type, role, subtype, created_at, cwd, git_branch, model,"
@@ -592,7 +593,7 @@ def _parser_pool(files: int):
     if files < PARSE_PROCESS_MIN_FILES or not sys.platform.startswith("linux"):
         return _Inline()
     from concurrent.futures import ProcessPoolExecutor
-    return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
+    return ProcessPoolExecutor(max_workers=PARSERS, mp_context=multiprocessing.get_context("fork"))
 
 
 def _progress(files: list[str], wanted: bool):
