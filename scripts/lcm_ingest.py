@@ -507,6 +507,8 @@ class _Checkpointer:
         wal = conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         self.thread = None
         self.usable = bool(self.path) and wal
+        self.page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        self.frames = 0  # WAL frames the last checkpoint saw (the WAL's length in pages)
         # without the thread: checkpoint every ~64 MB of WAL instead of 4 MB (fewer fsyncs)
         conn.execute(f"PRAGMA wal_autocheckpoint = {0 if self.usable else 16384}")
 
@@ -523,13 +525,10 @@ class _Checkpointer:
         self.wake.set()
         # The WAL restarts from its beginning only if a write transaction starts after a complete
         # checkpoint, which never happens while checkpoints trail the writer: past WAL_LIMIT,
-        # wait for this one (about half a second), so the WAL stays small instead of growing
-        # as large as the whole import.
-        try:
-            if os.path.getsize(self.path + "-wal") > WAL_LIMIT:
-                self.idle.wait()
-        except OSError:
-            pass  # no WAL file: nothing to wait for
+        # wait for this one, so the WAL is reused instead of growing as large as the import.
+        if self.frames * self.page_size > WAL_LIMIT:
+            self.idle.wait()
+            self.frames = 0  # all checkpointed: the writer's next transaction restarts the WAL
 
     def _run(self) -> None:
         import sqlite3
@@ -541,7 +540,7 @@ class _Checkpointer:
             while True:
                 self.wake.wait()
                 self.wake.clear()
-                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                self.frames = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()[0][1]  # all: no open statement
                 if not self.wake.is_set():
                     self.idle.set()
                 if self.done:

@@ -321,14 +321,14 @@ def test_bulk_import_copies_each_group_into_the_vault_file_as_it_goes(tmp_path, 
     monkeypatch.setattr(lcm_ingest, "GROUP_BYTES", 100_000)
     monkeypatch.setattr(lcm_ingest, "WAL_LIMIT", 0)       # as if every group were huge
     projects = tmp_path / "projects"
-    for i in range(10):
+    for i in range(30):
         t = Transcript(projects, session_id=f"bulk-{i}")
         for j in range(40):
             t.user(f"note {i}.{j} " + "lorem ipsum dolor " * 150)
         t.write()
     conn = lcm_db.connect(str(vault))  # kept open: closing the last connection checkpoints anyway
     result = lcm_ingest.ingest_paths(conn, [projects])
-    assert result["messages_added"] == 400
+    assert result["messages_added"] == 1200
     raw_bytes = conn.execute("SELECT sum(length(raw)) FROM messages").fetchone()[0]
     assert os.path.getsize(vault) > raw_bytes
     assert os.path.getsize(str(vault) + "-wal") < os.path.getsize(vault) / 3
