@@ -31,8 +31,7 @@ if TYPE_CHECKING:  # names for annotations only
 MALFORMED_SHOWN = 20  # malformed lines listed in text mode before "... N more"
 PARSE_PROCESS_MIN_FILES = 8  # fewer files are parsed inline: a worker process is not worth starting
 GROUP_BYTES = 48 << 20  # bulk ingest: unread transcript bytes per transaction (~14k messages)
-GROUPS_AHEAD = 2  # groups parsed ahead of the writer (each waits as a stage file on disk)
-PARSERS = 1
+GROUPS_AHEAD = 2  # groups parsed ahead of the writer (each waits as a stage file)
 WAL_LIMIT = 512 << 20  # bulk ingest lets the WAL grow this large before it waits for a checkpoint
 
 MESSAGE_COLUMNS = ("uuid, session_id, parent_uuid, type, role, subtype, created_at, cwd, git_branch, model,"
@@ -311,23 +310,23 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
         total["sessions"] = len(sessions)
         total["seconds"] = round(time.perf_counter() - started, 3)
         return total
+    groups, sizes = _plan_groups(conn, files)
+    bar = _progress(files, progress)
+    stage_dir = _stage_dir(sizes)
     # bulk imports revisit the same FTS, uuid-index and b-tree pages constantly: up to 256 MB of
     # page cache keeps them hot (a 1M-message vault's uuid index alone is ~60 MB)
     conn.execute("PRAGMA cache_size = -262144")
     checkpointer = _Checkpointer(conn)
     fts = lcm_db.fts_enabled(conn)
-    if fts:
-        # FTS5 writes its in-memory terms out as a new index segment whenever they pass 1 MB; one
-        # segment per group instead means far less merging later (-12% at 200k messages).
-        # Restored below: the setting is stored in the vault.
-        conn.execute(f"INSERT INTO messages_fts(messages_fts, rank) VALUES ('hashsize', {FTS_BULK_HASHSIZE})")
-    groups, sizes = _plan_groups(conn, files)
-    stage_dir = _stage_dir(sizes)
-    bar = _progress(files, progress)
     from collections import deque
     ahead: deque = deque()
     seen = 0
     try:
+        if fts:
+            # FTS5 writes its in-memory terms out as a new index segment whenever they pass 1 MB;
+            # one segment per group instead means far less merging later (-12% at 200k messages).
+            # Restored below: the setting is stored in the vault.
+            conn.execute(f"INSERT INTO messages_fts(messages_fts, rank) VALUES ('hashsize', {FTS_BULK_HASHSIZE})")
         with _parser_pool(len(files)) as pool:
             for number, group in enumerate(groups):
                 stage = os.path.join(stage_dir, f"group-{number}.db")
@@ -335,8 +334,7 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
                 while len(ahead) > (GROUPS_AHEAD if number < len(groups) - 1 else 0):
                     future, count = ahead.popleft()
                     seen += _store_group(conn, *future.result(), total, sessions)
-                    if checkpointer.usable:
-                        checkpointer.poke()
+                    checkpointer.poke()
                     if bar:
                         bar.update(count)
     except BaseException:
@@ -456,6 +454,10 @@ def _parse_group(group: list[tuple], settings: tuple, stage: str) -> tuple[list,
             out.append(batch)
         if db is not None:
             db.execute("COMMIT")
+    except sqlite3.Error as exc:  # a full /dev/shm or temp directory, most likely
+        out.append((f"cannot write the import's stage file {stage}: {exc}",
+                    "free some space there (or point TMPDIR elsewhere) and run the import again: "
+                    "what it stored so far is kept, and it goes on from there"))
     finally:
         if db is not None:
             db.close()
@@ -464,13 +466,14 @@ def _parse_group(group: list[tuple], settings: tuple, stage: str) -> tuple[list,
 
 def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: set) -> int:
     """Write one parsed group in one transaction; returns how many messages it held."""
+    for batch in batches:
+        if isinstance(batch, tuple):  # an LcmError from the parser: the import stops here
+            raise LcmError(*batch)
     if stage:
         conn.execute("ATTACH DATABASE ? AS lcm_stage", (stage,))
     try:
         seen = 0
         for batch in batches:
-            if isinstance(batch, tuple):  # an LcmError from the parser
-                raise LcmError(*batch)
             if not batch.unchanged and not conn.in_transaction:
                 conn.execute("BEGIN IMMEDIATE")
             _count(total, sessions, _write(conn, batch, flush=False))
@@ -532,11 +535,9 @@ class _Checkpointer:
 
     def _run(self) -> None:
         import sqlite3
+        conn = None
         try:
             conn = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
-        except sqlite3.Error:
-            return
-        try:
             while True:
                 self.wake.wait()
                 self.wake.clear()
@@ -550,7 +551,8 @@ class _Checkpointer:
         finally:
             self.usable = False  # no more pokes: nothing would answer them
             self.idle.set()
-            conn.close()
+            if conn is not None:
+                conn.close()
 
     def close(self) -> None:
         """Wait for a last checkpoint of everything committed, then restore SQLite's default."""
@@ -592,7 +594,7 @@ def _parser_pool(files: int):
     if files < PARSE_PROCESS_MIN_FILES or not sys.platform.startswith("linux"):
         return _Inline()
     from concurrent.futures import ProcessPoolExecutor
-    return ProcessPoolExecutor(max_workers=PARSERS, mp_context=multiprocessing.get_context("fork"))
+    return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
 
 
 def _progress(files: list[str], wanted: bool):

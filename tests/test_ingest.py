@@ -314,6 +314,19 @@ def test_bulk_import_leaves_no_stage_files_and_clears_those_of_killed_imports(ca
                 os.rmdir(path)
 
 
+def test_an_unwritable_stage_is_an_error_with_a_hint_and_stores_nothing(capsys, tmp_path, vault, monkeypatch):
+    """If the import's scratch space cannot be written (a full /dev/shm), it says so and how to
+    go on, exits 1, and the vault keeps what it had."""
+    stage_dir = tmp_path / "stage"
+    (stage_dir / "group-0.db").mkdir(parents=True)  # SQLite cannot open a directory as its file
+    monkeypatch.setattr(lcm_ingest, "_stage_dir", lambda sizes: str(stage_dir))
+    coding_session(tmp_path / "projects", turns=2).write()
+    code, out, err = run(capsys, tmp_path / "projects")
+    assert code == 1 and err.startswith("Error: cannot write the import's stage file") and "\nHint: " in err
+    assert db(vault).execute("SELECT count(*) FROM messages").fetchone()[0] == 0
+    assert not stage_dir.exists()  # cleaned up all the same
+
+
 def test_bulk_import_copies_each_group_into_the_vault_file_as_it_goes(tmp_path, vault, monkeypatch):
     """A big import checkpoints in the background: when it returns, its pages are in the vault
     file itself (not only in the WAL, which readers would have to search), the WAL was reused
