@@ -86,12 +86,10 @@ def _externalize_large(conn, batch: lt.Batch) -> None:
     except ImportError:
         return  # large-file storage not installed: the text stays inline
     done: set[str] = set()
-    schema = _stage_schema(conn)
     for index, blocks, entry, uuid, sid in batch.large:
-        # staged earlier in this group (a stage file also holds this batch's own rows after it)
-        earlier = _staged(conn) and conn.execute(
-            f"SELECT 1 FROM {schema}.ingest_stage WHERE uuid = ? AND rowid <= ?",
-            (uuid, batch.stage_start if batch.staged else 1 << 62)).fetchone()
+        # in the group's stage file, before this batch's own rows (bulk ingest)
+        earlier = batch.staged and conn.execute(
+            "SELECT 1 FROM lcm_stage.ingest_stage WHERE uuid = ? AND rowid <= ?", (uuid, batch.stage_start)).fetchone()
         if uuid in done or earlier or conn.execute("SELECT 1 FROM messages WHERE uuid = ?", (uuid,)).fetchone():
             continue
         done.add(uuid)
@@ -105,7 +103,7 @@ def _externalize_large(conn, batch: lt.Batch) -> None:
                 blocks[i] = lcm_files.externalize(conn, session_id=sid, message_uuid=uuid, name=label, content=text)
         content = "\n".join(b for b in blocks if b)
         if batch.staged:
-            conn.execute(f"UPDATE {schema}.ingest_stage SET content = ?, token_count = ? WHERE rowid = ?",
+            conn.execute("UPDATE lcm_stage.ingest_stage SET content = ?, token_count = ? WHERE rowid = ?",
                          (content, lcm_db.estimate_tokens(content), batch.stage_start + index + 1))
         else:
             row = batch.rows[index]
@@ -120,36 +118,21 @@ def _stage(conn, rows: list[tuple]) -> None:
     which cost 2-3x everything else together. Rows staged here move with a single
     INSERT ... SELECT, and the trigger indexes the whole batch in one go.
     """
-    conn.execute(f"CREATE TABLE IF NOT EXISTS {_stage_schema(conn)}.ingest_stage ({MESSAGE_COLUMNS})")
-    conn.executemany(f"INSERT INTO {_stage_schema(conn)}.ingest_stage VALUES ({','.join('?' * 19)})", rows)
+    conn.execute(f"CREATE TABLE IF NOT EXISTS temp.ingest_stage ({MESSAGE_COLUMNS})")
+    conn.executemany(f"INSERT INTO temp.ingest_stage VALUES ({','.join('?' * 19)})", rows)
 
 
-def _stage_schema(conn) -> str:
-    """`lcm_stage` (an in-memory database that bulk ingest attaches) if present, else `temp`."""
-    attached = any(r[1] == "lcm_stage" for r in conn.execute("PRAGMA database_list"))
-    return "lcm_stage" if attached else "temp"
+def _flush(conn, bulk: bool = False) -> int:
+    """Move the staged rows (temp.ingest_stage, or with bulk=True the stage file attached as
+    lcm_stage) into `messages` in staging order; returns how many were new.
 
-
-def _staged(conn, uuid: str | None = None) -> bool:
-    """Whether the stage exists (and holds `uuid`, when given)."""
-    schema = _stage_schema(conn)
-    if not conn.execute(f"SELECT 1 FROM {schema}.sqlite_master WHERE name = 'ingest_stage'").fetchone():
-        return False
-    return uuid is None or conn.execute(f"SELECT 1 FROM {schema}.ingest_stage WHERE uuid = ?", (uuid,)).fetchone() is not None
-
-
-def _flush(conn, bulk: bool = False, clear: bool = True) -> int:
-    """Move the staged rows into `messages` in staging order; returns how many were new.
-    clear=False leaves the stage as it is (a stage file, deleted whole afterwards).
-
-    bulk=True (inside a transaction) indexes the new rows for full-text search with one
-    INSERT ... SELECT instead of the per-row trigger: about 30% less writer time on a large
-    import. The trigger is dropped and recreated inside the same transaction, so no other
-    connection ever sees the vault without it.
+    bulk=True (inside the group's transaction) indexes the new rows for full-text
+    search with one INSERT ... SELECT instead of the per-row trigger: about 30% less writer time
+    on a large import. The trigger is dropped and recreated inside the same transaction, so no
+    other connection ever sees the vault without it. The stage file is deleted whole afterwards;
+    otherwise the stage is emptied here.
     """
-    if not _staged(conn):
-        return 0
-    schema = _stage_schema(conn)
+    schema = "lcm_stage" if bulk else "temp"
     insert = (f"INSERT OR IGNORE INTO main.messages ({MESSAGE_COLUMNS}) SELECT {MESSAGE_COLUMNS}"
               f" FROM {schema}.ingest_stage ORDER BY rowid")
     trigger = conn.execute("SELECT sql FROM main.sqlite_master WHERE type = 'trigger' AND name = 'messages_fts_ai'"
@@ -164,16 +147,16 @@ def _flush(conn, bulk: bool = False, clear: bool = True) -> int:
         conn.execute("INSERT INTO messages_fts(rowid, content) SELECT id, content FROM main.messages WHERE id > ?",
                      (last,))
         conn.execute(trigger[0])
-    if clear:
+    if not bulk:
         conn.execute(f"DELETE FROM {schema}.ingest_stage")
     return added
 
 
-def _write(conn, batch: lt.Batch, flush: bool = True) -> dict:
+def _write(conn, batch: lt.Batch) -> dict:
     """Store a parsed batch (one transaction unless the caller holds one); returns its counts.
 
-    flush=False leaves the messages staged for a later _flush (bulk ingest groups files), and
-    then messages_added/messages_skipped stay 0 here: the flush counts them.
+    A batch whose rows bulk ingest put in a stage file has none here: _store_group moves and
+    counts them.
     """
     row = batch.row
     result = {"path": batch.path, "session_id": batch.msg_sid, "messages_added": 0, "messages_skipped": 0,
@@ -184,13 +167,11 @@ def _write(conn, batch: lt.Batch, flush: bool = True) -> dict:
     with _write_lock(conn):
         if batch.large:
             _externalize_large(conn, batch)
-        if flush and len(batch.rows) < STAGE_MIN_ROWS:
+        if len(batch.rows) < STAGE_MIN_ROWS:
             added = conn.executemany(INSERT_MESSAGE, batch.rows).rowcount if batch.rows else 0
-        elif batch.rows:
-            _stage(conn, batch.rows)
-            added = _flush(conn) if flush else 0
         else:
-            added = 0
+            _stage(conn, batch.rows)
+            added = _flush(conn)
         if batch.compactions:
             conn.executemany("INSERT OR IGNORE INTO compactions (session_id, source, uuid, trigger, pre_tokens,"
                              " post_tokens, created_at) VALUES (?, 'transcript', ?, ?, ?, ?, ?)", batch.compactions)
@@ -215,7 +196,7 @@ def _write(conn, batch: lt.Batch, flush: bool = True) -> dict:
                                              batch.head_hash, batch.malformed_before + len(batch.malformed),
                                              batch.line_no, lcm_db.now_iso()))
     touched = {sid for sid, s in batch.sessions.items() if s.messages}
-    result.update(messages_added=added, messages_skipped=len(batch.rows) - added if flush else 0,
+    result.update(messages_added=added, messages_skipped=len(batch.rows) - added,
                   malformed_lines=len(batch.malformed), malformed=batch.malformed,
                   sessions=sorted(touched | set(result["sessions"])))
     return result
@@ -311,7 +292,7 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
         total["seconds"] = round(time.perf_counter() - started, 3)
         return total
     groups, sizes = _plan_groups(conn, files)
-    bar = _progress(files, progress)
+    bar = _progress(len(files), sum(sizes), progress)
     stage_dir = _stage_dir(sizes)
     # bulk imports revisit the same FTS, uuid-index and b-tree pages constantly: up to 256 MB of
     # page cache keeps them hot (a 1M-message vault's uuid index alone is ~60 MB)
@@ -476,11 +457,11 @@ def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: 
         for batch in batches:
             if not batch.unchanged and not conn.in_transaction:
                 conn.execute("BEGIN IMMEDIATE")
-            _count(total, sessions, _write(conn, batch, flush=False))
+            _count(total, sessions, _write(conn, batch))
             seen += batch.staged
         if stage:
             # one FTS flush and one index segment per group
-            total["messages_added"] += _flush(conn, bulk=True, clear=False)
+            total["messages_added"] += _flush(conn, bulk=True)
         if conn.in_transaction:
             conn.execute("COMMIT")
     finally:
@@ -597,18 +578,15 @@ def _parser_pool(files: int):
     return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
 
 
-def _progress(files: list[str], wanted: bool):
-    """A tqdm bar (in files) on stderr for long imports on a terminal, else None."""
-    if not wanted or not sys.stderr.isatty():
+def _progress(files: int, unread: int, wanted: bool):
+    """A tqdm bar (in files) on stderr for long imports (50 MB unread) on a terminal, else None."""
+    if not wanted or unread < 50_000_000 or not sys.stderr.isatty():
         return None
     try:
-        size = sum(os.path.getsize(p) for p in files)
-        if size < 50_000_000:
-            return None
         from tqdm import tqdm
-    except (ImportError, OSError):
+    except ImportError:
         return None
-    return tqdm(total=len(files), desc="ingest", unit="file", file=sys.stderr)
+    return tqdm(total=files, desc="ingest", unit="file", file=sys.stderr)
 
 
 def _main(argv):
