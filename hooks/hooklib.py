@@ -27,30 +27,10 @@ def scripts_dir() -> str:
     return os.path.join(REPO, "scripts")
 
 
-class _Deferred(type(sys)):
-    """A stand-in module that imports the real one on first use of any of its names.
-
-    lcm_db imports argparse and secrets at the top for the command-line scripts; a hook never
-    parses arguments and rarely makes an id, and the two cost about 7 ms of CPU per turn.
-    """
-
-    def __getattr__(self, attr):
-        if attr.startswith("__"):
-            raise AttributeError(attr)
-        name = self.__name__
-        del sys.modules[name]
-        real = __import__(name)
-        sys.modules[name] = real
-        self.__dict__.update(real.__dict__)
-        return getattr(real, attr)
-
-
 def setup_path() -> None:
     path = scripts_dir()
     if path not in sys.path:
         sys.path.insert(0, path)
-    for name in ("argparse", "secrets"):
-        sys.modules.setdefault(name, _Deferred(name))
 
 
 def flag(name: str) -> bool:

@@ -7,10 +7,13 @@ is never refused.
 """
 from __future__ import annotations
 
-import argparse
 import os
 
 from lcm_db import LcmError, config
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # names for annotations only
+    import argparse
 
 
 def delegation_depth(environ: dict | None = None) -> int:
