@@ -84,7 +84,7 @@ class Term:
 
     def __init__(self, text: str, kind: str, fts: str = "", regex: str = ""):
         self.text = text        # what the user wrote (lowercased for words)
-        self.kind = kind        # word | phrase | cjk | literal | near | prefix
+        self.kind = kind        # word | phrase | cjk | literal | near | prefix | regex
         self.fts = fts          # FTS5 expression for this term ("" = not searchable with FTS5)
         self.regex = regex      # finds the term in stored text (coverage, snippets); "" = none
         self._pattern = None

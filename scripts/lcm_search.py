@@ -391,10 +391,10 @@ def _rank_regex(conn, src: Source, pattern, want, deadline):
 # ---------------------------------------------------------------------------
 
 def _snippet(content: str, finders) -> str:
-    """About SNIPPET_CHARS of `content` around the first finder (a Term or a pattern) that matches."""
+    """About SNIPPET_CHARS of `content` around the first of `finders` (Terms) that matches."""
     start = 0
     for finder in finders:
-        m = (finder.pattern if isinstance(finder, lcm_query.Term) else finder).search(content)
+        m = finder.pattern.search(content)
         if m:
             start = max(0, m.start() - SNIPPET_CHARS // 3)
             break
@@ -417,15 +417,15 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
     kinds = {"both": ["message", "summary"], "messages": ["message"], "summaries": ["summary"]}[scope]
     if role:
         kinds = [k for k in kinds if k == "message"]
-    terms, patterns, pattern = [], [], None
+    terms, finders, pattern = [], [], None
     if mode == "auto":
         terms = lcm_query.parse_query(query)
         # snippets centre on the most telling word: phrases and long words before short ones
         # (Terms compile their patterns on first use: most snippets need only the first)
-        patterns = sorted(terms, key=lambda t: (t.kind == "word", -len(t.text)))
+        finders = sorted(terms, key=lambda t: (t.kind == "word", -len(t.text)))
     elif mode == "regex":
         pattern = _compile_regex(query)
-        patterns = [pattern]
+        finders = [lcm_query.Term(query, "regex", regex=query)]  # the same pattern (re caches it)
     query_norm = " ".join(query.lower().split())
     scored, stopped = [], False
     for kind in kinds:
@@ -454,12 +454,12 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
                      role=role, limit=limit, offset=offset, time_limit=time_limit)
         return {**doc, "widened": True} if doc["results"] else doc
     page = scored[offset:offset + limit]
-    results = [_result(conn, kind, row, score, patterns) for score, kind, row in page]
+    results = [_result(conn, kind, row, score, finders) for score, kind, row in page]
     return {"query": query, "count": len(results), "has_more": len(scored) > offset + limit or stopped,
             "results": results, **({"stopped_early": True} if stopped else {})}
 
 
-def _result(conn, kind, row, score, patterns) -> dict:
+def _result(conn, kind, row, score, finders) -> dict:
     if kind == "message":
         cover = conn.execute("SELECT summary_id FROM summary_sources WHERE message_id = ?",
                              (row["rowid_"],)).fetchone()
@@ -467,5 +467,5 @@ def _result(conn, kind, row, score, patterns) -> dict:
     else:
         ident, uuid, role, covering = row["id"], None, None, row["parent_id"]
     return {"type": kind, "id": ident, "session_id": row["session_id"], "uuid": uuid, "role": role,
-            "created_at": row["created_at"], "snippet": _snippet(row["content"], patterns),
+            "created_at": row["created_at"], "snippet": _snippet(row["content"], finders),
             "score": round(score, 4), "covering_summary_id": covering}
