@@ -1,0 +1,346 @@
+"""Secret masking: what leaves the vault never carries an API key, a password or a private key.
+
+`mask(text)` replaces each secret it recognises by `[secret:KIND:FP]`, where FP is the first
+4 hex digits of the secret's SHA-256, so two mentions of one secret still match (and a search
+for the fingerprint finds both). It is applied to the searchable text at ingest and, as a safety
+net for vaults filled before masking existed, wherever text is printed, injected by a hook,
+written to a file or sent to a model. The vault keeps each transcript line's original bytes in
+`messages.raw`; `lcm_expand.py --raw --unmasked` is the one way to read them back unmasked.
+
+Recognised: API keys and tokens of Anthropic, OpenAI, AWS (access key ids, and secret keys in
+assignments), GitHub, GitLab, Slack (tokens and webhook URLs), Stripe, Google; JWTs; Bearer
+tokens; PEM private key blocks; literal values assigned to password/secret/token/api_key-like
+names (`PASSWORD=...`, `"password": "..."`, `--password ...`, `user:password@` in URLs);
+`<private>...</private>` spans; and every regular expression of $LCM_HOME/redact.txt (one per
+line, `#` starts a comment; an invalid one is reported on stderr and ignored).
+
+Masking is idempotent (masked text masks to itself) and cheap where there is nothing to mask:
+every rule names literal fragments its matches must contain, and text holding none of them is
+returned after a few substring tests, with no regular expression compiled or run. The module
+imports only `os` and `sys`: hooks import it on every turn.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+# A rule: (kind, gate, triggers, pattern). The pattern runs only on text whose lowercased form
+# contains the gate (when there is one) and then one of the triggers: substring tests that cost
+# far less than running any regular expression. A pattern's group `s` is the secret (else the
+# whole match). Kinds starting with = are the assignment rules, whose callables decide what is a value.
+# Specific kinds come first, so the assignment rules find their values already masked.
+_PEM = (r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+        # to the END line; without one (output cut short), over the base64 lines that follow
+        r"(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|(?:\\[nr]|[A-Za-z0-9+/=\s])*)")
+# names whose value is a secret: password, db_password, clientSecret, api_key, X-Api-Key, ...
+_NAME = (r"(?:passw(?:or)?d|passphrase|secret(?:[_-]?key)?|token|api[_-]?key|access[_-]?key"
+         r"|private[_-]?key|credentials?)")
+_KEY_NAMES = ("api_key", "apikey", "api-key", "access_key", "accesskey", "access-key", "private_key",
+              "privatekey", "private-key")
+_RULES: list[tuple[str | None, str | None, tuple[str, ...], str]] = [
+    ("private-key", None, ("private key",), r"(?s)" + _PEM),
+    ("private", None, ("<private>",), r"(?s)<private>.*?</private>"),
+    ("anthropic-key", "sk-", ("sk-ant-",), r"(?<![\w-])sk-ant-[A-Za-z0-9_-]{20,}"),
+    # sk-, sk-proj-, sk-svcacct-, sk-admin-: at least 20 more characters, one of them a digit
+    ("openai-key", "sk-", ("sk-",), r"(?<![\w-])sk-(?!ant-)(?=[A-Za-z0-9_-]{0,200}\d)[A-Za-z0-9_-]{20,}"),
+    ("aws-key", None, ("akia", "asia"), r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
+    ("aws-secret", "secret", ("key",),
+     r"(?i)(?:aws[_-]?)?secret[_-]?(?:access[_-]?)?key\\?[\"']?\s*[:=]\s*\\?[\"']?"
+     r"(?P<s>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"),
+    ("github-token", "gh", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+     r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"),
+    ("gitlab-token", None, ("glpat-",), r"(?<![\w-])glpat-[A-Za-z0-9_-]{20,}"),
+    ("slack-token", None, ("xox",), r"(?<![\w-])xox[abposr]-[A-Za-z0-9-]{10,}"),
+    ("slack-webhook", None, ("hooks.slack.com",), r"hooks\.slack\.com/services/(?P<s>[A-Za-z0-9_/-]{8,})"),
+    ("stripe-key", "k_", ("k_live_", "k_test_"), r"(?<![A-Za-z0-9_])[sr]k_(?:live|test)_[A-Za-z0-9]{10,}"),
+    ("google-key", None, ("aiza",), r"(?<![\w-])AIza[0-9A-Za-z_-]{35}"),
+    ("jwt", None, ("eyj",), r"(?<![\w-])eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"),
+    ("token", None, ("bearer",), r"(?i)bearer\s+(?P<s>[A-Za-z0-9._~+/-]{16,}=*)"),
+    # scheme://user:password@host
+    ("password", "@", ("://",), r"://[^\s:/@\"'\\<>]*:(?P<s>[^\s/@\"'\\<>]+)@"),
+    # --password VALUE (with = it is an assignment, below)
+    ("=flag", "--", ("pass", "secret", "token", "credential", "key"),
+     r"(?i)--(?P<key>(?:[\w-]*?[_-])?" + _NAME + r")[ \t]+(?P<us>[^\s\"'`\\-][^\s\"'`\\]*)"),
+    # NAME = value, NAME: value, "NAME": "value", NAME := value, name: Type = value
+    ("=assign", None, ("pass", "secret", "token", "credential") + _KEY_NAMES,
+     r"(?i)" + _NAME + r"(?![\w-])"
+     r"(?P<sep>\\?[\"']?[ \t]*(?::[ \t]*[A-Za-z_][\w.|\[\], ]{0,40}?[ \t]*(?==))?(?:=>|==|:=|=|:)[ \t]*)"
+     r"(?:\\?(?P<q>[\"'`])(?P<qs>(?:(?!(?P=q))[^\\\n])+)\\?(?P=q)"
+     r"|(?P<us>[^\s\"'`,;&(){}\[\]<>\\]+))"),
+]
+_MASK = r"\[secret:[a-z0-9-]+:[0-9a-f]{4}\]"
+# an unquoted value made of these alone reads as a name or an attribute (`token = self.tok`)
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_.")
+_DIGITS = frozenset("0123456789")
+
+_compiled: dict[str, object] = {}
+_user: list | None = None  # compiled patterns of redact.txt, loaded on first use
+
+
+def _sha256_hex(text: str) -> str:
+    try:
+        from _sha2 import sha256  # CPython 3.12+: hashlib would load OpenSSL (~3 ms)
+    except ImportError:
+        try:
+            from _sha256 import sha256
+        except ImportError:
+            from hashlib import sha256
+    return sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def token(kind: str, secret: str) -> str:
+    """The mask of one secret: [secret:KIND:FP]."""
+    return f"[secret:{kind}:{_sha256_hex(secret)[:4]}]"
+
+
+def _regex(source: str):
+    pattern = _compiled.get(source)
+    if pattern is None:
+        import re
+        pattern = _compiled[source] = re.compile(source)
+    return pattern
+
+
+def _replacer(kind: str):
+    def replace(m) -> str:
+        if "s" not in m.re.groupindex or m.group("s") is None:
+            return token(kind, m.group(0))
+        secret = m.group("s")
+        start, end = m.start("s") - m.start(), m.end("s") - m.start()
+        whole = m.group(0)
+        return whole[:start] + token(kind, secret) + whole[end:]
+    return replace
+
+
+def _kind_of(key: str) -> str:
+    low = key.lower()
+    if "pass" in low:
+        return "password"
+    if "token" in low:
+        return "token"
+    if "secret" in low or "credential" in low or "private" in low:
+        return "secret"
+    return "api-key"
+
+
+def _literal(value: str, key: str, sep: str, quoted: bool, flag: bool) -> bool:
+    """Whether an assigned value is a literal secret rather than an expression or a placeholder.
+
+    sep is what joined name and value (`=`, `: `, `": "`, ...); flag is True for `--NAME value`.
+    """
+    if value.startswith(("$", "%", "{{", "[secret:", "<", "*", "&")) or value.strip(".xX*-_ ") == "":
+        return False  # a variable, a template, our own mask, a placeholder or a pointer
+    password = "pass" in key.lower()
+    if quoted:
+        return password or (len(value) >= 8 and not any(c.isspace() for c in value))
+    if value.lower() in ("true", "false", "null", "none", "nil", "undefined"):
+        return False
+    if not set(value) <= _NAME_CHARS | _DIGITS:
+        return True  # punctuation: hunter2!, a/b+c=, some-long-value
+    if value.isdigit():
+        return password and len(value) >= 4  # a PIN; else more likely a length or a count
+    if set(value) & _DIGITS:
+        return True  # hunter2, ab12cd34
+    # a plain word: a name in code (password=password, token: str), a literal in a shell or
+    # .env line (DB_PASSWORD=hunter) and after a command-line flag
+    return flag or (sep == "=" and key.upper() == key and any(c.isalpha() for c in key))
+
+
+_KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+
+
+def _masked_value(m, key: str, sep: str, flag: bool) -> str:
+    """The match with its value (group qs or us) masked if that value is a literal."""
+    quoted = m.group("q") is not None if "q" in m.re.groupindex else False
+    group = "qs" if quoted else "us"
+    value = m.group(group)
+    if not quoted and m.string[m.end():m.end() + 1] in ("(", "["):
+        return m.group(0)  # a call or a subscript: getpass(), os.environ["X"]
+    if not _literal(value, key, sep, quoted, flag):
+        return m.group(0)
+    begin, end = m.start(group) - m.start(), m.end(group) - m.start()
+    whole = m.group(0)
+    return whole[:begin] + token(_kind_of(key), value) + whole[end:]
+
+
+def _assignment(m) -> str:
+    """NAME = value and the like: the name is the matched keyword with what precedes it."""
+    text, start = m.string, m.start()
+    while start > 0 and text[start - 1] in _KEY_CHARS:  # DB_PASSWORD, self.token, --password
+        start -= 1
+    key = text[start:m.start("sep")]
+    return _masked_value(m, key, m.group("sep"), key.startswith("--"))
+
+
+def _flag_value(m) -> str:
+    """--NAME value."""
+    return _masked_value(m, m.group("key"), " ", True)
+
+
+_CALLABLES = {"=assign": _assignment, "=flag": _flag_value}
+
+
+def _load_user_patterns() -> list:
+    """The patterns of $LCM_HOME/redact.txt (compiled once per process)."""
+    global _user
+    if _user is not None:
+        return _user
+    _user = []
+    for number, pattern, error in _read_redact_file():
+        if error is None:
+            _user.append(pattern)
+        else:
+            sys.stderr.write(f"lcm: ignoring redact.txt line {number}: {error}\n")
+    return _user
+
+
+def redact_path() -> str:
+    home = os.environ.get("LCM_HOME")
+    home = os.path.expanduser(home) if home else os.path.join(os.path.expanduser("~"), ".claude-lcm")
+    return os.path.join(home, "redact.txt")
+
+
+def _read_redact_file() -> list[tuple[int, object, str | None]]:
+    """(line number, compiled pattern or None, error or None) for each pattern line of redact.txt."""
+    try:
+        with open(redact_path(), encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    import re
+    out = []
+    for number, line in enumerate(lines, 1):
+        source = line.strip()
+        if not source or source.startswith("#"):
+            continue
+        try:
+            pattern = re.compile(source)
+        except (re.error, RecursionError, OverflowError) as exc:
+            out.append((number, None, f"invalid regular expression {source!r}: {exc}"))
+            continue
+        if pattern.fullmatch(""):
+            out.append((number, None, f"{source!r} matches the empty string"))
+            continue
+        out.append((number, pattern, None))
+    return out
+
+
+def redact_problems() -> list[str]:
+    """What is wrong in redact.txt, one message per bad line (for lcm_doctor.py)."""
+    return [f"{redact_path()} line {n}: {error}" for n, _p, error in _read_redact_file() if error]
+
+
+def _user_replace(m) -> str:
+    return token("redact", m.group(0)) if m.group(0) else ""
+
+
+def _sub(pattern, replace, text: str) -> str:
+    """pattern.sub outside the masks already in text: a mask is never masked again, so masking
+    masked text changes nothing."""
+    if "[secret:" not in text:
+        return pattern.sub(replace, text)
+    parts = _regex("(" + _MASK + ")").split(text)  # odd items are the masks
+    return "".join(part if i % 2 else pattern.sub(replace, part) for i, part in enumerate(parts))
+
+
+def _candidates(text: str) -> list:
+    """The rules whose gate and trigger strings occur in text (no regular expression involved)."""
+    low = text.lower()
+    found = []
+    for rule in _RULES:
+        gate, triggers = rule[1], rule[2]
+        if gate is not None and gate not in low:
+            continue
+        for trigger in triggers:
+            if trigger in low:
+                found.append(rule)
+                break
+    return found
+
+
+def mask(text):
+    """text with every recognised secret replaced by [secret:KIND:FP]; anything else unchanged.
+
+    Returns the same object when nothing was masked. Non-strings are returned as they are.
+    """
+    if not isinstance(text, str) or not text:
+        return text
+    rules = _candidates(text)
+    patterns = _user if _user is not None else _load_user_patterns()
+    if not rules and not patterns:
+        return text
+    out = text
+    for kind, _gate, _triggers, source in rules:
+        out = _sub(_regex(source), _CALLABLES.get(kind) or _replacer(kind), out)
+    for pattern in patterns:
+        out = _sub(pattern, _user_replace, out)
+    return text if out == text else out
+
+
+def may_contain(data) -> bool:
+    """Whether mask() could change this text or bytes (a quick test, for callers that would
+    otherwise walk a parsed structure)."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        data = bytes(data).decode("latin-1")  # one char per byte: the ASCII triggers survive
+    if not isinstance(data, str):
+        return False
+    return bool(_candidates(data)) or bool(_user if _user is not None else _load_user_patterns())
+
+
+def mask_tree(value):
+    """A copy of a JSON-like value (dicts, lists, strings) with every string masked."""
+    if isinstance(value, str):
+        return mask(value)
+    if isinstance(value, dict):
+        return {k: mask_tree(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [mask_tree(v) for v in value]
+    return value
+
+
+def mask_bytes(raw) -> bytes:
+    """An original transcript line (bytes) with its secrets masked; the same bytes if none."""
+    raw = bytes(raw)
+    text = raw.decode("utf-8", "surrogateescape")
+    masked = mask(text)
+    return raw if masked is text else masked.encode("utf-8", "surrogateescape")
+
+
+def remask_content(conn, batch: int = 2000) -> dict:
+    """Mask the stored searchable text of a vault filled before masking (or before a new
+    redact.txt pattern): messages, summaries, checkpoints and stored-file explorations.
+
+    The original lines in messages.raw are not touched. Keeps the full-text indexes in step.
+    Returns {"messages": n, "summaries": n, "checkpoints": n, "files": n} (rows changed).
+    """
+    import lcm.db
+    fts = lcm.db.fts_enabled(conn)
+    changed = {}
+    for table, key, indexed in (("messages", "id", "messages_fts"), ("summaries", "rowid", "summaries_fts"),
+                                ("checkpoints", "id", None), ("files", "rowid", None)):
+        column = "exploration" if table == "files" else "content"
+        count, last = 0, None
+        while True:
+            with lcm.db.transaction(conn):
+                rows = conn.execute(
+                    f"SELECT {key} AS k, {column} AS c FROM {table}" + (" WHERE {key} > ?".format(key=key)
+                                                                        if last is not None else "")
+                    + f" ORDER BY {key} LIMIT ?", ((last, batch) if last is not None else (batch,))).fetchall()
+                for row in rows:
+                    new = mask(row["c"])
+                    if new is row["c"] or new == row["c"]:
+                        continue
+                    if fts and indexed:
+                        conn.execute(f"INSERT INTO {indexed}({indexed}, rowid, content) VALUES ('delete', ?, ?)",
+                                     (row["k"], row["c"]))
+                    conn.execute(f"UPDATE {table} SET {column} = ?" + (", token_count = ?" if table == "messages" else "")
+                                 + f" WHERE {key} = ?",
+                                 (new, lcm.db.estimate_tokens(new), row["k"]) if table == "messages" else (new, row["k"]))
+                    if fts and indexed:
+                        conn.execute(f"INSERT INTO {indexed}(rowid, content) VALUES (?, ?)", (row["k"], new))
+                    count += 1
+            if len(rows) < batch:
+                break
+            last = rows[-1]["k"]
+        changed[table] = count
+    return changed
