@@ -26,19 +26,13 @@ import sys
 
 # A rule: (kind, gate, triggers, pattern). The pattern runs only on text whose lowercased form
 # contains the gate (when there is one) and then one of the triggers: substring tests that cost
-# far less than running any regular expression. A pattern's group `s` is the secret (else the
-# whole match). Kinds starting with = are the assignment rules, whose callables decide what is a value.
-# Specific kinds come first, so the assignment rules find their values already masked.
+# far less than running a regular expression over the text. A pattern's group `s` is the secret
+# (else the whole match). A gate that is one of _KEYWORDS costs nothing: those are searched anyway.
 _PEM = (r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
         # to the END line; without one (output cut short), over the base64 lines that follow
         r"(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|(?:\\[nr]|[A-Za-z0-9+/=\s])*)")
-# names whose value is a secret: password, db_password, clientSecret, api_key, X-Api-Key, ...
-_NAME = (r"(?:passw(?:or)?d|passphrase|secret(?:[_-]?key)?|token|api[_-]?key|access[_-]?key"
-         r"|private[_-]?key|credentials?)")
-_KEY_NAMES = ("api_key", "apikey", "api-key", "access_key", "accesskey", "access-key", "private_key",
-              "privatekey", "private-key")
-_RULES: list[tuple[str | None, str | None, tuple[str, ...], str]] = [
-    ("private-key", None, ("private key",), r"(?s)" + _PEM),
+_RULES: list[tuple[str, str | None, tuple[str, ...], str]] = [
+    ("private-key", "key", ("private key",), r"(?s)" + _PEM),
     ("private", None, ("<private>",), r"(?s)<private>.*?</private>"),
     ("anthropic-key", "sk-", ("sk-ant-",), r"(?<![\w-])sk-ant-[A-Za-z0-9_-]{20,}"),
     # sk-, sk-proj-, sk-svcacct-, sk-admin-: at least 20 more characters, one of them a digit
@@ -58,16 +52,16 @@ _RULES: list[tuple[str | None, str | None, tuple[str, ...], str]] = [
     ("token", None, ("bearer",), r"(?i)bearer\s+(?P<s>[A-Za-z0-9._~+/-]{16,}=*)"),
     # scheme://user:password@host
     ("password", "@", ("://",), r"://[^\s:/@\"'\\<>]*:(?P<s>[^\s/@\"'\\<>]+)@"),
-    # --password VALUE (with = it is an assignment, below)
-    ("=flag", "--", ("pass", "secret", "token", "credential", "key"),
-     r"(?i)--(?P<key>(?:[\w-]*?[_-])?" + _NAME + r")[ \t]+(?P<us>[^\s\"'`\\-][^\s\"'`\\]*)"),
-    # NAME = value, NAME: value, "NAME": "value", NAME := value, name: Type = value
-    ("=assign", None, ("pass", "secret", "token", "credential") + _KEY_NAMES,
-     r"(?i)" + _NAME + r"(?![\w-])"
-     r"(?P<sep>\\?[\"']?[ \t]*(?::[ \t]*[A-Za-z_][\w.|\[\], ]{0,40}?[ \t]*(?==))?(?:=>|==|:=|=|:)[ \t]*)"
-     r"(?:\\?(?P<q>[\"'`])(?P<qs>(?:(?!(?P=q))[^\\\n])+)\\?(?P=q)"
-     r"|(?P<us>[^\s\"'`,;&(){}\[\]<>\\]+))"),
 ]
+# Assignments (NAME = value, NAME: value, "NAME": "value", NAME := value, name: Type = value,
+# --NAME value) are found by searching for these keywords; _name_end tells a secret's name
+# (password, db_password, clientSecret, api_key, X-Api-Key, ...) from other words, and _VALUE,
+# matched where the name ends, reads the separator and the value.
+_KEYWORDS = ("pass", "secret", "token", "credential", "key")
+_VALUE = (r"(?![\w-])(?:(?P<sep>\\?[\"']?[ \t]*(?::[ \t]*[A-Za-z_][\w.|\[\], ]{0,40}?[ \t]*(?==))?"
+          r"(?:=>|==|:=|=|:)[ \t]*)"
+          r"(?:\\?(?P<q>[\"'`])(?P<qs>(?:(?!(?P=q))[^\\\n])+)\\?(?P=q)|(?P<us>[^\s\"'`,;&(){}\[\]<>\\]+))"
+          r"|[ \t]+(?P<fs>[^\s\"'`\\-][^\s\"'`\\]*))")  # the value of --NAME value
 _MASK = r"\[secret:[a-z0-9-]+:[0-9a-f]{4}\]"
 # an unquoted value made of these alone reads as a name or an attribute (`token = self.tok`)
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_.")
@@ -147,37 +141,69 @@ def _literal(value: str, key: str, sep: str, quoted: bool, flag: bool) -> bool:
 
 
 _KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+_KEY_PREFIXES = tuple(p + s for p in ("api", "access", "private") for s in ("", "_", "-"))
 
 
-def _masked_value(m, key: str, sep: str, flag: bool) -> str:
-    """The match with its value (group qs or us) masked if that value is a literal."""
-    quoted = m.group("q") is not None if "q" in m.re.groupindex else False
-    group = "qs" if quoted else "us"
-    value = m.group(group)
-    if not quoted and m.string[m.end():m.end() + 1] in ("(", "["):
-        return m.group(0)  # a call or a subscript: getpass(), os.environ["X"]
-    if not _literal(value, key, sep, quoted, flag):
-        return m.group(0)
-    begin, end = m.start(group) - m.start(), m.end(group) - m.start()
-    whole = m.group(0)
-    return whole[:begin] + token(_kind_of(key), value) + whole[end:]
+def _name_end(low: str, i: int, keyword: str) -> int:
+    """Where the secret's name holding `keyword` at i ends, or -1 if it is not one."""
+    if keyword == "pass":
+        for name in ("password", "passwd", "passphrase"):
+            if low.startswith(name, i):
+                return i + len(name)
+        return -1
+    if keyword == "secret":
+        for name in ("secret_key", "secret-key", "secretkey"):
+            if low.startswith(name, i):
+                return i + len(name)
+        return i + 6
+    if keyword == "token":
+        return i + 5
+    if keyword == "credential":
+        return i + 11 if low.startswith("s", i + 10) else i + 10
+    # key: api_key, apikey, access-key, private_key, ... (secret_key is found as "secret")
+    return i + 3 if low.endswith(_KEY_PREFIXES, 0, i) else -1
 
 
-def _assignment(m) -> str:
-    """NAME = value and the like: the name is the matched keyword with what precedes it."""
-    text, start = m.string, m.start()
-    while start > 0 and text[start - 1] in _KEY_CHARS:  # DB_PASSWORD, self.token, --password
-        start -= 1
-    key = text[start:m.start("sep")]
-    return _masked_value(m, key, m.group("sep"), key.startswith("--"))
-
-
-def _flag_value(m) -> str:
-    """--NAME value."""
-    return _masked_value(m, m.group("key"), " ", True)
-
-
-_CALLABLES = {"=assign": _assignment, "=flag": _flag_value}
+def _assignments(text: str, low: str) -> str:
+    """text with the literal values assigned to secret names masked."""
+    found = []
+    for keyword in _KEYWORDS:
+        i = low.find(keyword)
+        while i >= 0:
+            found.append((i, keyword))
+            i = low.find(keyword, i + len(keyword))
+    if not found:
+        return text
+    shielded = [m.span() for m in _regex(_MASK).finditer(text)] if "[secret:" in text else []
+    value_re = _regex(_VALUE)
+    pieces, done = [], 0
+    for i, keyword in sorted(found):
+        if i < done or any(a <= i < b for a, b in shielded):
+            continue  # inside a value masked just now, or inside a mask
+        end = _name_end(low, i, keyword)
+        m = value_re.match(text, end) if end >= 0 else None
+        if m is None:
+            continue
+        start = i
+        while start > 0 and text[start - 1] in _KEY_CHARS:  # DB_PASSWORD, self.token, --password
+            start -= 1
+        key = text[start:end]
+        flag = key.startswith("--")
+        if m.group("fs") is not None:
+            if not flag:
+                continue  # NAME value: prose, unless a command-line flag
+            group, quoted, sep = "fs", False, " "
+        else:
+            quoted = m.group("q") is not None
+            group, sep = ("qs" if quoted else "us"), m.group("sep")
+        value = m.group(group)
+        if not quoted and text[m.end():m.end() + 1] in ("(", "["):
+            continue  # a call or a subscript: getpass(), os.environ["X"]
+        if not _literal(value, key, sep, quoted, flag):
+            continue
+        pieces += [text[done:m.start(group)], token(_kind_of(key), value)]
+        done = m.end(group)
+    return "".join(pieces) + text[done:] if pieces else text
 
 
 def _load_user_patterns() -> list:
@@ -243,9 +269,17 @@ def _sub(pattern, replace, text: str) -> str:
     return "".join(part if i % 2 else pattern.sub(replace, part) for i, part in enumerate(parts))
 
 
-def _candidates(text: str) -> list:
-    """The rules whose gate and trigger strings occur in text (no regular expression involved)."""
+def _lower(text: str) -> str:
+    """text.lower() with the same length (so positions carry over), even for the rare characters
+    whose lowercase form is longer (only ASCII letters are lowered then)."""
     low = text.lower()
+    if len(low) == len(text):
+        return low
+    return text.translate({c: c + 32 for c in range(65, 91)})
+
+
+def _candidates(low: str) -> list:
+    """The rules whose gate and trigger strings occur in the lowercased text."""
     found = []
     for rule in _RULES:
         gate, triggers = rule[1], rule[2]
@@ -265,13 +299,12 @@ def mask(text):
     """
     if not isinstance(text, str) or not text:
         return text
-    rules = _candidates(text)
-    patterns = _user if _user is not None else _load_user_patterns()
-    if not rules and not patterns:
-        return text
+    low = _lower(text)
     out = text
-    for kind, _gate, _triggers, source in rules:
-        out = _sub(_regex(source), _CALLABLES.get(kind) or _replacer(kind), out)
+    for kind, _gate, _triggers, source in _candidates(low):
+        out = _sub(_regex(source), _replacer(kind), out)
+    out = _assignments(out, low if out is text else _lower(out))
+    patterns = _user if _user is not None else _load_user_patterns()
     for pattern in patterns:
         out = _sub(pattern, _user_replace, out)
     return text if out == text else out
@@ -284,7 +317,9 @@ def may_contain(data) -> bool:
         data = bytes(data).decode("latin-1")  # one char per byte: the ASCII triggers survive
     if not isinstance(data, str):
         return False
-    return bool(_candidates(data)) or bool(_user if _user is not None else _load_user_patterns())
+    low = _lower(data)
+    return bool(_candidates(low)) or any(k in low for k in _KEYWORDS) or bool(
+        _user if _user is not None else _load_user_patterns())
 
 
 def mask_tree(value):
