@@ -13,6 +13,7 @@ import re
 from xml.sax.saxutils import escape, quoteattr
 
 import lcm.db
+import lcm.mask
 from lcm.extract import raw_blocks
 
 # a leaf smaller than this has little to compress; take more messages when there are some
@@ -85,7 +86,7 @@ def render_context(conn, session_id: str, max_chars: int = 8000) -> str:
                     f" descendant_count=\"{item['descendant_count']}\" earliest_at={quoteattr(item['earliest_at'] or '')}"
                     f" latest_at={quoteattr(item['latest_at'] or '')}>")
         share = room // (len(summaries) - i) - len(open_tag) - len("</summary>") - 3
-        body = escape(item["content"])
+        body = escape(lcm.mask.mask(item["content"]))  # before the cut: a cut must not split a secret
         if len(body) > share:
             cut = f"... (cut; lcm_expand.py {item['id']})"
             if share < len(cut) + 40:

@@ -15,6 +15,7 @@ import time
 from datetime import datetime, timedelta, timezone
 
 import lcm.db
+import lcm.mask
 import lcm.query
 from lcm.db import LcmError
 
@@ -467,5 +468,6 @@ def _result(conn, kind, row, score, finders) -> dict:
     else:
         ident, uuid, role, covering = row["id"], None, None, row["parent_id"]
     return {"type": kind, "id": ident, "session_id": row["session_id"], "uuid": uuid, "role": role,
-            "created_at": row["created_at"], "snippet": _snippet(row["content"], finders),
+            # masked whole before the cut (a vault filled before masking may hold secrets)
+            "created_at": row["created_at"], "snippet": _snippet(lcm.mask.mask(row["content"]), finders),
             "score": round(score, 4), "covering_summary_id": covering}
