@@ -141,6 +141,21 @@ def test_masking_is_idempotent(pieces, noise):
     assert mask(once) == once
 
 
+def test_a_type_annotation_is_not_a_value_but_a_literal_after_it_is():
+    assert mask("password: str = 'hunter2!'") == f"password: str = '{lcm.mask.token('password', 'hunter2!')}'"
+    masked = mask("secret: true0db password=hunter2!")  # found by hypothesis: not one annotation
+    assert masked == (f"secret: {lcm.mask.token('secret', 'true0db')} "
+                      f"password={lcm.mask.token('password', 'hunter2!')}")
+
+
+def test_text_in_any_script_masks_the_same_secret_the_same_way():
+    secret = "hunter2é!"
+    expected = lcm.mask.token("password", secret)
+    for text in (f"password={secret}", f"mot de passe, café \u00a0 password={secret}", f"日本語 password={secret} テスト"):
+        masked = mask(text)
+        assert masked == text.replace(secret, expected) and mask(masked) == masked
+
+
 def test_json_escaped_lines_stay_valid_json():
     entry = {"command": 'export PASSWORD="hunter2!" && echo ' + PEM, "key": "sk-ant-api03-" + "Q" * 40}
     line = json.dumps(entry).encode()

@@ -24,44 +24,52 @@ from __future__ import annotations
 import os
 import sys
 
-# A rule: (kind, gate, triggers, pattern). The pattern runs only on text whose lowercased form
-# contains the gate (when there is one) and then one of the triggers: substring tests that cost
-# far less than running a regular expression over the text. A pattern's group `s` is the secret
-# (else the whole match). A gate that is one of _KEYWORDS costs nothing: those are searched anyway.
+# The pattern of each kind; _scan decides which of them run on a text. A pattern's group
+# `s` is the secret (else the whole match). Specific kinds come first, so the assignment rules
+# below find their values already masked.
 _PEM = (r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
         # to the END line; without one (output cut short), over the base64 lines that follow
         r"(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|(?:\\[nr]|[A-Za-z0-9+/=\s])*)")
-_RULES: list[tuple[str, str | None, tuple[str, ...], str]] = [
-    ("private-key", "key", ("private key",), r"(?s)" + _PEM),
-    ("private", None, ("<private>",), r"(?s)<private>.*?</private>"),
-    ("anthropic-key", "sk-", ("sk-ant-",), r"(?<![\w-])sk-ant-[A-Za-z0-9_-]{20,}"),
+_PATTERNS = {
+    "private-key": r"(?s)" + _PEM,
+    "private": r"(?s)<private>.*?</private>",
+    "anthropic-key": r"(?<![\w-])sk-ant-[A-Za-z0-9_-]{20,}",
     # sk-, sk-proj-, sk-svcacct-, sk-admin-: at least 20 more characters, one of them a digit
-    ("openai-key", "sk-", ("sk-",), r"(?<![\w-])sk-(?!ant-)(?=[A-Za-z0-9_-]{0,200}\d)[A-Za-z0-9_-]{20,}"),
-    ("aws-key", None, ("akia", "asia"), r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
-    ("aws-secret", "secret", ("key",),
-     r"(?i)(?:aws[_-]?)?secret[_-]?(?:access[_-]?)?key\\?[\"']?\s*[:=]\s*\\?[\"']?"
-     r"(?P<s>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"),
-    ("github-token", "gh", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
-     r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"),
-    ("gitlab-token", None, ("glpat-",), r"(?<![\w-])glpat-[A-Za-z0-9_-]{20,}"),
-    ("slack-token", None, ("xox",), r"(?<![\w-])xox[abposr]-[A-Za-z0-9-]{10,}"),
-    ("slack-webhook", None, ("hooks.slack.com",), r"hooks\.slack\.com/services/(?P<s>[A-Za-z0-9_/-]{8,})"),
-    ("stripe-key", "k_", ("k_live_", "k_test_"), r"(?<![A-Za-z0-9_])[sr]k_(?:live|test)_[A-Za-z0-9]{10,}"),
-    ("google-key", None, ("aiza",), r"(?<![\w-])AIza[0-9A-Za-z_-]{35}"),
-    ("jwt", None, ("eyj",), r"(?<![\w-])eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"),
-    ("token", None, ("bearer",), r"(?i)bearer\s+(?P<s>[A-Za-z0-9._~+/-]{16,}=*)"),
-    # scheme://user:password@host
-    ("password", "@", ("://",), r"://[^\s:/@\"'\\<>]*:(?P<s>[^\s/@\"'\\<>]+)@"),
-]
+    "openai-key": r"(?<![\w-])sk-(?!ant-)(?=[A-Za-z0-9_-]{0,200}\d)[A-Za-z0-9_-]{20,}",
+    "aws-key": r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])",
+    "aws-secret": (r"(?i)(?:aws[_-]?)?secret[_-]?(?:access[_-]?)?key\\?[\"']?\s*[:=]\s*\\?[\"']?"
+                   r"(?P<s>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"),
+    "github-token": r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})",
+    "gitlab-token": r"(?<![\w-])glpat-[A-Za-z0-9_-]{20,}",
+    "slack-token": r"(?<![\w-])xox[abposr]-[A-Za-z0-9-]{10,}",
+    "slack-webhook": r"hooks\.slack\.com/services/(?P<s>[A-Za-z0-9_/-]{8,})",
+    "stripe-key": r"(?<![A-Za-z0-9_])[sr]k_(?:live|test)_[A-Za-z0-9]{10,}",
+    "google-key": r"(?<![\w-])AIza[0-9A-Za-z_-]{35}",
+    "jwt": r"(?<![\w-])eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*",
+    "token": r"(?i)bearer\s+(?P<s>[A-Za-z0-9._~+/-]{16,}=*)",
+    "password": r"://[^\s:/@\"'\\<>]*:(?P<s>[^\s/@\"'\\<>]+)@",  # scheme://user:password@host
+}
 # Assignments (NAME = value, NAME: value, "NAME": "value", NAME := value, name: Type = value,
-# --NAME value) are found by searching for these keywords; _name_end tells a secret's name
+# --NAME value) are found where _scan sees a keyword (pass, secret, token, credential, key);
+# _name_end tells a secret's name
 # (password, db_password, clientSecret, api_key, X-Api-Key, ...) from other words, and _VALUE,
 # matched where the name ends, reads the separator and the value.
-_KEYWORDS = ("pass", "secret", "token", "credential", "key")
-_VALUE = (r"(?![\w-])(?:(?P<sep>\\?[\"']?[ \t]*(?::[ \t]*[A-Za-z_][\w.|\[\], ]{0,40}?[ \t]*(?==))?"
+_TYPE = r"[A-Za-z_][\w.]*(?:\[[^\]\n]{0,40}\]+)?"  # str, Optional[str], t.Dict[str, int]
+# (?a): \s and \w are ASCII only, so a value never ends inside a UTF-8 sequence (see _one_byte)
+_VALUE = (r"(?a)(?![\w-])(?:(?P<sep>\\?[\"']?[ \t]*(?::[ \t]*" + _TYPE + r"(?:[ \t]*\|[ \t]*" + _TYPE + r")*[ \t]*(?==))?"
           r"(?:=>|==|:=|=|:)[ \t]*)"
-          r"(?:\\?(?P<q>[\"'`])(?P<qs>(?:(?!(?P=q))[^\\\n])+)\\?(?P=q)|(?P<us>[^\s\"'`,;&(){}\[\]<>\\]+))"
+          # a mask already there is a value too: the match must not fall back to another reading
+          r"(?:(?P<mk>\[secret:[a-z0-9-]+:[0-9a-f]{4}\])"
+          r"|\\?(?P<q>[\"'`])(?P<qs>(?:(?!(?P=q))[^\\\n])+)\\?(?P=q)|(?P<us>[^\s\"'`,;&(){}\[\]<>\\]+))"
           r"|[ \t]+(?P<fs>[^\s\"'`\\-][^\s\"'`\\]*))")  # the value of --NAME value
+# One regular expression over the lowercased text that matches wherever any rule above could
+# (its matches, read through _MATCHED, say which rules run and where the assignment names are):
+# text it does not match is returned after one pass. Each branch starts with a rarely used letter
+# of its literal, a lookbehind checking what precedes it, so the engine tries few positions
+# (3x cheaper than a substring test per literal).
+_PREFILTER = (r"k(?:(?<=tok)en|ey|(?<=sk)-|_live_|_test_|(?<=ak)ia|(?<=hook)s\.slack)|x(?<=xox)|j(?<=eyj)"
+              r"|z(?<=aiz)a|<private>|@|c(?:(?<=sec)ret|redential)|p(?:ass|rivate key)"
+              r"|g(?:h[pousr]_|ithub_pat_|lpat-)|bearer")
 _MASK = r"\[secret:[a-z0-9-]+:[0-9a-f]{4}\]"
 # an unquoted value made of these alone reads as a name or an attribute (`token = self.tok`)
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_.")
@@ -164,16 +172,10 @@ def _name_end(low: str, i: int, keyword: str) -> int:
     return i + 3 if low.endswith(_KEY_PREFIXES, 0, i) else -1
 
 
-def _assignments(text: str, low: str) -> str:
-    """text with the literal values assigned to secret names masked."""
-    found = []
-    for keyword in _KEYWORDS:
-        i = low.find(keyword)
-        while i >= 0:
-            found.append((i, keyword))
-            i = low.find(keyword, i + len(keyword))
-    if not found:
-        return text
+def _assignments(text: str, low: str, found: list, utf8: bool) -> str:
+    """text with the literal values assigned to secret names masked; found = [(position,
+    keyword)] from _scan. text and low are one character per byte (_one_byte); utf8 says they
+    are UTF-8 bytes read as Latin-1, so a value is decoded before it is judged and fingerprinted."""
     shielded = [m.span() for m in _regex(_MASK).finditer(text)] if "[secret:" in text else []
     value_re = _regex(_VALUE)
     pieces, done = [], 0
@@ -182,16 +184,18 @@ def _assignments(text: str, low: str) -> str:
             continue  # inside a value masked just now, or inside a mask
         end = _name_end(low, i, keyword)
         m = value_re.match(text, end) if end >= 0 else None
-        if m is None:
+        if m is None or m.group("mk"):
             continue
+        flag = m.group("fs") is not None
+        if flag and "--" not in text[max(0, i - 40):i]:
+            continue  # NAME value: prose, unless a command-line flag
         start = i
         while start > 0 and text[start - 1] in _KEY_CHARS:  # DB_PASSWORD, self.token, --password
             start -= 1
         key = text[start:end]
-        flag = key.startswith("--")
-        if m.group("fs") is not None:
-            if not flag:
-                continue  # NAME value: prose, unless a command-line flag
+        if flag:
+            if not key.startswith("--"):
+                continue
             group, quoted, sep = "fs", False, " "
         else:
             quoted = m.group("q") is not None
@@ -199,7 +203,9 @@ def _assignments(text: str, low: str) -> str:
         value = m.group(group)
         if not quoted and text[m.end():m.end() + 1] in ("(", "["):
             continue  # a call or a subscript: getpass(), os.environ["X"]
-        if not _literal(value, key, sep, quoted, flag):
+        if utf8:
+            value = value.encode("latin-1").decode("utf-8", "surrogatepass")
+        if not _literal(value, key, sep, quoted, key.startswith("--")):
             continue
         pieces += [text[done:m.start(group)], token(_kind_of(key), value)]
         done = m.end(group)
@@ -269,27 +275,43 @@ def _sub(pattern, replace, text: str) -> str:
     return "".join(part if i % 2 else pattern.sub(replace, part) for i, part in enumerate(parts))
 
 
-def _lower(text: str) -> str:
-    """text.lower() with the same length (so positions carry over), even for the rare characters
-    whose lowercase form is longer (only ASCII letters are lowered then)."""
-    low = text.lower()
-    if len(low) == len(text):
-        return low
-    return text.translate({c: c + 32 for c in range(65, 91)})
+# What a match of _PREFILTER means: the kinds whose pattern must run, and the keyword of an
+# assignment name with its offset from the match (token is matched at its k).
+_MATCHED = {
+    "ken": ((), ("token", -2)), "key": ((), ("key", 0)), "pass": ((), ("pass", 0)),
+    "cret": (("aws-secret",), ("secret", -2)), "credential": ((), ("credential", 0)),
+    "private key": (("private-key",), ("key", 8)),
+    "k-": (("anthropic-key", "openai-key"), None), "k_live_": (("stripe-key",), None),
+    "k_test_": (("stripe-key",), None), "kia": (("aws-key",), None),
+    "ks.slack": (("slack-webhook",), None), "x": (("slack-token",), None), "j": (("jwt",), None),
+    "za": (("google-key",), None), "<private>": (("private",), None), "@": (("password",), None),
+    "glpat-": (("gitlab-token",), None), "github_pat_": (("github-token",), None),
+    "bearer": (("token",), None), **{f"gh{c}_": (("github-token",), None) for c in "pousr"},
+}
 
 
-def _candidates(low: str) -> list:
-    """The rules whose gate and trigger strings occur in the lowercased text."""
-    found = []
-    for rule in _RULES:
-        gate, triggers = rule[1], rule[2]
-        if gate is not None and gate not in low:
-            continue
-        for trigger in triggers:
-            if trigger in low:
-                found.append(rule)
-                break
-    return found
+def _scan(data: str, low: str) -> tuple[set, list]:
+    """(kinds to run, [(position, keyword)] of possible assignment names) in a text (_one_byte)."""
+    kinds, found = set(), []
+    if "A" in data and "ASIA" in data:  # "asia" is common in lowercase text: not in _PREFILTER
+        kinds.add("aws-key")
+    for m in _regex(_PREFILTER).finditer(low):
+        more, keyword = _MATCHED[m.group()]
+        kinds.update(more)
+        if keyword is not None:
+            found.append((m.start() + keyword[1], keyword[0]))
+    return kinds, found
+
+
+def _one_byte(text: str) -> tuple[str, str]:
+    """(text, text lowercased) with one character per byte, for the substring tests: str.lower()
+    is fast on ASCII only (else it consults Unicode tables for every character), and scans of
+    2- or 4-byte strings are slower. Other text goes through its UTF-8 bytes, which keep every
+    ASCII character (all the tests look for) as it is."""
+    if text.isascii():
+        return text, text.lower()
+    data = text.encode("utf-8", "surrogatepass")
+    return data.decode("latin-1"), data.lower().decode("latin-1")
 
 
 def mask(text):
@@ -299,12 +321,20 @@ def mask(text):
     """
     if not isinstance(text, str) or not text:
         return text
-    low = _lower(text)
-    out = text
-    for kind, _gate, _triggers, source in _candidates(low):
-        out = _sub(_regex(source), _replacer(kind), out)
-    out = _assignments(out, low if out is text else _lower(out))
+    data, low = _one_byte(text)
     patterns = _user if _user is not None else _load_user_patterns()
+    kinds, found = _scan(data, low)
+    out = text
+    for kind in _PATTERNS:
+        if kind in kinds:
+            out = _sub(_regex(_PATTERNS[kind]), _replacer(kind), out)
+    if found:
+        if out is not text:  # positions moved: find the names again
+            data, low = _one_byte(out)
+            found = _scan(data, low)[1]
+        masked = _assignments(data, low, found, not out.isascii())
+        if masked is not data:
+            out = masked if out.isascii() else masked.encode("latin-1").decode("utf-8", "surrogatepass")
     for pattern in patterns:
         out = _sub(pattern, _user_replace, out)
     return text if out == text else out
@@ -314,11 +344,11 @@ def may_contain(data) -> bool:
     """Whether mask() could change this text or bytes (a quick test, for callers that would
     otherwise walk a parsed structure)."""
     if isinstance(data, (bytes, bytearray, memoryview)):
-        data = bytes(data).decode("latin-1")  # one char per byte: the ASCII triggers survive
+        data = bytes(data).decode("latin-1")  # one char per byte: the ASCII tests see the same
     if not isinstance(data, str):
         return False
-    low = _lower(data)
-    return bool(_candidates(low)) or any(k in low for k in _KEYWORDS) or bool(
+    kinds, found = _scan(*_one_byte(data))
+    return bool(kinds or found) or bool(
         _user if _user is not None else _load_user_patterns())
 
 
