@@ -14,10 +14,10 @@ names (`PASSWORD=...`, `"password": "..."`, `--password ...`, `user:password@` i
 `<private>...</private>` spans; and every regular expression of $LCM_HOME/redact.txt (one per
 line, `#` starts a comment; an invalid one is reported on stderr and ignored).
 
-Masking is idempotent (masked text masks to itself) and cheap where there is nothing to mask:
-every rule names literal fragments its matches must contain, and text holding none of them is
-returned after a few substring tests, with no regular expression compiled or run. The module
-imports only `os` and `sys`: hooks import it on every turn.
+Masking is idempotent (masked text masks to itself) and costs one pass of one regular
+expression over text that holds nothing to mask (about as much as json.loads of the line it
+came from); the patterns compile on first use. The module imports only `os` and `sys`: hooks
+import it on every turn.
 """
 from __future__ import annotations
 
@@ -50,10 +50,9 @@ _PATTERNS = {
     "password": r"://[^\s:/@\"'\\<>]*:(?P<s>[^\s/@\"'\\<>]+)@",  # scheme://user:password@host
 }
 # Assignments (NAME = value, NAME: value, "NAME": "value", NAME := value, name: Type = value,
-# --NAME value) are found where _scan sees a keyword (pass, secret, token, credential, key);
-# _name_end tells a secret's name
-# (password, db_password, clientSecret, api_key, X-Api-Key, ...) from other words, and _VALUE,
-# matched where the name ends, reads the separator and the value.
+# --NAME value) are found where _scan sees a keyword (pass, secret, token, credential, key):
+# _name_end tells a secret's name (password, db_password, clientSecret, api_key, X-Api-Key, ...)
+# from other words, and _VALUE, matched where the name ends, reads the separator and the value.
 _TYPE = r"[A-Za-z_][\w.]*(?:\[[^\]\n]{0,40}\]+)?"  # str, Optional[str], t.Dict[str, int]
 # (?a): \s and \w are ASCII only, so a value never ends inside a UTF-8 sequence (see _one_byte)
 _VALUE = (r"(?a)(?![\w-])(?:(?P<sep>\\?[\"']?[ \t]*(?::[ \t]*" + _TYPE + r"(?:[ \t]*\|[ \t]*" + _TYPE + r")*[ \t]*(?==))?"
@@ -372,40 +371,40 @@ def mask_bytes(raw) -> bytes:
 
 
 def remask_content(conn, batch: int = 2000) -> dict:
-    """Mask the stored searchable text of a vault filled before masking (or before a new
-    redact.txt pattern): messages, summaries, checkpoints and stored-file explorations.
+    """Mask the stored text of a vault filled before masking (or before a new redact.txt
+    pattern): messages and summaries (their full-text index kept in step), checkpoints, stored
+    file explorations and session titles. The original lines in messages.raw are not touched.
 
-    The original lines in messages.raw are not touched. Keeps the full-text indexes in step.
-    Returns {"messages": n, "summaries": n, "checkpoints": n, "files": n} (rows changed).
+    Returns {table: rows changed}. Running it again changes nothing.
     """
     import lcm.db
     fts = lcm.db.fts_enabled(conn)
     changed = {}
-    for table, key, indexed in (("messages", "id", "messages_fts"), ("summaries", "rowid", "summaries_fts"),
-                                ("checkpoints", "id", None), ("files", "rowid", None)):
-        column = "exploration" if table == "files" else "content"
-        count, last = 0, None
+    for table, column, index in (("messages", "content", "messages_fts"), ("summaries", "content", "summaries_fts"),
+                                 ("checkpoints", "content", None), ("files", "exploration", None),
+                                 ("sessions", "title", None)):
+        count, last = 0, -1 << 63
         while True:
             with lcm.db.transaction(conn):
-                rows = conn.execute(
-                    f"SELECT {key} AS k, {column} AS c FROM {table}" + (" WHERE {key} > ?".format(key=key)
-                                                                        if last is not None else "")
-                    + f" ORDER BY {key} LIMIT ?", ((last, batch) if last is not None else (batch,))).fetchall()
-                for row in rows:
-                    new = mask(row["c"])
-                    if new is row["c"] or new == row["c"]:
+                rows = conn.execute(f"SELECT rowid, {column} FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                                    (last, batch)).fetchall()
+                for rowid, old in rows:
+                    new = mask(old)
+                    if new is old or new == old:
                         continue
-                    if fts and indexed:
-                        conn.execute(f"INSERT INTO {indexed}({indexed}, rowid, content) VALUES ('delete', ?, ?)",
-                                     (row["k"], row["c"]))
-                    conn.execute(f"UPDATE {table} SET {column} = ?" + (", token_count = ?" if table == "messages" else "")
-                                 + f" WHERE {key} = ?",
-                                 (new, lcm.db.estimate_tokens(new), row["k"]) if table == "messages" else (new, row["k"]))
-                    if fts and indexed:
-                        conn.execute(f"INSERT INTO {indexed}(rowid, content) VALUES (?, ?)", (row["k"], new))
+                    if fts and index:  # external-content FTS: the old text out, the new in
+                        conn.execute(f"INSERT INTO {index}({index}, rowid, content) VALUES ('delete', ?, ?)",
+                                     (rowid, old))
+                    if table in ("messages", "summaries"):
+                        conn.execute(f"UPDATE {table} SET {column} = ?, token_count = ? WHERE rowid = ?",
+                                     (new, lcm.db.estimate_tokens(new), rowid))
+                    else:
+                        conn.execute(f"UPDATE {table} SET {column} = ? WHERE rowid = ?", (new, rowid))
+                    if fts and index:
+                        conn.execute(f"INSERT INTO {index}(rowid, content) VALUES (?, ?)", (rowid, new))
                     count += 1
             if len(rows) < batch:
                 break
-            last = rows[-1]["k"]
+            last = rows[-1][0]
         changed[table] = count
     return changed
