@@ -360,7 +360,7 @@ def test_a_vault_filled_before_masking_still_masks_every_output(planted, capsys,
     changed = lcm.mask.remask_content(conn)
     assert changed["messages"] == 3 and changed["summaries"] >= 1  # prompt, Bash call, its result
     stored = " ".join(r[0] for r in conn.execute("SELECT content FROM messages UNION ALL SELECT content FROM summaries"
-                                                 " UNION ALL SELECT title FROM sessions"))
+                                                 " UNION ALL SELECT coalesce(title, '') FROM sessions"))
     assert not leaks(stored)
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('integrity-check')")  # raises if out of step
