@@ -172,7 +172,6 @@ def test_hints_about_listing_sessions_name_lcm_sessions():
 def test_empty_vault_and_missing_vault(capsys, vault):
     code, _, err = run(capsys, lcm_sessions)
     assert code == 1 and "Error: no vault" in err
-    sqlite3.connect(vault).close()
     import lcm.db
     lcm.db.connect().close()
     code, out, _ = run(capsys, lcm_sessions)
