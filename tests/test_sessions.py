@@ -189,3 +189,32 @@ def test_command_runs_as_a_script(tmp_path):
     help_text = subprocess.run([sys.executable, str(SCRIPTS / "lcm_sessions.py"), "--help"],
                                capture_output=True, text=True).stdout
     assert "Examples:" in help_text and "lcm_sessions.py" in help_text
+
+
+@pytest.mark.parametrize("script", ["lcm_sessions.py", "lcm_remember.py", "lcm_export.py"])
+def test_help_examples_run_as_printed(script, tmp_path, isolated_home):
+    """Every example line of --help runs (exit 0) in a session whose ids the examples use."""
+    from datetime import datetime, timedelta, timezone
+    work = tmp_path / "work"
+    work.mkdir()
+    start = (datetime.now(timezone.utc) - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    t = coding_session(tmp_path / "projects", turns=2, cwd=str(work), start=start,
+                       session_id="3f2c1a9b-1111-4222-8333-444455556666")
+    t.write()
+    env = {**os.environ, "LCM_SCRIPTS": str(SCRIPTS), "LCM_SESSION_ID": t.session_id}
+    subprocess.run([sys.executable, str(SCRIPTS / "lcm_ingest.py"), str(t.path)], env=env, check=True,
+                   capture_output=True)
+    import lcm.db
+    conn = lcm.db.connect()
+    conn.execute("INSERT INTO notes (id, content, project, session_id, created_at) VALUES"
+                 " ('note_3f2c1a9b00000000', 'an old note', NULL, NULL, '2026-01-01T00:00:00.000Z')")
+    conn.close()
+    help_text = subprocess.run([sys.executable, str(SCRIPTS / script), "--help"], capture_output=True,
+                               text=True, env=env).stdout
+    examples = [line.strip() for line in help_text.split("Examples:")[1].splitlines() if line.strip()]
+    assert len(examples) >= 3
+    for example in examples:
+        proc = subprocess.run(["bash", "-c", example.replace("python3 ", f"{sys.executable} ", 1)
+                               if example.startswith("python3 ") else example],
+                              cwd=work, env=env, capture_output=True, text=True)
+        assert proc.returncode == 0, (example, proc.stderr)
