@@ -24,7 +24,7 @@ import sys
 import lcm.db
 import lcm.search
 import lcm.sessions
-from lcm.db import LcmError
+from lcm.sessions import plural
 
 MAX_LIMIT = 200
 FILES_SHOWN = 15
@@ -42,8 +42,8 @@ def _print_list(sessions: list[dict], total: int, args) -> None:
         return
     for s in sessions:
         extra = ", checkpoint" if s["has_checkpoint"] else ""
-        print(f"{s['id'][:8]}  {_when(s['first_at'])} .. {_when(s['last_at'])}  {s['messages']} msgs,"
-              f" {s['summaries']} summaries{extra}  {s['project'] or '?'}  {s['title']}")
+        print(f"{s['id'][:8]}  {_when(s['first_at'])} .. {_when(s['last_at'])}  {plural(s['messages'], 'msg')},"
+              f" {plural(s['summaries'], 'summary').replace('ys', 'ies')}{extra}  {s['project'] or '?'}  {s['title']}")
     if total > len(sessions):
         flags = "".join(f" --{k} {shlex.quote(v)}" for k, v in (("project", args.project), ("since", args.since)) if v)
         print(f"... {total - len(sessions)} more: lcm_sessions.py{flags} --limit {min(total, MAX_LIMIT)}")

@@ -61,16 +61,23 @@ def test_jsonl_is_one_original_line_per_stored_message(capsys, tmp_path, session
     assert code == 0 and capsys.readouterr().out.encode().split(b"\n")[:-1] == original_lines(session.path)
 
 
-def test_jsonl_includes_sub_agent_lines(capsys, tmp_path):
+def test_sub_agent_lines_are_exported(capsys, tmp_path):
     t = coding_session(tmp_path / "projects", turns=1)
+    warmup = Transcript(tmp_path / "projects", agent_id="a0", parent=t)
+    warmup.user("Warmup")
+    warmup.assistant_text("Ready to search your codebase.")
     agent = Transcript(tmp_path / "projects", agent_id="a1", parent=t)
     agent.user("explore the repo")
     agent.assistant_text("found it")
-    t.write(), agent.write()
+    t.write(), warmup.write(), agent.write()
     run(capsys, lcm_ingest, tmp_path / "projects")
     out = tmp_path / "all.jsonl"
     assert run(capsys, lcm_export, "--session", t.session_id, "--format", "jsonl", "--output", out)[0] == 0
-    assert sorted(out.read_bytes().split(b"\n")[:-1]) == sorted(original_lines(t.path, agent.path))
+    assert sorted(out.read_bytes().split(b"\n")[:-1]) == sorted(original_lines(t.path, warmup.path, agent.path))
+    # markdown: the sub-agent's task and answer, labelled; Claude Code's warm-up ping left out
+    code, text, _ = run(capsys, lcm_export, "--session", t.session_id)
+    assert "**User (sub-agent)**" in text and "explore the repo" in text and "found it" in text
+    assert "Warmup" not in text and "Ready to search" not in text
 
 
 def test_markdown_reads_as_a_conversation(capsys, session):

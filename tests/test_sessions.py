@@ -77,10 +77,15 @@ def test_title_from_title_lines_else_the_first_real_prompt(capsys, tmp_path):
     silent = titled(tmp_path, start="2026-11-20T11:00:00Z")
     silent.user("<command-name>/help</command-name>")
     silent.assistant_text("help text")
-    for t in (named, prompted, silent):
+    orphan = Transcript(tmp_path / "projects", session_id="orphan-session", agent_id="a1")  # main file gone
+    orphan.user("Warmup")
+    orphan.assistant_text("ready")
+    orphan.user("Find where the cache version is checked")
+    for t in (named, prompted, silent, orphan):
         t.write()
     ingest(capsys, tmp_path / "projects")
     titles = {s["id"]: s["title"] for s in sessions_json(capsys)["sessions"]}
+    assert titles["orphan-session"] == "Find where the cache version is checked"
     assert titles[named.session_id] == "Fix the flaky parser test"
     assert titles[prompted.session_id] == "Why does the build fail on CI?"
     assert titles[silent.session_id] == "(untitled, 2 messages)"

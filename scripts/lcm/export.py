@@ -102,8 +102,9 @@ def markdown(conn, session_id: str) -> Iterator[str]:
         f"- Messages: {count}; summaries: {sum(len(v) for v in summaries.values())}",
         f"- Exported {lcm.db.now_iso()} by lcm_export.py", ""]) + "\n"
     speaker = None
-    for m in conn.execute("SELECT id, raw, type, role, subtype, is_meta, is_sidechain, created_at FROM messages"
-                          " WHERE session_id = ? ORDER BY id", (session_id,)):
+    warmups: set = set()  # sub-agents Claude Code only primed ("Warmup"): no part of the work
+    for m in conn.execute("SELECT id, raw, type, role, subtype, is_meta, is_sidechain, agent_id, created_at"
+                          " FROM messages WHERE session_id = ? ORDER BY id", (session_id,)):
         lines = []
         for s in summaries.get(m["id"], ()):
             lines += _summary_heading(s)
@@ -111,6 +112,11 @@ def markdown(conn, session_id: str) -> Iterator[str]:
         try:
             entry = json.loads(m["raw"])
         except (ValueError, RecursionError):
+            entry = None
+        message = entry.get("message") if isinstance(entry, dict) else None
+        if m["is_sidechain"] and isinstance(message, dict) and message.get("content") == lcm.sessions.WARMUP:
+            warmups.add(m["agent_id"])
+        if m["is_sidechain"] and m["agent_id"] in warmups:
             entry = None
         who, body = _message(entry, m) if isinstance(entry, dict) else (None, [])
         if who is None:

@@ -16,6 +16,7 @@ TITLE_CHARS = 80
 PROMPT_SCAN = 50    # user lines of a session searched for its first real prompt
 TREE_NODES = 200    # summaries in a one-session view's tree (--json); the text shows fewer
 LIST_HINT = "list sessions with lcm_sessions.py"
+WARMUP = "Warmup"  # the prompt Claude Code sends a sub-agent to warm its cache, not a task
 
 
 def one_line(text: str, limit: int) -> str:
@@ -23,25 +24,37 @@ def one_line(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
 def first_prompt(conn, session_id: str) -> str | None:
-    """The first thing a person typed in the session: not a tool result, a /command or a caveat."""
-    rows = conn.execute(
-        "SELECT raw FROM messages WHERE session_id = ? AND type = 'user' AND is_meta = 0 AND is_sidechain = 0"
-        " ORDER BY id LIMIT ?", (session_id, PROMPT_SCAN))
-    for (raw,) in rows:
-        try:
-            text = lcm.worklog.user_request_text(json.loads(raw))
-        except (ValueError, TypeError, AttributeError, RecursionError):
-            continue  # an odd line is skipped, never fatal
-        if text:
-            return text
+    """The first thing a person typed in the session: not a tool result, a /command or a caveat.
+
+    A session stored only as sub-agent lines (its main transcript gone) falls back to the first
+    task given to a sub-agent.
+    """
+    for sidechain in (0, 1):
+        rows = conn.execute(
+            "SELECT raw FROM messages WHERE session_id = ? AND type = 'user' AND is_meta = 0 AND is_sidechain = ?"
+            " ORDER BY id LIMIT ?", (session_id, sidechain, PROMPT_SCAN))
+        for (raw,) in rows:
+            try:
+                entry = json.loads(raw)
+                if sidechain:
+                    entry = {**entry, "isSidechain": False}  # user_request_text skips sub-agent lines
+                text = lcm.worklog.user_request_text(entry)
+            except (ValueError, TypeError, AttributeError, RecursionError):
+                continue  # an odd line is skipped, never fatal
+            if text and text.strip() != WARMUP:
+                return text
     return None
 
 
 def title(conn, session_id: str, stored: str | None, messages: int) -> str:
     """The transcript's own title, else its first real prompt, else a placeholder: never empty."""
     text = (stored or "").strip() or first_prompt(conn, session_id)
-    return one_line(text, TITLE_CHARS) if text else f"(untitled, {messages} messages)"
+    return one_line(text, TITLE_CHARS) if text else f"(untitled, {plural(messages, 'message')})"
 
 
 def resolve_session(conn, text: str | None) -> str:
