@@ -73,7 +73,7 @@ def _main(argv):
         lcm.db.print_json({"note": note, "created": created})
     else:
         print(f"{'Pinned' if created else 'Already pinned'} {note['id']} for {_where(note)}.")
-        print("New sessions there start with it; lcm_remember.py --list shows the notes,"
+        print(f"New sessions {'there' if note['project'] else 'everywhere'} start with it; lcm_remember.py --list shows the notes,"
               f" lcm_remember.py --forget {note['id']} removes it.")
     return 0
 
@@ -81,7 +81,7 @@ def _main(argv):
 def _list(conn, args) -> int:
     if args.all or args.everywhere:
         notes, total = lcm.notes.every(conn, global_only=args.everywhere, limit=args.limit)
-        scope = "global notes" if args.everywhere else "all notes"
+        scope = "global notes" if args.everywhere else "notes of every project"
     else:
         project = lcm.notes.normalize_project(args.project) if args.project else lcm.notes.current_project(conn)
         notes = lcm.notes.for_project(conn, project, limit=MAX_LIMIT + 1)
