@@ -114,10 +114,11 @@ def list_sessions(conn, *, project: str | None = None, since: str | None = None,
 
 
 def _head(content: str) -> str:
-    """The first line of a summary that says something (an extractive one opens with a [label])."""
+    """The first line of a summary that says something: not its [label] (an extractive summary
+    opens with one) nor a section heading ("Asked:")."""
     lines = [ln.strip() for ln in content.splitlines() if ln.strip()]
-    said = [ln for ln in lines if not ln.startswith("[")]
-    return one_line(" ".join((said or lines)[:1]), 160)
+    said = [ln for ln in lines if not ln.startswith("[") and not ln.endswith(":")]
+    return one_line((said or lines or [""])[0].removeprefix("- "), 160)
 
 
 def summary_tree(conn, session_id: str, max_nodes: int = TREE_NODES) -> tuple[list[dict], int]:
