@@ -3,6 +3,7 @@ note, and shown when a session starts in its project (within the bound), never i
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 
 import pytest
@@ -84,13 +85,24 @@ def test_injection_stays_within_the_bound_newest_first(capsys, two_projects, tmp
     alpha, a, *_ = two_projects
     for i in range(60):
         remember(capsys, "--project", alpha, f"fact number {i:02d}: " + "x" * 200)
-    (alpha / ".lcm-checkpoint.md").write_text("# checkpoint\n")
     context = injected(a, alpha, tmp_path / "env" / "hook.sh")
     assert len(context) <= 8000
-    assert context.startswith("lcm: a checkpoint")  # the pointer comes first, whole
-    shown = [int(n) for n in __import__("re").findall(r"fact number (\d\d)", context)]
+    shown = [int(n) for n in re.findall(r"fact number (\d\d)", context)]
     assert shown == sorted(shown, reverse=True) and shown[0] == 59 and 20 < len(shown) < 60
-    assert f"{60 - len(shown)} older notes not shown" in context and "lcm_remember.py\" --list" in context
+    assert f"{60 - len(shown)} older notes not shown" in context and 'lcm_remember.py" --list' in context
+
+
+def test_checkpoint_pointer_comes_first_and_whole_within_the_bound(capsys, tmp_path, vault):
+    import lcm.db
+    import lcm.notes
+    for i in range(60):
+        remember(capsys, "--project", tmp_path, f"fact number {i:02d}: " + "x" * 200)
+    pointer = "lcm: a checkpoint of earlier work on this project exists. " + "y" * 600
+    text = lcm.notes.context_text(lcm.db.connect(), str(tmp_path / "sub"), pointer)
+    assert text.startswith(pointer + "\n\nlcm notes pinned for this project") and len(text) <= 8000
+    assert "fact number 59" in text and "older notes not shown" in text
+    assert lcm.notes.context_text(lcm.db.connect(), "/elsewhere", pointer) == pointer
+    assert lcm.notes.context_text(lcm.db.connect(), "/elsewhere", None) is None
 
 
 def test_list_forget_and_duplicates(capsys, tmp_path, monkeypatch, vault):

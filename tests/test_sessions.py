@@ -162,7 +162,7 @@ def test_session_ids_resolve_by_unique_prefix(capsys, tmp_path):
     assert sessions_json(capsys, "abc12345-0000-4000-8000-000000000002")["id"] == second.session_id
     assert sessions_json(capsys, "abc12345-0000-4000-8000-000000000001")["id"] == first.session_id
     code, _, err = run(capsys, lcm_sessions, "abc123")
-    assert code == 1 and "matches several sessions" in err and "Hint: give more characters" in err
+    assert code == 1 and "session prefix 'abc123'" in err and "Hint: give more characters" in err
     code, _, err = run(capsys, lcm_sessions, "fff")
     assert code == 1 and "Error: no session 'fff'" in err and "lcm_sessions.py" in err
 
