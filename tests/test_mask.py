@@ -19,10 +19,13 @@ import lcm_compact
 import lcm_describe
 import lcm_expand
 import lcm_expand_query
+import lcm_export
 import lcm_grep
 import lcm_ingest
 import lcm_llm_map
+import lcm_remember
 import lcm_resume
+import lcm_sessions
 from fake_anthropic import fake_api  # noqa: F401  (pytest fixture)
 from test_hooks import run_hook, session_start, user_prompt
 from transcripts import Transcript, coding_session
@@ -291,9 +294,19 @@ def outputs_of_every_reader(planted, capsys, monkeypatch, fake_api) -> dict[str,
     out["checkpoints table"] = "\n".join(r[0] for r in conn.execute("SELECT content FROM checkpoints"))
     out["resume"] = run(lcm_resume, [], capsys)
     out["resume --json"] = run(lcm_resume, ["--json"], capsys)
+    # sessions, exports and a pinned note
+    out["sessions"] = run(lcm_sessions, ["--json"], capsys) + run(lcm_sessions, [], capsys)
+    out["session view"] = run(lcm_sessions, ["s-secret", "--json"], capsys) + run(lcm_sessions, ["s-secret"], capsys)
+    out["export markdown"] = run(lcm_export, ["--session", "s-secret"], capsys)
+    out["export jsonl"] = run(lcm_export, ["--session", "s-secret", "--format", "jsonl"], capsys)
+    run(lcm_remember, [f"the staging db password={SECRETS['password']} and key {SECRETS['aws_id']}"], capsys)
+    out["notes"] = run(lcm_remember, ["--list"], capsys) + run(lcm_remember, ["--list", "--json"], capsys)
+    out["grep notes"] = run(lcm_grep, ["staging db password", "--scope", "notes", "--json"], capsys)
     # hooks: SessionStart after a compaction injects the summaries; recall injects search hits
     env = {"LCM_RECALL": "1", "LCM_LLM": "none"}
     out["hook SessionStart compact"] = run_hook("session_start", session_start(planted["t"], "compact"), env).stdout
+    out["hook SessionStart startup"] = run_hook("session_start", session_start(planted["t"], "startup"), env).stdout
+    assert "staging db" in out["hook SessionStart startup"]  # the note was injected, masked
     other = Transcript(planted["projects"], session_id="s-later", cwd=str(planted["project"]))
     other.user("what happened with the deploy key")
     other.write()
@@ -304,7 +317,7 @@ def outputs_of_every_reader(planted, capsys, monkeypatch, fake_api) -> dict[str,
     return out
 
 
-def test_planted_secrets_never_leave_the_vault(planted, capsys, monkeypatch, fake_api):
+def test_planted_secrets_never_leave_the_vault(planted, capsys, monkeypatch, fake_api, tmp_path):
     out = {"ingest": run(lcm_ingest, [str(planted["projects"])], capsys)}
     # compaction with a model backend: what it sends is masked
     monkeypatch.setenv("LCM_LLM", "anthropic")
@@ -326,6 +339,9 @@ def test_planted_secrets_never_leave_the_vault(planted, capsys, monkeypatch, fak
     for uuid in planted["uuids"]:
         assert _raw_unmasked(uuid) in lines
     assert SECRETS["aws_secret"].encode() in _raw_unmasked(planted["uuids"][2])
+    exported = tmp_path / "exact.jsonl"
+    run(lcm_export, ["--session", "s-secret", "--format", "jsonl", "--unmasked", "--output", str(exported)], capsys)
+    assert exported.read_bytes().splitlines() == [line for line in lines if b'"uuid"' in line]  # the messages
 
 
 def _raw_unmasked(uuid: str) -> bytes:

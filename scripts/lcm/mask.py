@@ -372,17 +372,20 @@ def mask_bytes(raw) -> bytes:
 
 def remask_content(conn, batch: int = 2000) -> dict:
     """Mask the stored text of a vault filled before masking (or before a new redact.txt
-    pattern): messages and summaries (their full-text index kept in step), checkpoints, stored
-    file explorations and session titles. The original lines in messages.raw are not touched.
+    pattern): messages, summaries and pinned notes (their full-text indexes kept in step),
+    checkpoints, stored file explorations and session titles. The original lines in messages.raw are not touched.
 
     Returns {table: rows changed}. Running it again changes nothing.
     """
     import lcm.db
-    fts = lcm.db.fts_enabled(conn)
     changed = {}
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     for table, column, index in (("messages", "content", "messages_fts"), ("summaries", "content", "summaries_fts"),
-                                 ("checkpoints", "content", None), ("files", "exploration", None),
-                                 ("sessions", "title", None)):
+                                 ("notes", "content", "notes_fts"), ("checkpoints", "content", None),
+                                 ("files", "exploration", None), ("sessions", "title", None)):
+        if table not in tables:
+            continue  # a vault from before that table (notes)
+        index = index if index in tables else None
         count, last = 0, -1 << 63
         while True:
             with lcm.db.transaction(conn):
@@ -392,7 +395,7 @@ def remask_content(conn, batch: int = 2000) -> dict:
                     new = mask(old)
                     if new is old or new == old:
                         continue
-                    if fts and index:  # external-content FTS: the old text out, the new in
+                    if index:  # external-content FTS: the old text out, the new in
                         conn.execute(f"INSERT INTO {index}({index}, rowid, content) VALUES ('delete', ?, ?)",
                                      (rowid, old))
                     if table in ("messages", "summaries"):
@@ -400,7 +403,7 @@ def remask_content(conn, batch: int = 2000) -> dict:
                                      (new, lcm.db.estimate_tokens(new), rowid))
                     else:
                         conn.execute(f"UPDATE {table} SET {column} = ? WHERE rowid = ?", (new, rowid))
-                    if fts and index:
+                    if index:
                         conn.execute(f"INSERT INTO {index}(rowid, content) VALUES (?, ?)", (rowid, new))
                     count += 1
             if len(rows) < batch:
