@@ -54,7 +54,7 @@ _PATTERNS = {
 # _name_end tells a secret's name (password, db_password, clientSecret, api_key, X-Api-Key, ...)
 # from other words, and _VALUE, matched where the name ends, reads the separator and the value.
 _TYPE = r"[A-Za-z_][\w.]*(?:\[[^\]\n]{0,40}\]+)?"  # str, Optional[str], t.Dict[str, int]
-# (?a): \s and \w are ASCII only, so a value never ends inside a UTF-8 sequence (see _one_byte)
+# (?a): \s and \w are ASCII only, so a value never ends inside a UTF-8 sequence (see _lowered)
 _VALUE = (r"(?a)(?![\w-])(?:(?P<sep>\\?[\"']?[ \t]*(?::[ \t]*" + _TYPE + r"(?:[ \t]*\|[ \t]*" + _TYPE + r")*[ \t]*(?==))?"
           r"(?:=>|==|:=|=|:)[ \t]*)"
           # a mask already there is a value too: the match must not fall back to another reading
@@ -147,6 +147,7 @@ def _literal(value: str, key: str, sep: str, quoted: bool, flag: bool) -> bool:
     return flag or (sep == "=" and key.upper() == key and any(c.isalpha() for c in key))
 
 
+_SEPARATORS = frozenset(("=", ":", '"', "'", "\\"))  # what may follow a name before its value
 _KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 _KEY_PREFIXES = tuple(p + s for p in ("api", "access", "private") for s in ("", "_", "-"))
 
@@ -173,7 +174,7 @@ def _name_end(low: str, i: int, keyword: str) -> int:
 
 def _assignments(text: str, low: str, found: list, utf8: bool) -> str:
     """text with the literal values assigned to secret names masked; found = [(position,
-    keyword)] from _scan. text and low are one character per byte (_one_byte); utf8 says they
+    keyword)] from _scan. text and low are one character per byte (_lowered); utf8 says they
     are UTF-8 bytes read as Latin-1, so a value is decoded before it is judged and fingerprinted."""
     shielded = [m.span() for m in _regex(_MASK).finditer(text)] if "[secret:" in text else []
     value_re = _regex(_VALUE)
@@ -182,7 +183,14 @@ def _assignments(text: str, low: str, found: list, utf8: bool) -> str:
         if i < done or any(a <= i < b for a, b in shielded):
             continue  # inside a value masked just now, or inside a mask
         end = _name_end(low, i, keyword)
-        m = value_re.match(text, end) if end >= 0 else None
+        if end < 0:
+            continue
+        after = end
+        while text[after:after + 1] in (" ", "\t"):
+            after += 1
+        if text[after:after + 1] not in _SEPARATORS and (after == end or "--" not in text[max(0, i - 40):i]):
+            continue  # prose ("the token is"): no separator, and no --flag (the common case, cheaply)
+        m = value_re.match(text, end)
         if m is None or m.group("mk"):
             continue
         flag = m.group("fs") is not None
@@ -289,10 +297,10 @@ _MATCHED = {
 }
 
 
-def _scan(data: str, low: str) -> tuple[set, list]:
-    """(kinds to run, [(position, keyword)] of possible assignment names) in a text (_one_byte)."""
+def _scan(text: str, low: str) -> tuple[set, list]:
+    """(kinds to run, [(position in low, keyword)] of possible assignment names)."""
     kinds, found = set(), []
-    if "A" in data and "ASIA" in data:  # "asia" is common in lowercase text: not in _PREFILTER
+    if "A" in text and "ASIA" in text:  # "asia" is common in lowercase text: not in _PREFILTER
         kinds.add("aws-key")
     for m in _regex(_PREFILTER).finditer(low):
         more, keyword = _MATCHED[m.group()]
@@ -302,15 +310,17 @@ def _scan(data: str, low: str) -> tuple[set, list]:
     return kinds, found
 
 
-def _one_byte(text: str) -> tuple[str, str]:
-    """(text, text lowercased) with one character per byte, for the substring tests: str.lower()
-    is fast on ASCII only (else it consults Unicode tables for every character), and scans of
-    2- or 4-byte strings are slower. Other text goes through its UTF-8 bytes, which keep every
-    ASCII character (all the tests look for) as it is."""
+def _lowered(text: str) -> tuple[str, bytes | None]:
+    """(text lowercased with one character per byte, its UTF-8 bytes or None for ASCII text).
+
+    str.lower() is fast on ASCII only (else it consults Unicode tables for every character), and
+    a regular expression runs faster over one-byte strings: other text is read through its UTF-8
+    bytes (as Latin-1), which keep every ASCII character, all that _PREFILTER looks for, as is.
+    """
     if text.isascii():
-        return text, text.lower()
+        return text.lower(), None
     data = text.encode("utf-8", "surrogatepass")
-    return data.decode("latin-1"), data.lower().decode("latin-1")
+    return data.lower().decode("latin-1"), data
 
 
 def mask(text):
@@ -320,20 +330,21 @@ def mask(text):
     """
     if not isinstance(text, str) or not text:
         return text
-    data, low = _one_byte(text)
+    low, utf8 = _lowered(text)
     patterns = _user if _user is not None else _load_user_patterns()
-    kinds, found = _scan(data, low)
+    kinds, found = _scan(text, low)
     out = text
     for kind in _PATTERNS:
         if kind in kinds:
             out = _sub(_regex(_PATTERNS[kind]), _replacer(kind), out)
     if found:
         if out is not text:  # positions moved: find the names again
-            data, low = _one_byte(out)
-            found = _scan(data, low)[1]
-        masked = _assignments(data, low, found, not out.isascii())
+            low, utf8 = _lowered(out)
+            found = _scan(out, low)[1]
+        data = out if utf8 is None else utf8.decode("latin-1")
+        masked = _assignments(data, low, found, utf8 is not None)
         if masked is not data:
-            out = masked if out.isascii() else masked.encode("latin-1").decode("utf-8", "surrogatepass")
+            out = masked if utf8 is None else masked.encode("latin-1").decode("utf-8", "surrogatepass")
     for pattern in patterns:
         out = _sub(pattern, _user_replace, out)
     return text if out == text else out
@@ -346,7 +357,7 @@ def may_contain(data) -> bool:
         data = bytes(data).decode("latin-1")  # one char per byte: the ASCII tests see the same
     if not isinstance(data, str):
         return False
-    kinds, found = _scan(*_one_byte(data))
+    kinds, found = _scan(data, _lowered(data)[0])
     return bool(kinds or found) or bool(
         _user if _user is not None else _load_user_patterns())
 
