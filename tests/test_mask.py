@@ -26,7 +26,7 @@ import lcm_llm_map
 import lcm_remember
 import lcm_resume
 import lcm_sessions
-from fake_anthropic import fake_api  # noqa: F401  (pytest fixture)
+from fake_anthropic import fake_api, fake_claude  # noqa: F401  (pytest fixtures)
 from test_hooks import run_hook, session_start, user_prompt
 from transcripts import Transcript, coding_session
 
@@ -407,3 +407,36 @@ def test_llm_map_items_are_masked_before_the_model_sees_them(tmp_path, fake_api,
     for body in fake_api.requests:
         assert not leaks(body)
     assert "[secret:password:" in json.dumps(fake_api.requests) and "[secret:aws-key:" in json.dumps(fake_api.requests)
+
+
+def test_the_claude_cli_backend_gets_masked_prompts(planted, capsys, monkeypatch, fake_claude):
+    """The CLI backend takes its prompt on the command line (visible to `ps`) or stdin: masked too."""
+    monkeypatch.setenv("LCM_LLM", "claude")
+    run(lcm_ingest, [str(planted["projects"])], capsys)
+    run(lcm_compact, ["--session", "s-secret", "--full"], capsys)
+    run(lcm_checkpoint, ["--session", "s-secret", "--llm"], capsys)
+    calls = fake_claude.calls()
+    assert len(calls) >= 2
+    for call in calls:
+        assert not leaks(call), f"claude -p received {leaks(call)}"
+
+
+def test_a_large_tool_result_is_stored_and_shown_masked(tmp_path, capsys, monkeypatch):
+    """A block big enough to be kept under $LCM_HOME/files: the stored copy, its exploration
+    summary and lcm_describe.py --content hold no secret; the original line keeps it."""
+    monkeypatch.setenv("LCM_LARGE_FILE_THRESHOLD", "100")
+    t = Transcript(tmp_path / "projects", session_id="s-env")
+    t.user("show me the env file")
+    call = t.tool_use("Read", {"file_path": "/home/user/proj/.env"})
+    body = "".join(f"SETTING_{i}=value{i}\n" for i in range(60))
+    t.tool_result(call, body + f"AWS_SECRET_ACCESS_KEY={SECRETS['aws_secret']}\n" + body + PEM)
+    t.write()
+    run(lcm_ingest, [str(tmp_path / "projects")], capsys)
+    conn = lcm.db.connect()
+    file_id, path = conn.execute("SELECT id, path FROM files").fetchone()
+    assert not leaks(open(path, encoding="utf-8").read())
+    out = run(lcm_describe, [file_id, "--content", "--max-tokens", "100000"], capsys)
+    assert "[secret:aws-secret:" in out and not leaks(out)
+    assert not leaks(run(lcm_describe, [file_id, "--json"], capsys))
+    assert SECRETS["aws_secret"].encode() in conn.execute("SELECT raw FROM messages WHERE uuid = ?",
+                                                           (t.entries[-1]["uuid"],)).fetchone()[0]
