@@ -183,7 +183,10 @@ def vault_rows(run, sql, *params):
 def test_plugin_loads_with_its_skill(claude_run):
     init = claude_run["init"]
     assert "lcm:lcm" in init["skills"]
-    assert {"name": "lcm", "path": str(ROOT), "source": "lcm@inline"} in init["plugins"]
+    # only what matters: newer Claude Code versions add keys to each entry (2.1.330: "version")
+    ours = [p for p in init["plugins"] if p.get("name") == "lcm"]
+    assert len(ours) == 1, init["plugins"]
+    assert ours[0]["path"] == str(ROOT) and ours[0]["source"] == "lcm@inline", ours
 
 
 def test_session_lands_in_the_vault(claude_run):
@@ -268,6 +271,9 @@ def test_plugin_validate_strict_passes(tmp_path):
                               capture_output=True, text=True, timeout=CALL_TIMEOUT)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert "Validation passed" in proc.stdout
+        # newer CLIs also run the plugin directory's checks, whose warnings --strict lets pass
+        # (2.1.330: ICON_MISSING without .claude-plugin/icon.png)
+        assert "⚠" not in proc.stdout and "warning" not in proc.stdout.lower(), proc.stdout
 
 
 def test_marketplace_install_then_hooks_run_from_the_installed_plugin(tmp_path):
