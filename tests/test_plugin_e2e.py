@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import sqlite3
+import sys
 import subprocess
 from pathlib import Path
 
@@ -317,3 +318,56 @@ def test_no_hook_failed_during_the_real_sessions(claude_run):
     """Skips (a transcript not written yet in -p mode) are fine; an error line is not."""
     lines = read(claude_run["log"]).splitlines()
     assert not [line for line in lines if " error: " in line], lines
+
+
+INSTALLED_LIMIT = 5 << 20
+
+
+def test_a_clone_used_as_the_readme_says_installs_small(tmp_path):
+    """Installing from a local clone copies its whole directory (all but .git, whatever .gitignore
+    says). After the quick start's two commands ran in it, the installed plugin stays under 5 MB:
+    their virtualenv and caches live outside the clone."""
+    from test_readme import quick_start_commands
+    claude = require_claude()
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip(f"{ROOT} is not a git checkout: the clone is made of its tracked files")
+    clone, home = tmp_path / "clone", tmp_path / "user"
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split("\0")
+    for name in filter(None, tracked):
+        if (ROOT / name).is_file():
+            (clone / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, clone / name)
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("CLAUDE", "LCM_", "ANTHROPIC_", "HYPOTHESIS_", "PYTHONDONTWRITEBYTECODE"))}
+    env.update({"HOME": str(home), "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"})
+
+    def sh(command: str) -> None:
+        proc = subprocess.run(["bash", "-c", command], cwd=clone, env=env, capture_output=True, text=True,
+                              timeout=CALL_TIMEOUT)
+        assert proc.returncode == 0, f"{command}\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+
+    run, test = quick_start_commands()
+    sh(run)
+    # the test command as written, but offline: its virtualenv without pip, and a few of the tests
+    # (some with Hypothesis) under the python that has pytest
+    make_venv, _pip_install, pytest_run = test.split(" && ")
+    sh(make_venv + " --without-pip")
+    pytest_args = pytest_run.split(" -m pytest", 1)[1]
+    sh(f"{sys.executable} -m pytest{pytest_args} tests/test_describe_expand.py")
+
+    def claude_ok(*args: str) -> None:
+        proc = subprocess.run([claude, *args], cwd=home, env=env, capture_output=True, text=True,
+                              timeout=CALL_TIMEOUT)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    claude_ok("plugin", "marketplace", "add", str(clone))
+    claude_ok("plugin", "install", "lcm@lcm-tools")
+    installed = json.loads((home / ".claude" / "plugins" / "installed_plugins.json").read_text())
+    path = Path(installed["plugins"]["lcm@lcm-tools"][0]["installPath"])
+    files = [Path(d) / f for d, _, names in os.walk(path) for f in names]
+    size = sum(f.lstat().st_size for f in files)
+    assert (path / "hooks" / "hooks.json").is_file() and (path / "scripts" / "lcm_grep.py").is_file()
+    assert not [f for f in files if f.name == "pyvenv.cfg" or {".pytest_cache", ".hypothesis"} & set(f.parts)]
+    assert size <= INSTALLED_LIMIT, f"installed plugin is {size / 2**20:.1f} MB: {path}"
