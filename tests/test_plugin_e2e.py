@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sqlite3
 import sys
@@ -318,6 +319,23 @@ def test_no_hook_failed_during_the_real_sessions(claude_run):
     """Skips (a transcript not written yet in -p mode) are fine; an error line is not."""
     lines = read(claude_run["log"]).splitlines()
     assert not [line for line in lines if " error: " in line], lines
+
+
+def test_always_on_cost_is_at_most_150_tokens(tmp_path):
+    """What every session pays for lcm before using it (the skill's name and description), as
+    `claude plugin details` estimates it."""
+    claude = require_claude()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "LCM_", "ANTHROPIC_"))}
+    env.update({"HOME": str(tmp_path), "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"})
+    out = ""
+    for args in (("marketplace", "add", str(ROOT)), ("install", "lcm@lcm-tools"), ("details", "lcm@lcm-tools")):
+        proc = subprocess.run([claude, "plugin", *args], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=CALL_TIMEOUT)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        out = proc.stdout
+    cost = re.search(r"Always-on:\s*~?([\d,]+) tok", out)
+    assert cost, out
+    assert int(cost.group(1).replace(",", "")) <= 150, out
 
 
 INSTALLED_LIMIT = 5 << 20
