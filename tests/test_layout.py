@@ -36,14 +36,16 @@ def imported_modules(path: Path) -> set[str]:
                 names.update(f"{node.module}.{alias.name}" for alias in node.names)
         elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
               and isinstance(node.args[0].value, str)
-              and (getattr(node.func, "attr", None) == "import_module" or getattr(node.func, "id", None) == "__import__")):
+              and (getattr(node.func, "attr", None) == "import_module"
+                   or getattr(node.func, "id", None) == "__import__")):
             names.add(node.args[0].value)
     return names
 
 
 def test_scripts_holds_only_commands_and_the_package():
     assert PACKAGE.is_dir()
-    assert COMMAND_FILES and all(p.suffix == ".py" and p.stem.startswith("lcm_") for p in COMMAND_FILES), COMMAND_FILES
+    assert COMMAND_FILES
+    assert all(p.suffix == ".py" and p.stem.startswith("lcm_") for p in COMMAND_FILES), COMMAND_FILES
     assert {p.name for p in SCRIPTS.iterdir() if p.is_dir()} <= {"lcm", "__pycache__"}
 
 
@@ -90,7 +92,8 @@ def test_what_hooks_import_loads_nothing_but_the_standard_library_and_the_packag
     code = (f"import sys; sys.path[:0] = [{str(HOOKS)!r}, {str(SCRIPTS)!r}]\n"
             f"import {', '.join(sorted(HOOK_MODULES) + used)}\n"
             "print('\\n'.join(sorted({m.split('.')[0] for m in sys.modules})))")
-    proc = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True,
+                          timeout=60)
     assert proc.returncode == 0, proc.stderr
     loaded = set(proc.stdout.split())
     outside = loaded - set(sys.stdlib_module_names) - {"lcm", "__main__"} - HOOK_MODULES
