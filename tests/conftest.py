@@ -24,7 +24,9 @@ try:
 except ImportError:  # only some tests need it
     pass
 else:
-    settings.register_profile("lcm", database=DirectoryBasedExampleDatabase(str(HYPOTHESIS_DIR / "examples")))
+    # on top of the profile Hypothesis chose (under CI=true its "ci" one: derandomized, no database)
+    database = settings.default.database and DirectoryBasedExampleDatabase(str(HYPOTHESIS_DIR / "examples"))
+    settings.register_profile("lcm", parent=settings.default, database=database)
     settings.load_profile("lcm")
 
 
