@@ -159,6 +159,17 @@ def test_text_in_any_script_masks_the_same_secret_the_same_way():
         assert masked == text.replace(secret, expected) and mask(masked) == masked
 
 
+def test_block_kinds_end_where_they_should():
+    assert mask("<private>a</private> then <private>b") == (
+        f"{lcm.mask.token('private', '<private>a</private>')} then <private>b")  # an unclosed tag is text
+    cut = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIOFpart\n"
+    masked = mask(PEM + "\nnext: " + cut + "-- output truncated")
+    assert masked.startswith("[secret:private-key:") and "\nnext: [secret:private-key:" in masked
+    assert masked.endswith("-- output truncated") and "MHcCAQ" not in masked and "plantedkey" not in masked
+    many = "-----BEGIN RSA PRIVATE KEY-----\n" * 2000 + "<private>" * 2000  # no END, no close: linear
+    assert mask(many).count("[secret:private-key:") == 2000
+
+
 def test_json_escaped_lines_stay_valid_json():
     entry = {"command": 'export PASSWORD="hunter2!" && echo ' + PEM, "key": "sk-ant-api03-" + "Q" * 40}
     line = json.dumps(entry).encode()

@@ -27,12 +27,12 @@ import sys
 # The pattern of each kind; _scan decides which of them run on a text. A pattern's group
 # `s` is the secret (else the whole match). Specific kinds come first, so the assignment rules
 # below find their values already masked.
-_PEM = (r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
-        # to the END line; without one (output cut short), over the base64 lines that follow
-        r"(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|(?:\\[nr]|[A-Za-z0-9+/=\s])*)")
+_PEM_BEGIN = r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+_PEM_END = r"-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+_PEM_BODY = r"(?:\\[nr]|[A-Za-z0-9+/=\s])*"  # base64 lines, newlines raw or JSON-escaped
 _PATTERNS = {
-    "private-key": r"(?s)" + _PEM,
-    "private": r"(?s)<private>.*?</private>",
+    "private-key": _PEM_BEGIN,  # to its END line, else over the base64 lines that follow: _pem_blocks
+    "private": r"<private>",  # to the next </private>: _private_spans
     "anthropic-key": r"(?<![\w-])sk-ant-[A-Za-z0-9_-]{20,}",
     # sk-, sk-proj-, sk-svcacct-, sk-admin-: at least 20 more characters, one of them a digit
     "openai-key": r"(?<![\w-])sk-(?!ant-)(?=[A-Za-z0-9_-]{0,200}\d)[A-Za-z0-9_-]{20,}",
@@ -177,11 +177,18 @@ def _assignments(text: str, low: str, found: list, utf8: bool) -> str:
     keyword)] from _scan. text and low are one character per byte (_lowered); utf8 says they
     are UTF-8 bytes read as Latin-1, so a value is decoded before it is judged and fingerprinted."""
     shielded = [m.span() for m in _regex(_MASK).finditer(text)] if "[secret:" in text else []
+    mask_ends = {start: end for start, end in shielded}
+    starts = sorted(mask_ends)
     value_re = _regex(_VALUE)
     pieces, done = [], 0
     for i, keyword in sorted(found):
-        if i < done or any(a <= i < b for a, b in shielded):
-            continue  # inside a value masked just now, or inside a mask
+        if starts:
+            from bisect import bisect_right
+            k = bisect_right(starts, i) - 1
+            if k >= 0 and i < mask_ends[starts[k]]:
+                continue  # inside a mask
+        if i < done:
+            continue  # inside a value masked just now
         end = _name_end(low, i, keyword)
         if end < 0:
             continue
@@ -273,13 +280,55 @@ def _user_replace(m) -> str:
     return token("redact", m.group(0)) if m.group(0) else ""
 
 
-def _sub(pattern, replace, text: str) -> str:
-    """pattern.sub outside the masks already in text: a mask is never masked again, so masking
-    masked text changes nothing."""
+def _outside_masks(fn, text: str) -> str:
+    """fn(part) for each part of text outside the masks already in it: a mask is never masked
+    again, so masking masked text changes nothing."""
     if "[secret:" not in text:
-        return pattern.sub(replace, text)
+        return fn(text)
     parts = _regex("(" + _MASK + ")").split(text)  # odd items are the masks
-    return "".join(part if i % 2 else pattern.sub(replace, part) for i, part in enumerate(parts))
+    return "".join(part if i % 2 else fn(part) for i, part in enumerate(parts))
+
+
+def _sub(pattern, replace, text: str) -> str:
+    return _outside_masks(lambda part: pattern.sub(replace, part), text)
+
+
+def _spans_masked(text: str, kind: str, spans: list) -> str:
+    out, done = [], 0
+    for start, end in spans:
+        out += [text[done:start], token(kind, text[start:end])]
+        done = end
+    return "".join(out) + text[done:] if out else text
+
+
+def _private_spans(text: str) -> str:
+    """<private>...</private> masked whole (str.find: linear however many tags lack a close)."""
+    spans, i = [], text.find("<private>")
+    while i >= 0:
+        j = text.find("</private>", i + 9)
+        if j < 0:
+            break
+        spans.append((i, j + 10))
+        i = text.find("<private>", j + 10)
+    return _spans_masked(text, "private", spans)
+
+
+def _pem_blocks(text: str) -> str:
+    """PEM private key blocks masked whole: from BEGIN to the next END line; without one (output
+    cut short), over the base64 lines that follow. Linear: every END is found once."""
+    ends = [m.end() for m in _regex(_PEM_END).finditer(text)]
+    body = _regex(_PEM_BODY)
+    spans, done = [], 0
+    for m in _regex(_PEM_BEGIN).finditer(text):
+        if m.start() < done:
+            continue  # inside the block before
+        end = next((e for e in ends if e > m.end()), None)  # few ENDs in any real text
+        done = end if end is not None else body.match(text, m.end()).end()
+        spans.append((m.start(), done))
+    return _spans_masked(text, "private-key", spans)
+
+
+_BLOCKS = {"private-key": _pem_blocks, "private": _private_spans}
 
 
 # What a match of _PREFILTER means: the kinds whose pattern must run, and the keyword of an
@@ -335,7 +384,9 @@ def mask(text):
     kinds, found = _scan(text, low)
     out = text
     for kind in _PATTERNS:
-        if kind in kinds:
+        if kind in _BLOCKS and kind in kinds:
+            out = _outside_masks(_BLOCKS[kind], out)
+        elif kind in kinds:
             out = _sub(_regex(_PATTERNS[kind]), _replacer(kind), out)
     if found:
         if out is not text:  # positions moved: find the names again
