@@ -61,14 +61,27 @@ _VALUE = (r"(?a)(?![\w-])(?:(?P<sep>\\?[\"']?[ \t]*(?::[ \t]*" + _TYPE + r"(?:[ 
           r"(?:(?P<mk>\[secret:[a-z0-9-]+:[0-9a-f]{4}\])"
           r"|\\?(?P<q>[\"'`])(?P<qs>(?:(?!(?P=q))[^\\\n])+)\\?(?P=q)|(?P<us>[^\s\"'`,;&(){}\[\]<>\\]+))"
           r"|[ \t]+(?P<fs>[^\s\"'`\\-][^\s\"'`\\]*))")  # the value of --NAME value
-# One regular expression over the lowercased text that matches wherever any rule above could
-# (its matches, read through _MATCHED, say which rules run and where the assignment names are):
-# text it does not match is returned after one pass. Each branch starts with a rarely used letter
-# of its literal, a lookbehind checking what precedes it, so the engine tries few positions
-# (3x cheaper than a substring test per literal).
-_PREFILTER = (r"k(?:(?<=tok)en|ey|(?<=sk)-|_live_|_test_|(?<=ak)ia|(?<=hook)s\.slack)|x(?<=xox)|j(?<=eyj)"
-              r"|z(?<=aiz)a|<private>|@|c(?:(?<=sec)ret|redential)|p(?:ass|rivate key)"
-              r"|g(?:h[pousr]_|ithub_pat_|lpat-)|bearer")
+# One regular expression over the lowercased text that matches wherever a rule could apply: a
+# vendor token's prefix, a PEM header, a tag, or a secret's name followed by `=` or `:` (or, after
+# --, by a value). Text it does not match, nearly all text, costs one pass and is returned as is.
+# Each branch starts with a rarely used letter of its literal (lookbehinds check what precedes
+# it), so the engine tries few positions; a named group says what matched (_GROUPS).
+_SEP = r"""(?=\\?["']?[ \t]*[:=])"""
+_FLAG_NAME = (r"(?:(?P<fpass>passw(?:or)?d|passphrase)|(?P<fsecret>secret(?:[_-]?key)?)|(?P<ftoken>token)"
+              r"|(?P<fkey>(?:api|access|private)[_-]?key)|(?P<fcred>credentials?))")
+_KEY_BEHIND = "|".join(f"(?<={p}key)" for p in ("api", "api_", "api-", "access", "access_", "access-",
+                                                    "private", "private_", "private-"))
+# (each branch fails on its second letter at most positions: the lookbehinds come after it)
+_PREFILTER = (r"k(?:e(?:n(?<=token)(?P<tok>)" + _SEP + r"|y(?:" + _KEY_BEHIND + r")(?P<key>)" + _SEP + r")"
+              r"|-(?<=sk-)(?P<sk>)|_(?P<stripe>live_|test_)|ia(?<=akia)(?P<akia>)|s(?<=hooks)(?P<slack>\.slack))"
+              r"|cre(?:t(?<=secret)(?P<sec>)(?:(?:[_-]?key)?" + _SEP + r"|(?=[_-]?access[_-]?key))"
+              r"|d(?P<cred>entials?)" + _SEP + r")"
+              r"|p(?:ass(?P<pw>w(?:or)?d|phrase)" + _SEP + r"|rivate(?P<pem> key))"
+              r"|-(?<=--)[a-z0-9_-]{0,40}?" + _FLAG_NAME + r"(?=[ \t]+[^\s-])"
+              # every branch starts with a literal, outside any group: else the engine has no first
+              # letters to skip to, and tries every position (50x slower)
+              r"|g(?:(?P<gh>h[pousr]_|ithub_pat_)|(?P<glpat>lpat-))|x(?<=xox)(?P<xox>)|j(?<=eyj)(?P<jwt>)"
+              r"|z(?<=aiz)a(?P<aiza>)|<(?P<private>private>)|@(?P<at>)|b(?P<bearer>earer)")
 _MASK = r"\[secret:[a-z0-9-]+:[0-9a-f]{4}\]"
 # an unquoted value made of these alone reads as a name or an attribute (`token = self.tok`)
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_.")
@@ -331,31 +344,37 @@ def _pem_blocks(text: str) -> str:
 _BLOCKS = {"private-key": _pem_blocks, "private": _private_spans}
 
 
-# What a match of _PREFILTER means: the kinds whose pattern must run, and the keyword of an
-# assignment name with its offset from the match (token is matched at its k).
-_MATCHED = {
-    "ken": ((), ("token", -2)), "key": ((), ("key", 0)), "pass": ((), ("pass", 0)),
-    "cret": (("aws-secret",), ("secret", -2)), "credential": ((), ("credential", 0)),
-    "private key": (("private-key",), ("key", 8)),
-    "k-": (("anthropic-key", "openai-key"), None), "k_live_": (("stripe-key",), None),
-    "k_test_": (("stripe-key",), None), "kia": (("aws-key",), None),
-    "ks.slack": (("slack-webhook",), None), "x": (("slack-token",), None), "j": (("jwt",), None),
-    "za": (("google-key",), None), "<private>": (("private",), None), "@": (("password",), None),
-    "glpat-": (("gitlab-token",), None), "github_pat_": (("github-token",), None),
-    "bearer": (("token",), None), **{f"gh{c}_": (("github-token",), None) for c in "pousr"},
+# What each named group of _PREFILTER means: the kinds whose pattern must run, and the keyword
+# of an assignment name with where that keyword starts: the group's start plus an offset (from
+# the group's place in its branch: `token` matches as k, e, n, then the empty group tok), or
+# for "end" its end minus 3.
+_GROUPS = {
+    "tok": ((), "token", -5), "key": ((), "key", -3), "sec": (("aws-secret",), "secret", -6),
+    "cred": ((), "credential", -4), "pw": ((), "pass", -4),
+    "fpass": ((), "pass", 0), "fsecret": ((), "secret", 0), "ftoken": ((), "token", 0),
+    "fkey": ((), "key", "end"), "fcred": ((), "credential", 0),
+    "pem": (("private-key",), None, 0), "sk": (("anthropic-key", "openai-key"), None, 0),
+    "stripe": (("stripe-key",), None, 0), "akia": (("aws-key",), None, 0),
+    "slack": (("slack-webhook",), None, 0), "gh": (("github-token",), None, 0),
+    "glpat": (("gitlab-token",), None, 0), "xox": (("slack-token",), None, 0), "jwt": (("jwt",), None, 0),
+    "aiza": (("google-key",), None, 0), "private": (("private",), None, 0), "at": (("password",), None, 0),
+    "bearer": (("token",), None, 0),
 }
 
 
 def _scan(text: str, low: str) -> tuple[set, list]:
-    """(kinds to run, [(position in low, keyword)] of possible assignment names)."""
+    """(kinds to run, [(position in low, keyword)] of secret names that may take a value)."""
     kinds, found = set(), []
     if "A" in text and "ASIA" in text:  # "asia" is common in lowercase text: not in _PREFILTER
         kinds.add("aws-key")
-    for m in _regex(_PREFILTER).finditer(low):
-        more, keyword = _MATCHED[m.group()]
+    pattern = _regex(_PREFILTER)
+    first = pattern.search(low)  # usually None: one pass, and done
+    for m in pattern.finditer(low, first.start()) if first else ():
+        group = m.lastgroup
+        more, keyword, offset = _GROUPS[group]
         kinds.update(more)
         if keyword is not None:
-            found.append((m.start() + keyword[1], keyword[0]))
+            found.append((m.end(group) - 3 if offset == "end" else m.start(group) + offset, keyword))
     return kinds, found
 
 
