@@ -12,7 +12,7 @@ import pytest
 import lcm.db
 import lcm.order
 import lcm_compact
-import lcm_ingest
+import lcm.ingest
 from conftest import shared_data
 from transcripts import Transcript
 
@@ -59,7 +59,7 @@ def leaves(conn, sid: str) -> list[dict]:
 @pytest.mark.parametrize("sid", sorted(WITH_SUBAGENTS))
 def test_sessions_with_subagents_keep_their_conversation_order(sid, monkeypatch, capsys):
     project = shared_data("claude-projects", WITH_SUBAGENTS[sid])
-    lcm_ingest.ingest_paths(lcm.db.connect(), [str(project)])
+    lcm.ingest.ingest_paths(lcm.db.connect(), [str(project)])
     conn = compact_full(monkeypatch, capsys, "--session", sid)
 
     # the uncovered main-thread messages are exactly the newest 32 of the transcript
@@ -89,7 +89,7 @@ def test_sessions_with_subagents_keep_their_conversation_order(sid, monkeypatch,
 
 def test_no_leaf_under_the_minimum_on_the_shared_data(monkeypatch, capsys):
     projects = shared_data("claude-projects")
-    lcm_ingest.ingest_paths(lcm.db.connect(), [str(projects)])
+    lcm.ingest.ingest_paths(lcm.db.connect(), [str(projects)])
     conn = compact_full(monkeypatch, capsys, "--all")
     sizes = [r[0] for r in conn.execute("SELECT source_token_count FROM summaries WHERE kind = 'leaf'")]
     assert sizes and min(sizes) >= 2000
@@ -114,13 +114,13 @@ def test_a_subagent_run_follows_the_call_that_started_it(tmp_path):
     agent.assistant_text("It is in parser.py.")
     agent.write()
     conn = lcm.db.connect()
-    lcm_ingest.ingest_paths(conn, [str(agent.path)])          # the sub-agent first (SubagentStop)
+    lcm.ingest.ingest_paths(conn, [str(agent.path)])          # the sub-agent first (SubagentStop)
     main.write()
-    lcm_ingest.ingest_paths(conn, [str(main.path)])
+    lcm.ingest.ingest_paths(conn, [str(main.path)])
     main.tool_result(call, "It is in parser.py.", toolUseResult={"agentId": "a1", "status": "completed"})
     main.assistant_text("Found it.")
     main.write()
-    lcm_ingest.ingest_paths(conn, [str(main.path)])
+    lcm.ingest.ingest_paths(conn, [str(main.path)])
     order = [(r["thread"], r["content"][:20]) for r in conn.execute(
         "SELECT thread, content FROM messages WHERE session_id = 's-order' ORDER BY seq")]
     assert [t for t, _ in order] == ["", "", "a1", "a1", "", ""]
@@ -130,7 +130,7 @@ def test_a_subagent_run_follows_the_call_that_started_it(tmp_path):
 def test_an_old_vault_is_placed_by_its_migration_step(tmp_path):
     project = shared_data("claude-projects", WITH_SUBAGENTS["ef958aa1-0e93-49f0-bb71-150f63befcd1"])
     conn = lcm.db.connect()
-    lcm_ingest.ingest_paths(conn, [str(project)])
+    lcm.ingest.ingest_paths(conn, [str(project)])
     want = [r[0] for r in conn.execute("SELECT uuid FROM messages ORDER BY session_id, seq")]
     raw = [bytes(r[0]) for r in conn.execute("SELECT raw FROM messages ORDER BY id")]
     with lcm.db.transaction(conn):  # as a vault made before the order existed

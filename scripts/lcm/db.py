@@ -80,6 +80,7 @@ SETTINGS: dict[str, tuple[Callable[[str], object], object, str]] = {
     "LCM_CONTEXT_THRESHOLD": (_fraction, 0.75, "fraction of the model window above which lcm_status.py recommends compaction"),
     "LCM_FRESH_TAIL_COUNT": (_non_negative_int, 32, "newest messages never compacted"),
     "LCM_LEAF_CHUNK_TOKENS": (_positive_int, 20000, "most source tokens in one leaf summary"),
+    "LCM_LEAF_MIN_TOKENS": (_positive_int, 2000, "fewest source tokens in a leaf summary; a smaller remainder waits"),
     "LCM_LEAF_TARGET_TOKENS": (_positive_int, 1200, "target size of a leaf summary"),
     "LCM_CONDENSED_TARGET_TOKENS": (_positive_int, 2000, "target size of a condensed summary"),
     "LCM_CONDENSED_MIN_FANOUT": (_positive_int, 4, "summaries of one depth needed to condense them"),
@@ -174,7 +175,7 @@ def estimate_tokens(text: str | None) -> int:
 # Schema: an append-only list. Never edit a released migration; add one.
 # ---------------------------------------------------------------------------
 
-MIGRATIONS: list[list[str]] = [
+MIGRATIONS: list[list] = [  # SQL statements, or functions of the connection
     # 1: the vault
     [
         """CREATE TABLE sessions (
@@ -326,6 +327,42 @@ MIGRATIONS: list[list[str]] = [
     [
         "ALTER TABLE transcripts ADD COLUMN line_count INTEGER NOT NULL DEFAULT 0",
     ],
+    # 3: a session's conversation order (lcm/order.py): ORDER BY seq is the main thread in
+    # transcript order with each sub-agent's run right after the tool call that started it
+    [
+        # sub-agent (sidechain) message: its seq, set by lcm.order.place_threads at ingest
+        "ALTER TABLE messages ADD COLUMN placed_at INTEGER",
+        # '' = the session's main thread, else the id of the sub-agent whose run this is
+        "ALTER TABLE messages ADD COLUMN thread TEXT GENERATED ALWAYS AS"
+        " (CASE WHEN is_sidechain THEN coalesce(agent_id, 'sidechain') ELSE '' END) VIRTUAL",
+        # conversation order within a session: main thread id << 32, a sub-agent's placed_at
+        "ALTER TABLE messages ADD COLUMN seq INTEGER GENERATED ALWAYS AS"
+        " (CASE WHEN is_sidechain THEN placed_at ELSE id * 4294967296 END) VIRTUAL",
+        # covering: a session in order, its main-thread tail, and raw tokens in a range, from the index
+        "CREATE INDEX messages_seq ON messages(session_id, seq, thread, token_count)",
+        # sidechain rows still waiting for their place: ingest's check is one index probe
+        "CREATE INDEX messages_unplaced ON messages(session_id) WHERE is_sidechain = 1 AND placed_at IS NULL",
+        """CREATE TABLE agent_calls (
+            tool_use_id TEXT PRIMARY KEY,       -- a Task/Agent tool call
+            session_id TEXT,
+            call_uuid TEXT,                     -- message holding its tool_use block
+            agent_id TEXT                       -- sub-agent it started (toolUseResult.agentId, or the agent's meta.json)
+        )""",
+        "CREATE INDEX agent_calls_agent ON agent_calls(session_id, agent_id)",
+        """CREATE TABLE threads (
+            session_id TEXT NOT NULL,
+            thread TEXT NOT NULL,               -- messages.thread of a sub-agent run
+            anchor_id INTEGER NOT NULL,         -- messages.id of the main-thread message it follows (0: none yet)
+            exact INTEGER NOT NULL,             -- 1: the anchor holds the call that started it; 0: placed by time
+            base INTEGER NOT NULL,              -- placed_at of its messages = base + line number
+            PRIMARY KEY (session_id, thread)
+        )""",
+        # 'ingest': made when a session's order was ingest order; the next compaction rebuilds it
+        "ALTER TABLE summaries ADD COLUMN built_on TEXT NOT NULL DEFAULT 'conversation'",
+        "UPDATE summaries SET built_on = 'ingest' WHERE session_id IN (SELECT DISTINCT m.session_id FROM"
+        " summary_sources s JOIN messages m ON m.id = s.message_id WHERE m.is_sidechain = 1)",
+        lambda conn: __import__("lcm.order").order.place_existing(conn),
+    ],
 ]
 
 # FTS5 is optional in some SQLite builds; these run only where it exists.
@@ -396,7 +433,8 @@ def migrate(conn: sqlite3.Connection, path: Path | str = "vault") -> int:
                 conn.execute("COMMIT")
                 return applied
             for statement in MIGRATIONS[version]:
-                conn.execute(statement)
+                # a step SQL cannot express is a function of the connection
+                conn.execute(statement) if isinstance(statement, str) else statement(conn)
             if version == 0 and has_fts5(conn):
                 for statement in FTS_MIGRATION:
                     conn.execute(statement)

@@ -86,11 +86,19 @@ class Facts:
             self.files[path] = action
 
 
+def _thread(row) -> str:
+    try:
+        return row["thread"] or ""
+    except (KeyError, IndexError):
+        return ""
+
+
 def facts_from_messages(rows) -> Facts:
     """rows: dicts/Rows with raw, role, type, is_meta, content."""
     facts = Facts()
     calls: dict[str, tuple[str, str]] = {}   # tool_use id -> (tool name, label)
     command_index: dict[str, int] = {}       # tool_use id -> position in facts.commands
+    own = _thread(rows[0]) if rows else ""
     for row in rows:
         entry, blocks = raw_blocks(row["raw"])
         if "file_" in (row["content"] or ""):
@@ -104,7 +112,7 @@ def facts_from_messages(rows) -> Facts:
                     facts.asked.append(text)
             elif kind == "text" and role == "assistant":
                 text = block.get("text") or ""
-                if text.strip():
+                if text.strip() and _thread(row) == own:  # a folded sub-agent's last words are not the end
                     facts.ended = text
                     facts.decisions.extend(s for s in SENTENCE.split(text) if DECISION_WORDS.search(s))
             elif kind == "tool_use":

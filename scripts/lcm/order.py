@@ -29,39 +29,6 @@ MAX_SLOT = (1 << (ANCHOR_SHIFT - SLOT_SHIFT)) - 1
 MAX_LINE = (1 << SLOT_SHIFT) - 1
 AGENT_TOOLS = ("Task", "Agent")
 
-SCHEMA = [  # appended to lcm.db.MIGRATIONS as one migration
-    "ALTER TABLE messages ADD COLUMN placed_at INTEGER",  # sub-agent message: its seq (see lcm/order.py)
-    # '' = the session's main thread, else the sub-agent whose run this is
-    "ALTER TABLE messages ADD COLUMN thread TEXT GENERATED ALWAYS AS"
-    " (CASE WHEN is_sidechain THEN coalesce(agent_id, 'sidechain') ELSE '' END) VIRTUAL",
-    # the conversation order of a session's messages: ORDER BY seq (lcm/order.py)
-    "ALTER TABLE messages ADD COLUMN seq INTEGER GENERATED ALWAYS AS"
-    " (CASE WHEN is_sidechain THEN placed_at ELSE id * 4294967296 END) VIRTUAL",
-    "CREATE INDEX messages_thread ON messages(session_id, thread, seq)",
-    # sidechain rows still waiting for their place: the ingest's check is one index probe
-    "CREATE INDEX messages_unplaced ON messages(session_id) WHERE is_sidechain = 1 AND placed_at IS NULL",
-    """CREATE TABLE agent_calls (
-        tool_use_id TEXT PRIMARY KEY,       -- a Task/Agent tool call
-        session_id TEXT,
-        call_uuid TEXT,                     -- message holding the tool_use block
-        agent_id TEXT                       -- sub-agent it started (its result's toolUseResult.agentId, or meta.json)
-    )""",
-    "CREATE INDEX agent_calls_agent ON agent_calls(session_id, agent_id)",
-    """CREATE TABLE threads (
-        session_id TEXT NOT NULL,
-        thread TEXT NOT NULL,               -- messages.thread of a sub-agent run
-        anchor_id INTEGER NOT NULL,         -- messages.id the run follows (0: none yet)
-        exact INTEGER NOT NULL,             -- 1: anchor is the call that started it; 0: by time
-        base INTEGER NOT NULL,              -- placed_at = base + line number
-        PRIMARY KEY (session_id, thread)
-    )""",
-    # summaries made when a session's order was ingest order: rebuilt by the next compaction
-    "ALTER TABLE summaries ADD COLUMN built_on TEXT NOT NULL DEFAULT 'conversation'",
-    "UPDATE summaries SET built_on = 'ingest' WHERE session_id IN (SELECT DISTINCT m.session_id FROM"
-    " summary_sources s JOIN messages m ON m.id = s.message_id WHERE m.is_sidechain = 1)",
-]
-
-
 def calls_of_line(entry: dict, line: bytes, sid: str, uuid: str) -> list[tuple]:
     """(tool_use_id, session, call uuid, agent id) rows this transcript entry adds to agent_calls.
 
@@ -119,9 +86,9 @@ def place_threads(conn, session_ids, recheck: bool = True) -> int:
         waiting = [r[0] for r in conn.execute(
             "SELECT DISTINCT thread FROM messages WHERE session_id = ? AND is_sidechain = 1 AND placed_at IS NULL",
             (sid,))]
-        if recheck:
-            waiting += [r[0] for r in conn.execute(
-                "SELECT thread FROM threads WHERE session_id = ? AND exact = 0", (sid,))]
+        waiting += [r[0] for r in conn.execute(  # runs that had no main-thread message to follow
+            "SELECT thread FROM threads WHERE session_id = ? AND (anchor_id = 0 OR (exact = 0 AND ?))",
+            (sid, recheck))]
         for thread in dict.fromkeys(waiting):
             placed += _place(conn, sid, thread)
     return placed
@@ -201,3 +168,15 @@ def main_thread_tail_start(conn, session_id: str, tail: int) -> int | None:
                            (session_id,)).fetchone()
         return row[0] if row and row[0] is not None else 0
     return row[0]
+
+
+def backlog_tokens(conn, session_id: str) -> int:
+    """Raw tokens between the newest leaf summary and the fresh tail, in conversation order: what
+    an incremental compaction would summarise. Index lookups only (messages_seq covers the sum),
+    so the hooks' due check costs the same at any session length."""
+    start = main_thread_tail_start(conn, session_id, lcm.db.config("LCM_FRESH_TAIL_COUNT"))
+    frontier = conn.execute("SELECT max(l.seq) FROM summaries s JOIN messages l ON l.id = s.last_message_id"
+                            " WHERE s.session_id = ? AND s.depth = 0", (session_id,)).fetchone()[0]
+    return conn.execute("SELECT coalesce(sum(token_count), 0) FROM messages WHERE session_id = ? AND seq > ?"
+                        " AND seq < ?", (session_id, -1 if frontier is None else frontier,
+                                         1 << 62 if start is None else start)).fetchone()[0]
