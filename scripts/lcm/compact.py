@@ -94,7 +94,7 @@ class Compactor:
         self.chunk_cap = lcm.db.config("LCM_LEAF_CHUNK_TOKENS")
         self.leaf_target = lcm.db.config("LCM_LEAF_TARGET_TOKENS")
         self.condensed_target = lcm.db.config("LCM_CONDENSED_TARGET_TOKENS")
-        self.leaf_min = lcm.db.config("LCM_LEAF_MIN_TOKENS")
+        self.leaf_min = min(lcm.db.config("LCM_LEAF_MIN_TOKENS"), self.chunk_cap)  # never above a chunk
         self.body: list[dict] | None = None
         self.upgraded = 0
         self.not_upgraded: list[str] = []

@@ -80,7 +80,7 @@ SETTINGS: dict[str, tuple[Callable[[str], object], object, str]] = {
     "LCM_CONTEXT_THRESHOLD": (_fraction, 0.75, "fraction of the model window above which lcm_status.py recommends compaction"),
     "LCM_FRESH_TAIL_COUNT": (_non_negative_int, 32, "newest messages never compacted"),
     "LCM_LEAF_CHUNK_TOKENS": (_positive_int, 20000, "most source tokens in one leaf summary"),
-    "LCM_LEAF_MIN_TOKENS": (_positive_int, 2000, "fewest source tokens in a leaf summary; a smaller remainder waits"),
+    "LCM_LEAF_MIN_TOKENS": (_positive_int, 2000, "fewest source tokens in a leaf summary (at most LCM_LEAF_CHUNK_TOKENS); a smaller remainder waits"),
     "LCM_LEAF_TARGET_TOKENS": (_positive_int, 1200, "target size of a leaf summary"),
     "LCM_CONDENSED_TARGET_TOKENS": (_positive_int, 2000, "target size of a condensed summary"),
     "LCM_CONDENSED_MIN_FANOUT": (_positive_int, 4, "summaries of one depth needed to condense them"),

@@ -158,7 +158,7 @@ def place_existing(conn) -> None:
 
 def main_thread_tail_start(conn, session_id: str, tail: int) -> int | None:
     """seq of the oldest message of the fresh tail (the newest `tail` main-thread messages), or
-    None when the tail is empty (LCM_FRESH_TAIL_COUNT=0)."""
+    None when there is no tail (LCM_FRESH_TAIL_COUNT=0, or a session of sub-agent lines only)."""
     if tail <= 0:
         return None
     row = conn.execute("SELECT seq FROM messages WHERE session_id = ? AND thread = '' ORDER BY seq DESC"
@@ -166,8 +166,7 @@ def main_thread_tail_start(conn, session_id: str, tail: int) -> int | None:
     if row is None:  # fewer main-thread messages than the tail holds: all of them are in it
         row = conn.execute("SELECT min(seq) FROM messages WHERE session_id = ? AND thread = ''",
                            (session_id,)).fetchone()
-        return row[0] if row and row[0] is not None else 0
-    return row[0]
+    return row[0] if row else None
 
 
 def backlog_tokens(conn, session_id: str) -> int:
