@@ -215,6 +215,7 @@ def test_session_start_without_checkpoint_injects_nothing(session, env_file, pro
 def test_session_start_after_compact_injects_active_context(session, vault, env_file, project, monkeypatch):
     monkeypatch.setenv("LCM_LLM", "none")
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "4")
+    monkeypatch.setenv("LCM_LEAF_MIN_TOKENS", "1")  # a short session: any leaf will do
     ids = compacted(vault, session)
     assert ids
     proc = run_hook("session_start", session_start(session, "compact"), start_env(env_file, project))
@@ -322,7 +323,7 @@ def test_internal_compaction_fork_is_left_alone(session, projects, vault):
 # -- PreCompact / PostCompact --------------------------------------------------
 
 def test_pre_compact_compacts_and_instructs_the_compactor(session, vault):
-    env = {"LCM_LLM": "none", "LCM_FRESH_TAIL_COUNT": "4"}
+    env = {"LCM_LLM": "none", "LCM_FRESH_TAIL_COUNT": "4", "LCM_LEAF_MIN_TOKENS": "1"}
     proc = run_hook("pre_compact", pre_compact(session), env, site=True)
     assert proc.returncode == 0, proc.stderr
     ids = [r[0] for r in db(vault).execute("SELECT id FROM summaries WHERE session_id = ? AND parent_id IS NULL",
