@@ -9,7 +9,8 @@ summary against the messages it covers:
   key_error_lines  failed tool results in the leaf (user rejections aside) whose key line is in
                    the summary. The key line is the one that says what failed: pytest's first
                    `FAILED`, else its first `E ` line; else the exception line closing a traceback;
-                   else the first line saying `error:` / `fatal:` / `ERROR`; else the first line.
+                   else the first line saying `error:` / `fatal:` / `ERROR`; else a test run's
+                   closing `=== ... in 0.4s ===` line; else the first line.
                    Compared on its first 60 characters, whitespace collapsed. Target: >= 80%.
   files_edited     paths passed to Edit/Write/MultiEdit/NotebookEdit in the leaf that the summary
                    names. Target: 100%.
@@ -38,6 +39,7 @@ EDIT_TOOLS = ("Edit", "Write", "MultiEdit", "NotebookEdit")
 REJECTED = "The user doesn't want to"
 EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b:?")
 ERROR_WORD = re.compile(r"\b(error|fatal):|^ERROR\b", re.I)
+PYTEST_SUMMARY = re.compile(r"^=+ .* in [\d.]+s\b.*=+$")
 TAGS = re.compile(r"</?tool_use_error>")
 COMPARE_CHARS = 60
 
@@ -60,7 +62,9 @@ def key_line(text: str) -> str:
         if hit:
             return hit
     hit = next((ln for ln in lines if ERROR_WORD.search(ln)), None)
-    return hit or lines[0]
+    if hit:
+        return hit
+    return next((ln for ln in reversed(lines) if PYTEST_SUMMARY.match(ln)), lines[0])
 
 
 def result_text(block: dict) -> str:
