@@ -196,14 +196,24 @@ def test_scripts_fall_back_to_the_hook_files_repo(session, env_file, project):
     assert f"export LCM_SCRIPTS='{ROOT / 'scripts'}'" in env_file.read_text()
 
 
-def test_session_start_points_to_a_checkpoint(session, env_file, project):
-    (project / ".lcm-checkpoint.md").write_text("# checkpoint\n")
-    for source in ("startup", "resume"):
-        proc = run_hook("session_start", session_start(session, source), start_env(env_file, project))
-        out = json.loads(proc.stdout)["hookSpecificOutput"]
-        assert out["hookEventName"] == "SessionStart"
-        assert "lcm_resume.py" in out["additionalContext"] and len(out["additionalContext"]) < 600
-    quiet = run_hook("session_start", session_start(session), start_env(env_file, project, LCM_INJECT="0"))
+def test_session_start_points_to_the_projects_latest_checkpoint_in_the_vault(session, vault, env_file, project,
+                                                                            projects):
+    import lcm.db
+    import lcm.ingest
+    import lcm_checkpoint
+    lcm.ingest.ingest_file(lcm.db.connect(), str(session.path))
+    assert lcm_checkpoint.main(["--session", session.session_id, "--vault-only"]) == 0
+    assert list(project.iterdir()) == []
+    monday = Transcript(projects, cwd=str(project))   # a new session of the same project
+    monday.user("carry on")
+    monday.write()
+    proc = run_hook("session_start", session_start(monday, "startup"), start_env(env_file, project))
+    out = json.loads(proc.stdout)["hookSpecificOutput"]
+    assert out["hookEventName"] == "SessionStart"
+    text = out["additionalContext"]
+    assert f"checkpoint 1 of session {session.session_id}" in text
+    assert f'lcm_resume.py" --session {session.session_id}' in text and len(text) < 600
+    quiet = run_hook("session_start", session_start(monday), start_env(env_file, project, LCM_INJECT="0"))
     assert quiet.returncode == 0 and quiet.stdout == ""
 
 
@@ -355,14 +365,18 @@ def test_post_compact_without_boundary_estimates_tokens(session, vault):
 
 # -- SessionEnd ----------------------------------------------------------------
 
-def test_session_end_ingests_then_detaches_checkpoint(session, vault, project):
+def test_session_end_keeps_its_checkpoint_in_the_vault_and_leaves_the_project_untouched(session, vault, project):
     session.user("last words")
     session.write()
+    before = sorted(p.name for p in project.iterdir())
     started = time.monotonic()
     proc = run_hook("session_end", session_end(session), {"CLAUDE_PROJECT_DIR": str(project), "LCM_LLM": "none"})
     assert proc.returncode == 0 and time.monotonic() - started < 1.5
     assert count(vault, "SELECT count(*) FROM messages WHERE content = 'last words'") == 1
-    assert wait_for(lambda: (project / ".lcm-checkpoint.md").exists()), log_lines()
+    assert wait_for(lambda: count(vault, "SELECT count(*) FROM checkpoints WHERE session_id = ? AND path IS NULL",
+                                  session.session_id) == 1, 60), log_lines()
+    assert "last words" in db(vault).execute("SELECT content FROM checkpoints").fetchone()[0]
+    assert sorted(p.name for p in project.iterdir()) == before
 
 
 # -- switches ------------------------------------------------------------------
