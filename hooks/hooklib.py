@@ -187,9 +187,10 @@ def detach(script: str, args: list[str], payload: dict) -> None:
     env = dict(os.environ)
     env["LCM_SESSION_ID"] = payload.get("session_id") or ""
     env.setdefault("CLAUDE_PROJECT_DIR", project_dir(payload))
+    cwd = project_dir(payload)
     subprocess.Popen(
         [sys.executable, os.path.join(scripts_dir(), script), *args],
-        cwd=project_dir(payload), env=env, start_new_session=True, close_fds=True,
+        cwd=cwd if os.path.isdir(cwd) else None, env=env,  # a project moved or deleted since start_new_session=True, close_fds=True,
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
 

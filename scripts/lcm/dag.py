@@ -13,7 +13,6 @@ import contextlib
 import math
 import os
 import re
-from xml.sax.saxutils import quoteattr
 
 import lcm.db
 import lcm.order
@@ -66,6 +65,11 @@ def context_tokens(conn, session_id: str) -> int:
         " + (SELECT COALESCE(SUM(m.token_count), 0) FROM messages m WHERE m.session_id = :s AND NOT EXISTS"
         " (SELECT 1 FROM summary_sources x WHERE x.message_id = m.id))", {"s": session_id}).fetchone()
     return row[0]
+
+
+def quoteattr(value: str) -> str:
+    """An attribute value in double quotes, as text (no entities): ids and times never hold a quote."""
+    return '"' + str(value).replace('"', "'") + '"'
 
 
 def render_context(conn, session_id: str, max_chars: int = 8000) -> str:
