@@ -141,3 +141,20 @@ def test_an_old_vault_is_placed_by_its_migration_step(tmp_path):
         lcm.order.place_existing(conn)
     assert [r[0] for r in conn.execute("SELECT uuid FROM messages ORDER BY session_id, seq")] == want
     assert [bytes(r[0]) for r in conn.execute("SELECT raw FROM messages ORDER BY id")] == raw
+
+
+def test_summaries_built_on_ingest_order_are_rebuilt(monkeypatch, capsys):
+    sid = "ef958aa1-0e93-49f0-bb71-150f63befcd1"
+    project = shared_data("claude-projects", WITH_SUBAGENTS[sid])
+    conn = lcm.db.connect()
+    lcm.ingest.ingest_paths(conn, [str(project)])
+    compact_full(monkeypatch, capsys, "--session", sid)
+    old = {r[0] for r in conn.execute("SELECT id FROM summaries WHERE session_id = ?", (sid,))}
+    with lcm.db.transaction(conn):  # as the migration flags a session whose leaves mixed in sub-agents
+        conn.execute("UPDATE summaries SET built_on = 'ingest' WHERE session_id = ?", (sid,))
+    conn = compact_full(monkeypatch, capsys, "--session", sid)
+    rows = conn.execute("SELECT id, built_on FROM summaries WHERE session_id = ?", (sid,)).fetchall()
+    assert rows and not old & {r["id"] for r in rows}
+    assert {r["built_on"] for r in rows} == {"conversation"}
+    assert conn.execute("SELECT count(*) FROM summary_sources WHERE summary_id NOT IN (SELECT id FROM summaries)"
+                        ).fetchone()[0] == 0
