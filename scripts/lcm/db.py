@@ -335,7 +335,9 @@ MIGRATIONS: list[list] = [  # SQL statements, or functions of the connection
         # '' = the session's main thread, else the id of the sub-agent whose run this is
         "ALTER TABLE messages ADD COLUMN thread TEXT GENERATED ALWAYS AS"
         " (CASE WHEN is_sidechain THEN coalesce(agent_id, 'sidechain') ELSE '' END) VIRTUAL",
-        # conversation order within a session: main thread id << 32, a sub-agent's placed_at
+        # conversation order: within a session, ORDER BY seq is the conversation (main thread:
+        # id << 32; a sub-agent's message: placed_at, inside the gap after its call's message).
+        # Neighbours in one thread: same session_id and thread, adjacent seq (index messages_seq)
         "ALTER TABLE messages ADD COLUMN seq INTEGER GENERATED ALWAYS AS"
         " (CASE WHEN is_sidechain THEN placed_at ELSE id * 4294967296 END) VIRTUAL",
         # covering: a session in order, its main-thread tail, and raw tokens in a range, from the index
