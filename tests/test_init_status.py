@@ -77,6 +77,7 @@ def test_init_upgrades_an_older_vault(capsys, vault, monkeypatch):
     assert json.loads(out)["schema_version"] == lcm.db.SCHEMA_VERSION
     cols = [r[1] for r in sqlite3.connect(vault).execute("PRAGMA table_info(transcripts)")]
     assert "line_count" in cols
+    assert sqlite3.connect(vault).execute("SELECT count(*) FROM notes").fetchone()[0] == 0
 
 
 def test_init_refuses_invalid_setting_and_creates_nothing(capsys, vault, monkeypatch):
