@@ -128,20 +128,36 @@ def test_a_subagent_run_follows_the_call_that_started_it(tmp_path):
     assert order[1][1].startswith("Task")
 
 
-def test_an_old_vault_is_placed_by_its_migration_step(tmp_path):
+def test_an_old_vault_migrates_to_the_conversation_order(tmp_path, monkeypatch):
+    """A vault made before the order existed: its migration places every sub-agent message as
+    ingest would have, leaves every raw line as it was, and flags summaries that mixed threads."""
     project = shared_data("claude-projects", WITH_SUBAGENTS["ef958aa1-0e93-49f0-bb71-150f63befcd1"])
     conn = lcm.db.connect()
     lcm.ingest.ingest_paths(conn, [str(project)])
     want = [r[0] for r in conn.execute("SELECT uuid FROM messages ORDER BY session_id, seq")]
-    raw = [bytes(r[0]) for r in conn.execute("SELECT raw FROM messages ORDER BY id")]
-    with lcm.db.transaction(conn):  # as a vault made before the order existed
-        conn.execute("UPDATE messages SET placed_at = NULL")
-        conn.execute("DELETE FROM threads")
-        conn.execute("DELETE FROM agent_calls")
+    old_path = tmp_path / "old.db"
+    with monkeypatch.context() as m:  # the schema as it was before this migration
+        m.setattr(lcm.db, "MIGRATIONS", lcm.db.MIGRATIONS[:-1])
+        m.setattr(lcm.db, "SCHEMA_VERSION", len(lcm.db.MIGRATIONS) - 1)
+        lcm.db.connect(str(old_path)).close()
+    columns = ", ".join(r[1] for r in sqlite3.connect(old_path).execute("PRAGMA table_info(messages)"))
+    conn.execute("ATTACH DATABASE ? AS old", (str(old_path),))
     with lcm.db.transaction(conn):
-        lcm.order.place_existing(conn)
-    assert [r[0] for r in conn.execute("SELECT uuid FROM messages ORDER BY session_id, seq")] == want
-    assert [bytes(r[0]) for r in conn.execute("SELECT raw FROM messages ORDER BY id")] == raw
+        conn.execute(f"INSERT INTO old.messages ({columns}) SELECT {columns} FROM main.messages ORDER BY id")
+        conn.execute("INSERT INTO old.sessions SELECT * FROM main.sessions")
+        leaf = conn.execute("SELECT id, session_id FROM main.messages WHERE is_sidechain = 1 LIMIT 1").fetchone()
+        conn.execute("INSERT INTO old.summaries (id, session_id, kind, depth, content, token_count,"
+                     " source_token_count, level, first_message_id, last_message_id, created_at)"
+                     " VALUES ('sum_0000000000000001', ?, 'leaf', 0, 'x', 1, 2, 'extractive', ?, ?, 'now')",
+                     (leaf["session_id"], leaf["id"], leaf["id"]))
+        conn.execute("INSERT INTO old.summary_sources (summary_id, ord, message_id) VALUES"
+                     " ('sum_0000000000000001', 0, ?)", (leaf["id"],))
+    conn.execute("DETACH DATABASE old")
+    migrated = lcm.db.connect(str(old_path))
+    assert [r[0] for r in migrated.execute("SELECT uuid FROM messages ORDER BY session_id, seq")] == want
+    assert [bytes(r[0]) for r in migrated.execute("SELECT raw FROM messages ORDER BY id")] == \
+        [bytes(r[0]) for r in conn.execute("SELECT raw FROM messages ORDER BY id")]
+    assert migrated.execute("SELECT built_on FROM summaries").fetchone()[0] == "ingest"
 
 
 def test_summaries_built_on_ingest_order_are_rebuilt(monkeypatch, capsys):

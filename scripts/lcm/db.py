@@ -218,6 +218,13 @@ def _notes_fts(conn: sqlite3.Connection) -> None:
     END""")
 
 
+def _place_sidechains(conn: sqlite3.Connection) -> None:
+    """Give the sub-agent messages of an existing vault their place in the conversation order
+    (their calls are read from the stored lines; lcm/order.py has the rules)."""
+    import lcm.order  # imports only this module
+    lcm.order.place_existing(conn)
+
+
 # A migration is a list of SQL statements; a function in it runs SQL that depends on the build
 # (FTS5). Each migration runs in one transaction.
 MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
@@ -420,7 +427,7 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
         "ALTER TABLE summaries ADD COLUMN built_on TEXT NOT NULL DEFAULT 'conversation'",
         "UPDATE summaries SET built_on = 'ingest' WHERE session_id IN (SELECT DISTINCT m.session_id FROM"
         " summary_sources s JOIN messages m ON m.id = s.message_id WHERE m.is_sidechain = 1)",
-        lambda conn: __import__("lcm.order").order.place_existing(conn),
+        _place_sidechains,
     ],
 ]
 

@@ -29,6 +29,7 @@ MAX_SLOT = (1 << (ANCHOR_SHIFT - SLOT_SHIFT)) - 1
 MAX_LINE = (1 << SLOT_SHIFT) - 1
 AGENT_TOOLS = ("Task", "Agent")
 
+
 def calls_of_line(entry: dict, line: bytes, sid: str, uuid: str) -> list[tuple]:
     """(tool_use_id, session, call uuid, agent id) rows this transcript entry adds to agent_calls.
 
