@@ -52,7 +52,7 @@ def test_extractive_summary_keeps_the_line_that_says_what_failed(tmp_path):
     assert "(+1 more failed)" in text
     assert "ModuleNotFoundError: No module named 'zstandard'" in text
     assert "fatal: not a git repository" in text
-    assert "`pytest -q tests/test_pack.py` (failed)" in text and "`ls dist`" in text
+    assert "`pytest -q tests/test_pack.py` (failed)" in text and "`ls dist` (ok)" in text
 
 
 def test_extractive_summary_keeps_choices_and_the_final_todo_list_only(tmp_path):

@@ -185,8 +185,9 @@ def facts_from_messages(rows) -> Facts:
                 else:  # what failed first: a width cut must not lose it to the command's text
                     facts.errors.append(f"{_one_line(key_line(text), 200)} ({_one_line(label, 60)})")
                 if tool_id in command_index:
-                    i = command_index[tool_id]
-                    facts.commands[i] += " (failed)"
+                    facts.commands[command_index.pop(tool_id)] += " (failed)"
+            elif kind == "tool_result" and block.get("tool_use_id") in command_index:
+                facts.commands[command_index.pop(block["tool_use_id"])] += " (ok)"
     return facts
 
 
