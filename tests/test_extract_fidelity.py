@@ -70,3 +70,5 @@ def test_key_line_rules():
                                 "======== no tests collected (3 deselected) in 0.39s ========") == \
         "======== no tests collected (3 deselected) in 0.39s ========"
     assert lcm.extract.key_line("npm ERR! code E404\nnpm error: 404 Not Found") == "npm error: 404 Not Found"
+    assert lcm.extract.key_line("Exit code 127\n(eval):1: command not found: pytest") == \
+        "Exit code 127: (eval):1: command not found: pytest"

@@ -30,6 +30,7 @@ PYTEST_FAILED = re.compile(r"^(FAILED|ERROR) \S+")
 PYTEST_E = re.compile(r"^E\s+\S")
 EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b:?")
 ERROR_WORD = re.compile(r"\b(?:error|fatal):|^ERROR\b", re.I)
+EXIT_CODE = re.compile(r"^Exit code \d+$")
 PYTEST_SUMMARY = re.compile(r"^=+ .* in [\d.]+s\b.*=+$")
 TOOL_ERROR_TAGS = re.compile(r"</?tool_use_error>")
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
@@ -64,7 +65,12 @@ def key_line(text: str) -> str:
     if hit:
         return hit
     # a test run that failed without a FAILED line says why in its closing "=== ... in 0.4s ===" line
-    return next((ln for ln in reversed(lines) if PYTEST_SUMMARY.match(ln)), lines[0])
+    hit = next((ln for ln in reversed(lines) if PYTEST_SUMMARY.match(ln)), None)
+    if hit:
+        return hit
+    if EXIT_CODE.match(lines[0]) and len(lines) > 1:  # Bash's "Exit code 127" alone says little
+        return f"{lines[0]}: {lines[1]}"
+    return lines[0]
 
 
 def is_choice(sentence: str) -> bool:
