@@ -404,8 +404,8 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
         # Neighbours in one thread: same session_id and thread, adjacent seq (index messages_seq)
         "ALTER TABLE messages ADD COLUMN seq INTEGER GENERATED ALWAYS AS"
         " (CASE WHEN is_sidechain THEN placed_at ELSE id * 4294967296 END) VIRTUAL",
-        # covering: a session in order, its main-thread tail, and raw tokens in a range, from the index
-        "CREATE INDEX messages_seq ON messages(session_id, seq, thread, token_count)",
+        # a session in conversation order: its main-thread tail, raw tokens after the newest leaf
+        "CREATE INDEX messages_seq ON messages(session_id, seq)",
         # sidechain rows still waiting for their place: ingest's check is one index probe
         "CREATE INDEX messages_unplaced ON messages(session_id) WHERE is_sidechain = 1 AND placed_at IS NULL",
         """CREATE TABLE agent_calls (

@@ -172,8 +172,8 @@ def main_thread_tail_start(conn, session_id: str, tail: int) -> int | None:
 
 def backlog_tokens(conn, session_id: str) -> int:
     """Raw tokens between the newest leaf summary and the fresh tail, in conversation order: what
-    an incremental compaction would summarise. Index lookups only (messages_seq covers the sum),
-    so the hooks' due check costs the same at any session length."""
+    an incremental compaction would summarise. An index range (messages_seq) over what is not
+    summarised yet, so the hooks' due check costs the same at any session length."""
     start = main_thread_tail_start(conn, session_id, lcm.db.config("LCM_FRESH_TAIL_COUNT"))
     frontier = conn.execute("SELECT max(l.seq) FROM summaries s JOIN messages l ON l.id = s.last_message_id"
                             " WHERE s.session_id = ? AND s.depth = 0", (session_id,)).fetchone()[0]
