@@ -659,3 +659,25 @@ def test_all_sessions_share_one_spend_guard(tmp_path, monkeypatch, fake_api, cap
     fake_api.respond(lambda body: "ok\nFiles: none\nExpand for details about: x")
     result = run_json(capsys, "--all", "--full")
     assert result["model_calls"] == 4 == len(fake_api.requests)
+
+
+def test_a_backlog_drains_in_one_incremental_run_and_resumes_after_the_spend_guard(tmp_path, monkeypatch, fake_api,
+                                                                                    capsys):
+    """What the hooks detach: one incremental run summarises the whole backlog, within
+    LCM_MAX_SUMMARY_CALLS; the next run goes on from where it stopped."""
+    monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "100")
+    monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "4")
+    monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", "100")  # leaves only: one model call each
+    t = session_with(tmp_path, turns=12)
+    conn = lcm.db.connect()
+    ingest(conn, t.path)
+    fake_api.respond(lambda body: "ok\nFiles: none\nExpand for details about: x")
+    monkeypatch.setenv("LCM_MAX_SUMMARY_CALLS", "3")
+    first = run_json(capsys, "--session", t.session_id)
+    assert first["leaf_created"] == 3 and first["stopped"] == "call_limit"
+    assert lcm.compact.compaction_due(conn, t.session_id)
+    monkeypatch.setenv("LCM_MAX_SUMMARY_CALLS", "50")
+    second = run_json(capsys, "--session", t.session_id)
+    assert second["leaf_created"] > 3 and second["stopped"] is None
+    assert not lcm.compact.compaction_due(conn, t.session_id)
+    check_dag(conn, t.session_id, 4, complete=False)
