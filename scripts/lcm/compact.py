@@ -12,7 +12,6 @@ import lcm.dag
 import lcm.db
 import lcm.extract
 import lcm.llm
-import lcm.order
 import lcm.prompts
 from lcm.db import LcmError, estimate_tokens
 
