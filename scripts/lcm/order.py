@@ -30,25 +30,20 @@ MAX_LINE = (1 << SLOT_SHIFT) - 1
 AGENT_TOOLS = ("Task", "Agent")
 
 
-def calls_of_line(entry: dict, line: bytes, sid: str, uuid: str) -> list[tuple]:
-    """(tool_use_id, session, call uuid, agent id) rows this transcript entry adds to agent_calls.
-
-    A Task/Agent tool_use gives the call's message; a tool result whose toolUseResult names an
-    agentId gives the agent it started. The byte tests keep this off most lines.
-    """
+def calls_of_entry(entry: dict, sid: str, uuid: str) -> list[tuple]:
+    """(tool_use_id, session, call uuid, agent id) rows a main-thread entry adds to agent_calls:
+    a Task/Agent tool_use gives the call's message; a tool result whose toolUseResult names an
+    agentId gives the agent that call started."""
     out = []
-    if b'"agentId"' in line and not entry.get("isSidechain"):
-        result = entry.get("toolUseResult")
-        agent = result.get("agentId") if isinstance(result, dict) else None
-        if isinstance(agent, str) and agent:
-            for block in _blocks(entry):
-                if block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str):
-                    out.append((block["tool_use_id"], sid, None, agent))
-    if (b'"Task"' in line or b'"Agent"' in line) and not entry.get("isSidechain"):
-        for block in _blocks(entry):
-            if block.get("type") == "tool_use" and block.get("name") in AGENT_TOOLS \
-                    and isinstance(block.get("id"), str):
-                out.append((block["id"], sid, uuid, None))
+    result = entry.get("toolUseResult")
+    agent = result.get("agentId") if type(result) is dict else None
+    for block in _blocks(entry):
+        kind = block.get("type")
+        if kind == "tool_use" and block.get("name") in AGENT_TOOLS and isinstance(block.get("id"), str):
+            out.append((block["id"], sid, uuid, None))
+        elif kind == "tool_result" and agent and isinstance(agent, str) \
+                and isinstance(block.get("tool_use_id"), str):
+            out.append((block["tool_use_id"], sid, None, agent))
     return out
 
 
@@ -152,7 +147,7 @@ def place_existing(conn) -> None:
             except ValueError:
                 continue
             if isinstance(entry, dict):
-                rows += calls_of_line(entry, bytes(row["raw"]), sid, row["uuid"])
+                rows += calls_of_entry(entry, sid, row["uuid"])
         store_calls(conn, rows)
     place_threads(conn, sessions)
 

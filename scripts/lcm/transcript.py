@@ -291,8 +291,11 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
         content = "\n".join(b for b in blocks if b)
         role, subtype, model, msg_id = message_fields(entry)
         sidechain = entry.get("isSidechain") is True
-        if not sidechain and (b'"agentId"' in line or b'"Task"' in line or b'"Agent"' in line):
-            batch.agent_calls += lcm.order.calls_of_line(entry, line, sid, uuid)
+        # which Task/Agent call started which sub-agent (lcm/order.py): dict lookups, no text scan
+        if not sidechain and (kind == "assistant" or "toolUseResult" in entry):
+            calls = lcm.order.calls_of_entry(entry, sid, uuid)
+            if calls:
+                batch.agent_calls += calls
         created = text_or_none(entry.get("timestamp"))
         rows.append((uuid, sid, text_or_none(entry.get("parentUuid")), kind, role, subtype, created,
                      text_or_none(entry.get("cwd")), text_or_none(entry.get("gitBranch")), model, msg_id,
