@@ -175,3 +175,10 @@ def test_summaries_built_on_ingest_order_are_rebuilt(monkeypatch, capsys):
     assert {r["built_on"] for r in rows} == {"conversation"}
     assert conn.execute("SELECT count(*) FROM summary_sources WHERE summary_id NOT IN (SELECT id FROM summaries)"
                         ).fetchone()[0] == 0
+
+
+def test_an_sqlite_without_generated_columns_is_an_error_that_says_so(tmp_path, monkeypatch):
+    monkeypatch.setattr(lcm.db.sqlite3, "sqlite_version_info", (3, 30, 1))
+    monkeypatch.setattr(lcm.db.sqlite3, "sqlite_version", "3.30.1")
+    with pytest.raises(lcm.db.LcmError, match="needs SQLite 3.31 or newer .* has SQLite 3.30.1"):
+        lcm.db.connect(str(tmp_path / "v.db"))

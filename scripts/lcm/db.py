@@ -218,6 +218,13 @@ def _notes_fts(conn: sqlite3.Connection) -> None:
     END""")
 
 
+def _require_sqlite(version: tuple, feature: str) -> None:
+    if sqlite3.sqlite_version_info < version:
+        raise LcmError(f"this vault needs SQLite {'.'.join(map(str, version))} or newer ({feature});"
+                       f" this Python has SQLite {sqlite3.sqlite_version}",
+                       "run lcm with a Python built against a newer SQLite (python.org builds, Homebrew, uv)")
+
+
 def _place_sidechains(conn: sqlite3.Connection) -> None:
     """Give the sub-agent messages of an existing vault their place in the conversation order
     (their calls are read from the stored lines; lcm/order.py has the rules)."""
@@ -394,6 +401,7 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
     # 4: a session's conversation order (lcm/order.py): ORDER BY seq is the main thread in
     # transcript order with each sub-agent's run right after the tool call that started it
     [
+        lambda conn: _require_sqlite((3, 31), "generated columns"),
         # sub-agent (sidechain) message: its seq, set by lcm.order.place_threads at ingest
         "ALTER TABLE messages ADD COLUMN placed_at INTEGER",
         # '' = the session's main thread, else the id of the sub-agent whose run this is
