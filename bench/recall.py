@@ -401,36 +401,67 @@ def build_multi(projects: Path) -> list[tuple[str, list[str]]]:
     return cases
 
 
-def or_bm25(conn, question, limit=10):
+def _scope_sql(project):
+    if not project:
+        return "", []
+    return (" AND m.session_id IN (SELECT session_id FROM sessions WHERE project = ?)", [project])
+
+
+def or_bm25(conn, question, project=None, limit=10):
     words = re.findall(r"\w+", question)
     expr = " OR ".join('"' + w + '"' for w in words)
+    where, params = _scope_sql(project)
     return [r[0] for r in conn.execute(
         "SELECT m.uuid FROM messages_fts f JOIN messages m ON m.id = f.rowid WHERE messages_fts MATCH ?"
-        " ORDER BY rank LIMIT ?", (expr, limit))] if words else []
+        f"{where} ORDER BY rank LIMIT ?", (expr, *params, limit))] if words else []
 
 
-def all_terms(conn, question, limit=10):
+def all_terms(conn, question, project=None, limit=10):
     words = re.findall(r"\w+", question)
     expr = " AND ".join('"' + w + '"' for w in words)
+    where, params = _scope_sql(project)
     return [r[0] for r in conn.execute(
         "SELECT m.uuid FROM messages_fts f JOIN messages m ON m.id = f.rowid WHERE messages_fts MATCH ?"
-        " ORDER BY rank LIMIT ?", (expr, limit))] if words else []
+        f"{where} ORDER BY rank LIMIT ?", (expr, *params, limit))] if words else []
 
 
-def auto(conn, question, limit=10):
-    doc = lcm.search.search(conn, question, limit=limit, all_sessions=True)
+def auto(conn, question, project=None, limit=10):
+    import lcm.search
+    doc = lcm.search.search(conn, question, limit=limit, project=project, all_sessions=not project)
     return [r["uuid"] for r in doc["results"] if r["type"] == "message"]
 
 
+def auto_before(conn, question, project=None, limit=10):
+    """auto as it ranked before conversational neighbours lent their scores (the old code's order)."""
+    import lcm.search
+    saved, lcm.search.NEIGHBOUR_SOURCES = lcm.search.NEIGHBOUR_SOURCES, 0
+    try:
+        return auto(conn, question, project, limit)
+    finally:
+        lcm.search.NEIGHBOUR_SOURCES = saved
+
+
+def gold_sets(conn, golds):
+    """Each gold as a set of uuids: a message uuid itself, else every message holding the passage."""
+    out = []
+    for g in golds:
+        if conn.execute("SELECT 1 FROM messages WHERE uuid = ?", (g,)).fetchone():
+            out.append({g})
+        else:
+            out.append({r[0] for r in conn.execute("SELECT uuid FROM messages WHERE instr(content, ?) > 0", (g,))})
+    return out
+
+
 def evaluate(conn, cases, method):
-    """recall@10 = a gold message in the top 10; recall_all@10 = share of the gold passages found."""
+    """recall@10 = a gold message in the top 10; recall_all@10 = share of the gold passages found.
+
+    A case is (question, [gold passage or uuid], optional project to search in)."""
     hits, found_all, rr, misses = 0, 0.0, 0.0, []
-    for question, passages in cases:
-        golds = [{r[0] for r in conn.execute("SELECT uuid FROM messages WHERE instr(content, ?) > 0", (p,))}
-                 for p in passages]
+    for question, passages, *project in cases:
+        golds = gold_sets(conn, passages)
         if not all(golds):
             raise SystemExit(f"no message holds a gold passage of {question!r}")
-        top = method(conn, question)[:10]
+        top = method(conn, question, *project)[:10]
         rank = next((i for i, u in enumerate(top, 1) if any(u in g for g in golds)), None)
         hits += rank is not None
         rr += 1 / rank if rank else 0.0
@@ -440,6 +471,11 @@ def evaluate(conn, cases, method):
     n = len(cases)
     return {"recall@10": round(hits / n, 3), "recall_all@10": round(found_all / n, 3),
             "mrr": round(rr / n, 3), "n": n}, misses
+
+
+# which sets each headline figure pools
+GROUPS = {"natural": ("persona", "neighbour"), "known_item": ("coding", "half_remembered"),
+          "chat_known_item": ("personal", "holdout", "multi")}
 
 
 def main(argv=None):
@@ -455,6 +491,7 @@ def main(argv=None):
         import lcm.ingest
         import lcm.query
         import lcm.search
+        import recall_sets
         for setting in args.set:  # NAME=JSON (a lcm.search constant), or lcm.query.NAME=JSON
             name, value = setting.split("=", 1)
             module, _, name = name.rpartition(".")
@@ -463,25 +500,40 @@ def main(argv=None):
                     frozenset(value) if name == "STOPWORDS" else value)
         projects = Path(tmp) / "projects"
         sets = {"personal": build_personal(projects), "holdout": build_holdout(projects),
-                "multi": build_multi(projects)}
+                "multi": build_multi(projects), "persona": recall_sets.persona_chats(projects)}
         conn = lcm.db.connect()
         lcm.ingest.ingest_paths(conn, [projects])
         if SHARED.exists():
             lcm.ingest.ingest_paths(conn, [SHARED])
             sets["coding"] = [(q, [passage]) for q, passage in CODING]
+            sets["neighbour"], sets["half_remembered"] = recall_sets.coding_pairs(conn, str(SHARED))
         n_messages = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
         report = {"bench": "recall", "messages": n_messages, "overrides": args.set}
-        for name, method in (("auto", auto), ("or_bm25", or_bm25), ("all_terms", all_terms)):
+        shared = [c for name in ("coding", "neighbour", "half_remembered") for c in sets.get(name, [])]
+        disjoint = [c for c in shared for golds in [gold_sets(conn, c[1])] if not any(
+            recall_sets.content_stems(c[0]) & recall_sets.content_stems(
+                conn.execute("SELECT content FROM messages WHERE uuid = ?", (u,)).fetchone()[0])
+            for g in golds for u in g)]
+        report["shared_data_questions"] = len(shared)
+        report["shared_data_no_common_word"] = len(disjoint)
+        for name, method in (("auto", auto), ("auto_before", auto_before), ("or_bm25", or_bm25),
+                             ("all_terms", all_terms)):
             start = time.perf_counter()
             total_hits, total_rr, total_n = 0.0, 0.0, 0
+            by_set = {}
             for set_name, cases in sets.items():
                 scores, misses = evaluate(conn, cases, method)
-                report[f"{name}_{set_name}"] = scores
+                report[f"{name}_{set_name}"] = by_set[set_name] = scores
                 total_hits += scores["recall@10"] * scores["n"]
                 total_rr += scores["mrr"] * scores["n"]
                 total_n += scores["n"]
                 if args.show_misses and name == "auto":
                     print(f"misses {set_name}: {misses}", file=sys.stderr)
+            for group, members in GROUPS.items():
+                n = sum(by_set[m]["n"] for m in members if m in by_set)
+                if n:
+                    report[f"{name}_{group}_recall@10"] = round(
+                        sum(by_set[m]["recall@10"] * by_set[m]["n"] for m in members if m in by_set) / n, 3)
             report[f"{name}_recall@10"] = round(total_hits / total_n, 3)
             report[f"{name}_mrr"] = round(total_rr / total_n, 3)
             report[f"{name}_ms_per_query"] = round((time.perf_counter() - start) * 1000 / total_n, 2)

@@ -127,8 +127,11 @@ def test_json_shape_and_covering_summary(grep_vault, capsys):
             grep_vault.execute("INSERT INTO summary_sources (summary_id, ord, message_id) VALUES (?,?,?)",
                                ("sum_00000000000000bb", ord_, mid))
     doc = grep_json(capsys, "orders index")
-    keys = {"type", "id", "session_id", "uuid", "role", "created_at", "snippet", "score", "covering_summary_id"}
+    keys = {"type", "id", "session_id", "uuid", "role", "created_at", "snippet", "score", "covering_summary_id",
+            "kind", "depth", "next_to"}
     assert all(set(r) == keys for r in doc["results"])
+    summary = next(r for r in doc["results"] if r["type"] == "summary")
+    assert (summary["kind"], summary["depth"]) == ("leaf", 0)
     messages = [r for r in doc["results"] if r["type"] == "message"]
     assert messages[0]["covering_summary_id"] == "sum_00000000000000bb"
     assert messages[0]["id"] == messages[0]["uuid"] and messages[0]["role"] == "user"

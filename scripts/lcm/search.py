@@ -35,6 +35,14 @@ DEDUPE = True             # one result per distinct text, the best-scored copy
 NEAR_PAIRS = False        # NEAR(a b) pairs in the BM25 query: better MRR (0.65 -> 0.70) but worse
 # recall@10 (0.93 -> 0.88) on bench/recall.py, and recall@10 is what a page of 10-20 results needs
 PREFIXES = False          # score long words' 5-letter prefixes (allergy ~ allergic)
+# A question's words are often in the turn next to the answer (the prompt before a reply, the
+# assistant's question before the user's answer): the best hits lend this share of their score
+# to their 1st and 2nd conversational neighbours (max, not sum: one strong hit is enough).
+# bench/recall.py: 0.5/0.25 over the 10 best hits; sum instead of max, or every hit lending,
+# crowded known-item answers out of the top 10 (0.92 -> 0.84).
+NEIGHBOUR_WEIGHTS = (0.5, 0.25)
+NEIGHBOUR_SOURCES = 10    # the best hits that lend their score
+NEIGHBOUR_WINDOW = 16     # messages looked at on either side of a hit to find its neighbours
 SNIPPET_CHARS = 200
 
 
@@ -91,6 +99,7 @@ class Source:
                     " t.earliest_at AS created_at, t.content")
             time_lo, time_hi = "t.latest_at", "t.earliest_at"
         self.columns = cols
+        self.next_to: dict = {}  # rowid -> uuid of the hit a neighbour-only result sits next to
         where, params = [], []
         if session:
             where.append("t.session_id = ?")
@@ -249,6 +258,61 @@ def _term_counts(text: str, terms) -> dict:
     return counts
 
 
+TOOL_CALL = re.compile(r"[\w.-]+ \{")  # flat text of an assistant tool call: `Name {json input}`
+
+
+def conversation_neighbours(conn, rowid: int, k: int = 2) -> list[tuple[int, int]]:
+    """[(message id, distance)] of the k nearest conversational messages before and after one.
+
+    Conversational: a typed prompt or an assistant's text (tool calls, tool results, meta and
+    system lines are skipped), in the same session and the same thread (main or one sub-agent),
+    in message id order (a session's transcript order). The one place that decides what
+    "next to" means, so a conversation-order column can replace id order here alone.
+    """
+    row = conn.execute("SELECT session_id, agent_id FROM messages WHERE id = ?", (rowid,)).fetchone()
+    if row is None:
+        return []
+    rows = conn.execute(
+        "SELECT id, role, substr(content, 1, 80) AS head FROM messages WHERE id BETWEEN ? AND ?"
+        " AND id != ? AND session_id = ? AND agent_id IS ? AND is_meta = 0"
+        " AND NOT (role = 'user' AND instr(raw, 'tool_use_id') > 0) ORDER BY id",
+        (rowid - NEIGHBOUR_WINDOW, rowid + NEIGHBOUR_WINDOW, rowid, row[0], row[1])).fetchall()
+    talk = [r[0] for r in rows if r[2] and (r[1] == "user" or r[1] == "assistant" and not TOOL_CALL.match(r[2]))]
+    before = [i for i in talk if i < rowid][::-1][:k]
+    after = [i for i in talk if i > rowid][:k]
+    return [(i, d) for d, i in enumerate(before, 1)] + [(i, d) for d, i in enumerate(after, 1)]
+
+
+def _lend_to_neighbours(conn, src: Source, scored: list) -> list:
+    """Add to each conversational neighbour of the best hits a share of that hit's score.
+
+    A neighbour that matched nothing itself joins the hits; src.next_to maps it to the uuid of
+    the hit it sits next to (shown, so a result without the query's words is explained).
+    """
+    gains: dict = {}
+    lender: dict = {}
+    for score, row in sorted(scored, key=lambda p: -p[0])[:NEIGHBOUR_SOURCES]:
+        for rowid, distance in conversation_neighbours(conn, row["rowid_"]):
+            gain = score * NEIGHBOUR_WEIGHTS[distance - 1]
+            if gain > gains.get(rowid, 0.0):
+                gains[rowid], lender[rowid] = gain, row["uuid"]
+    if not gains:
+        return scored
+    have = {row["rowid_"] for _, row in scored}
+    missing = [i for i in gains if i not in have]
+    rows = {}
+    for i in range(0, len(missing), 500):  # neighbours not among the hits, if the filters allow them
+        chunk = missing[i:i + 500]
+        sql = (f"SELECT {src.columns} FROM messages t WHERE t.id IN ({','.join('?' * len(chunk))})"
+               f" AND {src.where}")
+        rows.update((r["rowid_"], r) for r in conn.execute(sql, [*chunk, *src.params]))
+    out = [(score + gains.get(row["rowid_"], 0.0), row) for score, row in scored]
+    for rowid, row in rows.items():
+        out.append((gains[rowid] * ROLE_WEIGHT.get(row["role"], 1.0), row))
+        src.next_to[rowid] = lender[rowid]
+    return out
+
+
 def _rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm):
     """BM25 candidates (the rarer terms), then common words, role and the all-terms bonus.
 
@@ -304,6 +368,9 @@ def _rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm):
         if src.kind == "message":
             score *= ROLE_WEIGHT.get("tool" if row["is_tool"] else row["role"], 1.0)
         scored.append((score, row))
+    # quoted words ask for those exact words: no neighbour without them
+    if NEIGHBOUR_SOURCES and any(NEIGHBOUR_WEIGHTS) and src.kind == "message" and '"' not in query_norm:
+        scored = _lend_to_neighbours(conn, src, scored)
     if SESSION_WEIGHT and src.kind == "message":
         # a turn in the session that is most about the question gains: answers sit among related turns
         best: dict = {}
@@ -427,7 +494,7 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
         pattern = _compile_regex(query)
         finders = [lcm.query.Term(query, "regex", regex=query)]  # the same pattern (re caches it)
     query_norm = " ".join(query.lower().split())
-    scored, stopped = [], False
+    scored, stopped, next_to = [], False, {}
     for kind in kinds:
         if kind == "summary" and not conn.execute("SELECT 1 FROM summaries LIMIT 1").fetchone():
             continue  # nothing compacted yet: skip the summary index entirely
@@ -440,6 +507,7 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
         else:
             hits, cut = _rank_regex(conn, src, pattern, want, deadline)
         scored += [(score, kind, row) for score, row in hits]
+        next_to.update(((kind, rowid), uuid) for rowid, uuid in src.next_to.items())
         stopped = stopped or cut
     if mode == "regex":
         scored.sort(key=lambda p: p[2]["created_at"] or "", reverse=True)  # newest first
@@ -454,18 +522,24 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
                      role=role, limit=limit, offset=offset, time_limit=time_limit)
         return {**doc, "widened": True} if doc["results"] else doc
     page = scored[offset:offset + limit]
-    results = [_result(conn, kind, row, score, finders) for score, kind, row in page]
+    results = [_result(conn, kind, row, score, finders, next_to.get((kind, row["rowid_"])))
+               for score, kind, row in page]
     return {"query": query, "count": len(results), "has_more": len(scored) > offset + limit or stopped,
             "results": results, **({"stopped_early": True} if stopped else {})}
 
 
-def _result(conn, kind, row, score, finders) -> dict:
+def _result(conn, kind, row, score, finders, next_to=None) -> dict:
     if kind == "message":
         cover = conn.execute("SELECT summary_id FROM summary_sources WHERE message_id = ?",
                              (row["rowid_"],)).fetchone()
         ident, uuid, role, covering = row["uuid"], row["uuid"], row["role"], cover[0] if cover else None
+        summary_kind, depth = None, None
     else:
         ident, uuid, role, covering = row["id"], None, None, row["parent_id"]
+        summary_kind, depth = row["kind"], row["depth"]
+    # kind/depth: a summary's (leaf or condensed, 0 = over messages); next_to: the hit a message
+    # that lacks the query's words sits next to
     return {"type": kind, "id": ident, "session_id": row["session_id"], "uuid": uuid, "role": role,
             "created_at": row["created_at"], "snippet": _snippet(row["content"], finders),
-            "score": round(score, 4), "covering_summary_id": covering}
+            "score": round(score, 4), "covering_summary_id": covering, "kind": summary_kind,
+            "depth": depth, "next_to": next_to}
