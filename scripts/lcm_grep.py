@@ -22,7 +22,7 @@ Examples:
 """
 from __future__ import annotations
 
-import re
+import os
 import sys
 
 import lcm.db
@@ -32,13 +32,24 @@ from lcm.search import search
 # Command line
 # ---------------------------------------------------------------------------
 
-def _shell_quote(text: str) -> str:
-    return text if re.fullmatch(r"[\w@%+=:,./-]+", text) and not text.startswith("-") else (
-        "'" + text.replace("'", "'\\''") + "'")
+def _scope_line(doc, args) -> str:
+    scope = doc["scope"]
+    if scope["kind"] == "session":
+        ids = scope.get("session_ids")
+        where = (f"session {scope['session_id'][:8]}" if not ids else
+                 f"the {len(ids)} session(s) of expansion grant {args.grant}")
+    elif scope["kind"] == "project":
+        where = f"project {scope['project']}" + (" (the current one)" if scope.get("default") else "")
+    elif scope.get("widened_from"):
+        where = f"all projects (nothing in {scope['widened_from']})"
+    else:
+        where = "all projects"
+    return f"Searched {where}.\n"
 
 
-def _print_text(doc, argv_tail) -> None:
+def _print_text(doc, args, options) -> None:
     out = sys.stdout
+    out.write(_scope_line(doc, args))
     if not doc["results"]:
         out.write(f"No matches for {doc['query']!r}.\n")
     for i, r in enumerate(doc["results"], 1):
@@ -47,21 +58,46 @@ def _print_text(doc, argv_tail) -> None:
             head = f"{r['id']}  {r['role']}  {when}  session {r['session_id'][:8]}"
             if r["covering_summary_id"]:
                 head += f"  in {r['covering_summary_id']}"
+            if r["next_to"]:
+                head += f"  (next to {r['next_to'][:8]})"
         else:
-            head = f"{r['id']}  summary  {when}  session {r['session_id'][:8]}"
+            head = f"{r['id']}  {r['kind']} summary (depth {r['depth']})  {when}  session {r['session_id'][:8]}"
         out.write(f"[{i}] {head}\n    {r['snippet']}\n")
+    query = lcm.db.Positional(doc["query"])
     if doc["has_more"]:
-        nxt = doc.get("next_offset")
-        out.write(f"... more: lcm_grep.py {_shell_quote(doc['query'])}{argv_tail} --offset {nxt}\n")
+        out.write("... more: " + lcm.db.command_line("lcm_grep.py", query, *options, "--offset",
+                                                     str(args.offset + args.limit)) + "\n")
+    elsewhere = doc["scope"].get("stronger_elsewhere")
+    if elsewhere:
+        out.write(f"{elsewhere} stronger match(es) in other projects: "
+                  + lcm.db.command_line("lcm_grep.py", query, *options, "--all-sessions") + "\n")
     if doc["results"]:
         first = doc["results"][0]
         target = first["covering_summary_id"] if first["type"] == "message" and first["covering_summary_id"] else first["id"]
-        out.write(f"Next: lcm_describe.py {first['id']}  |  lcm_expand.py {target}\n")
+        out.write("Next: " + lcm.db.command_line("lcm_describe.py", lcm.db.Positional(first["id"])) + "\n")
+        out.write("      " + lcm.db.command_line("lcm_expand.py", lcm.db.Positional(target)) + "\n")
+
+
+def _grant_sessions(conn, grant_id: str) -> list[str]:
+    """The sessions an expansion grant (LCM_GRANT, set for lcm's sub-agents) lets this search."""
+    import json
+
+    import lcm.grants
+    return json.loads(lcm.grants.load_grant(conn, grant_id)["session_ids"])
+
+
+def _in_grant(conn, grant_id: str, node_id: str) -> bool:
+    import lcm.grants
+    try:
+        lcm.grants.check_scope(conn, grant_id, node_id)
+        return True
+    except lcm.db.LcmError:
+        return False
 
 
 def _main(argv):
     p = lcm.db.parser(__doc__)
-    p.add_argument("query", metavar="QUERY")
+    p.add_argument("query", metavar="QUERY", help="what to look for (one starting with '-' goes after --)")
     p.add_argument("--mode", choices=["auto", "full_text", "regex"], default="auto")
     p.add_argument("--scope", choices=["messages", "summaries", "both"], default="both")
     lcm.db.add_session_arg(p)
@@ -70,13 +106,20 @@ def _main(argv):
     p.add_argument("--since", metavar="WHEN", help="ISO date/time or age: 30m 3h 2d 1w")
     p.add_argument("--before", metavar="WHEN", help="ISO date/time or age")
     p.add_argument("--role", choices=["user", "assistant", "system"], help="only messages of this role")
+    p.add_argument("--typed", action="store_true",
+                   help="only what the person typed (not tool results, which are user-role entries too)")
     lcm.db.add_limit_arg(p)
     p.add_argument("--offset", type=int, default=0, metavar="N", help="skip the first N results")
     args = p.parse_args(argv)
     conn = lcm.db.connect(args.db, create=False, readonly=True)
+    args.grant = os.environ.get("LCM_GRANT")
     doc = search(conn, args.query, mode=args.mode, scope=args.scope, session=args.session,
                  project=args.project, all_sessions=args.all_sessions, since=args.since,
-                 before=args.before, role=args.role, limit=args.limit, offset=args.offset)
+                 before=args.before, role=args.role, typed=args.typed, limit=args.limit, offset=args.offset,
+                 sessions=_grant_sessions(conn, args.grant) if args.grant else None)
+    if args.grant:  # a grant naming summaries covers only what lies below them
+        doc["results"] = [r for r in doc["results"] if _in_grant(conn, args.grant, r["id"])]
+        doc["count"] = len(doc["results"])
     if doc.pop("widened", False):
         sys.stderr.write("Note: nothing in this project; these results come from all projects\n")
     if doc.pop("stopped_early", False):
@@ -85,14 +128,15 @@ def _main(argv):
     if args.json:
         lcm.db.print_json(doc)
         return 0
-    tail = "".join(f" --{k.replace('_', '-')} {_shell_quote(str(v))}" for k, v in
-                   (("mode", args.mode if args.mode != "auto" else None), ("scope", args.scope if args.scope != "both" else None),
-                    ("session", args.session), ("project", args.project), ("since", args.since),
-                    ("before", args.before), ("role", args.role),
-                    ("limit", args.limit if args.limit != 20 else None)) if v)
-    tail += " --all-sessions" if args.all_sessions else ""
-    doc["next_offset"] = args.offset + args.limit
-    _print_text(doc, tail)
+    options = [word for k, v in (("mode", args.mode if args.mode != "auto" else None),
+                                 ("scope", args.scope if args.scope != "both" else None),
+                                 ("session", args.session), ("project", args.project), ("since", args.since),
+                                 ("before", args.before), ("role", args.role),
+                                 ("limit", args.limit if args.limit != 20 else None)) if v
+               for word in (f"--{k}", str(v))]
+    options += ["--typed"] if args.typed else []
+    options += ["--all-sessions"] if args.all_sessions else []
+    _print_text(doc, args, options)
     return 0
 
 

@@ -86,7 +86,7 @@ def resolve_scope(conn, session, project, all_sessions):
 class Source:
     """Messages or summaries: where to look and how to filter."""
 
-    def __init__(self, conn, kind, session, project, since, before, role):
+    def __init__(self, conn, kind, session, project, since, before, role, typed=False, sessions=None):
         self.kind = kind
         if kind == "message":
             self.table, self.fts, self.key = "messages", "messages_fts", "id"
@@ -101,6 +101,9 @@ class Source:
         self.columns = cols
         self.next_to: dict = {}  # rowid -> uuid of the hit a neighbour-only result sits next to
         where, params = [], []
+        if sessions is not None:  # a grant's sessions
+            where.append(f"t.session_id IN ({','.join('?' * len(sessions))})" if sessions else "0")
+            params += sessions
         if session:
             where.append("t.session_id = ?")
             params.append(session)
@@ -116,6 +119,10 @@ class Source:
         if role and kind == "message":
             where.append("t.role = ?")
             params.append(role)
+        if typed and kind == "message":  # what the person typed: not tool results (also user role),
+            # nor harness-injected text, nor a sub-agent's task (the main agent wrote that)
+            where.append("t.role = 'user' AND t.is_meta = 0 AND t.is_sidechain = 0"
+                         " AND instr(t.raw, 'tool_use_id') = 0")
         self.where = " AND ".join(where) or "1"
         self.params = params
         self.id_range = None
@@ -165,7 +172,7 @@ def _choose_terms(dfs: dict):
 
 def _rank_sql(conn, src: Source, expr, want, window="", params=()):
     # rank on rowid + score only: carrying the content through the sort doubles its cost
-    join = f"JOIN {src.table} t ON t.{src.key} = f.rowid AND {src.where}" if src.params else ""
+    join = f"JOIN {src.table} t ON t.{src.key} = f.rowid AND {src.where}" if src.where != "1" else ""
     sql = (f"SELECT f.rowid, bm25({src.fts}) AS bm FROM {src.fts} f {join}"
            f" WHERE {src.fts} MATCH ? {window} ORDER BY bm LIMIT {want}")
     return {r[0]: -r[1] for r in conn.execute(sql, [*src.params, expr, *params])}
@@ -470,19 +477,36 @@ def _snippet(content: str, finders) -> str:
 
 
 def search(conn, query, *, mode="auto", scope="both", session=None, project=None, all_sessions=False,
-           since=None, before=None, role=None, limit=20, offset=0, time_limit=SCAN_SECONDS) -> dict:
-    """Search messages and/or summaries; returns the --json document."""
+           since=None, before=None, role=None, typed=False, sessions=None, limit=20, offset=0,
+           time_limit=SCAN_SECONDS, look_elsewhere=True) -> dict:
+    """Search messages and/or summaries; returns the --json document.
+
+    session: an id or a unique prefix of one. sessions: a list of ids to stay within (an
+    expansion grant's). typed: only what the person typed. The document's "scope" says where
+    it looked: {"kind": "session" | "project" | "all", ...}; when the current project was the
+    default, "stronger_elsewhere" counts other projects' hits that outrank its best one.
+    """
     if mode not in ("auto", "full_text", "regex"):
         raise LcmError(f"unknown mode {mode!r}", "use --mode auto, full_text or regex")
     if limit < 1 or offset < 0:
         raise LcmError("--limit must be >= 1 and --offset >= 0", "e.g. --limit 20 --offset 40")
-    defaulted = not (all_sessions or session or project)
-    session, project = resolve_scope(conn, session, project, all_sessions)
+    if session:
+        session = lcm.db.resolve_session(conn, session)
+    defaulted = not (all_sessions or session or project or sessions is not None)
+    session, project = resolve_scope(conn, session, project, all_sessions or sessions is not None)
+    if sessions is not None:
+        where = {"kind": "session", "session_ids": list(sessions)}
+    elif session:
+        where = {"kind": "session", "session_id": session}
+    elif project:
+        where = {"kind": "project", "project": project, "default": defaulted}
+    else:
+        where = {"kind": "all"}
     since, before = parse_when(since, "--since"), parse_when(before, "--before")
     deadline = time.monotonic() + time_limit
     want = offset + limit + 1
     kinds = {"both": ["message", "summary"], "messages": ["message"], "summaries": ["summary"]}[scope]
-    if role:
+    if role or typed:
         kinds = [k for k in kinds if k == "message"]
     terms, finders, pattern = [], [], None
     if mode == "auto":
@@ -498,7 +522,7 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
     for kind in kinds:
         if kind == "summary" and not conn.execute("SELECT 1 FROM summaries LIMIT 1").fetchone():
             continue  # nothing compacted yet: skip the summary index entirely
-        src = Source(conn, kind, session, project, since, before, role)
+        src = Source(conn, kind, session, project, since, before, role, typed, sessions)
         if mode == "auto":
             hits, cut = (_rank_auto(conn, src, terms, max(CANDIDATES, want), want, deadline, query_norm)
                          if terms else ([], False))
@@ -519,13 +543,35 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
     if not scored and defaulted and project and offset == 0:
         # nothing in the current project: the past the user means may be elsewhere, say so
         doc = search(conn, query, mode=mode, scope=scope, all_sessions=True, since=since, before=before,
-                     role=role, limit=limit, offset=offset, time_limit=time_limit)
-        return {**doc, "widened": True} if doc["results"] else doc
+                     role=role, typed=typed, limit=limit, offset=offset, time_limit=time_limit)
+        if doc["results"]:
+            doc["scope"] = {"kind": "all", "widened_from": project}
+            return {**doc, "widened": True}
+        return doc
+    if defaulted and project and offset == 0 and look_elsewhere and mode != "regex":
+        where["stronger_elsewhere"] = _stronger_elsewhere(
+            conn, query, project, scored[0][0], mode=mode, scope=scope, since=since, before=before,
+            role=role, typed=typed, time_limit=time_limit)
     page = scored[offset:offset + limit]
     results = [_result(conn, kind, row, score, finders, next_to.get((kind, row["rowid_"])))
                for score, kind, row in page]
-    return {"query": query, "count": len(results), "has_more": len(scored) > offset + limit or stopped,
+    return {"query": query, "scope": where, "count": len(results),
+            "has_more": len(scored) > offset + limit or stopped,
             "results": results, **({"stopped_early": True} if stopped else {})}
+
+
+def _stronger_elsewhere(conn, query, project, best, **kw) -> int:
+    """How many of the whole vault's 10 best hits lie outside `project` and outrank its best."""
+    doc = search(conn, query, all_sessions=True, limit=10, look_elsewhere=False, **kw)
+    inside = project.rstrip("/")
+    count = 0
+    for r in doc["results"]:
+        if r["score"] <= best:
+            break
+        row = conn.execute("SELECT project FROM sessions WHERE session_id = ?", (r["session_id"],)).fetchone()
+        where = (row[0] if row else None) or ""
+        count += not (where == project or where.startswith(inside + "/"))
+    return count
 
 
 def _result(conn, kind, row, score, finders, next_to=None) -> dict:
