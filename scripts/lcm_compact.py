@@ -46,7 +46,7 @@ def _main(argv):
     if args.all:
         sessions = [r[0] for r in conn.execute("SELECT DISTINCT session_id FROM messages ORDER BY session_id")]
     else:
-        session = args.session or lcm.db.current_session_id()
+        session = lcm.db.resolve_session(conn, args.session) if args.session else lcm.db.current_session_id()
         if not session:
             raise LcmError("no session given", "pass --session ID (lcm_status.py lists them) or --all")
         sessions = [session]

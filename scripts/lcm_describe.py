@@ -160,7 +160,7 @@ def _main(argv):
     conn = lcm.db.connect(args.db, create=False, readonly=True)
     grant = os.environ.get("LCM_GRANT")
     if args.id is None:
-        session = args.session or lcm.db.current_session_id()
+        session = lcm.db.resolve_session(conn, args.session) if args.session else lcm.db.current_session_id()
         if not session:
             raise LcmError("nothing to describe", "pass an ID (sum_..., file_..., uuid) or --session ID")
         if grant:

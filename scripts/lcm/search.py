@@ -320,6 +320,39 @@ def _lend_to_neighbours(conn, src: Source, scored: list) -> list:
     return out
 
 
+def rank_messages(conn, text: str, ids: list[int]) -> dict[int, float]:
+    """Relevance to `text` of each message in `ids` that has any: BM25 over the full-text index
+    (a substring count without FTS5), plus the share its conversational neighbours in `ids`
+    lend it, as in auto mode. For drilling down inside known summaries (lcm_expand_query.py)."""
+    terms = lcm.query.parse_query(text)
+    wanted = set(ids)
+    scores: dict[int, float] = {}
+    fts_terms = [t for t in terms if t.fts] if lcm.db.fts_enabled(conn) else []
+    if fts_terms:
+        expr = " OR ".join(t.fts for t in fts_terms)
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            scores.update((r[0], -r[1]) for r in conn.execute(
+                f"SELECT rowid, bm25(messages_fts) FROM messages_fts WHERE messages_fts MATCH ?"
+                f" AND rowid IN ({','.join('?' * len(chunk))})", [expr, *chunk]))
+    elif terms:
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            for rowid, content in conn.execute(f"SELECT id, substr(content, 1, {COVERAGE_CHARS}) FROM messages"
+                                               f" WHERE id IN ({','.join('?' * len(chunk))})", chunk):
+                score = sum(1 for n in _term_counts(content or "", terms).values() if n)
+                if score:
+                    scores[rowid] = float(score)
+    gains: dict[int, float] = {}
+    for rowid, score in sorted(scores.items(), key=lambda p: -p[1])[:NEIGHBOUR_SOURCES]:
+        for other, distance in conversation_neighbours(conn, rowid):
+            if other in wanted:
+                gains[other] = max(gains.get(other, 0.0), score * NEIGHBOUR_WEIGHTS[distance - 1])
+    for rowid, gain in gains.items():
+        scores[rowid] = scores.get(rowid, 0.0) + gain
+    return scores
+
+
 def _rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm):
     """BM25 candidates (the rarer terms), then common words, role and the all-terms bonus.
 
