@@ -139,12 +139,14 @@ def _print_node(doc) -> None:
         w(f"\n{doc['exploration']}\n")
     if "content" in doc:
         w(f"\n{doc['content']}\n")
+    ident = lcm.db.Positional(doc["id"])
     if doc["type"] == "summary":
-        w(f"\nNext: lcm_expand.py {doc['id']}{' --full' if doc['kind'] == 'condensed' else ''}\n")
+        full = ["--full"] if doc["kind"] == "condensed" else []
+        w(f"\nNext: {lcm.db.command_line('lcm_expand.py', ident, *full)}\n")
     elif doc["type"] == "file" and doc.get("has_more"):
-        w(f"... more: lcm_describe.py {doc['id']} --content --offset {doc['next_offset']}\n")
+        w(f"... more: {lcm.db.command_line('lcm_describe.py', ident, '--content', '--offset', str(doc['next_offset']))}\n")
     elif doc["type"] == "file" and "content" not in doc:
-        w(f"\nNext: lcm_describe.py {doc['id']} --content\n")
+        w(f"\nNext: {lcm.db.command_line('lcm_describe.py', ident, '--content')}\n")
 
 
 def _main(argv):
