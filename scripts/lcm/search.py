@@ -265,29 +265,43 @@ def _term_counts(text: str, terms) -> dict:
     return counts
 
 
-TOOL_CALL = re.compile(r"[\w.-]+ \{")  # flat text of an assistant tool call: `Name {json input}`
+# an assistant tool call's flat text is `Name {json input}`: its first space comes right before "{"
+TOOL_CALL_SQL = "substr(content, instr(content, ' '), 2) = ' {' AND instr(substr(content, 1, 80), ' ') > 0"
 
 
-def conversation_neighbours(conn, rowid: int, k: int = 2) -> list[tuple[int, int]]:
-    """[(message id, distance)] of the k nearest conversational messages before and after one.
+def conversation_neighbours(conn, rowids, k: int = 2) -> dict[int, list[tuple[int, int]]]:
+    """{message id: [(neighbour id, distance)]}: the k nearest conversational messages before and
+    after each of `rowids`.
 
     Conversational: a typed prompt or an assistant's text (tool calls, tool results, meta and
     system lines are skipped), in the same session and the same thread (main or one sub-agent),
-    in message id order (a session's transcript order). The one place that decides what
-    "next to" means, so a conversation-order column can replace id order here alone.
+    in message id order (a session's transcript order), within NEIGHBOUR_WINDOW ids. The one
+    place that decides what "next to" means, so a conversation-order column can replace id
+    order here alone. One query for all of `rowids`.
     """
-    row = conn.execute("SELECT session_id, agent_id FROM messages WHERE id = ?", (rowid,)).fetchone()
-    if row is None:
-        return []
-    rows = conn.execute(
-        "SELECT id, role, substr(content, 1, 80) AS head FROM messages WHERE id BETWEEN ? AND ?"
-        " AND id != ? AND session_id = ? AND agent_id IS ? AND is_meta = 0"
-        " AND NOT (role = 'user' AND instr(raw, 'tool_use_id') > 0) ORDER BY id",
-        (rowid - NEIGHBOUR_WINDOW, rowid + NEIGHBOUR_WINDOW, rowid, row[0], row[1])).fetchall()
-    talk = [r[0] for r in rows if r[2] and (r[1] == "user" or r[1] == "assistant" and not TOOL_CALL.match(r[2]))]
-    before = [i for i in talk if i < rowid][::-1][:k]
-    after = [i for i in talk if i > rowid][:k]
-    return [(i, d) for d, i in enumerate(before, 1)] + [(i, d) for d, i in enumerate(after, 1)]
+    near = sorted({i for r in rowids for i in range(r - NEIGHBOUR_WINDOW, r + NEIGHBOUR_WINDOW + 1)})
+    rows = {}
+    for n in range(0, len(near), 900):
+        chunk = near[n:n + 900]
+        rows.update((r[0], r) for r in conn.execute(
+            "SELECT id, session_id, agent_id, role = 'user' OR (role = 'assistant' AND NOT"
+            f" ({TOOL_CALL_SQL})) AS talk FROM messages WHERE id IN ({','.join('?' * len(chunk))})"
+            " AND is_meta = 0 AND NOT (role = 'user' AND instr(raw, 'tool_use_id') > 0)"
+            " AND length(content) > 0", chunk))
+    out = {}
+    for rowid in rowids:
+        own = conn.execute("SELECT session_id, agent_id FROM messages WHERE id = ?", (rowid,)).fetchone() \
+            if rowid not in rows else rows[rowid][1:3]
+        if own is None:
+            out[rowid] = []
+            continue
+        thread = (own[0], own[1])
+        talk = [i for i in range(rowid - NEIGHBOUR_WINDOW, rowid + NEIGHBOUR_WINDOW + 1)
+                if i != rowid and i in rows and rows[i][3] and (rows[i][1], rows[i][2]) == thread]
+        before = [i for i in talk if i < rowid][::-1][:k]
+        after = [i for i in talk if i > rowid][:k]
+        out[rowid] = [(i, d) for d, i in enumerate(before, 1)] + [(i, d) for d, i in enumerate(after, 1)]
+    return out
 
 
 def _lend_to_neighbours(conn, src: Source, scored: list) -> list:
@@ -298,8 +312,10 @@ def _lend_to_neighbours(conn, src: Source, scored: list) -> list:
     """
     gains: dict = {}
     lender: dict = {}
-    for score, row in sorted(scored, key=lambda p: -p[0])[:NEIGHBOUR_SOURCES]:
-        for rowid, distance in conversation_neighbours(conn, row["rowid_"]):
+    best = sorted(scored, key=lambda p: -p[0])[:NEIGHBOUR_SOURCES]
+    around = conversation_neighbours(conn, [row["rowid_"] for _, row in best])
+    for score, row in best:
+        for rowid, distance in around[row["rowid_"]]:
             gain = score * NEIGHBOUR_WEIGHTS[distance - 1]
             if gain > gains.get(rowid, 0.0):
                 gains[rowid], lender[rowid] = gain, row["uuid"]
@@ -344,8 +360,10 @@ def rank_messages(conn, text: str, ids: list[int]) -> dict[int, float]:
                 if score:
                     scores[rowid] = float(score)
     gains: dict[int, float] = {}
-    for rowid, score in sorted(scores.items(), key=lambda p: -p[1])[:NEIGHBOUR_SOURCES]:
-        for other, distance in conversation_neighbours(conn, rowid):
+    best = sorted(scores.items(), key=lambda p: -p[1])[:NEIGHBOUR_SOURCES]
+    around = conversation_neighbours(conn, [rowid for rowid, _ in best])
+    for rowid, score in best:
+        for other, distance in around[rowid]:
             if other in wanted:
                 gains[other] = max(gains.get(other, 0.0), score * NEIGHBOUR_WEIGHTS[distance - 1])
     for rowid, gain in gains.items():
