@@ -20,9 +20,13 @@ Baselines: plain FTS5 BM25 over the OR of every word of the question, and an all
 grep. Metrics: recall@10 (a gold message in the top 10) and MRR@10.
 
 Measured 2026-11-23 (276 questions over ../shared/data, 140 sharing no content word with their
-evidence; 144 persona questions): natural recall@10 0.109 -> 0.711 (persona 0.208 -> 0.875,
-neighbour 0.007 -> 0.543), known-item 0.927 -> 0.941 (coding 0.895 -> 0.921, half-remembered
-0.939 -> 0.949), chat known-item 0.914 -> 0.943. Tried: lending the sum instead of the max
+evidence; 144 persona questions): natural recall@10 0.109 -> 0.841 (persona 0.208 -> 0.875,
+neighbour 0.007 -> 0.807), known-item 0.927 -> 0.948 (coding 0.895 -> 0.921, half-remembered
+0.939 -> 0.959), chat known-item 0.914 -> 0.943. A turn's prompt and last reply as neighbours
+took the neighbour set from 0.543 to 0.807 (it asks for last replies: partly by construction).
+A second FTS5 index of each message's neighbour text, fused with its own BM25 (weights 0.3-1),
+did worse than lending on every set (persona 0.52-0.71, coding 0.74-0.82, neighbour 0.04-0.49,
+prototype only). Tried: lending the sum instead of the max
 (coding 0.84), every hit lending (0.79), weights 0.6/0.3 (persona 0.92 but coding 0.895),
 neighbours by raw message distance instead of conversational turns (coding 0.79).
 

@@ -76,6 +76,21 @@ def test_the_answer_next_to_the_questions_words_is_found(chats, capsys):
     assert all("new city" in r["snippet"].lower() for r in doc["results"])
 
 
+def test_a_long_turns_last_reply_is_found_from_the_prompts_words(tmp_path, vault, capsys):
+    t = Transcript(tmp_path / "projects", session_id="csv-turn", cwd="/home/u/tool")
+    t.user("Please make the CSV exporter accept semicolons as delimiters.")
+    for i in range(12):  # the work in between: calls and results, no conversation
+        call_id = t.tool_use("Read", {"file_path": f"/home/u/tool/mod_{i}.py"})
+        t.tool_result(call_id, f"def helper_{i}(): pass")
+    t.assistant_text("Done: the writer now takes its separator from the dialect sniffer, tests pass.")
+    t.user("Thanks. Now bump the version.")
+    t.assistant_text("Bumped to 2.4.0.")
+    t.write()
+    lcm.ingest.ingest_paths(lcm.db.connect(str(vault)), [tmp_path / "projects"])
+    doc = grep_json(capsys, "csv exporter semicolons delimiters", "--all-sessions")
+    assert any("dialect sniffer" in r["snippet"] and r["next_to"] for r in doc["results"])
+
+
 def test_typed_searches_only_what_the_person_typed(chats, capsys):
     doc = grep_json(capsys, "moving city", "--all-sessions", "--typed")
     assert doc["results"] and all(r["role"] == "user" for r in doc["results"])
