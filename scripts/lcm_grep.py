@@ -3,22 +3,30 @@
 Usage:
   python3 scripts/lcm_grep.py QUERY [--mode auto|full_text|regex] [--scope messages|summaries|both]
                               [--session ID | --project DIR | --all-sessions] [--since WHEN]
-                              [--before WHEN] [--role ROLE] [--limit N] [--offset N] [--json]
+                              [--before WHEN] [--role ROLE] [--typed] [--limit N] [--offset N] [--json]
+  python3 scripts/lcm_grep.py [OPTIONS] -- -QUERY    (a query that starts with "-")
 
 Modes:
   auto       natural language (default): ranked with BM25, "quoted phrases" kept, messages with
-             every term first, partial matches still found; any text is safe to pass
+             every term first, partial matches still found, and the turns next to the best hits
+             (an answer rarely repeats the question's words); any text is safe to pass
   full_text  FTS5 syntax for experts (AND, OR, NOT, NEAR(), prefix*), errors explained
   regex      Python regular expression over the stored text, newest first, time-bounded
 
 Scope: by default the current project (the cwd of $LCM_SESSION_ID's session) when LCM_SESSION_ID
-is set, else everything. WHEN is an ISO date/time or a relative age: 30m, 3h, 2d, 1w.
+is set, else everything; the first line of the output names it, and a note counts stronger
+matches in other projects. --session takes an id or a unique prefix (8 characters are printed).
+Under an expansion grant (LCM_GRANT) only the grant's sessions are searched. --typed keeps what
+the person typed (tool results are user-role entries too). WHEN is an ISO date/time or a
+relative age: 30m, 3h, 2d, 1w. --limit is at most 200.
 
 Examples:
   python3 "$LCM_SCRIPTS/lcm_grep.py" "database migration"
   python3 "$LCM_SCRIPTS/lcm_grep.py" "why did the deploy fail" --since 2d
+  python3 "$LCM_SCRIPTS/lcm_grep.py" "which port did I ask for" --typed --all-sessions
   python3 "$LCM_SCRIPTS/lcm_grep.py" 'timeout NEAR(retry backoff)' --mode full_text --all-sessions
   python3 "$LCM_SCRIPTS/lcm_grep.py" 'sum_[0-9a-f]{16}' --mode regex --scope summaries
+  python3 "$LCM_SCRIPTS/lcm_grep.py" --all-sessions -- "-rf node_modules"
 """
 from __future__ import annotations
 
