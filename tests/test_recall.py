@@ -12,9 +12,12 @@ import pytest
 import lcm.db
 import lcm.grants
 import lcm.ingest
+import lcm_checkpoint
+import lcm_compact
 import lcm_describe
 import lcm_expand_query
 import lcm_grep
+import lcm_resume
 import lcm_status
 from conftest import SCRIPTS
 from transcripts import Transcript
@@ -107,8 +110,17 @@ def test_session_prefixes_work_everywhere_and_bad_ones_are_errors(chats, capsys,
     assert code == 0 and json.loads(out)["session_id"].startswith("bbbb3333-"), err
     code, out, err = call(lcm_status.main, capsys, "--session", "aaaa2222", "--json")
     assert code == 0, err
+    code, out, err = call(lcm_compact.main, capsys, "--session", "bbbb3333", "--dry-run", "--json")
+    assert code == 0 and "bbbb3333-0000-4000-8000-000000000003" in out, err
+    checkpoint = str(lcm.db.lcm_home() / "cp.md")
+    code, out, err = call(lcm_checkpoint.main, capsys, "--session", "bbbb", "--output", checkpoint, "--json")
+    assert code == 0 and "bbbb3333-0000-4000-8000-000000000003" in out, err
+    code, out, err = call(lcm_resume.main, capsys, "--session", "bbbb3333")
+    assert code == 0 and "zookeeper" in out, err
     for bad, message in (("aaaa", "ambiguous"), ("zzzz", "no session 'zzzz'")):
-        for main, argv in ((lcm_grep.main, ["zookeeper"]), (lcm_describe.main, []), (lcm_status.main, [])):
+        for main, argv in ((lcm_grep.main, ["zookeeper"]), (lcm_describe.main, []), (lcm_status.main, []),
+                           (lcm_compact.main, ["--dry-run"]), (lcm_checkpoint.main, ["--output", checkpoint]),
+                           (lcm_resume.main, [])):
             code, out, err = call(main, capsys, *argv, "--session", bad)
             assert code == 1 and message in err and "lcm_sessions.py" in err and out == "", (main, err)
     monkeypatch.setenv("LCM_LLM", "none")
