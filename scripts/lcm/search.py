@@ -43,6 +43,7 @@ PREFIXES = False          # score long words' 5-letter prefixes (allergy ~ aller
 NEIGHBOUR_WEIGHTS = (0.5, 0.25)
 NEIGHBOUR_SOURCES = 10    # the best hits that lend their score
 NEIGHBOUR_WINDOW = 16     # messages looked at on either side of a hit to find its neighbours
+NEAR_FIRST = 2            # ... of which these are read first (further ones only when needed)
 # A coding turn's answer comes after many tool calls: the prompt that opened a turn and the last
 # assistant text of that turn are neighbours too (bench/recall.py: neighbour set 0.54 -> 0.81,
 # half-remembered 0.949 -> 0.959, nothing else moved). Searched this many ids either side.
@@ -285,27 +286,53 @@ def conversation_neighbours(conn, rowids, k: int = 2) -> dict[int, list[tuple[in
     assistant text before the next prompt. The one place that decides what "next to" means, so
     a conversation-order column can replace id order here alone.
     """
-    near = sorted({i for r in rowids for i in range(r - NEIGHBOUR_WINDOW, r + NEIGHBOUR_WINDOW + 1)})
-    rows = {}
-    for n in range(0, len(near), 900):
-        chunk = near[n:n + 900]
-        rows.update((r[0], r) for r in conn.execute(
-            "SELECT id, session_id, agent_id, role = 'user' OR (role = 'assistant' AND NOT"
-            f" ({TOOL_CALL_SQL})) AS talk FROM messages WHERE id IN ({','.join('?' * len(chunk))})"
-            " AND is_meta = 0 AND NOT (role = 'user' AND instr(raw, 'tool_use_id') > 0)"
-            " AND token_count > 0", chunk))
+    rows: dict = {}
+
+    def read(ids):  # talk = conversational; the raw line is read only for user rows
+        ids = sorted(i for i in ids if i not in rows)
+        for n in range(0, len(ids), 900):
+            chunk = ids[n:n + 900]
+            rows.update((r[0], r) for r in conn.execute(
+                "SELECT id, session_id, agent_id, CASE WHEN is_meta OR token_count = 0 THEN 0"
+                " WHEN role = 'user' THEN instr(raw, 'tool_use_id') = 0"
+                f" WHEN role = 'assistant' THEN NOT ({TOOL_CALL_SQL}) ELSE 0 END AS talk"
+                f" FROM messages WHERE id IN ({','.join('?' * len(chunk))})", chunk))
+
+    def side(rowid, thread, step):  # the talk ids on one side, nearest first, and whether it is settled
+        found = []
+        for i in range(rowid + step, rowid + step * (NEIGHBOUR_WINDOW + 1), step):
+            row = rows.get(i)
+            if row is None:
+                return found, i not in wanted  # not read yet: settled only if out of reach
+            if row[1] != thread[0]:
+                return found, True  # another session: nothing further belongs to this one
+            if row[3] and row[2] == thread[1]:
+                found.append(i)
+                if len(found) == k:
+                    return found, True
+        return found, True
+
+    # most neighbours sit within a few messages (chat turns): read those first, then further
+    # out only where a side is still short (a coding turn's tool calls in between)
+    wanted = {i for r in rowids for i in range(r - NEIGHBOUR_WINDOW, r + NEIGHBOUR_WINDOW + 1)}
+    read(i for r in rowids for i in range(r - NEAR_FIRST, r + NEAR_FIRST + 1))
+    short = []
+    for rowid in rowids:
+        own = rows.get(rowid)
+        if own is not None:
+            for step in (-1, 1):
+                if not side(rowid, own[1:3], step)[1]:
+                    short.append((rowid, step))
+    read(rowid + step * j for rowid, step in short for j in range(NEAR_FIRST + 1, NEIGHBOUR_WINDOW + 1))
+    wanted = set()
     out = {}
     for rowid in rowids:
-        own = conn.execute("SELECT session_id, agent_id FROM messages WHERE id = ?", (rowid,)).fetchone() \
-            if rowid not in rows else rows[rowid][1:3]
+        own = rows.get(rowid)
         if own is None:
             out[rowid] = []
             continue
-        thread = (own[0], own[1])
-        talk = [i for i in range(rowid - NEIGHBOUR_WINDOW, rowid + NEIGHBOUR_WINDOW + 1)
-                if i != rowid and i in rows and rows[i][3] and (rows[i][1], rows[i][2]) == thread]
-        before = [i for i in talk if i < rowid][::-1][:k]
-        after = [i for i in talk if i > rowid][:k]
+        thread = (own[1], own[2])
+        before, after = side(rowid, thread, -1)[0], side(rowid, thread, 1)[0]
         out[rowid] = [(i, d) for d, i in enumerate(before, 1)] + [(i, d) for d, i in enumerate(after, 1)]
         if TURN_SCAN and rowid in rows and rows[rowid][3]:  # a prompt's or a reply's turn
             near_ids = {i for i, _ in out[rowid]}
