@@ -41,6 +41,7 @@ EXCERPT_CHARS = 400
 EXCERPT_SCAN_CHARS = 20000  # of a message searched for the window that best fits the question
 MAX_EXCERPTS = 12         # excerpts shown without a model
 SIMILAR = 0.8             # word-set overlap (Jaccard) above which two excerpts count as one
+MAX_EXAMINED = 400        # messages read, best first, while looking for distinct excerpts
 PREFETCH_SHARE = 0.75     # of the cap read up front when a model can drill down with tools
 CITATION = re.compile(r"\b(sum_[0-9a-f]{16}|file_[0-9a-f]{16}|"
                       r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b")
@@ -276,7 +277,7 @@ def ranked_excerpts(conn, exp: Expansion, candidates: list[dict], question: str)
     order = sorted(pairs, key=lambda i: (-scores.get(i, 0.0), i))
     patterns = [t.pattern for t in lcm.query.parse_query(question) if t.regex]
     shown: list[dict] = []
-    for rowid in order:
+    for rowid in order[:MAX_EXAMINED]:
         chain, msg = pairs[rowid]
         if msg["token_count"] == 0:
             continue
