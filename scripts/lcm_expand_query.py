@@ -301,8 +301,7 @@ def ranked_excerpts(conn, exp: Expansion, candidates: list[dict], question: str)
                       "via": chain[0] if chain else None, "score": round(scores.get(rowid, 0.0), 3),
                       "text": cut, "words": words, "similar": []})
         if len(shown) >= MAX_EXCERPTS:
-            exp.truncated = exp.truncated or rowid != order[-1]
-            break
+            break  # the rest rank lower; "N excerpts of M messages" says so
     return shown, len(pairs)
 
 
