@@ -14,6 +14,7 @@ import sqlite3
 import time
 from datetime import datetime, timedelta, timezone
 
+import lcm.conversation
 import lcm.db
 import lcm.query
 from lcm.db import LcmError
@@ -37,18 +38,12 @@ NEAR_PAIRS = False        # NEAR(a b) pairs in the BM25 query: better MRR (0.65 
 PREFIXES = False          # score long words' 5-letter prefixes (allergy ~ allergic)
 # A question's words are often in the turn next to the answer (the prompt before a reply, the
 # assistant's question before the user's answer): the best hits lend this share of their score
-# to their 1st and 2nd conversational neighbours (max, not sum: one strong hit is enough).
+# to their 1st and 2nd conversational neighbours (max, not sum: one strong hit is enough;
+# lcm.conversation decides what a neighbour is).
 # bench/recall.py: 0.5/0.25 over the 10 best hits; sum instead of max, or every hit lending,
 # crowded known-item answers out of the top 10 (0.92 -> 0.84).
 NEIGHBOUR_WEIGHTS = (0.5, 0.25)
 NEIGHBOUR_SOURCES = 10    # the best hits that lend their score
-NEIGHBOUR_WINDOW = 16     # messages looked at on either side of a hit to find its neighbours
-NEAR_FIRST = 2            # ... of which these are read first (further ones only when needed)
-# A coding turn's answer comes after many tool calls: the prompt that opened a turn and the last
-# assistant text of that turn are neighbours too (bench/recall.py: neighbour set 0.54 -> 0.81,
-# half-remembered 0.949 -> 0.959, nothing else moved). Searched this many ids either side.
-TURN_SCAN = 200
-TYPED_SQL = "role = 'user' AND is_meta = 0 AND token_count > 0 AND instr(raw, 'tool_use_id') = 0"
 SNIPPET_CHARS = 200
 
 
@@ -271,96 +266,6 @@ def _term_counts(text: str, terms) -> dict:
     return counts
 
 
-# an assistant tool call's flat text is `Name {json input}`: its first space comes right before "{"
-TOOL_CALL_SQL = "substr(content, instr(content, ' '), 2) = ' {' AND instr(substr(content, 1, 80), ' ') > 0"
-
-
-def conversation_neighbours(conn, rowids, k: int = 2) -> dict[int, list[tuple[int, int]]]:
-    """{message id: [(neighbour id, distance)]}: the k nearest conversational messages before and
-    after each of `rowids`.
-
-    Conversational: a typed prompt or an assistant's text (tool calls, tool results, meta and
-    system lines are skipped), in the same session and the same thread (main or one sub-agent),
-    in message id order (a session's transcript order), within NEIGHBOUR_WINDOW ids. A prompt or
-    reply also has its turn's ends as neighbours: the prompt that opened the turn and the last
-    assistant text before the next prompt. The one place that decides what "next to" means, so
-    a conversation-order column can replace id order here alone.
-    """
-    rows: dict = {}
-
-    def read(ids):  # talk = conversational; the raw line is read only for user rows
-        ids = sorted(i for i in ids if i not in rows)
-        for n in range(0, len(ids), 900):
-            chunk = ids[n:n + 900]
-            rows.update((r[0], r) for r in conn.execute(
-                "SELECT id, session_id, agent_id, CASE WHEN is_meta OR token_count = 0 THEN 0"
-                " WHEN role = 'user' THEN instr(raw, 'tool_use_id') = 0"
-                f" WHEN role = 'assistant' THEN NOT ({TOOL_CALL_SQL}) ELSE 0 END AS talk"
-                f" FROM messages WHERE id IN ({','.join('?' * len(chunk))})", chunk))
-
-    def side(rowid, thread, step):  # the talk ids on one side, nearest first, and whether it is settled
-        found = []
-        for i in range(rowid + step, rowid + step * (NEIGHBOUR_WINDOW + 1), step):
-            row = rows.get(i)
-            if row is None:
-                return found, i not in wanted  # not read yet: settled only if out of reach
-            if row[1] != thread[0]:
-                return found, True  # another session: nothing further belongs to this one
-            if row[3] and row[2] == thread[1]:
-                found.append(i)
-                if len(found) == k:
-                    return found, True
-        return found, True
-
-    # most neighbours sit within a few messages (chat turns): read those first, then further
-    # out only where a side is still short (a coding turn's tool calls in between)
-    wanted = {i for r in rowids for i in range(r - NEIGHBOUR_WINDOW, r + NEIGHBOUR_WINDOW + 1)}
-    read(i for r in rowids for i in range(r - NEAR_FIRST, r + NEAR_FIRST + 1))
-    short = []
-    for rowid in rowids:
-        own = rows.get(rowid)
-        if own is not None:
-            for step in (-1, 1):
-                if not side(rowid, own[1:3], step)[1]:
-                    short.append((rowid, step))
-    read(rowid + step * j for rowid, step in short for j in range(NEAR_FIRST + 1, NEIGHBOUR_WINDOW + 1))
-    wanted = set()
-    out = {}
-    for rowid in rowids:
-        own = rows.get(rowid)
-        if own is None:
-            out[rowid] = []
-            continue
-        thread = (own[1], own[2])
-        before, after = side(rowid, thread, -1)[0], side(rowid, thread, 1)[0]
-        out[rowid] = [(i, d) for d, i in enumerate(before, 1)] + [(i, d) for d, i in enumerate(after, 1)]
-        if TURN_SCAN and rowid in rows and rows[rowid][3]:  # a prompt's or a reply's turn
-            near_ids = {i for i, _ in out[rowid]}
-            for i, d in _turn_ends(conn, rowid, thread):
-                if i != rowid and i not in near_ids:
-                    out[rowid].append((i, d))
-    return out
-
-
-
-def _turn_ends(conn, rowid, thread):
-    """The typed prompt that opened this message's turn and the assistant text that closed it."""
-    sid, agent = thread
-    prompt = conn.execute(f"SELECT id FROM messages WHERE session_id = ? AND id BETWEEN ? AND ? AND agent_id IS ?"
-                          f" AND {TYPED_SQL} ORDER BY id DESC LIMIT 1", (sid, rowid - TURN_SCAN, rowid, agent)).fetchone()
-    nxt = conn.execute(f"SELECT id FROM messages WHERE session_id = ? AND id BETWEEN ? AND ? AND agent_id IS ?"
-                       f" AND {TYPED_SQL} ORDER BY id LIMIT 1", (sid, rowid + 1, rowid + TURN_SCAN, agent)).fetchone()
-    if prompt is None:
-        return []
-    hi = nxt[0] - 1 if nxt else rowid + TURN_SCAN
-    last = conn.execute(f"SELECT id FROM messages WHERE session_id = ? AND id BETWEEN ? AND ? AND agent_id IS ?"
-                        f" AND role = 'assistant' AND token_count > 0 AND NOT ({TOOL_CALL_SQL})"
-                        " ORDER BY id DESC LIMIT 1", (sid, max(rowid, prompt[0]), hi, agent)).fetchone()
-    d_prompt = 1 if last and last[0] == rowid else 2
-    d_last = 1 if prompt[0] == rowid else 2
-    return [(prompt[0], d_prompt)] + ([(last[0], d_last)] if last else [])
-
-
 def _lend_to_neighbours(conn, src: Source, scored: list) -> list:
     """Add to each conversational neighbour of the best hits a share of that hit's score.
 
@@ -370,7 +275,7 @@ def _lend_to_neighbours(conn, src: Source, scored: list) -> list:
     gains: dict = {}
     lender: dict = {}
     best = sorted(scored, key=lambda p: -p[0])[:NEIGHBOUR_SOURCES]
-    around = conversation_neighbours(conn, [row["rowid_"] for _, row in best])
+    around = lcm.conversation.neighbours(conn, [row["rowid_"] for _, row in best])
     for score, row in best:
         for rowid, distance in around[row["rowid_"]]:
             gain = score * NEIGHBOUR_WEIGHTS[distance - 1]
@@ -425,7 +330,7 @@ def rank_messages(conn, text: str, ids: list[int]) -> dict[int, float]:
                     scores[rowid] = float(score)
     gains: dict[int, float] = {}
     best = sorted(scores.items(), key=lambda p: -p[1])[:NEIGHBOUR_SOURCES]
-    around = conversation_neighbours(conn, [rowid for rowid, _ in best])
+    around = lcm.conversation.neighbours(conn, [rowid for rowid, _ in best])
     for rowid, score in best:
         for other, distance in around[rowid]:
             if other in wanted:
