@@ -37,9 +37,9 @@ def neighbours(conn, rowids, k: int = 2) -> dict[int, list[tuple[int, int]]]:
         for n in range(0, len(ids), 900):
             chunk = ids[n:n + 900]
             rows.update((r[0], r) for r in conn.execute(
-                "SELECT id, session_id, agent_id, CASE WHEN is_meta OR token_count = 0 THEN 0"
+                "SELECT id, session_id, agent_id, role = 'user', CASE WHEN is_meta OR token_count = 0 THEN 0"
                 " WHEN role = 'user' THEN instr(raw, 'tool_use_id') = 0"
-                f" WHEN role = 'assistant' THEN NOT ({TOOL_CALL_SQL}) ELSE 0 END AS talk"
+                f" WHEN role = 'assistant' THEN NOT ({TOOL_CALL_SQL}) ELSE 0 END"
                 f" FROM messages WHERE id IN ({','.join('?' * len(chunk))})", chunk))
 
     def side(rowid, thread, step):  # the talk ids on one side, nearest first, and whether it is settled
@@ -50,7 +50,7 @@ def neighbours(conn, rowids, k: int = 2) -> dict[int, list[tuple[int, int]]]:
                 return found, i not in wanted  # not read yet: settled only if out of reach
             if row[1] != thread[0]:
                 return found, True  # another session: nothing further belongs to this one
-            if row[3] and row[2] == thread[1]:
+            if row[4] and row[2] == thread[1]:
                 found.append(i)
                 if len(found) == k:
                     return found, True
@@ -78,27 +78,61 @@ def neighbours(conn, rowids, k: int = 2) -> dict[int, list[tuple[int, int]]]:
         thread = (own[1], own[2])
         before, after = side(rowid, thread, -1)[0], side(rowid, thread, 1)[0]
         out[rowid] = [(i, d) for d, i in enumerate(before, 1)] + [(i, d) for d, i in enumerate(after, 1)]
-        if TURN_SCAN and rowid in rows and rows[rowid][3]:  # a prompt's or a reply's turn
+        if TURN_SCAN and own[4]:  # a prompt's or a reply's turn
             near_ids = {i for i, _ in out[rowid]}
-            for i, d in _turn_ends(conn, rowid, thread):
+            for i, d in _turn_ends(conn, rows, rowid, thread):
                 if i != rowid and i not in near_ids:
                     out[rowid].append((i, d))
     return out
 
 
-def _turn_ends(conn, rowid, thread):
-    """The typed prompt that opened this message's turn and the assistant text that closed it."""
+def _turn_ends(conn, rows, rowid, thread):
+    """[(id, distance)] of the typed prompt that opened this message's turn and the assistant text
+    that closed it: from the rows already read when they reach that far (a chat's short turns),
+    else from the vault."""
+    ends = _turn_ends_in(rows, rowid, thread) or _turn_ends_sql(conn, rowid, thread)
+    if not ends:
+        return []
+    prompt, last = ends
+    d_prompt = 1 if last == rowid else 2
+    d_last = 1 if prompt == rowid else 2
+    return [(prompt, d_prompt)] + ([(last, d_last)] if last else [])
+
+
+def _turn_ends_in(rows, rowid, thread):
+    """(prompt, last reply) found in `rows` (id -> id, session, agent, is_user, talk), or None."""
+    def mine(r):
+        return r[1] == thread[0] and r[2] == thread[1]
+    i = rowid
+    while not (rows.get(i) and mine(rows[i]) and rows[i][4] and rows[i][3]):
+        if i not in rows or i <= rowid - TURN_SCAN:
+            return None
+        i -= 1
+    prompt, last, i = i, None, max(rowid, i)
+    while True:
+        r = rows.get(i)
+        if r is None:
+            return None
+        if r[1] != thread[0]:
+            return prompt, last  # the session ended: so did the turn
+        if mine(r) and r[4]:
+            if r[3] and i > prompt:
+                return prompt, last  # the next prompt
+            if not r[3]:
+                last = i
+        i += 1
+
+
+def _turn_ends_sql(conn, rowid, thread):
     sid, agent = thread
     prompt = conn.execute(f"SELECT id FROM messages WHERE session_id = ? AND id BETWEEN ? AND ? AND agent_id IS ?"
                           f" AND {TYPED_SQL} ORDER BY id DESC LIMIT 1", (sid, rowid - TURN_SCAN, rowid, agent)).fetchone()
     nxt = conn.execute(f"SELECT id FROM messages WHERE session_id = ? AND id BETWEEN ? AND ? AND agent_id IS ?"
                        f" AND {TYPED_SQL} ORDER BY id LIMIT 1", (sid, rowid + 1, rowid + TURN_SCAN, agent)).fetchone()
     if prompt is None:
-        return []
+        return None
     hi = nxt[0] - 1 if nxt else rowid + TURN_SCAN
     last = conn.execute(f"SELECT id FROM messages WHERE session_id = ? AND id BETWEEN ? AND ? AND agent_id IS ?"
                         f" AND role = 'assistant' AND token_count > 0 AND NOT ({TOOL_CALL_SQL})"
                         " ORDER BY id DESC LIMIT 1", (sid, max(rowid, prompt[0]), hi, agent)).fetchone()
-    d_prompt = 1 if last and last[0] == rowid else 2
-    d_last = 1 if prompt[0] == rowid else 2
-    return [(prompt[0], d_prompt)] + ([(last[0], d_last)] if last else [])
+    return prompt[0], last[0] if last else None
