@@ -10,7 +10,9 @@ coding_pairs()    generated at run time from the real transcripts in the vault: 
                   the evidence; only pairs whose question shares no content word with the
                   evidence are kept ("neighbour"), plus "half-remembered" questions mixing words
                   of the prompt and of its reply.
-Nothing from the transcripts is stored in the repository: questions are built when the bench runs.
+paraphrase_cases()  16 hand-written questions over ../shared/data in other words (synonyms), by uuid.
+Nothing from the transcripts is stored in the repository: questions are built when the bench runs
+(the hand-written ones hold only uuids and our own wording).
 """
 from __future__ import annotations
 
@@ -184,6 +186,40 @@ def persona_chats(projects, personas: int = 6, seed: int = 7) -> list[tuple[str,
                 d.assistant_text(f"{advice} With {topic}, small steady changes matter more than big plans.")
             d.write()
     return cases
+
+
+# Hand-written over ../shared/data: (question in other words than the message uses, its uuid).
+# Written once by reading the messages, never tuned on; synonyms and paraphrases, not neighbours.
+PARAPHRASE = [
+    ("which build backend did we switch the packaging config to", "fce284bf-28d7-419b-8ae6-d7e3aec8b802"),
+    ("how much of the code did the suite exercise back then", "e6d14b52-5a0e-45e9-aae1-d4a0ca39ea65"),
+    ("could we proxy the script and stylesheet assets instead of a base path prefix",
+     "924fbd38-7ef9-4907-91fd-ade65d44ff0b"),
+    ("save the tarball work to version control before starting the next feature",
+     "069e61c7-b74e-4d73-85dc-20c4cfca01c3"),
+    ("simplify jumping between conversations to a single merged log link", "17159ef3-1b83-4d25-bfdf-502d3a80ca2c"),
+    ("make the script figure out the pull request on its own without being told which one",
+     "95dd6ed3-f160-42c5-8fb5-89b1743375ad"),
+    ("reuse previously rendered pages when exporting instead of rebuilding them",
+     "14f67dff-7dd1-4438-beca-17f9a01906ed"),
+    ("sanity check of the repository health and whether the docs match the implementation",
+     "51703481-d802-4036-ad03-f2f2c84de966"),
+    ("run the text splitting in a background thread without a second script", "a249f242-5f6d-4a6c-9e84-c3a4601d129b"),
+    ("make the lane labels the same hue as the events", "457b1b53-17d5-4b09-a472-2289f0936cf1"),
+    ("the cache class was set up wrongly in a spec", "902b4c20-ad87-4f82-b67a-fe88682c900d"),
+    ("document the ways to set up with astral's package manager", "b6348357-c1d7-438a-bd36-9e629bb09174"),
+    ("the static analyser kept complaining about reading keys from a mapping", "d17101d0-5cde-40b5-b5c9-bca4205c14e0"),
+    ("the write-up was slightly over the length goal but had every required part",
+     "ab9d2f9e-d42d-49b5-9e21-630cd6d37c25"),
+    ("it was mostly a single suggestion for arranging the notes files produced while working",
+     "13f97369-4175-446a-bac8-0b7e2981d649"),
+    ("strip collapsible html blocks from the review bot output", "f42473ed-9514-42a8-a3e0-c64bdbde318a"),
+]
+
+
+def paraphrase_cases(conn) -> list[tuple[str, list[str]]]:
+    """PARAPHRASE as (question, [uuid]) for the uuids this vault holds."""
+    return [(q, [u]) for q, u in PARAPHRASE if conn.execute("SELECT 1 FROM messages WHERE uuid = ?", (u,)).fetchone()]
 
 
 WORD = re.compile(r"[A-Za-z][A-Za-z0-9]+")
