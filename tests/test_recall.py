@@ -94,6 +94,11 @@ def test_a_long_turns_last_reply_is_found_from_the_prompts_words(tmp_path, vault
     assert any("dialect sniffer" in r["snippet"] and r["next_to"] for r in doc["results"])
 
 
+def test_words_typed_apart_find_a_name_written_as_one(chats, capsys):
+    doc = grep_json(capsys, "zoo keeper quorum", "--all-sessions", "--limit", "3")
+    assert doc["results"] and all("zookeeper" in r["snippet"] for r in doc["results"])
+
+
 def test_typed_searches_only_what_the_person_typed(chats, capsys):
     doc = grep_json(capsys, "moving city", "--all-sessions", "--typed")
     assert doc["results"] and all(r["role"] == "user" for r in doc["results"])

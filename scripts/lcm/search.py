@@ -36,6 +36,7 @@ DEDUPE = True             # one result per distinct text, the best-scored copy
 NEAR_PAIRS = False        # NEAR(a b) pairs in the BM25 query: better MRR (0.65 -> 0.70) but worse
 # recall@10 (0.93 -> 0.88) on bench/recall.py, and recall@10 is what a page of 10-20 results needs
 PREFIXES = False          # score long words' 5-letter prefixes (allergy ~ allergic)
+COMPOUNDS = True          # adjacent words also as one word ("web workers" ~ WebWorkers)
 # A question's words are often in the turn next to the answer (the prompt before a reply, the
 # assistant's question before the user's answer): the best hits lend this share of their score
 # to their 1st and 2nd conversational neighbours (max, not sum: one strong hit is enough;
@@ -351,10 +352,13 @@ def _rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm):
     dfs = {t: _df(conn, src, t.fts, n_docs) for t in fts_terms}
     chosen, total = _choose_terms(dfs)
     relevance = {}
-    if chosen:
+    # "web workers" in the question, WebWorkers in the code: adjacent words glued into one, when
+    # the vault has that word (they only add score; coverage counts the words as typed)
+    glued = [t for t in lcm.query.compounds(fts_terms) if COMPOUNDS and _df(conn, src, t.fts, n_docs)]
+    if chosen or glued:
         words = [t for t in chosen if t.kind == "word"]
         extras = lcm.query.ranking_extras([t for t in fts_terms if t in words], NEAR_PAIRS, PREFIXES)
-        relevance = _fts_candidates(conn, src, chosen, total, extras, want)
+        relevance = _fts_candidates(conn, src, chosen or glued, total, extras + glued if chosen else extras, want)
     rows = {r["rowid_"]: r for r in _fetch(conn, src, list(relevance))}
     stopped = False
     scan_terms = [t for t in terms if not t.fts or t.kind == "cjk"] if use_fts else terms
