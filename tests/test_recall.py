@@ -95,7 +95,7 @@ def test_a_long_turns_last_reply_is_found_from_the_prompts_words(tmp_path, vault
 
 
 def test_words_typed_apart_find_a_name_written_as_one(chats, capsys):
-    doc = grep_json(capsys, "zoo keeper quorum", "--all-sessions", "--limit", "3")
+    doc = grep_json(capsys, "zoo keeper", "--all-sessions", "--limit", "3")
     assert doc["results"] and all("zookeeper" in r["snippet"] for r in doc["results"])
 
 
