@@ -174,6 +174,13 @@ def estimate_tokens(text: str | None) -> int:
 # Schema: an append-only list. Never edit a released migration; add one.
 # ---------------------------------------------------------------------------
 
+# A conversational message: a typed prompt or an assistant's text, not a tool call (flat text
+# `Name {input}`), tool result, harness-injected or empty line. The WHERE of the partial index
+# messages_talk: a query must repeat it verbatim to use the index, and it never changes.
+TALK_WHERE = ("is_meta = 0 AND token_count > 0 AND (role = 'user' AND instr(raw, 'tool_use_id') = 0"
+              " OR role = 'assistant' AND NOT (substr(content, instr(content, ' '), 2) = ' {'"
+              " AND instr(substr(content, 1, 80), ' ') > 0))")
+
 MIGRATIONS: list[list[str]] = [
     # 1: the vault
     [
@@ -325,6 +332,11 @@ MIGRATIONS: list[list[str]] = [
     # 2: lines consumed per transcript, so an incremental read knows the line number at byte_offset
     [
         "ALTER TABLE transcripts ADD COLUMN line_count INTEGER NOT NULL DEFAULT 0",
+    ],
+    # 3: the conversational messages (typed prompts, assistant text) of each session in order, so
+    # search finds a hit's neighbours from this small index without reading whole rows
+    [
+        f"CREATE INDEX messages_talk ON messages(session_id, id, agent_id, role) WHERE {TALK_WHERE}",
     ],
 ]
 
