@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 
@@ -97,6 +98,23 @@ def test_a_long_turns_last_reply_is_found_from_the_prompts_words(tmp_path, vault
 def test_words_typed_apart_find_a_name_written_as_one(chats, capsys):
     doc = grep_json(capsys, "zoo keeper", "--all-sessions", "--limit", "3")
     assert doc["results"] and all("zookeeper" in r["snippet"] for r in doc["results"])
+
+
+def test_older_vaults_get_the_neighbour_index_and_search_works_before_they_do(chats, capsys, tmp_path):
+    # read-only before migrating (grep never migrates): the same neighbours, found without the index
+    chats.execute("DROP INDEX messages_talk")
+    doc = grep_json(capsys, "Which city am I moving to?", "--all-sessions")
+    assert any("lease in Rotterdam" in r["snippet"] for r in doc["results"])
+    # a vault made before the index migration gets it on its next write connection
+    mine = next(i for i, m in enumerate(lcm.db.MIGRATIONS) if any("messages_talk" in s for s in m))
+    old = sqlite3.connect(tmp_path / "old.db")
+    for statement in [s for m in lcm.db.MIGRATIONS[:mine] for s in m]:
+        old.execute(statement)
+    old.execute(f"PRAGMA user_version = {mine}")
+    old.commit()
+    old.close()
+    conn = lcm.db.connect(str(tmp_path / "old.db"))
+    assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'messages_talk'").fetchone()
 
 
 def test_typed_searches_only_what_the_person_typed(chats, capsys):

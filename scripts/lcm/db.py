@@ -336,7 +336,7 @@ MIGRATIONS: list[list[str]] = [
     # 3: the conversational messages (typed prompts, assistant text) of each session in order, so
     # search finds a hit's neighbours from this small index without reading whole rows
     [
-        f"CREATE INDEX messages_talk ON messages(session_id, id, agent_id, role) WHERE {TALK_WHERE}",
+        f"CREATE INDEX IF NOT EXISTS messages_talk ON messages(session_id, id, agent_id, role) WHERE {TALK_WHERE}",
     ],
 ]
 
