@@ -1,7 +1,8 @@
-"""Search every stored message and summary; each hit names the summary that covers it.
+"""Search every stored message and summary, and the pinned notes; each message hit names the
+summary that covers it.
 
 Usage:
-  python3 scripts/lcm_grep.py QUERY [--mode auto|full_text|regex] [--scope messages|summaries|both]
+  python3 scripts/lcm_grep.py QUERY [--mode auto|full_text|regex] [--scope messages|summaries|notes|both]
                               [--session ID | --project DIR | --all-sessions] [--since WHEN]
                               [--before WHEN] [--role ROLE] [--typed] [--limit N] [--offset N] [--json]
   python3 scripts/lcm_grep.py [OPTIONS] -- -QUERY    (a query that starts with "-")
@@ -14,11 +15,13 @@ Modes:
   regex      Python regular expression over the stored text, newest first, time-bounded
 
 Scope: by default the current project (the cwd of $LCM_SESSION_ID's session) when LCM_SESSION_ID
-is set, else everything; the first line of the output names it, and a note counts stronger
+is set, else everything; the first line of the output names it, and a line counts stronger
 matches in other projects. --session takes an id or a unique prefix (8 characters are printed).
 Under an expansion grant (LCM_GRANT) only the grant's sessions are searched. --typed keeps what
 the person typed (tool results are user-role entries too). WHEN is an ISO date/time or a
-relative age: 30m, 3h, 2d, 1w. --limit is at most 200.
+relative age: 30m, 3h, 2d, 1w. --limit is at most 200. Notes pinned with lcm_remember.py that
+match are listed first (type "note"; in a project scope, the notes that apply there and the
+global ones).
 
 Examples:
   python3 "$LCM_SCRIPTS/lcm_grep.py" "database migration"
@@ -68,6 +71,8 @@ def _print_text(doc, args, options) -> None:
                 head += f"  in {r['covering_summary_id']}"
             if r["next_to"]:
                 head += f"  (next to {r['next_to'][:8]})"
+        elif r["type"] == "note":
+            head = f"{r['id']}  note  {when}  {r['project'] or 'all projects'}"
         else:
             head = f"{r['id']}  {r['kind']} summary (depth {r['depth']})  {when}  session {r['session_id'][:8]}"
         out.write(f"[{i}] {head}\n    {r['snippet']}\n")
@@ -79,8 +84,10 @@ def _print_text(doc, args, options) -> None:
     if elsewhere:
         out.write(f"{elsewhere} stronger match(es) in other projects: "
                   + lcm.db.command_line("lcm_grep.py", query, *options, "--all-sessions") + "\n")
-    if doc["results"]:
-        first = doc["results"][0]
+    first = next((r for r in doc["results"] if r["type"] != "note"), None)
+    if first is None and doc["results"]:
+        out.write("Next: " + lcm.db.command_line("lcm_remember.py", "--list", "--all") + "\n")
+    elif first is not None:
         target = first["covering_summary_id"] if first["type"] == "message" and first["covering_summary_id"] else first["id"]
         out.write("Next: " + lcm.db.command_line("lcm_describe.py", lcm.db.Positional(first["id"])) + "\n")
         out.write("      " + lcm.db.command_line("lcm_expand.py", lcm.db.Positional(target)) + "\n")
@@ -107,7 +114,8 @@ def _main(argv):
     p = lcm.db.parser(__doc__)
     p.add_argument("query", metavar="QUERY", help="what to look for (one starting with '-' goes after --)")
     p.add_argument("--mode", choices=["auto", "full_text", "regex"], default="auto")
-    p.add_argument("--scope", choices=["messages", "summaries", "both"], default="both")
+    p.add_argument("--scope", choices=["messages", "summaries", "notes", "both"], default="both",
+                   help="what to search (default both: messages, summaries and notes)")
     lcm.db.add_session_arg(p)
     p.add_argument("--project", metavar="DIR", help="only sessions whose cwd is DIR (or below it)")
     p.add_argument("--all-sessions", action="store_true", help="search every session of every project")

@@ -106,10 +106,10 @@ def test_older_vaults_get_the_neighbour_index_and_search_works_before_they_do(ch
     doc = grep_json(capsys, "Which city am I moving to?", "--all-sessions")
     assert any("lease in Rotterdam" in r["snippet"] for r in doc["results"])
     # a vault made before the index migration gets it on its next write connection
-    mine = next(i for i, m in enumerate(lcm.db.MIGRATIONS) if any("messages_talk" in s for s in m))
+    mine = next(i for i, m in enumerate(lcm.db.MIGRATIONS) if any("messages_talk" in str(s) for s in m))
     old = sqlite3.connect(tmp_path / "old.db")
-    for statement in [s for m in lcm.db.MIGRATIONS[:mine] for s in m]:
-        old.execute(statement)
+    for step in [s for m in lcm.db.MIGRATIONS[:mine] for s in m]:
+        step(old) if callable(step) else old.execute(step)
     old.execute(f"PRAGMA user_version = {mine}")
     old.commit()
     old.close()
