@@ -35,8 +35,9 @@ neighbours by raw message distance instead of conversational turns (coding 0.79)
 
 Usage:
   python3 bench/recall.py [--set NAME=VALUE ...] [--show-misses]
-Prints one JSON line. `--set` overrides a constant of lcm.search (or lcm.query.NAME) to try a
-ranking idea, e.g. --set NEAR_PAIRS=true --set 'ROLE_WEIGHT={}'.
+Prints one JSON line. `--set` overrides a constant of lcm.search (or lcm.query.NAME,
+lcm.conversation.NAME) to try a ranking idea, e.g. --set NEAR_PAIRS=true --set 'ROLE_WEIGHT={}'
+--set lcm.conversation.TURN_SCAN=0.
 
 Tried and measured here (recall@10 over all sets; kept = in lcm.search today):
   plain OR-BM25 0.80 -> stopwords minus pronouns and negations, role/tool weights, every-term x2,
@@ -519,8 +520,9 @@ def main(argv=None):
             name, value = setting.split("=", 1)
             module, _, name = name.rpartition(".")
             value = json.loads(value)
-            setattr(lcm.query if module == "lcm.query" else lcm.search, name,
-                    frozenset(value) if name == "STOPWORDS" else value)
+            import lcm.conversation
+            target = {"lcm.query": lcm.query, "lcm.conversation": lcm.conversation}.get(module, lcm.search)
+            setattr(target, name, frozenset(value) if name == "STOPWORDS" else value)
         projects = Path(tmp) / "projects"
         sets = {"personal": build_personal(projects), "holdout": build_holdout(projects),
                 "multi": build_multi(projects), "persona": recall_sets.persona_chats(projects)}
