@@ -261,6 +261,7 @@ def planted(tmp_path, monkeypatch):
     project.mkdir()
     monkeypatch.setenv("CLAUDE_PROJECT_DIR", str(project))
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "8")
+    monkeypatch.setenv("LCM_LEAF_MIN_TOKENS", "50")  # a short session still compacts
     t = planted_session(tmp_path / "projects", str(project))
     uuids = [e["uuid"] for e in t.entries[:4]]  # prompt, reply, Bash call, its result
     return {"t": t, "project": project, "projects": tmp_path / "projects", "uuids": uuids}
