@@ -25,11 +25,10 @@ PREVIEW_CHARS = 80
 
 def resolve_session(conn, ref: str) -> str:
     """The session id that `ref` is, or uniquely begins; an LcmError otherwise."""
-    if conn.execute("SELECT 1 FROM messages WHERE session_id = ? LIMIT 1", (ref,)).fetchone():
+    if ref and conn.execute("SELECT 1 FROM messages WHERE session_id = ? LIMIT 1", (ref,)).fetchone():
         return ref
-    like = ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-    rows = conn.execute("SELECT DISTINCT session_id FROM messages WHERE session_id LIKE ? ESCAPE '\\' LIMIT 6",
-                        (like,)).fetchall()
+    rows = conn.execute("SELECT session_id FROM sessions WHERE substr(session_id, 1, ?) = ? LIMIT 6",
+                        (len(ref), ref)).fetchall() if ref else []
     if not rows:
         raise LcmError(f"no session {ref!r} in the vault", "list sessions with lcm_status.py, or check the id")
     if len(rows) > 1:
