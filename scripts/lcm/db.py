@@ -326,6 +326,17 @@ MIGRATIONS: list[list[str]] = [
     [
         "ALTER TABLE transcripts ADD COLUMN line_count INTEGER NOT NULL DEFAULT 0",
     ],
+    # 3: messages lcm_purge.py removed, refused if a transcript offers them again
+    [
+        """CREATE TABLE purged (
+            uuid TEXT PRIMARY KEY,              -- transcript uuid of a purged message
+            purged_at TEXT NOT NULL
+        ) WITHOUT ROWID""",
+        # every insert path (hook, bulk import, a re-read from byte 0) goes through this
+        """CREATE TRIGGER messages_purged BEFORE INSERT ON messages
+            WHEN EXISTS (SELECT 1 FROM purged WHERE uuid = new.uuid)
+        BEGIN SELECT RAISE(IGNORE); END""",
+    ],
 ]
 
 # FTS5 is optional in some SQLite builds; these run only where it exists.

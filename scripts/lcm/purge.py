@@ -83,7 +83,9 @@ def select(conn, *, session: str | None = None, message: str | None = None, matc
     else:
         if not match:
             raise LcmError("--match needs a non-empty pattern", "give the text to forget")
-        sel = Selection(f"messages matching {'regex' if regex else 'text'} {match!r}")
+        # the pattern itself is not echoed: it is often the secret being forgotten
+        sel = Selection("messages matching the given regular expression" if regex else
+                        "messages containing the given text")
         if regex:
             try:
                 sel.pattern = re.compile(match)
