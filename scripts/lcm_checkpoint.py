@@ -32,6 +32,10 @@ def _main(argv):
     p.add_argument("--llm", action="store_true", help="add a model-written narrative (LCM_LLM backend)")
     args = p.parse_args(argv)
     output = Path(args.output).expanduser() if args.output else lcm.checkpoint.workspace_root() / lcm.checkpoint.FILE_NAME
+    if output.is_dir():
+        raise LcmError(f"--output {output} is a directory", f"pass a file path, e.g. {output / lcm.checkpoint.FILE_NAME}")
+    if output.exists() and not output.is_file():  # a device or FIFO: never replace it with a file
+        raise LcmError(f"--output {output} is not a regular file", "pass the path of a file to write")
     if not output.parent.is_dir():
         raise LcmError(f"cannot write {output}: {output.parent} is not a directory", "pass --output PATH in an existing directory")
     conn = lcm.db.connect(args.db, create=False)

@@ -71,7 +71,7 @@ def _main(argv):
     p.add_argument("--before", metavar="WHEN", help="ISO date/time or age")
     p.add_argument("--role", choices=["user", "assistant", "system"], help="only messages of this role")
     lcm.db.add_limit_arg(p)
-    p.add_argument("--offset", type=int, default=0, metavar="N", help="skip the first N results")
+    p.add_argument("--offset", type=lcm.db.int_arg(), default=0, metavar="N", help="skip the first N results")
     args = p.parse_args(argv)
     conn = lcm.db.connect(args.db, create=False, readonly=True)
     doc = search(conn, args.query, mode=args.mode, scope=args.scope, session=args.session,
