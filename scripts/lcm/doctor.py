@@ -158,10 +158,15 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def stage_parents() -> list[str]:
+    """Where bulk imports make their stage directories (lcm.ingest: /dev/shm, else the temp dir)."""
+    return sorted({"/dev/shm", tempfile.gettempdir()})
+
+
 def stage_dirs() -> list[str]:
     """Stage directories of bulk imports whose process is gone."""
     found = []
-    for parent in sorted({"/dev/shm", tempfile.gettempdir()}):
+    for parent in stage_parents():
         try:
             names = os.listdir(parent)
         except OSError:
@@ -283,7 +288,8 @@ def backend() -> dict:
     if problem:
         doc["hint"] = lcm.llm.NO_BACKEND_HINT
     elif chosen == "none":
-        doc["hint"] = "summaries are extractive until a model is available: " + lcm.llm.NO_BACKEND_HINT
+        doc["hint"] = "summaries stay extractive until a model is available: " + lcm.llm.NO_BACKEND_HINT.replace(
+            ", or set LCM_LLM=none for extractive summaries without a model", "")
     return doc
 
 
