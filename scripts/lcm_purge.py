@@ -14,7 +14,7 @@ built on them and those summaries' ancestors (the next lcm_compact.py summarises
 their externalised files under $LCM_HOME/files, the checkpoints that may quote them, and
 leaves no copy in the vault's free pages or its write-ahead log. Purged messages are remembered
 by uuid, so a transcript still on disk never imports them again; delete the transcript itself
-(under ~/.claude/projects) if it must go too. Backups that lcm_doctor.py --fix made beside the
+(under ~/.claude/projects) if it must go too. Backups that lcm_doctor.py made beside the
 vault, and .lcm-checkpoint.md files in projects, are not touched: the output lists them.
 
 Examples:

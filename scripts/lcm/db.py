@@ -330,12 +330,12 @@ MIGRATIONS: list[list[str]] = [
     ],
     # 3: messages lcm_purge.py removed, refused if a transcript offers them again
     [
-        """CREATE TABLE purged (
+        """CREATE TABLE IF NOT EXISTS purged (
             uuid TEXT PRIMARY KEY,              -- transcript uuid of a purged message
             purged_at TEXT NOT NULL
         ) WITHOUT ROWID""",
         # every insert path (hook, bulk import, a re-read from byte 0) goes through this
-        """CREATE TRIGGER messages_purged BEFORE INSERT ON messages
+        """CREATE TRIGGER IF NOT EXISTS messages_purged BEFORE INSERT ON messages
             WHEN EXISTS (SELECT 1 FROM purged WHERE uuid = new.uuid)
         BEGIN SELECT RAISE(IGNORE); END""",
     ],
