@@ -61,8 +61,9 @@ def run_checks(conn, doc: dict) -> None:
         return
     check = lcm.doctor.integrity(conn)
     doc["integrity"] = check["result"]
-    doc["schema"] = {"status": "problem" if check["schema_version"] > check["code_schema_version"] else "ok",
-                     "version": check["schema_version"], "current": check["code_schema_version"]}
+    doc["schema"] = {"status": "problem" if check["schema_version"] > check["code_schema_version"]
+                     or not check["purge_guard"] else "ok", "version": check["schema_version"],
+                     "current": check["code_schema_version"], "purge_guard": check["purge_guard"]}
     doc["_integrity_status"] = check["status"]
     doc["fts"] = lcm.doctor.fts(conn)
     doc["dag"] = lcm.doctor.dag(conn)
@@ -80,7 +81,8 @@ def fix(conn, doc: dict) -> None:
     if doc.get("read_only"):
         doc["not_fixed"].append("the vault is read-only here, so nothing in it was repaired")
     else:
-        broken = doc["integrity"] != "ok" or doc["fts"]["damaged"] or doc["dag"]["broken"]
+        broken = (doc["integrity"] != "ok" or doc["fts"]["damaged"] or doc["dag"]["broken"]
+                  or not doc["schema"]["purge_guard"])
         if broken:
             doc["backup"] = lcm.doctor.backup(conn, path)
         if doc["integrity"] != "ok":
@@ -90,6 +92,9 @@ def fix(conn, doc: dict) -> None:
             tables = list(doc["fts"]["tables"])
             lcm.doctor.rebuild_fts(conn, tables)
             doc["fixed"].append("rebuilt the full-text indexes " + ", ".join(tables))
+        if not doc["schema"]["purge_guard"]:
+            conn.execute(lcm.db.PURGED_TRIGGER)
+            doc["fixed"].append("restored the trigger that keeps purged messages out of the vault")
         if doc["dag"]["broken"]:
             ids = [r[0] for q in lcm.doctor.DAG_CHECKS for r in conn.execute(q[1])]
             dropped = lcm.doctor.drop_broken_summaries(conn, ids)
@@ -121,7 +126,9 @@ def _print(doc: dict) -> None:
         integ = doc["integrity"]
         text = "ok" if integ == "ok" else "; ".join(integ[:5]) + (" ..." if len(integ) > 5 else "")
         s = doc["schema"]
-        out.write(_line(doc["_integrity_status"], "integrity", f"{text}; schema {s['version']} (this lcm: {s['current']})"))
+        guard = "" if s["purge_guard"] else "; the trigger that keeps purged messages out is missing"
+        out.write(_line(doc["_integrity_status"], "integrity",
+                        f"{text}; schema {s['version']} (this lcm: {s['current']}){guard}"))
         f = doc["fts"]
         text = ("; ".join(f"{t} {v}" for t, v in f["tables"].items()) if f["tables"]
                 else "no FTS5 in this SQLite: search falls back to LIKE")

@@ -192,3 +192,20 @@ def test_one_criterion_is_required(vault_with_secret, capsys):
     with pytest.raises(SystemExit) as exc:
         lcm_purge.main(["--yes"])
     assert exc.value.code == 2
+
+
+def test_doctor_restores_a_lost_purge_guard(vault_with_secret, capsys):
+    assert lcm_purge.main(["--match", SECRET, "--yes"]) == 0
+    conn = _db(vault_with_secret)
+    conn.execute("DROP TRIGGER messages_purged")
+    conn.commit()
+    conn.close()
+    assert lcm_doctor.main([]) == 1
+    assert "purged messages" in capsys.readouterr().out
+    assert lcm_doctor.main(["--fix"]) == 0
+    conn = _db(vault_with_secret)
+    conn.execute("DELETE FROM transcripts")
+    conn.commit()
+    conn.close()
+    assert lcm_ingest.main(["--all"]) == 0
+    assert _grep_count(capsys, TOKEN) == 0

@@ -38,9 +38,17 @@ def integrity(conn) -> dict:
     rows = [r[0] for r in conn.execute("PRAGMA integrity_check(100)")]
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     doc = {"result": "ok" if rows == ["ok"] else rows, "schema_version": version,
-           "code_schema_version": lcm.db.SCHEMA_VERSION}
-    doc["status"] = _status(rows != ["ok"] or version > lcm.db.SCHEMA_VERSION)
+           "code_schema_version": lcm.db.SCHEMA_VERSION, "purge_guard": purge_guard(conn)}
+    doc["status"] = _status(rows != ["ok"] or version > lcm.db.SCHEMA_VERSION or not doc["purge_guard"])
     return doc
+
+
+def purge_guard(conn) -> bool:
+    """False when messages were purged but the trigger that keeps them out of the vault is missing."""
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'trigger')")}
+    if "purged" not in tables or "messages_purged" in tables:
+        return True
+    return conn.execute("SELECT 1 FROM purged LIMIT 1").fetchone() is None
 
 
 def fts(conn) -> dict:

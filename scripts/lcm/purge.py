@@ -229,6 +229,7 @@ def purge(conn, sel: Selection) -> dict:
             checkpoints = _doomed_checkpoints(conn, sel)
             uuids = [r[0] for r in conn.execute("SELECT uuid FROM messages WHERE id IN (SELECT id FROM temp.purge_messages)")]
             now = lcm.db.now_iso()
+            conn.execute(lcm.db.PURGED_TRIGGER)
             conn.executemany("INSERT OR IGNORE INTO purged (uuid, purged_at) VALUES (?, ?)", ((u, now) for u in uuids))
             dropped = drop_summaries(conn)
             files = conn.execute(f"SELECT id, path FROM files WHERE {FILES_OF_PURGE}").fetchall()
