@@ -29,6 +29,7 @@ Examples:
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
 
 import lcm.db
@@ -39,7 +40,7 @@ CHECKS = ("schema", "fts", "dag", "stale", "fallback", "hooks", "backend", "disk
 
 
 def _open(path_arg):
-    """(connection or None, why it is read-only or cannot be opened)."""
+    """(connection or None, why it could not be opened for writing, or at all)."""
     try:
         return lcm.db.connect(path_arg, create=False), None
     except LcmError as exc:
@@ -48,8 +49,15 @@ def _open(path_arg):
         why = exc
     try:
         return lcm.db.connect(path_arg, create=False, readonly=True), why
-    except LcmError as exc:
-        return None, exc
+    except LcmError:
+        pass
+    try:  # a read-only filesystem: SQLite cannot even make the -shm file; read the file as it is
+        conn = sqlite3.connect(f"file:{lcm.db.db_path(path_arg)}?mode=ro&immutable=1", uri=True)
+        conn.row_factory = sqlite3.Row
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # a file that is not a vault fails here
+        return conn, why
+    except sqlite3.DatabaseError:
+        return None, why
 
 
 def run_checks(conn, doc: dict) -> None:
@@ -78,7 +86,7 @@ def fix(conn, doc: dict) -> None:
         doc["backup"] = lcm.doctor.copy_file(path)
         doc["not_fixed"].append("the vault cannot be opened, so nothing in it was repaired")
         return
-    if doc.get("read_only"):
+    if doc.get("access"):
         doc["not_fixed"].append("the vault is read-only here, so nothing in it was repaired")
     else:
         broken = (doc["integrity"] != "ok" or doc["fts"]["damaged"] or doc["dag"]["broken"]
@@ -121,8 +129,8 @@ def _print(doc: dict) -> None:
     if doc.get("unopenable"):
         out.write(_line("problem", "integrity", doc["unopenable"]))
     else:
-        if doc.get("read_only"):
-            out.write(_line("problem", "access", doc["read_only"]))
+        if doc.get("access"):
+            out.write(_line("problem", "access", doc["access"]))
         integ = doc["integrity"]
         text = "ok" if integ == "ok" else "; ".join(integ[:5]) + (" ..." if len(integ) > 5 else "")
         s = doc["schema"]
@@ -171,17 +179,25 @@ def _print(doc: dict) -> None:
     for line in doc["not_fixed"]:
         out.write(f"Not fixed: {line}\n")
     if doc["problems"]:
+        fixable = not (doc["fixed"] or doc["not_fixed"]) and _fixable(doc)
         out.write(f"{doc['problems']} problem{'s' * (doc['problems'] != 1)}."
-                  + ("" if doc["fixed"] or doc["not_fixed"] else " Run lcm_doctor.py --fix (it backs the vault up first).")
-                  + "\n")
+                  + (" Run lcm_doctor.py --fix (it backs the vault up first)." if fixable else "") + "\n")
     else:
         out.write("Healthy.\n")
+
+
+def _fixable(doc: dict) -> bool:
+    """Whether --fix would repair something (a full disk or a read-only vault it cannot)."""
+    if doc.get("access"):
+        return bool(doc["stale"]["stage_dirs"])
+    return any(doc.get(k, {}).get("status") == "problem" for k in ("fts", "dag", "stale")) or bool(
+        doc.get("unopenable")) or doc.get("_integrity_status") == "problem"
 
 
 def _count(doc: dict) -> int:
     statuses = [doc[k]["status"] for k in CHECKS if k in doc]
     statuses.append(doc.get("_integrity_status", "problem"))
-    return statuses.count("problem") + bool(doc.get("read_only"))
+    return statuses.count("problem") + bool(doc.get("access"))
 
 
 def _main(argv):
@@ -194,7 +210,7 @@ def _main(argv):
     conn, why = _open(args.db)
     doc = {"db": path, "integrity": None, "backup": None, "fixed": [], "not_fixed": []}
     if why is not None:
-        doc["unopenable" if conn is None else "read_only"] = f"{why.message} ({why.hint})" if why.hint else why.message
+        doc["unopenable" if conn is None else "access"] = f"{why.message} ({why.hint})" if why.hint else why.message
     if conn is None:
         doc["integrity"] = [why.message]
     run_checks(conn, doc)

@@ -16,7 +16,7 @@ import lcm_doctor
 import lcm_grep
 import lcm_ingest
 import lcm_status
-from conftest import ROOT
+from conftest import ROOT, SCRIPTS, mount_tmpfs
 from transcripts import Transcript
 
 
@@ -174,3 +174,19 @@ def test_a_damaged_vault_points_to_the_doctor(isolated_home, vault, stage_root, 
 def test_no_vault_is_an_error(isolated_home, capsys):
     assert lcm_doctor.main([]) == 1
     assert "no vault" in capsys.readouterr().err
+
+
+def test_read_only_vault_is_checked_and_named(isolated_home, stage_root, tmp_path, monkeypatch, capsys):
+    ro = tmp_path / "ro"
+    mount_tmpfs(ro, "8m")
+    try:
+        monkeypatch.setenv("LCM_DB", str(ro / "lcm.db"))
+        subprocess.run([sys.executable, str(SCRIPTS / "lcm_init.py")], check=True, capture_output=True)
+        subprocess.run(["mount", "-o", "remount,ro", str(ro)], check=True)
+        code, doc = _doctor(capsys)
+        assert code == 1 and "read-only" in doc["access"] and "not damaged" in doc["access"]
+        assert doc["integrity"] == "ok" and doc["dag"]["status"] == "ok"  # still read and checked
+        assert lcm_doctor.main([]) == 1
+        assert "--fix" not in capsys.readouterr().out  # nothing --fix could do about it
+    finally:
+        subprocess.run(["umount", "-l", str(ro)])

@@ -21,7 +21,7 @@ import lcm_grep
 import lcm_ingest
 import lcm_llm_map
 import lcm_resume
-from conftest import SCRIPTS
+from conftest import SCRIPTS, mount_tmpfs
 from transcripts import Transcript
 
 HOSTILE = ["", "\udcff", "x" * 60_000, "9223372036854775808", "-9223372036854775809", "-1", "0",
@@ -191,18 +191,9 @@ def test_closed_pipe_is_quiet(workdir):
 DISCARD = re.compile(r"move it aside|rebuild|delete|remove", re.IGNORECASE)
 
 
-def _mount_tmpfs(path, size="1m"):
-    path.mkdir()
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("needs root to mount a small tmpfs")
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                      capture_output=True).returncode != 0:
-        pytest.skip("mount -t tmpfs is not allowed here")
-
-
 def test_full_disk_names_the_cause(workdir, tmp_path, monkeypatch, capsys):
     small = tmp_path / "small"
-    _mount_tmpfs(small, "2m")
+    mount_tmpfs(small, "2m")
     try:
         monkeypatch.setenv("LCM_DB", str(small / "lcm.db"))
         assert lcm_ingest.main([str(workdir / "projects")]) == 0  # the vault fits; the next import does not
@@ -219,7 +210,7 @@ def test_full_disk_names_the_cause(workdir, tmp_path, monkeypatch, capsys):
 
 def test_read_only_vault_names_the_cause(workdir, tmp_path, monkeypatch, capsys):
     ro = tmp_path / "ro"
-    _mount_tmpfs(ro, "8m")
+    mount_tmpfs(ro, "8m")
     try:
         monkeypatch.setenv("LCM_DB", str(ro / "lcm.db"))
         # in another process: the filesystem cannot turn read-only while this one holds files open
