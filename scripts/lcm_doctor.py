@@ -207,6 +207,8 @@ def _main(argv):
     path = str(lcm.db.db_path(args.db))
     if not os.path.exists(path):
         raise LcmError(f"no vault at {path}", "run lcm_init.py or lcm_ingest.py --all first, or pass --db")
+    if os.path.isdir(path):
+        raise LcmError(f"{path} is a directory, not a vault", "pass --db PATH of the vault file (lcm.db)")
     conn, why = _open(args.db)
     doc = {"db": path, "integrity": None, "backup": None, "fixed": [], "not_fixed": []}
     if why is not None:

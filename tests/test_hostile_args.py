@@ -97,6 +97,23 @@ def test_every_option_survives_hostile_values(module, workdir, capsys):
     assert not failures, "\n".join(failures)
 
 
+@pytest.mark.parametrize("module", ["lcm_status", "lcm_grep", "lcm_doctor", "lcm_purge", "lcm_init", "lcm_ingest"])
+def test_hostile_vault_paths(module, workdir, capsys):
+    not_a_vault = workdir / "notes.txt"
+    not_a_vault.write_text("not a database " * 100)
+    extra = {"lcm_grep": ["parser"], "lcm_purge": ["--match", "parser"], "lcm_ingest": ["projects"]}.get(module, [])
+    failures = []
+    for value in ["", "\udcff", "x" * 60_000, str(workdir), str(not_a_vault), str(workdir / "no" / "such" / "dir.db")]:
+        code, err = _call(module, ["--db", value, *extra], capsys)
+        # lcm_doctor's exit 1 may be its report of a damaged vault (on stdout)
+        if code not in (0, 1, 2) or (code == 1 and not err.startswith("Error: ") and module != "lcm_doctor") \
+                or "Traceback" in err:
+            failures.append(f"{module} --db {value[:30]!r}: exit {code}: {err[:200]}")
+        if "move it aside" in err:
+            failures.append(f"{module} --db {value[:30]!r}: suggests discarding: {err[:200]}")
+    assert not failures, "\n".join(failures)
+
+
 @pytest.mark.parametrize("module, argv", [
     ("lcm_grep", ["--all-sessions"]), ("lcm_grep", ["--mode", "regex"]), ("lcm_grep", ["--mode", "full_text"]),
     ("lcm_describe", []), ("lcm_expand", []), ("lcm_ingest", []), ("lcm_expand_query", ["--prompt", "p", "--query"]),

@@ -62,6 +62,8 @@ def fts(conn) -> dict:
         except sqlite3.OperationalError as exc:
             if "readonly" in str(exc):
                 tables[table] = "not checked (read-only vault)"
+            elif "locked" in str(exc) or "busy" in str(exc):  # the check takes the write lock
+                tables[table] = "not checked (an import or compaction is writing: run lcm_doctor.py again later)"
             else:
                 tables[table] = f"damaged: {exc}"
         except sqlite3.DatabaseError as exc:
@@ -240,10 +242,12 @@ def hooks_installed() -> list[str]:
                       if on is True and name.split("@")[0] == "lcm"]
         if "session_start.py" in json.dumps(data.get("hooks", {})):
             where.append(f"hook commands in {settings}")
-    for name in sorted(os.listdir(os.path.join(root, "skills"))) if os.path.isdir(os.path.join(root, "skills")) else []:
-        if os.path.isfile(os.path.join(root, "skills", name, "hooks", "hooks.json")) and os.path.isfile(
-                os.path.join(root, "skills", name, "scripts", "lcm_grep.py")):
-            where.append(f"skills-directory plugin {os.path.join(root, 'skills', name)}")
+    skills = os.path.join(root, "skills")
+    for name in sorted(os.listdir(skills)) if os.path.isdir(skills) else []:
+        clone = os.path.join(skills, name)
+        if os.path.isfile(os.path.join(clone, "hooks", "hooks.json")) and os.path.isfile(
+                os.path.join(clone, "scripts", "lcm_grep.py")):
+            where.append(f"skills-directory plugin {clone}")
     return where
 
 
