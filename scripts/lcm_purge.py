@@ -30,16 +30,19 @@ import lcm.db
 import lcm.purge
 
 
+def _n(count: int, one: str, many: str | None = None) -> str:
+    return f"{count} {one if count == 1 else many or one + 's'}"
+
+
 def _print(doc: dict, done: bool) -> None:
     out = sys.stdout
     verb = "Removed" if done else "Would remove"
     if not doc["messages"] and not doc["summaries"]:
         out.write(f"Nothing to remove: no {doc['what']}.\n")
         return
-    sessions = len(doc["sessions"])
-    out.write(f"{verb} {doc['messages']} messages of {sessions} session{'s' * (sessions != 1)}, "
-              f"{doc['summaries']} summaries, {doc['files']} stored files and {doc['checkpoints']} checkpoints"
-              f" ({doc['what']}).\n")
+    out.write(f"{verb} {_n(doc['messages'], 'message')} of {_n(len(doc['sessions']), 'session')}, "
+              f"{_n(doc['summaries'], 'summary', 'summaries')}, {_n(doc['files'], 'stored file')} and "
+              f"{_n(doc['checkpoints'], 'checkpoint')} ({doc['what']}).\n")
     for ex in doc["examples"]:
         when = (ex["created_at"] or "")[:16].replace("T", " ")
         out.write(f"  {ex['uuid']}  {ex['role']}  {when}  session {ex['session_id'][:8]}  {ex['preview']}\n")

@@ -15,9 +15,10 @@ import lcm_ingest
 import lcm_purge
 from transcripts import Transcript
 
-SECRET = "sk-ant-api03-PurgeMeQx7Zt41Lk9"
-TOKEN = "purgemeqx7zt41lk9"  # how the full-text index stores its distinctive part (lower case)
-TAIL = b"qx7zt41lk9"  # the index compresses a term's prefix against its neighbour: look for the rest
+SECRET = "sk-ant-api03-PurgeMeQx7Zt41Lk9"  # a key: masked in the searchable text, kept in the raw line
+PLACE = "Xylophonequokka Close"  # private, not a secret to the masks: indexed for search as it is
+TOKEN = "xylophonequokka"  # how the full-text index holds it (lower case)
+TAIL = b"phonequokka"  # the index compresses a term's prefix against its neighbour: look for the rest
 
 
 @pytest.fixture
@@ -33,9 +34,9 @@ def _session(projects, sid, secret_turn=None, turns=24):
     t = Transcript(projects, session_id=sid)
     for i in range(turns):
         if i == secret_turn:
-            t.user(f"deploy with the key {SECRET} please")
-            call = t.tool_use("Bash", {"command": f"ANTHROPIC_API_KEY={SECRET} ./deploy.sh"})
-            t.tool_result(call, "deployed; log follows\n" + ("ok line\n" * 150) + f"key used: {SECRET}\n")
+            t.user(f"deploy with the key {SECRET} to the office at {PLACE} please")
+            call = t.tool_use("Bash", {"command": f"echo '{PLACE}' && ANTHROPIC_API_KEY={SECRET} ./deploy.sh"})
+            t.tool_result(call, f"deployed for {PLACE}; log follows\n" + ("ok line\n" * 150) + f"key used: {SECRET}\n")
         else:
             t.user(f"step {i}: tidy the parser module and run the tests again")
             t.assistant_text(f"done with step {i}; " + "the parser now handles edge cases. " * 8)
@@ -69,7 +70,7 @@ def _traces(vault) -> list[str]:
                  *(vault.parent / "files").glob("*")]:
         if path.exists():
             data = path.read_bytes()
-            if SECRET.encode() in data or TAIL in data.lower():
+            if SECRET.encode() in data or TAIL in data.lower() or SECRET.lower().encode()[-10:] in data.lower():
                 found.append(path.name)
     return found
 
@@ -91,10 +92,10 @@ def test_fixture_holds_the_secret_everywhere(vault_with_secret, capsys):
 
 def test_without_yes_nothing_is_removed(vault_with_secret, capsys):
     before = _db(vault_with_secret).execute("SELECT count(*) FROM messages").fetchone()[0]
-    assert lcm_purge.main(["--match", SECRET]) == 0
+    assert lcm_purge.main(["--match", PLACE]) == 0
     out = capsys.readouterr().out
     assert "Would remove 3 messages" in out and "--yes" in out
-    assert SECRET not in out  # the dry run's examples blank the text being forgotten
+    assert PLACE not in out  # the dry run's examples blank the text being forgotten
     assert _db(vault_with_secret).execute("SELECT count(*) FROM messages").fetchone()[0] == before
     assert _grep_count(capsys, TOKEN) >= 1
 
@@ -136,7 +137,7 @@ def test_purge_by_match_rebuilds_the_dag_from_what_remains(vault_with_secret, ca
     total = conn.execute("SELECT count(*) FROM messages WHERE session_id LIKE 'aaaa%'").fetchone()[0]
     untouched = conn.execute("SELECT count(*) FROM summaries WHERE session_id LIKE 'bbbb%'").fetchone()[0]
     conn.close()
-    assert lcm_purge.main(["--match", SECRET, "--yes"]) == 0
+    assert lcm_purge.main(["--match", PLACE, "--yes"]) == 0
     assert "Removed 3 messages of 1 session" in capsys.readouterr().out
     conn = _db(vault_with_secret)
     assert conn.execute("SELECT count(*) FROM messages WHERE session_id LIKE 'aaaa%'").fetchone()[0] == total - 3
@@ -158,6 +159,7 @@ def test_purge_by_match_rebuilds_the_dag_from_what_remains(vault_with_secret, ca
 def test_purge_one_message_by_uuid(vault_with_secret, capsys):
     conn = _db(vault_with_secret)
     uuid = conn.execute("SELECT uuid FROM messages WHERE content LIKE 'deploy with the key%'").fetchone()[0]
+    assert lcm_purge.main(["--message", uuid]) == 0 and "Would remove 1 message " in capsys.readouterr().out
     conn.close()
     assert lcm_purge.main(["--message", uuid, "--yes"]) == 0
     conn = _db(vault_with_secret)
