@@ -154,6 +154,14 @@ def test_invalid_utf8_argument_is_an_error(workdir, capsys):
     assert code == 1 and "not valid UTF-8" in err
 
 
+@pytest.mark.parametrize("module, argv", [("lcm_grep", ["parser"]), ("lcm_status", []), ("lcm_describe", []),
+                                          ("lcm_checkpoint", ["--output", "cp.md"])])
+def test_invalid_utf8_session_variable_is_an_error(module, argv, workdir, monkeypatch, capsys):
+    monkeypatch.setenv("LCM_SESSION_ID", "\udcff")
+    code, err = _call(module, argv, capsys)
+    assert code == 1 and "LCM_SESSION_ID is not valid UTF-8" in err
+
+
 def test_checkpoint_output_a_directory(workdir, capsys):
     code, err = _call("lcm_checkpoint", ["--session", "s-hostile", "--output", str(workdir)], capsys)
     assert code == 1 and err.startswith("Error: ") and "directory" in err

@@ -153,7 +153,15 @@ def files_dir() -> Path:
 
 
 def current_session_id() -> str | None:
-    return os.environ.get("LCM_SESSION_ID") or os.environ.get("CLAUDE_CODE_SESSION_ID") or None
+    for name in ("LCM_SESSION_ID", "CLAUDE_CODE_SESSION_ID"):
+        value = os.environ.get(name)
+        if value:
+            try:
+                value.encode("utf-8")  # the environment may hold any bytes; SQLite takes UTF-8 only
+            except UnicodeEncodeError:
+                raise LcmError(f"{name} is not valid UTF-8", f"unset {name}, or set it to a session id") from None
+            return value
+    return None
 
 
 def new_id(prefix: str) -> str:
