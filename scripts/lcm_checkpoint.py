@@ -45,7 +45,8 @@ def _main(argv):
     try:
         tmp = lcm.checkpoint.write_atomic(output, text)
     except OSError as exc:
-        raise LcmError(f"cannot write {output}: {exc.strerror}", "check the directory's permissions or pass --output PATH") from None
+        raise (lcm.db.storage_error(exc, str(output), "cannot write") or LcmError(
+            f"cannot write {output}: {exc.strerror}", "check the directory's permissions or pass --output PATH")) from None
     try:
         with lcm.db.transaction(conn):
             cur = conn.execute(

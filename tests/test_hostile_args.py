@@ -303,3 +303,19 @@ def test_storage_error_hints():
         assert error is not None and hint in error.hint, (exc, error and error.hint)
         assert not DISCARD.search(error.message + error.hint)
     assert lcm.db.storage_error(ValueError("x")) is None
+
+
+def test_checkpoint_to_a_full_disk_names_the_cause(workdir, tmp_path, capsys):
+    full = tmp_path / "full"
+    mount_tmpfs(full, "64k")
+    try:
+        with open(full / "filler", "wb") as f:
+            try:
+                f.write(b"x" * (1 << 20))
+            except OSError:
+                pass
+        code, err = _call("lcm_checkpoint", ["--session", "s-hostile", "--output", str(full / "cp.md")], capsys)
+        assert code == 1 and "is full" in err and "free some space" in err, err
+        assert "vault" not in err  # the checkpoint file's disk, not the vault's
+    finally:
+        subprocess.run(["umount", "-l", str(full)])

@@ -520,11 +520,12 @@ def storage_error(exc: BaseException, path: str | None = None, doing: str = "") 
         cause = cause or next((c for t, c in _SQLITE_TEXTS if t in text), None)
     elif isinstance(exc, OSError) and exc.errno is not None:
         cause = _ERRNO_CAUSES.get(errno.errorcode.get(exc.errno, ""))
-        path = exc.filename if isinstance(exc.filename, str) else path
+        path = path or (exc.filename if isinstance(exc.filename, str) else None)
     if cause is None:
         return None
     path = path or _vault or _db_path_str()
     where = os.path.dirname(path) or "."
+    vault = path.startswith((_vault or _db_path_str(), _db_path_str()))  # the vault, its -wal or -shm
     if cause in ("cantopen", "readonly", "permission"):
         found = _path_cause(path, where)
         if found and (cause == "cantopen" or found != "nodir"):
@@ -532,13 +533,16 @@ def storage_error(exc: BaseException, path: str | None = None, doing: str = "") 
     head = f"{doing} {path}: " if doing else ""
     what, hint = {
         "full": (f"the disk holding {where} is full (or a file size limit was reached)",
-                 f"free some space there (df -h {where}) and run the command again; the vault is not damaged"),
+                 f"free some space there (df -h {where}) and run the command again"
+                 + ("; the vault is not damaged" if vault else "")),
         "readonly": (f"{path} cannot be written: the file, its directory or its filesystem is read-only",
                      f"make the vault, its -wal and -shm files and {where} writable by you (ls -l {where}), or "
-                     "remount the filesystem read-write; the vault is not damaged"),
+                     "remount the filesystem read-write; the vault is not damaged" if vault else
+                     f"make {where} writable by you (ls -ld {where}), or write somewhere else"),
         "permission": (f"permission denied on {path}",
                        f"check the owner and mode of the vault, its -wal and -shm files and {where} (ls -l {where}); "
-                       "lcm makes them for the user who runs it, 0600 and 0700"),
+                       "lcm makes them for the user who runs it, 0600 and 0700" if vault else
+                       f"check the owner and mode of {path} and {where} (ls -ld {where})"),
         "nodir": (f"the directory {where} does not exist", "create it, or point --db / LCM_DB at the vault"),
         "cantopen": (f"{path} cannot be opened",
                      f"check that {where} exists and that you may read and write it and the vault (ls -ld {where} {path})"),
