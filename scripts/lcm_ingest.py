@@ -8,11 +8,13 @@ PATH is a transcript (.jsonl) or a directory searched recursively for *.jsonl. -
 every transcript under $CLAUDE_CONFIG_DIR/projects, else ~/.claude/projects. Each user,
 assistant and system entry is stored with its original line byte for byte, deduplicated on
 its uuid; a re-run reads only the bytes added since the last one. Malformed lines are
-reported (file:line on stderr) and skipped, never fatal.
+reported (file:line on stderr) and skipped, never fatal. Transcripts of projects matching
+LCM_EXCLUDE (colon-separated path globs) are skipped, and counted in the output.
 
 Examples:
   python3 "$LCM_SCRIPTS/lcm_ingest.py" --all
   python3 "$LCM_SCRIPTS/lcm_ingest.py" ~/.claude/projects/-home-me-proj --json
+  LCM_EXCLUDE="$HOME/clients/*" python3 "$LCM_SCRIPTS/lcm_ingest.py" --all
 """
 from __future__ import annotations
 
@@ -50,6 +52,8 @@ def _main(argv):
     if len(result["malformed"]) > MALFORMED_SHOWN:
         sys.stderr.write(f"... {len(result['malformed']) - MALFORMED_SHOWN} more (--json lists them all)\n")
     note = f"; {result['malformed_lines']} malformed lines skipped" if result["malformed_lines"] else ""
+    if result["excluded_files"]:
+        note += f"; skipped {result['excluded_files']} transcripts of projects in LCM_EXCLUDE"
     print(f"{result['messages_added']} new messages ({result['messages_skipped']} already stored) from "
           f"{result['files']} files, {result['sessions']} sessions in {result['seconds']}s{note}")
     return 0
