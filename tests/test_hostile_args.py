@@ -44,6 +44,9 @@ BASE = {
     "lcm_purge": ["--session", "s-hostile"],
     "lcm_resume": [],
     "lcm_status": [],
+    "lcm_sessions": [],
+    "lcm_remember": ["a note about the parser"],
+    "lcm_export": ["--session", "s-hostile"],
 }
 SKIP_OPTIONS = {"--db"}  # covered by test_hostile_vault_paths
 

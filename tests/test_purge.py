@@ -186,7 +186,7 @@ def test_ambiguous_session_prefix(vault_with_secret, isolated_home, capsys):
     _session(isolated_home / ".claude" / "projects", "aaaa9999-third-session", turns=2)
     assert lcm_ingest.main(["--all"]) == 0
     assert lcm_purge.main(["--session", "aaaa", "--yes"]) == 1
-    assert "ambiguous" in capsys.readouterr().err
+    assert "several sessions" in capsys.readouterr().err
     assert lcm_purge.main(["--session", "aaaa1111"]) == 0
 
 

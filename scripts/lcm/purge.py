@@ -15,27 +15,13 @@ import os
 import re
 
 import lcm.db
+import lcm.sessions
 from lcm.db import LcmError
 
 # the externalised files of the messages in temp.purge_messages
 FILES_OF_PURGE = "message_uuid IN (SELECT uuid FROM messages WHERE id IN (SELECT id FROM temp.purge_messages))"
 EXAMPLES = 5  # messages shown by a dry run
 PREVIEW_CHARS = 80
-
-
-def resolve_session(conn, ref: str) -> str:
-    """The session id that `ref` is, or uniquely begins; an LcmError otherwise."""
-    if ref and conn.execute("SELECT 1 FROM messages WHERE session_id = ? LIMIT 1", (ref,)).fetchone():
-        return ref
-    rows = conn.execute("SELECT session_id FROM sessions WHERE substr(session_id, 1, ?) = ? LIMIT 6",
-                        (len(ref), ref)).fetchall() if ref else []
-    if not rows:
-        raise LcmError(f"no session {ref!r} in the vault", "list sessions with lcm_status.py, or check the id")
-    if len(rows) > 1:
-        shown = ", ".join(r[0][:12] for r in rows[:5])
-        raise LcmError(f"session prefix {ref!r} is ambiguous ({shown}{', ...' if len(rows) > 5 else ''})",
-                       "give more characters of the session id")
-    return rows[0][0]
 
 
 class Selection:
@@ -68,7 +54,7 @@ def select(conn, *, session: str | None = None, message: str | None = None, matc
            regex: bool = False) -> Selection:
     """The messages one criterion names (exactly one of session, message, match)."""
     if session is not None:
-        sid = resolve_session(conn, session)
+        sid = lcm.sessions.resolve_session(conn, session)
         sel = Selection(f"session {sid}")
         sel.message_ids = [r[0] for r in conn.execute("SELECT id FROM messages WHERE session_id = ? ORDER BY id",
                                                       (sid,))]

@@ -109,9 +109,10 @@ class Source:
         elif project and kind == "note":
             # notes that apply there: global ones, those pinned for it or above it, or below it
             chain = lcm.notes.project_chain(project)
+            below = project.rstrip("/") + "/"
             where.append(f"(t.project IS NULL OR t.project IN ({','.join('?' * len(chain))})"
-                         " OR t.project LIKE ? ESCAPE '\\')")
-            params += [*chain, _like_escape(project.rstrip("/")) + "/%"]
+                         " OR substr(t.project, 1, ?) = ?)")  # not LIKE: see below
+            params += [*chain, len(below), below]
         elif project:
             # a prefix test, not LIKE: SQLite refuses LIKE patterns over 50,000 bytes
             where.append("t.session_id IN (SELECT session_id FROM sessions WHERE project = ?"
