@@ -7,7 +7,8 @@ Without --yes nothing is removed: it prints what would go (counts and a few exam
   --session ID    every message of a session (its id or a unique prefix of it)
   --message UUID  one message, by its transcript uuid (as lcm_grep.py prints it)
   --match TEXT    every message whose stored text or original transcript line contains TEXT
-                  (case-sensitive substring); with --regex, TEXT is a Python regular expression
+                  (case-sensitive substring), and every pinned note (lcm_remember.py) that does;
+                  with --regex, TEXT is a Python regular expression
 
 With --yes it removes the messages (rows, original lines, search index entries), the summaries
 built on them and those summaries' ancestors (the next lcm_compact.py summarises what remains),
@@ -37,12 +38,13 @@ def _n(count: int, one: str, many: str | None = None) -> str:
 def _print(doc: dict, done: bool) -> None:
     out = sys.stdout
     verb = "Removed" if done else "Would remove"
-    if not doc["messages"] and not doc["summaries"]:
+    if not doc["messages"] and not doc["summaries"] and not doc["notes"]:
         out.write(f"Nothing to remove: no {doc['what']}.\n")
         return
     out.write(f"{verb} {_n(doc['messages'], 'message')} of {_n(len(doc['sessions']), 'session')}, "
               f"{_n(doc['summaries'], 'summary', 'summaries')}, {_n(doc['files'], 'stored file')} and "
-              f"{_n(doc['checkpoints'], 'checkpoint')} ({doc['what']}).\n")
+              f"{_n(doc['checkpoints'], 'checkpoint')}" + (f", {_n(doc['notes'], 'pinned note')}" if doc["notes"] else "")
+              + f" ({doc['what']}).\n")
     for ex in doc["examples"]:
         when = (ex["created_at"] or "")[:16].replace("T", " ")
         out.write(f"  {ex['uuid']}  {ex['role']}  {when}  session {ex['session_id'][:8]}  {ex['preview']}\n")

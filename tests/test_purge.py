@@ -13,6 +13,7 @@ import lcm_doctor
 import lcm_grep
 import lcm_ingest
 import lcm_purge
+import lcm_remember
 from transcripts import Transcript
 
 SECRET = "sk-ant-api03-PurgeMeQx7Zt41Lk9"  # a key: masked in the searchable text, kept in the raw line
@@ -211,3 +212,13 @@ def test_doctor_restores_a_lost_purge_guard(vault_with_secret, capsys):
     conn.close()
     assert lcm_ingest.main(["--all"]) == 0
     assert _grep_count(capsys, TOKEN) == 0
+
+
+def test_match_also_forgets_pinned_notes(vault_with_secret, capsys):
+    assert lcm_remember.main([f"the office is at {PLACE}", "--global"]) == 0
+    assert lcm_remember.main(["keep this note", "--global"]) == 0
+    assert lcm_purge.main(["--match", PLACE, "--yes"]) == 0
+    assert "1 pinned note" in capsys.readouterr().out
+    notes = [r[0] for r in _db(vault_with_secret).execute("SELECT content FROM notes")]
+    assert notes == ["keep this note"]
+    assert _traces(vault_with_secret) == []

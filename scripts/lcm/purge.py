@@ -153,6 +153,15 @@ def _doomed_checkpoints(conn, sel: Selection) -> list:
     return conn.execute(f"SELECT id, path FROM checkpoints WHERE {where}", args).fetchall()
 
 
+def _doomed_notes(conn, sel: Selection) -> list[str]:
+    """Ids of pinned notes (lcm_remember.py) that contain the --match text."""
+    if sel.literal is not None:
+        return [r[0] for r in conn.execute("SELECT id FROM notes WHERE instr(content, ?) > 0", (sel.literal,))]
+    if sel.pattern is not None:
+        return [r[0] for r in conn.execute("SELECT id, content FROM notes") if sel.pattern.search(r[1])]
+    return []  # notes outlive their session on purpose: lcm_remember.py --forget ID removes one
+
+
 def plan(conn, sel: Selection) -> dict:
     """What a purge of `sel` removes: the dry run's document (counts and a few examples)."""
     _load_temp(conn, sel)
@@ -170,6 +179,7 @@ def plan(conn, sel: Selection) -> dict:
         "summaries": conn.execute("SELECT count(*) FROM temp.purge_summaries").fetchone()[0],
         "files": files,
         "checkpoints": len(checkpoints),
+        "notes": len(_doomed_notes(conn, sel)),
         "checkpoint_files": sorted({r[1] for r in checkpoints if r[1] and os.path.isfile(r[1])}),
         "examples": examples,
     }
@@ -221,6 +231,8 @@ def purge(conn, sel: Selection) -> dict:
             files = conn.execute(f"SELECT id, path FROM files WHERE {FILES_OF_PURGE}").fetchall()
             conn.executemany("DELETE FROM files WHERE id = ?", ((r[0],) for r in files))
             conn.executemany("DELETE FROM checkpoints WHERE id = ?", ((r[0],) for r in checkpoints))
+            notes = _doomed_notes(conn, sel)
+            conn.executemany("DELETE FROM notes WHERE id = ?", ((i,) for i in notes))
             conn.executemany("DELETE FROM compactions WHERE uuid = ?", ((u,) for u in uuids))
             for sid in sel.whole_sessions:
                 conn.execute("DELETE FROM compactions WHERE session_id = ?", (sid,))
@@ -229,7 +241,7 @@ def purge(conn, sel: Selection) -> dict:
                 conn.execute("DELETE FROM sessions WHERE session_id = ? AND NOT EXISTS"
                              " (SELECT 1 FROM messages WHERE session_id = ?)", (sid, sid))
             # FTS5 keeps a deleted row's terms in its old segments until they are merged
-            if uuids or dropped:
+            if uuids or dropped or notes:
                 for table in fts_tables(conn):
                     conn.execute(f"INSERT INTO \"{table}\"(\"{table}\") VALUES ('optimize')")
         doc["files_removed"] = _remove_files(conn, [r[1] for r in files])
