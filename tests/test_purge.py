@@ -222,3 +222,11 @@ def test_match_also_forgets_pinned_notes(vault_with_secret, capsys):
     notes = [r[0] for r in _db(vault_with_secret).execute("SELECT content FROM notes")]
     assert notes == ["keep this note"]
     assert _traces(vault_with_secret) == []
+
+
+def test_regex_match(vault_with_secret, capsys):
+    assert lcm_purge.main(["--match", r"Xylophone\w+ Clo[s]e", "--regex", "--yes", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["messages"] == 3 and doc["checkpoints"] >= 0
+    assert _traces(vault_with_secret) == []
+    assert _db(vault_with_secret).execute("PRAGMA integrity_check").fetchone()[0] == "ok"

@@ -133,23 +133,19 @@ def drop_summaries(conn) -> int:
     return conn.execute("DELETE FROM summaries WHERE id IN (SELECT id FROM temp.purge_summaries)").rowcount
 
 
-def _checkpoint_filter(sel: Selection) -> tuple[str, list]:
-    """SQL condition on checkpoints that may quote the purged messages."""
-    if sel.literal is not None:
-        return "instr(content, ?) > 0", [sel.literal]
-    if sel.pattern is not None:
-        return "0", []  # checked in Python by _doomed_checkpoints
-    if sel.whole_sessions:
-        return "session_id = ?", [next(iter(sel.whole_sessions))]
-    # one message: a checkpoint of its session written after it may quote it
-    return ("session_id = ? AND (last_message_id IS NULL OR last_message_id >= ?)",
-            [next(iter(sel.sessions), ""), min(sel.message_ids, default=0)])
-
-
 def _doomed_checkpoints(conn, sel: Selection) -> list:
+    """(id, path) of the checkpoints that may quote the purged messages: those of a purged
+    session, those containing the --match text, and for one message those of its session
+    written after it."""
     if sel.pattern is not None:
-        return [r for r in conn.execute("SELECT id, path, content FROM checkpoints") if sel.pattern.search(r[2])]
-    where, args = _checkpoint_filter(sel)
+        return [r[:2] for r in conn.execute("SELECT id, path, content FROM checkpoints") if sel.pattern.search(r[2])]
+    if sel.literal is not None:
+        where, args = "instr(content, ?) > 0", [sel.literal]
+    elif sel.whole_sessions:
+        where, args = "session_id = ?", [next(iter(sel.whole_sessions))]
+    else:
+        where, args = ("session_id = ? AND (last_message_id IS NULL OR last_message_id >= ?)",
+                       [next(iter(sel.sessions), ""), min(sel.message_ids, default=0)])
     return conn.execute(f"SELECT id, path FROM checkpoints WHERE {where}", args).fetchall()
 
 
