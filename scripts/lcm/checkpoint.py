@@ -44,6 +44,22 @@ def resolve_session(conn, explicit: str | None) -> str:
     return row["session_id"]
 
 
+def foreign_reason(conn, session_id: str) -> str | None:
+    """Why the workspace's checkpoint file is not this session's to write, or None when it is:
+    the current session ($LCM_SESSION_ID), or one whose directory is the workspace root."""
+    current = lcm.db.current_session_id()
+    if current == session_id:
+        return None
+    row = conn.execute("SELECT project FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+    project = row["project"] if row else None
+    root = workspace_root()
+    if not current and project and os.path.realpath(project) == os.path.realpath(root):
+        return None
+    if current:
+        return f"session {session_id} is not the current session ({current})"
+    return f"session {session_id} belongs to {project or 'another project'}, not {root}"
+
+
 def catch_up(conn, session_id: str) -> None:
     """Ingest the lines of the live transcript that the hooks have not stored yet."""
     row = conn.execute("SELECT transcript_path FROM sessions WHERE session_id = ?", (session_id,)).fetchone()

@@ -90,6 +90,7 @@ SETTINGS: dict[str, tuple[Callable[[str], object], object, str]] = {
     "LCM_CONTEXT_THRESHOLD": (_fraction, 0.75, "fraction of the model window above which lcm_status.py recommends compaction"),
     "LCM_FRESH_TAIL_COUNT": (_non_negative_int, 32, "newest messages never compacted"),
     "LCM_LEAF_CHUNK_TOKENS": (_positive_int, 20000, "most source tokens in one leaf summary"),
+    "LCM_LEAF_MIN_TOKENS": (_positive_int, 2000, "fewest source tokens in a leaf summary (at most LCM_LEAF_CHUNK_TOKENS); a smaller remainder waits"),
     "LCM_LEAF_TARGET_TOKENS": (_positive_int, 1200, "target size of a leaf summary"),
     "LCM_CONDENSED_TARGET_TOKENS": (_positive_int, 2000, "target size of a condensed summary"),
     "LCM_CONDENSED_MIN_FANOUT": (_positive_int, 4, "summaries of one depth needed to condense them"),
@@ -225,6 +226,20 @@ def _notes_fts(conn: sqlite3.Connection) -> None:
     conn.execute("""CREATE TRIGGER notes_fts_ad AFTER DELETE ON notes BEGIN
         INSERT INTO notes_fts(notes_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
     END""")
+
+
+def _require_sqlite(version: tuple, feature: str) -> None:
+    if sqlite3.sqlite_version_info < version:
+        raise LcmError(f"this vault needs SQLite {'.'.join(map(str, version))} or newer ({feature});"
+                       f" this Python has SQLite {sqlite3.sqlite_version}",
+                       "run lcm with a Python built against a newer SQLite (python.org builds, Homebrew, uv)")
+
+
+def _place_sidechains(conn: sqlite3.Connection) -> None:
+    """Give the sub-agent messages of an existing vault their place in the conversation order
+    (their calls are read from the stored lines; lcm/order.py has the rules)."""
+    import lcm.order  # imports only this module
+    lcm.order.place_existing(conn)
 
 
 # A migration is a list of SQL statements; a function in it runs SQL that depends on the build
@@ -393,7 +408,46 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
         "CREATE INDEX notes_project ON notes(project, created_at)",
         _notes_fts,
     ],
-    # 4: messages lcm_purge.py removed, refused if a transcript offers them again (PURGED_TRIGGER)
+    # 4: a session's conversation order (lcm/order.py): ORDER BY seq is the main thread in
+    # transcript order with each sub-agent's run right after the tool call that started it
+    [
+        lambda conn: _require_sqlite((3, 31), "generated columns"),
+        # sub-agent (sidechain) message: its seq, set by lcm.order.place_threads at ingest
+        "ALTER TABLE messages ADD COLUMN placed_at INTEGER",
+        # '' = the session's main thread, else the id of the sub-agent whose run this is
+        "ALTER TABLE messages ADD COLUMN thread TEXT GENERATED ALWAYS AS"
+        " (CASE WHEN is_sidechain THEN coalesce(agent_id, 'sidechain') ELSE '' END) VIRTUAL",
+        # conversation order: within a session, ORDER BY seq is the conversation (main thread:
+        # id << 32; a sub-agent's message: placed_at, inside the gap after its call's message).
+        # Neighbours in one thread: same session_id and thread, adjacent seq (index messages_seq)
+        "ALTER TABLE messages ADD COLUMN seq INTEGER GENERATED ALWAYS AS"
+        " (CASE WHEN is_sidechain THEN placed_at ELSE id * 4294967296 END) VIRTUAL",
+        # a session in conversation order: its main-thread tail, raw tokens after the newest leaf
+        "CREATE INDEX messages_seq ON messages(session_id, seq)",
+        # sidechain rows still waiting for their place: ingest's check is one index probe
+        "CREATE INDEX messages_unplaced ON messages(session_id) WHERE is_sidechain = 1 AND placed_at IS NULL",
+        """CREATE TABLE agent_calls (
+            tool_use_id TEXT PRIMARY KEY,       -- a Task/Agent tool call
+            session_id TEXT,
+            call_uuid TEXT,                     -- message holding its tool_use block
+            agent_id TEXT                       -- sub-agent it started (toolUseResult.agentId, or the agent's meta.json)
+        )""",
+        "CREATE INDEX agent_calls_agent ON agent_calls(session_id, agent_id)",
+        """CREATE TABLE threads (
+            session_id TEXT NOT NULL,
+            thread TEXT NOT NULL,               -- messages.thread of a sub-agent run
+            anchor_id INTEGER NOT NULL,         -- messages.id of the main-thread message it follows (0: none yet)
+            exact INTEGER NOT NULL,             -- 1: the anchor holds the call that started it; 0: placed by time
+            base INTEGER NOT NULL,              -- placed_at of its messages = base + line number
+            PRIMARY KEY (session_id, thread)
+        )""",
+        # 'ingest': made when a session's order was ingest order; the next compaction rebuilds it
+        "ALTER TABLE summaries ADD COLUMN built_on TEXT NOT NULL DEFAULT 'conversation'",
+        "UPDATE summaries SET built_on = 'ingest' WHERE session_id IN (SELECT DISTINCT m.session_id FROM"
+        " summary_sources s JOIN messages m ON m.id = s.message_id WHERE m.is_sidechain = 1)",
+        _place_sidechains,
+    ],
+    # 5: messages lcm_purge.py removed, refused if a transcript offers them again (PURGED_TRIGGER)
     [
         """CREATE TABLE IF NOT EXISTS purged (
             uuid TEXT PRIMARY KEY,              -- transcript uuid of a purged message

@@ -9,6 +9,7 @@ import sys
 import time
 
 import lcm.db
+import lcm.order
 import lcm.transcript as lt
 from lcm.db import LcmError
 
@@ -159,6 +160,8 @@ def _write(conn, batch: lt.Batch) -> dict:
         else:
             _stage(conn, batch.rows)
             added = _flush(conn)
+        if batch.agent_calls:
+            lcm.order.store_calls(conn, batch.agent_calls)
         if batch.compactions:
             conn.executemany("INSERT OR IGNORE INTO compactions (session_id, source, uuid, trigger, pre_tokens,"
                              " post_tokens, created_at) VALUES (?, 'transcript', ?, ?, ?, ?, ?)", batch.compactions)
@@ -182,7 +185,9 @@ def _write(conn, batch: lt.Batch) -> dict:
             conn.execute(UPSERT_TRANSCRIPT, (batch.path, batch.msg_sid, batch.agent_id, end, end,
                                              batch.head_hash, batch.malformed_before + len(batch.malformed),
                                              batch.line_no, lcm.db.now_iso()))
-    touched = {sid for sid, s in batch.sessions.items() if s.messages}
+        touched = {sid for sid, s in batch.sessions.items() if s.messages}
+        if not batch.staged and (added or batch.agent_calls):  # staged rows: after _store_group's flush
+            lcm.order.place_threads(conn, touched, recheck=bool(batch.agent_calls))
     result.update(messages_added=added, messages_skipped=len(batch.rows) - added,
                   malformed_lines=len(batch.malformed), malformed=batch.malformed,
                   sessions=sorted(touched | set(result["sessions"])))
@@ -251,7 +256,8 @@ def transcript_files(paths) -> list[str]:
         if os.path.isdir(path):
             for directory, dirnames, names in os.walk(path):
                 dirnames.sort()  # <session>.jsonl before <session>/subagents/: parents first
-                for name in sorted(names):
+                # sessions before the agent-*.jsonl beside them (early CLIs): a run finds its call
+                for name in sorted(names, key=lambda n: (n.startswith("agent-"), n)):
                     if name.endswith(".jsonl"):
                         files[os.path.join(directory, name)] = None
         else:
@@ -460,6 +466,8 @@ def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: 
         if stage:
             # one FTS flush and one index segment per group
             total["messages_added"] += _flush(conn, bulk=True)
+            lcm.order.place_threads(conn, {sid for b in batches if b.staged for sid in b.sessions if sid},
+                                    recheck=any(b.agent_calls for b in batches))
         if conn.in_transaction:
             conn.execute("COMMIT")
     finally:

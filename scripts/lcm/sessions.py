@@ -128,7 +128,8 @@ def summary_tree(conn, session_id: str, max_nodes: int = TREE_NODES) -> tuple[li
     total = conn.execute("SELECT count(*) FROM summaries WHERE session_id = ?", (session_id,)).fetchone()[0]
     rows = conn.execute(
         "SELECT id, kind, depth, parent_id, descendant_count, earliest_at, latest_at, substr(content, 1, 400) AS head"
-        " FROM summaries WHERE session_id = ? ORDER BY depth DESC, first_message_id LIMIT ?",
+        " FROM summaries WHERE session_id = ?"
+        " ORDER BY depth DESC, (SELECT seq FROM messages WHERE id = first_message_id) LIMIT ?",  # conversation order
         (session_id, max_nodes)).fetchall()
     nodes = {r["id"]: {"id": r["id"], "kind": r["kind"], "depth": r["depth"], "messages": r["descendant_count"],
                        "earliest_at": r["earliest_at"], "latest_at": r["latest_at"], "head": _head(r["head"]),
