@@ -16,7 +16,7 @@ import lcm_doctor
 import lcm_grep
 import lcm_ingest
 import lcm_status
-from conftest import ROOT, SCRIPTS, mount_tmpfs
+from conftest import ROOT, SCRIPTS, mount_tmpfs, shared_data
 from transcripts import Transcript
 
 
@@ -190,3 +190,17 @@ def test_read_only_vault_is_checked_and_named(isolated_home, stage_root, tmp_pat
         assert "--fix" not in capsys.readouterr().out  # nothing --fix could do about it
     finally:
         subprocess.run(["umount", "-l", str(ro)])
+
+
+def test_real_sessions_with_sub_agents_keep_the_dag_rules(isolated_home, stage_root, monkeypatch, capsys):
+    """Leaves of real transcripts (sub-agent runs folded into the main thread or on their own)
+    pass the contiguity rule in conversation order."""
+    monkeypatch.setenv("LCM_LLM", "none")
+    monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "3000")
+    monkeypatch.setenv("LCM_LEAF_MIN_TOKENS", "500")
+    assert lcm_ingest.main([str(shared_data("claude-projects"))]) == 0
+    assert lcm_compact.main(["--all", "--full"]) == 0
+    capsys.readouterr()
+    code, doc = _doctor(capsys)
+    assert doc["dag"]["summaries"] > 50 and doc["dag"]["broken"] == 0, doc["dag"]
+    assert code == 0

@@ -92,13 +92,22 @@ DAG_CHECKS = (
     ("shares a message with another leaf",
      "SELECT s.summary_id FROM summary_sources s WHERE s.message_id IN (SELECT message_id FROM summary_sources"
      " WHERE message_id IS NOT NULL GROUP BY message_id HAVING count(*) > 1)"),
+    ("is a leaf with messages of another session",
+     "SELECT s.summary_id FROM summary_sources s JOIN summaries p ON p.id = s.summary_id"
+     " JOIN messages m ON m.id = s.message_id WHERE m.session_id != p.session_id"),
+    # in conversation order (messages.seq), within the threads the leaf holds (a sub-agent's run
+    # may be a leaf of its own, or folded into the main thread's); leaves built on the old ingest
+    # order wait for the next lcm_compact.py, which rebuilds them
     ("is a leaf whose messages are not one contiguous run of its session",
      "SELECT leaf.id FROM (SELECT p.id, p.session_id, p.first_message_id AS first, p.last_message_id AS last,"
-     " count(*) AS n, min(m.id) AS lo, max(m.id) AS hi, sum(m.session_id != p.session_id) AS foreign_rows"
+     " count(*) AS n, min(m.seq) AS lo, max(m.seq) AS hi, sum(m.seq IS NULL) AS unplaced"
      " FROM summaries p JOIN summary_sources s ON s.summary_id = p.id JOIN messages m ON m.id = s.message_id"
-     " WHERE p.kind = 'leaf' GROUP BY p.id) AS leaf"
-     " WHERE leaf.foreign_rows > 0 OR leaf.lo != leaf.first OR leaf.hi != leaf.last OR leaf.n != (SELECT count(*)"
-     " FROM messages x WHERE x.session_id = leaf.session_id AND x.id BETWEEN leaf.lo AND leaf.hi)"),
+     " WHERE p.kind = 'leaf' AND p.built_on != 'ingest' GROUP BY p.id) AS leaf"
+     " WHERE leaf.unplaced > 0 OR (SELECT seq FROM messages WHERE id = leaf.first) IS NOT leaf.lo"
+     " OR (SELECT seq FROM messages WHERE id = leaf.last) IS NOT leaf.hi OR leaf.n != (SELECT count(*)"
+     " FROM messages x WHERE x.session_id = leaf.session_id AND x.seq BETWEEN leaf.lo AND leaf.hi"
+     " AND x.thread IN (SELECT t.thread FROM summary_sources ts JOIN messages t ON t.id = ts.message_id"
+     " WHERE ts.summary_id = leaf.id))"),
 )
 
 

@@ -230,8 +230,10 @@ def purge(conn, sel: Selection) -> dict:
             notes = _doomed_notes(conn, sel)
             conn.executemany("DELETE FROM notes WHERE id = ?", ((i,) for i in notes))
             conn.executemany("DELETE FROM compactions WHERE uuid = ?", ((u,) for u in uuids))
+            conn.executemany("DELETE FROM agent_calls WHERE call_uuid = ?", ((u,) for u in uuids))
             for sid in sel.whole_sessions:
-                conn.execute("DELETE FROM compactions WHERE session_id = ?", (sid,))
+                for table in ("compactions", "agent_calls", "threads"):
+                    conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (sid,))
             conn.execute("DELETE FROM messages WHERE id IN (SELECT id FROM temp.purge_messages)")
             for sid in sel.sessions:  # a session with nothing left is forgotten too
                 conn.execute("DELETE FROM sessions WHERE session_id = ? AND NOT EXISTS"
