@@ -44,8 +44,6 @@ def _open(path_arg):
     try:
         return lcm.db.connect(path_arg, create=False), None
     except LcmError as exc:
-        if "no vault at" in exc.message:
-            raise
         why = exc
     try:
         return lcm.db.connect(path_arg, create=False, readonly=True), why
@@ -82,7 +80,7 @@ def run_checks(conn, doc: dict) -> None:
 def fix(conn, doc: dict) -> None:
     """Repair what the checks found; a backup comes before the first change to the vault."""
     path = doc["db"]
-    if conn is None:
+    if doc.get("unopenable"):
         doc["backup"] = lcm.doctor.copy_file(path)
         doc["not_fixed"].append("the vault cannot be opened, so nothing in it was repaired")
         return
@@ -127,10 +125,10 @@ def _print(doc: dict) -> None:
     out.write(f"Vault {doc['db']} ({_mb(d['vault_bytes'])}, WAL {_mb(d['wal_bytes'])}, stored files "
               f"{_mb(d['files_bytes'])}; {_mb(d['free_bytes'])} free on its disk)\n")
     if doc.get("unopenable"):
-        out.write(_line("problem", "integrity", doc["unopenable"]))
-    else:
-        if doc.get("access"):
-            out.write(_line("problem", "access", doc["access"]))
+        out.write(_line("problem", "damage", doc["unopenable"]))
+    if doc.get("access"):
+        out.write(_line("problem", "access", doc["access"]))
+    if "schema" in doc:  # the vault could be read
         integ = doc["integrity"]
         text = "ok" if integ == "ok" else "; ".join(integ[:5]) + (" ..." if len(integ) > 5 else "")
         s = doc["schema"]
@@ -196,8 +194,9 @@ def _fixable(doc: dict) -> bool:
 
 def _count(doc: dict) -> int:
     statuses = [doc[k]["status"] for k in CHECKS if k in doc]
-    statuses.append(doc.get("_integrity_status", "problem"))
-    return statuses.count("problem") + bool(doc.get("access"))
+    statuses.append(doc.get("_integrity_status", "problem"))  # absent: the file could not be read at all
+    readable_but_damaged = bool(doc.get("unopenable")) and "_integrity_status" in doc
+    return statuses.count("problem") + bool(doc.get("access")) + readable_but_damaged
 
 
 def _main(argv):
@@ -211,8 +210,9 @@ def _main(argv):
         raise LcmError(f"{path} is a directory, not a vault", "pass --db PATH of the vault file (lcm.db)")
     conn, why = _open(args.db)
     doc = {"db": path, "integrity": None, "backup": None, "fixed": [], "not_fixed": []}
-    if why is not None:
-        doc["unopenable" if conn is None else "access"] = f"{why.message} ({why.hint})" if why.hint else why.message
+    if why is not None:  # damaged (however much of it can still be read), or not writable here
+        damaged = conn is None or getattr(why, "cause", None) == "corrupt"
+        doc["unopenable" if damaged else "access"] = f"{why.message} ({why.hint})" if why.hint else why.message
     if conn is None:
         doc["integrity"] = [why.message]
     run_checks(conn, doc)

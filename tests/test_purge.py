@@ -22,6 +22,14 @@ TOKEN = "xylophonequokka"  # how the full-text index holds it (lower case)
 TAIL = b"phonequokka"  # the index compresses a term's prefix against its neighbour: look for the rest
 
 
+@pytest.fixture(autouse=True)
+def private_stage_dirs(tmp_path, monkeypatch):
+    """lcm_doctor looks for dead imports' stage directories here, not in the machine's /dev/shm
+    (where other processes' imports come and go)."""
+    import lcm.doctor
+    monkeypatch.setattr(lcm.doctor, "stage_parents", lambda: [str(tmp_path)])
+
+
 @pytest.fixture
 def env(monkeypatch):
     monkeypatch.setenv("LCM_LLM", "none")

@@ -667,7 +667,9 @@ def storage_error(exc: BaseException, path: str | None = None, doing: str = "") 
         "corrupt": (f"{path} is damaged",
                     "run lcm_doctor.py: it checks the vault, and with --fix backs it up before repairing anything"),
     }[cause]
-    return LcmError(f"{head}{what} ({exc})" if cause in ("corrupt", "io") else f"{head}{what}", hint)
+    error = LcmError(f"{head}{what} ({exc})" if cause in ("corrupt", "io") else f"{head}{what}", hint)
+    error.cause = cause  # lcm_doctor tells a damaged vault from one it may not write
+    return error
 
 
 class transaction:
