@@ -142,12 +142,14 @@ def _print_node(doc) -> None:
         w(f"\n{doc['exploration']}\n")
     if "content" in doc:
         w(f"\n{doc['content']}\n")
+    ident = lcm.db.Positional(doc["id"])
     if doc["type"] == "summary":
-        w(f"\nNext: lcm_expand.py {doc['id']}{' --full' if doc['kind'] == 'condensed' else ''}\n")
+        full = ["--full"] if doc["kind"] == "condensed" else []
+        w(f"\nNext: {lcm.db.command_line('lcm_expand.py', ident, *full)}\n")
     elif doc["type"] == "file" and doc.get("has_more"):
-        w(f"... more: lcm_describe.py {doc['id']} --content --offset {doc['next_offset']}\n")
+        w(f"... more: {lcm.db.command_line('lcm_describe.py', ident, '--content', '--offset', str(doc['next_offset']))}\n")
     elif doc["type"] == "file" and "content" not in doc:
-        w(f"\nNext: lcm_describe.py {doc['id']} --content\n")
+        w(f"\nNext: {lcm.db.command_line('lcm_describe.py', ident, '--content')}\n")
 
 
 def _main(argv):
@@ -163,7 +165,7 @@ def _main(argv):
     conn = lcm.db.connect(args.db, create=False, readonly=True)
     grant = os.environ.get("LCM_GRANT")
     if args.id is None:
-        session = args.session or lcm.db.current_session_id()
+        session = lcm.db.resolve_session(conn, args.session) if args.session else lcm.db.current_session_id()
         if not session:
             raise LcmError("nothing to describe", "pass an ID (sum_..., file_..., uuid) or --session ID")
         if grant:

@@ -169,7 +169,7 @@ def test_checkpoint_needs_a_known_session_and_writes_nothing_otherwise(tmp_path,
     code, out, err = run(lcm_checkpoint, [], capsys)      # no LCM_SESSION_ID, workspace has no session
     assert code == 1 and "Error: no current session" in err and "Hint: pass --session ID" in err
     code, out, err = run(lcm_checkpoint, ["--session", "nope"], capsys)
-    assert code == 1 and "session nope is not in the vault" in err
+    assert code == 1 and "no session 'nope' in the vault" in err
     assert list(workspace.iterdir()) == []
     code, out, err = run(lcm_resume, [], capsys)
     assert code == 1 and "no checkpoint found" in err and "lcm_checkpoint.py" in err

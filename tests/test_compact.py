@@ -352,7 +352,7 @@ def test_render_context_is_bounded_xml_with_drill_down_ids(tmp_path, monkeypatch
 
 def test_missing_session_and_bad_setting(capsys, monkeypatch):
     assert lcm_compact.main(["--session", "nope"]) == 1
-    assert "no messages for session nope" in capsys.readouterr().err
+    assert "no session 'nope' in the vault" in capsys.readouterr().err
     assert lcm_compact.main([]) == 1
     assert "--session" in capsys.readouterr().err
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "many")

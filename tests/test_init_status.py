@@ -210,7 +210,7 @@ def test_status_without_vault(capsys, vault):
 def test_status_unknown_session(capsys, tmp_path):
     lcm.db.connect().close()
     code, _, err = call(lcm_status, capsys, "--session", "nope")
-    assert code == 1 and "no session nope" in err and "Hint:" in err
+    assert code == 1 and "no session 'nope'" in err and "Hint:" in err
 
 
 def test_status_invalid_setting(capsys, monkeypatch):

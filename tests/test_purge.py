@@ -179,7 +179,7 @@ def test_purge_one_message_by_uuid(vault_with_secret, capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["--session", "zzzz"], "no session"),
-    (["--session", ""], "no session"),
+    (["--session", ""], "--session is empty"),
     (["--message", "not-a-uuid"], "no message"),
     (["--match", "x" * 0], "non-empty"),
     (["--match", ".*", "--regex"], "matches empty text"),
@@ -195,7 +195,7 @@ def test_ambiguous_session_prefix(vault_with_secret, isolated_home, capsys):
     _session(isolated_home / ".claude" / "projects", "aaaa9999-third-session", turns=2)
     assert lcm_ingest.main(["--all"]) == 0
     assert lcm_purge.main(["--session", "aaaa", "--yes"]) == 1
-    assert "several sessions" in capsys.readouterr().err
+    assert "ambiguous" in capsys.readouterr().err
     assert lcm_purge.main(["--session", "aaaa1111"]) == 0
 
 

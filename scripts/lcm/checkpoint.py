@@ -29,7 +29,9 @@ def workspace_root() -> Path:
 
 def resolve_session(conn, explicit: str | None) -> str:
     """--session, else the current session, else the newest session of this project."""
-    session_id = explicit or lcm.db.current_session_id()
+    if explicit:
+        return lcm.db.resolve_session(conn, explicit)
+    session_id = lcm.db.current_session_id()
     if session_id:
         if not conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)).fetchone():
             raise LcmError(f"session {session_id} is not in the vault",

@@ -214,6 +214,14 @@ def estimate_tokens(text: str | None) -> int:
 # Schema: an append-only list. Never edit a released migration; add one.
 # ---------------------------------------------------------------------------
 
+# A conversational message: a typed prompt or an assistant's text, not a tool call (flat text
+# `Name {input}`), tool result, harness-injected or empty line. The WHERE of the partial index
+# messages_talk: a query must repeat it verbatim to use the index, and it never changes.
+TALK_WHERE = ("is_meta = 0 AND token_count > 0 AND (role = 'user' AND instr(raw, 'tool_use_id') = 0"
+              " OR role = 'assistant' AND NOT (substr(content, instr(content, ' '), 2) = ' {'"
+              " AND instr(substr(content, 1, 80), ' ') > 0))")
+
+
 def _notes_fts(conn: sqlite3.Connection) -> None:
     """Full-text index of the notes, where SQLite has FTS5 (else lcm_grep falls back to LIKE)."""
     if not has_fts5(conn):
@@ -447,7 +455,12 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
         " summary_sources s JOIN messages m ON m.id = s.message_id WHERE m.is_sidechain = 1)",
         _place_sidechains,
     ],
-    # 5: messages lcm_purge.py removed, refused if a transcript offers them again (PURGED_TRIGGER)
+    # 5: the conversational messages (typed prompts, assistant text) of each session in order, so
+    # search finds a hit's neighbours from this small index without reading whole rows
+    [
+        f"CREATE INDEX IF NOT EXISTS messages_talk ON messages(session_id, id, agent_id, role) WHERE {TALK_WHERE}",
+    ],
+    # 6: messages lcm_purge.py removed, refused if a transcript offers them again (PURGED_TRIGGER)
     [
         """CREATE TABLE IF NOT EXISTS purged (
             uuid TEXT PRIMARY KEY,              -- transcript uuid of a purged message
@@ -722,10 +735,40 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
 
 
 def add_session_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--session", metavar="ID", help="session id (default: $LCM_SESSION_ID)")
+    p.add_argument("--session", metavar="ID", help="session id or a unique prefix of it (default: $LCM_SESSION_ID)")
 
 
-MAX_LIMIT = 200  # most results any command prints at once
+def resolve_session(conn: sqlite3.Connection, text: str) -> str:
+    """The stored session id that `text` names: the id itself or a unique prefix of it (8 printed
+    characters are enough). LcmError when no session or several sessions match."""
+    text = text.strip()
+    if not text:
+        raise LcmError("--session is empty", SESSIONS_HINT)
+    if conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (text,)).fetchone():
+        return text
+    # a range on the primary key, not LIKE: ids may hold _ and %, and the index does the work
+    found = [r[0] for r in conn.execute(
+        "SELECT session_id FROM sessions WHERE session_id > ? AND session_id < ? ORDER BY session_id LIMIT 4",
+        (text, text + "\U0010ffff"))]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise LcmError(f"no session {text!r} in the vault", SESSIONS_HINT)
+    shown = ", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
+    raise LcmError(f"session prefix {text!r} is ambiguous: it starts {shown}",
+                   "give more characters of the id; " + SESSIONS_HINT)
+
+
+SESSIONS_HINT = 'python3 "$LCM_SCRIPTS/lcm_sessions.py" lists the stored sessions and their ids'
+LIMIT_MAX = 200  # the most results one page may hold: every output must fit an agent's context
+
+
+def _limit(raw: str) -> int:
+    import argparse
+    value = int(raw) if raw.strip().lstrip("-").isdigit() else None
+    if value is None or not 1 <= value <= LIMIT_MAX:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {LIMIT_MAX} (page with --offset)")
+    return value
 
 
 def int_arg(low: int = 0, high: int = MAX_INT_ARG) -> Callable[[str], int]:
@@ -755,8 +798,31 @@ def seconds_arg(raw: str) -> float:
 
 
 def add_limit_arg(p: argparse.ArgumentParser, default: int = 20) -> None:
-    p.add_argument("--limit", type=int_arg(1, MAX_LIMIT), default=default, metavar="N",
-                   help=f"at most N results, up to {MAX_LIMIT} (default {default})")
+    p.add_argument("--limit", type=_limit, default=default, metavar="N",
+                   help=f"at most N results, 1-{LIMIT_MAX} (default {default})")
+
+
+def shell_quote(text: str) -> str:
+    """`text` as one shell word (shlex.quote, without importing shlex)."""
+    if text and all(ch.isalnum() or ch in "@%+=:,./-_" for ch in text):
+        return text
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def command_line(script: str, *args: str) -> str:
+    """A command a user or agent can paste and run as is: python3 "$LCM_SCRIPTS/<script>" ARGS.
+    Arguments are quoted; one that starts with '-' but is not an option goes after `--`."""
+    positional = [shell_quote(a) for a in args if isinstance(a, Positional)]
+    options = [shell_quote(str(a)) for a in args if not isinstance(a, Positional)]
+    if any(a.startswith("-") for a in args if isinstance(a, Positional)):
+        words = options + ["--"] + positional
+    else:
+        words = positional + options
+    return " ".join([f'python3 "$LCM_SCRIPTS/{script}"'] + words)
+
+
+class Positional(str):
+    """An argument of command_line that is a positional value (an id, a query), not an option."""
 
 
 def print_json(data) -> None:
@@ -806,14 +872,16 @@ def run(main: Callable[[list[str] | None], int], argv: Iterable[str] | None = No
         code = main(args)
         sys.stdout.flush()  # here, where a closed pipe is caught, not at interpreter exit
         return code
-    except LcmError as exc:
-        return _report(exc)
     except BrokenPipeError:
-        try:  # nothing more can be written: keep the interpreter's last flush from failing again
+        # the reader left (`| head`): stop quietly, as Unix tools do; stdout goes to /dev/null so
+        # the interpreter's own flush at exit does not complain either
+        try:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         except (OSError, ValueError):
             pass
-        return 141
+        return 141  # 128 + SIGPIPE, what `grep | head` reports
+    except LcmError as exc:
+        return _report(exc)
     except (sqlite3.Error, OSError) as exc:
         error = storage_error(exc)
         if error is None and isinstance(exc, OSError) and isinstance(exc.filename, str):

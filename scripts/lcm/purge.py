@@ -15,7 +15,6 @@ import os
 import re
 
 import lcm.db
-import lcm.sessions
 from lcm.db import LcmError
 
 # the externalised files of the messages in temp.purge_messages
@@ -54,7 +53,7 @@ def select(conn, *, session: str | None = None, message: str | None = None, matc
            regex: bool = False) -> Selection:
     """The messages one criterion names (exactly one of session, message, match)."""
     if session is not None:
-        sid = lcm.sessions.resolve_session(conn, session)
+        sid = lcm.db.resolve_session(conn, session)
         sel = Selection(f"session {sid}")
         sel.message_ids = [r[0] for r in conn.execute("SELECT id FROM messages WHERE session_id = ? ORDER BY id",
                                                       (sid,))]
