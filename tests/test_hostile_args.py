@@ -322,3 +322,8 @@ def test_checkpoint_to_a_full_disk_names_the_cause(workdir, tmp_path, capsys):
         assert "vault" not in err  # the checkpoint file's disk, not the vault's
     finally:
         subprocess.run(["umount", "-l", str(full)])
+
+
+def test_every_command_is_swept():
+    commands = {p.stem for p in SCRIPTS.glob("lcm_*.py")}
+    assert commands == set(BASE), f"add a valid call to BASE for: {sorted(commands - set(BASE))}"
