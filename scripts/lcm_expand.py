@@ -44,8 +44,8 @@ def _main(argv):
     p.add_argument("--raw", action="store_true", help="print the original transcript lines (JSONL)")
     p.add_argument("--unmasked", action="store_true",
                    help="with --raw: the exact original bytes, secrets included (never with LCM_GRANT)")
-    p.add_argument("--max-tokens", type=int, default=4000, metavar="N", help="page size (default 4000)")
-    p.add_argument("--offset", type=int, default=0, metavar="N", help="first item of the page")
+    p.add_argument("--max-tokens", type=lcm.db.int_arg(1), default=4000, metavar="N", help="page size (default 4000)")
+    p.add_argument("--offset", type=lcm.db.int_arg(), default=0, metavar="N", help="first item of the page")
     args = p.parse_args(argv)
     granted = bool(os.environ.get("LCM_GRANT"))
     if args.unmasked and not args.raw:

@@ -242,8 +242,10 @@ class _write_lock:
             self.conn.execute("BEGIN IMMEDIATE")
 
     def __exit__(self, exc_type, exc, tb):
-        if self.own:
-            self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+        if self.own and not exc_type:
+            self.conn.execute("COMMIT")
+        elif self.own and self.conn.in_transaction:  # SQLite may have rolled back already (disk full)
+            self.conn.execute("ROLLBACK")
 
 
 def transcript_files(paths) -> list[str]:
