@@ -126,7 +126,8 @@ def run_hook(event: str, handler, when_excluded=None) -> int:
         if isinstance(out, dict):
             sys.stdout.write(json.dumps(out) + "\n")
         elif out:
-            sys.stdout.write(out.rstrip("\n") + "\n")
+            import lcm.mask
+            sys.stdout.write(lcm.mask.mask(out).rstrip("\n") + "\n")
         sys.stdout.flush()
     except Skip as exc:
         NOTES.append(f"skipped: {exc}")
@@ -263,4 +264,6 @@ def start_compaction(conn, sid: str, payload: dict) -> None:
 
 
 def context_output(event: str, text: str) -> dict:
-    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
+    """Text injected into the session's context, secrets masked (lcm.mask)."""
+    import lcm.mask
+    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": lcm.mask.mask(text)}}

@@ -167,7 +167,7 @@ def call_before(client, params: dict, deadline: float, timeout: float, retries: 
         if remaining <= 0:
             break
         try:
-            return client.with_options(timeout=remaining, max_retries=0).messages.create(**params)
+            return client.with_options(timeout=remaining, max_retries=0).messages.create(**lcm.llm.masked_params(params))
         except (anthropic.AuthenticationError, anthropic.PermissionDeniedError, anthropic.NotFoundError) as exc:
             raise lcm.llm.ModelConfigError(f"the API refused the request ({exc.status_code}): {exc}",
                                            "check ANTHROPIC_API_KEY and --model, then rerun with --resume") from None

@@ -26,6 +26,7 @@ import lcm.db
 import lcm.expand
 import lcm.files
 import lcm.grants
+import lcm.mask
 from lcm.db import LcmError
 
 TREE_LINES = 200  # text tree of a session stays readable; --json has everything
@@ -41,7 +42,7 @@ def describe_summary(conn, row) -> dict:
             "level": row["level"], "model": row["model"], "parent_id": row["parent_id"],
             "descendant_count": row["descendant_count"], "source_ids": [r[0] for r in sources],
             "file_ids": json.loads(row["file_ids"] or "[]"), "created_at": row["created_at"],
-            "content": row["content"]}
+            "content": lcm.mask.mask(row["content"])}
 
 
 def describe_file(conn, file_id, content=False, max_tokens=4000, offset=0) -> dict:
@@ -52,9 +53,10 @@ def describe_file(conn, file_id, content=False, max_tokens=4000, offset=0) -> di
         raise LcmError(f"no file {file_id} in this vault", "file references appear in messages: lcm_grep.py 'file_'")
     doc = {"type": "file", "id": row["id"], "name": row["name"], "kind": row["kind"],
            "byte_size": row["byte_size"], "token_count": row["token_count"], "session_id": row["session_id"],
-           "message_uuid": row["message_uuid"], "created_at": row["created_at"], "exploration": row["exploration"]}
+           "message_uuid": row["message_uuid"], "created_at": row["created_at"],
+           "exploration": lcm.mask.mask(row["exploration"])}
     if content:
-        text = lcm.files.read_content(row)
+        text = lcm.mask.mask(lcm.files.read_content(row))  # whole, so a page never cuts a secret
         end = offset + max_tokens * 4
         doc.update(content=text[offset:end], offset=offset, has_more=end < len(text),
                    next_offset=end if end < len(text) else None)
@@ -66,7 +68,8 @@ def describe_message(conn, row) -> dict:
     files = [r[0] for r in conn.execute("SELECT id FROM files WHERE message_uuid = ?", (row["uuid"],))]
     return {"type": "message", "id": row["uuid"], "uuid": row["uuid"], "session_id": row["session_id"],
             "role": row["role"], "created_at": row["created_at"], "token_count": row["token_count"],
-            "covering_summary_id": cover[0] if cover else None, "file_ids": files, "content": row["content"]}
+            "covering_summary_id": cover[0] if cover else None, "file_ids": files,
+            "content": lcm.mask.mask(row["content"])}
 
 
 def describe_session(conn, session_id) -> dict:

@@ -31,6 +31,7 @@ import lcm.db
 import lcm.grants
 import lcm.guard
 import lcm.llm
+import lcm.mask
 import lcm.search
 from lcm.db import LcmError
 
@@ -63,7 +64,10 @@ def node_info(conn, node_id: str) -> dict | None:
     if row is None:
         row = conn.execute("SELECT uuid AS id, session_id, 'message' AS kind, NULL AS depth, created_at AS at,"
                            " role, token_count FROM messages WHERE uuid = ?", (node_id,)).fetchone()
-    return dict(row) if row else None
+    info = dict(row) if row else None
+    if info and info.get("head"):
+        info["head"] = lcm.mask.mask(info["head"])
+    return info
 
 
 def find_candidates(conn, args) -> list[dict]:
@@ -140,6 +144,7 @@ class Expansion:
             # substr: only the allowed characters leave the vault (estimate_tokens = chars / 4)
             text = self.conn.execute("SELECT substr(content, 1, ?) FROM messages WHERE id = ?",
                                      (allowed * 4, msg["id"])).fetchone()[0]
+            text = lcm.mask.mask(text)
             if allowed < msg["token_count"]:
                 self.truncated = True
                 text += " [... cut at the grant's token cap]"
@@ -209,9 +214,9 @@ def answer_with_anthropic(conn, exp: Expansion, sessions: list[str], prompt: str
     for turn in range(MAX_TURNS):
         last = turn == MAX_TURNS - 1
         try:
-            response = client.messages.create(model=model, max_tokens=ANSWER_MAX_TOKENS, system=SYSTEM,
-                                              tools=TOOLS, messages=messages,
-                                              tool_choice={"type": "none" if last else "auto"})
+            response = client.messages.create(**lcm.llm.masked_params(dict(
+                model=model, max_tokens=ANSWER_MAX_TOKENS, system=SYSTEM, tools=TOOLS, messages=messages,
+                tool_choice={"type": "none" if last else "auto"})))
         except anthropic.APIError as exc:
             raise lcm.llm.ModelError(f"the model call failed: {lcm.llm._api_message(exc)}",
                                      "retry, or set LCM_LLM=none to get the gathered excerpts") from None
@@ -283,7 +288,7 @@ def ranked_excerpts(conn, exp: Expansion, candidates: list[dict], question: str)
             continue
         text = conn.execute("SELECT substr(content, 1, ?) FROM messages WHERE id = ?",
                             (EXCERPT_SCAN_CHARS, rowid)).fetchone()[0]
-        flat = " ".join(text.split())
+        flat = " ".join(lcm.mask.mask(text).split())  # masked before the window cuts it
         start, end = _window(flat, patterns)
         cut = ("..." if start else "") + flat[start:end] + ("..." if end < len(flat) else "")
         words = _words(cut)
@@ -382,7 +387,7 @@ def _main(argv):
     good, bad = cited_ids(conn, answer)
     if backend == "none":
         good, bad = [], []  # excerpts cite nothing: their ids are in excerpt_ids
-    result = {"answer": answer or "(the model gave no answer)", "cited_ids": good,
+    result = {"answer": lcm.mask.mask(answer) or "(the model gave no answer)", "cited_ids": good,
               "excerpt_ids": [m["id"] for m in sources] if backend == "none" else [],
               "expanded_summary_count": len(exp.summaries), "total_source_tokens": max(used, exp.used),
               "truncated": exp.truncated, "backend": backend, "grant_id": grant_id, "unknown_cited_ids": bad}

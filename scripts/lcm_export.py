@@ -25,31 +25,19 @@ import tempfile
 
 import lcm.db
 import lcm.export
+import lcm.mask
 import lcm.sessions
 from lcm.db import LcmError
 
 
-def masker(unmasked: bool):
-    """The one place exported text is masked (text -> text)."""
-    if unmasked:
-        return None
-    try:
-        # MASKING: lcm/mask.py (another issue) provides mask(text); until it is on main the
-        # export goes out as stored. Remove this fallback once it lands.
-        from lcm.mask import mask
-    except ImportError:
-        return None
-    return mask
-
-
-def pieces(conn, session_id: str, fmt: str, mask) -> object:
-    """The export as a stream of bytes."""
+def pieces(conn, session_id: str, fmt: str, masked: bool) -> object:
+    """The export as a stream of bytes, secrets masked unless masked=False (--unmasked)."""
     if fmt == "jsonl":
         for line in lcm.export.jsonl(conn, session_id):
-            yield line if mask is None else mask(line.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+            yield lcm.mask.mask_bytes(line) if masked else line
     else:
-        for text in lcm.export.markdown(conn, session_id):
-            yield (text if mask is None else mask(text)).encode("utf-8", "surrogatepass")
+        for text in lcm.export.markdown(conn, session_id, masked=masked):
+            yield (lcm.mask.mask(text) if masked else text).encode("utf-8", "surrogatepass")
 
 
 def write_file(path: str, stream) -> int:
@@ -91,8 +79,7 @@ def _main(argv):
         raise LcmError("no session given and no current session ($LCM_SESSION_ID)",
                        "pass --session ID (lcm_sessions.py lists them)")
     session_id = lcm.sessions.resolve_session(conn, given)
-    mask = masker(args.unmasked)
-    stream = pieces(conn, session_id, args.format, mask)
+    stream = pieces(conn, session_id, args.format, not args.unmasked)
     if not args.output:
         out = sys.stdout.buffer
         try:
@@ -105,12 +92,12 @@ def _main(argv):
     size = write_file(args.output, stream)
     messages = conn.execute("SELECT count(*) FROM messages WHERE session_id = ?", (session_id,)).fetchone()[0]
     doc = {"session_id": session_id, "format": args.format, "output": os.path.abspath(args.output),
-           "messages": messages, "bytes": size, "masked": mask is not None}
+           "messages": messages, "bytes": size, "masked": not args.unmasked}
     if args.json:
         lcm.db.print_json(doc)
     else:
         print(f"Wrote {doc['output']}: {args.format}, {messages} messages, {size} bytes"
-              + ("" if mask else " (unmasked)" if args.unmasked else ""))
+              + (" (unmasked)" if args.unmasked else ""))
     return 0
 
 

@@ -65,7 +65,7 @@ class Requests:
                   "messages": [{"role": "user", "content": core.item_text(value)}, *history]}
         if self.output_format is not None:
             params["output_config"] = {"format": self.output_format}
-        return params
+        return lcm.llm.masked_params(params)
 
     def refused_structured(self, message: str) -> bool:
         """True (and structured outputs off from now on) when an error is about output_config."""

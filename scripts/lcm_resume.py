@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 import lcm.db
+import lcm.mask
 import lcm.worklog
 from lcm.checkpoint import FILE_NAME, FORMAT_VERSION, MARKER, workspace_root
 from lcm.db import LcmError
@@ -196,7 +197,8 @@ def _main(argv):
     text, source = load(conn, args.checkpoint, session)
     meta = parse_checkpoint(text, source)
     warnings = check_against_vault(conn, meta, source, lcm.db.db_path(args.db).resolve())
-    result = reconstruct(conn, meta, source, text, warnings, args.max_tokens)
+    # a checkpoint written before masking, or edited by hand, may hold secrets: masked before use
+    result = lcm.mask.mask_tree(reconstruct(conn, meta, source, lcm.mask.mask(text), warnings, args.max_tokens))
     if args.json:
         lcm.db.print_json(result)
     else:

@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 import lcm.db
+import lcm.mask
 import lcm.worklog
 from lcm.db import LcmError
 
@@ -122,9 +123,10 @@ def build(conn, session_id: str, vault: Path, use_llm: bool) -> tuple[dict, str]
         " drill into a summary or message id listed above",
     ]
     text = "\n".join(head) + "\n\n" + body + "\n\n" + "\n".join(resume) + "\n"
-    return {**meta, "title": session["title"], "message_count": log["message_count"],
-            "summary_count": summaries, "narrative": story, "worklog": log,
-            "top_summaries": top}, text
+    # the file lands in the project (easy to commit): masked whole, whatever the vault holds
+    return lcm.mask.mask_tree({**meta, "title": session["title"], "message_count": log["message_count"],
+                               "summary_count": summaries, "narrative": story, "worklog": log,
+                               "top_summaries": top}), lcm.mask.mask(text)
 
 
 def write_atomic(path: Path, text: str) -> str:

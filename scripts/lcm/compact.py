@@ -12,6 +12,7 @@ import lcm.dag
 import lcm.db
 import lcm.extract
 import lcm.llm
+import lcm.mask
 import lcm.prompts
 from lcm.db import LcmError, estimate_tokens
 
@@ -236,6 +237,7 @@ class Compactor:
         if level == "truncated":
             self.not_upgraded.append(node["id"])
             return node["id"]
+        content = lcm.mask.mask(content)
         with _atomic(self.conn):
             if lcm.db.fts_enabled(self.conn):  # external-content FTS: swap the indexed text by hand
                 self.conn.execute("INSERT INTO summaries_fts (summaries_fts, rowid, content)"
@@ -253,6 +255,7 @@ class Compactor:
 
     def _insert(self, node_id, kind, depth, content, source_tokens, level, model, first, last,
                 earliest, latest, descendants, file_ids) -> None:
+        content = lcm.mask.mask(content)  # a truncated summary of a vault filled before masking quotes it
         self.conn.execute(
             "INSERT INTO summaries (id, session_id, kind, depth, content, token_count, source_token_count, level,"
             " model, first_message_id, last_message_id, earliest_at, latest_at, descendant_count, file_ids,"

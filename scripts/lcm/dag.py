@@ -15,6 +15,7 @@ import os
 import re
 
 import lcm.db
+import lcm.mask
 import lcm.order
 from lcm.db import LcmError
 
@@ -96,7 +97,7 @@ def render_context(conn, session_id: str, max_chars: int = 8000) -> str:
                     f" descendant_count=\"{item['descendant_count']}\" earliest_at={quoteattr(item['earliest_at'] or '')}"
                     f" latest_at={quoteattr(item['latest_at'] or '')}>")
         share = room // (len(summaries) - i) - len(open_tag) - len("</summary>") - 3
-        body = item["content"]
+        body = lcm.mask.mask(item["content"])  # before the cut: a cut must not split a secret
         if len(body) > share:
             cut = f"... (cut; lcm_expand.py {item['id']})"
             if share < len(cut) + 40:

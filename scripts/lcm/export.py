@@ -1,7 +1,8 @@
 """A session out of the vault: its original transcript lines (jsonl) or markdown a person reads.
 
 Both come as a stream of text pieces, so a long session is never held in memory twice.
-Masking is the caller's (lcm_export.py), applied to every piece. Stdlib only.
+Masking is the caller's (lcm_export.py), applied to every piece; markdown also masks each
+message before folding it to one line (a cut must not split a secret). Stdlib only.
 """
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 from collections.abc import Iterator
 
 import lcm.db
+import lcm.mask
 import lcm.sessions
 from lcm.extract import typed_text
 
@@ -83,7 +85,7 @@ def _summary_heading(s) -> list[str]:
     return ["", f"## {s['id']}: {what}, depth {s['depth']}, {s['descendant_count']} messages, {span}", "", *body]
 
 
-def markdown(conn, session_id: str) -> Iterator[str]:
+def markdown(conn, session_id: str, masked: bool = True) -> Iterator[str]:
     """The session as markdown: a header, then the conversation in order; each summary is a
     heading (with its text quoted) placed before the first message it covers; tool calls and
     their results are folded to one line each."""
@@ -113,6 +115,8 @@ def markdown(conn, session_id: str) -> Iterator[str]:
             entry = json.loads(m["raw"])
         except (ValueError, RecursionError):
             entry = None
+        if masked and entry is not None and lcm.mask.may_contain(m["raw"]):
+            entry = lcm.mask.mask_tree(entry)
         message = entry.get("message") if isinstance(entry, dict) else None
         if m["is_sidechain"] and isinstance(message, dict) and message.get("content") == lcm.sessions.WARMUP:
             warmups.add(m["agent_id"])

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import re
 
+import lcm.mask
+
 
 EDIT_TOOLS = {"Edit": "edited", "MultiEdit": "edited", "NotebookEdit": "edited", "Write": "written"}
 READ_TOOLS = {"Read": "read", "NotebookRead": "read"}
@@ -150,6 +152,8 @@ def facts_from_messages(rows) -> Facts:
     own = _thread(rows[0]) if rows else ""
     for row in rows:
         entry, blocks = raw_blocks(row["raw"])
+        if blocks and lcm.mask.may_contain(row["raw"]):  # summaries quote commands and errors
+            blocks = lcm.mask.mask_tree(blocks)
         if "file_" in (row["content"] or ""):
             facts.file_ids.extend(FILE_ID.findall(row["content"]))
         role = row["role"]

@@ -9,6 +9,7 @@ import sys
 import time
 
 import lcm.db
+import lcm.mask
 import lcm.order
 import lcm.transcript as lt
 from lcm.db import LcmError
@@ -88,8 +89,10 @@ def _externalize_large(conn, batch: lt.Batch) -> None:
         for i, text in enumerate(blocks):
             if len(text) > 4 * lcm.db.config("LCM_LARGE_FILE_THRESHOLD"):
                 label = name if isinstance(name, str) else f"{entry['type']} block {i} of {uuid}"
-                blocks[i] = lcm.files.externalize(conn, session_id=sid, message_uuid=uuid, name=label, content=text)
-        content = "\n".join(b for b in blocks if b)
+                # the stored copy is searchable text like the rest: masked (the original line keeps the bytes)
+                blocks[i] = lcm.files.externalize(conn, session_id=sid, message_uuid=uuid, name=lcm.mask.mask(label),
+                                                  content=lcm.mask.mask(text))
+        content = lcm.mask.mask("\n".join(b for b in blocks if b))
         if batch.staged:
             conn.execute("UPDATE lcm_stage.ingest_stage SET content = ?, token_count = ? WHERE rowid = ?",
                          (content, lcm.db.estimate_tokens(content), batch.stage_start + index + 1))

@@ -7,6 +7,9 @@ Backends, picked by LCM_LLM (auto = the first that works, in this order):
              own login; started without user settings, plugins or hooks, with LCM_SUBAGENT=1
   none       no model: callers fall back to deterministic extractive summaries
 
+Everything sent to a model (system prompt, messages, the CLI's prompt) is masked by lcm.mask
+first; callers that use the SDK directly pass their parameters through masked_params().
+
 The anthropic package is imported inside the functions that use it (about 1.5 s to import),
 never at module level: hooks import lcm scripts on every turn.
 """
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 
 import lcm.db
 import lcm.guard
+import lcm.mask
 from lcm.db import LcmError
 
 DEFAULT_MODEL = "claude-haiku-4-5"
@@ -181,6 +185,15 @@ def _anthropic_complete(system, messages, *, max_tokens, model, timeout, max_ret
                       model=response.model or model, backend="anthropic")
 
 
+def masked_params(params: dict) -> dict:
+    """Messages API parameters with the text a model reads (system, messages) masked."""
+    out = dict(params)
+    for key in ("system", "messages"):
+        if key in out:
+            out[key] = lcm.mask.mask_tree(out[key])
+    return out
+
+
 # ---------------------------------------------------------------------------
 # claude backend
 # ---------------------------------------------------------------------------
@@ -201,6 +214,7 @@ def run_claude(prompt: str, *, system: str | None = None, model: str | None = No
     persisted as a session, and LCM_SUBAGENT=1 marks the child as lcm's own sub-agent.
     A timeout kills the child's whole process group. Failures raise ModelError.
     """
+    prompt, system = lcm.mask.mask(prompt), lcm.mask.mask(system)  # what a model reads never holds a secret
     child_env = lcm.guard.child_env(env)
     exe = claude_executable(child_env)
     if not exe:
@@ -296,6 +310,7 @@ def complete(system: str | None, messages, *, max_tokens: int, model: str | None
     backend = backend or resolve_backend()
     if isinstance(messages, str):
         messages = [{"role": "user", "content": messages}]
+    system, messages = lcm.mask.mask(system), lcm.mask.mask_tree(messages)
     if backend == "anthropic":
         return _anthropic_complete(system, messages, max_tokens=max_tokens, model=model or DEFAULT_MODEL,
                                    timeout=timeout, max_retries=max_retries)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import lcm.db
+import lcm.mask
 from lcm.db import LcmError
 
 # Rows of finished items are committed in groups: one transaction per item would cost more than
@@ -199,8 +200,8 @@ def iter_items(path: Path, skip: Callable[[int], bool] | None = None) -> Iterato
 
 
 def item_text(value) -> str:
-    """What the model sees of an item: a string as is, anything else as compact JSON."""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    """What the model sees of an item: a string as is, anything else as compact JSON; secrets masked."""
+    return lcm.mask.mask(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
 
 
 # ---------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 import lcm.db
+import lcm.mask
 from lcm.db import LcmError
 
 # a note is a fact to keep, not a document: many must fit in the startup context
@@ -48,7 +49,11 @@ def current_project(conn) -> str:
 
 
 def _note(row) -> dict:
-    return {k: row[k] for k in ("id", "content", "project", "session_id", "created_at")}
+    """A note as it is shown and injected, secrets masked (lcm.mask; notes pinned before masking
+    existed may hold them)."""
+    note = {k: row[k] for k in ("id", "content", "project", "session_id", "created_at")}
+    note["content"] = lcm.mask.mask(note["content"])
+    return note
 
 
 def add(conn, text: str, project: str | None, session_id: str | None) -> tuple[dict, bool]:
@@ -62,6 +67,7 @@ def add(conn, text: str, project: str | None, session_id: str | None) -> tuple[d
     if len(text) > MAX_NOTE_CHARS:
         raise LcmError(f"the note has {len(text)} characters, more than {MAX_NOTE_CHARS}",
                        "pin the fact itself in a sentence or two; the conversation it came from stays searchable with lcm_grep.py")
+    text = lcm.mask.mask(text)  # a note is searchable text and only ever shown masked: stored so
     with lcm.db.transaction(conn):
         row = conn.execute(f"SELECT {COLUMNS} FROM notes WHERE content = ? AND project IS ?", (text, project)).fetchone()
         if row is not None:

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta, timezone
 
 import lcm.conversation
 import lcm.db
+import lcm.mask
 import lcm.notes
 import lcm.query
 from lcm.db import LcmError
@@ -641,7 +642,7 @@ def _has_notes(conn) -> bool:
 def _result(conn, kind, row, score, finders, next_to=None) -> dict:
     if kind == "note":
         return {"type": "note", "id": row["id"], "session_id": row["session_id"], "uuid": None, "role": None,
-                "created_at": row["created_at"], "snippet": _snippet(row["content"], finders),
+                "created_at": row["created_at"], "snippet": _snippet(lcm.mask.mask(row["content"]), finders),
                 "score": round(score, 4), "covering_summary_id": None, "kind": None, "depth": None,
                 "next_to": None, "project": row["project"]}
     if kind == "message":
@@ -655,6 +656,7 @@ def _result(conn, kind, row, score, finders, next_to=None) -> dict:
     # kind/depth: a summary's (leaf or condensed, 0 = over messages); next_to: the hit a message
     # that lacks the query's words sits next to
     return {"type": kind, "id": ident, "session_id": row["session_id"], "uuid": uuid, "role": role,
-            "created_at": row["created_at"], "snippet": _snippet(row["content"], finders),
+            # masked whole before the cut (a vault filled before masking may hold secrets)
+            "created_at": row["created_at"], "snippet": _snippet(lcm.mask.mask(row["content"]), finders),
             "score": round(score, 4), "covering_summary_id": covering, "kind": summary_kind,
             "depth": depth, "next_to": next_to}

@@ -9,6 +9,7 @@ import json
 import os
 
 import lcm.db
+import lcm.mask
 import lcm.worklog
 from lcm.db import LcmError
 
@@ -53,7 +54,7 @@ def first_prompt(conn, session_id: str) -> str | None:
 
 def title(conn, session_id: str, stored: str | None, messages: int) -> str:
     """The transcript's own title, else its first real prompt, else a placeholder: never empty."""
-    text = (stored or "").strip() or first_prompt(conn, session_id)
+    text = lcm.mask.mask((stored or "").strip() or first_prompt(conn, session_id))  # before the cut
     return one_line(text, TITLE_CHARS) if text else f"(untitled, {plural(messages, 'message')})"
 
 
@@ -101,7 +102,7 @@ def list_sessions(conn, *, project: str | None = None, since: str | None = None,
 def _head(content: str) -> str:
     """The first line of a summary that says something: not its [label] (an extractive summary
     opens with one) nor a section heading ("Asked:")."""
-    lines = [ln.strip() for ln in content.splitlines() if ln.strip()]
+    lines = [ln.strip() for ln in lcm.mask.mask(content).splitlines() if ln.strip()]
     said = [ln for ln in lines if not ln.startswith("[") and not ln.endswith(":")]
     return one_line((said or lines or [""])[0].removeprefix("- "), 160)
 

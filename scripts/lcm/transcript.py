@@ -16,6 +16,7 @@ except ImportError:
     from hashlib import sha1
 
 import lcm.db
+import lcm.mask
 import lcm.order
 from lcm.db import LcmError
 
@@ -127,7 +128,7 @@ def title_of(entry: dict) -> tuple[int, str] | None:
     text = entry.get(key)
     if not isinstance(text, str) or not text.strip():
         return None
-    return list(TITLE_KEYS).index(entry["type"]), text.strip()
+    return list(TITLE_KEYS).index(entry["type"]), lcm.mask.mask(text.strip())
 
 
 def text_or_none(value) -> str | None:
@@ -257,7 +258,7 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
     path, rows, sessions, line_no = batch.path, batch.rows, batch.sessions, batch.line_no
     file_sid = batch.msg_sid if batch.is_agent_file and batch.msg_sid else batch.guess_sid
     fallback_sid = batch.guess_sid or os.path.basename(path)
-    loads, estimate = json.loads, lcm.db.estimate_tokens
+    loads, estimate, mask = json.loads, lcm.db.estimate_tokens, lcm.mask.mask
     for line in lines:
         line_no += 1
         try:
@@ -288,7 +289,7 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
         blocks = entry_blocks(entry, index_thinking)
         if any(len(b) > max_chars for b in blocks):
             batch.large.append((len(rows), blocks, entry, uuid, sid))
-        content = "\n".join(b for b in blocks if b)
+        content = mask("\n".join(b for b in blocks if b))  # search, snippets and summaries never see a secret
         role, subtype, model, msg_id = message_fields(entry)
         sidechain = entry.get("isSidechain") is True
         # which Task/Agent call started which sub-agent (lcm/order.py): dict lookups, no text scan

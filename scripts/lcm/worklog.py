@@ -13,6 +13,7 @@ import json
 import re
 import sqlite3
 
+import lcm.mask
 from lcm.extract import typed_text
 
 FILE_TOOLS = ("Edit", "Write", "MultiEdit", "NotebookEdit")
@@ -99,6 +100,8 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
             entry = json.loads(row["raw"])
         except ValueError:
             continue
+        if lcm.mask.may_contain(row["raw"]):  # what it extracts is printed and written to files
+            entry = lcm.mask.mask_tree(entry)
         text = user_request_text(entry)
         if text:
             requests.append({"uuid": row["uuid"], "at": entry.get("timestamp"), "text": text})

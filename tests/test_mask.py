@@ -1,0 +1,454 @@
+"""Secret masking: each kind is caught, ordinary code is left alone, masking is idempotent, and no
+planted secret leaves the vault through any command, hook, file or model request, while
+`lcm_expand.py --raw --unmasked` still gives back the exact original bytes."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import lcm.db
+import lcm.ingest
+import lcm.mask
+import lcm_checkpoint
+import lcm_compact
+import lcm_describe
+import lcm_expand
+import lcm_expand_query
+import lcm_export
+import lcm_grep
+import lcm_ingest
+import lcm_llm_map
+import lcm_remember
+import lcm_resume
+import lcm_sessions
+from fake_anthropic import fake_api, fake_claude  # noqa: F401  (pytest fixtures)
+from test_hooks import run_hook, session_start, user_prompt
+from transcripts import Transcript, coding_session
+
+mask = lcm.mask.mask
+
+
+@pytest.fixture(autouse=True)
+def fresh_patterns():
+    """redact.txt is read once per process: every test starts (and leaves) with it unread."""
+    lcm.mask._user = None
+    yield
+    lcm.mask._user = None
+
+
+# -- each kind -------------------------------------------------------------------------------
+
+PEM = ("-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA7yq3plantedkeymaterial0123456789\n"
+       "b2xkZXJsaW5lczAxMjM0NTY3ODk=\n-----END RSA PRIVATE KEY-----")
+CAUGHT = [  # (text, kind, the secret part that must be gone)
+    ("key sk-ant-api03-Zx9Zx9Zx9Zx9Zx9Zx9Zx9Zx9Zx9Zx9Zx9-AA done", "anthropic-key", "Zx9Zx9Zx9Zx9"),
+    ("OPENAI_API_KEY=sk-proj-4bC9xYz012345678901234abcd", "openai-key", "4bC9xYz01234"),
+    ("export AWS_ACCESS_KEY_ID=AKIAQ3EXAMPLEKEY7ZZZ", "aws-key", "AKIAQ3EXAMPLEKEY7ZZZ"),
+    ("aws_secret_access_key = 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", "aws-secret", "wJalrXUtnFEMI"),
+    ('"SecretAccessKey": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzzSECRET99"', "aws-secret", "wJalrXUtnFEMI"),
+    ("git remote set-url origin https://ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8@github.com/x/y",
+     "github-token", "A1b2C3d4E5f6"),
+    ("GH=github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz", "github-token", "11ABCDEFG0123"),
+    ("glpat-Ab12Cd34Ef56Gh78Ij90", "gitlab-token", "Ab12Cd34Ef56"),
+    ("SLACK_BOT=xoxb-123456789012-abcdefABCDEF", "slack-token", "123456789012"),
+    ("curl https://hooks.slack.com/services/T0001/B0002/XXXXyyyyZZZZ", "slack-webhook", "XXXXyyyyZZZZ"),
+    ("stripe.api_key = 'sk_live_4eC39HqLyjWDarjtT1zdp7dc'", "stripe-key", "4eC39HqLyjWD"),
+    ("rk_test_51Habcdefghij0123456789", "stripe-key", "51Habcdefghij"),
+    ("maps?key=AIzaSyD-abcdefghijklmnopqrstuvwxyz012345", "google-key", "SyD-abcdefgh"),
+    ("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJwbGFudGVkIn0.c2lnbmF0dXJlcGxhbnRlZA", "jwt", "c2lnbmF0dXJl"),
+    ("Authorization: Bearer 0123456789abcdefABCDEF.xyz", "token", "0123456789abcdefABCDEF"),
+    (PEM, "private-key", "plantedkeymaterial"),
+    ("key:\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ",  # cut short
+     "private-key", "b3BlbnNzaC1rZXkt"),
+    ("db password=hunter2!", "password", "hunter2!"),
+    ("export DB_PASSWORD=correcthorse", "password", "correcthorse"),
+    ('{"user": "ann", "password": "s3cr3t pass phrase"}', "password", "s3cr3t pass phrase"),
+    ("passwd: Tr0ub4dor&3", "password", "Tr0ub4dor&3"),
+    ("mysql -u root --password hunter2", "password", "hunter2"),
+    ("postgres://admin:Pa55word@db.internal:5432/app", "password", "Pa55word"),
+    ("client_secret: 9f8e7d6c5b4a39281706", "secret", "9f8e7d6c5b4a"),
+    ("API_KEY=abcdef0123456789", "api-key", "abcdef0123456789"),
+    ("X-Api-Key: q7w8e9r0t1y2", "api-key", "q7w8e9r0t1y2"),
+    ('auth_token = "8c1f2a9bdeadbeef77"', "token", "8c1f2a9bdeadbeef77"),
+    ("https://api.example.com/v1?access_token=ya29x0Yz9876&page=2", "token", "ya29x0Yz9876"),
+    ("note <private>my home address is 12 Elm St</private> end", "private", "12 Elm St"),
+]
+
+
+@pytest.mark.parametrize("text, kind, secret", CAUGHT, ids=[c[1] + "-" + str(i) for i, c in enumerate(CAUGHT)])
+def test_each_kind_is_masked_with_its_kind_and_fingerprint(text, kind, secret):
+    masked = mask(text)
+    assert secret not in masked
+    assert f"[secret:{kind}:" in masked
+    assert mask(masked) == masked  # idempotent
+
+
+ORDINARY = [
+    "password = getpass()",
+    "token = self._next()",
+    "password = getpass.getpass('Password: ')",
+    "password = os.environ['DB_PASSWORD']",
+    "api_key=api_key",
+    "self.password = password",
+    "def login(user, password):",
+    "password: str",
+    "password: Optional[str] = None",
+    "token: string;",
+    "max_tokens = 4000",
+    '"input_tokens": 1200, "output_tokens": 80',
+    '"token_type": "bearer"',
+    "token_count: 12",
+    "passwords = [a, b]",
+    "--password=$DB_PASS",
+    "PASSWORD=${DB_PASS}",
+    "secret: true",
+    '"secret": "the answer is 42"',
+    "The password is checked in login() and the token is refreshed hourly.",
+    "pip install scikit-learn sk-learn-helpers",
+    "let key = map.get(k); keys.sort()",
+    "cd ~/.ssh && ls -la id_rsa.pub",
+    "https://github.com/anthropics/claude-code/issues/123",
+    "git@github.com:owner/repo.git",
+    "OLDPWD=/home/me/project",
+    "TOKEN_FILE=/run/secrets/token",
+    "sum_0123456789abcdef file_0123456789abcdef 7acd37a8-2745-4b58-a8a9-46164b22ad9e",
+]
+
+
+@pytest.mark.parametrize("text", ORDINARY)
+def test_ordinary_code_and_prose_are_left_alone(text):
+    assert mask(text) is text
+
+
+def test_fingerprint_is_stable_and_matches_two_mentions():
+    key = "AKIAQ3EXAMPLEKEY7ZZZ"
+    first, second = mask(f"id {key}"), mask(f"again: {key}.")
+    fp = hashlib.sha256(key.encode()).hexdigest()[:4]
+    assert first == f"id [secret:aws-key:{fp}]"
+    assert second == f"again: [secret:aws-key:{fp}]."
+    assert mask("password=hunter2!") != mask("password=hunter3!")  # another secret, another mask
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from([c[0] for c in CAUGHT] + ORDINARY + ["\n", " ", "=", ":", '"', "\\"]),
+                max_size=8),
+       st.text(max_size=40))
+def test_masking_is_idempotent(pieces, noise):
+    text = noise.join(pieces)
+    once = mask(text)
+    assert mask(once) == once
+
+
+def test_a_type_annotation_is_not_a_value_but_a_literal_after_it_is():
+    assert mask("password: str = 'hunter2!'") == f"password: str = '{lcm.mask.token('password', 'hunter2!')}'"
+    masked = mask("secret: true0db password=hunter2!")  # found by hypothesis: not one annotation
+    assert masked == (f"secret: {lcm.mask.token('secret', 'true0db')} "
+                      f"password={lcm.mask.token('password', 'hunter2!')}")
+
+
+def test_text_in_any_script_masks_the_same_secret_the_same_way():
+    secret = "hunter2é!"
+    expected = lcm.mask.token("password", secret)
+    for text in (f"password={secret}", f"mot de passe, café \u00a0 password={secret}", f"日本語 password={secret} テスト"):
+        masked = mask(text)
+        assert masked == text.replace(secret, expected) and mask(masked) == masked
+
+
+def test_block_kinds_end_where_they_should():
+    assert mask("<private>a</private> then <private>b") == (
+        f"{lcm.mask.token('private', '<private>a</private>')} then <private>b")  # an unclosed tag is text
+    cut = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIOFpart\n"
+    masked = mask(PEM + "\nnext: " + cut + "-- output truncated")
+    assert masked.startswith("[secret:private-key:") and "\nnext: [secret:private-key:" in masked
+    assert masked.endswith("-- output truncated") and "MHcCAQ" not in masked and "plantedkey" not in masked
+    many = "-----BEGIN RSA PRIVATE KEY-----\n" * 2000 + "<private>" * 2000  # no END, no close: linear
+    assert mask(many).count("[secret:private-key:") == 2000
+
+
+def test_json_escaped_lines_stay_valid_json():
+    entry = {"command": 'export PASSWORD="hunter2!" && echo ' + PEM, "key": "sk-ant-api03-" + "Q" * 40}
+    line = json.dumps(entry).encode()
+    masked = lcm.mask.mask_bytes(line)
+    assert b"hunter2" not in masked and b"plantedkeymaterial" not in masked and b"QQQQ" not in masked
+    assert json.loads(masked)["command"].startswith('export PASSWORD="[secret:password:')
+    plain = b'{"type":"user","message":{"content":"nothing to hide"}}'
+    assert lcm.mask.mask_bytes(plain) == plain
+
+
+def test_redact_txt_adds_patterns_and_a_bad_line_is_reported_not_fatal(capsys):
+    home = lcm.db.lcm_home()
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "redact.txt").write_text("# internal ticket ids and hosts\nACME-\\d{6}\n\n(unclosed\nx*\n"
+                                     "corp-db-[a-z]+\\.internal\n")
+    masked = mask("see ACME-123456 on corp-db-billing.internal, not ACME-12")
+    assert "ACME-123456" not in masked and "corp-db-billing" not in masked and "ACME-12" in masked
+    assert masked.count("[secret:redact:") == 2
+    assert mask(masked) == masked
+    err = capsys.readouterr().err
+    assert "redact.txt line 4" in err and "redact.txt line 5" in err  # invalid, and matches nothing
+    assert len(lcm.mask.redact_problems()) == 2
+
+
+def test_text_without_candidates_is_returned_as_is():
+    text = "plain words about the parser, module_3.py and 42 tests " * 50
+    assert mask(text) is text
+    assert not lcm.mask.may_contain(text)
+    assert lcm.mask.mask_tree({"a": [text, 3, None], "b": "password=hunter2!"}) == {
+        "a": [text, 3, None], "b": mask("password=hunter2!")}
+
+
+# -- the planted-secrets test ---------------------------------------------------------------
+
+SECRETS = {  # what must never leave the vault, as distinctive substrings
+    "anthropic": "sk-ant-api03-" + "Zx9" * 30,
+    "password": "Tr0ub4dor&3xyz",
+    "aws_id": "AKIAQ3EXAMPLEKEY7ZZZ",
+    "aws_secret": "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",
+    "github": "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8",
+    "pem": "MIIEpAIBAAKCAQEA7yq3plantedkeymaterial0123456789",
+    "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJwbGFudGVkIn0.c2lnbmF0dXJlcGxhbnRlZA",
+}
+PROMPT = (f"Deploy the billing service with my key {SECRETS['anthropic']} and the database "
+          f"password={SECRETS['password']} please")
+COMMAND = (f"AWS_ACCESS_KEY_ID={SECRETS['aws_id']} AWS_SECRET_ACCESS_KEY={SECRETS['aws_secret']} "
+           f"aws s3 ls && curl -H 'Authorization: token {SECRETS['github']}' https://api.github.com/user")
+RESULT = (f"deploy key written:\n-----BEGIN RSA PRIVATE KEY-----\n{SECRETS['pem']}\nAnotherLine09876==\n"
+          f"-----END RSA PRIVATE KEY-----\nsession token: {SECRETS['jwt']}\n")
+
+
+def leaks(text) -> list[str]:
+    """The planted secrets found in text (str, bytes or a JSON-able value)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    elif not isinstance(text, str):
+        text = json.dumps(text)
+    text = text.replace("\\/", "/")
+    return [name for name, secret in SECRETS.items() if secret in text or secret[8:30] in text]
+
+
+def planted_session(projects, project: str) -> Transcript:
+    t = Transcript(projects, session_id="s-secret", cwd=project)
+    t.title(f"Deploy billing with password={SECRETS['password']}")  # titles come from prompts
+    t.user(PROMPT)
+    t.assistant_text("I'll run the deploy command.")
+    call = t.tool_use("Bash", {"command": COMMAND, "description": "deploy"})
+    t.tool_result(call, RESULT)
+    t.assistant_text("The deploy key is in place and the bucket is listed.")
+    more = coding_session(projects, turns=8, cwd=project, session_id="s-secret")
+    for entry in more.entries:  # the same session goes on with ordinary work
+        entry["parentUuid"] = t.last_uuid
+        t.last_uuid = entry["uuid"]
+    t.pending += [json.dumps(e) for e in more.entries]
+    t.write()
+    return t
+
+
+def run(module, argv, capsys):
+    code = module.main(argv)
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out + err
+
+
+@pytest.fixture
+def planted(tmp_path, monkeypatch):
+    project = tmp_path / "proj"
+    project.mkdir()
+    monkeypatch.setenv("CLAUDE_PROJECT_DIR", str(project))
+    monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "8")
+    monkeypatch.setenv("LCM_LEAF_MIN_TOKENS", "50")  # a short session still compacts
+    t = planted_session(tmp_path / "projects", str(project))
+    uuids = [e["uuid"] for e in t.entries[:4]]  # prompt, reply, Bash call, its result
+    return {"t": t, "project": project, "projects": tmp_path / "projects", "uuids": uuids}
+
+
+def outputs_of_every_reader(planted, capsys, monkeypatch, fake_api) -> dict[str, str]:
+    """Run every command that prints stored text; {what: its output}."""
+    out = {}
+    for query in ("deploy billing password", "AWS_SECRET_ACCESS_KEY aws s3", "PRIVATE KEY deploy key", "token"):
+        out[f"grep {query}"] = run(lcm_grep, [query, "--all-sessions"], capsys)
+        out[f"grep --json {query}"] = run(lcm_grep, [query, "--all-sessions", "--json"], capsys)
+    out["grep regex"] = run(lcm_grep, ["AKIA|ghp_|BEGIN|sk-ant|eyJ|password", "--mode", "regex", "--all-sessions"],
+                            capsys)
+    for uuid in planted["uuids"]:
+        out[f"describe {uuid}"] = run(lcm_describe, [uuid], capsys)
+        out[f"describe --json {uuid}"] = run(lcm_describe, [uuid, "--json"], capsys)
+        out[f"expand {uuid}"] = run(lcm_expand, [uuid], capsys)
+        out[f"expand --json {uuid}"] = run(lcm_expand, [uuid, "--json"], capsys)
+        out[f"expand --raw {uuid}"] = run(lcm_expand, [uuid, "--raw"], capsys)
+    conn = lcm.db.connect()
+    for (sid,) in conn.execute("SELECT id FROM summaries").fetchall():
+        out[f"describe {sid}"] = run(lcm_describe, [sid, "--json"], capsys)
+        out[f"expand {sid}"] = run(lcm_expand, [sid, "--full", "--json"], capsys)
+        out[f"expand --raw {sid}"] = run(lcm_expand, [sid, "--raw", "--max-tokens", "100000"], capsys)
+    out["describe --session"] = run(lcm_describe, ["--session", "s-secret", "--json"], capsys)
+    # expand_query through the model: a tool call reads the secret-bearing result back
+    monkeypatch.setenv("LCM_LLM", "anthropic")
+    fake_api.enqueue(tool_use=[{"name": "lcm_expand", "input": {"id": planted["uuids"][3]}}])
+    fake_api.enqueue(tool_use=[{"name": "lcm_grep", "input": {"query": "deploy key"}}])
+    fake_api.enqueue(text=f"The key was deployed [{planted['uuids'][3]}].")
+    out["expand_query"] = run(lcm_expand_query, ["--prompt", "Which AWS key and password did the deploy use?",
+                                                  "--query", "deploy AWS password", "--all-sessions",
+                                                  "--max-tokens", "20000"], capsys)
+    monkeypatch.setenv("LCM_LLM", "none")
+    out["expand_query none"] = run(lcm_expand_query, ["--prompt", "Which key?", "--summary-ids", *planted["uuids"],
+                                                       "--json", "--max-tokens", "20000"], capsys)
+    # checkpoint (file + stdout + the vault's copy, with a model narrative) and resume
+    monkeypatch.setenv("LCM_LLM", "anthropic")
+    out["checkpoint"] = run(lcm_checkpoint, ["--session", "s-secret", "--llm"], capsys)
+    out["checkpoint --json"] = run(lcm_checkpoint, ["--session", "s-secret", "--json"], capsys)
+    out["checkpoint file"] = (planted["project"] / ".lcm-checkpoint.md").read_text()
+    out["checkpoints table"] = "\n".join(r[0] for r in conn.execute("SELECT content FROM checkpoints"))
+    out["resume"] = run(lcm_resume, [], capsys)
+    out["resume --json"] = run(lcm_resume, ["--json"], capsys)
+    # sessions, exports and a pinned note
+    out["sessions"] = run(lcm_sessions, ["--json"], capsys) + run(lcm_sessions, [], capsys)
+    out["session view"] = run(lcm_sessions, ["s-secret", "--json"], capsys) + run(lcm_sessions, ["s-secret"], capsys)
+    out["export markdown"] = run(lcm_export, ["--session", "s-secret"], capsys)
+    out["export jsonl"] = run(lcm_export, ["--session", "s-secret", "--format", "jsonl"], capsys)
+    run(lcm_remember, [f"the staging db password={SECRETS['password']} and key {SECRETS['aws_id']}"], capsys)
+    out["notes"] = run(lcm_remember, ["--list"], capsys) + run(lcm_remember, ["--list", "--json"], capsys)
+    out["grep notes"] = run(lcm_grep, ["staging db password", "--scope", "notes", "--json"], capsys)
+    # hooks: SessionStart after a compaction injects the summaries; recall injects search hits
+    env = {"LCM_RECALL": "1", "LCM_LLM": "none"}
+    out["hook SessionStart compact"] = run_hook("session_start", session_start(planted["t"], "compact"), env).stdout
+    out["hook SessionStart startup"] = run_hook("session_start", session_start(planted["t"], "startup"), env).stdout
+    assert "staging db" in out["hook SessionStart startup"]  # the note was injected, masked
+    other = Transcript(planted["projects"], session_id="s-later", cwd=str(planted["project"]))
+    other.user("what happened with the deploy key")
+    other.write()
+    hook = run_hook("user_prompt_submit", user_prompt(other, "which AWS key and database password did the billing deploy use"),
+                    env)
+    out["hook UserPromptSubmit recall"] = hook.stdout
+    assert "lcm recall" in hook.stdout, hook  # the hook did inject something
+    return out
+
+
+def test_planted_secrets_never_leave_the_vault(planted, capsys, monkeypatch, fake_api, tmp_path):
+    out = {"ingest": run(lcm_ingest, [str(planted["projects"])], capsys)}
+    # compaction with a model backend: what it sends is masked
+    monkeypatch.setenv("LCM_LLM", "anthropic")
+    out["compact"] = run(lcm_compact, ["--session", "s-secret", "--full", "--json"], capsys)
+    conn = lcm.db.connect()
+    assert conn.execute("SELECT count(*) FROM summary_sources WHERE message_id IN "
+                        "(SELECT id FROM messages WHERE uuid = ?)", (planted["uuids"][3],)).fetchone()[0] == 1
+    out.update(outputs_of_every_reader(planted, capsys, monkeypatch, fake_api))
+    for what, text in out.items():
+        assert not leaks(text), f"{what} leaks {leaks(text)}:\n{text[:3000]}"
+    assert len(fake_api.requests) >= 5  # compaction, the expand_query tool loop, the narrative
+    for body in fake_api.requests:
+        assert not leaks(body), f"a request body leaks {leaks(body)}"
+    # the stored searchable text is masked; the original lines are intact
+    stored = conn.execute("SELECT group_concat(content, ' ') FROM messages").fetchone()[0]
+    assert not leaks(stored) and "[secret:aws-key:" in stored and "[secret:private-key:" in stored
+    # and the one way back to the exact bytes
+    lines = planted["t"].path.read_bytes().splitlines()
+    for uuid in planted["uuids"]:
+        assert _raw_unmasked(uuid) in lines
+    assert SECRETS["aws_secret"].encode() in _raw_unmasked(planted["uuids"][2])
+    exported = tmp_path / "exact.jsonl"
+    run(lcm_export, ["--session", "s-secret", "--format", "jsonl", "--unmasked", "--output", str(exported)], capsys)
+    assert exported.read_bytes().splitlines() == [line for line in lines if b'"uuid"' in line]  # the messages
+
+
+def _raw_unmasked(uuid: str) -> bytes:
+    """stdout bytes of `lcm_expand.py UUID --raw --unmasked`, run as a command."""
+    import subprocess
+    import sys
+    from conftest import SCRIPTS
+    proc = subprocess.run([sys.executable, str(SCRIPTS / "lcm_expand.py"), uuid, "--raw", "--unmasked"],
+                          capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.rstrip(b"\n")
+
+
+def test_a_vault_filled_before_masking_still_masks_every_output(planted, capsys, monkeypatch, fake_api):
+    """Content stored unmasked (a vault from before masking) and extractive summaries quoting it:
+    the output-side masks still catch every secret; remask_content then cleans the stored text."""
+    with monkeypatch.context() as m:
+        m.setattr(lcm.mask, "mask", lambda text: text)
+        m.setattr(lcm.mask, "mask_tree", lambda value: value)
+        m.setenv("LCM_LLM", "none")
+        run(lcm_ingest, [str(planted["projects"])], capsys)
+        run(lcm_compact, ["--session", "s-secret", "--full"], capsys)
+    conn = lcm.db.connect()
+    stored = " ".join(r[0] for r in conn.execute("SELECT content FROM messages UNION ALL SELECT content FROM summaries"))
+    assert set(leaks(stored)) == set(SECRETS)  # the precondition: secrets in messages and summaries
+    out = outputs_of_every_reader(planted, capsys, monkeypatch, fake_api)
+    for what, text in out.items():
+        assert not leaks(text), f"{what} leaks {leaks(text)}:\n{text[:3000]}"
+    for body in fake_api.requests:
+        assert not leaks(body), f"a request body leaks {leaks(body)}"
+
+    changed = lcm.mask.remask_content(conn)
+    assert changed["messages"] == 3 and changed["summaries"] >= 1  # prompt, Bash call, its result
+    stored = " ".join(r[0] for r in conn.execute("SELECT content FROM messages UNION ALL SELECT content FROM summaries"
+                                                 " UNION ALL SELECT coalesce(title, '') FROM sessions"))
+    assert not leaks(stored)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('integrity-check')")  # raises if out of step
+    hits = json.loads(run(lcm_grep, ["AKIAQ3EXAMPLEKEY7ZZZ", "--all-sessions", "--json"], capsys))
+    assert hits["count"] == 0
+    fp = hashlib.sha256(SECRETS["aws_id"].encode()).hexdigest()[:4]
+    assert json.loads(run(lcm_grep, [fp, "--all-sessions", "--json"], capsys))["count"] >= 1
+    assert not any(lcm.mask.remask_content(conn).values())  # a second run changes nothing
+
+
+def test_expand_unmasked_is_only_with_raw_and_never_under_a_grant(planted, capsys, monkeypatch):
+    run(lcm_ingest, [str(planted["projects"])], capsys)
+    with pytest.raises(SystemExit):
+        lcm_expand.main([planted["uuids"][0], "--unmasked"])
+    monkeypatch.setenv("LCM_GRANT", "grant_0123456789abcdef")
+    assert lcm_expand.main([planted["uuids"][0], "--raw", "--unmasked"]) == 1
+    assert "LCM_GRANT" in capsys.readouterr().err
+
+
+def test_llm_map_items_are_masked_before_the_model_sees_them(tmp_path, fake_api, monkeypatch):
+    monkeypatch.setenv("LCM_LLM", "anthropic")
+    inp, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    inp.write_text(json.dumps({"log": f"login ok password={SECRETS['password']}"}) + "\n"
+                   + json.dumps(f"deploy {SECRETS['aws_id']}") + "\n")
+    fake_api.respond(lambda body: {"text": '{"ok": true}'})
+    assert lcm_llm_map.main(["--input", str(inp), "--output", str(out), "--prompt", "Classify the log line"]) == 0
+    assert len(fake_api.requests) == 2
+    for body in fake_api.requests:
+        assert not leaks(body)
+    assert "[secret:password:" in json.dumps(fake_api.requests) and "[secret:aws-key:" in json.dumps(fake_api.requests)
+
+
+def test_the_claude_cli_backend_gets_masked_prompts(planted, capsys, monkeypatch, fake_claude):
+    """The CLI backend takes its prompt on the command line (visible to `ps`) or stdin: masked too."""
+    monkeypatch.setenv("LCM_LLM", "claude")
+    run(lcm_ingest, [str(planted["projects"])], capsys)
+    run(lcm_compact, ["--session", "s-secret", "--full"], capsys)
+    run(lcm_checkpoint, ["--session", "s-secret", "--llm"], capsys)
+    calls = fake_claude.calls()
+    assert len(calls) >= 2
+    for call in calls:
+        assert not leaks(call), f"claude -p received {leaks(call)}"
+
+
+def test_a_large_tool_result_is_stored_and_shown_masked(tmp_path, capsys, monkeypatch):
+    """A block big enough to be kept under $LCM_HOME/files: the stored copy, its exploration
+    summary and lcm_describe.py --content hold no secret; the original line keeps it."""
+    monkeypatch.setenv("LCM_LARGE_FILE_THRESHOLD", "100")
+    t = Transcript(tmp_path / "projects", session_id="s-env")
+    t.user("show me the env file")
+    call = t.tool_use("Read", {"file_path": "/home/user/proj/.env"})
+    body = "".join(f"SETTING_{i}=value{i}\n" for i in range(60))
+    t.tool_result(call, body + f"AWS_SECRET_ACCESS_KEY={SECRETS['aws_secret']}\n" + body + PEM)
+    t.write()
+    run(lcm_ingest, [str(tmp_path / "projects")], capsys)
+    conn = lcm.db.connect()
+    file_id, path = conn.execute("SELECT id, path FROM files").fetchone()
+    assert not leaks(open(path, encoding="utf-8").read())
+    out = run(lcm_describe, [file_id, "--content", "--max-tokens", "100000"], capsys)
+    assert "[secret:aws-secret:" in out and not leaks(out)
+    assert not leaks(run(lcm_describe, [file_id, "--json"], capsys))
+    assert SECRETS["aws_secret"].encode() in conn.execute("SELECT raw FROM messages WHERE uuid = ?",
+                                                           (t.entries[-1]["uuid"],)).fetchone()[0]
