@@ -43,25 +43,26 @@ def main() -> int:
         subprocess.run([sys.executable, str(ROOT / "bench" / "gen_corpus.py"), "--messages", str(args.messages),
                         "--out", str(corpus), "--seed", str(args.seed)], check=True, stdout=subprocess.DEVNULL)
 
-    import lcm_compact
-    import lcm_db
-    import lcm_ingest
+    import lcm.compact
 
-    conn = lcm_db.connect(str(work / "home" / "lcm.db"))
+    import lcm.db
+    import lcm.ingest
+
+    conn = lcm.db.connect(str(work / "home" / "lcm.db"))
     started = time.perf_counter()
-    lcm_ingest.ingest_paths(conn, [str(corpus)])
+    lcm.ingest.ingest_paths(conn, [str(corpus)])
     ingest_seconds = time.perf_counter() - started
     sessions = [r[0] for r in conn.execute("SELECT DISTINCT session_id FROM messages ORDER BY session_id")]
     messages = conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
 
     started = time.perf_counter()
-    results = [lcm_compact.compact(conn, s, mode="full") for s in sessions]
+    results = [lcm.compact.compact(conn, s, mode="full") for s in sessions]
     seconds = time.perf_counter() - started
     compacted = conn.execute("SELECT COUNT(*) FROM summary_sources WHERE message_id IS NOT NULL").fetchone()[0]
     before = sum(r["tokens_before"] for r in results)
     after = sum(r["tokens_after"] for r in results)
     again = time.perf_counter()
-    rerun = [lcm_compact.compact(conn, s, mode="full") for s in sessions]
+    rerun = [lcm.compact.compact(conn, s, mode="full") for s in sessions]
     rerun_seconds = time.perf_counter() - again
     print(json.dumps({
         "bench": "compact_extractive_full",

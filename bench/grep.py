@@ -51,18 +51,18 @@ QUERIES = [
 
 
 def in_process(db: str) -> dict:
-    import lcm_db
-    import lcm_grep
-    conn = lcm_db.connect(db, create=False, readonly=True)
+    import lcm.db
+    import lcm.search
+    conn = lcm.db.connect(db, create=False, readonly=True)
     session = conn.execute("SELECT session_id FROM messages ORDER BY id DESC LIMIT 1").fetchone()[0]
     cases = [(q, {"all_sessions": True}) for q in QUERIES]
     cases[-1] = (QUERIES[-1], {"session": session})  # one query filtered to a session
     for q, kw in cases:  # warm the page cache the way a live vault is
-        lcm_grep.search(conn, q, **kw)
+        lcm.search.search(conn, q, **kw)
     times, counts = [], []
     for q, kw in cases:
         start = time.perf_counter()
-        doc = lcm_grep.search(conn, q, **kw)
+        doc = lcm.search.search(conn, q, **kw)
         times.append((time.perf_counter() - start) * 1000)
         counts.append(doc["count"])
     return {"median_ms": round(statistics.median(times), 1), "p90_ms": round(sorted(times)[int(0.9 * len(times)) - 1], 1),
@@ -95,8 +95,8 @@ def main(argv=None):
         time.sleep(10)
     if not Path(args.db).exists():
         raise SystemExit(f"no vault at {args.db}: build it with bench/ingest first")
-    import lcm_db
-    conn = lcm_db.connect(args.db, create=False, readonly=True)
+    import lcm.db
+    conn = lcm.db.connect(args.db, create=False, readonly=True)
     messages = conn.execute("SELECT max(id) FROM messages").fetchone()[0]
     report = {"bench": "grep", "db": args.db, "messages": messages, **in_process(args.db)}
     # an installed copy has its modules byte-compiled (pip does it; so does a first run unless

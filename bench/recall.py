@@ -12,10 +12,10 @@ grep. Metrics: recall@10 (a gold message in the top 10) and MRR@10.
 
 Usage:
   python3 bench/recall.py [--set NAME=VALUE ...] [--show-misses]
-Prints one JSON line. `--set` overrides a constant of lcm_search (or lcm_query.NAME) to try a
+Prints one JSON line. `--set` overrides a constant of lcm.search (or lcm.query.NAME) to try a
 ranking idea, e.g. --set NEAR_PAIRS=true --set 'ROLE_WEIGHT={}'.
 
-Tried and measured here (recall@10 over all sets; kept = in lcm_search today):
+Tried and measured here (recall@10 over all sets; kept = in lcm.search today):
   plain OR-BM25 0.80 -> stopwords minus pronouns and negations, role/tool weights, every-term x2,
   common words scored post hoc, dedupe: 0.93 (kept). Not kept: NEAR(a b) pairs 0.88 (MRR better),
   5-letter prefixes 0.92, IDF coverage multiplier (-0.04 on coding), strict every-term tiers
@@ -418,8 +418,7 @@ def all_terms(conn, question, limit=10):
 
 
 def auto(conn, question, limit=10):
-    import lcm_grep
-    doc = lcm_grep.search(conn, question, limit=limit, all_sessions=True)
+    doc = lcm.search.search(conn, question, limit=limit, all_sessions=True)
     return [r["uuid"] for r in doc["results"] if r["type"] == "message"]
 
 
@@ -445,31 +444,30 @@ def evaluate(conn, cases, method):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override an lcm_search constant")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override an lcm.search constant")
     p.add_argument("--show-misses", action="store_true")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["LCM_HOME"] = str(Path(tmp) / "home")
         for name in ("LCM_DB", "LCM_SESSION_ID", "CLAUDE_CODE_SESSION_ID"):
             os.environ.pop(name, None)
-        import lcm_db
-        import lcm_grep
-        import lcm_ingest
-        import lcm_query
-        import lcm_search
-        for setting in args.set:  # NAME=JSON (a lcm_search constant), or lcm_query.NAME=JSON
+        import lcm.db
+        import lcm.ingest
+        import lcm.query
+        import lcm.search
+        for setting in args.set:  # NAME=JSON (a lcm.search constant), or lcm.query.NAME=JSON
             name, value = setting.split("=", 1)
             module, _, name = name.rpartition(".")
             value = json.loads(value)
-            setattr(lcm_query if module == "lcm_query" else lcm_search, name,
+            setattr(lcm.query if module == "lcm.query" else lcm.search, name,
                     frozenset(value) if name == "STOPWORDS" else value)
         projects = Path(tmp) / "projects"
         sets = {"personal": build_personal(projects), "holdout": build_holdout(projects),
                 "multi": build_multi(projects)}
-        conn = lcm_db.connect()
-        lcm_ingest.ingest_paths(conn, [projects])
+        conn = lcm.db.connect()
+        lcm.ingest.ingest_paths(conn, [projects])
         if SHARED.exists():
-            lcm_ingest.ingest_paths(conn, [SHARED])
+            lcm.ingest.ingest_paths(conn, [SHARED])
             sets["coding"] = [(q, [passage]) for q, passage in CODING]
         n_messages = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
         report = {"bench": "recall", "messages": n_messages, "overrides": args.set}

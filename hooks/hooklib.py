@@ -22,7 +22,7 @@ LOG_MAX_BYTES = 1_000_000
 def scripts_dir() -> str:
     """The plugin's scripts/: from CLAUDE_PLUGIN_ROOT, else the repo this hook file lives in."""
     root = os.environ.get("CLAUDE_PLUGIN_ROOT")
-    if root and os.path.isfile(os.path.join(root, "scripts", "lcm_db.py")):
+    if root and os.path.isfile(os.path.join(root, "scripts", "lcm", "db.py")):
         return os.path.join(os.path.abspath(root), "scripts")
     return os.path.join(REPO, "scripts")
 
@@ -35,7 +35,7 @@ def setup_path() -> None:
 
 def flag(name: str) -> bool:
     """A boolean LCM_* setting: plain yes/no spellings read directly, the default and anything
-    else through lcm_db.config (which names a bad value in its error)."""
+    else through lcm.db.config (which names a bad value in its error)."""
     raw = os.environ.get(name)
     if raw is None:
         return bool(_config(name))
@@ -48,8 +48,8 @@ def flag(name: str) -> bool:
 
 
 def _config(name: str):
-    import lcm_db
-    return lcm_db.config(name)
+    import lcm.db
+    return lcm.db.config(name)
 
 
 def lcm_home() -> str:
@@ -109,13 +109,13 @@ def run_hook(event: str, handler) -> int:
     handler returns None (no output), a str (printed as plain text) or a dict (printed as JSON).
     """
     import gc
-    gc.freeze()  # start-up's objects live until exit: the collector need not walk them (lcm_db.freeze_imports)
+    gc.freeze()  # start-up's objects live until exit: the collector need not walk them (lcm.db.freeze_imports)
     payload = None
     try:
         if os.environ.get("LCM_DISABLE", "").strip().lower() in TRUE_WORDS:
             return 0
         setup_path()
-        if flag("LCM_DISABLE"):  # a non-trivial spelling, validated by lcm_db
+        if flag("LCM_DISABLE"):  # a non-trivial spelling, validated by lcm.db
             return 0
         payload = read_payload()
         out = handler(payload)
@@ -147,8 +147,8 @@ def session_id(payload: dict) -> str:
 
 
 def connect():
-    import lcm_db
-    return lcm_db.connect()
+    import lcm.db
+    return lcm.db.connect()
 
 
 def ingest(conn, path) -> dict:
@@ -160,8 +160,8 @@ def ingest(conn, path) -> dict:
         raise Skip("payload has no transcript path")
     if not os.path.isfile(path):
         raise Skip(f"transcript {path} does not exist (yet)")
-    import lcm_ingest
-    return lcm_ingest.ingest_session(conn, path)
+    import lcm.ingest
+    return lcm.ingest.ingest_session(conn, path)
 
 
 def try_ingest(conn, path) -> dict | None:
@@ -194,27 +194,27 @@ def detach(script: str, args: list[str], payload: dict) -> None:
 
 
 def compaction_due(conn, sid: str) -> bool:
-    """lcm_compact.compaction_due, with the common "no" answered without importing lcm_compact.
+    """lcm.compact.compaction_due, with the common "no" answered without importing lcm.compact.
 
-    lcm_compact brings the model seam (about 60 ms of imports, more than the rest of a hook), and
+    lcm.compact brings the model seam (about 60 ms of imports, more than the rest of a hook), and
     on most turns nothing is due. Its two conditions: the raw tokens outside the fresh tail exceed
     LCM_LEAF_CHUNK_TOKENS (checked here exactly, in SQL), or a run of LCM_CONDENSED_MIN_FANOUT
     parentless summaries of one depth can be condensed, which needs at least that many parentless
-    summaries at some depth (checked here; lcm_compact decides the rest).
+    summaries at some depth (checked here; lcm.compact decides the rest).
     """
-    import lcm_db
+    import lcm.db
     raw = conn.execute(
         "SELECT coalesce(sum(token_count), 0) FROM (SELECT m.token_count FROM messages m"
         " WHERE m.session_id = ? AND NOT EXISTS (SELECT 1 FROM summary_sources s WHERE s.message_id = m.id)"
-        " ORDER BY m.id DESC LIMIT -1 OFFSET ?)", (sid, lcm_db.config("LCM_FRESH_TAIL_COUNT"))).fetchone()[0]
-    if raw <= lcm_db.config("LCM_LEAF_CHUNK_TOKENS"):
+        " ORDER BY m.id DESC LIMIT -1 OFFSET ?)", (sid, lcm.db.config("LCM_FRESH_TAIL_COUNT"))).fetchone()[0]
+    if raw <= lcm.db.config("LCM_LEAF_CHUNK_TOKENS"):
         crowded = conn.execute(
             "SELECT 1 FROM summaries WHERE session_id = ? AND parent_id IS NULL GROUP BY depth"
-            " HAVING count(*) >= ? LIMIT 1", (sid, lcm_db.config("LCM_CONDENSED_MIN_FANOUT"))).fetchone()
+            " HAVING count(*) >= ? LIMIT 1", (sid, lcm.db.config("LCM_CONDENSED_MIN_FANOUT"))).fetchone()
         if crowded is None:
             return False
-    import lcm_compact
-    return bool(lcm_compact.compaction_due(conn, sid))
+    import lcm.compact
+    return bool(lcm.compact.compaction_due(conn, sid))
 
 
 def start_compaction(conn, sid: str, payload: dict) -> None:
@@ -224,10 +224,10 @@ def start_compaction(conn, sid: str, payload: dict) -> None:
     """
     if not compaction_due(conn, sid):
         return
-    import lcm_compact
-    from lcm_db import LcmError
+    import lcm.compact
+    from lcm.db import LcmError
     try:
-        with lcm_compact.session_lock(sid, blocking=False):
+        with lcm.compact.session_lock(sid, blocking=False):
             pass
     except LcmError:
         return

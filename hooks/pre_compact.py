@@ -39,7 +39,7 @@ def instructions(ids: list[str]) -> str:
             'lcm_describe.py / lcm_expand_query.py (lcm_expand.py in sub-agents).')[:INSTRUCTIONS_CHARS]
 
 
-def compact_now(conn, sid: str, lcm_compact) -> None:
+def compact_now(conn, sid: str, compaction) -> None:
     """Sweep everything outside the fresh tail (Claude Code is about to drop it from view).
 
     A background compaction that holds the session lock is not waited for: the summaries it has
@@ -48,14 +48,14 @@ def compact_now(conn, sid: str, lcm_compact) -> None:
     if conn.execute("SELECT 1 FROM messages WHERE session_id = ? LIMIT 1", (sid,)).fetchone() is None:
         note("no messages of this session in the vault: nothing to compact")
         return
-    from lcm_db import LcmError
+    from lcm.db import LcmError
     try:
-        with lcm_compact.session_lock(sid, blocking=False):
+        with compaction.session_lock(sid, blocking=False):
             pass
     except LcmError as exc:  # someone is compacting this session right now
         note(f"compaction skipped: {exc.message}")
         return
-    result = lcm_compact.compact(conn, sid, mode="full", time_budget=TIME_BUDGET_SECONDS)
+    result = compaction.compact(conn, sid, mode="full", time_budget=TIME_BUDGET_SECONDS)
     if isinstance(result, dict) and result.get("stopped") == "time_budget":
         note(f"compaction stopped at its {TIME_BUDGET_SECONDS}s budget; the rest runs on a later Stop")
 
@@ -67,11 +67,11 @@ def handle(payload: dict):
     if hooklib.flag("LCM_SUBAGENT"):
         return None
     try:
-        import lcm_compact
+        import lcm.compact
     except ImportError:
-        note("lcm_compact is missing: no compaction before Claude Code's")
+        note("lcm/compact.py is missing: no compaction before Claude Code's")
     else:
-        compact_now(conn, sid, lcm_compact)
+        compact_now(conn, sid, lcm.compact)
     if not hooklib.flag("LCM_INJECT"):
         return None
     # plain text, not JSON: PreCompact has no hookSpecificOutput, stdout joins the custom instructions

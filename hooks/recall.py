@@ -16,9 +16,9 @@ def worth_searching(prompt: str, min_words: int) -> bool:
 def recall_text(conn, prompt, session_id, cwd, *, hits: int, max_chars: int, min_words: int) -> str | None:
     if not isinstance(prompt, str) or not worth_searching(prompt, min_words):
         return None
-    import lcm_grep
+    import lcm.search
     scope = {"project": cwd} if cwd else {"all_sessions": True}
-    found = lcm_grep.search(conn, prompt[:QUERY_CHARS], limit=hits * 3, **scope)
+    found = lcm.search.search(conn, prompt[:QUERY_CHARS], limit=hits * 3, **scope)
     lines = []
     for hit in found.get("results", []):
         # raw messages of this session that no summary covers are still in view: skip them

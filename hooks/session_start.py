@@ -60,12 +60,12 @@ def checkpoint_pointer(payload: dict) -> str | None:
 
 def compact_context(conn, sid: str) -> str:
     try:
-        import lcm_compact
+        import lcm.compact
     except ImportError:
-        note("lcm_compact is missing: only the drill-down pointer injected after compaction")
+        note("lcm/compact.py is missing: only the drill-down pointer injected after compaction")
         body = ""
     else:
-        body = lcm_compact.render_context(conn, sid, max_chars=CONTEXT_CHARS).strip()
+        body = lcm.compact.render_context(conn, sid, max_chars=CONTEXT_CHARS).strip()
     if not body:
         return ("lcm: this session was compacted. Its full history stays in the lcm vault. " + DRILL_DOWN)
     return ("lcm: active context of this session after compaction (summaries with their ids):\n"
@@ -78,13 +78,13 @@ def handle(payload: dict):
     if hooklib.flag("LCM_SUBAGENT"):
         hooklib.try_ingest(conn, payload.get("transcript_path"))
         return None
-    import lcm_db
+    import lcm.db
     env_file = os.environ.get("CLAUDE_ENV_FILE")
     if env_file:
         write_env_file(env_file, {
             "LCM_SCRIPTS": hooklib.scripts_dir(),
             "LCM_SESSION_ID": sid,
-            "LCM_DB": str(lcm_db.db_path().resolve()),
+            "LCM_DB": str(lcm.db.db_path().resolve()),
         })
     else:
         note("CLAUDE_ENV_FILE is not set: LCM_SCRIPTS not exported to the Bash tool")

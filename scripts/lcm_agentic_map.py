@@ -25,11 +25,11 @@ import sys
 import time
 from pathlib import Path
 
-import lcm_db
-import lcm_guard
-import lcm_llm
-import lcm_mapcore as core
-from lcm_db import LcmError
+import lcm.db
+import lcm.guard
+import lcm.llm
+import lcm.maps as core
+from lcm.db import LcmError
 
 READ_TOOLS_CLI = "Read,Glob,Grep"
 WRITE_TOOLS_CLI = "Edit,Write,Bash"
@@ -169,7 +169,7 @@ def call_before(client, params: dict, deadline: float, timeout: float, retries: 
         try:
             return client.with_options(timeout=remaining, max_retries=0).messages.create(**params)
         except (anthropic.AuthenticationError, anthropic.PermissionDeniedError, anthropic.NotFoundError) as exc:
-            raise lcm_llm.ModelConfigError(f"the API refused the request ({exc.status_code}): {exc}",
+            raise lcm.llm.ModelConfigError(f"the API refused the request ({exc.status_code}): {exc}",
                                            "check ANTHROPIC_API_KEY and --model, then rerun with --resume") from None
         except anthropic.APITimeoutError:
             break
@@ -273,12 +273,12 @@ def claude_worker(job: core.MapJob, args, root: Path, model: str | None):
             outcome.attempts += 1
             try:
                 # run_claude gives the child LCM_SUBAGENT=1 and one more delegation level
-                result = lcm_llm.run_claude(prompt, system=system, model=model, max_turns=args.max_turns,
+                result = lcm.llm.run_claude(prompt, system=system, model=model, max_turns=args.max_turns,
                                             tools=tools, allowed_tools=tools, json_schema=job.schema,
                                             timeout=remaining, cwd=str(root))
-            except lcm_llm.ModelConfigError:
+            except lcm.llm.ModelConfigError:
                 raise
-            except lcm_llm.ModelError as exc:
+            except lcm.llm.ModelError as exc:
                 timed_out = time.monotonic() >= deadline
                 outcome.error = f"timed out after {args.timeout:g}s (the agent was killed)" if timed_out else exc.message
                 return outcome
@@ -295,7 +295,7 @@ def claude_worker(job: core.MapJob, args, root: Path, model: str | None):
 # ---------------------------------------------------------------------------
 
 def _main(argv):
-    p = lcm_db.parser(__doc__)
+    p = lcm.db.parser(__doc__)
     core.add_map_args(p, concurrency=4, timeout=600.0)
     p.add_argument("--max-turns", type=core._positive_int, default=20, metavar="N",
                    help="tool-using turns per item before it fails (default 20)")
@@ -307,12 +307,12 @@ def _main(argv):
     p.add_argument("--cwd", metavar="DIR", default=".", help="directory the agents work in (default: current)")
     p.add_argument("--max-tokens", type=core._positive_int, default=4096, metavar="N",
                    help="answer length cap per model turn (default 4096)")
-    p.add_argument("--api-retries", type=int, default=lcm_llm.DEFAULT_MAX_RETRIES, metavar="N",
+    p.add_argument("--api-retries", type=int, default=lcm.llm.DEFAULT_MAX_RETRIES, metavar="N",
                    help="retries per call on 429, 5xx and connection errors, within --timeout")
-    lcm_guard.add_guard_args(p)
+    lcm.guard.add_guard_args(p)
     args = p.parse_args(argv)
 
-    lcm_guard.check_delegation("lcm_agentic_map.py", args.delegated_scope, args.kept_work,
+    lcm.guard.check_delegation("lcm_agentic_map.py", args.delegated_scope, args.kept_work,
                                instead="read the files with your own tools, or use lcm_llm_map.py for tool-free work")
     job = core.prepare(args, "agentic")
     root = Path(args.cwd).expanduser().resolve()
@@ -320,12 +320,12 @@ def _main(argv):
         raise LcmError(f"--cwd {args.cwd} is not a directory", "pass the directory the agents should work in")
     job.options = {"max_attempts": args.max_attempts, "max_turns": args.max_turns, "allow_write": args.allow_write,
                    "cwd": str(root)}
-    backend = lcm_llm.resolve_backend()
-    model = args.model or lcm_llm.resolve_model()
+    backend = lcm.llm.resolve_backend()
+    model = args.model or lcm.llm.resolve_model()
     if args.dry_run:
         system = system_prompt(job.prompt, job.schema, root, args.allow_write)
         first_turn = core.estimate_input_tokens(job, system)
-        lcm_db.print_json({
+        lcm.db.print_json({
             "dry_run": True, "total": job.total, "backend": backend, "model": model, "read_only": not args.allow_write,
             "tools": ",".join(t["name"] for t in FileTools(root, args.allow_write).specs()) if backend == "anthropic"
             else READ_TOOLS_CLI + ("," + WRITE_TOOLS_CLI if args.allow_write else ""),
@@ -337,14 +337,14 @@ def _main(argv):
         })
         return 0
     if backend == "none":
-        raise lcm_llm.ModelConfigError("lcm_agentic_map.py needs a model, and no backend is available",
-                                       lcm_llm.NO_BACKEND_HINT)
+        raise lcm.llm.ModelConfigError("lcm_agentic_map.py needs a model, and no backend is available",
+                                       lcm.llm.NO_BACKEND_HINT)
 
-    conn = lcm_db.connect(args.db)
+    conn = lcm.db.connect(args.db)
     state = core.RunState.open(conn, job, model, args.resume)
     try:
         if backend == "anthropic":
-            process = anthropic_worker(lcm_llm.anthropic_client(timeout=args.timeout, max_retries=0),
+            process = anthropic_worker(lcm.llm.anthropic_client(timeout=args.timeout, max_retries=0),
                                        job, args, root, model)
         else:
             process = claude_worker(job, args, root, model)
@@ -356,9 +356,9 @@ def _main(argv):
 
 
 def main(argv: list[str] | None = None) -> int:
-    return lcm_db.run(_main, argv)
+    return lcm.db.run(_main, argv)
 
 
 if __name__ == "__main__":
-    lcm_db.freeze_imports()
+    lcm.db.freeze_imports()
     sys.exit(main())

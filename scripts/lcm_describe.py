@@ -22,11 +22,11 @@ import os
 import re
 import sys
 
-import lcm_db
-import lcm_expand
-import lcm_files
-import lcm_grants
-from lcm_db import LcmError
+import lcm.db
+import lcm.expand
+import lcm.files
+import lcm.grants
+from lcm.db import LcmError
 
 TREE_LINES = 200  # text tree of a session stays readable; --json has everything
 
@@ -54,7 +54,7 @@ def describe_file(conn, file_id, content=False, max_tokens=4000, offset=0) -> di
            "byte_size": row["byte_size"], "token_count": row["token_count"], "session_id": row["session_id"],
            "message_uuid": row["message_uuid"], "created_at": row["created_at"], "exploration": row["exploration"]}
     if content:
-        text = lcm_files.read_content(row)
+        text = lcm.files.read_content(row)
         end = offset + max_tokens * 4
         doc.update(content=text[offset:end], offset=offset, has_more=end < len(text),
                    next_offset=end if end < len(text) else None)
@@ -148,7 +148,7 @@ def _print_node(doc) -> None:
 
 
 def _main(argv):
-    p = lcm_db.parser(__doc__)
+    p = lcm.db.parser(__doc__)
     p.add_argument("id", nargs="?", metavar="ID", help="sum_..., file_... or a message uuid")
     p.add_argument("--session", metavar="ID", help="describe this session's DAG and context items")
     p.add_argument("--content", action="store_true", help="include a stored file's content (bounded)")
@@ -157,37 +157,37 @@ def _main(argv):
     args = p.parse_args(argv)
     if args.max_tokens < 1 or args.offset < 0:
         raise LcmError("--max-tokens must be >= 1 and --offset >= 0", "e.g. --max-tokens 4000 --offset 0")
-    conn = lcm_db.connect(args.db, create=False, readonly=True)
+    conn = lcm.db.connect(args.db, create=False, readonly=True)
     grant = os.environ.get("LCM_GRANT")
     if args.id is None:
-        session = args.session or lcm_db.current_session_id()
+        session = args.session or lcm.db.current_session_id()
         if not session:
             raise LcmError("nothing to describe", "pass an ID (sum_..., file_..., uuid) or --session ID")
         if grant:
-            lcm_grants.check_scope_session(conn, grant, session)
+            lcm.grants.check_scope_session(conn, grant, session)
         doc = describe_session(conn, session)
-        lcm_db.print_json(doc) if args.json else _print_session(doc)
+        lcm.db.print_json(doc) if args.json else _print_session(doc)
         return 0
     if args.id.startswith("file_"):
         doc = describe_file(conn, args.id, args.content, args.max_tokens, args.offset)
         if grant and doc["message_uuid"]:
-            lcm_grants.check_scope(conn, grant, doc["message_uuid"])
+            lcm.grants.check_scope(conn, grant, doc["message_uuid"])
     else:
-        kind, row = lcm_expand.resolve_node(conn, args.id)
+        kind, row = lcm.expand.resolve_node(conn, args.id)
         if grant:
-            lcm_grants.check_scope(conn, grant, args.id)
+            lcm.grants.check_scope(conn, grant, args.id)
         doc = describe_summary(conn, row) if kind == "summary" else describe_message(conn, row)
         if kind == "message" and len(doc["content"]) > args.max_tokens * 4:
             doc["content"] = doc["content"][: args.max_tokens * 4] + (
                 f"\n[... cut at {args.max_tokens} tokens: lcm_expand.py {args.id} --raw prints it all]")
-    lcm_db.print_json(doc) if args.json else _print_node(doc)
+    lcm.db.print_json(doc) if args.json else _print_node(doc)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    return lcm_db.run(_main, argv)
+    return lcm.db.run(_main, argv)
 
 
 if __name__ == "__main__":
-    lcm_db.freeze_imports()
+    lcm.db.freeze_imports()
     sys.exit(main())

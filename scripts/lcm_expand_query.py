@@ -27,9 +27,12 @@ import re
 import sys
 from pathlib import Path
 
-import lcm_db
-import lcm_guard
-from lcm_db import LcmError
+import lcm.db
+import lcm.grants
+import lcm.guard
+import lcm.llm
+import lcm.search
+from lcm.db import LcmError
 
 GRANT_TTL_SECONDS = 300
 MAX_TURNS = 6             # model calls one question may make (anthropic backend)
@@ -70,8 +73,7 @@ def find_candidates(conn, args) -> list[dict]:
                                "find ids with lcm_grep.py or lcm_describe.py, or use --query TEXT")
             found.append(info)
         return found
-    import lcm_grep
-    doc = lcm_grep.search(conn, args.query, scope="both", session=args.session,
+    doc = lcm.search.search(conn, args.query, scope="both", session=args.session,
                           all_sessions=args.all_sessions, limit=20)
     found, seen = [], set()
     for item in doc.get("results", []):
@@ -113,7 +115,6 @@ class Expansion:
 
     def expand(self, node_id: str) -> list[dict]:
         """The source messages under node_id (a summary or a message) that fit the remaining cap."""
-        import lcm_grants
         if node_id.startswith("sum_"):
             pairs = list(_walk(self.conn, node_id))
         else:
@@ -128,7 +129,7 @@ class Expansion:
             if want <= 0:
                 self.truncated = True
                 break
-            allowed = lcm_grants.check_and_charge(self.conn, self.grant_id, msg["uuid"], want)
+            allowed = lcm.grants.check_and_charge(self.conn, self.grant_id, msg["uuid"], want)
             if allowed <= 0:
                 self.truncated = True
                 break
@@ -186,11 +187,10 @@ def run_tool(conn, exp: Expansion, sessions: list[str], name: str, tool_input: d
                         "answer from what was already expanded"), True
             return (format_sources(got) or "nothing new under this id (already shown above)"), False
         if name == "lcm_grep":
-            import lcm_grep
             keep = ("id", "type", "session_id", "created_at", "snippet", "covering_summary_id")
             items = []
             for session_id in sessions:
-                doc = lcm_grep.search(conn, str(tool_input.get("query", "")), session=session_id, limit=10)
+                doc = lcm.search.search(conn, str(tool_input.get("query", "")), session=session_id, limit=10)
                 items += [{k: r.get(k) for k in keep} for r in doc.get("results", [])]
             return json.dumps(items[:10]), False
     except LcmError as exc:
@@ -199,8 +199,7 @@ def run_tool(conn, exp: Expansion, sessions: list[str], name: str, tool_input: d
 
 
 def answer_with_anthropic(conn, exp: Expansion, sessions: list[str], prompt: str, model: str) -> str:
-    import lcm_llm
-    client = lcm_llm.anthropic_client()
+    client = lcm.llm.anthropic_client()
     import anthropic
     messages: list[dict] = [{"role": "user", "content": prompt}]
     for turn in range(MAX_TURNS):
@@ -210,7 +209,7 @@ def answer_with_anthropic(conn, exp: Expansion, sessions: list[str], prompt: str
                                               tools=TOOLS, messages=messages,
                                               tool_choice={"type": "none" if last else "auto"})
         except anthropic.APIError as exc:
-            raise lcm_llm.ModelError(f"the model call failed: {lcm_llm._api_message(exc)}",
+            raise lcm.llm.ModelError(f"the model call failed: {lcm.llm._api_message(exc)}",
                                      "retry, or set LCM_LLM=none to get the gathered excerpts") from None
         calls = [b for b in response.content if b.type == "tool_use"]
         if not calls:
@@ -225,14 +224,13 @@ def answer_with_anthropic(conn, exp: Expansion, sessions: list[str], prompt: str
 
 
 def answer_with_claude(conn, exp: Expansion, prompt: str, db: Path, model: str) -> str:
-    import lcm_llm
     scripts = Path(__file__).resolve().parent
     tools = [f"Bash(python3 {scripts}/lcm_{verb}.py:*)" for verb in ("expand", "describe", "grep")]
     guide = ("\n\nTo read more, run (the grant in LCM_GRANT limits what you can read):\n"
              + "\n".join(f"python3 {scripts}/lcm_{verb}.py {arg}" for verb, arg in
                          (("describe", "ID"), ("expand", "ID"), ("grep", "'WORDS'"))))
     env = {**os.environ, "LCM_GRANT": exp.grant_id, "LCM_DB": str(db)}
-    result = lcm_llm.run_claude(prompt + guide, system=SYSTEM, model=model, max_turns=MAX_TURNS, tools="Bash",
+    result = lcm.llm.run_claude(prompt + guide, system=SYSTEM, model=model, max_turns=MAX_TURNS, tools="Bash",
                                 allowed_tools=tools, env=env, timeout=300)
     return str(result.get("result") or "").strip()
 
@@ -262,30 +260,28 @@ def cited_ids(conn, answer: str) -> tuple[list[str], list[str]]:
 
 
 def _main(argv):
-    p = lcm_db.parser(__doc__)
+    p = lcm.db.parser(__doc__)
     p.add_argument("--prompt", required=True, metavar="QUESTION", help="the question to answer")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--query", metavar="TEXT", help="find candidates with lcm_grep")
     what.add_argument("--summary-ids", nargs="+", metavar="ID", help="expand these summary (or message) ids")
     p.add_argument("--max-tokens", type=int, metavar="N", help="grant cap (default $LCM_MAX_EXPAND_TOKENS, 4000)")
-    lcm_db.add_session_arg(p)
+    lcm.db.add_session_arg(p)
     p.add_argument("--all-sessions", action="store_true", help="search every session, not only this project's")
-    lcm_guard.add_guard_args(p)
+    lcm.guard.add_guard_args(p)
     args = p.parse_args(argv)
-    lcm_guard.check_delegation("lcm_expand_query.py", args.delegated_scope, args.kept_work,
+    lcm.guard.check_delegation("lcm_expand_query.py", args.delegated_scope, args.kept_work,
                                instead="use lcm_expand.py ID (with lcm_grep.py / lcm_describe.py to find ids)")
-    cap = args.max_tokens if args.max_tokens is not None else lcm_db.config("LCM_MAX_EXPAND_TOKENS")
+    cap = args.max_tokens if args.max_tokens is not None else lcm.db.config("LCM_MAX_EXPAND_TOKENS")
     if cap <= 0:
         p.error("--max-tokens must be a positive integer")
-    import lcm_llm
-    backend = lcm_llm.resolve_backend()
-    conn = lcm_db.connect(args.db, create=False)
+    backend = lcm.llm.resolve_backend()
+    conn = lcm.db.connect(args.db, create=False)
     candidates = find_candidates(conn, args)
     sessions = list(dict.fromkeys(c["session_id"] for c in candidates if c["session_id"]))
     if not sessions:
         raise LcmError("none of the ids belongs to a stored session", "pass summary ids or message uuids")
-    import lcm_grants
-    grant_id = lcm_grants.create_grant(conn, sessions, [c["id"] for c in candidates], cap, ttl_seconds=GRANT_TTL_SECONDS)
+    grant_id = lcm.grants.create_grant(conn, sessions, [c["id"] for c in candidates], cap, ttl_seconds=GRANT_TTL_SECONDS)
     try:
         exp = Expansion(conn, grant_id, cap)
         if backend != "none":
@@ -293,14 +289,14 @@ def _main(argv):
         sources = [m for c in candidates for m in exp.expand(c["id"])]
         exp.limit = cap
         prompt = first_prompt(args.prompt, candidates, sources, exp)
-        model = lcm_llm.resolve_model(conn, sessions[0])
+        model = lcm.llm.resolve_model(conn, sessions[0])
         reason = None
         try:
             if backend == "anthropic":
                 answer = answer_with_anthropic(conn, exp, sessions, prompt, model)
             elif backend == "claude":
-                answer = answer_with_claude(conn, exp, prompt, lcm_db.db_path(args.db).resolve(), model)
-        except lcm_llm.ModelError as exc:
+                answer = answer_with_claude(conn, exp, prompt, lcm.db.db_path(args.db).resolve(), model)
+        except lcm.llm.ModelError as exc:
             # the sources were gathered at a cost: hand them over rather than nothing
             sys.stderr.write(f"Warning: the model call failed ({exc.message}); showing the gathered excerpts\n")
             backend, reason = "none", "The model call failed"
@@ -308,7 +304,7 @@ def _main(argv):
             answer = excerpts(sources, args.query, reason or "No model backend (LCM_LLM=none)")
         used = conn.execute("SELECT tokens_used FROM grants WHERE id = ?", (grant_id,)).fetchone()[0]
     finally:
-        lcm_grants.revoke_grant(conn, grant_id)
+        lcm.grants.revoke_grant(conn, grant_id)
     good, bad = cited_ids(conn, answer)
     if backend == "none":
         good = [m["id"] for m in sources]
@@ -316,7 +312,7 @@ def _main(argv):
               "expanded_summary_count": len(exp.summaries), "total_source_tokens": max(used, exp.used),
               "truncated": exp.truncated, "backend": backend, "grant_id": grant_id, "unknown_cited_ids": bad}
     if args.json:
-        lcm_db.print_json(result)
+        lcm.db.print_json(result)
     else:
         print(result["answer"])
         print(f"\nCited: {', '.join(good) or 'nothing'}" + (f" (ignored unknown ids: {', '.join(bad)})" if bad else ""))
@@ -326,9 +322,9 @@ def _main(argv):
 
 
 def main(argv: list[str] | None = None) -> int:
-    return lcm_db.run(_main, argv)
+    return lcm.db.run(_main, argv)
 
 
 if __name__ == "__main__":
-    lcm_db.freeze_imports()
+    lcm.db.freeze_imports()
     sys.exit(main())

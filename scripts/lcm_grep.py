@@ -25,8 +25,8 @@ from __future__ import annotations
 import re
 import sys
 
-import lcm_db
-from lcm_search import parse_when, search  # noqa: F401  (lcm_grep.search is the agreed API)
+import lcm.db
+from lcm.search import search
 
 # ---------------------------------------------------------------------------
 # Command line
@@ -60,20 +60,20 @@ def _print_text(doc, argv_tail) -> None:
 
 
 def _main(argv):
-    p = lcm_db.parser(__doc__)
+    p = lcm.db.parser(__doc__)
     p.add_argument("query", metavar="QUERY")
     p.add_argument("--mode", choices=["auto", "full_text", "regex"], default="auto")
     p.add_argument("--scope", choices=["messages", "summaries", "both"], default="both")
-    lcm_db.add_session_arg(p)
+    lcm.db.add_session_arg(p)
     p.add_argument("--project", metavar="DIR", help="only sessions whose cwd is DIR (or below it)")
     p.add_argument("--all-sessions", action="store_true", help="search every session of every project")
     p.add_argument("--since", metavar="WHEN", help="ISO date/time or age: 30m 3h 2d 1w")
     p.add_argument("--before", metavar="WHEN", help="ISO date/time or age")
     p.add_argument("--role", choices=["user", "assistant", "system"], help="only messages of this role")
-    lcm_db.add_limit_arg(p)
+    lcm.db.add_limit_arg(p)
     p.add_argument("--offset", type=int, default=0, metavar="N", help="skip the first N results")
     args = p.parse_args(argv)
-    conn = lcm_db.connect(args.db, create=False, readonly=True)
+    conn = lcm.db.connect(args.db, create=False, readonly=True)
     doc = search(conn, args.query, mode=args.mode, scope=args.scope, session=args.session,
                  project=args.project, all_sessions=args.all_sessions, since=args.since,
                  before=args.before, role=args.role, limit=args.limit, offset=args.offset)
@@ -83,7 +83,7 @@ def _main(argv):
         sys.stderr.write("Note: the scan hit its time limit; results are the newest "
                          "matches only (narrow with --session, --since or --scope)\n")
     if args.json:
-        lcm_db.print_json(doc)
+        lcm.db.print_json(doc)
         return 0
     tail = "".join(f" --{k.replace('_', '-')} {_shell_quote(str(v))}" for k, v in
                    (("mode", args.mode if args.mode != "auto" else None), ("scope", args.scope if args.scope != "both" else None),
@@ -97,9 +97,9 @@ def _main(argv):
 
 
 def main(argv: list[str] | None = None) -> int:
-    return lcm_db.run(_main, argv)
+    return lcm.db.run(_main, argv)
 
 
 if __name__ == "__main__":
-    lcm_db.freeze_imports()
+    lcm.db.freeze_imports()
     sys.exit(main())

@@ -15,29 +15,29 @@ from __future__ import annotations
 
 import sys
 
-import lcm_db
+import lcm.db
 
 
 def init(db: str | None = None) -> dict:
     """Create or migrate the vault; returns the --json document."""
-    lcm_db.validate_config()
-    path = lcm_db.db_path(db)
+    lcm.db.validate_config()
+    path = lcm.db.db_path(db)
     created = not path.exists()
-    conn = lcm_db.connect(db)
+    conn = lcm.db.connect(db)
     try:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
     finally:
         conn.close()
     return {"db": str(path), "schema_version": version,
-            "session_id": lcm_db.current_session_id(), "created": created}
+            "session_id": lcm.db.current_session_id(), "created": created}
 
 
 def _main(argv):
-    p = lcm_db.parser(__doc__)
+    p = lcm.db.parser(__doc__)
     args = p.parse_args(argv)
     result = init(args.db)
     if args.json:
-        lcm_db.print_json(result)
+        lcm.db.print_json(result)
         return 0
     state = "created" if result["created"] else "ready"
     print(f"Vault {state}: {result['db']} (schema {result['schema_version']})")
@@ -46,9 +46,9 @@ def _main(argv):
 
 
 def main(argv: list[str] | None = None) -> int:
-    return lcm_db.run(_main, argv)
+    return lcm.db.run(_main, argv)
 
 
 if __name__ == "__main__":
-    lcm_db.freeze_imports()
+    lcm.db.freeze_imports()
     sys.exit(main())

@@ -26,10 +26,10 @@ import sys
 import threading
 import time
 
-import lcm_db
-import lcm_llm
-import lcm_mapcore as core
-from lcm_db import LcmError
+import lcm.db
+import lcm.llm
+import lcm.maps as core
+from lcm.db import LcmError
 
 SYSTEM_PROMPT = (
     "You process one item of a batch job: apply the task below to the item in the user message. "
@@ -88,10 +88,10 @@ def api_error(exc, timeout: float) -> str:
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
         detail = f"{body['error'].get('type', 'error')}: {body['error'].get('message', '')}"
     if isinstance(exc, (anthropic.AuthenticationError, anthropic.PermissionDeniedError)):
-        raise lcm_llm.ModelConfigError(f"the API refused the credentials ({exc.status_code} {detail})",
+        raise lcm.llm.ModelConfigError(f"the API refused the credentials ({exc.status_code} {detail})",
                                        "check ANTHROPIC_API_KEY, then rerun with --resume")
     if isinstance(exc, anthropic.NotFoundError):
-        raise lcm_llm.ModelConfigError(f"the API does not know this model ({detail})",
+        raise lcm.llm.ModelConfigError(f"the API does not know this model ({detail})",
                                        "pass --model with a model your key can use, then rerun with --resume")
     if isinstance(exc, anthropic.APITimeoutError):
         return f"no answer within {timeout:g}s (the call was retried)"
@@ -123,7 +123,7 @@ def anthropic_worker(client, requests: Requests, checker: core.AnswerChecker, ma
                 return outcome  # the SDK already retried 429, 5xx and timeouts with backoff
             except TypeError as exc:  # the SDK found no credentials at all
                 if "authentication" in str(exc).lower():
-                    raise lcm_llm.ModelConfigError("no Anthropic credentials found", lcm_llm.NO_BACKEND_HINT) from None
+                    raise lcm.llm.ModelConfigError("no Anthropic credentials found", lcm.llm.NO_BACKEND_HINT) from None
                 raise
             outcome.attempts += 1
             outcome.input_tokens += response.usage.input_tokens or 0
@@ -150,11 +150,11 @@ def claude_worker(requests: Requests, schema: dict | None, checker: core.AnswerC
         while outcome.attempts < max_attempts:
             outcome.attempts += 1
             try:
-                result = lcm_llm.run_claude(prompt, system=requests.system, model=requests.model, max_turns=1,
+                result = lcm.llm.run_claude(prompt, system=requests.system, model=requests.model, max_turns=1,
                                             tools="", json_schema=schema, timeout=timeout)
-            except lcm_llm.ModelConfigError:
+            except lcm.llm.ModelConfigError:
                 raise
-            except lcm_llm.ModelError as exc:
+            except lcm.llm.ModelError as exc:
                 outcome.error = exc.message
                 return outcome
             rejected = core.take_claude_result(outcome, result, checker)
@@ -290,7 +290,7 @@ def dry_run(job: core.MapJob, requests: Requests, backend: str, batch: bool) -> 
     input_tokens = core.estimate_input_tokens(job, requests.system)
     answer = min(requests.max_tokens, ASSUMED_ANSWER_TOKENS)
     first = requests.params(job.first_item, [])
-    lcm_db.print_json({
+    lcm.db.print_json({
         "dry_run": True, "total": job.total, "backend": backend, "model": requests.model, "batch": batch,
         "estimated_input_tokens": input_tokens, "estimated_output_tokens": answer * job.total,
         "estimated_cost_usd": core.cost_usd(requests.model, input_tokens, answer * job.total, batch),
@@ -302,13 +302,13 @@ def dry_run(job: core.MapJob, requests: Requests, backend: str, batch: bool) -> 
 
 
 def _main(argv):
-    p = lcm_db.parser(__doc__)
+    p = lcm.db.parser(__doc__)
     core.add_map_args(p, concurrency=16, timeout=120.0)
     p.add_argument("--max-tokens", type=core._positive_int, default=1024, metavar="N",
                    help="answer length cap per call (default 1024)")
-    p.add_argument("--api-retries", type=int, default=lcm_llm.DEFAULT_MAX_RETRIES, metavar="N",
+    p.add_argument("--api-retries", type=int, default=lcm.llm.DEFAULT_MAX_RETRIES, metavar="N",
                    help="SDK retries per call on 429, 5xx and timeouts, with backoff "
-                        f"(default {lcm_llm.DEFAULT_MAX_RETRIES})")
+                        f"(default {lcm.llm.DEFAULT_MAX_RETRIES})")
     p.add_argument("--batch", action="store_true", help="use the Message Batches API (anthropic backend only)")
     p.add_argument("--poll-interval", type=core._positive_float, default=10.0, metavar="S",
                    help="first wait between batch status checks; doubles up to 60 s (default 10)")
@@ -316,24 +316,24 @@ def _main(argv):
 
     job = core.prepare(args, "llm")
     job.options = {"max_attempts": args.max_attempts, "max_tokens": args.max_tokens, "batch": args.batch}
-    backend = lcm_llm.resolve_backend()
-    model = args.model or lcm_llm.resolve_model()
+    backend = lcm.llm.resolve_backend()
+    model = args.model or lcm.llm.resolve_model()
     requests = Requests(job, model, args.max_tokens, backend)
     if args.dry_run:
         return dry_run(job, requests, backend, args.batch)
     if backend == "none":
-        raise lcm_llm.ModelConfigError("lcm_llm_map.py needs a model, and no backend is available",
-                                       lcm_llm.NO_BACKEND_HINT)
+        raise lcm.llm.ModelConfigError("lcm_llm_map.py needs a model, and no backend is available",
+                                       lcm.llm.NO_BACKEND_HINT)
     if args.batch and backend != "anthropic":
         raise LcmError("--batch needs the anthropic backend (an API key)",
                        "set ANTHROPIC_API_KEY, or drop --batch to run the items one call each")
     checker = core.AnswerChecker(job.schema)
 
-    conn = lcm_db.connect(args.db)
+    conn = lcm.db.connect(args.db)
     state = core.RunState.open(conn, job, model, args.resume)
     try:
         if backend == "anthropic":
-            client = lcm_llm.anthropic_client(timeout=args.timeout, max_retries=max(0, args.api_retries))
+            client = lcm.llm.anthropic_client(timeout=args.timeout, max_retries=max(0, args.api_retries))
             if args.batch:
                 run_batches(job, state, client, requests, checker, args.max_attempts, args.poll_interval)
             else:
@@ -349,9 +349,9 @@ def _main(argv):
 
 
 def main(argv: list[str] | None = None) -> int:
-    return lcm_db.run(_main, argv)
+    return lcm.db.run(_main, argv)
 
 
 if __name__ == "__main__":
-    lcm_db.freeze_imports()
+    lcm.db.freeze_imports()
     sys.exit(main())

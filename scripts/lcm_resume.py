@@ -21,10 +21,10 @@ import re
 import sys
 from pathlib import Path
 
-import lcm_db
-import lcm_worklog
-from lcm_checkpoint import FILE_NAME, FORMAT_VERSION, MARKER, workspace_root
-from lcm_db import LcmError
+import lcm.db
+import lcm.worklog
+from lcm.checkpoint import FILE_NAME, FORMAT_VERSION, MARKER, workspace_root
+from lcm.db import LcmError
 
 MARKER_LINE = re.compile(r"^<!--\s*" + re.escape(MARKER) + r"\s*(.*?)\s*-->\s*$")
 NEEDED = ("session_id", "vault", "last_message_id", "created_at")
@@ -92,7 +92,7 @@ def check_against_vault(conn, meta: dict, source: str, vault: Path) -> list[str]
 
 
 class Budget:
-    """Collects lines while the text stays under a token budget (lcm_db.estimate_tokens)."""
+    """Collects lines while the text stays under a token budget (lcm.db.estimate_tokens)."""
 
     NOTE = "- ... {} more not shown (raise --max-tokens, or read the checkpoint file)"
 
@@ -128,9 +128,9 @@ class Budget:
 
 def reconstruct(conn, meta: dict, source: str, text: str, warnings: list[str], max_tokens: int) -> dict:
     sid, last = meta["session_id"], meta["last_message_id"]
-    state = lcm_worklog.worklog(conn, sid, upto_id=last)
-    newer = lcm_worklog.worklog(conn, sid, after_id=last or 0)
-    top = lcm_worklog.top_summaries(conn, sid)
+    state = lcm.worklog.worklog(conn, sid, upto_id=last)
+    newer = lcm.worklog.worklog(conn, sid, after_id=last or 0)
+    top = lcm.worklog.top_summaries(conn, sid)
     title = conn.execute("SELECT title FROM sessions WHERE session_id = ?", (sid,)).fetchone()["title"]
     story = re.search(r"^## Narrative \(model-written\)\n(.*?)(?=^## |\Z)", text, re.S | re.M)
     footer = ["", '## Drill further (scripts in "$LCM_SCRIPTS")',
@@ -138,18 +138,18 @@ def reconstruct(conn, meta: dict, source: str, text: str, warnings: list[str], m
               'lcm_expand_query.py --prompt "QUESTION" --query "TERM"']
     # the footer, and a line naming the sections left out, are always printed
     out = Budget(max_tokens, reserve=sum(len(ln) + 1 for ln in footer) + 100)
-    out.add(f"# Resuming session {sid}" + (f": {lcm_worklog.clip(title, 80)}" if title else ""))
+    out.add(f"# Resuming session {sid}" + (f": {lcm.worklog.clip(title, 80)}" if title else ""))
     out.add(f"From {source}, written {meta['created_at']}; state as of message id {last} "
             f"({state['message_count']} messages).")
     for warning in warnings:
         out.add(f"WARNING: {warning}")
     if newer["message_count"]:
         out.add(f"WARNING: the vault holds {newer['message_count']} newer messages of this session than the checkpoint.")
-        out.block("Since the checkpoint", [f"- request: {lcm_worklog.clip(r['text'], 300)} ({r['uuid']})"
+        out.block("Since the checkpoint", [f"- request: {lcm.worklog.clip(r['text'], 300)} ({r['uuid']})"
                                            for r in reversed(newer["user_requests"])]
                   + [f"- edited: {f}" for f in newer["files_edited"] + newer["files_created"]]
                   + [f"- todo [{t['status']}] {t['content']}" for t in newer["open_todos"]])
-    secs = lcm_worklog.sections(state, top, list_cap=10, text_cap=300)
+    secs = lcm.worklog.sections(state, top, list_cap=10, text_cap=300)
     for heading, lines in secs[:5]:
         out.block(heading, lines)
     if story:
@@ -157,15 +157,15 @@ def reconstruct(conn, meta: dict, source: str, text: str, warnings: list[str], m
     for heading, lines in secs[5:]:
         out.block(heading, lines)
     if out.skipped:
-        footer[0:0] = ["", lcm_worklog.clip(f"Not shown for space: {', '.join(out.skipped)} (raise --max-tokens).", 98)]
+        footer[0:0] = ["", lcm.worklog.clip(f"Not shown for space: {', '.join(out.skipped)} (raise --max-tokens).", 98)]
     rendered = "\n".join(out.lines + footer) + "\n"
     return {"session_id": sid, "title": title, "checkpoint": {**meta, "source": source},
             "warnings": warnings, "state": state, "newer": newer, "top_summaries": top,
-            "text": rendered, "tokens": lcm_db.estimate_tokens(rendered)}
+            "text": rendered, "tokens": lcm.db.estimate_tokens(rendered)}
 
 
 def _main(argv):
-    p = lcm_db.parser(__doc__)
+    p = lcm.db.parser(__doc__)
     which = p.add_mutually_exclusive_group()
     which.add_argument("--checkpoint", metavar="PATH", help=f"checkpoint file (default: {FILE_NAME} at the workspace root)")
     which.add_argument("--session", metavar="ID", help="resume from the newest checkpoint the vault keeps for this session")
@@ -173,22 +173,22 @@ def _main(argv):
     args = p.parse_args(argv)
     if args.max_tokens < 200:
         p.error("--max-tokens must be at least 200")
-    conn = lcm_db.connect(args.db, create=False)
+    conn = lcm.db.connect(args.db, create=False)
     text, source = load(conn, args.checkpoint, args.session)
     meta = parse_checkpoint(text, source)
-    warnings = check_against_vault(conn, meta, source, lcm_db.db_path(args.db).resolve())
+    warnings = check_against_vault(conn, meta, source, lcm.db.db_path(args.db).resolve())
     result = reconstruct(conn, meta, source, text, warnings, args.max_tokens)
     if args.json:
-        lcm_db.print_json(result)
+        lcm.db.print_json(result)
     else:
         sys.stdout.write(result["text"])
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    return lcm_db.run(_main, argv)
+    return lcm.db.run(_main, argv)
 
 
 if __name__ == "__main__":
-    lcm_db.freeze_imports()
+    lcm.db.freeze_imports()
     sys.exit(main())

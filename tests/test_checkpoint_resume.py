@@ -7,10 +7,12 @@ import sys
 
 import pytest
 
+import lcm.checkpoint
+
 import lcm_checkpoint
-import lcm_compact
-import lcm_db
-import lcm_ingest
+import lcm.compact
+import lcm.db
+import lcm.ingest
 import lcm_resume
 from conftest import SCRIPTS, shared_data
 from fake_anthropic import fake_api  # noqa: F401  (pytest fixture)
@@ -37,8 +39,8 @@ def workspace(tmp_path, monkeypatch):
 
 
 def ingest(*paths):
-    conn = lcm_db.connect()
-    lcm_ingest.ingest_paths(conn, [str(p) for p in paths])
+    conn = lcm.db.connect()
+    lcm.ingest.ingest_paths(conn, [str(p) for p in paths])
     return conn
 
 
@@ -50,7 +52,7 @@ def test_checkpoint_then_resume_in_a_new_session_on_real_transcripts(workspace, 
 
     monkeypatch.setenv("LCM_LLM", "none")
     monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "3000")      # small chunks: enough leaves to condense
-    compacted = lcm_compact.compact(conn, REAL_SESSION, mode="full")
+    compacted = lcm.compact.compact(conn, REAL_SESSION, mode="full")
     assert compacted["condensed_created"] >= 1
     top = conn.execute("SELECT id, depth FROM summaries WHERE session_id = ? AND parent_id IS NULL"
                        " ORDER BY depth DESC, first_message_id LIMIT 1", (REAL_SESSION,)).fetchone()
@@ -66,7 +68,7 @@ def test_checkpoint_then_resume_in_a_new_session_on_real_transcripts(workspace, 
     monkeypatch.setenv("LCM_SESSION_ID", OTHER_SESSION)       # a new session on Monday
     code, out, err = run(lcm_resume, ["--max-tokens", "1500"], capsys)
     assert code == 0, err
-    assert lcm_db.estimate_tokens(out) <= 1500
+    assert lcm.db.estimate_tokens(out) <= 1500
     assert f"Resuming session {REAL_SESSION}" in out
     for edited in ("js/lib/recorder.js", "js/drone.js", "index.html"):
         assert f"/Users/dain/workspace/JSSoundRecorder/{edited}" in out
@@ -78,7 +80,7 @@ def test_checkpoint_then_resume_in_a_new_session_on_real_transcripts(workspace, 
 
     code, out, err = run(lcm_resume, ["--max-tokens", "400", "--json"], capsys)
     doc = json.loads(out)
-    assert code == 0 and doc["tokens"] <= 400 and lcm_db.estimate_tokens(doc["text"]) <= 400
+    assert code == 0 and doc["tokens"] <= 400 and lcm.db.estimate_tokens(doc["text"]) <= 400
     assert doc["session_id"] == REAL_SESSION
     assert doc["top_summaries"][0]["id"] == top["id"]
     assert [t["content"] for t in doc["state"]["open_todos"]] == [
@@ -247,7 +249,7 @@ def test_scripts_run_as_commands(tmp_path, workspace):
     done = subprocess.run([sys.executable, str(SCRIPTS / "lcm_resume.py"), "--max-tokens", "300"], cwd=workspace,
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert "Resuming session s-friday" in done.stdout and lcm_db.estimate_tokens(done.stdout) <= 300
+    assert "Resuming session s-friday" in done.stdout and lcm.db.estimate_tokens(done.stdout) <= 300
 
 
 def test_resume_stays_under_every_budget(tmp_path, workspace, capsys):
@@ -257,7 +259,7 @@ def test_resume_stays_under_every_budget(tmp_path, workspace, capsys):
     for budget in (200, 237, 300, 450, 800, 1300, 2000, 5000):
         code, out, err = run(lcm_resume, ["--max-tokens", str(budget)], capsys)
         assert code == 0, err
-        assert lcm_db.estimate_tokens(out) <= budget
+        assert lcm.db.estimate_tokens(out) <= budget
         assert "Resuming session s-friday" in out and "## Drill further" in out
         assert "LATEST: Step 39" in out
     assert "Not shown for space" in run(lcm_resume, ["--max-tokens", "200"], capsys)[1]

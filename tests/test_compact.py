@@ -15,13 +15,15 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+import lcm.compact
+
 import lcm_compact
-import lcm_dag
-import lcm_db
-import lcm_extract
-import lcm_ingest
-import lcm_llm
-import lcm_prompts
+import lcm.dag
+import lcm.db
+import lcm.extract
+import lcm.ingest
+import lcm.llm
+import lcm.prompts
 from conftest import ROOT, shared_data
 from fake_anthropic import FakeAnthropic, fake_api, fake_claude  # noqa: F401 (fixtures)
 from transcripts import Transcript, coding_session
@@ -40,13 +42,13 @@ def run_json(capsys, *args) -> dict:
 
 
 def ingest(conn, *paths):
-    return lcm_ingest.ingest_paths(conn, [str(p) for p in paths])
+    return lcm.ingest.ingest_paths(conn, [str(p) for p in paths])
 
 
 def stored_rows(t: Transcript) -> list:
     """Write the transcript, ingest it into a fresh vault, return its message rows in order."""
     t.write()
-    conn = lcm_db.connect()
+    conn = lcm.db.connect()
     ingest(conn, t.path)
     return conn.execute("SELECT * FROM messages ORDER BY id").fetchall()
 
@@ -73,9 +75,9 @@ def check_dag(conn, session_id: str, tail: int, complete: bool = True) -> dict:
     nodes = {r["id"]: r for r in conn.execute("SELECT * FROM summaries WHERE session_id = ?", (session_id,))}
     covered = {}
     for node in nodes.values():
-        assert node["token_count"] == lcm_db.estimate_tokens(node["content"])
+        assert node["token_count"] == lcm.db.estimate_tokens(node["content"])
         assert 0 <= node["token_count"] < node["source_token_count"], node["id"]
-        assert node["level"] in lcm_compact.LEVELS
+        assert node["level"] in lcm.compact.LEVELS
         sources = conn.execute("SELECT * FROM summary_sources WHERE summary_id = ? ORDER BY ord",
                                (node["id"],)).fetchall()
         assert [s["ord"] for s in sources] == list(range(len(sources))) and sources
@@ -117,6 +119,7 @@ def check_dag(conn, session_id: str, tail: int, complete: bool = True) -> dict:
 def raw_lines_via_expand(conn, node_id: str) -> list[bytes]:
     """Original lines under a node: `lcm_expand.py ID --full --raw` (in-process) when it exists, else SQL."""
     try:
+        import lcm.expand
         import lcm_expand
     except ImportError:  # helper module not there yet: walk summary_sources ourselves
         ids = expand_to_messages(conn, node_id)
@@ -135,7 +138,7 @@ def test_full_over_every_real_session_is_lossless_and_idempotent(monkeypatch, ca
     monkeypatch.setenv("LCM_LLM", "none")
     monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "1500")   # small chunks: several depths on real data
     monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", "3")
-    conn = lcm_db.connect()
+    conn = lcm.db.connect()
     ingest(conn, projects)
     sessions = [r[0] for r in conn.execute("SELECT DISTINCT session_id FROM messages")]
     first = run_json(capsys, "--all", "--full")
@@ -179,7 +182,7 @@ def test_incremental_then_full_keeps_the_dag_sound(tmp_path_factory, monkeypatch
                         ("LCM_CONDENSED_MIN_FANOUT", fanout)):
         monkeypatch.setenv(name, str(value))
     t = Transcript(home / "projects")
-    conn = lcm_db.connect()
+    conn = lcm.db.connect()
     per_batch = max(turns // batches, 1)
     for i in range(turns):  # the session grows between incremental compactions, like a live one
         t.user(f"turn {i}: change file_{i}.py")
@@ -189,13 +192,13 @@ def test_incremental_then_full_keeps_the_dag_sound(tmp_path_factory, monkeypatch
         if i % per_batch == 0:
             t.write()
             ingest(conn, t.path)
-            lcm_compact.compact(conn, t.session_id)
+            lcm.compact.compact(conn, t.session_id)
             check_dag(conn, t.session_id, tail, complete=False)
     t.write()
     ingest(conn, t.path)
-    lcm_compact.compact(conn, t.session_id, mode="full")
+    lcm.compact.compact(conn, t.session_id, mode="full")
     check_dag(conn, t.session_id, tail)
-    again = lcm_compact.compact(conn, t.session_id, mode="full")
+    again = lcm.compact.compact(conn, t.session_id, mode="full")
     assert again["leaf_created"] == again["condensed_created"] == 0
 
 
@@ -204,14 +207,14 @@ def test_tool_call_and_result_are_never_split(tmp_path, monkeypatch):
     monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "40")
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "0")
     t = session_with(tmp_path, turns=8)
-    conn = lcm_db.connect()
+    conn = lcm.db.connect()
     ingest(conn, t.path)
-    lcm_compact.compact(conn, t.session_id, mode="full")
+    lcm.compact.compact(conn, t.session_id, mode="full")
     check_dag(conn, t.session_id, 0)
     for leaf in conn.execute("SELECT id FROM summaries WHERE kind = 'leaf'"):
         opened, answered = set(), set()
         for mid in expand_to_messages(conn, leaf[0]):
-            o, a = lcm_dag.tool_ids(conn.execute("SELECT raw FROM messages WHERE id = ?", (mid,)).fetchone()[0])
+            o, a = lcm.dag.tool_ids(conn.execute("SELECT raw FROM messages WHERE id = ?", (mid,)).fetchone()[0])
             opened.update(o)
             answered.update(a)
         assert opened <= answered and answered <= opened
@@ -227,9 +230,9 @@ def test_a_call_whose_result_is_in_the_fresh_tail_does_not_hold_back_the_chunk(t
     b = t.tool_use("Bash", {"command": "git log"})
     t.tool_result(b, "commit 123")          # the fresh tail
     t.write()
-    conn = lcm_db.connect()
+    conn = lcm.db.connect()
     ingest(conn, t.path)
-    result = lcm_compact.compact(conn, t.session_id, mode="full")
+    result = lcm.compact.compact(conn, t.session_id, mode="full")
     assert result["leaf_created"] == 1, "one leaf up to the tail, not a tiny leaf for the last call"
     check_dag(conn, t.session_id, 1)
 
@@ -239,14 +242,14 @@ def test_a_call_whose_result_is_in_the_fresh_tail_does_not_hold_back_the_chunk(t
 def test_incremental_waits_for_a_full_chunk(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("LCM_LLM", "none")
     t = session_with(tmp_path, turns=10)
-    conn = lcm_db.connect()
+    conn = lcm.db.connect()
     ingest(conn, t.path)
     quiet = run_json(capsys, "--session", t.session_id)
     assert set(quiet) >= JSON_KEYS and quiet["leaf_created"] == 0
-    assert not lcm_compact.compaction_due(conn, t.session_id)
+    assert not lcm.compact.compaction_due(conn, t.session_id)
     monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "200")
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "8")
-    assert lcm_compact.compaction_due(conn, t.session_id)
+    assert lcm.compact.compaction_due(conn, t.session_id)
     one = run_json(capsys, "--session", t.session_id)
     assert one["leaf_created"] == 1 and one["tokens_after"] < one["tokens_before"]
     assert one["levels"] == {"normal": 0, "aggressive": 0, "truncated": 0, "extractive": 1}
@@ -257,7 +260,7 @@ def test_dry_run_writes_nothing(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "150")
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "4")
     t = session_with(tmp_path, turns=10)
-    conn = lcm_db.connect()
+    conn = lcm.db.connect()
     ingest(conn, t.path)
     plan = run_json(capsys, "--session", t.session_id, "--full", "--dry-run")
     assert plan["would_create"]["leaf"] > 1 and plan["leaf_created"] > 1
@@ -272,24 +275,24 @@ def test_until_under_stops_at_the_target(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "100")
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "2")
     t = session_with(tmp_path, turns=20)
-    conn = lcm_db.connect()
+    conn = lcm.db.connect()
     ingest(conn, t.path)
-    before = lcm_compact.context_tokens(conn, t.session_id)
+    before = lcm.compact.context_tokens(conn, t.session_id)
     target = before * 9 // 10
     result = run_json(capsys, "--session", t.session_id, "--until-under", str(target))
     assert result["tokens_after"] <= target < result["tokens_before"]
-    full = lcm_compact.compact(conn, t.session_id, mode="full")
+    full = lcm.compact.compact(conn, t.session_id, mode="full")
     assert full["leaf_created"] > 0, "--until-under stopped early, leaving work for --full"
 
 
 def test_session_lock_excludes_a_second_compaction(tmp_path):
-    with lcm_compact.session_lock("s1"):
-        with pytest.raises(lcm_db.LcmError, match="another compaction"):
-            with lcm_compact.session_lock("s1", blocking=False):
+    with lcm.compact.session_lock("s1"):
+        with pytest.raises(lcm.db.LcmError, match="another compaction"):
+            with lcm.compact.session_lock("s1", blocking=False):
                 pass
-        with lcm_compact.session_lock("s2", blocking=False):
+        with lcm.compact.session_lock("s2", blocking=False):
             pass
-    with lcm_compact.session_lock("s1", blocking=False):
+    with lcm.compact.session_lock("s1", blocking=False):
         pass
 
 
@@ -299,25 +302,25 @@ def test_render_context_is_bounded_xml_with_drill_down_ids(tmp_path, monkeypatch
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "3")
     monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", "2")
     t = session_with(tmp_path, turns=15)
-    conn = lcm_db.connect()
+    conn = lcm.db.connect()
     ingest(conn, t.path)
-    lcm_compact.compact(conn, t.session_id, mode="full")
-    items = lcm_compact.active_context(conn, t.session_id)
+    lcm.compact.compact(conn, t.session_id, mode="full")
+    items = lcm.compact.active_context(conn, t.session_id)
     assert [i["type"] for i in items][-3:] == ["message"] * 3
     tops = [i for i in items if i["type"] == "summary"]
-    xml = lcm_compact.render_context(conn, t.session_id, max_chars=100_000)
+    xml = lcm.compact.render_context(conn, t.session_id, max_chars=100_000)
     import xml.etree.ElementTree as ET
     root = ET.fromstring(xml)
     found = root.findall("summary")
     assert [s.get("id") for s in found] == [i["id"] for i in tops]
     assert set(found[0].attrib) == {"id", "kind", "depth", "descendant_count", "earliest_at", "latest_at"}
     for limit in (600, 1500, 3000):
-        small = lcm_compact.render_context(conn, t.session_id, max_chars=limit)
+        small = lcm.compact.render_context(conn, t.session_id, max_chars=limit)
         assert len(small) <= limit
         shown = ET.fromstring(small)
         cut = shown.find("omitted")
         assert len(shown.findall("summary")) + (int(cut.get("summaries")) if cut is not None else 0) == len(tops)
-    assert "(cut; lcm_expand.py sum_" in lcm_compact.render_context(conn, t.session_id, max_chars=1500)
+    assert "(cut; lcm_expand.py sum_" in lcm.compact.render_context(conn, t.session_id, max_chars=1500)
 
 
 def test_missing_session_and_bad_setting(capsys, monkeypatch):
@@ -333,7 +336,7 @@ def test_missing_session_and_bad_setting(capsys, monkeypatch):
 def test_script_runs_as_a_subprocess_with_the_stdlib(tmp_path):
     t = session_with(tmp_path, turns=10)
     env = {**os.environ, "LCM_LLM": "none", "LCM_FRESH_TAIL_COUNT": "4"}
-    conn = lcm_db.connect()
+    conn = lcm.db.connect()
     ingest(conn, t.path)
     conn.close()
     proc = subprocess.run(["python3", str(ROOT / "scripts" / "lcm_compact.py"), "--session", t.session_id,
@@ -359,20 +362,20 @@ def test_extractive_summary_tells_a_coding_story(tmp_path, monkeypatch):
     t.tool_result(b, "ImportError: cannot import name 'verbose'\n1 failed", is_error=True)
     t.assistant_text("Fixed the import; all tests pass now.")
     rows = stored_rows(t)
-    text = lcm_extract.summarize_messages(rows, "messages #1-#9", 400)
+    text = lcm.extract.summarize_messages(rows, "messages #1-#9", 400)
     assert "Add a --verbose flag" in text
     assert "/p/new_module.py (written)" in text and "/p/cli.py (edited)" in text
     assert "`pytest -q tests/test_cli.py` (failed)" in text
     assert "ImportError: cannot import name 'verbose'" in text
     assert "Ended: Fixed the import" in text
     assert text.splitlines()[-1].startswith("Expand for details about:")
-    assert text == lcm_extract.summarize_messages(rows, "messages #1-#9", 400), "deterministic"
+    assert text == lcm.extract.summarize_messages(rows, "messages #1-#9", 400), "deterministic"
     for budget in (150, 80, 60):
-        small = lcm_extract.summarize_messages(rows, "messages #1-#9", budget)
-        assert lcm_db.estimate_tokens(small) <= budget and "Files: " in small
-    assert lcm_extract.summarize_messages(rows, "messages #1-#9", 5) is None, "too small: caller truncates"
-    merged = lcm_extract.summarize_summaries([text, text], "2 summaries", 300)
-    assert "/p/cli.py (edited)" in merged and lcm_db.estimate_tokens(merged) <= 300
+        small = lcm.extract.summarize_messages(rows, "messages #1-#9", budget)
+        assert lcm.db.estimate_tokens(small) <= budget and "Files: " in small
+    assert lcm.extract.summarize_messages(rows, "messages #1-#9", 5) is None, "too small: caller truncates"
+    merged = lcm.extract.summarize_summaries([text, text], "2 summaries", 300)
+    assert "/p/cli.py (edited)" in merged and lcm.db.estimate_tokens(merged) <= 300
 
 
 def test_extractive_summary_keeps_what_the_user_typed_not_the_ide_context(tmp_path):
@@ -384,7 +387,7 @@ def test_extractive_summary_keeps_what_the_user_typed_not_the_ide_context(tmp_pa
     t.user("<command-name>/clear</command-name>\n<command-message>clear</command-message>")
     t.assistant_text("Renamed it; the tests pass.")
     rows = stored_rows(t)
-    text = lcm_extract.summarize_messages(rows, "messages #1-#3", 400)
+    text = lcm.extract.summarize_messages(rows, "messages #1-#3", 400)
     assert "Rename parse_args in utils.py to read_options" in text
     assert "ide_opened_file" not in text and "/p/notes.md" not in text and "/clear" not in text
 
@@ -392,7 +395,7 @@ def test_extractive_summary_keeps_what_the_user_typed_not_the_ide_context(tmp_pa
 # -- prompts: one home, the required shape ------------------------------------------------------
 
 def test_prompts_live_only_in_references_and_have_the_required_shape():
-    prompts = lcm_prompts.load_prompts()
+    prompts = lcm.prompts.load_prompts()
     assert set(prompts) >= {"system", "leaf", "leaf-aggressive", "condensed-d1", "condensed-d2", "condensed-d3",
                             "condensed-aggressive"}
     assert "untrusted" in prompts["system"]
@@ -409,11 +412,11 @@ def test_prompts_live_only_in_references_and_have_the_required_shape():
 
 
 def test_prompt_for_each_depth_and_level():
-    names = {(d, lvl): lcm_prompts.prompt_name(d, lvl) for d in range(6) for lvl in (1, 2)}
+    names = {(d, lvl): lcm.prompts.prompt_name(d, lvl) for d in range(6) for lvl in (1, 2)}
     assert names[(0, 1)] == "leaf" and names[(0, 2)] == "leaf-aggressive"
     assert [names[(d, 1)] for d in (1, 2, 3, 4, 5)] == ["condensed-d1", "condensed-d2"] + ["condensed-d3"] * 3
     assert {names[(d, 2)] for d in range(1, 6)} == {"condensed-aggressive"}
-    filled = lcm_prompts.fill(lcm_prompts.prompt("leaf"), target_tokens=7, span="S", previous="P",
+    filled = lcm.prompts.fill(lcm.prompts.prompt("leaf"), target_tokens=7, span="S", previous="P",
                               source="{{previous}} stays")
     assert "about 7 tokens" in filled and "{{previous}} stays" in filled and "{{" not in filled.replace(
         "{{previous}} stays", "")
@@ -424,7 +427,7 @@ def test_prompt_for_each_depth_and_level():
 def prompt_of(body: dict) -> str:
     """Which prompt of references/prompts.md a recorded request used."""
     user = FakeAnthropic.user_text(body)
-    for name, text in lcm_prompts.load_prompts().items():
+    for name, text in lcm.prompts.load_prompts().items():
         if name != "system" and user.startswith(text.split("{{")[0]):
             return name
     raise AssertionError("unknown prompt: " + user[:200])
@@ -438,7 +441,7 @@ def test_each_depth_gets_its_own_prompt(tmp_path, monkeypatch, fake_api, capsys)
     counter = iter(range(10_000))
     fake_api.respond(lambda body: f"S{next(counter)} {prompt_of(body)}\nFiles: none\nExpand for details about: x")
     t = session_with(tmp_path, turns=30)
-    conn = lcm_db.connect()
+    conn = lcm.db.connect()
     ingest(conn, t.path)
     result = run_json(capsys, "--session", t.session_id, "--full")
     assert result["backend"] == "anthropic" and result["model_calls"] == len(fake_api.requests)
@@ -450,19 +453,19 @@ def test_each_depth_gets_its_own_prompt(tmp_path, monkeypatch, fake_api, capsys)
         assert row["model"] == "claude-haiku-4-5"
         depths.add(row["depth"])
     assert depths >= {0, 1, 2, 3}
-    system = lcm_prompts.prompt("system")
+    system = lcm.prompts.prompt("system")
     for body in fake_api.requests:
         assert FakeAnthropic.system_text(body) == system and body["model"] == "claude-haiku-4-5"
         assert "<conversation>" in FakeAnthropic.user_text(body) or "<summaries>" in FakeAnthropic.user_text(body)
     leaf_body = next(b for b in fake_api.requests if prompt_of(b) == "leaf")
-    assert f"about {lcm_db.config('LCM_LEAF_TARGET_TOKENS')} tokens" in FakeAnthropic.user_text(leaf_body)
+    assert f"about {lcm.db.config('LCM_LEAF_TARGET_TOKENS')} tokens" in FakeAnthropic.user_text(leaf_body)
     check_dag(conn, t.session_id, 2)
 
 
 def one_leaf_session(tmp_path, monkeypatch):
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "0")
     t = session_with(tmp_path, turns=3)
-    conn = lcm_db.connect()
+    conn = lcm.db.connect()
     ingest(conn, t.path)
     return conn, t
 
@@ -474,7 +477,7 @@ def test_longer_answer_escalates_to_aggressive_then_truncation(tmp_path, monkeyp
     result = run_json(capsys, "--session", t.session_id, "--full")
     assert result["levels"]["aggressive"] == 1 and result["model_calls"] == 2
     assert [prompt_of(b) for b in fake_api.requests] == ["leaf", "leaf-aggressive"]
-    half = lcm_db.config("LCM_LEAF_TARGET_TOKENS") // 2
+    half = lcm.db.config("LCM_LEAF_TARGET_TOKENS") // 2
     assert f"at most {half} tokens" in FakeAnthropic.user_text(fake_api.requests[1])
     assert conn.execute("SELECT level FROM summaries").fetchone()[0] == "aggressive"
 
@@ -510,17 +513,17 @@ def test_persistent_overload_stops_the_run_keeping_finished_nodes(tmp_path, monk
     monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "100")
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "0")
     t = session_with(tmp_path, turns=8)
-    conn = lcm_db.connect()
+    conn = lcm.db.connect()
     ingest(conn, t.path)
     fake_api.enqueue("first\nFiles: none\nExpand for details about: x")
-    for _ in range(lcm_llm.DEFAULT_MAX_RETRIES + 1):
+    for _ in range(lcm.llm.DEFAULT_MAX_RETRIES + 1):
         fake_api.enqueue(status=529)
     assert lcm_compact.main(["--session", t.session_id, "--full"]) == 1
     err = capsys.readouterr().err
     assert "529" in err and "retry later" in err and "Traceback" not in err
     assert check_dag(conn, t.session_id, 0, complete=False)["nodes"] == 1
     fake_api.respond(lambda body: "later\nFiles: none\nExpand for details about: x")
-    lcm_compact.compact(conn, t.session_id, mode="full")
+    lcm.compact.compact(conn, t.session_id, mode="full")
     check_dag(conn, t.session_id, 0)
 
 
@@ -529,7 +532,7 @@ def test_spend_guard_caps_model_calls(tmp_path, monkeypatch, fake_api, capsys):
     monkeypatch.setenv("LCM_MAX_SUMMARY_CALLS", "3")
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "0")
     t = session_with(tmp_path, turns=10)
-    conn = lcm_db.connect()
+    conn = lcm.db.connect()
     ingest(conn, t.path)
     fake_api.respond(lambda body: "ok\nFiles: none\nExpand for details about: x")
     result = run_json(capsys, "--session", t.session_id, "--full")
@@ -545,9 +548,9 @@ def test_claude_cli_is_used_without_an_api_key(tmp_path, monkeypatch, fake_claud
     assert result["backend"] == "claude" and result["levels"]["normal"] == 1
     call = fake_claude.calls()[0]
     assert call["env"]["LCM_SUBAGENT"] == "1" and "--no-session-persistence" in call["argv"]
-    assert call["prompt"].startswith(lcm_prompts.prompt("leaf").split("{{")[0])
+    assert call["prompt"].startswith(lcm.prompts.prompt("leaf").split("{{")[0])
     argv = call["argv"]
-    assert argv[argv.index("--append-system-prompt") + 1] == lcm_prompts.prompt("system")
+    assert argv[argv.index("--append-system-prompt") + 1] == lcm.prompts.prompt("system")
     assert conn.execute("SELECT content FROM summaries").fetchone()[0].startswith("from claude")
 
 
@@ -558,7 +561,7 @@ def test_killed_compaction_leaves_a_consistent_vault(tmp_path, monkeypatch, fake
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "2")
     monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", "2")
     t = session_with(tmp_path, turns=12)
-    conn = lcm_db.connect()
+    conn = lcm.db.connect()
     ingest(conn, t.path)
     answered = iter(range(10_000))
 
@@ -579,10 +582,10 @@ def test_killed_compaction_leaves_a_consistent_vault(tmp_path, monkeypatch, fake
     made = check_dag(conn, t.session_id, 2, complete=False)
     assert made["nodes"] == 3, "three answered calls, three committed nodes, nothing half-written"
     fake_api.respond(lambda body: "done\nFiles: none\nExpand for details about: x")
-    result = lcm_compact.compact(conn, t.session_id, mode="full")  # the lock died with the process
+    result = lcm.compact.compact(conn, t.session_id, mode="full")  # the lock died with the process
     assert result["leaf_created"] > 0
     check_dag(conn, t.session_id, 2)
-    assert lcm_compact.compact(conn, t.session_id, mode="full")["leaf_created"] == 0
+    assert lcm.compact.compact(conn, t.session_id, mode="full")["leaf_created"] == 0
 
 
 def test_upgrade_rewrites_extractive_summaries_in_place(tmp_path, monkeypatch, capsys):
@@ -591,9 +594,9 @@ def test_upgrade_rewrites_extractive_summaries_in_place(tmp_path, monkeypatch, c
     monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", "2")
     monkeypatch.setenv("LCM_LLM", "none")
     t = session_with(tmp_path, turns=10)
-    conn = lcm_db.connect()
+    conn = lcm.db.connect()
     ingest(conn, t.path)
-    lcm_compact.compact(conn, t.session_id, mode="full")
+    lcm.compact.compact(conn, t.session_id, mode="full")
     assert lcm_compact.main(["--session", t.session_id, "--upgrade"]) == 1
     assert "no model backend" in capsys.readouterr().err
     before = {r["id"]: r["parent_id"] for r in conn.execute("SELECT id, parent_id FROM summaries")}
@@ -613,7 +616,7 @@ def test_upgrade_rewrites_extractive_summaries_in_place(tmp_path, monkeypatch, c
     assert all(r["level"] == "normal" and r["content"].startswith("upgraded") for r in rows if r["id"] in extractive)
     assert all(r["level"] == "truncated" for r in rows if r["id"] not in extractive)
     check_dag(conn, t.session_id, 2)
-    if lcm_db.fts_enabled(conn):
+    if lcm.db.fts_enabled(conn):
         hits = conn.execute("SELECT COUNT(*) FROM summaries_fts WHERE summaries_fts MATCH 'zebraword'").fetchone()[0]
         assert hits == len(extractive)
         assert conn.execute("SELECT COUNT(*) FROM summaries_fts WHERE summaries_fts MATCH 'extractive'").fetchone()[0] == 0
@@ -623,7 +626,7 @@ def test_all_sessions_share_one_spend_guard(tmp_path, monkeypatch, fake_api, cap
     monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "100")
     monkeypatch.setenv("LCM_MAX_SUMMARY_CALLS", "4")
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "0")
-    conn = lcm_db.connect()
+    conn = lcm.db.connect()
     for i in range(3):
         ingest(conn, coding_session(tmp_path / "projects", turns=6, session_id=f"s{i}").write())
     fake_api.respond(lambda body: "ok\nFiles: none\nExpand for details about: x")

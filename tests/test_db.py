@@ -1,24 +1,24 @@
-"""lcm_db: vault location, settings validation, migrations, permissions, errors."""
+"""lcm.db: vault location, settings validation, migrations, permissions, errors."""
 from __future__ import annotations
 
 import sqlite3
 
 import pytest
 
-import lcm_db
-from lcm_db import LcmError
+import lcm.db
+from lcm.db import LcmError
 
 
 def test_vault_location_precedence(tmp_path, monkeypatch, isolated_home):
-    assert lcm_db.db_path() == isolated_home / ".claude-lcm" / "lcm.db"
+    assert lcm.db.db_path() == isolated_home / ".claude-lcm" / "lcm.db"
     monkeypatch.delenv("LCM_HOME")
-    assert lcm_db.db_path() == isolated_home / ".claude-lcm" / "lcm.db"
+    assert lcm.db.db_path() == isolated_home / ".claude-lcm" / "lcm.db"
     monkeypatch.setenv("LCM_HOME", str(tmp_path / "h"))
-    assert lcm_db.db_path() == tmp_path / "h" / "lcm.db"
-    assert lcm_db.files_dir() == tmp_path / "h" / "files"
+    assert lcm.db.db_path() == tmp_path / "h" / "lcm.db"
+    assert lcm.db.files_dir() == tmp_path / "h" / "files"
     monkeypatch.setenv("LCM_DB", str(tmp_path / "x.db"))
-    assert lcm_db.db_path() == tmp_path / "x.db"
-    assert lcm_db.db_path(str(tmp_path / "y.db")) == tmp_path / "y.db"
+    assert lcm.db.db_path() == tmp_path / "x.db"
+    assert lcm.db.db_path(str(tmp_path / "y.db")) == tmp_path / "y.db"
 
 
 @pytest.mark.parametrize("name,raw", [
@@ -29,49 +29,49 @@ def test_vault_location_precedence(tmp_path, monkeypatch, isolated_home):
 def test_invalid_settings_name_the_variable(monkeypatch, name, raw):
     monkeypatch.setenv(name, raw)
     with pytest.raises(LcmError) as exc:
-        lcm_db.validate_config()
+        lcm.db.validate_config()
     assert name in exc.value.message and name in exc.value.hint
 
 
 def test_settings_parse_and_default(monkeypatch):
-    assert lcm_db.config("LCM_CONTEXT_THRESHOLD") == 0.75
+    assert lcm.db.config("LCM_CONTEXT_THRESHOLD") == 0.75
     monkeypatch.setenv("LCM_CONTEXT_THRESHOLD", "0.5")
     monkeypatch.setenv("LCM_INDEX_THINKING", "off")
     monkeypatch.setenv("LCM_LLM", " None ")
-    assert lcm_db.config("LCM_CONTEXT_THRESHOLD") == 0.5
-    assert lcm_db.config("LCM_INDEX_THINKING") is False
-    assert lcm_db.config("LCM_LLM") == "none"
+    assert lcm.db.config("LCM_CONTEXT_THRESHOLD") == 0.5
+    assert lcm.db.config("LCM_INDEX_THINKING") is False
+    assert lcm.db.config("LCM_LLM") == "none"
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "")
-    assert lcm_db.config("LCM_FRESH_TAIL_COUNT") == 32
+    assert lcm.db.config("LCM_FRESH_TAIL_COUNT") == 32
 
 
 def test_connect_creates_private_vault_and_migrates_once(vault):
-    conn = lcm_db.connect()
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == lcm_db.SCHEMA_VERSION
+    conn = lcm.db.connect()
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == lcm.db.SCHEMA_VERSION
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
     assert vault.stat().st_mode & 0o777 == 0o600
     assert vault.parent.stat().st_mode & 0o777 == 0o700
-    assert lcm_db.migrate(conn) == 0
+    assert lcm.db.migrate(conn) == 0
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert {"sessions", "transcripts", "messages", "summaries", "summary_sources", "files"} <= tables
 
 
 def test_missing_vault_refused_without_create(vault):
     with pytest.raises(LcmError) as exc:
-        lcm_db.connect(create=False)
+        lcm.db.connect(create=False)
     assert "no vault" in exc.value.message and exc.value.hint
     assert not vault.exists()
 
 
 def test_newer_schema_refused_even_read_only(vault):
-    lcm_db.connect().close()
+    lcm.db.connect().close()
     raw = sqlite3.connect(vault)
-    raw.execute(f"PRAGMA user_version = {lcm_db.SCHEMA_VERSION + 1}")
+    raw.execute(f"PRAGMA user_version = {lcm.db.SCHEMA_VERSION + 1}")
     raw.close()
     for kwargs in ({}, {"readonly": True}):
         with pytest.raises(LcmError) as exc:
-            lcm_db.connect(**kwargs)
+            lcm.db.connect(**kwargs)
         assert "newer" in exc.value.message and "upgrade lcm" in exc.value.hint
 
 
@@ -79,39 +79,39 @@ def test_not_a_database_is_a_clear_error(vault):
     vault.parent.mkdir(parents=True)
     vault.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(LcmError) as exc:
-        lcm_db.connect()
+        lcm.db.connect()
     assert str(vault) in exc.value.message
 
 
 def test_transaction_rolls_back_on_error():
-    conn = lcm_db.connect()
+    conn = lcm.db.connect()
     with pytest.raises(RuntimeError):
-        with lcm_db.transaction(conn):
+        with lcm.db.transaction(conn):
             conn.execute("INSERT INTO sessions (session_id) VALUES ('s')")
             raise RuntimeError("boom")
     assert conn.execute("SELECT count(*) FROM sessions").fetchone()[0] == 0
 
 
 def test_ids_tokens_time():
-    assert lcm_db.new_id("sum").startswith("sum_") and len(lcm_db.new_id("sum")) == 20
-    assert lcm_db.new_id("file") != lcm_db.new_id("file")
-    assert lcm_db.estimate_tokens("") == 0 and lcm_db.estimate_tokens("abcde") == 2
-    assert lcm_db.now_iso().endswith("Z")
+    assert lcm.db.new_id("sum").startswith("sum_") and len(lcm.db.new_id("sum")) == 20
+    assert lcm.db.new_id("file") != lcm.db.new_id("file")
+    assert lcm.db.estimate_tokens("") == 0 and lcm.db.estimate_tokens("abcde") == 2
+    assert lcm.db.now_iso().endswith("Z")
 
 
 def test_run_turns_errors_into_exit_one(capsys):
     def failing(argv):
         raise LcmError("it broke", "do the other thing")
-    assert lcm_db.run(failing, []) == 1
+    assert lcm.db.run(failing, []) == 1
     assert capsys.readouterr().err == "Error: it broke\nHint: do the other thing\n"
 
 
 def test_current_session_id(monkeypatch):
-    assert lcm_db.current_session_id() is None
+    assert lcm.db.current_session_id() is None
     monkeypatch.setenv("CLAUDE_CODE_SESSION_ID", "b")
-    assert lcm_db.current_session_id() == "b"
+    assert lcm.db.current_session_id() == "b"
     monkeypatch.setenv("LCM_SESSION_ID", "a")
-    assert lcm_db.current_session_id() == "a"
+    assert lcm.db.current_session_id() == "a"
 
 
 def test_uncreatable_vault_is_a_clear_error(tmp_path, monkeypatch):
@@ -119,5 +119,5 @@ def test_uncreatable_vault_is_a_clear_error(tmp_path, monkeypatch):
     blocker.write_text("x")  # a file where a directory should be: fails even for root
     monkeypatch.setenv("LCM_DB", str(blocker / "sub" / "v.db"))
     with pytest.raises(LcmError) as exc:
-        lcm_db.connect()
+        lcm.db.connect()
     assert "cannot create vault" in exc.value.message and exc.value.hint

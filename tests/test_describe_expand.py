@@ -8,11 +8,12 @@ import sys
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-import lcm_compact
-import lcm_db
+import lcm.compact
+import lcm.db
 import lcm_describe
+import lcm.expand
 import lcm_expand
-import lcm_ingest
+import lcm.ingest
 from conftest import SCRIPTS
 from transcripts import Transcript, coding_session
 
@@ -28,10 +29,10 @@ def compacted_vault(tmp_path, monkeypatch, turns=12, sessions=("s1",)):
     for sid in sessions:
         t = coding_session(projects, turns=turns, session_id=sid, cwd=f"/home/u/{sid}")
         paths[sid] = t.write()
-    conn = lcm_db.connect()
-    lcm_ingest.ingest_paths(conn, [projects])
+    conn = lcm.db.connect()
+    lcm.ingest.ingest_paths(conn, [projects])
     for sid in sessions:
-        lcm_compact.compact(conn, sid, mode="full")
+        lcm.compact.compact(conn, sid, mode="full")
     return conn, paths
 
 
@@ -80,7 +81,7 @@ def test_paged_raw_expansion_is_lossless(tmp_path_factory, monkeypatch, turns, p
     for (sid,) in conn.execute("SELECT id FROM summaries WHERE parent_id IS NULL").fetchall():
         got, offset = [], 0
         while offset is not None:
-            doc = lcm_expand.expand(conn, sid, raw=True, max_tokens=page, offset=offset)
+            doc = lcm.expand.expand(conn, sid, raw=True, max_tokens=page, offset=offset)
             got += [bytes(r["raw"]) for r in doc["_rows"]]
             offset = doc["next_offset"]
         assert got == [originals[u] for u in covered_uuids(conn, sid)]
@@ -122,8 +123,8 @@ def test_expand_a_message_and_cut_a_huge_one(tmp_path, monkeypatch, capsys, vaul
     t.user("short question")
     t.user("x" * 40000)
     t.write()
-    conn = lcm_db.connect()
-    lcm_ingest.ingest_paths(conn, [tmp_path / "projects"])
+    conn = lcm.db.connect()
+    lcm.ingest.ingest_paths(conn, [tmp_path / "projects"])
     big = t.entries[1]["uuid"]
     code, out, _err = run(capsys, lcm_expand, big, "--max-tokens", "1000")
     assert code == 0 and len(out) < 5000 and f"lcm_expand.py {big} --raw" in out
@@ -154,7 +155,7 @@ def test_describe_summary_message_and_session(tmp_path, monkeypatch, capsys):
     assert len(session["summaries"]) == conn.execute("SELECT count(*) FROM summaries").fetchone()[0]
     items = session["context_items"]
     assert items[0]["type"] == "summary" and items[-1]["type"] == "message"
-    assert [i["id"] for i in items] == [i["id"] for i in lcm_compact.active_context(conn, "s1")]
+    assert [i["id"] for i in items] == [i["id"] for i in lcm.compact.active_context(conn, "s1")]
     code, out, _err = run(capsys, lcm_describe, "--session", "s1")
     top = next(s for s in session["summaries"] if s["parent_id"] is None)
     assert code == 0 and out.splitlines()[1].startswith(top["id"]) and "\n  sum_" in out
@@ -168,8 +169,8 @@ def test_describe_file_with_bounded_content(tmp_path, monkeypatch, capsys, vault
     call = t.tool_use("Read", {"file_path": "/home/user/proj/data.csv"})
     t.tool_result(call, "id,name,score\n" + "".join(f"{i},name{i},{i % 7}\n" for i in range(2000)))
     t.write()
-    conn = lcm_db.connect()
-    lcm_ingest.ingest_paths(conn, [tmp_path / "projects"])
+    conn = lcm.db.connect()
+    lcm.ingest.ingest_paths(conn, [tmp_path / "projects"])
     row = conn.execute("SELECT * FROM files").fetchone()
     doc = json.loads(run(capsys, lcm_describe, row["id"], "--json")[1])
     assert doc["kind"] == "csv" and "columns: id, name, score" in doc["exploration"] and "content" not in doc
@@ -215,10 +216,10 @@ def test_real_transcript_round_trips_through_the_dag(tmp_path, monkeypatch, caps
     monkeypatch.setenv("LCM_LLM", "none")
     monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "3000")
     monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", "2")
-    conn = lcm_db.connect()
-    lcm_ingest.ingest_paths(conn, [source])
+    conn = lcm.db.connect()
+    lcm.ingest.ingest_paths(conn, [source])
     session = conn.execute("SELECT session_id FROM messages LIMIT 1").fetchone()[0]
-    lcm_compact.compact(conn, session, mode="full")
+    lcm.compact.compact(conn, session, mode="full")
     by_uuid = {}
     for line in source.read_bytes().split(b"\n"):
         try:

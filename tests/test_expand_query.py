@@ -9,14 +9,14 @@ from datetime import datetime
 
 import pytest
 
-import lcm_compact
-import lcm_db
+import lcm.compact
+import lcm.db
 import lcm_expand_query
-import lcm_grants
-import lcm_ingest
+import lcm.grants
+import lcm.ingest
 from conftest import SCRIPTS, shared_data
 from fake_anthropic import fake_api, fake_claude  # noqa: F401  (pytest fixtures)
-from lcm_db import LcmError
+from lcm.db import LcmError
 from transcripts import Transcript
 
 FILLER = " ".join(["the build keeps the audio worklet in its own chunk"] * 30)   # ~400 tokens a message
@@ -38,12 +38,12 @@ def dag(tmp_path, vault):
         else:
             t.assistant_text(f"Working on step {i}. " + FILLER)
     t.write()
-    conn = lcm_db.connect()
-    lcm_ingest.ingest_paths(conn, [str(t.path)])
+    conn = lcm.db.connect()
+    lcm.ingest.ingest_paths(conn, [str(t.path)])
     ids = [r["id"] for r in conn.execute("SELECT id FROM messages WHERE session_id = 's-q' ORDER BY id")]
     uuids = [r["uuid"] for r in conn.execute("SELECT uuid FROM messages WHERE session_id = 's-q' ORDER BY id")]
     leaves = {"sum_aaaaaaaaaaaaaaa1": ids[:6], "sum_aaaaaaaaaaaaaaa2": ids[6:]}
-    with lcm_db.transaction(conn):
+    with lcm.db.transaction(conn):
         for sid, span in [("sum_cccccccccccccccc", None), *leaves.items()]:
             kind, depth = ("condensed", 1) if span is None else ("leaf", 0)
             conn.execute(
@@ -100,7 +100,7 @@ def test_question_sources_and_cap_reach_the_model_and_nothing_past_the_cap(dag, 
     lifetime = datetime.fromisoformat(grant["expires_at"][:-1]) - datetime.fromisoformat(grant["created_at"][:-1])
     assert lifetime.total_seconds() == 300
     with pytest.raises(LcmError):
-        lcm_grants.check_and_charge(dag["conn"], doc["grant_id"], dag["top"], 1)
+        lcm.grants.check_and_charge(dag["conn"], doc["grant_id"], dag["top"], 1)
 
 
 def test_tool_loop_expands_under_the_grant_and_only_inside_its_scope(dag, fake_api, monkeypatch, capsys):
@@ -145,10 +145,10 @@ def test_tool_loop_is_refused_past_the_cap_and_bounded_in_turns(dag, fake_api, m
 
 def test_revoked_or_expired_grant_refuses_expansion(dag, monkeypatch, capsys):
     conn = dag["conn"]
-    revoked = lcm_grants.create_grant(conn, ["s-q"], [dag["top"]], 1000)
-    lcm_grants.revoke_grant(conn, revoked)
-    expired = lcm_grants.create_grant(conn, ["s-q"], [dag["top"]], 1000)
-    with lcm_db.transaction(conn):
+    revoked = lcm.grants.create_grant(conn, ["s-q"], [dag["top"]], 1000)
+    lcm.grants.revoke_grant(conn, revoked)
+    expired = lcm.grants.create_grant(conn, ["s-q"], [dag["top"]], 1000)
+    with lcm.db.transaction(conn):
         conn.execute("UPDATE grants SET expires_at = '2000-01-01T00:00:00.000Z' WHERE id = ?", (expired,))
     for grant in (revoked, expired):
         with pytest.raises(LcmError):
@@ -219,10 +219,10 @@ def test_command_smoke(dag):
 def test_real_session_compacted_then_asked(vault, fake_api, monkeypatch, capsys):
     """A real transcript, compacted; the question is answered from the messages under the summaries."""
     session = "7acd37a8-2745-4b58-a8a9-46164b22ad9e"
-    conn = lcm_db.connect()
-    lcm_ingest.ingest_paths(conn, [str(shared_data("claude-projects", "-Users-dain-workspace-JSSoundRecorder"))])
+    conn = lcm.db.connect()
+    lcm.ingest.ingest_paths(conn, [str(shared_data("claude-projects", "-Users-dain-workspace-JSSoundRecorder"))])
     monkeypatch.setenv("LCM_LLM", "none")
-    lcm_compact.compact(conn, session, mode="full")
+    lcm.compact.compact(conn, session, mode="full")
     code, out, err = run(["--prompt", "Which build tool did we choose?", "--query", "let's do vite",
                           "--session", session, "--json"], capsys)
     assert code == 0, err
@@ -243,7 +243,7 @@ def test_real_session_compacted_then_asked(vault, fake_api, monkeypatch, capsys)
 def test_text_past_the_cap_is_never_fetched_from_the_vault(dag):
     """Every statement that touches message text asks for at most the granted characters."""
     conn = dag["conn"]
-    grant = lcm_grants.create_grant(conn, ["s-q"], [dag["top"]], 1000)
+    grant = lcm.grants.create_grant(conn, ["s-q"], [dag["top"]], 1000)
     statements: list[str] = []
     conn.set_trace_callback(statements.append)
     try:

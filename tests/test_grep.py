@@ -9,9 +9,10 @@ import time
 
 import pytest
 
-import lcm_db
+import lcm.db
 import lcm_grep
-import lcm_ingest
+import lcm.ingest
+import lcm.search
 from conftest import SCRIPTS
 from transcripts import Transcript
 
@@ -44,8 +45,8 @@ def grep_vault(tmp_path, vault):
     c.user("Write a post about the database migration we did on the blog.")
     c.assistant_text("Draft ready: 'How we migrated the blog database without downtime'.")
     c.write()
-    conn = lcm_db.connect(str(vault))
-    lcm_ingest.ingest_paths(conn, [projects])
+    conn = lcm.db.connect(str(vault))
+    lcm.ingest.ingest_paths(conn, [projects])
     return conn
 
 
@@ -116,7 +117,7 @@ def test_quoted_phrase_stays_a_phrase(grep_vault, capsys):
 
 
 def test_json_shape_and_covering_summary(grep_vault, capsys):
-    with lcm_db.transaction(grep_vault):
+    with lcm.db.transaction(grep_vault):
         first, last = grep_vault.execute("SELECT min(id), max(id) FROM messages WHERE session_id='sess-b'").fetchone()
         grep_vault.execute(
             "INSERT INTO summaries (id, session_id, kind, depth, content, token_count, source_token_count, level,"
@@ -158,9 +159,9 @@ def test_scope_filters(grep_vault, capsys, monkeypatch):
 
 
 def test_relative_dates_and_bad_dates():
-    assert lcm_grep.parse_when("2d", "--since") < lcm_grep.parse_when("3h", "--since") < lcm_db.now_iso()
-    with pytest.raises(lcm_db.LcmError) as exc:
-        lcm_grep.parse_when("yesterday", "--since")
+    assert lcm.search.parse_when("2d", "--since") < lcm.search.parse_when("3h", "--since") < lcm.db.now_iso()
+    with pytest.raises(lcm.db.LcmError) as exc:
+        lcm.search.parse_when("yesterday", "--since")
     assert "--since 2d" in exc.value.hint
 
 
@@ -175,7 +176,7 @@ def test_limit_offset_and_next_command(grep_vault, capsys):
 
 def test_regex_scan_is_bounded_in_time(grep_vault):
     start = time.monotonic()
-    doc = lcm_grep.search(grep_vault, r"(a+)+$", mode="regex", time_limit=0.3)
+    doc = lcm.search.search(grep_vault, r"(a+)+$", mode="regex", time_limit=0.3)
     assert time.monotonic() - start < 2
     assert doc["count"] == 0
 
@@ -184,7 +185,7 @@ def test_substring_fallback_without_fts5(grep_vault, capsys):
     for statement in ("DROP TRIGGER messages_fts_ai", "DROP TRIGGER messages_fts_ad", "DROP TABLE messages_fts",
                       "DROP TRIGGER summaries_fts_ai", "DROP TRIGGER summaries_fts_ad", "DROP TABLE summaries_fts"):
         grep_vault.execute(statement)
-    assert not lcm_db.fts_enabled(grep_vault)
+    assert not lcm.db.fts_enabled(grep_vault)
     doc = grep_json(capsys, "cat named Luna")
     assert "adopted a cat named Luna" in doc["results"][0]["snippet"]
     code, _out, err = run(capsys, "cat", "--mode", "full_text")
@@ -209,7 +210,7 @@ def test_subprocess_smoke_and_cheap_imports(grep_vault, vault):
 def test_big_vault_paths_with_small_budgets(tmp_path, vault, capsys, monkeypatch):
     """The bounds that keep 1M-message vaults fast, exercised on a small vault with tiny budgets:
     a common word is ranked over its newest matches, a rare word still finds old messages."""
-    import lcm_search
+    import lcm.search
     t = Transcript(tmp_path / "projects", session_id="big")
     for i in range(60):
         t.user(f"deploy log line {i}: the deploy went fine")
@@ -217,19 +218,19 @@ def test_big_vault_paths_with_small_budgets(tmp_path, vault, capsys, monkeypatch
     for i in range(60):
         t.user(f"deploy log line {60 + i}: the deploy went fine")
     t.write()
-    conn = lcm_db.connect(str(vault))
-    lcm_ingest.ingest_paths(conn, [tmp_path / "projects"])
-    monkeypatch.setattr(lcm_search, "DF_CAP", 11)
-    monkeypatch.setattr(lcm_search, "RANK_BUDGET", 10)
-    monkeypatch.setattr(lcm_search, "RANK_WINDOW", 5)
-    doc = lcm_grep.search(conn, "deploy", limit=3)
+    conn = lcm.db.connect(str(vault))
+    lcm.ingest.ingest_paths(conn, [tmp_path / "projects"])
+    monkeypatch.setattr(lcm.search, "DF_CAP", 11)
+    monkeypatch.setattr(lcm.search, "RANK_BUDGET", 10)
+    monkeypatch.setattr(lcm.search, "RANK_WINDOW", 5)
+    doc = lcm.search.search(conn, "deploy", limit=3)
     lines = [int(r["snippet"].split(":")[0].rsplit(" ", 1)[1]) for r in doc["results"]]
     assert doc["count"] == 3 and min(lines) >= 115  # ranked among the newest RANK_WINDOW matches
-    doc = lcm_grep.search(conn, "deploy flamingo", limit=3)
+    doc = lcm.search.search(conn, "deploy flamingo", limit=3)
     assert "flamingo incident" in doc["results"][0]["snippet"]  # the rare word leads, old or not
-    doc = lcm_grep.search(conn, "deploy", mode="full_text", limit=3)
+    doc = lcm.search.search(conn, "deploy", mode="full_text", limit=3)
     assert doc["count"] == 3
-    assert lcm_search._df(conn, lcm_search.Source(conn, "message", None, None, None, None, None),
+    assert lcm.search._df(conn, lcm.search.Source(conn, "message", None, None, None, None, None),
                           '"deploy"', 121) >= 100  # estimated past the cap, not stuck at 11
 
 
@@ -242,7 +243,7 @@ def test_auto_mode_never_fails_on_any_text(grep_vault):
     @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(st.one_of(st.text(), st.lists(alphabet, max_size=30).map("".join)))
     def check(query):
-        doc = lcm_grep.search(grep_vault, query, all_sessions=True, time_limit=0.5)
+        doc = lcm.search.search(grep_vault, query, all_sessions=True, time_limit=0.5)
         assert doc["count"] == len(doc["results"]) <= 20
 
     check()

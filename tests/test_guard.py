@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-import lcm_db
+import lcm.db
 import lcm_expand_query
-import lcm_guard
+import lcm.guard
 from conftest import SCRIPTS
-from lcm_db import LcmError
+from lcm.db import LcmError
 
 SCOPE = ["--delegated-scope", "find the retry constant in the March sessions",
          "--kept-work", "I edit config.py with the answer"]
@@ -25,29 +25,29 @@ def run(argv, capsys):
 
 def test_root_agent_is_never_refused():
     for args in [(None, None), ("", ""), ("x", None)]:
-        lcm_guard.check_delegation("lcm_expand_query.py", *args, environ={})
-    assert not lcm_guard.in_subagent({})
+        lcm.guard.check_delegation("lcm_expand_query.py", *args, environ={})
+    assert not lcm.guard.in_subagent({})
 
 
 def test_subagent_is_refused_without_scope_and_kept_work():
     env = {"LCM_SUBAGENT": "1"}
     for scope, kept in [(None, None), ("scope", None), (None, "kept"), ("scope", "   "), ("", "kept")]:
         with pytest.raises(LcmError) as refused:
-            lcm_guard.check_delegation("lcm_agentic_map.py", scope, kept, environ=env, instead="run it in a loop")
+            lcm.guard.check_delegation("lcm_agentic_map.py", scope, kept, environ=env, instead="run it in a loop")
         assert "refused inside a sub-agent" in refused.value.message
         assert refused.value.hint.startswith("do it yourself: run it in a loop")
-    lcm_guard.check_delegation("lcm_agentic_map.py", "scope", "kept", environ=env)
+    lcm.guard.check_delegation("lcm_agentic_map.py", "scope", "kept", environ=env)
 
 
 def test_depth_travels_in_the_environment():
-    child = lcm_guard.child_env({"PATH": "/bin"})
-    grandchild = lcm_guard.child_env(child)
+    child = lcm.guard.child_env({"PATH": "/bin"})
+    grandchild = lcm.guard.child_env(child)
     assert (child["LCM_SUBAGENT"], child["LCM_DELEGATION_DEPTH"]) == ("1", "1")
     assert grandchild["LCM_DELEGATION_DEPTH"] == "2"
     # the depth alone marks a sub-agent, even if LCM_SUBAGENT was dropped on the way
-    assert lcm_guard.in_subagent({"LCM_DELEGATION_DEPTH": "2"})
+    assert lcm.guard.in_subagent({"LCM_DELEGATION_DEPTH": "2"})
     with pytest.raises(LcmError, match="LCM_DELEGATION_DEPTH"):
-        lcm_guard.in_subagent({"LCM_DELEGATION_DEPTH": "deep"})
+        lcm.guard.in_subagent({"LCM_DELEGATION_DEPTH": "deep"})
 
 
 def test_expand_query_inside_a_subagent_points_to_expand(monkeypatch, capsys):
@@ -61,7 +61,7 @@ def test_expand_query_inside_a_subagent_points_to_expand(monkeypatch, capsys):
 
 
 def test_expand_query_inside_a_subagent_runs_with_scope_and_kept_work(monkeypatch, capsys):
-    lcm_db.connect()  # an empty vault
+    lcm.db.connect()  # an empty vault
     monkeypatch.setenv("LCM_SUBAGENT", "1")
     monkeypatch.setenv("LCM_LLM", "none")
     code, out, err = run(["--prompt", "q", "--summary-ids", "sum_0000000000000000", *SCOPE], capsys)
@@ -70,7 +70,7 @@ def test_expand_query_inside_a_subagent_runs_with_scope_and_kept_work(monkeypatc
 
 
 def test_expand_query_for_the_root_agent_is_not_refused(monkeypatch, capsys):
-    lcm_db.connect()
+    lcm.db.connect()
     monkeypatch.setenv("LCM_LLM", "none")
     code, out, err = run(["--prompt", "q", "--summary-ids", "sum_0000000000000000"], capsys)
     assert code == 1 and "refused" not in err and "sum_0000000000000000" in err

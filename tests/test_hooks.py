@@ -151,12 +151,12 @@ def start_env(env_file: Path, project: Path, **extra) -> dict:
 
 def compacted(vault: Path, t: Transcript) -> list[str]:
     """Compact the session in-process with the deterministic backend; returns summary ids."""
-    import lcm_compact
-    import lcm_db
-    import lcm_ingest
-    conn = lcm_db.connect()
-    lcm_ingest.ingest_file(conn, str(t.path))
-    lcm_compact.compact(conn, t.session_id, mode="full")
+    import lcm.compact
+    import lcm.db
+    import lcm.ingest
+    conn = lcm.db.connect()
+    lcm.ingest.ingest_file(conn, str(t.path))
+    lcm.compact.compact(conn, t.session_id, mode="full")
     ids = [row[0] for row in conn.execute("SELECT id FROM summaries WHERE session_id = ?", (t.session_id,))]
     conn.close()
     return ids
@@ -446,7 +446,7 @@ def test_hooks_json_runs_every_hook_file(tmp_path):
         assert any(f'"${{CLAUDE_PLUGIN_ROOT}}/hooks/{name}.py"' in c for c in commands), name
 
 
-# -- the cheap compaction check agrees with lcm_compact ------------------------
+# -- the cheap compaction check agrees with lcm.compact ------------------------
 
 @pytest.mark.parametrize("turns,chunk,fanout,tail,precompact", [
     (10, "20000", "4", "32", None), (10, "300", "4", "4", None), (40, "400", "4", "4", "full"),
@@ -457,19 +457,19 @@ def test_hook_compaction_check_agrees_with_lcm_compact(turns, chunk, fanout, tai
                                                        projects, monkeypatch):
     sys.path.insert(0, str(HOOKS))
     import hooklib
-    import lcm_compact
-    import lcm_db
-    import lcm_ingest
+    import lcm.compact
+    import lcm.db
+    import lcm.ingest
     for name, value in {"LCM_LLM": "none", "LCM_LEAF_CHUNK_TOKENS": chunk, "LCM_CONDENSED_MIN_FANOUT": fanout,
                         "LCM_FRESH_TAIL_COUNT": tail}.items():
         monkeypatch.setenv(name, value)
     t = coding_session(projects, turns=turns)
     t.write()
-    conn = lcm_db.connect()
-    lcm_ingest.ingest_file(conn, str(t.path))
+    conn = lcm.db.connect()
+    lcm.ingest.ingest_file(conn, str(t.path))
     if precompact:
         monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", "100")  # leaves only, then restore
-        lcm_compact.compact(conn, t.session_id, mode=precompact)
+        lcm.compact.compact(conn, t.session_id, mode=precompact)
         monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", fanout)
-    expected = lcm_compact.compaction_due(conn, t.session_id)
+    expected = lcm.compact.compaction_due(conn, t.session_id)
     assert hooklib.compaction_due(conn, t.session_id) == expected

@@ -11,9 +11,10 @@ import sys
 
 import pytest
 
-import lcm_db
-import lcm_ingest
+import lcm.db
+import lcm.ingest
 import lcm_init
+import lcm.status
 import lcm_status
 from conftest import SCRIPTS, shared_data
 from transcripts import Transcript, coding_session
@@ -35,7 +36,7 @@ def status_json(capsys, *argv):
 
 
 def ingest(path):
-    lcm_ingest.ingest_paths(lcm_db.connect(), [path])
+    lcm.ingest.ingest_paths(lcm.db.connect(), [path])
 
 
 def usage(inp, read=0, create=0, out=0):
@@ -49,7 +50,7 @@ def test_init_creates_then_is_idempotent(capsys, vault, monkeypatch):
     monkeypatch.setenv("LCM_SESSION_ID", "sess-42")
     code, out, err = call(lcm_init, capsys, "--json")
     first = json.loads(out)
-    assert code == 0 and first == {"db": str(vault), "schema_version": lcm_db.SCHEMA_VERSION,
+    assert code == 0 and first == {"db": str(vault), "schema_version": lcm.db.SCHEMA_VERSION,
                                    "session_id": "sess-42", "created": True}
     assert oct(vault.stat().st_mode & 0o777) == "0o600"
     code, out, _ = call(lcm_init, capsys, "--json")
@@ -68,13 +69,13 @@ def test_init_session_falls_back_to_claude_code_variable(capsys, monkeypatch):
 
 
 def test_init_upgrades_an_older_vault(capsys, vault):
-    lcm_db.connect().close()
+    lcm.db.connect().close()
     conn = sqlite3.connect(vault)
     conn.execute("ALTER TABLE transcripts DROP COLUMN line_count")  # as schema 1 had it
     conn.execute("PRAGMA user_version = 1")
     conn.close()
     _, out, _ = call(lcm_init, capsys, "--json")
-    assert json.loads(out)["schema_version"] == lcm_db.SCHEMA_VERSION
+    assert json.loads(out)["schema_version"] == lcm.db.SCHEMA_VERSION
     cols = [r[1] for r in sqlite3.connect(vault).execute("PRAGMA table_info(transcripts)")]
     assert "line_count" in cols
 
@@ -88,9 +89,9 @@ def test_init_refuses_invalid_setting_and_creates_nothing(capsys, vault, monkeyp
 
 
 def test_init_refuses_newer_vault_unchanged(capsys, vault):
-    lcm_db.connect().close()
+    lcm.db.connect().close()
     conn = sqlite3.connect(vault)
-    conn.execute(f"PRAGMA user_version = {lcm_db.SCHEMA_VERSION + 1}")
+    conn.execute(f"PRAGMA user_version = {lcm.db.SCHEMA_VERSION + 1}")
     conn.close()
     before = hashlib.sha256(vault.read_bytes()).hexdigest()
     code, _, err = call(lcm_init, capsys)
@@ -139,9 +140,9 @@ def test_threshold_follows_the_setting(capsys, tmp_path, monkeypatch):
 
 
 def test_one_million_windows(capsys, tmp_path):
-    assert lcm_status.context_window("claude-sonnet-4-5[1m]") == 1_000_000
-    assert lcm_status.context_window("claude-opus-4-1") == 200_000
-    assert lcm_status.context_window(None) == 200_000
+    assert lcm.status.context_window("claude-sonnet-4-5[1m]") == 1_000_000
+    assert lcm.status.context_window("claude-opus-4-1") == 200_000
+    assert lcm.status.context_window(None) == 200_000
     t = Transcript(tmp_path / "projects")
     t.assistant_text("big", usage=usage(5, 450_000))
     t.write()
@@ -207,20 +208,20 @@ def test_status_without_vault(capsys, vault):
 
 
 def test_status_unknown_session(capsys, tmp_path):
-    lcm_db.connect().close()
+    lcm.db.connect().close()
     code, _, err = call(lcm_status, capsys, "--session", "nope")
     assert code == 1 and "no session nope" in err and "Hint:" in err
 
 
 def test_status_invalid_setting(capsys, monkeypatch):
-    lcm_db.connect().close()
+    lcm.db.connect().close()
     monkeypatch.setenv("LCM_CONTEXT_THRESHOLD", "abc")
     code, _, err = call(lcm_status, capsys)
     assert code == 1 and "LCM_CONTEXT_THRESHOLD" in err
 
 
 def test_status_newer_vault(capsys, vault):
-    lcm_db.connect().close()
+    lcm.db.connect().close()
     conn = sqlite3.connect(vault)
     conn.execute("PRAGMA user_version = 999")
     conn.close()
@@ -243,7 +244,7 @@ def test_large_vault_gets_a_quick_fts_check_unless_asked(capsys, tmp_path, vault
     t = coding_session(tmp_path / "projects", turns=1)
     t.write()
     ingest(t.path)
-    monkeypatch.setattr(lcm_status, "FULL_CHECK_MAX_ROWS", 3)  # this vault now counts as large
+    monkeypatch.setattr(lcm.status, "FULL_CHECK_MAX_ROWS", 3)  # this vault now counts as large
     assert status_json(capsys)["fts_ok"] is True
     conn = sqlite3.connect(vault)
     row = conn.execute("SELECT id, content FROM messages LIMIT 1").fetchone()

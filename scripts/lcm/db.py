@@ -77,7 +77,7 @@ def _text(raw: str) -> str:
 
 # name -> (parser, default, meaning). The README's configuration table mirrors this.
 SETTINGS: dict[str, tuple[Callable[[str], object], object, str]] = {
-    "LCM_CONTEXT_THRESHOLD": (_fraction, 0.75, "fraction of the model window above which lcm_status recommends compaction"),
+    "LCM_CONTEXT_THRESHOLD": (_fraction, 0.75, "fraction of the model window above which lcm_status.py recommends compaction"),
     "LCM_FRESH_TAIL_COUNT": (_non_negative_int, 32, "newest messages never compacted"),
     "LCM_LEAF_CHUNK_TOKENS": (_positive_int, 20000, "most source tokens in one leaf summary"),
     "LCM_LEAF_TARGET_TOKENS": (_positive_int, 1200, "target size of a leaf summary"),

@@ -9,9 +9,9 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from lcm_db import LcmError
+from lcm.db import LcmError
 
-PROMPTS_PATH = Path(__file__).resolve().parent.parent / "references" / "prompts.md"
+PROMPTS_PATH = Path(__file__).resolve().parent.parent.parent / "references" / "prompts.md"
 _SECTION = re.compile(r"^## (\S+)\s*\n(.*?)(?=^## |\Z)", re.M | re.S)
 _BLOCK = re.compile(r"^```text\n(.*?)^```", re.M | re.S)
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")

@@ -1,5 +1,5 @@
 """Reading Claude Code transcript JSONL: which file is which, the searchable text of an entry,
-and the new complete lines of a file parsed into message rows (lcm_ingest writes them).
+and the new complete lines of a file parsed into message rows (lcm.ingest writes them).
 
 Stdlib only and cheap to import: the ingest hook loads it on every turn. The entry format is
 internal to Claude Code and changes between versions, so everything here is defensive: unknown
@@ -15,8 +15,8 @@ try:
 except ImportError:
     from hashlib import sha1
 
-import lcm_db
-from lcm_db import LcmError
+import lcm.db
+from lcm.db import LcmError
 
 # Entries of these types with a uuid are conversation messages; everything else is metadata.
 CONVERSATION_TYPES = frozenset(("user", "assistant", "system"))
@@ -230,7 +230,7 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
     path, rows, sessions, line_no = batch.path, batch.rows, batch.sessions, batch.line_no
     file_sid = batch.msg_sid if batch.is_agent_file and batch.msg_sid else batch.guess_sid
     fallback_sid = batch.guess_sid or os.path.basename(path)
-    loads, estimate = json.loads, lcm_db.estimate_tokens
+    loads, estimate = json.loads, lcm.db.estimate_tokens
     for line in lines:
         line_no += 1
         try:

@@ -13,7 +13,7 @@ import json
 import re
 import sqlite3
 
-from lcm_extract import typed_text
+from lcm.extract import typed_text
 
 FILE_TOOLS = ("Edit", "Write", "MultiEdit", "NotebookEdit")
 # a failed look-around (a missing file, a stopped shell) is exploration, not an error left to fix

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-import lcm_db
-from lcm_db import LcmError
+import lcm.db
+from lcm.db import LcmError
 
 # Rows of finished items are committed in groups: one transaction per item would cost more than
 # the call itself at high concurrency; a crash loses at most this much finished work.
@@ -314,9 +314,9 @@ class RunState:
             if row["prompt"] != job.prompt or row["schema"] != schema_text:
                 raise LcmError(f"run {row['id']} used a different prompt or schema",
                                "resume with the same --prompt/--schema, or drop --resume to start over")
-            with lcm_db.transaction(conn):
+            with lcm.db.transaction(conn):
                 conn.execute("UPDATE map_runs SET status = 'running', updated_at = ? WHERE id = ?",
-                             (lcm_db.now_iso(), row["id"]))
+                             (lcm.db.now_iso(), row["id"]))
             state = cls(conn, row["id"], row["total"])
             state.options = json.loads(row["options"] or "{}")
             return state
@@ -325,9 +325,9 @@ class RunState:
         elif row is not None and row["status"] != "done":
             sys.stderr.write(f"lcm: run {row['id']} for the same input and output did not finish; "
                              "--resume would continue it. Starting a new run.\n")
-        run_id = lcm_db.new_id("map")
-        now = lcm_db.now_iso()
-        with lcm_db.transaction(conn):
+        run_id = lcm.db.new_id("map")
+        now = lcm.db.now_iso()
+        with lcm.db.transaction(conn):
             conn.execute(
                 "INSERT INTO map_runs (id, kind, input_path, input_sha256, output_path, prompt, schema, model,"
                 " options, status, total, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -347,7 +347,7 @@ class RunState:
         self._pending.append((
             self.run_id, index, "ok" if outcome.ok else "error", outcome.attempts,
             json.dumps(outcome.result, ensure_ascii=False) if outcome.ok else None,
-            None if outcome.ok else outcome.error, outcome.input_tokens, outcome.output_tokens, lcm_db.now_iso(),
+            None if outcome.ok else outcome.error, outcome.input_tokens, outcome.output_tokens, lcm.db.now_iso(),
         ))
         if len(self._pending) >= FLUSH_EVERY_ITEMS or time.monotonic() - self._last_flush >= FLUSH_EVERY_SECONDS:
             self.flush()
@@ -356,7 +356,7 @@ class RunState:
         self._last_flush = time.monotonic()
         if not self._pending:
             return
-        with lcm_db.transaction(self.conn):
+        with lcm.db.transaction(self.conn):
             # attempts and tokens add up over resumes: they are what the run really cost
             self.conn.executemany(
                 "INSERT INTO map_items (run_id, item_index, status, attempts, result, error, input_tokens,"
@@ -371,15 +371,15 @@ class RunState:
 
     def save_options(self, options: dict) -> None:
         self.options = options
-        with lcm_db.transaction(self.conn):
+        with lcm.db.transaction(self.conn):
             self.conn.execute("UPDATE map_runs SET options = ?, updated_at = ? WHERE id = ?",
-                              (json.dumps(options, sort_keys=True), lcm_db.now_iso(), self.run_id))
+                              (json.dumps(options, sort_keys=True), lcm.db.now_iso(), self.run_id))
 
     def finish(self, status: str) -> None:
         self.flush()
-        with lcm_db.transaction(self.conn):
+        with lcm.db.transaction(self.conn):
             self.conn.execute("UPDATE map_runs SET status = ?, updated_at = ? WHERE id = ?",
-                              (status, lcm_db.now_iso(), self.run_id))
+                              (status, lcm.db.now_iso(), self.run_id))
 
     def totals(self) -> dict:
         row = self.conn.execute(
@@ -491,7 +491,7 @@ def report(state: RunState, output_path: Path) -> int:
     if result["failed"]:
         sys.stderr.write(f"lcm: {result['failed']} of {result['total']} items failed (lines with \"ok\": false "
                          f"in {output_path}); rerun the same command with --resume to retry only those\n")
-    lcm_db.print_json(result)
+    lcm.db.print_json(result)
     return 0
 
 
@@ -524,8 +524,8 @@ def cost_usd(model: str | None, input_tokens: int, output_tokens: int, batch: bo
 
 def estimate_input_tokens(job: MapJob, fixed_text: str) -> int:
     """Estimated prompt tokens of the whole job: the fixed part once per item plus each item."""
-    per_item_fixed = lcm_db.estimate_tokens(fixed_text)
+    per_item_fixed = lcm.db.estimate_tokens(fixed_text)
     total = 0
     for _index, value in iter_items(job.input_path):
-        total += per_item_fixed + lcm_db.estimate_tokens(item_text(value))
+        total += per_item_fixed + lcm.db.estimate_tokens(item_text(value))
     return total

@@ -12,8 +12,8 @@ import bisect
 import re
 from xml.sax.saxutils import escape, quoteattr
 
-import lcm_db
-from lcm_extract import raw_blocks
+import lcm.db
+from lcm.extract import raw_blocks
 
 # a leaf smaller than this has little to compress; take more messages when there are some
 MIN_LEAF_SOURCE_TOKENS = 32
@@ -184,7 +184,7 @@ def condense_group(tops: list, uncovered_ids: list[int], fanout: int | None = No
     Taking exactly `fanout` children keeps the tree balanced and each condensed input at about
     fanout x the child target, whether the children came one run at a time or all at once.
     """
-    fanout = fanout or lcm_db.config("LCM_CONDENSED_MIN_FANOUT")
+    fanout = fanout or lcm.db.config("LCM_CONDENSED_MIN_FANOUT")
     if fanout < 2:
         fanout = 2  # one child would only re-wrap the same summary
     runs: list[list] = []

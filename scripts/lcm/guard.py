@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from lcm_db import LcmError, config
+from lcm.db import LcmError, config
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # names for annotations only

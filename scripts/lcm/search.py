@@ -14,9 +14,9 @@ import sqlite3
 import time
 from datetime import datetime, timedelta, timezone
 
-import lcm_db
-import lcm_query
-from lcm_db import LcmError
+import lcm.db
+import lcm.query
+from lcm.db import LcmError
 
 CANDIDATES = 50           # BM25 candidates reranked per query (and per page beyond them)
 DF_CAP = 8001             # document frequencies are counted up to here, estimated beyond
@@ -65,7 +65,7 @@ def resolve_scope(conn, session, project, all_sessions):
     """(session, project) to filter on; the default is the current session's project."""
     if all_sessions or session or project:
         return session, (os.path.abspath(os.path.expanduser(project)) if project else None)
-    current = lcm_db.current_session_id()
+    current = lcm.db.current_session_id()
     if not current:
         return None, None
     row = conn.execute("SELECT project FROM sessions WHERE session_id = ?", (current,)).fetchone()
@@ -241,7 +241,7 @@ def _term_counts(text: str, terms) -> dict:
     lower = text.lower()
     counts = {}
     for t in terms:
-        stem = lcm_query.crude_stem(t.text) if t.kind == "word" and len(t.text) > 3 else ""
+        stem = lcm.query.crude_stem(t.text) if t.kind == "word" and len(t.text) > 3 else ""
         if stem and len(stem) > 3:
             counts[t] = lower.count(stem)
         else:
@@ -255,14 +255,14 @@ def _rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm):
     CJK and emoji terms are also matched as substrings, newest first, within the deadline.
     """
     n_docs = max(_doc_count(conn, src), 1)
-    use_fts = lcm_db.fts_enabled(conn)
+    use_fts = lcm.db.fts_enabled(conn)
     fts_terms = [t for t in terms if t.fts] if use_fts else []
     dfs = {t: _df(conn, src, t.fts, n_docs) for t in fts_terms}
     chosen, total = _choose_terms(dfs)
     relevance = {}
     if chosen:
         words = [t for t in chosen if t.kind == "word"]
-        extras = lcm_query.ranking_extras([t for t in fts_terms if t in words], NEAR_PAIRS, PREFIXES)
+        extras = lcm.query.ranking_extras([t for t in fts_terms if t in words], NEAR_PAIRS, PREFIXES)
         relevance = _fts_candidates(conn, src, chosen, total, extras, want)
     rows = {r["rowid_"]: r for r in _fetch(conn, src, list(relevance))}
     stopped = False
@@ -320,7 +320,7 @@ def _rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm):
 
 def _rank_full_text(conn, src: Source, query, want):
     """The user's own FTS5 expression, BM25-ranked; over RANK_BUDGET matches, its newest ones."""
-    if not lcm_db.fts_enabled(conn):
+    if not lcm.db.fts_enabled(conn):
         raise LcmError("this vault has no FTS5 index (SQLite built without FTS5)",
                        "use --mode auto (substring fallback) or --mode regex")
     try:
@@ -419,13 +419,13 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
         kinds = [k for k in kinds if k == "message"]
     terms, finders, pattern = [], [], None
     if mode == "auto":
-        terms = lcm_query.parse_query(query)
+        terms = lcm.query.parse_query(query)
         # snippets centre on the most telling word: phrases and long words before short ones
         # (Terms compile their patterns on first use: most snippets need only the first)
         finders = sorted(terms, key=lambda t: (t.kind == "word", -len(t.text)))
     elif mode == "regex":
         pattern = _compile_regex(query)
-        finders = [lcm_query.Term(query, "regex", regex=query)]  # the same pattern (re caches it)
+        finders = [lcm.query.Term(query, "regex", regex=query)]  # the same pattern (re caches it)
     query_norm = " ".join(query.lower().split())
     scored, stopped = [], False
     for kind in kinds:

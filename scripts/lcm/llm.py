@@ -20,9 +20,9 @@ import signal
 import subprocess
 from dataclasses import dataclass
 
-import lcm_db
-import lcm_guard
-from lcm_db import LcmError
+import lcm.db
+import lcm.guard
+from lcm.db import LcmError
 
 DEFAULT_MODEL = "claude-haiku-4-5"
 DEFAULT_TIMEOUT = 120.0
@@ -70,7 +70,7 @@ def claude_executable(environ: dict | None = None) -> str | None:
 def resolve_backend(environ: dict | None = None) -> str:
     """"anthropic" | "claude" | "none": LCM_LLM, or for auto the first backend that can work."""
     env = os.environ if environ is None else environ
-    choice = lcm_db.config("LCM_LLM", env)
+    choice = lcm.db.config("LCM_LLM", env)
     if choice != "auto":
         return choice
     if (env.get("ANTHROPIC_API_KEY") or env.get("ANTHROPIC_AUTH_TOKEN")) and sdk_available():
@@ -99,7 +99,7 @@ def session_model(conn, session_id: str | None) -> str | None:
 
 def resolve_model(conn=None, session_id: str | None = None) -> str:
     """LCM_SUMMARY_MODEL, else the session's own model, else DEFAULT_MODEL."""
-    return lcm_db.config("LCM_SUMMARY_MODEL") or session_model(conn, session_id) or DEFAULT_MODEL
+    return lcm.db.config("LCM_SUMMARY_MODEL") or session_model(conn, session_id) or DEFAULT_MODEL
 
 
 # ---------------------------------------------------------------------------
@@ -201,7 +201,7 @@ def run_claude(prompt: str, *, system: str | None = None, model: str | None = No
     persisted as a session, and LCM_SUBAGENT=1 marks the child as lcm's own sub-agent.
     A timeout kills the child's whole process group. Failures raise ModelError.
     """
-    child_env = lcm_guard.child_env(env)
+    child_env = lcm.guard.child_env(env)
     exe = claude_executable(child_env)
     if not exe:
         raise ModelConfigError("the claude CLI is not on PATH",

@@ -1,0 +1,365 @@
+"""Compaction: leaf and condensed passes over a session's messages, building the summary DAG.
+
+The command is scripts/lcm_compact.py; hooks and other commands import this module.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import time
+
+import lcm.dag
+import lcm.db
+import lcm.extract
+import lcm.llm
+import lcm.prompts
+from lcm.db import LcmError, estimate_tokens
+
+TRUNCATE_TOKENS = 512
+LEVELS = ("normal", "aggressive", "truncated", "extractive")
+FILE_ID = lcm.extract.FILE_ID
+
+
+# the DAG readers other modules call through lcm.compact (hooks, status)
+active_context = lcm.dag.active_context
+context_tokens = lcm.dag.context_tokens
+render_context = lcm.dag.render_context
+
+
+# ---------------------------------------------------------------------------
+# Lock and due check
+# ---------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def session_lock(session_id: str, blocking: bool = True):
+    """An exclusive file lock per session under $LCM_HOME/locks; the OS drops it if we die."""
+    locks = lcm.db.lcm_home() / "locks"
+    locks.mkdir(parents=True, exist_ok=True, mode=0o700)
+    name = hashlib.sha256(session_id.encode()).hexdigest()[:24]
+    fd = os.open(locks / f"compact-{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            raise LcmError(f"another compaction of session {session_id} is running",
+                           "wait for it to finish; it holds " + str(locks)) from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def compaction_due(conn, session_id: str) -> bool:
+    """True when a leaf pass or a condensation would run in incremental mode."""
+    tail = lcm.db.config("LCM_FRESH_TAIL_COUNT")
+    rows = lcm.dag.uncovered(conn, session_id)
+    body = rows[: max(len(rows) - tail, 0)]
+    if sum(r["token_count"] for r in body) > lcm.db.config("LCM_LEAF_CHUNK_TOKENS"):
+        return True
+    return lcm.dag.condense_group(lcm.dag.top_summaries(conn, session_id), [r["id"] for r in rows]) is not None
+
+
+# ---------------------------------------------------------------------------
+# Writing nodes
+# ---------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _atomic(conn):
+    """One node = one transaction (a savepoint inside a dry run's outer transaction)."""
+    if conn.in_transaction:
+        conn.execute("SAVEPOINT node")
+        try:
+            yield
+        except BaseException:
+            conn.execute("ROLLBACK TO node")
+            conn.execute("RELEASE node")
+            raise
+        conn.execute("RELEASE node")
+    else:
+        with lcm.db.transaction(conn):
+            yield
+
+
+def _leaf_source(rows) -> tuple[str, str]:
+    """(span, text the model reads) for a run of messages."""
+    times = [r["created_at"] for r in rows if r["created_at"]]
+    span = (f"messages #{rows[0]['id']}-#{rows[-1]['id']} ({len(rows)} messages"
+            + (f", {min(times)} to {max(times)})" if times else ")"))
+    source = "\n\n".join(
+        f"[#{r['id']} {r['role']}{' sidechain' if r['is_sidechain'] else ''} {r['created_at'] or ''}]\n{r['content']}"
+        for r in rows)
+    return span, source
+
+
+def _condensed_source(depth: int, children) -> tuple[str, str]:
+    """(span, text the model reads) for the children of a depth-`depth` node."""
+    times = [t for c in children for t in (c["earliest_at"], c["latest_at"]) if t]
+    descendants = sum(c["descendant_count"] for c in children)
+    span = (f"{len(children)} depth-{depth - 1} summaries {children[0]['id']}..{children[-1]['id']}, "
+            f"{descendants} messages" + (f", {min(times)} to {max(times)}" if times else ""))
+    source = "\n\n".join(
+        f"<summary id=\"{c['id']}\" depth=\"{c['depth']}\" earliest_at=\"{c['earliest_at'] or ''}\""
+        f" latest_at=\"{c['latest_at'] or ''}\">\n{c['content']}\n</summary>" for c in children)
+    return span, source
+
+
+class Compactor:
+    def __init__(self, conn, session_id: str, backend: str, model: str | None, max_calls: int):
+        self.conn, self.session_id, self.backend, self.model = conn, session_id, backend, model
+        self.max_calls = max_calls
+        self.calls = 0
+        self.levels = dict.fromkeys(LEVELS, 0)
+        self.created: list[str] = []
+        self.leaf_created = self.condensed_created = 0
+        self.stopped: str | None = None
+        self.tail = lcm.db.config("LCM_FRESH_TAIL_COUNT")
+        self.chunk_cap = lcm.db.config("LCM_LEAF_CHUNK_TOKENS")
+        self.leaf_target = lcm.db.config("LCM_LEAF_TARGET_TOKENS")
+        self.condensed_target = lcm.db.config("LCM_CONDENSED_TARGET_TOKENS")
+        self.run: list = []
+        self.upgraded = 0
+        self.not_upgraded: list[str] = []
+
+    # -- eligibility --------------------------------------------------------------
+    def eligible_run(self) -> list:
+        """Uncovered messages outside the fresh tail, from the oldest, while contiguous."""
+        if not self.run:
+            rows = self.conn.execute(
+                "SELECT m.id, m.token_count, EXISTS (SELECT 1 FROM summary_sources s WHERE s.message_id = m.id)"
+                " AS covered FROM messages m WHERE m.session_id = ? ORDER BY m.id", (self.session_id,)).fetchall()
+            body = rows[: max(len(rows) - self.tail, 0)]
+            start = next((i for i, r in enumerate(body) if not r["covered"]), len(body))
+            end = next((i for i in range(start, len(body)) if body[i]["covered"]), len(body))
+            self.run = body[start:end]
+        return self.run
+
+    def raw_tokens(self) -> int:
+        return sum(r["token_count"] for r in self.eligible_run())
+
+    # -- summarising with escalation ----------------------------------------------
+    def summarise(self, depth: int, source: str, source_tokens: int, span: str, previous: str,
+                  extractive) -> tuple[str, str, str | None]:
+        """(text, level, model): the first level whose text is shorter than source_tokens."""
+        target = self.leaf_target if depth == 0 else self.condensed_target
+        if self.backend == "none":
+            text = extractive(min(target, source_tokens - 1))
+            if text and estimate_tokens(text) < source_tokens:
+                return text, "extractive", None
+        else:
+            system = lcm.prompts.prompt("system")
+            for level, goal in ((1, target), (2, max(target // 2, 1))):
+                if self.calls >= self.max_calls:
+                    self.stopped = "call_limit"
+                    break
+                body = lcm.prompts.fill(lcm.prompts.prompt(lcm.prompts.prompt_name(depth, level)),
+                                        target_tokens=goal, span=span, previous=previous or "none", source=source)
+                self.calls += 1
+                done = lcm.llm.complete(system, body, max_tokens=2 * goal, model=self.model, backend=self.backend)
+                text = done.text.strip()
+                if text and estimate_tokens(text) < source_tokens:
+                    return text, ("normal" if level == 1 else "aggressive"), done.model
+        return lcm.extract.truncate(source, span, min(TRUNCATE_TOKENS, source_tokens - 1)), "truncated", None
+
+    def _previous(self, depth: int, before_message_id: int) -> str:
+        row = self.conn.execute(
+            "SELECT content FROM summaries WHERE session_id = ? AND depth = ? AND last_message_id < ?"
+            " ORDER BY last_message_id DESC LIMIT 1", (self.session_id, depth, before_message_id)).fetchone()
+        return row["content"] if row else ""
+
+    # -- passes -------------------------------------------------------------------
+    def leaf_pass(self) -> str | None:
+        run = self.eligible_run()
+        if not run:
+            return None
+        rows = lcm.dag.leaf_chunk(self.conn, self.session_id, run, self.chunk_cap)
+        times = [r["created_at"] for r in rows if r["created_at"]]
+        span, source = _leaf_source(rows)
+        # the input's size as the active context counts it (at least 1, for runs of empty results)
+        source_tokens = max(sum(r["token_count"] for r in rows), 1)
+        content, level, model = self.summarise(
+            0, source, source_tokens, span, self._previous(0, rows[0]["id"]),
+            lambda budget: lcm.extract.summarize_messages(rows, span, budget))
+        file_ids = sorted(set(FILE_ID.findall(source))) if "file_" in source else []
+        node_id = lcm.db.new_id("sum")
+        with _atomic(self.conn):
+            self._insert(node_id, "leaf", 0, content, source_tokens, level, model,
+                         rows[0]["id"], rows[-1]["id"], min(times) if times else None, max(times) if times else None,
+                         len(rows), file_ids)
+            self.conn.executemany("INSERT INTO summary_sources (summary_id, ord, message_id) VALUES (?, ?, ?)",
+                                  [(node_id, i, r["id"]) for i, r in enumerate(rows)])
+        del self.run[: len(rows)]
+        self.leaf_created += 1
+        self._count(node_id, level)
+        return node_id
+
+    def condense_pass(self) -> str | None:
+        uncovered = [r["id"] for r in lcm.dag.uncovered(self.conn, self.session_id)]
+        group = lcm.dag.condense_group(lcm.dag.top_summaries(self.conn, self.session_id), uncovered)
+        if group is None:
+            return None
+        depth, children = group
+        times = [t for c in children for t in (c["earliest_at"], c["latest_at"]) if t]
+        descendants = sum(c["descendant_count"] for c in children)
+        span, source = _condensed_source(depth, children)
+        source_tokens = max(sum(c["token_count"] for c in children), 1)
+        content, level, model = self.summarise(
+            depth, source, source_tokens, span, self._previous(depth, children[0]["first_message_id"]),
+            lambda budget: lcm.extract.summarize_summaries([c["content"] for c in children], span, budget))
+        file_ids = sorted({f for c in children for f in json.loads(c["file_ids"] or "[]")})
+        node_id = lcm.db.new_id("sum")
+        with _atomic(self.conn):
+            self._insert(node_id, "condensed", depth, content, source_tokens, level, model,
+                         children[0]["first_message_id"], children[-1]["last_message_id"],
+                         min(times) if times else None, max(times) if times else None, descendants, file_ids)
+            self.conn.executemany("INSERT INTO summary_sources (summary_id, ord, child_id) VALUES (?, ?, ?)",
+                                  [(node_id, i, c["id"]) for i, c in enumerate(children)])
+            ids = [c["id"] for c in children]
+            updated = self.conn.execute(
+                f"UPDATE summaries SET parent_id = ? WHERE parent_id IS NULL AND id IN ({','.join('?' * len(ids))})",
+                [node_id, *ids]).rowcount
+            if updated != len(ids):
+                raise LcmError(f"summaries under {node_id} changed during compaction", "run lcm_compact.py again")
+        self.condensed_created += 1
+        self._count(node_id, level)
+        return node_id
+
+    def upgrade_pass(self) -> str | None:
+        """Rewrite the oldest, shallowest extractive summary with the model, in place.
+
+        Children go before their parents, so a parent is rebuilt from upgraded children. The
+        node keeps its id, place and sources; only its text, level and model change. A model
+        answer that cannot beat the source leaves the extractive text as it is.
+        """
+        skip = ",".join("?" * len(self.not_upgraded))
+        node = self.conn.execute(
+            "SELECT * FROM summaries WHERE session_id = ? AND level = 'extractive'"
+            + (f" AND id NOT IN ({skip})" if skip else "") + " ORDER BY depth, first_message_id LIMIT 1",
+            (self.session_id, *self.not_upgraded)).fetchone()
+        if node is None:
+            return None
+        if node["kind"] == "leaf":
+            rows = self.conn.execute(
+                "SELECT m.* FROM summary_sources s JOIN messages m ON m.id = s.message_id WHERE s.summary_id = ?"
+                " ORDER BY s.ord", (node["id"],)).fetchall()
+            span, source = _leaf_source(rows)
+            source_tokens = max(sum(r["token_count"] for r in rows), 1)
+        else:
+            children = self.conn.execute(
+                "SELECT c.* FROM summary_sources s JOIN summaries c ON c.id = s.child_id WHERE s.summary_id = ?"
+                " ORDER BY s.ord", (node["id"],)).fetchall()
+            span, source = _condensed_source(node["depth"], children)
+            source_tokens = max(sum(c["token_count"] for c in children), 1)
+        content, level, model = self.summarise(node["depth"], source, source_tokens, span,
+                                               self._previous(node["depth"], node["first_message_id"]), None)
+        if level == "truncated":
+            self.not_upgraded.append(node["id"])
+            return node["id"]
+        with _atomic(self.conn):
+            if lcm.db.fts_enabled(self.conn):  # external-content FTS: swap the indexed text by hand
+                self.conn.execute("INSERT INTO summaries_fts (summaries_fts, rowid, content)"
+                                  " SELECT 'delete', rowid, content FROM summaries WHERE id = ?", (node["id"],))
+            self.conn.execute(
+                "UPDATE summaries SET content = ?, token_count = ?, source_token_count = ?, level = ?, model = ?"
+                " WHERE id = ? AND level = 'extractive'",
+                (content, estimate_tokens(content), source_tokens, level, model, node["id"]))
+            if lcm.db.fts_enabled(self.conn):
+                self.conn.execute("INSERT INTO summaries_fts (rowid, content) SELECT rowid, content FROM summaries"
+                                  " WHERE id = ?", (node["id"],))
+        self.upgraded += 1
+        self.levels[level] += 1
+        return node["id"]
+
+    def _insert(self, node_id, kind, depth, content, source_tokens, level, model, first, last,
+                earliest, latest, descendants, file_ids) -> None:
+        self.conn.execute(
+            "INSERT INTO summaries (id, session_id, kind, depth, content, token_count, source_token_count, level,"
+            " model, first_message_id, last_message_id, earliest_at, latest_at, descendant_count, file_ids,"
+            " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (node_id, self.session_id, kind, depth, content, estimate_tokens(content), source_tokens, level, model,
+             first, last, earliest, latest, descendants, json.dumps(file_ids), lcm.db.now_iso()))
+
+    def _count(self, node_id: str, level: str) -> None:
+        self.created.append(node_id)
+        self.levels[level] += 1
+
+
+# ---------------------------------------------------------------------------
+# The verb
+# ---------------------------------------------------------------------------
+
+def compact(conn, session_id: str, *, mode: str = "incremental", until_under: int | None = None,
+            dry_run: bool = False, time_budget: float | None = None, max_calls: int | None = None) -> dict:
+    """Run one compaction of a session under its lock; returns the --json document.
+
+    mode: "incremental" | "full" | "upgrade" (rewrite extractive summaries with the model).
+    max_calls: the spend guard for this run (default LCM_MAX_SUMMARY_CALLS).
+    """
+    if conn.execute("SELECT 1 FROM messages WHERE session_id = ? LIMIT 1", (session_id,)).fetchone() is None:
+        raise LcmError(f"no messages for session {session_id}", "list sessions with lcm_status.py --all, or ingest first")
+    backend = lcm.llm.resolve_backend()
+    model = None if backend == "none" else lcm.llm.resolve_model(conn, session_id)
+    if mode == "upgrade" and backend == "none":
+        raise LcmError("--upgrade rewrites extractive summaries with a model, and no model backend is available",
+                       lcm.llm.NO_BACKEND_HINT.replace(", or set LCM_LLM=none for extractive summaries without a model", ""))
+    if max_calls is None:
+        max_calls = lcm.db.config("LCM_MAX_SUMMARY_CALLS")
+    started = time.monotonic()
+    with session_lock(session_id):
+        work = Compactor(conn, session_id, "none" if dry_run else backend, model, max_calls)
+        before = context_tokens(conn, session_id)
+        if dry_run:
+            conn.execute("BEGIN IMMEDIATE")
+        try:
+            if mode == "upgrade" and dry_run:
+                work.upgraded = conn.execute("SELECT COUNT(*) FROM summaries WHERE session_id = ?"
+                                             " AND level = 'extractive'", (session_id,)).fetchone()[0]
+            else:
+                _passes(work, mode, until_under, started, time_budget)
+            after = context_tokens(conn, session_id)
+        finally:
+            if dry_run:
+                conn.execute("ROLLBACK")
+    result = {"session_id": session_id, "leaf_created": work.leaf_created,
+              "condensed_created": work.condensed_created, "levels": work.levels, "model_calls": work.calls,
+              "tokens_before": before, "tokens_after": after, "mode": mode if until_under is None else "until_under",
+              "backend": backend, "model": model, "max_model_calls": work.max_calls, "stopped": work.stopped,
+              "upgraded": work.upgraded, "dry_run": dry_run, "created": [] if dry_run else work.created,
+              "seconds": round(time.monotonic() - started, 3)}
+    if dry_run:
+        nodes = work.leaf_created + work.condensed_created
+        result.update(model_calls=0, levels=dict.fromkeys(LEVELS, 0),
+                      would_create={"leaf": work.leaf_created, "condensed": work.condensed_created},
+                      model_calls_needed=0 if backend == "none" else f"{nodes}-{2 * nodes}")
+        if mode == "upgrade":
+            result.update(would_upgrade=work.upgraded, upgraded=0,
+                          model_calls_needed=f"{work.upgraded}-{2 * work.upgraded}")
+    return result
+
+
+def _passes(work: Compactor, mode: str, until_under: int | None, started: float, budget: float | None) -> None:
+    def out_of_time() -> bool:
+        if budget is not None and time.monotonic() - started > budget:
+            work.stopped = "time_budget"
+        if work.backend != "none" and work.calls >= work.max_calls:
+            work.stopped = "call_limit"
+        return work.stopped is not None
+
+    if mode == "upgrade":
+        while not out_of_time() and work.upgrade_pass():
+            pass
+        return
+    if until_under is not None:
+        while context_tokens(work.conn, work.session_id) > until_under and not out_of_time():
+            if work.leaf_pass() is None and work.condense_pass() is None:
+                work.stopped = "nothing_left"
+                break
+        return
+    if mode == "full":
+        while not out_of_time() and work.leaf_pass():
+            pass
+    elif work.raw_tokens() > work.chunk_cap:
+        work.leaf_pass()
+    while not out_of_time() and work.condense_pass():
+        pass

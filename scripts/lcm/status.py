@@ -1,0 +1,133 @@
+"""Vault and session status: counts, context use against the model's window, index health.
+
+The command is scripts/lcm_status.py; hooks and other commands import this module.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+
+import lcm.db
+
+DEFAULT_WINDOW = 200_000
+LARGE_WINDOW = 1_000_000
+# model ids served with a 1M-token window when asked for (Claude Code appends "[1m]")
+ONE_MILLION_MARKERS = ("[1m]", "-1m", "context-1m")
+USAGE_KEYS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens")
+RECENT_ASSISTANT_LINES = 50  # how far back to look past synthetic/zero-usage responses
+FULL_CHECK_MAX_ROWS = 50_000  # above this, fts_ok is a quick consistency check unless --check-fts
+
+
+def context_window(model: str | None) -> int:
+    """Context window of a model id: 1,000,000 for the 1M variants, else 200,000."""
+    lowered = (model or "").lower()
+    return LARGE_WINDOW if any(m in lowered for m in ONE_MILLION_MARKERS) else DEFAULT_WINDOW
+
+
+def _usage_total(usage) -> int:
+    if not isinstance(usage, dict):
+        return 0
+    return sum(v for k in USAGE_KEYS if isinstance(v := usage.get(k), int))
+
+
+def _latest_usage(conn, session_id: str) -> tuple[int | None, str | None, int]:
+    """(context tokens, model, message row id) of the session's latest real assistant response."""
+    rows = conn.execute(
+        "SELECT id, raw, api_message_id FROM messages WHERE session_id = ? AND type = 'assistant'"
+        " AND is_sidechain = 0 ORDER BY id DESC LIMIT ?", (session_id, RECENT_ASSISTANT_LINES))
+    for row in rows:
+        try:
+            entry = json.loads(row["raw"])
+            message = entry["message"]
+        except (ValueError, KeyError, TypeError):
+            continue
+        # every line of one API response repeats its usage: the newest line stands for all of them
+        total = _usage_total(message.get("usage"))
+        if total <= 0:  # synthetic error replies carry zero usage
+            continue
+        model = entry.get("requestedModel") if isinstance(entry.get("requestedModel"), str) else None
+        return total, model or message.get("model"), row["id"]
+    return None, None, 0
+
+
+def context_tokens(conn, session_id: str) -> int | None:
+    """Tokens in the session's context now, from its latest assistant usage; None if unknown.
+
+    After a compaction newer than that response, the boundary's postTokens (if recorded) is used.
+    """
+    tokens, _model, at = _latest_usage(conn, session_id)
+    boundary = conn.execute(
+        "SELECT id, raw FROM messages WHERE session_id = ? AND subtype = 'compact_boundary' AND id > ?"
+        " ORDER BY id DESC LIMIT 1", (session_id, at)).fetchone()
+    if boundary is not None:
+        try:
+            post = json.loads(boundary["raw"]).get("compactMetadata", {}).get("postTokens")
+        except (ValueError, AttributeError):
+            post = None
+        return post if isinstance(post, int) else None
+    return tokens
+
+
+def fts_ok(conn, full: bool | None = None) -> bool | None:
+    """Whether the FTS5 indexes agree with the stored text (None when SQLite has no FTS5).
+
+    full: FTS5's integrity-check against the content (re-tokenizes everything: ~20 s for a
+    1M-message vault); the default runs it up to FULL_CHECK_MAX_ROWS messages, and above that
+    checks that every row is indexed and that the index answers a query.
+    """
+    if not lcm.db.fts_enabled(conn):
+        return None
+    tables = (("messages_fts", "messages", "id"), ("summaries_fts", "summaries", "rowid"))
+    try:
+        if full is None:
+            full = (conn.execute("SELECT max(id) FROM messages").fetchone()[0] or 0) <= FULL_CHECK_MAX_ROWS
+        for fts, table, key in tables:
+            if full:
+                conn.execute(f"INSERT INTO {fts}({fts}, rank) VALUES ('integrity-check', 1)")
+                continue
+            indexed = conn.execute(f"SELECT count(*), max(id) FROM {fts}_docsize").fetchone()
+            stored = conn.execute(f"SELECT count(*), max({key}) FROM {table}").fetchone()
+            if tuple(indexed) != tuple(stored):
+                return False
+            conn.execute(f"SELECT count(*) FROM {fts} WHERE {fts} MATCH 'lcmstatusprobe'").fetchone()
+        return True
+    except sqlite3.DatabaseError:
+        return False
+
+
+def _pick_session(conn, session_id: str | None) -> str | None:
+    session_id = session_id or lcm.db.current_session_id()
+    if session_id:
+        return session_id
+    row = conn.execute("SELECT session_id FROM sessions ORDER BY last_at DESC LIMIT 1").fetchone()
+    return row["session_id"] if row else None
+
+
+def status(conn, session_id: str | None = None, check_fts: bool | None = None) -> dict:
+    """The --json document: vault totals plus the chosen session's context figures."""
+    path = conn.execute("PRAGMA database_list").fetchone()["file"]
+    size = sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
+    counts = conn.execute(
+        "SELECT (SELECT count(*) FROM sessions), (SELECT count(*) FROM messages),"
+        " (SELECT coalesce(sum(token_count), 0) FROM messages),"
+        " (SELECT count(*) FROM summaries), (SELECT max(depth) FROM summaries)").fetchone()
+    session_id = _pick_session(conn, session_id)
+    tokens = model = None
+    if session_id:
+        tokens = context_tokens(conn, session_id)
+        model = _latest_usage(conn, session_id)[1]
+        if model is None:
+            row = conn.execute("SELECT model FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+            model = row["model"] if row else None
+    window = context_window(model)
+    if tokens is not None and tokens > window:
+        window = LARGE_WINDOW  # more than 200k in use: the session must be on a 1M window
+    threshold = int(lcm.db.config("LCM_CONTEXT_THRESHOLD") * window)
+    return {
+        "db": path, "db_bytes": size, "sessions": counts[0], "messages": counts[1],
+        "summaries": counts[3], "max_depth": counts[4], "raw_tokens": counts[2],
+        "session_id": session_id, "context_tokens": tokens, "context_window": window,
+        "threshold": threshold, "compaction_recommended": tokens is not None and tokens >= threshold,
+        "fts_ok": fts_ok(conn, check_fts),
+    }
