@@ -17,6 +17,8 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRUE_WORDS = ("1", "true", "yes", "on")
 LOG_MAX_BYTES = 1_000_000
+WRITE_PATIENCE = 0.8  # seconds a hook waits for the vault's write lock before it gives way
+_event = "-"  # the running hook's event (run_hook sets it), for detached work's log lines
 
 
 def scripts_dir() -> str:
@@ -110,6 +112,8 @@ def run_hook(event: str, handler) -> int:
     """
     import gc
     gc.freeze()  # start-up's objects live until exit: the collector need not walk them (lcm.db.freeze_imports)
+    global _event
+    _event = event
     payload = None
     try:
         if os.environ.get("LCM_DISABLE", "").strip().lower() in TRUE_WORDS:
@@ -148,20 +152,32 @@ def session_id(payload: dict) -> str:
 
 def connect():
     import lcm.db
-    return lcm.db.connect()
+    conn = lcm.db.connect()
+    # any write of a hook waits about a second for another writer at most, not lcm.db's 10 s
+    conn.execute(f"PRAGMA busy_timeout = {int(WRITE_PATIENCE * 1000)}")
+    return conn
 
 
 def ingest(conn, path) -> dict:
     """Incremental ingest of one transcript and its `<session>/subagents/agent-*.jsonl`;
     Skip when it does not exist (yet). A sub-agent's last lines can land after its own
     SubagentStop hook ran; the main session's next hook catches them.
+
+    While another writer (a bulk import, a compaction) holds the vault for longer than
+    WRITE_PATIENCE, the hook gives way: Skip, and the next hook stores these lines too.
     """
     if not path or not isinstance(path, str):
         raise Skip("payload has no transcript path")
     if not os.path.isfile(path):
         raise Skip(f"transcript {path} does not exist (yet)")
     import lcm.ingest
-    return lcm.ingest.ingest_session(conn, path)
+    try:
+        result = lcm.ingest.ingest_session(conn, path, patience=WRITE_PATIENCE)
+    except lcm.ingest.VaultBusy as exc:
+        raise Skip(f"{exc.message}; {exc.hint}") from None
+    for bad in result["skipped_files"]:
+        note(f"file skipped: {bad['reason']}")
+    return result
 
 
 def try_ingest(conn, path) -> dict | None:
@@ -178,19 +194,49 @@ def project_dir(payload: dict) -> str:
 
 
 def detach(script: str, args: list[str], payload: dict) -> None:
-    """Start scripts/<script> in its own session, stdio closed, so it outlives the hook.
+    """Start scripts/<script> in its own session, stdio closed, so it outlives the hook; it
+    runs under run_detached, which logs its failure.
 
-    Runs without -S: the model backend may need site-packages (the anthropic SDK).
+    Runs without -S: the model backend may need site-packages (the anthropic SDK). Its cwd is
+    the project when that still exists, else the home directory.
     """
     import subprocess
+    sid = payload.get("session_id") if isinstance(payload.get("session_id"), str) else ""
     env = dict(os.environ)
-    env["LCM_SESSION_ID"] = payload.get("session_id") or ""
+    env["LCM_SESSION_ID"] = sid
     env.setdefault("CLAUDE_PROJECT_DIR", project_dir(payload))
+    cwd = project_dir(payload)
+    if not isinstance(cwd, str) or not os.path.isdir(cwd):
+        cwd = os.path.expanduser("~") if os.path.isdir(os.path.expanduser("~")) else "/"
     subprocess.Popen(
-        [sys.executable, os.path.join(scripts_dir(), script), *args],
-        cwd=project_dir(payload), env=env, start_new_session=True, close_fds=True,
+        [sys.executable, os.path.abspath(__file__), "detached", _event, sid, script, *args],
+        cwd=cwd, env=env, start_new_session=True, close_fds=True,
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
+
+
+def run_detached(event: str, sid: str, script: str, args: list[str]) -> int:
+    """Run scripts/<script> as detached work: its failure (exit status, `Error:`/`Hint:` text or
+    exception) becomes one line in lcm.log, since nobody sees its stderr."""
+    import io
+    import runpy
+    setup_path()
+    captured = io.StringIO()
+    sys.stderr, sys.argv = captured, [script, *args]
+    code = 0
+    try:
+        runpy.run_path(os.path.join(scripts_dir(), script), run_name="__main__")
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    except BaseException as exc:  # noqa: BLE001 - reported in the log, the only place anyone looks
+        code = 1
+        captured.write(f"{type(exc).__name__}: {exc}")
+    finally:
+        sys.stderr = sys.__stderr__
+    if code:
+        log(event, {"session_id": sid}, f"detached {script} {' '.join(args)} failed (exit {code}): "
+                                        + captured.getvalue().strip()[-2000:])
+    return code
 
 
 def compaction_due(conn, sid: str) -> bool:
@@ -236,3 +282,8 @@ def start_compaction(conn, sid: str, payload: dict) -> None:
 
 def context_output(event: str, text: str) -> dict:
     return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["detached"]:
+    # `hooklib.py detached EVENT SESSION SCRIPT ARGS...`, started by detach()
+    raise SystemExit(run_detached(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]))

@@ -7,8 +7,9 @@ Usage:
 PATH is a transcript (.jsonl) or a directory searched recursively for *.jsonl. --all reads
 every transcript under $CLAUDE_CONFIG_DIR/projects, else ~/.claude/projects. Each user,
 assistant and system entry is stored with its original line byte for byte, deduplicated on
-its uuid; a re-run reads only the bytes added since the last one. Malformed lines are
-reported (file:line on stderr) and skipped, never fatal.
+its uuid; a re-run reads only the bytes added since the last one. Malformed lines, and files
+that cannot be read (a dangling symlink, a FIFO, a file deleted meanwhile), are reported on
+stderr and skipped, never fatal. Imports of one vault may run in parallel: each waits its turn.
 
 Examples:
   python3 "$LCM_SCRIPTS/lcm_ingest.py" --all
@@ -49,7 +50,13 @@ def _main(argv):
         sys.stderr.write(f"malformed line skipped: {bad['path']}:{bad['line']}\n")
     if len(result["malformed"]) > MALFORMED_SHOWN:
         sys.stderr.write(f"... {len(result['malformed']) - MALFORMED_SHOWN} more (--json lists them all)\n")
+    for bad in result["skipped_files"][:MALFORMED_SHOWN]:
+        sys.stderr.write(f"file skipped: {bad['reason']}\n")
+    if len(result["skipped_files"]) > MALFORMED_SHOWN:
+        sys.stderr.write(f"... {len(result['skipped_files']) - MALFORMED_SHOWN} more (--json lists them all)\n")
     note = f"; {result['malformed_lines']} malformed lines skipped" if result["malformed_lines"] else ""
+    if result["skipped_files"]:
+        note += f"; {len(result['skipped_files'])} unreadable files skipped"
     print(f"{result['messages_added']} new messages ({result['messages_skipped']} already stored) from "
           f"{result['files']} files, {result['sessions']} sessions in {result['seconds']}s{note}")
     return 0

@@ -55,8 +55,10 @@ def corpus(tmp_path_factory) -> tuple[Path, set[str]]:
 def vault_state(vault) -> tuple[list[str], str]:
     conn = sqlite3.connect(vault, timeout=30)
     try:
-        uuids = [r[0] for r in conn.execute("SELECT uuid FROM messages")]
-        return uuids, conn.execute("PRAGMA integrity_check").fetchone()[0]
+        integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'messages'").fetchone() is None:
+            return [], integrity  # killed before it was created
+        return [r[0] for r in conn.execute("SELECT uuid FROM messages")], integrity
     finally:
         conn.close()
 
@@ -230,67 +232,74 @@ def test_a_killed_import_leaves_no_parser_and_the_next_command_removes_its_stage
         time.sleep(0.05)
     assert not any(alive(p) for p in parsers)
     assert all(os.path.exists(d) for d in stages)
-    done = subprocess.run([sys.executable, str(SCRIPTS / "lcm_status.py"), "--db", str(vault), "--all"],
+    done = subprocess.run([sys.executable, str(SCRIPTS / "lcm_status.py"), "--db", str(vault)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert not any(os.path.exists(d) for d in stages)
 
 
-def test_kill_loop_of_imports_and_compactions(corpus, tmp_path, monkeypatch):
-    """SIGKILL at random points, 24 times: no process left, integrity ok, the next run exact."""
-    tree, uuids = corpus
-    vault = tmp_path / "vault.db"
-    rng = random.Random(11)
+def timed(cmd, **kw) -> float:
     started = time.monotonic()
-    clean = start_import(tree, tmp_path / "clean.db", 300_000)
-    clean.communicate()
-    full = time.monotonic() - started
-    killed = 0
-    for _ in range(12):
-        proc = start_import(tree, vault, 300_000)
-        time.sleep(rng.uniform(0.05, full))
-        kids = children(proc.pid)
-        proc.kill()
-        proc.communicate()
-        killed += proc.returncode == -signal.SIGKILL
-        deadline = time.monotonic() + 10
-        while any(alive(k) for k in kids) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert not any(alive(k) for k in kids)
-        assert vault_state(vault)[1] == "ok"
-    assert killed >= 6
-    final = start_import(tree, vault, 300_000, "--json")
-    out, err = final.communicate()
-    assert final.returncode == 0, err
-    stored, integrity = vault_state(vault)
-    assert integrity == "ok" and len(stored) == len(set(stored)) and set(stored) == uuids
+    subprocess.run(cmd, check=True, capture_output=True, **kw)
+    return time.monotonic() - started
 
-    # compaction, extractive (no model) so each run is a few seconds of real DAG writes
-    conn = sqlite3.connect(vault)
-    session = conn.execute("SELECT session_id FROM messages GROUP BY session_id ORDER BY count(*) DESC").fetchone()[0]
-    conn.close()
-    env = {**os.environ, "LCM_LLM": "none", "LCM_LEAF_CHUNK_TOKENS": "3000", "LCM_FRESH_TAIL_COUNT": "8"}
-    compact = [sys.executable, str(SCRIPTS / "lcm_compact.py"), "--db", str(vault), "--session", session, "--full"]
-    started = time.monotonic()
-    subprocess.run(compact[:-1] + ["--dry-run"], env=env, check=True, capture_output=True)
-    dry = time.monotonic() - started
-    killed = 0
-    for _ in range(12):
-        proc = subprocess.Popen(compact, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(0.05, max(dry, 0.5)))
-        proc.kill()
-        proc.wait()
-        killed += proc.returncode == -signal.SIGKILL
+
+def kill_at_random(cmd, within: float, rng, **kw) -> bool:
+    """Start cmd, SIGKILL it at a random point within `within` seconds; True if it was still
+    running. Its children must die with it."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw)
+    time.sleep(rng.uniform(0.05, within))
+    kids = children(proc.pid)
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while any(alive(k) for k in kids) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not any(alive(k) for k in kids)
+    return proc.returncode == -signal.SIGKILL
+
+
+def test_kill_loop_of_imports_and_compactions(corpus, tmp_path):
+    """SIGKILL of lcm_ingest.py and lcm_compact.py at random points, 32 times (twice in a row
+    each cycle): no process left, integrity ok after every kill, the next run exact."""
+    tree, uuids = corpus
+    rng = random.Random(11)
+    code = IMPORT.format(scripts=str(SCRIPTS), group=300_000)
+    env = {**os.environ, "LCM_LLM": "none", "LCM_LEAF_CHUNK_TOKENS": "1000", "LCM_FRESH_TAIL_COUNT": "8"}
+    imports_killed = compactions_killed = 0
+    for cycle in range(8):
+        vault = tmp_path / f"vault-{cycle}.db"
+        ingest = [sys.executable, "-c", code, str(tree), "--db", str(vault)]
+        clean = timed([sys.executable, "-c", code, str(tree), "--db", str(tmp_path / f"clean-{cycle}.db")])
+        for _ in range(2):
+            imports_killed += kill_at_random(ingest, clean, rng)
+            assert vault_state(vault)[1] == "ok"
+        subprocess.run(ingest, check=True, capture_output=True)
+        stored, integrity = vault_state(vault)
+        assert integrity == "ok" and len(stored) == len(set(stored)) and set(stored) == uuids
+
+        conn = sqlite3.connect(vault)
+        session = conn.execute("SELECT session_id FROM messages GROUP BY session_id ORDER BY count(*) DESC"
+                               ).fetchone()[0]
+        conn.close()
+        compact = [sys.executable, str(SCRIPTS / "lcm_compact.py"), "--session", session, "--full"]
+        clean = timed(compact + ["--db", str(tmp_path / f"clean-{cycle}.db")], env=env)
+        for _ in range(2):
+            compactions_killed += kill_at_random(compact + ["--db", str(vault)], clean, rng, env=env)
+            assert vault_state(vault)[1] == "ok"
+        done = subprocess.run(compact + ["--db", str(vault), "--json"], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        conn = sqlite3.connect(vault)
+        body = conn.execute("SELECT count(*) FROM messages WHERE session_id = ?", (session,)).fetchone()[0] - 8
+        covered = conn.execute("SELECT count(DISTINCT s.message_id) FROM summary_sources s"
+                               " JOIN messages m ON m.id = s.message_id WHERE m.session_id = ?", (session,)).fetchone()[0]
+        clean_conn = sqlite3.connect(tmp_path / f"clean-{cycle}.db")
+        clean_summaries = clean_conn.execute("SELECT count(*) FROM summaries").fetchone()[0]
+        clean_conn.close()
+        assert covered == body
+        assert conn.execute("SELECT count(*) FROM summaries").fetchone()[0] >= clean_summaries > 0
+        conn.close()
+        again = subprocess.run(compact + ["--db", str(vault), "--json"], env=env, capture_output=True, text=True)
+        assert json.loads(again.stdout)["created"] == []
         assert vault_state(vault)[1] == "ok"
-    assert killed >= 6
-    done = subprocess.run(compact + ["--json"], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    conn = sqlite3.connect(vault)
-    body = conn.execute("SELECT count(*) FROM messages WHERE session_id = ?", (session,)).fetchone()[0] - 8
-    covered = conn.execute("SELECT count(*) FROM summary_sources s JOIN messages m ON m.id = s.message_id"
-                           " WHERE m.session_id = ?", (session,)).fetchone()[0]
-    assert covered == body
-    conn.close()
-    again = subprocess.run(compact + ["--json"], env=env, capture_output=True, text=True, timeout=300)
-    assert json.loads(again.stdout)["created"] == []
-    assert vault_state(vault)[1] == "ok"
+    assert imports_killed >= 10 and compactions_killed >= 10

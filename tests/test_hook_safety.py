@@ -66,10 +66,10 @@ def test_env_file_yields_nothing_but_the_exports(hostile, tmp_path):
         done = run_hook("session_start", payload, CLAUDE_ENV_FILE=str(env_file), CLAUDE_PROJECT_DIR=str(project))
         assert done.returncode == 0
         shown = subprocess.run(["bash", "-c", f'source "$1" && printf %s "$LCM_SESSION_ID" && printf "\\0%s" "$OTHER_TOOL"'
-                                f' "$LCM_SCRIPTS"', "bash", str(env_file)], capture_output=True, text=True,
+                                f' "$LCM_SCRIPTS"', "bash", str(env_file)], capture_output=True,
                                cwd=tmp_path, env={"PATH": os.environ["PATH"]})
         assert shown.returncode == 0, shown.stderr
-        assert shown.stdout.split("\0") == [session, "kept", str(ROOT / "scripts")]
+        assert shown.stdout.decode().split("\0") == [session, "kept", str(ROOT / "scripts")]
         assert not list(tmp_path.glob("ran*"))
 
 

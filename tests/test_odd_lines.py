@@ -275,17 +275,20 @@ def transcript_line(draw) -> bytes:
     return line
 
 
+NOT_JSON = object()
+
+
 def parse(line: bytes):
-    """The line's JSON value, or None when it is not JSON at all."""
+    """The line's JSON value, or NOT_JSON."""
     try:
         return json.loads(line)
     except RecursionError:
-        return None
+        return NOT_JSON
     except ValueError:
         try:  # valid JSON whose integer has more digits than int() converts by default
             return json.loads(line, parse_int=lambda s: int(s) if len(s) <= 4000 else float(s))
         except (ValueError, RecursionError):
-            return None
+            return NOT_JSON
 
 
 def expected_rows(lines: list[bytes]) -> tuple[dict[str, bytes], int]:
@@ -294,7 +297,7 @@ def expected_rows(lines: list[bytes]) -> tuple[dict[str, bytes], int]:
     malformed = 0
     for line in lines:
         entry = parse(line)
-        if entry is None:
+        if entry is NOT_JSON:
             malformed += bool(line.strip())
             continue
         if not isinstance(entry, dict) or entry.get("type") not in CONVERSATION:
@@ -307,7 +310,7 @@ def expected_rows(lines: list[bytes]) -> tuple[dict[str, bytes], int]:
     return want, malformed
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(lines=st.lists(transcript_line(), min_size=1, max_size=8), cuts=st.lists(st.integers(0, 10 ** 6), max_size=3))
 def test_fuzzed_lines_are_stored_exactly_once_byte_for_byte(lines, cuts):
     """Both ways into the vault: the hook's incremental read (the file growing in arbitrary byte

@@ -20,6 +20,9 @@ PARSE_PROCESS_MIN_FILES = 8  # fewer files are parsed inline: a worker process i
 GROUP_BYTES = 48 << 20  # bulk ingest: unread transcript bytes per transaction (~14k messages)
 GROUPS_AHEAD = 2  # groups parsed ahead of the writer (each waits as a stage file)
 WAL_LIMIT = 512 << 20  # bulk ingest lets the WAL grow this large before it waits for a checkpoint
+WRITE_WAIT_SECONDS = 300.0  # how long an import waits, in turn with other writers, for the vault
+WRITE_ATTEMPT_SECONDS = 0.1  # ... in attempts this long, so it sees a hook knock between them
+HOOK_TURN_SECONDS = 1.0  # longest a bulk import holds back for knocking hooks before each group
 
 MESSAGE_COLUMNS = ("uuid, session_id, parent_uuid, type, role, subtype, created_at, cwd, git_branch, model,"
                    " api_message_id, is_sidechain, agent_id, is_meta, content, token_count, raw,"
@@ -139,11 +142,11 @@ def _flush(conn, bulk: bool = False) -> int:
     return added
 
 
-def _write(conn, batch: lt.Batch) -> dict:
+def _write(conn, batch: lt.Batch, patience: float | None = None) -> dict:
     """Store a parsed batch (one transaction unless the caller holds one); returns its counts.
 
     A batch whose rows bulk ingest put in a stage file has none here: _store_group moves and
-    counts them.
+    counts them. patience: see begin_write.
     """
     row = batch.row
     result = {"path": batch.path, "session_id": batch.msg_sid, "messages_added": 0, "messages_skipped": 0,
@@ -151,7 +154,7 @@ def _write(conn, batch: lt.Batch) -> dict:
               "sessions": [row["session_id"]] if row and row["session_id"] else []}
     if batch.unchanged:
         return result
-    with _write_lock(conn):
+    with _write_lock(conn, patience):
         if batch.large:
             _externalize_large(conn, batch)
         if len(batch.rows) < STAGE_MIN_ROWS:
@@ -194,20 +197,25 @@ def _settings() -> tuple[bool, int]:
     return lcm.db.config("LCM_INDEX_THINKING"), 4 * lcm.db.config("LCM_LARGE_FILE_THRESHOLD")
 
 
-def ingest_file(conn, path) -> dict:
+def ingest_file(conn, path, patience: float | None = None) -> dict:
     """Store the new complete lines of one transcript; returns this file's counts.
 
     Keys: path, session_id, messages_added, messages_skipped, malformed_lines,
-    malformed ([{path, line}]), sessions (ids seen).
+    malformed ([{path, line}]), sessions (ids seen). patience: see begin_write.
     """
     path = os.path.abspath(os.fspath(path))
-    return _write(conn, lt.read_new_lines(path, _transcript_row(conn, path), *_settings()))
+    return _write(conn, lt.read_new_lines(path, _transcript_row(conn, path), *_settings()), patience)
 
 
-def ingest_session(conn, transcript_path) -> dict:
+def ingest_session(conn, transcript_path, patience: float | None = None) -> dict:
     """ingest_file for a session's main transcript and each of its subagent transcripts
     (`<session>/subagents/agent-*.jsonl`), so lines a sub-agent wrote after its own hook ran are
-    caught by the next hook of the main session. Returns ingest_paths-style totals."""
+    caught by the next hook of the main session. Returns ingest_paths-style totals; a subagent
+    file that cannot be read (a FIFO, vanished) is listed in skipped_files.
+
+    With patience (hooks), VaultBusy when another writer holds the vault longer than that: the
+    lines stay unread, and the next call stores them (the byte offset did not move).
+    """
     path = os.path.abspath(os.fspath(transcript_path))
     paths = [path]
     subagents = os.path.join(path[:-6] if path.endswith(".jsonl") else path, "subagents")
@@ -215,47 +223,171 @@ def ingest_session(conn, transcript_path) -> dict:
         paths += sorted(os.path.join(subagents, n) for n in os.listdir(subagents)
                         if n.startswith("agent-") and n.endswith(".jsonl"))
     total = {"files": len(paths), "messages_added": 0, "messages_skipped": 0, "malformed_lines": 0,
-             "malformed": []}
-    for one in (ingest_file(conn, p) for p in paths):
+             "malformed": [], "skipped_files": []}
+    for p in paths:
+        try:
+            one = ingest_file(conn, p, patience)
+        except LcmError as exc:
+            if p == path or isinstance(exc, VaultBusy):
+                raise
+            total["skipped_files"].append({"path": p, "reason": exc.message})
+            continue
         for key in ("messages_added", "messages_skipped", "malformed_lines"):
             total[key] += one[key]
         total["malformed"] += one["malformed"]
     return total
 
 
-class _write_lock:
-    """BEGIN IMMEDIATE ... COMMIT, unless the caller already holds a transaction."""
+class VaultBusy(LcmError):
+    """Another writer held the vault longer than this one could wait."""
 
-    def __init__(self, conn):
-        self.conn, self.own = conn, not conn.in_transaction
+
+class _write_lock:
+    """begin_write ... COMMIT, unless the caller already holds a transaction."""
+
+    def __init__(self, conn, patience: float | None = None):
+        self.conn, self.own, self.patience = conn, not conn.in_transaction, patience
 
     def __enter__(self):
         if self.own:
-            self.conn.execute("BEGIN IMMEDIATE")
+            begin_write(self.conn, self.patience)
 
     def __exit__(self, exc_type, exc, tb):
         if self.own:
             self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
 
 
-def transcript_files(paths) -> list[str]:
+def begin_write(conn, patience: float | None = None, turns: _Turns | None = None) -> None:
+    """BEGIN IMMEDIATE, waiting in turn with the vault's other writers.
+
+    patience=None: wait up to WRITE_WAIT_SECONDS (a bulk import of another tree may hold the
+    vault for minutes), then VaultBusy, an Error with a hint; never a raw "database is locked".
+    A number (hooks): wait at most that long. After a first short try the hook knocks (see
+    _Turns), so a bulk import lets it in between two of its transactions.
+    """
+    import sqlite3
+    wait = WRITE_WAIT_SECONDS if patience is None else patience
+    deadline = time.monotonic() + wait
+    previous = conn.execute("PRAGMA busy_timeout").fetchone()[0]
+    knock = None
+    try:
+        while True:
+            if turns is not None:
+                turns.let_hooks_in()
+            attempt = WRITE_ATTEMPT_SECONDS if patience is None or knock is None else wait
+            left = deadline - time.monotonic()
+            conn.execute(f"PRAGMA busy_timeout = {max(int(min(attempt, left) * 1000), 1)}")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
+                    raise
+            if time.monotonic() >= deadline:
+                break
+            if patience is not None and knock is None:
+                knock = _Turns.knock(conn)
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {previous}")
+        if knock is not None:
+            os.close(knock)  # lets go of the shared lock
+    if patience is not None:
+        raise VaultBusy(f"the vault was busy for {wait:g} s (another writer: a bulk import or a compaction)",
+                        "nothing is lost: the next hook stores these lines")
+    raise VaultBusy(f"another writer held the vault for over {wait:g} s",
+                    "another lcm_ingest.py or a compaction is writing to it; run the import again when it is"
+                    " done: what it stored so far is kept, and it goes on from there")
+
+
+class _Turns:
+    """Lets a hook in between a bulk import's transactions.
+
+    SQLite's lock is not fair: a waiting hook polls with growing sleeps and would almost never
+    catch the moment between two of an import's commits. A hook that had to wait holds a shared
+    flock on `<vault>-turn.lock` while it waits; a bulk import, before each transaction, holds
+    back while anyone holds it (up to HOOK_TURN_SECONDS, so a stream of hooks cannot starve it).
+    """
+
+    def __init__(self, conn):
+        self.fd = None
+        try:
+            import fcntl
+            self.fcntl = fcntl
+            self.fd = os.open(_turn_path(conn), os.O_RDWR | os.O_CREAT, 0o600)
+        except (ImportError, OSError):
+            pass  # no flock (Windows) or an in-memory vault: no turns, hooks just give way
+
+    def let_hooks_in(self) -> None:
+        if self.fd is None:
+            return
+        deadline = time.monotonic() + HOOK_TURN_SECONDS
+        while True:
+            try:
+                self.fcntl.flock(self.fd, self.fcntl.LOCK_EX | self.fcntl.LOCK_NB)
+                self.fcntl.flock(self.fd, self.fcntl.LOCK_UN)
+                return
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.005)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    @staticmethod
+    def knock(conn) -> int | None:
+        """A shared lock on the turn file (an fd to close), or None where there is none."""
+        try:
+            import fcntl
+            fd = os.open(_turn_path(conn), os.O_RDWR | os.O_CREAT, 0o600)
+        except (ImportError, OSError):
+            return None
+        fcntl.flock(fd, fcntl.LOCK_SH)  # an import holds it exclusively only for an instant
+        return fd
+
+
+def _turn_path(conn) -> str:
+    path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
+    if not path:
+        raise OSError("in-memory vault")
+    return path + "-turn.lock"
+
+
+def transcript_files(paths, skipped: list | None = None) -> list[str]:
     """Expand files and directories (recursively, *.jsonl) into readable transcript files.
 
-    Every path is checked before anything is written, so a typo changes nothing.
+    Every path given is checked before anything is written, so a typo changes nothing. A file
+    found inside a directory that is no regular file (a dangling symlink, a FIFO) is left out,
+    and listed in `skipped` ({path, reason}) when given: one odd file never stops the import.
+    The reason names the file.
     """
+    import stat
     files: dict[str, None] = {}
     for given in paths:
         path = os.path.abspath(os.path.expanduser(os.fspath(given)))
-        if os.path.isdir(path):
-            for directory, dirnames, names in os.walk(path):
-                dirnames.sort()  # <session>.jsonl before <session>/subagents/: parents first
-                for name in sorted(names):
-                    if name.endswith(".jsonl"):
-                        files[os.path.join(directory, name)] = None
-        else:
+        if not os.path.isdir(path):
+            lt.open_transcript(path)[0].close()
             files[path] = None
-    for path in files:
-        lt.open_transcript(path)[0].close()
+            continue
+        for directory, dirnames, names in os.walk(path):
+            dirnames.sort()  # <session>.jsonl before <session>/subagents/: parents first
+            for name in sorted(names):
+                if not name.endswith(".jsonl"):
+                    continue
+                found = os.path.join(directory, name)
+                try:
+                    regular = stat.S_ISREG(os.stat(found).st_mode)
+                    reason = f"not a regular file: {found}"
+                except OSError as exc:
+                    regular = False
+                    reason = (f"dangling symlink: {found}" if os.path.islink(found)
+                              else f"cannot read {found}: {exc.strerror}")
+                if regular:
+                    files[found] = None
+                elif skipped is not None:
+                    skipped.append({"path": found, "reason": reason})
     return list(files)
 
 
@@ -266,15 +398,21 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
     _parser_pool) turns each group into a stage file while this process stores the one before.
     """
     started = time.perf_counter()
-    files = transcript_files(paths)
+    skipped: list[dict] = []
+    files = transcript_files(paths, skipped)
     total = {"files": len(files), "messages_added": 0, "messages_skipped": 0, "malformed_lines": 0,
-             "sessions": 0, "seconds": 0.0, "malformed": []}
+             "sessions": 0, "seconds": 0.0, "malformed": [], "skipped_files": skipped}
     sessions: set[str] = set()
     settings = _settings()
     own = not conn.in_transaction
     if not own:  # the caller's transaction: no ATTACH inside it, so file by file
         for path in files:
-            _count(total, sessions, _write(conn, lt.read_new_lines(path, _transcript_row(conn, path), *settings)))
+            try:
+                batch = lt.read_new_lines(path, _transcript_row(conn, path), *settings)
+            except LcmError as exc:
+                skipped.append({"path": path, "reason": exc.message})
+                continue
+            _count(total, sessions, _write(conn, batch))
         total["sessions"] = len(sessions)
         total["seconds"] = round(time.perf_counter() - started, 3)
         return total
@@ -285,6 +423,7 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
     # page cache keeps them hot (a 1M-message vault's uuid index alone is ~60 MB)
     conn.execute("PRAGMA cache_size = -262144")
     checkpointer = _Checkpointer(conn)
+    turns = _Turns(conn)
     fts = lcm.db.fts_enabled(conn)
     from collections import deque
     ahead: deque = deque()
@@ -294,14 +433,16 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
             # FTS5 writes its in-memory terms out as a new index segment whenever they pass 1 MB;
             # one segment per group instead means far less merging later (-12% at 200k messages).
             # Restored below: the setting is stored in the vault.
-            conn.execute(f"INSERT INTO messages_fts(messages_fts, rank) VALUES ('hashsize', {FTS_BULK_HASHSIZE})")
+            _set_fts_hashsize(conn, FTS_BULK_HASHSIZE)
         with _parser_pool(len(files)) as pool:
             for number, group in enumerate(groups):
                 stage = os.path.join(stage_dir, f"group-{number}.db")
+                # offsets as of now: a parallel import or a hook may have read these files since
+                group = [(path, _transcript_row(conn, path)) for path, _ in group]
                 ahead.append((pool.submit(_parse_group, group, settings, stage), len(group)))
                 while len(ahead) > (GROUPS_AHEAD if number < len(groups) - 1 else 0):
                     future, count = ahead.popleft()
-                    seen += _store_group(conn, *future.result(), total, sessions)
+                    seen += _store_group(conn, *future.result(), total, sessions, turns)
                     checkpointer.poke()
                     if bar:
                         bar.update(count)
@@ -317,13 +458,23 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
         if bar:
             bar.close()
         if fts:
-            conn.execute(f"INSERT INTO messages_fts(messages_fts, rank) VALUES ('hashsize', {FTS_HASHSIZE})")
+            _set_fts_hashsize(conn, FTS_HASHSIZE)
+        turns.close()
         checkpointer.close()
     total["messages_skipped"] = seen - total["messages_added"]
     conn.execute("PRAGMA cache_size = -2000")  # back to SQLite's default for later writes
     total["sessions"] = len(sessions)
     total["seconds"] = round(time.perf_counter() - started, 3)
     return total
+
+
+def _set_fts_hashsize(conn, size: int) -> None:
+    """A write like any other: in turn with the vault's other writers."""
+    begin_write(conn)
+    try:
+        conn.execute(f"INSERT INTO messages_fts(messages_fts, rank) VALUES ('hashsize', {size})")
+    finally:
+        conn.execute("COMMIT")
 
 
 def _count(total: dict, sessions: set, one: dict) -> None:
@@ -360,31 +511,16 @@ def _stage_dir(sizes: list[int]) -> str:
     system's temp directory.
     """
     import tempfile
-    prefix = f"lcm-ingest-{os.getpid()}-"
+    prefix = f"{lcm.db.STAGE_PREFIX}{os.getpid()}-"
     need = 2 * sum(sorted(sizes)[-(GROUPS_AHEAD + 2):])  # a stage file is ~1.4x its transcripts
     try:
-        _remove_stale_stages("/dev/shm")
-        shm = os.statvfs("/dev/shm")
+        shm = os.statvfs("/dev/shm")  # stale stages there went at connect (lcm.db.remove_stale_stages)
         if shm.f_bavail * shm.f_frsize > need + (256 << 20):
             return tempfile.mkdtemp(prefix=prefix, dir="/dev/shm")
     except OSError:
         pass  # no /dev/shm (macOS, Windows) or not usable
+    lcm.db.remove_stale_stages(tempfile.gettempdir())
     return tempfile.mkdtemp(prefix=prefix)
-
-
-def _remove_stale_stages(parent: str) -> None:
-    """Delete the stage directories of imports that were killed (their pid is gone): in
-    /dev/shm they would hold memory until the next reboot."""
-    import shutil
-    for name in os.listdir(parent):
-        pid = name.split("-")[2] if name.startswith("lcm-ingest-") and name.count("-") >= 3 else ""
-        if pid.isdigit():
-            try:
-                os.kill(int(pid), 0)
-            except ProcessLookupError:
-                shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
-            except OSError:
-                pass  # alive, someone else's
 
 
 def _parse_group(group: list[tuple], settings: tuple, stage: str) -> tuple[list, str | None]:
@@ -392,9 +528,10 @@ def _parse_group(group: list[tuple], settings: tuple, stage: str) -> tuple[list,
     stage file `stage`, so the writer moves them with one INSERT ... SELECT instead of receiving
     and binding each row itself.
 
-    Returns (one Batch, rows moved out, or (message, hint) of an LcmError per file, the stage
-    path or None when no file had a new message). An LcmError travels as a tuple: its hint
-    would not survive the trip back from a worker process as an exception.
+    Returns (per file one Batch, rows moved out, or {path, reason} when it could not be read;
+    the stage path or None when no file had a new message). An error that stops the import
+    travels as a tuple (message, hint): its hint would not survive the trip back from a worker
+    process as an exception.
     """
     import sqlite3
     out: list = []
@@ -402,10 +539,12 @@ def _parse_group(group: list[tuple], settings: tuple, stage: str) -> tuple[list,
     db = None
     try:
         for path, known in group:
+            if _PARENT is not None and os.getppid() != _PARENT:
+                os._exit(1)  # the import is gone: nobody will read what we parse
             try:
                 batch = lt.read_new_lines(path, known, *settings)
-            except LcmError as exc:
-                out.append((exc.message, exc.hint))
+            except LcmError as exc:  # vanished, unreadable, swapped for a FIFO: skipped, reported
+                out.append({"path": path, "reason": exc.message})
                 continue
             if batch.rows:
                 if db is None:
@@ -432,18 +571,20 @@ def _parse_group(group: list[tuple], settings: tuple, stage: str) -> tuple[list,
     return out, stage if staged else None
 
 
-def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: set) -> int:
+def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: set, turns: _Turns) -> int:
     """Write one parsed group in one transaction; returns how many messages it held."""
     for batch in batches:
         if isinstance(batch, tuple):  # an LcmError from the parser: the import stops here
             raise LcmError(*batch)
+    total["skipped_files"] += [b for b in batches if isinstance(b, dict)]
+    batches = [b for b in batches if not isinstance(b, dict)]
     if stage:
         conn.execute("ATTACH DATABASE ? AS lcm_stage", (stage,))
     try:
         seen = 0
         for batch in batches:
             if not batch.unchanged and not conn.in_transaction:
-                conn.execute("BEGIN IMMEDIATE")
+                begin_write(conn, turns=turns)
             _count(total, sessions, _write(conn, batch))
             seen += batch.staged
         if stage:
@@ -551,6 +692,25 @@ class _Inline:
         return self._Done(fn(*args))
 
 
+_PARENT: int | None = None  # in the parser process: the import's pid
+
+
+def _die_with_parent(parent: int) -> None:
+    """Start of the parser process: die with the import, even when it is SIGKILLed, instead of
+    waiting on its pipe forever with the vault open (Linux: PR_SET_PDEATHSIG; elsewhere
+    _parse_group notices the new parent before each file)."""
+    global _PARENT
+    _PARENT = parent
+    try:
+        import ctypes
+        import signal
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # it died before prctl took effect
+        os._exit(1)
+
+
 def _parser_pool(files: int):
     """Where transcripts are parsed during bulk ingest: one forked worker process, so JSON
     parsing runs on another core while this process inserts and FTS-indexes (a thread would
@@ -562,7 +722,8 @@ def _parser_pool(files: int):
     if files < PARSE_PROCESS_MIN_FILES or not sys.platform.startswith("linux"):
         return _Inline()
     from concurrent.futures import ProcessPoolExecutor
-    return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
+    return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"),
+                               initializer=_die_with_parent, initargs=(os.getpid(),))
 
 
 def _progress(files: int, unread: int, wanted: bool):

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import stat
 
 try:
     from _sha1 import sha1  # CPython's built-in SHA-1: importing hashlib loads OpenSSL, ~3 ms a hook
@@ -44,7 +46,32 @@ def describe_path(path: str) -> tuple[str | None, str | None, bool]:
 
 
 def _dump(value) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    except RecursionError:  # nested deeper than json can write back: its words, flat
+        return " ".join(_leaves(value))
+
+
+def _leaves(value) -> list[str]:
+    """Every key and scalar of a JSON value as text, without recursion (any depth is fine)."""
+    out, stack = [], [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, inner in reversed(list(item.items())):
+                stack += [inner, key]
+        elif isinstance(item, list):
+            stack += reversed(item)
+        elif item is not None:
+            out.append(item if isinstance(item, str) else json.dumps(item))
+    return out
+
+
+def _text(value) -> str:
+    """A field that should hold text, as text: a number, list or object becomes its JSON."""
+    if isinstance(value, str):
+        return value
+    return "" if value is None else _dump(value)
 
 
 def _result_text(content) -> str:
@@ -64,31 +91,43 @@ def block_text(block, index_thinking: bool) -> str:
         return _dump(block)
     kind = block.get("type")
     if kind == "text":
-        return block.get("text") or ""
+        return _text(block.get("text"))
     if kind == "tool_use" or kind == "server_tool_use":
-        return f"{block.get('name', '')} {_dump(block.get('input', {}))}"
+        return f"{_text(block.get('name'))} {_dump(block.get('input', {}))}"
     if kind == "tool_result" or kind == "web_search_tool_result":
         text = _result_text(block.get("content"))
         return "[error] " + text if block.get("is_error") is True else text
     if kind == "thinking":
-        return (block.get("thinking") or "") if index_thinking else ""
+        return _text(block.get("thinking")) if index_thinking else ""
     if kind == "redacted_thinking":
         return ""
     if kind == "image":
         return "[image]"
     if kind == "document":
-        title = block.get("title")
+        title = _text(block.get("title"))
         return f"[document: {title}]" if title else "[document]"
     if kind == "tool_reference":
-        return f"[tool: {block.get('tool_name', '')}]"
+        return f"[tool: {_text(block.get('tool_name'))}]"
     if isinstance(block.get("text"), str):
         return block["text"]
-    return f"[{kind}]" if kind else _dump(block)
+    return f"[{kind}]" if isinstance(kind, str) and kind else _dump(block)
 
 
 def entry_blocks(entry: dict, index_thinking: bool = True) -> list[str]:
-    """The searchable text of a conversation entry, one string per content block."""
+    """The searchable text of a conversation entry, one string per content block.
+
+    Any shape is read: a tool_result nested too deep to walk block by block gives its words."""
+    try:
+        return _entry_blocks(entry, index_thinking)
+    except RecursionError:
+        message = entry.get("message")
+        return [" ".join(_leaves(message if message is not None else entry.get("content")))]
+
+
+def _entry_blocks(entry: dict, index_thinking: bool) -> list[str]:
     message = entry.get("message")
+    if isinstance(message, str):
+        return [message]
     if isinstance(message, dict):
         content = message.get("content")
         if isinstance(content, list):
@@ -133,6 +172,68 @@ def text_or_none(value) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def int_or_none(value) -> int | None:
+    """A token count as SQLite can hold it (64-bit); anything else (an object, 2**63) is None."""
+    return value if type(value) is int and -(1 << 63) <= value < (1 << 63) else None
+
+
+def _uuid(value) -> str | None:
+    """The entry's uuid as text: a string, or a number written where a string was expected."""
+    if isinstance(value, str):
+        return value or None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+# A lone surrogate: written by Claude Code as a \ud800-style escape for bytes that are not UTF-8,
+# or present as the raw bytes such an escape would encode to (json accepts both).
+MAYBE_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+
+
+def _safe(text: str) -> str:
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:  # a lone surrogate becomes the text of its escape
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def scrub(entry: dict) -> dict:
+    """The entry with every string (keys too) storable as UTF-8, walked without recursion."""
+    stack = [entry]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            pairs = [(_safe(k), v) for k, v in item.items()]
+            item.clear()
+            item.update(pairs)
+            keys = [k for k, _ in pairs]
+        else:
+            keys = range(len(item))
+        for key in keys:
+            value = item[key]
+            if isinstance(value, str):
+                item[key] = _safe(value)
+            elif isinstance(value, (dict, list)):
+                stack.append(value)
+    return entry
+
+
+def _big_int(digits: str):
+    return int(digits) if len(digits) <= 4000 else float(digits)
+
+
+def loads(line: bytes):
+    """json.loads, which also takes integers of more digits than int() converts by default."""
+    try:
+        return json.loads(line)
+    except RecursionError:
+        raise
+    except ValueError:
+        return json.loads(line, parse_int=_big_int)
+
+
 # ---------------------------------------------------------------------------
 # Reading the new lines of one transcript (no vault access: bulk ingest runs this in a worker)
 # ---------------------------------------------------------------------------
@@ -143,19 +244,22 @@ def _head_hash(head: bytes) -> str:
 
 
 def open_transcript(path: str):
-    """Open a transcript for reading, or raise an LcmError that says why not."""
+    """Open a transcript for reading, or raise an LcmError that says why not.
+
+    Opened without blocking and checked after opening: a FIFO (or a file swapped for one) would
+    otherwise hang the reader, and a device never end.
+    """
     try:
-        st = os.stat(path)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         raise LcmError(f"no such transcript: {path}", "check the path; transcripts live under ~/.claude/projects") from None
     except OSError as exc:
         raise LcmError(f"cannot read {path}: {exc.strerror}", "check the path and its permissions") from None
-    if not os.path.isfile(path):  # a FIFO or device would block or never end
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
         raise LcmError(f"not a regular file: {path}", "pass a transcript .jsonl file or a directory of them")
-    try:
-        return open(path, "rb"), st
-    except OSError as exc:
-        raise LcmError(f"cannot read {path}: {exc.strerror}", "check the file's permissions") from None
+    return os.fdopen(fd, "rb"), st
 
 
 class Session:
@@ -217,7 +321,7 @@ def read_new_lines(path: str, row: dict | None, index_thinking: bool, max_chars:
         # a complete JSON object cannot be a strict prefix of a longer one, so an unterminated
         # final line that parses is whole (files that simply lack the trailing newline)
         try:
-            if isinstance(json.loads(tail), dict):
+            if isinstance(loads(tail), dict):
                 lines.append(tail)
                 batch.consumed = len(data)
         except (ValueError, RecursionError):
@@ -230,7 +334,7 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
     path, rows, sessions, line_no = batch.path, batch.rows, batch.sessions, batch.line_no
     file_sid = batch.msg_sid if batch.is_agent_file and batch.msg_sid else batch.guess_sid
     fallback_sid = batch.guess_sid or os.path.basename(path)
-    loads, estimate = json.loads, lcm.db.estimate_tokens
+    estimate, maybe_surrogate = lcm.db.estimate_tokens, MAYBE_SURROGATE.search
     for line in lines:
         line_no += 1
         try:
@@ -241,7 +345,11 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
             continue
         if type(entry) is not dict:
             continue  # valid JSON but not an entry: nothing to keep
+        if (b"\\u" in line or b"\xed" in line) and maybe_surrogate(line):
+            entry = scrub(entry)
         kind = entry.get("type")
+        if type(kind) is not str:
+            continue
         sid = entry.get("sessionId")
         if not isinstance(sid, str) or not sid:
             sid = None
@@ -254,8 +362,8 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
                 if title[0] >= s.title_rank:
                     s.title_rank, s.title = title
             continue
-        uuid = entry.get("uuid")
-        if not isinstance(uuid, str) or not uuid:
+        uuid = _uuid(entry.get("uuid"))
+        if uuid is None:
             continue
         sid = sid or file_sid or fallback_sid
         blocks = entry_blocks(entry, index_thinking)
@@ -284,8 +392,8 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
             s.model = model
         if subtype == "compact_boundary":
             meta = entry.get("compactMetadata") if isinstance(entry.get("compactMetadata"), dict) else {}
-            batch.compactions.append((sid, uuid, text_or_none(meta.get("trigger")), meta.get("preTokens"),
-                                      meta.get("postTokens"), created))
+            batch.compactions.append((sid, uuid, text_or_none(meta.get("trigger")), int_or_none(meta.get("preTokens")),
+                                      int_or_none(meta.get("postTokens")), created))
     batch.line_no = line_no
     orphan = sessions.pop(None, None)
     if orphan is not None and (batch.msg_sid or file_sid):
