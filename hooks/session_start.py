@@ -26,8 +26,7 @@ def shell_quote(value: str) -> str:
     """One shell word on one line, whatever the value holds: the file is rewritten line by line,
     so a newline inside quotes would leave its second half behind as a command of its own."""
     if not any(c < " " or c == "\x7f" for c in value):
-        import shlex
-        return shlex.quote(value)
+        return "'" + value.replace("'", "'\"'\"'") + "'"  # as shlex.quote, without its import
     # ANSI-C quoting (bash, zsh): control characters as escapes, the rest as it is
     escaped = "".join(f"\\x{ord(c):02x}" if c < " " or c == "\x7f" else "\\" + c if c in "\\'" else c
                       for c in value)
