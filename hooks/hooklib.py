@@ -17,7 +17,8 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRUE_WORDS = ("1", "true", "yes", "on")
 LOG_MAX_BYTES = 1_000_000
-WRITE_PATIENCE = 0.8  # seconds a hook waits for the vault's write lock before it gives way
+HOOK_BUDGET = 1.0  # seconds from the hook's start after which it stops waiting for the vault
+IMPORTED = time.monotonic()
 _event = "-"  # the running hook's event (run_hook sets it), for detached work's log lines
 
 
@@ -150,11 +151,24 @@ def session_id(payload: dict) -> str:
     return sid
 
 
+def write_patience() -> float:
+    """How long this hook may still wait for the vault's write lock: what is left of
+    HOOK_BUDGET since the process started (on a loaded machine Python's own start takes a
+    good part of it), at least 0.1 s."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            ticks = int(f.read().rsplit(b")", 1)[1].split()[19])  # field 22: start, in ticks since boot
+        elapsed = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, AttributeError, IndexError):  # not Linux
+        elapsed = time.monotonic() - IMPORTED
+    return max(HOOK_BUDGET - elapsed, 0.1)
+
+
 def connect():
     import lcm.db
     conn = lcm.db.connect()
     # any write of a hook waits about a second for another writer at most, not lcm.db's 10 s
-    conn.execute(f"PRAGMA busy_timeout = {int(WRITE_PATIENCE * 1000)}")
+    conn.execute(f"PRAGMA busy_timeout = {int(write_patience() * 1000)}")
     return conn
 
 
@@ -163,8 +177,8 @@ def ingest(conn, path) -> dict:
     Skip when it does not exist (yet). A sub-agent's last lines can land after its own
     SubagentStop hook ran; the main session's next hook catches them.
 
-    While another writer (a bulk import, a compaction) holds the vault for longer than
-    WRITE_PATIENCE, the hook gives way: Skip, and the next hook stores these lines too.
+    While another writer (a bulk import, a compaction) holds the vault past write_patience(),
+    the hook gives way: Skip, and the next hook stores these lines too.
     """
     if not path or not isinstance(path, str):
         raise Skip("payload has no transcript path")
@@ -172,7 +186,7 @@ def ingest(conn, path) -> dict:
         raise Skip(f"transcript {path} does not exist (yet)")
     import lcm.ingest
     try:
-        result = lcm.ingest.ingest_session(conn, path, patience=WRITE_PATIENCE)
+        result = lcm.ingest.ingest_session(conn, path, patience=write_patience())
     except lcm.ingest.VaultBusy as exc:
         raise Skip(f"{exc.message}; {exc.hint}") from None
     for bad in result["skipped_files"]:

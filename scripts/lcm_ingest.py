@@ -17,12 +17,14 @@ Examples:
 """
 from __future__ import annotations
 
+import os
 import sys
 
 import lcm.db
 import lcm.ingest
 
 MALFORMED_SHOWN = 20  # malformed lines listed in text mode before "... N more"
+BULK_NICENESS = 10  # CPU priority the import lowers itself by (the parser process inherits it)
 
 
 def _main(argv):
@@ -41,6 +43,9 @@ def _main(argv):
         else:
             sys.stderr.write(f"No transcripts yet under {root}\n")
     lcm.ingest.transcript_files(paths)  # refuse a bad path before the vault is even created
+    if hasattr(os, "nice"):
+        # a bulk import is batch work: the session's hooks (and the user) get the CPU first
+        os.nice(BULK_NICENESS)
     conn = lcm.db.connect(args.db)
     result = lcm.ingest.ingest_paths(conn, paths, progress=not args.json)
     if args.json:

@@ -21,7 +21,7 @@ GROUP_BYTES = 48 << 20  # bulk ingest: unread transcript bytes per transaction (
 GROUPS_AHEAD = 2  # groups parsed ahead of the writer (each waits as a stage file)
 WAL_LIMIT = 512 << 20  # bulk ingest lets the WAL grow this large before it waits for a checkpoint
 WRITE_WAIT_SECONDS = 300.0  # how long an import waits, in turn with other writers, for the vault
-WRITE_ATTEMPT_SECONDS = 0.1  # ... in attempts this long, so it sees a hook knock between them
+WRITE_POLL_SECONDS = 0.005  # ... trying again this often (and letting knocking hooks in first)
 HOOK_TURN_SECONDS = 1.0  # longest a bulk import holds back for knocking hooks before each group
 
 MESSAGE_COLUMNS = ("uuid, session_id, parent_uuid, type, role, subtype, created_at, cwd, git_branch, model,"
@@ -224,9 +224,10 @@ def ingest_session(conn, transcript_path, patience: float | None = None) -> dict
                         if n.startswith("agent-") and n.endswith(".jsonl"))
     total = {"files": len(paths), "messages_added": 0, "messages_skipped": 0, "malformed_lines": 0,
              "malformed": [], "skipped_files": []}
+    deadline = None if patience is None else time.monotonic() + patience
     for p in paths:
         try:
-            one = ingest_file(conn, p, patience)
+            one = ingest_file(conn, p, None if deadline is None else max(deadline - time.monotonic(), 0.05))
         except LcmError as exc:
             if p == path or isinstance(exc, VaultBusy):
                 raise
@@ -262,21 +263,21 @@ def begin_write(conn, patience: float | None = None, turns: _Turns | None = None
 
     patience=None: wait up to WRITE_WAIT_SECONDS (a bulk import of another tree may hold the
     vault for minutes), then VaultBusy, an Error with a hint; never a raw "database is locked".
-    A number (hooks): wait at most that long. After a first short try the hook knocks (see
-    _Turns), so a bulk import lets it in between two of its transactions.
+    A number (hooks): wait at most that long, knocking (see _Turns) so that bulk imports let
+    it in between two of their transactions.
     """
     import sqlite3
     wait = WRITE_WAIT_SECONDS if patience is None else patience
     deadline = time.monotonic() + wait
     previous = conn.execute("PRAGMA busy_timeout").fetchone()[0]
+    # poll instead of SQLite's busy handler: its sleeps grow to 100 ms, so a waiting hook would
+    # lose every race for the lock to an import that just started waiting
+    conn.execute("PRAGMA busy_timeout = 0")
     knock = None
     try:
         while True:
             if turns is not None:
                 turns.let_hooks_in()
-            attempt = WRITE_ATTEMPT_SECONDS if patience is None or knock is None else wait
-            left = deadline - time.monotonic()
-            conn.execute(f"PRAGMA busy_timeout = {max(int(min(attempt, left) * 1000), 1)}")
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 return
@@ -287,6 +288,7 @@ def begin_write(conn, patience: float | None = None, turns: _Turns | None = None
                 break
             if patience is not None and knock is None:
                 knock = _Turns.knock(conn)
+            time.sleep(WRITE_POLL_SECONDS)
     finally:
         conn.execute(f"PRAGMA busy_timeout = {previous}")
         if knock is not None:

@@ -345,7 +345,7 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
             continue
         if type(entry) is not dict:
             continue  # valid JSON but not an entry: nothing to keep
-        if (b"\\u" in line or b"\xed" in line) and maybe_surrogate(line):
+        if (b"\\ud" in line or b"\\uD" in line or b"\xed" in line) and maybe_surrogate(line):
             entry = scrub(entry)
         kind = entry.get("type")
         if type(kind) is not str:
