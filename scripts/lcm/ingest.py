@@ -89,15 +89,22 @@ def _externalize_large(conn, batch: lt.Batch) -> None:
             result.get("filePath") if isinstance(result, dict) else None)
         for i, text in enumerate(blocks):
             if len(text) > 4 * lcm.db.config("LCM_LARGE_FILE_THRESHOLD"):
-                label = name if isinstance(name, str) else f"{entry['type']} block {i} of {uuid}"
+                label = lt.safe_text(name) if isinstance(name, str) else f"{entry['type']} block {i} of {uuid}"
                 blocks[i] = lcm.files.externalize(conn, session_id=sid, message_uuid=uuid, name=label, content=text)
-        content = "\n".join(b for b in blocks if b)
+        content = lt.safe_text("\n".join(b for b in blocks if b))
         if batch.staged:
             conn.execute("UPDATE lcm_stage.ingest_stage SET content = ?, token_count = ? WHERE rowid = ?",
                          (content, lcm.db.estimate_tokens(content), batch.stage_start + index + 1))
         else:
             row = batch.rows[index]
             batch.rows[index] = row[:14] + (content, lcm.db.estimate_tokens(content)) + row[16:]
+
+
+def _insert_rows(conn, rows: list[tuple]) -> int:
+    if len(rows) < STAGE_MIN_ROWS:
+        return conn.executemany(INSERT_MESSAGE, rows).rowcount if rows else 0
+    _stage(conn, rows)
+    return _flush(conn)
 
 
 def _stage(conn, rows: list[tuple]) -> None:
@@ -157,11 +164,14 @@ def _write(conn, batch: lt.Batch, patience: float | None = None) -> dict:
     with _write_lock(conn, patience):
         if batch.large:
             _externalize_large(conn, batch)
-        if len(batch.rows) < STAGE_MIN_ROWS:
-            added = conn.executemany(INSERT_MESSAGE, batch.rows).rowcount if batch.rows else 0
-        else:
-            _stage(conn, batch.rows)
-            added = _flush(conn)
+        conn.execute("SAVEPOINT message_rows")
+        try:
+            added = _insert_rows(conn, batch.rows)
+        except UnicodeEncodeError:  # a lone surrogate in some row's content (lt.safe_text)
+            conn.execute("ROLLBACK TO message_rows")
+            batch.rows = [lt.safe_row(r) for r in batch.rows]
+            added = _insert_rows(conn, batch.rows)
+        conn.execute("RELEASE message_rows")
         if batch.compactions:
             conn.executemany("INSERT OR IGNORE INTO compactions (session_id, source, uuid, trigger, pre_tokens,"
                              " post_tokens, created_at) VALUES (?, 'transcript', ?, ?, ?, ?, ?)", batch.compactions)
@@ -556,7 +566,12 @@ def _parse_group(group: list[tuple], settings: tuple, stage: str) -> tuple[list,
                     db.execute("PRAGMA synchronous = OFF")
                     db.execute(f"CREATE TABLE ingest_stage ({MESSAGE_COLUMNS})")
                     db.execute("BEGIN")
-                db.executemany(f"INSERT INTO ingest_stage VALUES ({','.join('?' * 19)})", batch.rows)
+                try:
+                    db.executemany(f"INSERT INTO ingest_stage VALUES ({','.join('?' * 19)})", batch.rows)
+                except UnicodeEncodeError:  # a lone surrogate in some row's content (lt.safe_text)
+                    db.execute("DELETE FROM ingest_stage WHERE rowid > ?", (staged,))
+                    batch.rows = [lt.safe_row(r) for r in batch.rows]
+                    db.executemany(f"INSERT INTO ingest_stage VALUES ({','.join('?' * 19)})", batch.rows)
                 batch.stage_start, batch.staged = staged, len(batch.rows)
                 staged += len(batch.rows)
                 batch.rows = []

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 
 try:
@@ -148,12 +147,12 @@ def message_fields(entry: dict) -> tuple:
     if not isinstance(message, dict):
         message = {}
     kind = entry["type"]
-    role = message.get("role") if isinstance(message.get("role"), str) else kind
-    subtype = entry.get("subtype") if isinstance(entry.get("subtype"), str) else None
+    role = text_or_none(message.get("role")) or kind
+    subtype = text_or_none(entry.get("subtype"))
     if subtype is None and entry.get("isCompactSummary") is True:
         subtype = "compact_summary"
-    model = message.get("model") if kind == "assistant" and isinstance(message.get("model"), str) else None
-    msg_id = message.get("id") if isinstance(message.get("id"), str) else None
+    model = text_or_none(message.get("model")) if kind == "assistant" else None
+    msg_id = text_or_none(message.get("id"))
     return role, subtype, model, msg_id
 
 
@@ -165,11 +164,30 @@ def title_of(entry: dict) -> tuple[int, str] | None:
     text = entry.get(key)
     if not isinstance(text, str) or not text.strip():
         return None
-    return list(TITLE_KEYS).index(entry["type"]), text.strip()
+    return list(TITLE_KEYS).index(entry["type"]), safe_text(text.strip())
+
+
+def safe_text(text: str) -> str:
+    """The text, storable as UTF-8: a lone surrogate (Claude Code's escape for output bytes that
+    are not UTF-8, e.g. \\ud800) becomes the text of its escape. The raw line keeps the original."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def safe_row(row: tuple) -> tuple:
+    """A message row with every text field safe_text (for the rare row SQLite refused)."""
+    return tuple(safe_text(v) if isinstance(v, str) else v for v in row)
 
 
 def text_or_none(value) -> str | None:
-    return value if isinstance(value, str) and value else None
+    """A non-empty text field, storable (see safe_text), else None. Fields other than the
+    flat content are short and almost always ASCII, which isascii() tells at no cost."""
+    if not isinstance(value, str) or not value:
+        return None
+    return value if value.isascii() else safe_text(value)
 
 
 def int_or_none(value) -> int | None:
@@ -180,44 +198,10 @@ def int_or_none(value) -> int | None:
 def _uuid(value) -> str | None:
     """The entry's uuid as text: a string, or a number written where a string was expected."""
     if isinstance(value, str):
-        return value or None
+        return text_or_none(value)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return str(value)
     return None
-
-
-# A lone surrogate: written by Claude Code as a \ud800-style escape for bytes that are not UTF-8,
-# or present as the raw bytes such an escape would encode to (json accepts both).
-MAYBE_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
-
-
-def _safe(text: str) -> str:
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:  # a lone surrogate becomes the text of its escape
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def scrub(entry: dict) -> dict:
-    """The entry with every string (keys too) storable as UTF-8, walked without recursion."""
-    stack = [entry]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            pairs = [(_safe(k), v) for k, v in item.items()]
-            item.clear()
-            item.update(pairs)
-            keys = [k for k, _ in pairs]
-        else:
-            keys = range(len(item))
-        for key in keys:
-            value = item[key]
-            if isinstance(value, str):
-                item[key] = _safe(value)
-            elif isinstance(value, (dict, list)):
-                stack.append(value)
-    return entry
 
 
 def _big_int(digits: str):
@@ -334,7 +318,7 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
     path, rows, sessions, line_no = batch.path, batch.rows, batch.sessions, batch.line_no
     file_sid = batch.msg_sid if batch.is_agent_file and batch.msg_sid else batch.guess_sid
     fallback_sid = batch.guess_sid or os.path.basename(path)
-    estimate, maybe_surrogate = lcm.db.estimate_tokens, MAYBE_SURROGATE.search
+    estimate = lcm.db.estimate_tokens
     for line in lines:
         line_no += 1
         try:
@@ -345,15 +329,11 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
             continue
         if type(entry) is not dict:
             continue  # valid JSON but not an entry: nothing to keep
-        if (b"\\ud" in line or b"\\uD" in line or b"\xed" in line) and maybe_surrogate(line):
-            entry = scrub(entry)
         kind = entry.get("type")
         if type(kind) is not str:
             continue
-        sid = entry.get("sessionId")
-        if not isinstance(sid, str) or not sid:
-            sid = None
-        elif file_sid is None:
+        sid = text_or_none(entry.get("sessionId"))
+        if sid is not None and file_sid is None:
             file_sid = sid
         if kind not in CONVERSATION_TYPES:
             title = title_of(entry)
@@ -368,6 +348,7 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
         sid = sid or file_sid or fallback_sid
         blocks = entry_blocks(entry, index_thinking)
         if any(len(b) > max_chars for b in blocks):
+            blocks = [safe_text(b) for b in blocks]  # these go to files of their own
             batch.large.append((len(rows), blocks, entry, uuid, sid))
         content = "\n".join(b for b in blocks if b)
         role, subtype, model, msg_id = message_fields(entry)
