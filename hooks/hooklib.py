@@ -160,6 +160,8 @@ def write_patience() -> float:
             ticks = int(f.read().rsplit(b")", 1)[1].split()[19])  # field 22: start, in ticks since boot
         elapsed = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, AttributeError, IndexError):  # not Linux
+        elapsed = -1.0
+    if not 0 <= elapsed < 60:  # no /proc, or clocks that disagree (a suspend): since our import
         elapsed = time.monotonic() - IMPORTED
     return max(HOOK_BUDGET - elapsed, 0.1)
 

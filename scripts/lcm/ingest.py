@@ -314,10 +314,10 @@ def begin_write(conn, patience: float | None = None, turns: _Turns | None = None
 class _Turns:
     """Lets a hook in between a bulk import's transactions.
 
-    SQLite's lock is not fair: a waiting hook polls with growing sleeps and would almost never
-    catch the moment between two of an import's commits. A hook that had to wait holds a shared
-    flock on `<vault>-turn.lock` while it waits; a bulk import, before each transaction, holds
-    back while anyone holds it (up to HOOK_TURN_SECONDS, so a stream of hooks cannot starve it).
+    SQLite's lock is not fair: an import that commits and begins again at once, or another
+    import polling beside it, would take the lock before a waiting hook. A hook that waits holds
+    a shared flock on `<vault>-turn.lock`; a bulk import, before each transaction, holds back
+    while anyone does (up to HOOK_TURN_SECONDS, so a stream of hooks cannot starve it).
     """
 
     def __init__(self, conn):
