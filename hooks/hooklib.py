@@ -106,10 +106,11 @@ def read_payload() -> dict:
     return payload
 
 
-def run_hook(event: str, handler) -> int:
+def run_hook(event: str, handler, when_excluded=None) -> int:
     """Parse stdin, call handler(payload); print what it returns; never fail the session.
 
     handler returns None (no output), a str (printed as plain text) or a dict (printed as JSON).
+    In a project of LCM_EXCLUDE, when_excluded(payload) runs instead (nothing, by default).
     """
     import gc
     gc.freeze()  # start-up's objects live until exit: the collector need not walk them (lcm.db.freeze_imports)
@@ -123,6 +124,8 @@ def run_hook(event: str, handler) -> int:
         if flag("LCM_DISABLE"):  # a non-trivial spelling, validated by lcm.db
             return 0
         payload = read_payload()
+        if excluded(payload):
+            handler = when_excluded or (lambda _payload: None)
         out = handler(payload)
         if isinstance(out, dict):
             sys.stdout.write(json.dumps(out) + "\n")
@@ -143,6 +146,16 @@ def run_hook(event: str, handler) -> int:
 # ---------------------------------------------------------------------------
 # The work hooks share
 # ---------------------------------------------------------------------------
+
+def excluded(payload: dict) -> bool:
+    """Whether the session's project (its cwd, or Claude Code's project directory) is in LCM_EXCLUDE:
+    such a session is never captured, injected or compacted."""
+    if not (os.environ.get("LCM_EXCLUDE") or "").strip():
+        return False
+    import lcm.db
+    return any(lcm.db.excluded(path) for path in (payload.get("cwd"), os.environ.get("CLAUDE_PROJECT_DIR"))
+               if isinstance(path, str))
+
 
 def session_id(payload: dict) -> str:
     sid = payload.get("session_id")

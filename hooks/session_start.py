@@ -1,5 +1,6 @@
 """SessionStart: open (create or upgrade) the vault, export LCM_* to the session's Bash tool,
-ingest the transcript, and re-inject context after a compaction or a checkpoint pointer on start.
+ingest the transcript, and re-inject context after a compaction, or the checkpoint pointer and the
+project's pinned notes on start. In an LCM_EXCLUDE project it only exports the variables.
 """
 from __future__ import annotations
 
@@ -79,29 +80,43 @@ def compact_context(conn, sid: str) -> str:
             + body + "\n\n" + DRILL_DOWN)
 
 
+def startup_context(conn, payload: dict, pointer: str | None) -> str | None:
+    """What a new, resumed or cleared session starts with: the checkpoint pointer (one part,
+    kept whole) and the notes pinned for its project, newest first, within lcm.notes.INJECT_CHARS."""
+    import lcm.notes
+    return lcm.notes.context_text(conn, hooklib.project_dir(payload), pointer)
+
+
+def export_env(payload: dict) -> None:
+    """LCM_SCRIPTS, LCM_SESSION_ID and LCM_DB for the session's Bash tool."""
+    import lcm.db
+    env_file = os.environ.get("CLAUDE_ENV_FILE")
+    if env_file:
+        write_env_file(env_file, {
+            "LCM_SCRIPTS": hooklib.scripts_dir(),
+            "LCM_SESSION_ID": hooklib.session_id(payload),
+            "LCM_DB": str(lcm.db.db_path().resolve()),
+        })
+    else:
+        note("CLAUDE_ENV_FILE is not set: LCM_SCRIPTS not exported to the Bash tool")
+
+
 def handle(payload: dict):
     sid = hooklib.session_id(payload)
     conn = hooklib.connect()
     if hooklib.flag("LCM_SUBAGENT"):
         hooklib.try_ingest(conn, payload.get("transcript_path"))
         return None
-    import lcm.db
-    env_file = os.environ.get("CLAUDE_ENV_FILE")
-    if env_file:
-        write_env_file(env_file, {
-            "LCM_SCRIPTS": hooklib.scripts_dir(),
-            "LCM_SESSION_ID": sid,
-            "LCM_DB": str(lcm.db.db_path().resolve()),
-        })
-    else:
-        note("CLAUDE_ENV_FILE is not set: LCM_SCRIPTS not exported to the Bash tool")
+    export_env(payload)
     hooklib.try_ingest(conn, payload.get("transcript_path"))
     if not hooklib.flag("LCM_INJECT"):
         return None
     source = payload.get("source")
     if source == "compact":
         text = compact_context(conn, sid)
-    elif source in ("startup", "resume", "clear", "fork"):
+    elif source in ("startup", "resume", "clear"):
+        text = startup_context(conn, payload, checkpoint_pointer(payload))
+    elif source == "fork":
         text = checkpoint_pointer(payload)
     else:
         text = None
@@ -109,4 +124,5 @@ def handle(payload: dict):
 
 
 if __name__ == "__main__":
-    raise SystemExit(hooklib.run_hook(EVENT, handle))
+    # in an LCM_EXCLUDE project only the commands are made available: nothing stored or injected
+    raise SystemExit(hooklib.run_hook(EVENT, handle, when_excluded=export_env))

@@ -45,10 +45,16 @@ def _main(argv):
     conn = lcm.db.connect(args.db)
     if args.all:
         sessions = [r[0] for r in conn.execute("SELECT DISTINCT session_id FROM messages ORDER BY session_id")]
+        projects = dict(conn.execute("SELECT session_id, project FROM sessions").fetchall())
+        sessions = [s for s in sessions if not lcm.db.excluded(projects.get(s))]  # LCM_EXCLUDE: left alone
     else:
         session = args.session or lcm.db.current_session_id()
         if not session:
-            raise LcmError("no session given", "pass --session ID (lcm_status.py lists them) or --all")
+            raise LcmError("no session given", "pass --session ID (lcm_sessions.py lists them) or --all")
+        row = conn.execute("SELECT project FROM sessions WHERE session_id = ?", (session,)).fetchone()
+        if row and lcm.db.excluded(row[0]):
+            raise LcmError(f"session {session} belongs to {row[0]}, a project LCM_EXCLUDE keeps out of lcm",
+                           "remove the glob that matches it from LCM_EXCLUDE to compact this session")
         sessions = [session]
     mode = "full" if args.full else "upgrade" if args.upgrade else "incremental"
     results, calls_left = [], lcm.db.config("LCM_MAX_SUMMARY_CALLS")

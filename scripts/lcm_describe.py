@@ -72,7 +72,7 @@ def describe_message(conn, row) -> dict:
 def describe_session(conn, session_id) -> dict:
     if not conn.execute("SELECT 1 FROM messages WHERE session_id = ? LIMIT 1", (session_id,)).fetchone() and \
             not conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)).fetchone():
-        raise LcmError(f"no session {session_id!r} in this vault", "list sessions with lcm_status.py, or ingest with lcm_ingest.py")
+        raise LcmError(f"no session {session_id!r} in this vault", "list sessions with lcm_sessions.py, or ingest with lcm_ingest.py")
     summaries = []
     rows = conn.execute("SELECT * FROM summaries WHERE session_id = ? ORDER BY depth DESC, first_message_id",
                         (session_id,)).fetchall()

@@ -1,7 +1,8 @@
-"""Search every stored message and summary; each hit names the summary that covers it.
+"""Search every stored message and summary, and the pinned notes; each message hit names the
+summary that covers it.
 
 Usage:
-  python3 scripts/lcm_grep.py QUERY [--mode auto|full_text|regex] [--scope messages|summaries|both]
+  python3 scripts/lcm_grep.py QUERY [--mode auto|full_text|regex] [--scope messages|summaries|notes|both]
                               [--session ID | --project DIR | --all-sessions] [--since WHEN]
                               [--before WHEN] [--role ROLE] [--limit N] [--offset N] [--json]
 
@@ -12,7 +13,9 @@ Modes:
   regex      Python regular expression over the stored text, newest first, time-bounded
 
 Scope: by default the current project (the cwd of $LCM_SESSION_ID's session) when LCM_SESSION_ID
-is set, else everything. WHEN is an ISO date/time or a relative age: 30m, 3h, 2d, 1w.
+is set, else everything. WHEN is an ISO date/time or a relative age: 30m, 3h, 2d, 1w. Notes
+pinned with lcm_remember.py that match are listed first (type "note"; in a project scope, the
+notes that apply there and the global ones).
 
 Examples:
   python3 "$LCM_SCRIPTS/lcm_grep.py" "database migration"
@@ -47,14 +50,18 @@ def _print_text(doc, argv_tail) -> None:
             head = f"{r['id']}  {r['role']}  {when}  session {r['session_id'][:8]}"
             if r["covering_summary_id"]:
                 head += f"  in {r['covering_summary_id']}"
+        elif r["type"] == "note":
+            head = f"{r['id']}  note  {when}  {r['project'] or 'all projects'}"
         else:
             head = f"{r['id']}  summary  {when}  session {r['session_id'][:8]}"
         out.write(f"[{i}] {head}\n    {r['snippet']}\n")
     if doc["has_more"]:
         nxt = doc.get("next_offset")
         out.write(f"... more: lcm_grep.py {_shell_quote(doc['query'])}{argv_tail} --offset {nxt}\n")
-    if doc["results"]:
-        first = doc["results"][0]
+    first = next((r for r in doc["results"] if r["type"] != "note"), None)
+    if first is None and doc["results"]:
+        out.write("Next: lcm_remember.py --list --all\n")
+    elif first is not None:
         target = first["covering_summary_id"] if first["type"] == "message" and first["covering_summary_id"] else first["id"]
         out.write(f"Next: lcm_describe.py {first['id']}  |  lcm_expand.py {target}\n")
 
@@ -63,7 +70,8 @@ def _main(argv):
     p = lcm.db.parser(__doc__)
     p.add_argument("query", metavar="QUERY")
     p.add_argument("--mode", choices=["auto", "full_text", "regex"], default="auto")
-    p.add_argument("--scope", choices=["messages", "summaries", "both"], default="both")
+    p.add_argument("--scope", choices=["messages", "summaries", "notes", "both"], default="both",
+                   help="what to search (default both: messages, summaries and notes)")
     lcm.db.add_session_arg(p)
     p.add_argument("--project", metavar="DIR", help="only sessions whose cwd is DIR (or below it)")
     p.add_argument("--all-sessions", action="store_true", help="search every session of every project")

@@ -10,10 +10,13 @@ assistant and system entry is stored with its original line byte for byte, dedup
 its uuid; a re-run reads only the bytes added since the last one. Malformed lines, and files
 that cannot be read (a dangling symlink, a FIFO, a file deleted meanwhile), are reported on
 stderr and skipped, never fatal. Imports of one vault may run in parallel: each waits its turn.
+Transcripts of projects matching LCM_EXCLUDE (colon-separated path globs) are skipped, and
+counted in the output.
 
 Examples:
   python3 "$LCM_SCRIPTS/lcm_ingest.py" --all
   python3 "$LCM_SCRIPTS/lcm_ingest.py" ~/.claude/projects/-home-me-proj --json
+  LCM_EXCLUDE="$HOME/clients/*" python3 "$LCM_SCRIPTS/lcm_ingest.py" --all
 """
 from __future__ import annotations
 
@@ -62,6 +65,8 @@ def _main(argv):
     note = f"; {result['malformed_lines']} malformed lines skipped" if result["malformed_lines"] else ""
     if result["skipped_files"]:
         note += f"; {len(result['skipped_files'])} unreadable files skipped"
+    if result["excluded_files"]:
+        note += f"; skipped {result['excluded_files']} transcripts of projects in LCM_EXCLUDE"
     print(f"{result['messages_added']} new messages ({result['messages_skipped']} already stored) from "
           f"{result['files']} files, {result['sessions']} sessions in {result['seconds']}s{note}")
     return 0

@@ -72,12 +72,15 @@ def test_init_upgrades_an_older_vault(capsys, vault):
     lcm.db.connect().close()
     conn = sqlite3.connect(vault)
     conn.execute("ALTER TABLE transcripts DROP COLUMN line_count")  # as schema 1 had it
+    conn.execute("DROP TABLE notes")  # ... and without the notes of lcm_remember.py
+    conn.execute("DROP TABLE IF EXISTS notes_fts")
     conn.execute("PRAGMA user_version = 1")
     conn.close()
     _, out, _ = call(lcm_init, capsys, "--json")
     assert json.loads(out)["schema_version"] == lcm.db.SCHEMA_VERSION
     cols = [r[1] for r in sqlite3.connect(vault).execute("PRAGMA table_info(transcripts)")]
     assert "line_count" in cols
+    assert sqlite3.connect(vault).execute("SELECT count(*) FROM notes").fetchone()[0] == 0
 
 
 def test_init_refuses_invalid_setting_and_creates_nothing(capsys, vault, monkeypatch):

@@ -33,14 +33,14 @@ def resolve_session(conn, explicit: str | None) -> str:
     if session_id:
         if not conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)).fetchone():
             raise LcmError(f"session {session_id} is not in the vault",
-                           "run lcm_ingest.py on its transcript (or --all), or check the id with lcm_status.py")
+                           "run lcm_ingest.py on its transcript (or --all), or check the id with lcm_sessions.py")
         return session_id
     project = str(workspace_root())
     row = conn.execute("SELECT session_id FROM sessions WHERE project = ? ORDER BY last_at DESC LIMIT 1",
                        (project,)).fetchone()
     if row is None:
         raise LcmError(f"no current session and no session of project {project} in the vault",
-                       "pass --session ID (lcm_status.py lists sessions), or run lcm_ingest.py --all first")
+                       "pass --session ID (lcm_sessions.py lists sessions), or run lcm_ingest.py --all first")
     return row["session_id"]
 
 

@@ -297,7 +297,7 @@ def compact(conn, session_id: str, *, mode: str = "incremental", until_under: in
     max_calls: the spend guard for this run (default LCM_MAX_SUMMARY_CALLS).
     """
     if conn.execute("SELECT 1 FROM messages WHERE session_id = ? LIMIT 1", (session_id,)).fetchone() is None:
-        raise LcmError(f"no messages for session {session_id}", "list sessions with lcm_status.py --all, or ingest first")
+        raise LcmError(f"no messages for session {session_id}", "list sessions with lcm_sessions.py, or ingest first")
     backend = lcm.llm.resolve_backend()
     model = None if backend == "none" else lcm.llm.resolve_model(conn, session_id)
     if mode == "upgrade" and backend == "none":

@@ -75,6 +75,14 @@ def _text(raw: str) -> str:
     return raw.strip()
 
 
+def _path_globs(raw: str) -> tuple[str, ...]:
+    globs = tuple(os.path.expanduser(g.strip()).rstrip("/") or "/" for g in raw.split(":") if g.strip())
+    for glob in globs:
+        if not (os.path.isabs(glob) or glob.startswith("*")):
+            raise ValueError(f"{glob!r} is not an absolute path glob (e.g. ~/clients/*:/srv/secret)")
+    return globs
+
+
 # name -> (parser, default, meaning). The README's configuration table mirrors this.
 SETTINGS: dict[str, tuple[Callable[[str], object], object, str]] = {
     "LCM_CONTEXT_THRESHOLD": (_fraction, 0.75, "fraction of the model window above which lcm_status.py recommends compaction"),
@@ -93,6 +101,7 @@ SETTINGS: dict[str, tuple[Callable[[str], object], object, str]] = {
     "LCM_RECALL": (_bool, False, "UserPromptSubmit injects a few recall hits"),
     "LCM_DISABLE": (_bool, False, "every hook is a no-op"),
     "LCM_SUBAGENT": (_bool, False, "set inside lcm's own sub-agents"),
+    "LCM_EXCLUDE": (_path_globs, (), "colon-separated path globs: projects never captured, injected or compacted"),
 }
 
 
@@ -110,6 +119,26 @@ def config(name: str, environ: dict | None = None):
             f"invalid {name}={raw!r}: {exc}",
             f"fix or unset {name} (default {default!r})",
         ) from None
+
+
+def excluded(path: str | None, environ: dict | None = None) -> bool:
+    """Whether the project directory `path`, or a directory above it, matches LCM_EXCLUDE.
+
+    Cheap enough for every hook: without LCM_EXCLUDE nothing is imported or parsed.
+    """
+    env = os.environ if environ is None else environ
+    if not path or not (env.get("LCM_EXCLUDE") or "").strip():
+        return False
+    globs = config("LCM_EXCLUDE", environ)
+    from fnmatch import fnmatchcase  # here: only a user who set LCM_EXCLUDE pays for it
+    path = os.path.abspath(os.path.expanduser(path))
+    while True:
+        if any(fnmatchcase(path, glob) for glob in globs):
+            return True
+        parent = os.path.dirname(path)
+        if parent == path:
+            return False
+        path = parent
 
 
 def validate_config(environ: dict | None = None) -> None:
@@ -174,7 +203,23 @@ def estimate_tokens(text: str | None) -> int:
 # Schema: an append-only list. Never edit a released migration; add one.
 # ---------------------------------------------------------------------------
 
-MIGRATIONS: list[list[str]] = [
+def _notes_fts(conn: sqlite3.Connection) -> None:
+    """Full-text index of the notes, where SQLite has FTS5 (else lcm_grep falls back to LIKE)."""
+    if not has_fts5(conn):
+        return
+    conn.execute("""CREATE VIRTUAL TABLE notes_fts USING fts5(
+        content, content='notes', content_rowid='rowid', tokenize='porter unicode61')""")
+    conn.execute("""CREATE TRIGGER notes_fts_ai AFTER INSERT ON notes BEGIN
+        INSERT INTO notes_fts(rowid, content) VALUES (new.rowid, new.content);
+    END""")
+    conn.execute("""CREATE TRIGGER notes_fts_ad AFTER DELETE ON notes BEGIN
+        INSERT INTO notes_fts(notes_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
+    END""")
+
+
+# A migration is a list of SQL statements; a function in it runs SQL that depends on the build
+# (FTS5). Each migration runs in one transaction.
+MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
     # 1: the vault
     [
         """CREATE TABLE sessions (
@@ -326,6 +371,18 @@ MIGRATIONS: list[list[str]] = [
     [
         "ALTER TABLE transcripts ADD COLUMN line_count INTEGER NOT NULL DEFAULT 0",
     ],
+    # 3: notes pinned with lcm_remember.py
+    [
+        """CREATE TABLE notes (
+            id TEXT PRIMARY KEY,                -- note_ + 16 hex
+            content TEXT NOT NULL,              -- the note as pinned
+            project TEXT,                       -- directory it applies in (and below); NULL = every project
+            session_id TEXT,                    -- session it was pinned in, if known
+            created_at TEXT NOT NULL
+        )""",
+        "CREATE INDEX notes_project ON notes(project, created_at)",
+        _notes_fts,
+    ],
 ]
 
 # FTS5 is optional in some SQLite builds; these run only where it exists.
@@ -396,7 +453,10 @@ def migrate(conn: sqlite3.Connection, path: Path | str = "vault") -> int:
                 conn.execute("COMMIT")
                 return applied
             for statement in MIGRATIONS[version]:
-                conn.execute(statement)
+                if callable(statement):
+                    statement(conn)
+                else:
+                    conn.execute(statement)
             if version == 0 and has_fts5(conn):
                 for statement in FTS_MIGRATION:
                     conn.execute(statement)

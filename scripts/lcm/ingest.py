@@ -403,6 +403,15 @@ def transcript_files(paths, skipped: list | None = None) -> list[str]:
     return list(files)
 
 
+def without_excluded(files: list[str]) -> tuple[list[str], int]:
+    """The files whose project (the cwd their entries record) is not in LCM_EXCLUDE, and how
+    many were left out. Without LCM_EXCLUDE no file is opened."""
+    if not (os.environ.get("LCM_EXCLUDE") or "").strip():
+        return files, 0
+    kept = [path for path in files if not lcm.db.excluded(lt.transcript_cwd(path))]
+    return kept, len(files) - len(kept)
+
+
 def ingest_paths(conn, paths, progress: bool = False) -> dict:
     """Ingest transcript files and directories; returns the --json document.
 
@@ -411,9 +420,9 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
     """
     started = time.perf_counter()
     skipped: list[dict] = []
-    files = transcript_files(paths, skipped)
+    files, excluded = without_excluded(transcript_files(paths, skipped))
     total = {"files": len(files), "messages_added": 0, "messages_skipped": 0, "malformed_lines": 0,
-             "sessions": 0, "seconds": 0.0, "malformed": [], "skipped_files": skipped}
+             "sessions": 0, "seconds": 0.0, "excluded_files": excluded, "malformed": [], "skipped_files": skipped}
     sessions: set[str] = set()
     settings = _settings()
     own = not conn.in_transaction

@@ -15,6 +15,7 @@ import time
 from datetime import datetime, timedelta, timezone
 
 import lcm.db
+import lcm.notes
 import lcm.query
 from lcm.db import LcmError
 
@@ -76,11 +77,18 @@ def resolve_scope(conn, session, project, all_sessions):
 
 
 class Source:
-    """Messages or summaries: where to look and how to filter."""
+    """Messages, summaries or notes: where to look and how to filter."""
 
     def __init__(self, conn, kind, session, project, since, before, role):
         self.kind = kind
-        if kind == "message":
+        self.has_fts = lcm.db.fts_enabled(conn)
+        if kind == "note":
+            self.table, self.fts, self.key = "notes", "notes_fts", "rowid"
+            cols = "t.rowid AS rowid_, t.id, t.session_id, t.project, t.created_at, t.content"
+            time_lo, time_hi = "t.created_at", "t.created_at"
+            self.has_fts = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'notes_fts'").fetchone() is not None
+        elif kind == "message":
             self.table, self.fts, self.key = "messages", "messages_fts", "id"
             cols = ("t.id AS rowid_, t.uuid, t.session_id, t.role, t.created_at, t.content,"
                     " t.role = 'user' AND instr(t.raw, 'tool_use_id') > 0 AS is_tool")
@@ -95,6 +103,12 @@ class Source:
         if session:
             where.append("t.session_id = ?")
             params.append(session)
+        elif project and kind == "note":
+            # notes that apply there: global ones, those pinned for it or above it, or below it
+            chain = lcm.notes.project_chain(project)
+            where.append(f"(t.project IS NULL OR t.project IN ({','.join('?' * len(chain))})"
+                         " OR t.project LIKE ? ESCAPE '\\')")
+            params += [*chain, _like_escape(project.rstrip("/")) + "/%"]
         elif project:
             where.append("t.session_id IN (SELECT session_id FROM sessions WHERE project = ? OR project LIKE ? ESCAPE '\\')")
             params += [project, _like_escape(project.rstrip("/")) + "/%"]
@@ -255,7 +269,7 @@ def _rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm):
     CJK and emoji terms are also matched as substrings, newest first, within the deadline.
     """
     n_docs = max(_doc_count(conn, src), 1)
-    use_fts = lcm.db.fts_enabled(conn)
+    use_fts = src.has_fts
     fts_terms = [t for t in terms if t.fts] if use_fts else []
     dfs = {t: _df(conn, src, t.fts, n_docs) for t in fts_terms}
     chosen, total = _choose_terms(dfs)
@@ -320,7 +334,9 @@ def _rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm):
 
 def _rank_full_text(conn, src: Source, query, want):
     """The user's own FTS5 expression, BM25-ranked; over RANK_BUDGET matches, its newest ones."""
-    if not lcm.db.fts_enabled(conn):
+    if not src.has_fts:
+        if src.kind == "note":
+            return [], False  # a vault whose notes have no index (made without FTS5)
         raise LcmError("this vault has no FTS5 index (SQLite built without FTS5)",
                        "use --mode auto (substring fallback) or --mode regex")
     try:
@@ -414,7 +430,8 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
     since, before = parse_when(since, "--since"), parse_when(before, "--before")
     deadline = time.monotonic() + time_limit
     want = offset + limit + 1
-    kinds = {"both": ["message", "summary"], "messages": ["message"], "summaries": ["summary"]}[scope]
+    kinds = {"both": ["message", "summary", "note"], "messages": ["message"], "summaries": ["summary"],
+             "notes": ["note"]}[scope]
     if role:
         kinds = [k for k in kinds if k == "message"]
     terms, finders, pattern = [], [], None
@@ -431,6 +448,8 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
     for kind in kinds:
         if kind == "summary" and not conn.execute("SELECT 1 FROM summaries LIMIT 1").fetchone():
             continue  # nothing compacted yet: skip the summary index entirely
+        if kind == "note" and not _has_notes(conn):
+            continue
         src = Source(conn, kind, session, project, since, before, role)
         if mode == "auto":
             hits, cut = (_rank_auto(conn, src, terms, max(CANDIDATES, want), want, deadline, query_norm)
@@ -445,6 +464,7 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
         scored.sort(key=lambda p: p[2]["created_at"] or "", reverse=True)  # newest first
     else:
         scored.sort(key=lambda p: -p[0])
+    scored.sort(key=lambda p: p[1] != "note")  # a pinned note that matches comes first (the sort is stable)
     if DEDUPE:  # the same text stored twice (a resumed or forked session) would fill the page twice
         seen: set = set()
         scored = [p for p in scored if not (p[2]["content"] in seen or seen.add(p[2]["content"]))]
@@ -459,7 +479,19 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
             "results": results, **({"stopped_early": True} if stopped else {})}
 
 
+def _has_notes(conn) -> bool:
+    """Whether any note is pinned (False on a vault older than the notes table, opened read-only)."""
+    try:
+        return conn.execute("SELECT 1 FROM notes LIMIT 1").fetchone() is not None
+    except sqlite3.OperationalError:
+        return False
+
+
 def _result(conn, kind, row, score, finders) -> dict:
+    if kind == "note":
+        return {"type": "note", "id": row["id"], "session_id": row["session_id"], "uuid": None, "role": None,
+                "created_at": row["created_at"], "snippet": _snippet(row["content"], finders),
+                "score": round(score, 4), "covering_summary_id": None, "project": row["project"]}
     if kind == "message":
         cover = conn.execute("SELECT summary_id FROM summary_sources WHERE message_id = ?",
                              (row["rowid_"],)).fetchone()

@@ -218,6 +218,29 @@ def loads(line: bytes):
         return json.loads(line, parse_int=_big_int)
 
 
+CWD_LINES = 50  # lines searched for a transcript's cwd: its first conversation entry has one
+CWD_LINE_BYTES = 1 << 20  # a longer line (a pasted file) is skipped, not parsed
+
+
+def transcript_cwd(path: str) -> str | None:
+    """The working directory a transcript's first entries record (its project), else None."""
+    try:
+        with open_transcript(path)[0] as f:  # never blocks on a FIFO
+            for _ in range(CWD_LINES):
+                line = f.readline(CWD_LINE_BYTES)
+                if not line:
+                    break
+                try:
+                    entry = json.loads(line)
+                except (ValueError, RecursionError):
+                    continue
+                if type(entry) is dict and isinstance(entry.get("cwd"), str) and entry["cwd"]:
+                    return entry["cwd"]
+    except (OSError, LcmError):
+        pass  # ingest reports an unreadable file itself
+    return None
+
+
 # ---------------------------------------------------------------------------
 # Reading the new lines of one transcript (no vault access: bulk ingest runs this in a worker)
 # ---------------------------------------------------------------------------

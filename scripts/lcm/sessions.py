@@ -1,0 +1,157 @@
+"""Sessions as a person sees them: a title, when they ran, what they hold.
+
+lcm_sessions.py lists them and shows one; lcm_export.py heads its markdown with the same title.
+Read-only, stdlib only.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import lcm.db
+import lcm.worklog
+from lcm.db import LcmError
+
+TITLE_CHARS = 80
+PROMPT_SCAN = 50    # user lines of a session searched for its first real prompt
+TREE_NODES = 200    # summaries in a one-session view's tree (--json); the text shows fewer
+LIST_HINT = "list sessions with lcm_sessions.py"
+WARMUP = "Warmup"  # the prompt Claude Code sends a sub-agent to warm its cache, not a task
+
+
+def one_line(text: str, limit: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def first_prompt(conn, session_id: str) -> str | None:
+    """The first thing a person typed in the session: not a tool result, a /command or a caveat.
+
+    A session stored only as sub-agent lines (its main transcript gone) falls back to the first
+    task given to a sub-agent.
+    """
+    for sidechain in (0, 1):
+        rows = conn.execute(
+            "SELECT raw FROM messages WHERE session_id = ? AND type = 'user' AND is_meta = 0 AND is_sidechain = ?"
+            " ORDER BY id LIMIT ?", (session_id, sidechain, PROMPT_SCAN))
+        for (raw,) in rows:
+            try:
+                entry = json.loads(raw)
+                if sidechain:
+                    entry = {**entry, "isSidechain": False}  # user_request_text skips sub-agent lines
+                text = lcm.worklog.user_request_text(entry)
+            except (ValueError, TypeError, AttributeError, RecursionError):
+                continue  # an odd line is skipped, never fatal
+            if text and text.strip() != WARMUP:
+                return text
+    return None
+
+
+def title(conn, session_id: str, stored: str | None, messages: int) -> str:
+    """The transcript's own title, else its first real prompt, else a placeholder: never empty."""
+    text = (stored or "").strip() or first_prompt(conn, session_id)
+    return one_line(text, TITLE_CHARS) if text else f"(untitled, {plural(messages, 'message')})"
+
+
+def resolve_session(conn, text: str | None) -> str:
+    """A session id from its full id or a unique prefix; an LcmError when unknown or ambiguous."""
+    text = (text or "").strip()
+    if not text:
+        raise LcmError("no session given", "pass a session id or a unique prefix of one (" + LIST_HINT + ")")
+    if conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (text,)).fetchone():
+        return text
+    # ids starting with `text`: a range scan of the primary key
+    upper = text[:-1] + chr(ord(text[-1]) + 1)
+    found = [r[0] for r in conn.execute(
+        "SELECT session_id FROM sessions WHERE session_id >= ? AND session_id < ? ORDER BY session_id LIMIT 3",
+        (text, upper))]
+    if not found:
+        raise LcmError(f"no session {text!r} in this vault", LIST_HINT + ", or ingest with lcm_ingest.py --all")
+    if len(found) > 1:
+        more = ", ..." if len(found) > 2 else ""
+        raise LcmError(f"session prefix {text!r} matches several sessions ({', '.join(found[:2])}{more})",
+                       "give more characters of the id (" + LIST_HINT + ")")
+    return found[0]
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _counts(conn, row) -> dict:
+    sid = row["session_id"]
+    messages = conn.execute("SELECT count(*) FROM messages WHERE session_id = ?", (sid,)).fetchone()[0]
+    summaries = conn.execute("SELECT count(*) FROM summaries WHERE session_id = ?", (sid,)).fetchone()[0]
+    checkpoint = conn.execute("SELECT 1 FROM checkpoints WHERE session_id = ? LIMIT 1", (sid,)).fetchone()
+    return {"id": sid, "title": title(conn, sid, row["title"], messages), "project": row["project"],
+            "first_at": row["first_at"], "last_at": row["last_at"], "messages": messages,
+            "summaries": summaries, "has_checkpoint": checkpoint is not None}
+
+
+def list_sessions(conn, *, project: str | None = None, since: str | None = None,
+                  limit: int = 20) -> tuple[list[dict], int]:
+    """(sessions newest first, at most `limit`, and how many match in all).
+
+    project: that directory or any below it; since: a comparable ISO time (last activity).
+    """
+    where, params = [], []
+    if project:
+        project = os.path.abspath(os.path.expanduser(project)).rstrip("/") or "/"
+        where.append("(project = ? OR project LIKE ? ESCAPE '\\')")
+        params += [project, _like_escape(project.rstrip("/")) + "/%"]
+    if since:
+        where.append("last_at >= ?")
+        params.append(since)
+    clause = " WHERE " + " AND ".join(where) if where else ""
+    total = conn.execute("SELECT count(*) FROM sessions" + clause, params).fetchone()[0]
+    rows = conn.execute("SELECT * FROM sessions" + clause + " ORDER BY last_at DESC, session_id LIMIT ?",
+                        [*params, limit]).fetchall()
+    return [_counts(conn, row) for row in rows], total
+
+
+def _head(content: str) -> str:
+    """The first line of a summary that says something: not its [label] (an extractive summary
+    opens with one) nor a section heading ("Asked:")."""
+    lines = [ln.strip() for ln in content.splitlines() if ln.strip()]
+    said = [ln for ln in lines if not ln.startswith("[") and not ln.endswith(":")]
+    return one_line((said or lines or [""])[0].removeprefix("- "), 160)
+
+
+def summary_tree(conn, session_id: str, max_nodes: int = TREE_NODES) -> tuple[list[dict], int]:
+    """(the session's summaries as a forest, roots in conversation order, and how many exist).
+
+    Each node: id, kind, depth, messages (covered), earliest_at, latest_at, head, children.
+    At most max_nodes nodes, the higher levels first.
+    """
+    total = conn.execute("SELECT count(*) FROM summaries WHERE session_id = ?", (session_id,)).fetchone()[0]
+    rows = conn.execute(
+        "SELECT id, kind, depth, parent_id, descendant_count, earliest_at, latest_at, substr(content, 1, 400) AS head"
+        " FROM summaries WHERE session_id = ? ORDER BY depth DESC, first_message_id LIMIT ?",
+        (session_id, max_nodes)).fetchall()
+    nodes = {r["id"]: {"id": r["id"], "kind": r["kind"], "depth": r["depth"], "messages": r["descendant_count"],
+                       "earliest_at": r["earliest_at"], "latest_at": r["latest_at"], "head": _head(r["head"]),
+                       "children": []} for r in rows}
+    roots = []
+    for r in rows:  # parents come first (deeper), children in conversation order
+        parent = nodes.get(r["parent_id"]) if r["parent_id"] else None
+        (parent["children"] if parent else roots).append(nodes[r["id"]])
+    roots.sort(key=lambda n: n["earliest_at"] or "")
+    return roots, total
+
+
+def session_view(conn, session_id: str) -> dict:
+    """Everything lcm_sessions.py ID shows: the list fields, the work done, the summary tree."""
+    row = conn.execute("SELECT * FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+    view = _counts(conn, row)
+    log = lcm.worklog.worklog(conn, session_id)
+    tree, summaries = summary_tree(conn, session_id)
+    view.update(model=row["model"], transcript_path=row["transcript_path"],
+                files_edited=log["files_edited"], files_created=log["files_created"],
+                command_count=log["command_count"], failed_command_count=log["failed_command_count"],
+                commands=[{"command": c["command"], "failed": c["failed"]} for c in log["commands"]],
+                summary_tree=tree, summary_tree_truncated=summaries > TREE_NODES)
+    return view

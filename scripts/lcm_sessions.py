@@ -1,0 +1,126 @@
+"""List the sessions the vault holds, newest first, or show one of them. Writes nothing.
+
+Usage:
+  python3 scripts/lcm_sessions.py [--project DIR] [--since WHEN] [--limit N] [--json]
+  python3 scripts/lcm_sessions.py ID [--json]
+
+A list line: short id, first and last activity, messages, summaries, "checkpoint" when one
+was written, project, title. The title is the transcript's own (Claude Code's ai-title or a
+custom /rename), else the first prompt a person typed. ID (a full session id or a unique
+prefix, 8 characters are printed) shows one session: title, time range, files it edited and
+created, commands it ran and its summaries' tree. WHEN is an ISO date/time or an age: 3h, 2d, 1w.
+
+Examples:
+  python3 "$LCM_SCRIPTS/lcm_sessions.py"
+  python3 "$LCM_SCRIPTS/lcm_sessions.py" --project . --since 1w
+  python3 "$LCM_SCRIPTS/lcm_sessions.py" --limit 200 --json
+  python3 "$LCM_SCRIPTS/lcm_sessions.py" "$LCM_SESSION_ID"
+"""
+from __future__ import annotations
+
+import shlex
+import sys
+
+import lcm.db
+import lcm.search
+import lcm.sessions
+from lcm.sessions import plural
+
+MAX_LIMIT = 200
+FILES_SHOWN = 15
+COMMANDS_SHOWN = 10
+TREE_LINES = 30
+
+
+def _when(value: str | None) -> str:
+    return (value or "?")[:16].replace("T", " ")
+
+
+def _print_list(sessions: list[dict], total: int, args) -> None:
+    if not sessions:
+        print("No sessions" + (" match" if args.project or args.since else " in the vault yet (run lcm_ingest.py --all)"))
+        return
+    for s in sessions:
+        extra = ", checkpoint" if s["has_checkpoint"] else ""
+        print(f"{s['id'][:8]}  {_when(s['first_at'])} .. {_when(s['last_at'])}  {plural(s['messages'], 'msg')},"
+              f" {plural(s['summaries'], 'summary').replace('ys', 'ies')}{extra}  {s['project'] or '?'}  {s['title']}")
+    if total > len(sessions):
+        flags = "".join(f" --{k} {shlex.quote(v)}" for k, v in (("project", args.project), ("since", args.since)) if v)
+        print(f"... {total - len(sessions)} more: lcm_sessions.py{flags} --limit {min(total, MAX_LIMIT)}")
+    print(f"Next: lcm_sessions.py {sessions[0]['id'][:8]}")
+
+
+def _tree_lines(nodes: list[dict], indent: int = 0) -> list[str]:
+    lines = []
+    for n in nodes:
+        lines.append(f"{'  ' * indent}- {n['id']} ({n['kind']}, depth {n['depth']}, {n['messages']} messages,"
+                     f" {_when(n['earliest_at'])} .. {_when(n['latest_at'])}): {n['head']}")
+        lines += _tree_lines(n["children"], indent + 1)
+    return lines
+
+
+def _capped(items: list[str], cap: int, what: str) -> list[str]:
+    """The newest `cap` items, with a line saying how many earlier ones were left out."""
+    if len(items) <= cap:
+        return items
+    return [f"  ... {len(items) - cap} earlier {what}"] + items[-cap:]
+
+
+def _print_one(s: dict) -> None:
+    print(f"{s['title']}")
+    print(f"Session {s['id']}  project {s['project'] or '?'}")
+    print(f"{_when(s['first_at'])} .. {_when(s['last_at'])}: {s['messages']} messages, {s['summaries']} summaries,"
+          f" {'a checkpoint' if s['has_checkpoint'] else 'no checkpoint'}"
+          + (f", model {s['model']}" if s["model"] else ""))
+    print(f"Files edited ({len(s['files_edited'])}):")
+    print("\n".join(_capped([f"  {f}" for f in s["files_edited"]], FILES_SHOWN, "files")) or "  none")
+    if s["files_created"]:
+        print(f"Files created ({len(s['files_created'])}):")
+        print("\n".join(_capped([f"  {f}" for f in s["files_created"]], FILES_SHOWN, "files")))
+    print(f"Commands ({s['command_count']}, {s['failed_command_count']} failed; newest last):")
+    commands = [f"  {'FAILED ' if c['failed'] else ''}{lcm.sessions.one_line(c['command'], 160)}" for c in s["commands"]]
+    print("\n".join(_capped(commands, COMMANDS_SHOWN, "commands")) or "  none")
+    tree = _tree_lines(s["summary_tree"])
+    print(f"Summaries ({s['summaries']}):")
+    print("\n".join(f"  {line}" for line in tree[:TREE_LINES]) or "  none yet (nothing compacted)")
+    if len(tree) > TREE_LINES or s["summary_tree_truncated"]:
+        print(f"  ... more: lcm_describe.py --session {s['id']}")
+    print(f"Next: lcm_export.py --session {s['id'][:8]} --format markdown  |  lcm_describe.py --session {s['id']}")
+
+
+def _main(argv):
+    p = lcm.db.parser(__doc__)
+    p.add_argument("session", nargs="?", metavar="ID", help="show this session (id or unique prefix)")
+    p.add_argument("--project", metavar="DIR", help="only sessions whose cwd is DIR or below it")
+    p.add_argument("--since", metavar="WHEN", help="only sessions active since WHEN (ISO date/time or 3h 2d 1w)")
+    lcm.db.add_limit_arg(p)
+    args = p.parse_args(argv)
+    if not 1 <= args.limit <= MAX_LIMIT:
+        p.error(f"--limit must be between 1 and {MAX_LIMIT}")
+    if args.session and (args.project or args.since):
+        p.error("ID shows one session: --project and --since filter the list")
+    conn = lcm.db.connect(args.db, create=False, readonly=True)
+    if args.session:
+        view = lcm.sessions.session_view(conn, lcm.sessions.resolve_session(conn, args.session))
+        if args.json:
+            lcm.db.print_json(view)
+        else:
+            _print_one(view)
+        return 0
+    since = lcm.search.parse_when(args.since, "--since")
+    sessions, total = lcm.sessions.list_sessions(conn, project=args.project, since=since, limit=args.limit)
+    if args.json:
+        lcm.db.print_json({"sessions": sessions, "count": len(sessions), "total": total,
+                           "has_more": total > len(sessions)})
+    else:
+        _print_list(sessions, total, args)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return lcm.db.run(_main, argv)
+
+
+if __name__ == "__main__":
+    lcm.db.freeze_imports()
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""LCM_EXCLUDE: sessions of a matching project are never captured, injected or compacted, by the
+hooks or by lcm_ingest.py --all (which says how many transcripts it skipped)."""
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+import lcm.db
+import lcm_compact
+import lcm_ingest
+import lcm_remember
+from lcm.db import LcmError
+from test_hooks import run_hook, session_start, start_env, stop
+from transcripts import Transcript, coding_session
+
+
+def run(capsys, module, *argv):
+    code = module.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def client(tmp_path):
+    """A project kept out of lcm, with a session on disk and a sub-agent of it."""
+    path = tmp_path / "clients" / "acme"
+    path.mkdir(parents=True)
+    t = coding_session(tmp_path / "config" / "projects", turns=3, cwd=str(path / "src"))
+    agent = Transcript(tmp_path / "config" / "projects", agent_id="a1", parent=t, cwd=str(path / "src"))
+    agent.user("look around")
+    t.write(), agent.write()
+    return path, t
+
+
+@pytest.fixture
+def own(tmp_path):
+    path = tmp_path / "mine"
+    path.mkdir()
+    t = coding_session(tmp_path / "config" / "projects", turns=3, cwd=str(path))
+    t.write()
+    return path, t
+
+
+def messages(vault, session_id=None) -> int:
+    if not vault.exists():
+        return 0
+    sql, params = "SELECT count(*) FROM messages", ()
+    if session_id:
+        sql, params = sql + " WHERE session_id = ?", (session_id,)
+    return sqlite3.connect(vault).execute(sql, params).fetchone()[0]
+
+
+def test_stop_hook_in_an_excluded_project_stores_nothing(client, own, tmp_path, vault):
+    (path, t), (mine, o) = client, own
+    env = {"LCM_EXCLUDE": f"/nowhere/*:{tmp_path}/clients/*", "CLAUDE_PROJECT_DIR": str(path)}
+    assert run_hook("stop", stop(t), env).returncode == 0
+    assert messages(vault, t.session_id) == 0
+    assert run_hook("stop", stop(o), {"LCM_EXCLUDE": f"{tmp_path}/clients/*"}).returncode == 0
+    assert messages(vault, o.session_id) == 21  # the other project is captured as before
+
+
+def test_session_start_in_an_excluded_project_injects_nothing(capsys, client, tmp_path, vault):
+    path, t = client
+    run(capsys, lcm_remember, "--global", "a note for every project")
+    (path / ".lcm-checkpoint.md").write_text("# checkpoint\n")
+    env_file = tmp_path / "env" / "hook.sh"
+    proc = run_hook("session_start", session_start(t), start_env(env_file, path, LCM_EXCLUDE=str(path)))
+    assert proc.returncode == 0 and proc.stdout == ""
+    assert messages(vault, t.session_id) == 0
+    assert "LCM_SCRIPTS" in env_file.read_text()  # the commands still work in that session
+    proc = run_hook("session_start", session_start(t), start_env(env_file, path))
+    assert "a note for every project" in proc.stdout  # without the exclusion, as usual
+
+
+def test_ingest_all_skips_excluded_transcripts_and_says_so(capsys, client, own, tmp_path, monkeypatch, vault):
+    (path, t), (mine, o) = client, own
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("LCM_EXCLUDE", "~/nothing:" + str(path))
+    code, out, err = run(capsys, lcm_ingest, "--all", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["excluded_files"] == 2 and doc["files"] == 1
+    assert messages(vault, t.session_id) == 0 and messages(vault, o.session_id) == 21
+    code, out, _ = run(capsys, lcm_ingest, "--all")
+    assert code == 0 and "skipped 2 transcripts of projects in LCM_EXCLUDE" in out
+    monkeypatch.delenv("LCM_EXCLUDE")
+    run(capsys, lcm_ingest, "--all")
+    assert messages(vault, t.session_id) == 22
+
+
+def test_compaction_skips_excluded_projects(capsys, client, own, monkeypatch, vault):
+    (path, t), (mine, o) = client, own
+    run(capsys, lcm_ingest, t.path, o.path)
+    monkeypatch.setenv("LCM_LLM", "none")
+    monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "2")
+    monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "100")
+    monkeypatch.setenv("LCM_EXCLUDE", str(path))
+    code, out, err = run(capsys, lcm_compact, "--all", "--json")
+    assert code == 0, err
+    conn = sqlite3.connect(vault)
+    assert conn.execute("SELECT count(*) FROM summaries WHERE session_id = ?", (t.session_id,)).fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM summaries WHERE session_id = ?", (o.session_id,)).fetchone()[0] > 0
+    code, _, err = run(capsys, lcm_compact, "--session", t.session_id)
+    assert code == 1 and "LCM_EXCLUDE" in err
+
+
+@pytest.mark.parametrize("raw", ["relative/dir", "/ok:also-relative"])
+def test_invalid_exclude_names_the_variable(monkeypatch, raw):
+    monkeypatch.setenv("LCM_EXCLUDE", raw)
+    with pytest.raises(LcmError) as exc:
+        lcm.db.validate_config()
+    assert "LCM_EXCLUDE" in exc.value.message and "LCM_EXCLUDE" in exc.value.hint
+
+
+def test_exclude_matches_the_directory_and_below(monkeypatch):
+    monkeypatch.setenv("LCM_EXCLUDE", "/work/clients/*:~/secret")
+    home = lcm.db.os.path.expanduser("~")
+    assert lcm.db.excluded("/work/clients/acme") and lcm.db.excluded("/work/clients/acme/src/deep")
+    assert lcm.db.excluded(f"{home}/secret/x") and lcm.db.excluded(f"{home}/secret")
+    assert not lcm.db.excluded("/work/clientsX") and not lcm.db.excluded(f"{home}/secretive")
+    assert not lcm.db.excluded(None) and not lcm.db.excluded("")
+    monkeypatch.delenv("LCM_EXCLUDE")
+    assert not lcm.db.excluded("/work/clients/acme")
