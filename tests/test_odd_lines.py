@@ -159,6 +159,7 @@ def test_dangling_symlink_fifo_and_unreadable_file_are_skipped_not_fatal(tmp_pat
     odd_dir = good[0].path.parent
     (odd_dir / "dangling.jsonl").symlink_to(tmp_path / "gone.jsonl")
     os.mkfifo(odd_dir / "fifo.jsonl")
+    (odd_dir / os.fsdecode(b"bad-\xff-name.jsonl")).write_bytes(good[0].path.read_bytes())
     locked = odd_dir / "locked.jsonl"
     locked.write_text("{}\n")
     locked.chmod(0)
@@ -166,7 +167,8 @@ def test_dangling_symlink_fifo_and_unreadable_file_are_skipped_not_fatal(tmp_pat
                           timeout=60, env={**os.environ, "CLAUDE_CONFIG_DIR": str(tmp_path / "claude")})
     assert done.returncode == 0, done.stderr
     assert len(stored(vault)) == sum(len(t.entries) for t in good)
-    for name in ("dangling.jsonl", "fifo.jsonl") + (() if os.geteuid() == 0 else ("locked.jsonl",)):
+    for name in ("dangling.jsonl", "fifo.jsonl", "bad-\\udcff-name.jsonl") + (
+            () if os.geteuid() == 0 else ("locked.jsonl",)):
         assert name in done.stderr
     assert "Traceback" not in done.stderr
 

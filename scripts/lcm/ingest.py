@@ -389,17 +389,18 @@ def transcript_files(paths, skipped: list | None = None) -> list[str]:
                 if not name.endswith(".jsonl"):
                     continue
                 found = os.path.join(directory, name)
+                shown = lt.safe_text(found)  # a name that is not UTF-8 could not be stored
                 try:
-                    regular = stat.S_ISREG(os.stat(found).st_mode)
-                    reason = f"not a regular file: {found}"
+                    regular = stat.S_ISREG(os.stat(found).st_mode) and shown == found
+                    reason = f"not a regular file: {shown}" if shown == found else f"file name is not UTF-8: {shown}"
                 except OSError as exc:
                     regular = False
-                    reason = (f"dangling symlink: {found}" if os.path.islink(found)
-                              else f"cannot read {found}: {exc.strerror}")
+                    reason = (f"dangling symlink: {shown}" if os.path.islink(found)
+                              else f"cannot read {shown}: {exc.strerror}")
                 if regular:
                     files[found] = None
                 elif skipped is not None:
-                    skipped.append({"path": found, "reason": reason})
+                    skipped.append({"path": shown, "reason": reason})
     return list(files)
 
 
