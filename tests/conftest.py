@@ -13,6 +13,22 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 sys.path.insert(0, str(SCRIPTS))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+# Hypothesis keeps its examples outside the clone (by default in ./.hypothesis), so installing the
+# plugin from a clone that ran the tests does not copy them; read before a test changes HOME
+HYPOTHESIS_DIR = Path(os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY")
+                      or Path.home() / ".cache" / "lcm" / "hypothesis")
+os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = str(HYPOTHESIS_DIR)
+try:
+    from hypothesis import settings
+    from hypothesis.database import DirectoryBasedExampleDatabase
+except ImportError:  # only some tests need it
+    pass
+else:
+    # on top of the profile Hypothesis chose (under CI=true its "ci" one: derandomized, no database)
+    database = settings.default.database and DirectoryBasedExampleDatabase(str(HYPOTHESIS_DIR / "examples"))
+    settings.register_profile("lcm", parent=settings.default, database=database)
+    settings.load_profile("lcm")
+
 
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path, monkeypatch):

@@ -116,16 +116,16 @@ def test_per_item_timeout_and_turn_limit_hold(tmp_path, project, fake_api, capsy
     def answer(body):
         mode = json.loads(body["messages"][0]["content"])["mode"]
         if mode == "hang":
-            return Reply(text='{"lines": 1}', delay=5.0)
+            return Reply(text='{"lines": 1}', delay=60.0)  # far beyond the bound below
         if mode == "loop":
             return Reply(tool_use=[{"name": "list_dir", "input": {}}])
         return '{"lines": 3}'
     fake_api.respond(answer)
     started = time.monotonic()
-    assert run_agentic(tmp_path, project, "--timeout", "0.6", "--max-turns", "2", "--concurrency", "3") == 0
-    assert time.monotonic() - started < 4
+    assert run_agentic(tmp_path, project, "--timeout", "2", "--max-turns", "2", "--concurrency", "3") == 0
+    assert time.monotonic() - started < 30, "the run waited for the hung item"
     hang, loop, ok = output(tmp_path)
-    assert not hang["ok"] and "timed out after 0.6s" in hang["error"]
+    assert not hang["ok"] and "timed out after 2s" in hang["error"]
     assert not loop["ok"] and "--max-turns 2" in loop["error"]
     assert ok == {"item_index": 2, "ok": True, "result": {"lines": 3}}
 
@@ -157,10 +157,10 @@ def test_claude_read_only_really_forbids_writes(tmp_path, project, monkeypatch, 
 
 
 def test_claude_per_item_timeout_kills_the_agent(tmp_path, project, fake_claude, capsys):
-    fake_claude.enqueue('{"lines": 1}', delay=10)
+    fake_claude.enqueue('{"lines": 1}', delay=60)  # far beyond the bound below: no flake under load
     started = time.monotonic()
     assert run_agentic(tmp_path, project, "--timeout", "1") == 0
-    assert time.monotonic() - started < 6
+    assert time.monotonic() - started < 30
     line = output(tmp_path)[0]
     assert not line["ok"] and "timed out after 1s (the agent was killed)" in line["error"]
 

@@ -333,7 +333,10 @@ def test_bulk_import_copies_each_group_into_the_vault_file_as_it_goes(tmp_path, 
     file itself (not only in the WAL, which readers would have to search), the WAL was reused
     instead of growing as large as the import, and SQLite's own checkpoint setting is back."""
     monkeypatch.setattr(lcm.ingest, "GROUP_BYTES", 100_000)
-    monkeypatch.setattr(lcm.ingest, "WAL_LIMIT", 0)       # as if every group were huge
+    # as if every group were huge: each one waits for its checkpoint, so the WAL restarts after
+    # every group however late the checkpoint thread runs (with 0, a thread that had not yet
+    # reported the WAL's length let groups pass unwaited, and the WAL grew: flaky under load)
+    monkeypatch.setattr(lcm.ingest, "WAL_LIMIT", -1)
     projects = tmp_path / "projects"
     for i in range(30):
         t = Transcript(projects, session_id=f"bulk-{i}")

@@ -1,0 +1,100 @@
+"""One look tells commands from library: scripts/ holds only commands, each with a --help that shows
+usage and examples; the package scripts/lcm/ never reaches up to a command; hooks stay on the
+standard library and the package."""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, SCRIPTS
+
+PACKAGE = SCRIPTS / "lcm"
+HOOKS = ROOT / "hooks"
+COMMAND_FILES = sorted(p for p in SCRIPTS.iterdir() if p.is_file())
+COMMANDS = {p.stem for p in COMMAND_FILES}
+HOOK_MODULES = {p.stem for p in HOOKS.glob("*.py")}
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module a file imports, at any depth of its code (lazy imports inside functions too),
+    including importlib.import_module("...") and __import__("...") with a literal name."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: inside the package
+                base = "lcm" + (f".{node.module}" if node.module else "")
+                names.update(f"{base}.{alias.name}" for alias in node.names)
+            else:
+                names.add(node.module)
+                names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+              and isinstance(node.args[0].value, str)
+              and (getattr(node.func, "attr", None) == "import_module"
+                   or getattr(node.func, "id", None) == "__import__")):
+            names.add(node.args[0].value)
+    return names
+
+
+def test_scripts_holds_only_commands_and_the_package():
+    assert PACKAGE.is_dir()
+    assert COMMAND_FILES
+    assert all(p.suffix == ".py" and p.stem.startswith("lcm_") for p in COMMAND_FILES), COMMAND_FILES
+    assert {p.name for p in SCRIPTS.iterdir() if p.is_dir()} <= {"lcm", "__pycache__"}
+
+
+@pytest.mark.parametrize("script", COMMAND_FILES, ids=lambda p: p.name)
+def test_every_file_in_scripts_prints_usage_with_examples_on_help(script):
+    proc = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and not proc.stderr, proc.stderr
+    text = proc.stdout
+    assert text.startswith(f"usage: {script.name}"), text[:200]
+    assert "Examples:" in text, f"{script.name} --help has no Examples section"
+    examples = text.split("Examples:", 1)[1]
+    assert f"{script.name}" in examples, f"{script.name} --help: no example runs the command"
+
+
+def test_no_package_module_imports_a_command():
+    offenders = {}
+    for module in sorted(PACKAGE.glob("*.py")):
+        commands = {name for name in imported_modules(module) if name.split(".")[0] in COMMANDS}
+        if commands:
+            offenders[module.name] = sorted(commands)
+    assert not offenders, f"package modules import commands: {offenders}"
+
+
+def hook_imports() -> dict[str, set[str]]:
+    return {p.name: imported_modules(p) for p in sorted(HOOKS.glob("*.py"))}
+
+
+def test_hooks_import_only_the_standard_library_and_the_package():
+    allowed = set(sys.stdlib_module_names) | {"lcm"} | HOOK_MODULES
+    outside = {hook: sorted(n for n in names if n.split(".")[0] not in allowed)
+               for hook, names in hook_imports().items()}
+    outside = {hook: names for hook, names in outside.items() if names}
+    assert not outside, f"hooks import outside the stdlib and lcm: {outside}"
+    assert not any(n.split(".")[0] in COMMANDS for names in hook_imports().values() for n in names)
+
+
+def test_what_hooks_import_loads_nothing_but_the_standard_library_and_the_package():
+    """Importing the hook modules and every package module they use, with no site-packages
+    (`python3 -I -S`, as hooks.json runs them), pulls in only the stdlib and lcm: any third-party
+    package stays a lazy import inside the function that needs it."""
+    used = sorted({".".join(n.split(".")[:2]) for names in hook_imports().values() for n in names
+                   if n.startswith("lcm.") and (PACKAGE / f"{n.split('.')[1]}.py").is_file()})
+    assert used, "the hooks use the package"
+    code = (f"import sys; sys.path[:0] = [{str(HOOKS)!r}, {str(SCRIPTS)!r}]\n"
+            f"import {', '.join(sorted(HOOK_MODULES) + used)}\n"
+            "print('\\n'.join(sorted({m.split('.')[0] for m in sys.modules})))")
+    proc = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    loaded = set(proc.stdout.split())
+    outside = loaded - set(sys.stdlib_module_names) - {"lcm", "__main__"} - HOOK_MODULES
+    assert not outside, f"loaded by the hooks' imports: {sorted(outside)}"
