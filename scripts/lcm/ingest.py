@@ -119,9 +119,10 @@ def _stage(conn, rows: list[tuple]) -> None:
     conn.executemany(f"INSERT INTO temp.ingest_stage VALUES ({','.join('?' * 19)})", rows)
 
 
-def _flush(conn, bulk: bool = False) -> int:
+def _flush(conn, bulk: bool = False, rows: tuple[int, int] | None = None) -> int:
     """Move the staged rows (temp.ingest_stage, or with bulk=True the stage file attached as
-    lcm_stage) into `messages` in staging order; returns how many were new.
+    lcm_stage; only its rows start+1 .. start+count with rows=(start, count)) into `messages`
+    in staging order; returns how many were new.
 
     bulk=True (inside the group's transaction) indexes the new rows for full-text
     search with one INSERT ... SELECT instead of the per-row trigger: about 30% less writer time
@@ -130,8 +131,9 @@ def _flush(conn, bulk: bool = False) -> int:
     otherwise the stage is emptied here.
     """
     schema = "lcm_stage" if bulk else "temp"
+    where = f" WHERE rowid > {rows[0]} AND rowid <= {rows[0] + rows[1]}" if rows else ""
     insert = (f"INSERT OR IGNORE INTO main.messages ({MESSAGE_COLUMNS}) SELECT {MESSAGE_COLUMNS}"
-              f" FROM {schema}.ingest_stage ORDER BY rowid")
+              f" FROM {schema}.ingest_stage{where} ORDER BY rowid")
     trigger = conn.execute("SELECT sql FROM main.sqlite_master WHERE type = 'trigger' AND name = 'messages_fts_ai'"
                            ).fetchone() if bulk else None
     if trigger is None:
@@ -328,6 +330,17 @@ class _Turns:
             self.fd = os.open(_turn_path(conn), os.O_RDWR | os.O_CREAT, 0o600)
         except (ImportError, OSError):
             pass  # no flock (Windows) or an in-memory vault: no turns, hooks just give way
+
+    def knocking(self) -> bool:
+        """Whether a hook waits for the vault now."""
+        if self.fd is None:
+            return False
+        try:
+            self.fcntl.flock(self.fd, self.fcntl.LOCK_EX | self.fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        self.fcntl.flock(self.fd, self.fcntl.LOCK_UN)
+        return False
 
     def let_hooks_in(self) -> None:
         if self.fd is None:
@@ -599,7 +612,11 @@ def _parse_group(group: list[tuple], settings: tuple, stage: str) -> tuple[list,
 
 
 def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: set, turns: _Turns) -> int:
-    """Write one parsed group in one transaction; returns how many messages it held."""
+    """Write one parsed group in one transaction; returns how many messages it held.
+
+    A file's rows, offset and session rows commit together; when a hook knocks (see _Turns),
+    the transaction ends after the file at hand and the hook gets its turn before the next.
+    Otherwise the FTS index gets one flush and one segment per group."""
     for batch in batches:
         if isinstance(batch, tuple):  # an LcmError from the parser: the import stops here
             raise LcmError(*batch)
@@ -613,10 +630,11 @@ def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: 
             if not batch.unchanged and not conn.in_transaction:
                 begin_write(conn, turns=turns)
             _count(total, sessions, _write(conn, batch))
+            if batch.staged:
+                total["messages_added"] += _flush(conn, bulk=True, rows=(batch.stage_start, batch.staged))
             seen += batch.staged
-        if stage:
-            # one FTS flush and one index segment per group
-            total["messages_added"] += _flush(conn, bulk=True)
+            if conn.in_transaction and turns.knocking():
+                conn.execute("COMMIT")
         if conn.in_transaction:
             conn.execute("COMMIT")
     finally:
