@@ -2,6 +2,7 @@
 
 Usage:
   python3 bench/hooks.py [--vault PATH] [--runs 10] [--wait SECONDS]
+  python3 bench/hooks.py --backlog-only [--backlog-lines 20000]
 
 The vault is the one bench/ingest.py builds (/tmp/lcm-bench/vault-1m.db, ready when
 /tmp/lcm-bench/READY exists; --wait polls for it). One main transcript it already holds is copied
@@ -16,6 +17,13 @@ A second series times UserPromptSubmit with LCM_RECALL=1 (opt-in, so outside the
 Medians of --runs. Target: each hook at most 1.5x the bare interpreter. Compaction is kept from
 being due (LCM_LEAF_CHUNK_TOKENS very large) so no background compaction competes for the CPU;
 the due check itself still runs its queries. Prints one JSON line.
+
+Backlog (also printed, as "backlog"): a fresh vault, and a session of --backlog-lines transcript
+lines that the hooks see for the first time (the plugin installed mid-session, or a long session
+resumed). The first Stop ingests it all and detaches a compaction (LCM_LLM=none, default
+settings); turns go on meanwhile. Reported: the first Stop's time, the median Stop while the
+compaction runs, the seconds until the backlog is compacted (target: within 60), then the median
+of 9 Stop hooks against a bare `python3 -c pass` (target: at most 1.5x).
 """
 from __future__ import annotations
 
@@ -68,13 +76,108 @@ def timed(cmd: list[str], stdin: bytes, env: dict) -> float:
     return elapsed
 
 
+def turn_lines(turn: Transcript, i: int) -> None:
+    """One coding turn: a request, a command and its output, an edit, an answer (7 lines)."""
+    turn.user(f"turn {i}: the parser drops case {i}; please fix it and rerun the tests")
+    turn.assistant_text(f"I'll look at parser.py for case {i}.")
+    run = turn.tool_use("Bash", {"command": f"pytest -q tests/test_parser.py -k case{i}"})
+    turn.tool_result(run, f"FAILED tests/test_parser.py::test_case{i} - AssertionError\n" + "trace line\n" * 20,
+                     is_error=i % 4 == 0)
+    edit = turn.tool_use("Edit", {"file_path": f"/home/user/proj/parser_{i % 50}.py",
+                                  "old_string": f"case {i}", "new_string": f"case {i} + 1"})
+    turn.tool_result(edit, f"The file /home/user/proj/parser_{i % 50}.py has been updated.")
+    turn.assistant_text(f"Case {i} is fixed: the guard now runs before the split.")
+
+
+def backlog(python: str, lines: int) -> dict:
+    """The backlog scenario of the module docstring."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import lcm.dag
+    import lcm.db
+    scratch = Path(tempfile.mkdtemp(prefix="lcm-bench-backlog-"))
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("LCM_", "CLAUDE"))}
+        env.update({"LCM_HOME": str(scratch / "lcm"), "CLAUDE_PLUGIN_ROOT": str(ROOT), "LCM_LLM": "none"})
+        os.environ.update({"LCM_HOME": env["LCM_HOME"], "LCM_LLM": "none"})
+        project = scratch / "proj"
+        project.mkdir()
+        turn = Transcript(scratch / "projects", cwd=str(project))
+        i = 0
+        while len(turn.pending) < lines:
+            turn_lines(turn, i)
+            i += 1
+        path = turn.write()
+        payload = json.dumps({"session_id": turn.session_id, "transcript_path": str(path), "cwd": turn.cwd,
+                              "hook_event_name": "Stop", "stop_hook_active": False, "last_assistant_message": "ok",
+                              "background_tasks": [], "session_crons": []}).encode()
+        stop_cmd, bare_cmd = [python, "-S", str(ROOT / "hooks" / "stop.py")], [python, "-c", "pass"]
+
+        def running() -> bool:
+            try:
+                with lcm.dag.session_lock(turn.session_id, blocking=False):
+                    return False
+            except lcm.db.LcmError:
+                return True
+
+        started = time.perf_counter()
+        first_ms = timed(stop_cmd, payload, env)  # ingests every line, detaches the compaction
+        during = []
+        while time.perf_counter() - started < 600:
+            time.sleep(0.5)
+            conn = lcm.db.connect()
+            try:
+                due = lcm.dag.compaction_due(conn, turn.session_id)
+            finally:
+                conn.close()
+            if not running() and (not due or time.perf_counter() - started > 30 and not during):
+                break  # drained (or no compaction ever started: the log says why)
+            if running():
+                turn_lines(turn, i)
+                i += 1
+                turn.write()
+                during.append(timed(stop_cmd, payload, env))
+        drained_s = time.perf_counter() - started
+        bare, after = [], []
+        for _ in range(9):
+            turn_lines(turn, i)
+            i += 1
+            turn.write()
+            bare.append(timed(bare_cmd, b"", env))
+            after.append(timed(stop_cmd, payload, env))
+        conn = lcm.db.connect()
+        leaves = conn.execute("SELECT count(*) FROM summaries WHERE kind = 'leaf'").fetchone()[0]
+        raw_left = lcm.dag.body_rows(conn, turn.session_id, lcm.db.config("LCM_FRESH_TAIL_COUNT"))
+        log = scratch / "lcm" / "lcm.log"
+        med_bare, med_after = statistics.median(bare), statistics.median(after)
+        return {
+            "lines": lines, "first_stop_ms": round(first_ms, 1), "compacted_within_s": round(drained_s, 1),
+            "target_s": 60, "leaves": leaves,
+            "raw_tokens_left_before_tail": sum(r["token_count"] for r in raw_left if not r["covered"]),
+            "stop_during_compaction_ms": round(statistics.median(during), 1) if during else None,
+            "stop_during_compaction_ratio": round(statistics.median(during) / med_bare, 2) if during else None,
+            "stops_during_compaction": len(during),
+            "bare_python_ms": round(med_bare, 1), "stop_after_ms": round(med_after, 1),
+            "stop_after_ratio": round(med_after / med_bare, 2), "target_ratio": TARGET,
+            "ok": drained_s <= 60 and med_after <= TARGET * med_bare,
+            "hook_log_lines": (log.read_text().splitlines() if log.exists() else [])[:3],
+        }
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--vault", default=DEFAULT_VAULT)
     p.add_argument("--runs", type=int, default=10)
     p.add_argument("--wait", type=float, default=0, help="seconds to wait for the bench vault's READY file")
     p.add_argument("--python", help="interpreter to time (default: the binary behind `python3` on PATH)")
+    p.add_argument("--backlog-lines", type=int, default=20000, help="size of the backlog session (0: skip)")
+    p.add_argument("--backlog-only", action="store_true", help="only the backlog scenario (no 1M vault needed)")
     args = p.parse_args(argv)
+    if args.backlog_only:
+        print(json.dumps({"backlog": backlog(args.python or real_python(), args.backlog_lines),
+                          "load_avg": os.getloadavg()[0]}))
+        return 0
 
     deadline = time.monotonic() + args.wait
     while args.vault == DEFAULT_VAULT and not os.path.exists(READY) and time.monotonic() < deadline:
@@ -154,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
             "warmup_first_ingest_ms": round(warmup_ms, 1), "hook_log_lines": errors[:3],
             "python": python, "load_avg": os.getloadavg()[0],
         }
+        if args.backlog_lines:
+            result["backlog"] = backlog(python, args.backlog_lines)
         print(json.dumps(result))
         return 0
     finally:

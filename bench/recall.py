@@ -7,13 +7,37 @@ Two known-item sets, both asked the way a person asks later (paraphrased, not co
   holdout   20 more facts inside longer turns, written after tuning and never tuned on
   coding    distinctive messages of the real transcripts in ../shared/data (skipped if absent);
             gold = every message containing the quoted passage
+Natural sets, whose words are NOT in the answer (bench/recall_sets.py, built at run time):
+  persona   synthesised multi-session persona chats, one project (haystack) each; a fact in
+            everyday words, the question's words in the turn next to it; topic distractors
+  neighbour typed prompts of ../shared/data as questions (their words the answer lacks), the
+            first two and the last assistant text of the turn as evidence; no shared content word
+  half_remembered  3 words of a prompt + 3 of its reply; either message is a hit
+  paraphrase 16 hand-written questions in other words (synonyms) about messages of ../shared/data
+Figures: *_natural_recall@10 pools persona + neighbour + paraphrase, *_known_item_recall@10 coding +
+half_remembered, *_chat_known_item_recall@10 personal + holdout + multi. auto_before is auto with
+the neighbour lending off: the ranking of the code before it (same figures as that code).
 Baselines: plain FTS5 BM25 over the OR of every word of the question, and an all-terms (AND)
 grep. Metrics: recall@10 (a gold message in the top 10) and MRR@10.
 
+Measured 2026-11-23 (292 questions over ../shared/data, 148 sharing no content word with their
+evidence; 144 persona questions): natural recall@10 0.113 -> 0.807 (persona 0.208 -> 0.875,
+neighbour 0.007 -> 0.807, paraphrase 0.188 -> 0.188: true synonyms are not helped),
+known-item 0.927 -> 0.956 (coding 0.895 -> 0.947, half-remembered 0.939 -> 0.959), chat
+known-item 0.914 -> 0.943; the old bench's own sets: 0.926 -> 0.926, MRR 0.655 -> 0.671. A turn's prompt and last reply as neighbours
+took the neighbour set from 0.543 to 0.807 (it asks for last replies: partly by construction).
+A second FTS5 index of each message's neighbour text, fused with its own BM25 (weights 0.3-1),
+did worse than lending on every set (persona 0.52-0.71, coding 0.74-0.82, neighbour 0.04-0.49,
+prototype only). Adjacent words glued into one extra term (COMPOUNDS): coding 0.921 -> 0.947
+(one question, "audio worklets" ~ AudioWorklet), nothing else moved. Tried: lending the sum instead of the max
+(coding 0.84), every hit lending (0.79), weights 0.6/0.3 (persona 0.92 but coding 0.895),
+neighbours by raw message distance instead of conversational turns (coding 0.79).
+
 Usage:
   python3 bench/recall.py [--set NAME=VALUE ...] [--show-misses]
-Prints one JSON line. `--set` overrides a constant of lcm.search (or lcm.query.NAME) to try a
-ranking idea, e.g. --set NEAR_PAIRS=true --set 'ROLE_WEIGHT={}'.
+Prints one JSON line. `--set` overrides a constant of lcm.search (or lcm.query.NAME,
+lcm.conversation.NAME) to try a ranking idea, e.g. --set NEAR_PAIRS=true --set 'ROLE_WEIGHT={}'
+--set lcm.conversation.TURN_SCAN=0.
 
 Tried and measured here (recall@10 over all sets; kept = in lcm.search today):
   plain OR-BM25 0.80 -> stopwords minus pronouns and negations, role/tool weights, every-term x2,
@@ -401,36 +425,67 @@ def build_multi(projects: Path) -> list[tuple[str, list[str]]]:
     return cases
 
 
-def or_bm25(conn, question, limit=10):
+def _scope_sql(project):
+    if not project:
+        return "", []
+    return (" AND m.session_id IN (SELECT session_id FROM sessions WHERE project = ?)", [project])
+
+
+def or_bm25(conn, question, project=None, limit=10):
     words = re.findall(r"\w+", question)
     expr = " OR ".join('"' + w + '"' for w in words)
+    where, params = _scope_sql(project)
     return [r[0] for r in conn.execute(
         "SELECT m.uuid FROM messages_fts f JOIN messages m ON m.id = f.rowid WHERE messages_fts MATCH ?"
-        " ORDER BY rank LIMIT ?", (expr, limit))] if words else []
+        f"{where} ORDER BY rank LIMIT ?", (expr, *params, limit))] if words else []
 
 
-def all_terms(conn, question, limit=10):
+def all_terms(conn, question, project=None, limit=10):
     words = re.findall(r"\w+", question)
     expr = " AND ".join('"' + w + '"' for w in words)
+    where, params = _scope_sql(project)
     return [r[0] for r in conn.execute(
         "SELECT m.uuid FROM messages_fts f JOIN messages m ON m.id = f.rowid WHERE messages_fts MATCH ?"
-        " ORDER BY rank LIMIT ?", (expr, limit))] if words else []
+        f"{where} ORDER BY rank LIMIT ?", (expr, *params, limit))] if words else []
 
 
-def auto(conn, question, limit=10):
-    doc = lcm.search.search(conn, question, limit=limit, all_sessions=True)
+def auto(conn, question, project=None, limit=10):
+    import lcm.search
+    doc = lcm.search.search(conn, question, limit=limit, project=project, all_sessions=not project)
     return [r["uuid"] for r in doc["results"] if r["type"] == "message"]
 
 
+def auto_before(conn, question, project=None, limit=10):
+    """auto as it ranked before conversational neighbours lent their scores (the old code's order)."""
+    import lcm.search
+    saved, lcm.search.NEIGHBOUR_SOURCES = lcm.search.NEIGHBOUR_SOURCES, 0
+    try:
+        return auto(conn, question, project, limit)
+    finally:
+        lcm.search.NEIGHBOUR_SOURCES = saved
+
+
+def gold_sets(conn, golds):
+    """Each gold as a set of uuids: a message uuid itself, else every message holding the passage."""
+    out = []
+    for g in golds:
+        if conn.execute("SELECT 1 FROM messages WHERE uuid = ?", (g,)).fetchone():
+            out.append({g})
+        else:
+            out.append({r[0] for r in conn.execute("SELECT uuid FROM messages WHERE instr(content, ?) > 0", (g,))})
+    return out
+
+
 def evaluate(conn, cases, method):
-    """recall@10 = a gold message in the top 10; recall_all@10 = share of the gold passages found."""
+    """recall@10 = a gold message in the top 10; recall_all@10 = share of the gold passages found.
+
+    A case is (question, [gold passage or uuid], optional project to search in)."""
     hits, found_all, rr, misses = 0, 0.0, 0.0, []
-    for question, passages in cases:
-        golds = [{r[0] for r in conn.execute("SELECT uuid FROM messages WHERE instr(content, ?) > 0", (p,))}
-                 for p in passages]
+    for question, passages, *project in cases:
+        golds = gold_sets(conn, passages)
         if not all(golds):
             raise SystemExit(f"no message holds a gold passage of {question!r}")
-        top = method(conn, question)[:10]
+        top = method(conn, question, *project)[:10]
         rank = next((i for i, u in enumerate(top, 1) if any(u in g for g in golds)), None)
         hits += rank is not None
         rr += 1 / rank if rank else 0.0
@@ -440,6 +495,11 @@ def evaluate(conn, cases, method):
     n = len(cases)
     return {"recall@10": round(hits / n, 3), "recall_all@10": round(found_all / n, 3),
             "mrr": round(rr / n, 3), "n": n}, misses
+
+
+# which sets each headline figure pools
+GROUPS = {"natural": ("persona", "neighbour", "paraphrase"), "known_item": ("coding", "half_remembered"),
+          "chat_known_item": ("personal", "holdout", "multi")}
 
 
 def main(argv=None):
@@ -455,33 +515,51 @@ def main(argv=None):
         import lcm.ingest
         import lcm.query
         import lcm.search
+        import recall_sets
         for setting in args.set:  # NAME=JSON (a lcm.search constant), or lcm.query.NAME=JSON
             name, value = setting.split("=", 1)
             module, _, name = name.rpartition(".")
             value = json.loads(value)
-            setattr(lcm.query if module == "lcm.query" else lcm.search, name,
-                    frozenset(value) if name == "STOPWORDS" else value)
+            import lcm.conversation
+            target = {"lcm.query": lcm.query, "lcm.conversation": lcm.conversation}.get(module, lcm.search)
+            setattr(target, name, frozenset(value) if name == "STOPWORDS" else value)
         projects = Path(tmp) / "projects"
         sets = {"personal": build_personal(projects), "holdout": build_holdout(projects),
-                "multi": build_multi(projects)}
+                "multi": build_multi(projects), "persona": recall_sets.persona_chats(projects)}
         conn = lcm.db.connect()
         lcm.ingest.ingest_paths(conn, [projects])
         if SHARED.exists():
             lcm.ingest.ingest_paths(conn, [SHARED])
             sets["coding"] = [(q, [passage]) for q, passage in CODING]
+            sets["neighbour"], sets["half_remembered"] = recall_sets.coding_pairs(conn, str(SHARED))
+            sets["paraphrase"] = recall_sets.paraphrase_cases(conn)
         n_messages = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
         report = {"bench": "recall", "messages": n_messages, "overrides": args.set}
-        for name, method in (("auto", auto), ("or_bm25", or_bm25), ("all_terms", all_terms)):
+        shared = [c for name in ("coding", "neighbour", "half_remembered", "paraphrase") for c in sets.get(name, [])]
+        disjoint = [c for c in shared for golds in [gold_sets(conn, c[1])] if not any(
+            recall_sets.content_stems(c[0]) & recall_sets.content_stems(
+                conn.execute("SELECT content FROM messages WHERE uuid = ?", (u,)).fetchone()[0])
+            for g in golds for u in g)]
+        report["shared_data_questions"] = len(shared)
+        report["shared_data_no_common_word"] = len(disjoint)
+        for name, method in (("auto", auto), ("auto_before", auto_before), ("or_bm25", or_bm25),
+                             ("all_terms", all_terms)):
             start = time.perf_counter()
             total_hits, total_rr, total_n = 0.0, 0.0, 0
+            by_set = {}
             for set_name, cases in sets.items():
                 scores, misses = evaluate(conn, cases, method)
-                report[f"{name}_{set_name}"] = scores
+                report[f"{name}_{set_name}"] = by_set[set_name] = scores
                 total_hits += scores["recall@10"] * scores["n"]
                 total_rr += scores["mrr"] * scores["n"]
                 total_n += scores["n"]
                 if args.show_misses and name == "auto":
                     print(f"misses {set_name}: {misses}", file=sys.stderr)
+            for group, members in GROUPS.items():
+                n = sum(by_set[m]["n"] for m in members if m in by_set)
+                if n:
+                    report[f"{name}_{group}_recall@10"] = round(
+                        sum(by_set[m]["recall@10"] * by_set[m]["n"] for m in members if m in by_set) / n, 3)
             report[f"{name}_recall@10"] = round(total_hits / total_n, 3)
             report[f"{name}_mrr"] = round(total_rr / total_n, 3)
             report[f"{name}_ms_per_query"] = round((time.perf_counter() - start) * 1000 / total_n, 2)

@@ -20,6 +20,7 @@ LOG_MAX_BYTES = 1_000_000
 HOOK_BUDGET = 1.0  # seconds from the hook's start after which it stops waiting for the vault
 IMPORTED = time.monotonic()
 _event = "-"  # the running hook's event (run_hook sets it), for detached work's log lines
+COMPACT_TIME_BUDGET = 300  # seconds a detached compaction may start new summaries for
 
 
 def scripts_dir() -> str:
@@ -269,27 +270,22 @@ def run_detached(event: str, sid: str, script: str, args: list[str]) -> int:
 
 
 def compaction_due(conn, sid: str) -> bool:
-    """lcm.compact.compaction_due, with the common "no" answered without importing lcm.compact.
-
-    lcm.compact brings the model seam (about 60 ms of imports, more than the rest of a hook), and
-    on most turns nothing is due. Its two conditions: the raw tokens outside the fresh tail exceed
-    LCM_LEAF_CHUNK_TOKENS (checked here exactly, in SQL), or a run of LCM_CONDENSED_MIN_FANOUT
-    parentless summaries of one depth can be condensed, which needs at least that many parentless
-    summaries at some depth (checked here; lcm.compact decides the rest).
-    """
+    """lcm.dag.compaction_due, its common "no" answered here with index lookups only, so a Stop
+    hook costs the same at any session length and loads neither lcm.dag nor lcm.compact (the
+    model seam, ~60 ms of imports) unless something may be due: the raw tokens after the newest
+    leaf pass LCM_LEAF_CHUNK_TOKENS (exact), or some depth has LCM_CONDENSED_MIN_FANOUT parentless
+    summaries (then lcm.dag decides whether they are adjacent)."""
     import lcm.db
-    raw = conn.execute(
-        "SELECT coalesce(sum(token_count), 0) FROM (SELECT m.token_count FROM messages m"
-        " WHERE m.session_id = ? AND NOT EXISTS (SELECT 1 FROM summary_sources s WHERE s.message_id = m.id)"
-        " ORDER BY m.id DESC LIMIT -1 OFFSET ?)", (sid, lcm.db.config("LCM_FRESH_TAIL_COUNT"))).fetchone()[0]
-    if raw <= lcm.db.config("LCM_LEAF_CHUNK_TOKENS"):
-        crowded = conn.execute(
-            "SELECT 1 FROM summaries WHERE session_id = ? AND parent_id IS NULL GROUP BY depth"
-            " HAVING count(*) >= ? LIMIT 1", (sid, lcm.db.config("LCM_CONDENSED_MIN_FANOUT"))).fetchone()
-        if crowded is None:
-            return False
-    import lcm.compact
-    return bool(lcm.compact.compaction_due(conn, sid))
+    import lcm.order
+    if lcm.order.backlog_tokens(conn, sid) > lcm.db.config("LCM_LEAF_CHUNK_TOKENS"):
+        return True
+    crowded = conn.execute(
+        "SELECT 1 FROM summaries WHERE session_id = ? AND parent_id IS NULL GROUP BY depth"
+        " HAVING count(*) >= ? LIMIT 1", (sid, lcm.db.config("LCM_CONDENSED_MIN_FANOUT"))).fetchone()
+    if crowded is None:
+        return False
+    import lcm.dag
+    return lcm.dag.compaction_due(conn, sid)
 
 
 def start_compaction(conn, sid: str, payload: dict) -> None:
@@ -299,14 +295,15 @@ def start_compaction(conn, sid: str, payload: dict) -> None:
     """
     if not compaction_due(conn, sid):
         return
-    import lcm.compact
+    import lcm.dag
     from lcm.db import LcmError
     try:
-        with lcm.compact.session_lock(sid, blocking=False):
+        with lcm.dag.session_lock(sid, blocking=False):
             pass
     except LcmError:
         return
-    detach("lcm_compact.py", ["--session", sid], payload)
+    # one run drains the backlog, within the spend guard and this budget; the next turn resumes
+    detach("lcm_compact.py", ["--session", sid, "--time-budget", str(COMPACT_TIME_BUDGET)], payload)
 
 
 def context_output(event: str, text: str) -> dict:

@@ -18,7 +18,8 @@ INSTRUCTIONS_CHARS = 3000
 def summary_ids(conn, sid: str) -> list[str]:
     """Ids of the session's top-level summaries (no parent), oldest first."""
     rows = conn.execute(
-        "SELECT id FROM summaries WHERE session_id = ? AND parent_id IS NULL ORDER BY first_message_id",
+        "SELECT s.id FROM summaries s JOIN messages f ON f.id = s.first_message_id"
+        " WHERE s.session_id = ? AND s.parent_id IS NULL ORDER BY f.seq",  # conversation order
         (sid,)).fetchall()
     return [row[0] for row in rows]
 

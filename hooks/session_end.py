@@ -1,4 +1,5 @@
-"""SessionEnd: final ingest, then detach a checkpoint and a compaction.
+"""SessionEnd: final ingest, then detach a checkpoint (kept in the vault only: nothing is written
+into the user's project) and a compaction.
 
 Claude Code gives all SessionEnd hooks of a plugin a shared 1.5 s, so nothing slow runs here:
 the checkpoint and the compaction run in their own processes after the hook has exited.
@@ -8,7 +9,7 @@ from __future__ import annotations
 import hooklib
 
 EVENT = "SessionEnd"
-# a checkpoint of a short exchange is noise in the project root; long sessions are what it is for
+# a checkpoint of a short exchange is noise; long sessions are what it is for
 CHECKPOINT_MIN_MESSAGES = 20
 
 
@@ -20,7 +21,7 @@ def handle(payload: dict):
         return None
     count = conn.execute("SELECT count(*) FROM messages WHERE session_id = ?", (sid,)).fetchone()[0]
     if count >= CHECKPOINT_MIN_MESSAGES:
-        hooklib.detach("lcm_checkpoint.py", ["--session", sid], payload)
+        hooklib.detach("lcm_checkpoint.py", ["--session", sid, "--vault-only"], payload)
     if count:
         hooklib.detach("lcm_compact.py", ["--session", sid], payload)
     return None

@@ -55,15 +55,18 @@ def write_env_file(path: str, values: dict[str, str]) -> None:
     os.replace(tmp, path)
 
 
-def checkpoint_pointer(payload: dict) -> str | None:
-    path = os.path.join(hooklib.project_dir(payload), ".lcm-checkpoint.md")
-    if not os.path.isfile(path):
+def checkpoint_pointer(conn, payload: dict) -> str | None:
+    """One line naming this project's latest checkpoint in the vault, and how to resume it."""
+    project = hooklib.project_dir(payload)
+    row = conn.execute("SELECT id, session_id, created_at FROM checkpoints WHERE project = ? AND session_id != ?"
+                       " ORDER BY id DESC LIMIT 1", (project, payload.get("session_id") or "")).fetchone()
+    if row is None:
         return None
-    import time
-    written = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(os.path.getmtime(path)))
-    return (f"lcm: a checkpoint of earlier work on this project exists ({path}, written {written}). "
-            'If the task continues that work, run python3 "$LCM_SCRIPTS/lcm_resume.py" to restore '
-            "the working state (goals, decisions, open files, next steps) before starting.")
+    return (f"lcm: the vault keeps a checkpoint of earlier work on this project (checkpoint {row['id']} of"
+            f" session {row['session_id']}, written {(row['created_at'] or '')[:16].replace('T', ' ')} UTC)."
+            f' If the task continues that work, run python3 "$LCM_SCRIPTS/lcm_resume.py" --session'
+            f" {row['session_id']} to restore the working state (goals, decisions, open files, next steps)"
+            " before starting.")
 
 
 def compact_context(conn, sid: str) -> str:
@@ -115,9 +118,9 @@ def handle(payload: dict):
     if source == "compact":
         text = compact_context(conn, sid)
     elif source in ("startup", "resume", "clear"):
-        text = startup_context(conn, payload, checkpoint_pointer(payload))
+        text = startup_context(conn, payload, checkpoint_pointer(conn, payload))
     elif source == "fork":
-        text = checkpoint_pointer(payload)
+        text = checkpoint_pointer(conn, payload)
     else:
         text = None
     return hooklib.context_output(EVENT, text) if text else None

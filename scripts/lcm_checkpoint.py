@@ -1,22 +1,26 @@
 """Write .lcm-checkpoint.md: the working state of a session, for the next session to resume.
 
-The file goes to the workspace root ($CLAUDE_PROJECT_DIR, else the current directory) and is
-replaced atomically. Every checkpoint is also stored in the vault, so overwriting the file
-loses nothing. The content is extracted deterministically from the vault (latest user
+Every checkpoint is stored in the vault. The file goes to the workspace root ($CLAUDE_PROJECT_DIR,
+else the current directory), replaced atomically, when the session is this project's (the
+current session, or one whose directory is the workspace root); a checkpoint of another
+session is kept in the vault only unless --output names a file. --output - prints it instead;
+--vault-only writes no file (the SessionEnd hook uses it). The content is extracted deterministically from the vault (latest user
 requests, open todos, files created and edited, commands and failures, unresolved errors,
 choices stated, the top of the summary DAG); --llm adds a short model-written narrative.
 
 Usage:
-  python3 scripts/lcm_checkpoint.py [--session ID] [--output PATH] [--llm] [--json]
+  python3 scripts/lcm_checkpoint.py [--session ID] [--output PATH | --output - | --vault-only] [--llm] [--json]
 
 Examples:
   python3 "$LCM_SCRIPTS/lcm_checkpoint.py"
   python3 "$LCM_SCRIPTS/lcm_checkpoint.py" --llm
   python3 "$LCM_SCRIPTS/lcm_checkpoint.py" --session 7acd37a8-... --output /tmp/cp.md --json
+  python3 "$LCM_SCRIPTS/lcm_checkpoint.py" --output - | less
 """
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -28,39 +32,62 @@ from lcm.db import LcmError
 def _main(argv):
     p = lcm.db.parser(__doc__)
     lcm.db.add_session_arg(p)
-    p.add_argument("--output", metavar="PATH", help=f"file to write (default: {lcm.checkpoint.FILE_NAME} at the workspace root)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--output", metavar="PATH",
+                       help=f"file to write, - for stdout (default: {lcm.checkpoint.FILE_NAME} at the workspace root)")
+    where.add_argument("--vault-only", action="store_true", help="store the checkpoint in the vault, write no file")
     p.add_argument("--llm", action="store_true", help="add a model-written narrative (LCM_LLM backend)")
     args = p.parse_args(argv)
-    output = Path(args.output).expanduser() if args.output else lcm.checkpoint.workspace_root() / lcm.checkpoint.FILE_NAME
-    if not output.parent.is_dir():
+    to_stdout = args.output == "-"
+    output = Path(args.output).expanduser() if args.output and not to_stdout else None
+    if output is not None and not output.parent.is_dir():
         raise LcmError(f"cannot write {output}: {output.parent} is not a directory", "pass --output PATH in an existing directory")
     conn = lcm.db.connect(args.db, create=False)
     session_id = lcm.checkpoint.resolve_session(conn, args.session)
+    default_file = lcm.checkpoint.workspace_root() / lcm.checkpoint.FILE_NAME
+    skipped = None  # why the default file was not written
+    if output is None and not to_stdout and not args.vault_only:
+        skipped = lcm.checkpoint.foreign_reason(conn, session_id)
+        output = None if skipped else default_file
     lcm.checkpoint.catch_up(conn, session_id)
     info, text = lcm.checkpoint.build(conn, session_id, lcm.db.db_path(args.db).resolve(), args.llm)
-    try:
-        tmp = lcm.checkpoint.write_atomic(output, text)
-    except OSError as exc:
-        raise LcmError(f"cannot write {output}: {exc.strerror}", "check the directory's permissions or pass --output PATH") from None
+    tmp = None
+    if output is not None:
+        try:
+            tmp = lcm.checkpoint.write_atomic(output, text)
+        except OSError as exc:
+            raise LcmError(f"cannot write {output}: {exc.strerror}", "check the directory's permissions or pass --output PATH") from None
+    path = str(output.resolve()) if output is not None else None
     try:
         with lcm.db.transaction(conn):
             cur = conn.execute(
                 "INSERT INTO checkpoints (session_id, project, path, content, last_message_id, created_at)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
-                (session_id, info["project"], str(output.resolve()), text, info["last_message_id"], info["created_at"]))
-            os.replace(tmp, output)  # inside the transaction: a failed rename stores nothing
+                (session_id, info["project"], path, text, info["last_message_id"], info["created_at"]))
+            if tmp is not None:
+                os.replace(tmp, output)  # inside the transaction: a failed rename stores nothing
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
-    info.update(checkpoint_id=cur.lastrowid, path=str(output.resolve()), tokens=lcm.db.estimate_tokens(text))
+    # the resume command for exactly this checkpoint: its file, else the vault's newest of the session
+    resume = (f'python3 "$LCM_SCRIPTS/lcm_resume.py" --checkpoint {shlex.quote(path)}' if path else
+              f'python3 "$LCM_SCRIPTS/lcm_resume.py" --session {session_id}')
+    info.update(checkpoint_id=cur.lastrowid, path=path, tokens=lcm.db.estimate_tokens(text), resume=resume,
+                not_written=skipped)
     if args.json:
-        lcm.db.print_json(info)
-    else:
-        log = info["worklog"]
-        print(f"Checkpoint {info['checkpoint_id']} written to {info['path']} ({info['tokens']} tokens)")
-        print(f"session {session_id}: {log['message_count']} messages, {len(log['files_edited'])} files edited,"
-              f" {len(log['open_todos'])} open todos")
-        print('Resume in a new session with: python3 "$LCM_SCRIPTS/lcm_resume.py"')
+        lcm.db.print_json({**info, "content": text} if to_stdout else info)
+        return 0
+    if to_stdout:
+        sys.stdout.write(text)
+        return 0
+    log = info["worklog"]
+    where_to = f"written to {path}" if path else "stored in the vault only"
+    print(f"Checkpoint {info['checkpoint_id']} {where_to} ({info['tokens']} tokens)")
+    if skipped:
+        print(f"Not written to {default_file}: {skipped}; pass --output PATH to write a file")
+    print(f"session {session_id}: {log['message_count']} messages, {len(log['files_edited'])} files edited,"
+          f" {len(log['open_todos'])} open todos")
+    print(f"Resume it in a new session with: {resume}")
     return 0
 
 

@@ -48,7 +48,7 @@ def _main(argv):
         projects = dict(conn.execute("SELECT session_id, project FROM sessions").fetchall())
         sessions = [s for s in sessions if not lcm.db.excluded(projects.get(s))]  # LCM_EXCLUDE: left alone
     else:
-        session = args.session or lcm.db.current_session_id()
+        session = lcm.db.resolve_session(conn, args.session) if args.session else lcm.db.current_session_id()
         if not session:
             raise LcmError("no session given", "pass --session ID (lcm_sessions.py lists them) or --all")
         row = conn.execute("SELECT project FROM sessions WHERE session_id = ?", (session,)).fetchone()

@@ -74,7 +74,8 @@ def describe_session(conn, session_id) -> dict:
             not conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)).fetchone():
         raise LcmError(f"no session {session_id!r} in this vault", "list sessions with lcm_sessions.py, or ingest with lcm_ingest.py")
     summaries = []
-    rows = conn.execute("SELECT * FROM summaries WHERE session_id = ? ORDER BY depth DESC, first_message_id",
+    rows = conn.execute("SELECT s.* FROM summaries s JOIN messages f ON f.id = s.first_message_id"
+                        " WHERE s.session_id = ? ORDER BY s.depth DESC, f.seq",
                         (session_id,)).fetchall()
     for row in rows:
         d = describe_summary(conn, row)
@@ -85,12 +86,12 @@ def describe_session(conn, session_id) -> dict:
 
 def context_items(conn, session_id) -> list[dict]:
     """Top summaries and the messages no summary covers yet, in conversation order."""
-    tops = conn.execute("SELECT id, first_message_id FROM summaries WHERE session_id = ? AND parent_id IS NULL",
-                        (session_id,)).fetchall()
+    tops = conn.execute("SELECT s.id, f.seq FROM summaries s JOIN messages f ON f.id = s.first_message_id"
+                        " WHERE s.session_id = ? AND s.parent_id IS NULL", (session_id,)).fetchall()
     loose = conn.execute(
-        "SELECT m.uuid, m.id FROM messages m LEFT JOIN summary_sources s ON s.message_id = m.id"
+        "SELECT m.uuid, m.seq FROM messages m LEFT JOIN summary_sources s ON s.message_id = m.id"
         " WHERE m.session_id = ? AND s.summary_id IS NULL", (session_id,)).fetchall()
-    items = [(r[1], "summary", r[0]) for r in tops] + [(r[1], "message", r[0]) for r in loose]
+    items = [(r[1] or 0, "summary", r[0]) for r in tops] + [(r[1] or 0, "message", r[0]) for r in loose]
     return [{"type": t, "id": i} for _pos, t, i in sorted(items)]
 
 
@@ -133,18 +134,22 @@ def _print_node(doc) -> None:
     skip = {"content", "exploration", "type", "id"}
     w(f"{doc['id']} ({doc['type']})\n")
     for key, value in doc.items():
-        if key not in skip and value not in (None, [], ""):
+        if key == "source_ids" and len(value) > 2:  # a leaf may cover hundreds: count and ends only
+            w(f"  source_ids: {len(value)} ({value[0]} .. {value[-1]}; --json lists all)\n")
+        elif key not in skip and value not in (None, [], ""):
             w(f"  {key}: {', '.join(value) if isinstance(value, list) else value}\n")
     if doc.get("exploration"):
         w(f"\n{doc['exploration']}\n")
     if "content" in doc:
         w(f"\n{doc['content']}\n")
+    ident = lcm.db.Positional(doc["id"])
     if doc["type"] == "summary":
-        w(f"\nNext: lcm_expand.py {doc['id']}{' --full' if doc['kind'] == 'condensed' else ''}\n")
+        full = ["--full"] if doc["kind"] == "condensed" else []
+        w(f"\nNext: {lcm.db.command_line('lcm_expand.py', ident, *full)}\n")
     elif doc["type"] == "file" and doc.get("has_more"):
-        w(f"... more: lcm_describe.py {doc['id']} --content --offset {doc['next_offset']}\n")
+        w(f"... more: {lcm.db.command_line('lcm_describe.py', ident, '--content', '--offset', str(doc['next_offset']))}\n")
     elif doc["type"] == "file" and "content" not in doc:
-        w(f"\nNext: lcm_describe.py {doc['id']} --content\n")
+        w(f"\nNext: {lcm.db.command_line('lcm_describe.py', ident, '--content')}\n")
 
 
 def _main(argv):
@@ -160,7 +165,7 @@ def _main(argv):
     conn = lcm.db.connect(args.db, create=False, readonly=True)
     grant = os.environ.get("LCM_GRANT")
     if args.id is None:
-        session = args.session or lcm.db.current_session_id()
+        session = lcm.db.resolve_session(conn, args.session) if args.session else lcm.db.current_session_id()
         if not session:
             raise LcmError("nothing to describe", "pass an ID (sum_..., file_..., uuid) or --session ID")
         if grant:

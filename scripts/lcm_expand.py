@@ -26,9 +26,10 @@ import lcm.expand
 
 
 def _next_command(doc, args) -> str:
-    flags = (" --raw" if args.raw else " --full" if args.full else "")
-    flags += f" --max-tokens {args.max_tokens}" if args.max_tokens != 4000 else ""
-    return f"lcm_expand.py {doc['id']}{flags} --offset {doc['next_offset']}"
+    flags = ["--raw"] if args.raw else ["--full"] if args.full else []
+    flags += ["--max-tokens", str(args.max_tokens)] if args.max_tokens != 4000 else []
+    return lcm.db.command_line("lcm_expand.py", lcm.db.Positional(doc["id"]), *flags,
+                               "--offset", str(doc["next_offset"]))
 
 
 def _main(argv):

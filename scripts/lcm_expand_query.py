@@ -38,6 +38,10 @@ GRANT_TTL_SECONDS = 300
 MAX_TURNS = 6             # model calls one question may make (anthropic backend)
 ANSWER_MAX_TOKENS = 1500
 EXCERPT_CHARS = 400
+EXCERPT_SCAN_CHARS = 20000  # of a message searched for the window that best fits the question
+MAX_EXCERPTS = 12         # excerpts shown without a model
+SIMILAR = 0.8             # word-set overlap (Jaccard) above which two excerpts count as one
+MAX_EXAMINED = 400        # messages read, best first, while looking for distinct excerpts
 PREFETCH_SHARE = 0.75     # of the cap read up front when a model can drill down with tools
 CITATION = re.compile(r"\b(sum_[0-9a-f]{16}|file_[0-9a-f]{16}|"
                       r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b")
@@ -123,8 +127,8 @@ class Expansion:
             pairs = [((), row)] if row else []
         out = []
         for chain, msg in pairs:
-            if msg["id"] in self.read:
-                continue
+            if msg["id"] in self.read or msg["token_count"] == 0:
+                continue  # an empty message (a tool result with no output) costs nothing: walk on
             want = min(msg["token_count"], self.limit - self.used)
             if want <= 0:
                 self.truncated = True
@@ -235,17 +239,83 @@ def answer_with_claude(conn, exp: Expansion, prompt: str, db: Path, model: str) 
     return str(result.get("result") or "").strip()
 
 
-def excerpts(sources: list[dict], query: str | None, reason: str) -> str:
-    """The gathered sources as ranked, labelled excerpts: what lcm says when no model is available."""
-    terms = [t.lower() for t in re.findall(r"\w+", query or "") if len(t) > 2]
-    lines = [f"{reason}: these are excerpts of the sources, ranked, not an answer."]
+def _window(text: str, patterns) -> tuple[int, int]:
+    """(start, end) of the EXCERPT_CHARS of `text` holding the most distinct query terms."""
+    hits = sorted((m.start(), i) for i, pat in enumerate(patterns) for m in pat.finditer(text))
+    best, start = -1, 0
+    for k, (pos, _) in enumerate(hits):
+        distinct = len({i for p, i in hits[k:] if p < pos + EXCERPT_CHARS * 3 // 4})
+        if distinct > best:
+            best, start = distinct, max(0, pos - EXCERPT_CHARS // 4)
+    return start, start + EXCERPT_CHARS
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z]{3,}", text.lower()))
+
+
+def ranked_excerpts(conn, exp: Expansion, candidates: list[dict], question: str) -> tuple[list[dict], int]:
+    """Excerpts of every message under the candidates, the most relevant to `question` first.
+
+    Ranking uses the full-text index only; text leaves the vault as excerpts, charged to the
+    grant until its cap. Empty messages are skipped, and an excerpt nearly identical to one
+    already shown (successive TodoWrite snapshots, a re-run command) is folded into it.
+    Returns (excerpts, messages considered).
+    """
+    import lcm.query
+    pairs: dict[int, tuple] = {}
+    for c in candidates:
+        if c["kind"] == "message":
+            row = conn.execute("SELECT id, uuid, session_id, role, created_at, token_count FROM messages"
+                               " WHERE uuid = ?", (c["id"],)).fetchone()
+            found = [((), row)] if row else []
+        else:
+            found = _walk(conn, c["id"])
+        for chain, row in found:
+            pairs.setdefault(row["id"], (chain, row))
+    scores = lcm.search.rank_messages(conn, question, list(pairs))
+    order = sorted(pairs, key=lambda i: (-scores.get(i, 0.0), i))
+    patterns = [t.pattern for t in lcm.query.parse_query(question) if t.regex]
+    shown: list[dict] = []
+    for rowid in order[:MAX_EXAMINED]:
+        chain, msg = pairs[rowid]
+        if msg["token_count"] == 0:
+            continue
+        text = conn.execute("SELECT substr(content, 1, ?) FROM messages WHERE id = ?",
+                            (EXCERPT_SCAN_CHARS, rowid)).fetchone()[0]
+        flat = " ".join(text.split())
+        start, end = _window(flat, patterns)
+        cut = ("..." if start else "") + flat[start:end] + ("..." if end < len(flat) else "")
+        words = _words(cut)
+        twin = next((x for x in shown if len(words & x["words"]) >= SIMILAR * len(words | x["words"])), None)
+        if twin:
+            twin["similar"].append(msg["uuid"])
+            continue
+        tokens = lcm.db.estimate_tokens(cut)
+        if exp.used + tokens > exp.cap:
+            exp.truncated = True
+            break
+        exp.used += lcm.grants.check_and_charge(conn, exp.grant_id, msg["uuid"], tokens)
+        exp.summaries.update(chain)
+        shown.append({"id": msg["uuid"], "role": msg["role"], "at": msg["created_at"],
+                      "via": chain[0] if chain else None, "score": round(scores.get(rowid, 0.0), 3),
+                      "text": cut, "words": words, "similar": []})
+        if len(shown) >= MAX_EXCERPTS:
+            break  # the rest rank lower; "N excerpts of M messages" says so
+    return shown, len(pairs)
+
+
+def excerpts(sources: list[dict], reason: str) -> str:
+    """The excerpts as text: what lcm says when no model is available (never an invented answer)."""
+    lines = [f"{reason}: these are excerpts of the source messages, the most relevant to the question "
+             "first; not an answer."]
     for rank, m in enumerate(sources, 1):
-        text = " ".join(m["text"].split())
-        hit = min([i for i in (text.lower().find(t) for t in terms) if i >= 0], default=0)
-        start = max(0, hit - EXCERPT_CHARS // 4)
-        cut = text[start:start + EXCERPT_CHARS]
-        lines.append(f"{rank}. [{m['id']}] ({m['role']}, {(m['at'] or '')[:16]}): "
-                     f"{'...' if start else ''}{cut}{'...' if start + EXCERPT_CHARS < len(text) else ''}")
+        via = f", in {m['via']}" if m.get("via") else ""
+        lines.append(f"{rank}. [{m['id']}] ({m['role']}, {(m['at'] or '')[:16]}{via}): {m['text']}")
+        if m.get("similar"):
+            lines.append(f"   (+{len(m['similar'])} near-identical: {', '.join(u[:8] for u in m['similar'])})")
+    if not sources:
+        lines.append("(no message under these ids has any text)")
     return "\n".join(lines)
 
 
@@ -284,9 +354,10 @@ def _main(argv):
     grant_id = lcm.grants.create_grant(conn, sessions, [c["id"] for c in candidates], cap, ttl_seconds=GRANT_TTL_SECONDS)
     try:
         exp = Expansion(conn, grant_id, cap)
+        sources = []
         if backend != "none":
             exp.limit = max(1, int(cap * PREFETCH_SHARE))
-        sources = [m for c in candidates for m in exp.expand(c["id"])]
+            sources = [m for c in candidates for m in exp.expand(c["id"])]
         exp.limit = cap
         prompt = first_prompt(args.prompt, candidates, sources, exp)
         model = lcm.llm.resolve_model(conn, sessions[0])
@@ -297,27 +368,33 @@ def _main(argv):
             elif backend == "claude":
                 answer = answer_with_claude(conn, exp, prompt, lcm.db.db_path(args.db).resolve(), model)
         except lcm.llm.ModelError as exc:
-            # the sources were gathered at a cost: hand them over rather than nothing
-            sys.stderr.write(f"Warning: the model call failed ({exc.message}); showing the gathered excerpts\n")
+            sys.stderr.write(f"Warning: the model call failed ({exc.message}); showing excerpts instead\n")
             backend, reason = "none", "The model call failed"
+            # the prefetch was charged already; the excerpts may use what the cap has left
+            exp.used = conn.execute("SELECT tokens_used FROM grants WHERE id = ?", (grant_id,)).fetchone()[0]
         if backend == "none":
-            answer = excerpts(sources, args.query, reason or "No model backend (LCM_LLM=none)")
+            question = " ".join(filter(None, [args.prompt, args.query]))
+            sources, considered = ranked_excerpts(conn, exp, candidates, question)
+            answer = excerpts(sources, reason or "No model backend (LCM_LLM=none)")
         used = conn.execute("SELECT tokens_used FROM grants WHERE id = ?", (grant_id,)).fetchone()[0]
     finally:
         lcm.grants.revoke_grant(conn, grant_id)
     good, bad = cited_ids(conn, answer)
     if backend == "none":
-        good = [m["id"] for m in sources]
+        good, bad = [], []  # excerpts cite nothing: their ids are in excerpt_ids
     result = {"answer": answer or "(the model gave no answer)", "cited_ids": good,
+              "excerpt_ids": [m["id"] for m in sources] if backend == "none" else [],
               "expanded_summary_count": len(exp.summaries), "total_source_tokens": max(used, exp.used),
               "truncated": exp.truncated, "backend": backend, "grant_id": grant_id, "unknown_cited_ids": bad}
     if args.json:
         lcm.db.print_json(result)
     else:
         print(result["answer"])
-        print(f"\nCited: {', '.join(good) or 'nothing'}" + (f" (ignored unknown ids: {', '.join(bad)})" if bad else ""))
+        if backend != "none":
+            print(f"\nCited: {', '.join(good) or 'nothing'}" + (f" (ignored unknown ids: {', '.join(bad)})" if bad else ""))
         more = "; cut at the cap (raise --max-tokens to read more)" if exp.truncated else ""
-        print(f"Expanded {len(exp.summaries)} summaries, {result['total_source_tokens']} source tokens{more}.")
+        read = f"{len(sources)} excerpts of {considered} messages, " if backend == "none" else ""
+        print(f"\nExpanded {len(exp.summaries)} summaries: {read}{result['total_source_tokens']} source tokens{more}.")
     return 0
 
 

@@ -21,7 +21,6 @@ Examples:
 """
 from __future__ import annotations
 
-import shlex
 import sys
 
 import lcm.db
@@ -97,9 +96,10 @@ def _list(conn, args) -> int:
     for note in notes:
         print(lcm.notes.note_line(note) + (f" [{note['project']}]" if args.all and note["project"] else ""))
     if total > len(notes):
-        flags = " --all" if args.all else " --global" if args.everywhere else \
-            f" --project {shlex.quote(args.project)}" if args.project else ""
-        print(f"... {total - len(notes)} more: lcm_remember.py --list{flags} --limit {min(total, MAX_LIMIT)}")
+        flags = ["--all"] if args.all else ["--global"] if args.everywhere else \
+            ["--project", args.project] if args.project else []
+        more = lcm.db.command_line("lcm_remember.py", "--list", *flags, "--limit", str(min(total, MAX_LIMIT)))
+        print(f"... {total - len(notes)} more: {more}")
     return 0
 
 

@@ -174,7 +174,8 @@ def _main(argv):
     if args.max_tokens < 200:
         p.error("--max-tokens must be at least 200")
     conn = lcm.db.connect(args.db, create=False)
-    text, source = load(conn, args.checkpoint, args.session)
+    session = lcm.db.resolve_session(conn, args.session) if args.session else None
+    text, source = load(conn, args.checkpoint, session)
     meta = parse_checkpoint(text, source)
     warnings = check_against_vault(conn, meta, source, lcm.db.db_path(args.db).resolve())
     result = reconstruct(conn, meta, source, text, warnings, args.max_tokens)

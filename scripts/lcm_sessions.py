@@ -18,7 +18,6 @@ Examples:
 """
 from __future__ import annotations
 
-import shlex
 import sys
 
 import lcm.db
@@ -45,9 +44,10 @@ def _print_list(sessions: list[dict], total: int, args) -> None:
         print(f"{s['id'][:8]}  {_when(s['first_at'])} .. {_when(s['last_at'])}  {plural(s['messages'], 'msg')},"
               f" {plural(s['summaries'], 'summary').replace('ys', 'ies')}{extra}  {s['project'] or '?'}  {s['title']}")
     if total > len(sessions):
-        flags = "".join(f" --{k} {shlex.quote(v)}" for k, v in (("project", args.project), ("since", args.since)) if v)
-        print(f"... {total - len(sessions)} more: lcm_sessions.py{flags} --limit {min(total, MAX_LIMIT)}")
-    print(f"Next: lcm_sessions.py {sessions[0]['id'][:8]}")
+        flags = [w for k, v in (("project", args.project), ("since", args.since)) if v for w in (f"--{k}", v)]
+        more = lcm.db.command_line("lcm_sessions.py", *flags, "--limit", str(min(total, MAX_LIMIT)))
+        print(f"... {total - len(sessions)} more: {more}")
+    print(f"Next: {lcm.db.command_line('lcm_sessions.py', lcm.db.Positional(sessions[0]['id'][:8]))}")
 
 
 def _tree_lines(nodes: list[dict], indent: int = 0) -> list[str]:
@@ -85,7 +85,8 @@ def _print_one(s: dict) -> None:
     print("\n".join(f"  {line}" for line in tree[:TREE_LINES]) or "  none yet (nothing compacted)")
     if len(tree) > TREE_LINES or s["summary_tree_truncated"]:
         print(f"  ... more: lcm_describe.py --session {s['id']}")
-    print(f"Next: lcm_export.py --session {s['id'][:8]} --format markdown  |  lcm_describe.py --session {s['id']}")
+    print("Next: " + lcm.db.command_line("lcm_export.py", "--session", s["id"][:8], "--format", "markdown"))
+    print("      " + lcm.db.command_line("lcm_describe.py", "--session", s["id"]))
 
 
 def _main(argv):

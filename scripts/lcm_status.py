@@ -18,7 +18,6 @@ import sys
 
 import lcm.db
 import lcm.status
-from lcm.db import LcmError
 
 
 def _main(argv):
@@ -29,10 +28,8 @@ def _main(argv):
     args = p.parse_args(argv)
     lcm.db.validate_config()
     conn = lcm.db.connect(args.db, create=False)
-    if args.session and conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (args.session,)).fetchone() is None:
-        raise LcmError(f"no session {args.session} in {lcm.db.db_path(args.db)}",
-                       "ingest its transcript with lcm_ingest.py, or omit --session")
-    s = lcm.status.status(conn, args.session, check_fts=True if args.check_fts else None)
+    session = lcm.db.resolve_session(conn, args.session) if args.session else None
+    s = lcm.status.status(conn, session, check_fts=True if args.check_fts else None)
     if args.json:
         lcm.db.print_json(s)
         return 0

@@ -88,8 +88,10 @@ def test_checkpoint_then_resume_in_a_new_session_on_real_transcripts(workspace, 
         "Test drone synth with new AudioWorklet implementation"]
 
 
-def coding(tmp_path, turns=4, **kw):
-    t = coding_session(tmp_path / "projects", turns=turns, session_id="s-friday", cwd="/home/user/proj", **kw)
+def coding(tmp_path, turns=4, cwd=None, **kw):
+    """A session of the workspace's project (its checkpoint file is this session's to write)."""
+    t = coding_session(tmp_path / "projects", turns=turns, session_id="s-friday",
+                       cwd=cwd or str(tmp_path / "workspace"), **kw)
     t.write()
     return t
 
@@ -162,12 +164,12 @@ def test_foreign_checkpoint_from_another_vault_is_an_error_with_a_hint(tmp_path,
 
 
 def test_checkpoint_needs_a_known_session_and_writes_nothing_otherwise(tmp_path, workspace, capsys):
-    coding(tmp_path, turns=1)
+    coding(tmp_path, turns=1, cwd="/home/user/proj")
     ingest(tmp_path / "projects")
     code, out, err = run(lcm_checkpoint, [], capsys)      # no LCM_SESSION_ID, workspace has no session
     assert code == 1 and "Error: no current session" in err and "Hint: pass --session ID" in err
     code, out, err = run(lcm_checkpoint, ["--session", "nope"], capsys)
-    assert code == 1 and "session nope is not in the vault" in err
+    assert code == 1 and "no session 'nope' in the vault" in err
     assert list(workspace.iterdir()) == []
     code, out, err = run(lcm_resume, [], capsys)
     assert code == 1 and "no checkpoint found" in err and "lcm_checkpoint.py" in err

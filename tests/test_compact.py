@@ -32,6 +32,12 @@ JSON_KEYS = {"session_id", "leaf_created", "condensed_created", "levels", "model
              "tokens_after"}
 
 
+@pytest.fixture(autouse=True)
+def small_leaves(monkeypatch):
+    """The sessions built here are tiny: any leaf size will do (test_order.py tests the minimum)."""
+    monkeypatch.setenv("LCM_LEAF_MIN_TOKENS", "1")
+
+
 # -- helpers: build, run, verify --------------------------------------------------------
 
 def run_json(capsys, *args) -> dict:
@@ -70,7 +76,13 @@ def expand_to_messages(conn, node_id: str) -> list[int]:
 
 def check_dag(conn, session_id: str, tail: int, complete: bool = True) -> dict:
     """Assert every DAG invariant of one session; returns a few counts."""
-    seq = [r["id"] for r in conn.execute("SELECT id FROM messages WHERE session_id = ? ORDER BY id", (session_id,))]
+    rows = conn.execute("SELECT id, thread, token_count FROM messages WHERE session_id = ? ORDER BY seq",
+                        (session_id,)).fetchall()
+    seq = [r["id"] for r in rows]
+    thread_of = {r["id"]: r["thread"] for r in rows}
+    threads: dict[str, list[int]] = {}
+    for r in rows:
+        threads.setdefault(r["thread"], []).append(r["id"])
     position = {mid: i for i, mid in enumerate(seq)}
     nodes = {r["id"]: r for r in conn.execute("SELECT * FROM summaries WHERE session_id = ?", (session_id,))}
     covered = {}
@@ -85,8 +97,11 @@ def check_dag(conn, session_id: str, tail: int, complete: bool = True) -> dict:
             assert node["depth"] == 0
             ids = [s["message_id"] for s in sources]
             assert all(i is not None for i in ids)
-            start = position[ids[0]]
-            assert ids == seq[start:start + len(ids)], "a leaf covers a contiguous run of its session"
+            assert ids == sorted(ids, key=position.get), "a leaf lists its messages in conversation order"
+            for thread in {thread_of[i] for i in ids}:  # a contiguous run of each thread it holds
+                mine = [i for i in ids if thread_of[i] == thread]
+                start = threads[thread].index(mine[0])
+                assert mine == threads[thread][start:start + len(mine)], "a leaf covers a contiguous run"
             for i in ids:
                 assert i not in covered, "a message is covered by one leaf at most"
                 covered[i] = node["id"]
@@ -95,7 +110,7 @@ def check_dag(conn, session_id: str, tail: int, complete: bool = True) -> dict:
             assert all(c["depth"] == node["depth"] - 1 for c in children)
             assert all(c["parent_id"] == node["id"] for c in children)
             same_depth = sorted((n for n in nodes.values() if n["depth"] == node["depth"] - 1),
-                                key=lambda n: n["first_message_id"])
+                                key=lambda n: position[n["first_message_id"]])
             order = [n["id"] for n in same_depth]
             start = order.index(children[0]["id"])
             assert [c["id"] for c in children] == order[start:start + len(children)], "contiguous children"
@@ -105,14 +120,23 @@ def check_dag(conn, session_id: str, tail: int, complete: bool = True) -> dict:
                                        (node["id"],)).fetchall()
             assert [r[0] for r in parent_rows] == [node["parent_id"]], "one parent, recorded both ways"
         under = expand_to_messages(conn, node["id"])
-        assert (under[0], under[-1]) == (node["first_message_id"], node["last_message_id"])
+        assert under[0] == node["first_message_id"]
+        assert max(under, key=position.get) == node["last_message_id"]
         assert len(under) == node["descendant_count"]
-    outside_tail = seq[: max(len(seq) - tail, 0)]
-    if complete:
-        assert all(m in covered for m in outside_tail), "every message outside the fresh tail is in a leaf"
-    assert not any(m in covered for m in seq[len(outside_tail):]), "the fresh tail is never compacted"
-    # covered messages are a prefix: a kill can never leave a hole
-    assert all(m in covered for m in seq[: len(covered)])
+    main = threads.get("", [])
+    in_tail = set(main[max(len(main) - tail, 0):]) if tail else set()
+    assert not any(m in covered for m in in_tail), "the fresh tail is never compacted"
+    if complete:  # what is left before the tail is a remainder under the minimum leaf size
+        minimum = min(lcm.db.config("LCM_LEAF_MIN_TOKENS"), lcm.db.config("LCM_LEAF_CHUNK_TOKENS"))
+        start = position[min(in_tail, key=position.get)] if in_tail else len(seq)
+        left: dict[str, int] = {}
+        for r in rows[:start]:
+            if r["id"] not in covered:
+                left[r["thread"]] = left.get(r["thread"], 0) + r["token_count"]
+        assert all(n < minimum for n in left.values()), left
+    # covered main-thread messages are a prefix: a kill can never leave a hole
+    done = [m in covered for m in main]
+    assert done == sorted(done, reverse=True)
     return {"nodes": len(nodes), "covered": len(covered), "depth": max((n["depth"] for n in nodes.values()), default=-1)}
 
 
@@ -153,11 +177,12 @@ def test_full_over_every_real_session_is_lossless_and_idempotent(monkeypatch, ca
     for sid in sessions:
         covered = [bytes(r[0]) for r in conn.execute(
             "SELECT m.raw FROM messages m JOIN summary_sources s ON s.message_id = m.id WHERE m.session_id = ?"
-            " ORDER BY m.id", (sid,))]
-        tops = conn.execute("SELECT id FROM summaries WHERE session_id = ? AND parent_id IS NULL"
-                            " ORDER BY first_message_id", (sid,)).fetchall()
+            " ORDER BY m.seq", (sid,))]
+        tops = conn.execute("SELECT s.id FROM summaries s JOIN messages f ON f.id = s.first_message_id"
+                            " WHERE s.session_id = ? AND s.parent_id IS NULL ORDER BY f.seq", (sid,)).fetchall()
         expanded = [line for top in tops for line in raw_lines_via_expand(conn, top[0])]
-        assert expanded == covered
+        assert sorted(expanded) == sorted(covered)  # a sub-agent's own leaves nest inside its caller's span
+        assert len(expanded) == len(covered)
     # the raw lines are the transcript's own bytes
     sample = conn.execute("SELECT raw, transcript_path, line_no FROM messages m JOIN summary_sources s"
                           " ON s.message_id = m.id LIMIT 1").fetchone()
@@ -251,8 +276,10 @@ def test_incremental_waits_for_a_full_chunk(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "8")
     assert lcm.compact.compaction_due(conn, t.session_id)
     one = run_json(capsys, "--session", t.session_id)
-    assert one["leaf_created"] == 1 and one["tokens_after"] < one["tokens_before"]
-    assert one["levels"] == {"normal": 0, "aggressive": 0, "truncated": 0, "extractive": 1}
+    # one run drains the backlog until less than a chunk is left
+    assert one["leaf_created"] > 1 and one["tokens_after"] < one["tokens_before"]
+    assert one["levels"]["extractive"] == one["leaf_created"] + one["condensed_created"]
+    assert not lcm.compact.compaction_due(conn, t.session_id)
 
 
 def test_dry_run_writes_nothing(tmp_path, monkeypatch, capsys):
@@ -325,7 +352,7 @@ def test_render_context_is_bounded_xml_with_drill_down_ids(tmp_path, monkeypatch
 
 def test_missing_session_and_bad_setting(capsys, monkeypatch):
     assert lcm_compact.main(["--session", "nope"]) == 1
-    assert "no messages for session nope" in capsys.readouterr().err
+    assert "no session 'nope' in the vault" in capsys.readouterr().err
     assert lcm_compact.main([]) == 1
     assert "--session" in capsys.readouterr().err
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "many")
@@ -632,3 +659,25 @@ def test_all_sessions_share_one_spend_guard(tmp_path, monkeypatch, fake_api, cap
     fake_api.respond(lambda body: "ok\nFiles: none\nExpand for details about: x")
     result = run_json(capsys, "--all", "--full")
     assert result["model_calls"] == 4 == len(fake_api.requests)
+
+
+def test_a_backlog_drains_in_one_incremental_run_and_resumes_after_the_spend_guard(tmp_path, monkeypatch, fake_api,
+                                                                                    capsys):
+    """What the hooks detach: one incremental run summarises the whole backlog, within
+    LCM_MAX_SUMMARY_CALLS; the next run goes on from where it stopped."""
+    monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "100")
+    monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "4")
+    monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", "100")  # leaves only: one model call each
+    t = session_with(tmp_path, turns=12)
+    conn = lcm.db.connect()
+    ingest(conn, t.path)
+    fake_api.respond(lambda body: "ok\nFiles: none\nExpand for details about: x")
+    monkeypatch.setenv("LCM_MAX_SUMMARY_CALLS", "3")
+    first = run_json(capsys, "--session", t.session_id)
+    assert first["leaf_created"] == 3 and first["stopped"] == "call_limit"
+    assert lcm.compact.compaction_due(conn, t.session_id)
+    monkeypatch.setenv("LCM_MAX_SUMMARY_CALLS", "50")
+    second = run_json(capsys, "--session", t.session_id)
+    assert second["leaf_created"] > 3 and second["stopped"] is None
+    assert not lcm.compact.compaction_due(conn, t.session_id)
+    check_dag(conn, t.session_id, 4, complete=False)

@@ -167,7 +167,11 @@ def test_no_model_gives_ranked_excerpts_not_an_answer(dag, monkeypatch, capsys):
     assert code == 0 and doc["backend"] == "none"
     assert doc["answer"].startswith("No model backend (LCM_LLM=none): these are excerpts")
     assert "RETRY_DELAY = 750 ms" in doc["answer"]
-    assert doc["cited_ids"] == dag["uuids"][:6]
+    # the best excerpt first; the filler turns are one excerpt; nothing is "cited"
+    assert doc["excerpt_ids"][0] == dag["uuids"][2] and len(doc["excerpt_ids"]) == 2
+    assert doc["cited_ids"] == []
+    code, out, err = run(["--prompt", "Which retry delay?", "--summary-ids", dag["leaves"][0]], capsys)
+    assert "Cited:" not in out and "near-identical" in out
 
 
 def test_a_failed_model_call_falls_back_to_the_excerpts(dag, fake_api, monkeypatch, capsys):
@@ -177,7 +181,7 @@ def test_a_failed_model_call_falls_back_to_the_excerpts(dag, fake_api, monkeypat
     doc = json.loads(out)
     assert code == 0 and "Warning: the model call failed" in err
     assert doc["backend"] == "none" and doc["answer"].startswith("The model call failed: these are excerpts")
-    assert doc["cited_ids"] and "RETRY_DELAY = 750 ms" in doc["answer"]
+    assert doc["excerpt_ids"] and "RETRY_DELAY = 750 ms" in doc["answer"]
 
 
 def test_claude_backend_runs_headless_with_only_the_lcm_tools(dag, fake_claude, monkeypatch, capsys):
@@ -210,7 +214,7 @@ def test_query_finds_candidates_through_grep(dag, monkeypatch, capsys):
 def test_command_smoke(dag):
     env = {**os.environ, "LCM_LLM": "none"}
     done = subprocess.run([sys.executable, str(SCRIPTS / "lcm_expand_query.py"), "--prompt", "q",
-                           "--summary-ids", dag["leaves"][0], "--max-tokens", "300"],
+                           "--summary-ids", dag["leaves"][0], "--max-tokens", "150"],
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "cut at the cap" in done.stdout and "anthropic" not in done.stderr
@@ -228,7 +232,7 @@ def test_real_session_compacted_then_asked(vault, fake_api, monkeypatch, capsys)
     assert code == 0, err
     doc = json.loads(out)
     assert "ok, fine, let's do vite" in doc["answer"] and doc["total_source_tokens"] <= 4000
-    assert doc["cited_ids"] and all(lcm_expand_query.node_info(conn, i) for i in doc["cited_ids"])
+    assert doc["excerpt_ids"] and all(lcm_expand_query.node_info(conn, i) for i in doc["excerpt_ids"])
 
     monkeypatch.setenv("LCM_LLM", "anthropic")
     choice = conn.execute("SELECT uuid FROM messages WHERE content LIKE '%let''s do vite%'").fetchone()[0]

@@ -66,7 +66,7 @@ def grep_json(capsys, *argv):
 def test_any_query_is_answered_or_explained(grep_vault, capsys, query):
     code, out, err = run(capsys, "--json", "--", query)  # "--": a query may start with "-"
     assert code == 0, err
-    assert set(json.loads(out)) == {"query", "count", "has_more", "results"}
+    assert set(json.loads(out)) == {"query", "scope", "count", "has_more", "results"}
     for mode in ("full_text", "regex"):
         code, out, err = run(capsys, "--mode", mode, "--", query)
         if code != 0:
@@ -127,8 +127,11 @@ def test_json_shape_and_covering_summary(grep_vault, capsys):
             grep_vault.execute("INSERT INTO summary_sources (summary_id, ord, message_id) VALUES (?,?,?)",
                                ("sum_00000000000000bb", ord_, mid))
     doc = grep_json(capsys, "orders index")
-    keys = {"type", "id", "session_id", "uuid", "role", "created_at", "snippet", "score", "covering_summary_id"}
+    keys = {"type", "id", "session_id", "uuid", "role", "created_at", "snippet", "score", "covering_summary_id",
+            "kind", "depth", "next_to"}
     assert all(set(r) == keys for r in doc["results"])
+    summary = next(r for r in doc["results"] if r["type"] == "summary")
+    assert (summary["kind"], summary["depth"]) == ("leaf", 0)
     messages = [r for r in doc["results"] if r["type"] == "message"]
     assert messages[0]["covering_summary_id"] == "sum_00000000000000bb"
     assert messages[0]["id"] == messages[0]["uuid"] and messages[0]["role"] == "user"
@@ -136,7 +139,7 @@ def test_json_shape_and_covering_summary(grep_vault, capsys):
     doc = grep_json(capsys, "orders index", "--scope", "summaries")
     assert [r["type"] for r in doc["results"]] == ["summary"]
     code, out, _err = run(capsys, "orders index")
-    assert code == 0 and "in sum_00000000000000bb" in out and "lcm_expand.py sum_00000000000000bb" in out
+    assert code == 0 and "in sum_00000000000000bb" in out and 'lcm_expand.py" sum_00000000000000bb' in out
 
 
 def test_scope_filters(grep_vault, capsys, monkeypatch):
@@ -149,7 +152,7 @@ def test_scope_filters(grep_vault, capsys, monkeypatch):
     assert {r["session_id"] for r in grep_json(capsys, "migration", "--session", "sess-c")["results"]} == {"sess-c"}
     code, out, err = run(capsys, "blog post without downtime", "--json")  # only in another project
     assert code == 0 and json.loads(out)["results"][0]["session_id"] == "sess-c"
-    assert set(json.loads(out)) == {"query", "count", "has_more", "results"} and "from all projects" in err
+    assert set(json.loads(out)) == {"query", "scope", "count", "has_more", "results"} and "from all projects" in err
     assert {r["role"] for r in grep_json(capsys, "migration", "--all-sessions", "--role", "assistant")["results"]} == {"assistant"}
     late = grep_json(capsys, "migration", "--all-sessions", "--since", "2026-11-15")
     assert {r["session_id"] for r in late["results"]} == {"sess-c"}
@@ -171,7 +174,7 @@ def test_limit_offset_and_next_command(grep_vault, capsys):
     second = grep_json(capsys, "the", "--limit", "2", "--offset", "2")
     assert {r["id"] for r in first["results"]}.isdisjoint(r["id"] for r in second["results"])
     code, out, _err = run(capsys, "the", "--limit", "2")
-    assert "... more: lcm_grep.py the --limit 2 --offset 2" in out
+    assert '... more: python3 "$LCM_SCRIPTS/lcm_grep.py" the --limit 2 --offset 2' in out
 
 
 def test_regex_scan_is_bounded_in_time(grep_vault, tmp_path):

@@ -197,14 +197,24 @@ def test_scripts_fall_back_to_the_hook_files_repo(session, env_file, project):
     assert f"export LCM_SCRIPTS='{ROOT / 'scripts'}'" in env_file.read_text()
 
 
-def test_session_start_points_to_a_checkpoint(session, env_file, project):
-    (project / ".lcm-checkpoint.md").write_text("# checkpoint\n")
-    for source in ("startup", "resume"):
-        proc = run_hook("session_start", session_start(session, source), start_env(env_file, project))
-        out = json.loads(proc.stdout)["hookSpecificOutput"]
-        assert out["hookEventName"] == "SessionStart"
-        assert "lcm_resume.py" in out["additionalContext"] and len(out["additionalContext"]) < 600
-    quiet = run_hook("session_start", session_start(session), start_env(env_file, project, LCM_INJECT="0"))
+def test_session_start_points_to_the_projects_latest_checkpoint_in_the_vault(session, vault, env_file, project,
+                                                                            projects):
+    import lcm.db
+    import lcm.ingest
+    import lcm_checkpoint
+    lcm.ingest.ingest_file(lcm.db.connect(), str(session.path))
+    assert lcm_checkpoint.main(["--session", session.session_id, "--vault-only"]) == 0
+    assert list(project.iterdir()) == []
+    monday = Transcript(projects, cwd=str(project))   # a new session of the same project
+    monday.user("carry on")
+    monday.write()
+    proc = run_hook("session_start", session_start(monday, "startup"), start_env(env_file, project))
+    out = json.loads(proc.stdout)["hookSpecificOutput"]
+    assert out["hookEventName"] == "SessionStart"
+    text = out["additionalContext"]
+    assert f"checkpoint 1 of session {session.session_id}" in text
+    assert f'lcm_resume.py" --session {session.session_id}' in text and len(text) < 600
+    quiet = run_hook("session_start", session_start(monday), start_env(env_file, project, LCM_INJECT="0"))
     assert quiet.returncode == 0 and quiet.stdout == ""
 
 
@@ -216,6 +226,7 @@ def test_session_start_without_checkpoint_injects_nothing(session, env_file, pro
 def test_session_start_after_compact_injects_active_context(session, vault, env_file, project, monkeypatch):
     monkeypatch.setenv("LCM_LLM", "none")
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "4")
+    monkeypatch.setenv("LCM_LEAF_MIN_TOKENS", "1")  # a short session: any leaf will do
     ids = compacted(vault, session)
     assert ids
     proc = run_hook("session_start", session_start(session, "compact"), start_env(env_file, project))
@@ -336,7 +347,7 @@ def test_internal_compaction_fork_is_left_alone(session, projects, vault):
 # -- PreCompact / PostCompact --------------------------------------------------
 
 def test_pre_compact_compacts_and_instructs_the_compactor(session, vault):
-    env = {"LCM_LLM": "none", "LCM_FRESH_TAIL_COUNT": "4"}
+    env = {"LCM_LLM": "none", "LCM_FRESH_TAIL_COUNT": "4", "LCM_LEAF_MIN_TOKENS": "1"}
     proc = run_hook("pre_compact", pre_compact(session), env, site=True)
     assert proc.returncode == 0, proc.stderr
     ids = [r[0] for r in db(vault).execute("SELECT id FROM summaries WHERE session_id = ? AND parent_id IS NULL",
@@ -368,12 +379,13 @@ def test_post_compact_without_boundary_estimates_tokens(session, vault):
 
 # -- SessionEnd ----------------------------------------------------------------
 
-def test_session_end_ingests_then_detaches_checkpoint(session, vault, project, tmp_path):
-    """Claude Code allows SessionEnd 1.5 s: the slow work runs after the hook. Shown without a
-    clock: the hook returns while its compaction still waits for its model (a fake `claude` that
-    answers when the test says so)."""
+def test_session_end_keeps_its_checkpoint_in_the_vault_and_leaves_the_project_untouched(session, vault, project, tmp_path):
+    """Claude Code allows SessionEnd 1.5 s: the slow work runs after the hook, and none of it writes
+    into the project. Shown without a clock: the hook returns while its compaction still waits for
+    its model (a fake `claude` that answers when the test says so)."""
     session.user("last words")
     session.write()
+    before = sorted(p.name for p in project.iterdir())
     release = tmp_path / "release"
     fake = make_fake_claude(tmp_path / "fake-bin", f"""
 def respond(call):
@@ -392,8 +404,11 @@ def respond(call):
         assert summaries() == 0, "the hook returned before the compaction finished"
     finally:
         release.touch()  # never leave the background compaction waiting
-    assert wait_for(lambda: (project / ".lcm-checkpoint.md").exists()), log_lines()
+    assert wait_for(lambda: count(vault, "SELECT count(*) FROM checkpoints WHERE session_id = ? AND path IS NULL",
+                                  session.session_id) == 1), log_lines()
+    assert "last words" in db(vault).execute("SELECT content FROM checkpoints").fetchone()[0]
     assert wait_for(lambda: summaries() > 0), log_lines()
+    assert sorted(p.name for p in project.iterdir()) == before
 
 
 # -- switches ------------------------------------------------------------------

@@ -68,14 +68,11 @@ def test_init_session_falls_back_to_claude_code_variable(capsys, monkeypatch):
     assert "Session: none" in out
 
 
-def test_init_upgrades_an_older_vault(capsys, vault):
-    lcm.db.connect().close()
-    conn = sqlite3.connect(vault)
-    conn.execute("ALTER TABLE transcripts DROP COLUMN line_count")  # as schema 1 had it
-    conn.execute("DROP TABLE notes")  # ... and without the notes of lcm_remember.py
-    conn.execute("DROP TABLE IF EXISTS notes_fts")
-    conn.execute("PRAGMA user_version = 1")
-    conn.close()
+def test_init_upgrades_an_older_vault(capsys, vault, monkeypatch):
+    with monkeypatch.context() as m:  # a vault as schema 1 made it
+        m.setattr(lcm.db, "MIGRATIONS", lcm.db.MIGRATIONS[:1])
+        m.setattr(lcm.db, "SCHEMA_VERSION", 1)
+        lcm.db.connect().close()
     _, out, _ = call(lcm_init, capsys, "--json")
     assert json.loads(out)["schema_version"] == lcm.db.SCHEMA_VERSION
     cols = [r[1] for r in sqlite3.connect(vault).execute("PRAGMA table_info(transcripts)")]
@@ -213,7 +210,7 @@ def test_status_without_vault(capsys, vault):
 def test_status_unknown_session(capsys, tmp_path):
     lcm.db.connect().close()
     code, _, err = call(lcm_status, capsys, "--session", "nope")
-    assert code == 1 and "no session nope" in err and "Hint:" in err
+    assert code == 1 and "no session 'nope'" in err and "Hint:" in err
 
 
 def test_status_invalid_setting(capsys, monkeypatch):

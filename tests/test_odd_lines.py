@@ -230,8 +230,9 @@ BLOCK_TYPES = st.one_of(st.sampled_from(["text", "thinking", "redacted_thinking"
                                          "tool_reference", "something_new"]), WILD)
 BLOCK = st.one_of(
     st.fixed_dictionaries({"type": BLOCK_TYPES}, optional={
-        "text": WILD, "thinking": WILD, "name": WILD, "input": WILD, "content": WILD, "is_error": WILD,
-        "title": WILD, "tool_name": WILD, "id": WILD, "signature": WILD}),
+        "text": WILD, "thinking": WILD, "name": st.one_of(st.sampled_from(["Task", "Agent", "Bash"]), WILD),
+        "input": WILD, "content": WILD, "is_error": WILD, "title": WILD, "tool_name": WILD,
+        "id": st.one_of(STRINGS, WILD), "tool_use_id": st.one_of(STRINGS, WILD), "signature": WILD}),
     WILD,
 )
 MESSAGE = st.one_of(
@@ -251,7 +252,7 @@ ENTRY = st.fixed_dictionaries(
         "compactMetadata": st.one_of(st.fixed_dictionaries({}, optional={"trigger": WILD, "preTokens": WILD,
                                                                          "postTokens": WILD}), WILD),
         "toolUseResult": st.one_of(st.fixed_dictionaries({"filePath": WILD, "file": st.fixed_dictionaries(
-            {}, optional={"filePath": WILD})}), WILD),
+            {}, optional={"filePath": WILD})}, optional={"agentId": st.one_of(STRINGS, WILD)}), WILD),
         "summary": WILD, "aiTitle": WILD, "customTitle": WILD,
     })
 
@@ -312,7 +313,7 @@ def expected_rows(lines: list[bytes]) -> tuple[dict[str, bytes], int]:
     return want, malformed
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(lines=st.lists(transcript_line(), min_size=1, max_size=8), cuts=st.lists(st.integers(0, 10 ** 6), max_size=3))
 def test_fuzzed_lines_are_stored_exactly_once_byte_for_byte(lines, cuts):
     """Both ways into the vault: the hook's incremental read (the file growing in arbitrary byte

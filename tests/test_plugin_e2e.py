@@ -149,7 +149,7 @@ def claude_run(tmp_path_factory):
             "HOME": str(base / "home"), "TMPDIR": str(base / "tmp"), "LCM_HOME": str(base / "lcm"),
             "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
             # deterministic summaries, and a session this short still has something to compact
-            "LCM_LLM": "none", "LCM_FRESH_TAIL_COUNT": "1",
+            "LCM_LLM": "none", "LCM_FRESH_TAIL_COUNT": "1", "LCM_LEAF_MIN_TOKENS": "1",
         })
 
         def claude_p(*args: str) -> list[dict]:

@@ -54,8 +54,8 @@ def test_every_session_of_the_shared_data_is_listed_with_a_title(capsys, vault):
     code, out, _ = run(capsys, lcm_sessions)
     lines = out.splitlines()
     assert code == 0 and len(lines) == 20 + 2
-    assert lines[-2].startswith(f"... {len(stored) - 20} more: lcm_sessions.py --limit ")
-    assert re.fullmatch(r"Next: lcm_sessions.py [0-9a-f]{8}", lines[-1])
+    assert lines[-2].startswith(f'... {len(stored) - 20} more: python3 "$LCM_SCRIPTS/lcm_sessions.py" --limit ')
+    assert re.fullmatch(r'Next: python3 "\$LCM_SCRIPTS/lcm_sessions.py" [0-9a-f]{8}', lines[-1])
 
 
 def titled(tmp_path, **kw) -> Transcript:
@@ -149,7 +149,8 @@ def test_one_session_view_shows_its_work_and_writes_nothing(capsys, tmp_path, mo
     assert code == 0 and out.startswith("Parser cases\n")
     assert "FAILED pytest tests/test_module_0.py -q" in out and "/home/user/proj/module_7.py" in out
     assert all(s[0] in out for s in summaries if s[1] is None)
-    assert out.splitlines()[-1].startswith(f"Next: lcm_export.py --session {t.session_id[:8]} --format markdown")
+    assert out.splitlines()[-2] == f'Next: python3 "$LCM_SCRIPTS/lcm_export.py" --session {t.session_id[:8]} --format markdown'
+    assert out.splitlines()[-1].endswith(f'lcm_describe.py" --session {t.session_id}')
 
 
 def test_session_ids_resolve_by_unique_prefix(capsys, tmp_path):

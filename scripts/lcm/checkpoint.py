@@ -29,7 +29,9 @@ def workspace_root() -> Path:
 
 def resolve_session(conn, explicit: str | None) -> str:
     """--session, else the current session, else the newest session of this project."""
-    session_id = explicit or lcm.db.current_session_id()
+    if explicit:
+        return lcm.db.resolve_session(conn, explicit)
+    session_id = lcm.db.current_session_id()
     if session_id:
         if not conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)).fetchone():
             raise LcmError(f"session {session_id} is not in the vault",
@@ -42,6 +44,22 @@ def resolve_session(conn, explicit: str | None) -> str:
         raise LcmError(f"no current session and no session of project {project} in the vault",
                        "pass --session ID (lcm_sessions.py lists sessions), or run lcm_ingest.py --all first")
     return row["session_id"]
+
+
+def foreign_reason(conn, session_id: str) -> str | None:
+    """Why the workspace's checkpoint file is not this session's to write, or None when it is:
+    the current session ($LCM_SESSION_ID), or one whose directory is the workspace root."""
+    current = lcm.db.current_session_id()
+    if current == session_id:
+        return None
+    row = conn.execute("SELECT project FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+    project = row["project"] if row else None
+    root = workspace_root()
+    if not current and project and os.path.realpath(project) == os.path.realpath(root):
+        return None
+    if current:
+        return f"session {session_id} is not the current session ({current})"
+    return f"session {session_id} belongs to {project or 'another project'}, not {root}"
 
 
 def catch_up(conn, session_id: str) -> None:

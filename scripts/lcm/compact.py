@@ -5,10 +5,7 @@ The command is scripts/lcm_compact.py; hooks and other commands import this modu
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import json
-import os
 import time
 
 import lcm.dag
@@ -33,32 +30,8 @@ render_context = lcm.dag.render_context
 # Lock and due check
 # ---------------------------------------------------------------------------
 
-@contextlib.contextmanager
-def session_lock(session_id: str, blocking: bool = True):
-    """An exclusive file lock per session under $LCM_HOME/locks; the OS drops it if we die."""
-    locks = lcm.db.lcm_home() / "locks"
-    locks.mkdir(parents=True, exist_ok=True, mode=0o700)
-    name = hashlib.sha256(session_id.encode()).hexdigest()[:24]
-    fd = os.open(locks / f"compact-{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-        except BlockingIOError:
-            raise LcmError(f"another compaction of session {session_id} is running",
-                           "wait for it to finish; it holds " + str(locks)) from None
-        yield
-    finally:
-        os.close(fd)
-
-
-def compaction_due(conn, session_id: str) -> bool:
-    """True when a leaf pass or a condensation would run in incremental mode."""
-    tail = lcm.db.config("LCM_FRESH_TAIL_COUNT")
-    rows = lcm.dag.uncovered(conn, session_id)
-    body = rows[: max(len(rows) - tail, 0)]
-    if sum(r["token_count"] for r in body) > lcm.db.config("LCM_LEAF_CHUNK_TOKENS"):
-        return True
-    return lcm.dag.condense_group(lcm.dag.top_summaries(conn, session_id), [r["id"] for r in rows]) is not None
+session_lock = lcm.dag.session_lock
+compaction_due = lcm.dag.compaction_due
 
 
 # ---------------------------------------------------------------------------
@@ -85,11 +58,13 @@ def _atomic(conn):
 def _leaf_source(rows) -> tuple[str, str]:
     """(span, text the model reads) for a run of messages."""
     times = [r["created_at"] for r in rows if r["created_at"]]
+    agent = rows[0]["thread"]
     span = (f"messages #{rows[0]['id']}-#{rows[-1]['id']} ({len(rows)} messages"
+            + (f" of sub-agent {agent}" if agent else "")
             + (f", {min(times)} to {max(times)})" if times else ")"))
     source = "\n\n".join(
-        f"[#{r['id']} {r['role']}{' sidechain' if r['is_sidechain'] else ''} {r['created_at'] or ''}]\n{r['content']}"
-        for r in rows)
+        f"[#{r['id']} {r['role']}{' sub-agent ' + r['thread'] if r['thread'] else ''} {r['created_at'] or ''}]\n"
+        f"{r['content']}" for r in rows)
     return span, source
 
 
@@ -118,25 +93,20 @@ class Compactor:
         self.chunk_cap = lcm.db.config("LCM_LEAF_CHUNK_TOKENS")
         self.leaf_target = lcm.db.config("LCM_LEAF_TARGET_TOKENS")
         self.condensed_target = lcm.db.config("LCM_CONDENSED_TARGET_TOKENS")
-        self.run: list = []
+        self.leaf_min = min(lcm.db.config("LCM_LEAF_MIN_TOKENS"), self.chunk_cap)  # never above a chunk
+        self.body: list[dict] | None = None
         self.upgraded = 0
         self.not_upgraded: list[str] = []
 
     # -- eligibility --------------------------------------------------------------
-    def eligible_run(self) -> list:
-        """Uncovered messages outside the fresh tail, from the oldest, while contiguous."""
-        if not self.run:
-            rows = self.conn.execute(
-                "SELECT m.id, m.token_count, EXISTS (SELECT 1 FROM summary_sources s WHERE s.message_id = m.id)"
-                " AS covered FROM messages m WHERE m.session_id = ? ORDER BY m.id", (self.session_id,)).fetchall()
-            body = rows[: max(len(rows) - self.tail, 0)]
-            start = next((i for i, r in enumerate(body) if not r["covered"]), len(body))
-            end = next((i for i in range(start, len(body)) if body[i]["covered"]), len(body))
-            self.run = body[start:end]
-        return self.run
+    def eligible_body(self) -> list[dict]:
+        """The messages before the fresh tail in conversation order (read once per run)."""
+        if self.body is None:
+            self.body = lcm.dag.body_rows(self.conn, self.session_id, self.tail)
+        return self.body
 
     def raw_tokens(self) -> int:
-        return sum(r["token_count"] for r in self.eligible_run())
+        return sum(r["token_count"] for r in self.eligible_body() if not r["covered"])
 
     # -- summarising with escalation ----------------------------------------------
     def summarise(self, depth: int, source: str, source_tokens: int, span: str, previous: str,
@@ -163,17 +133,22 @@ class Compactor:
         return lcm.extract.truncate(source, span, min(TRUNCATE_TOKENS, source_tokens - 1)), "truncated", None
 
     def _previous(self, depth: int, before_message_id: int) -> str:
+        """The summary at this depth that ends last before the given message, in conversation order."""
         row = self.conn.execute(
-            "SELECT content FROM summaries WHERE session_id = ? AND depth = ? AND last_message_id < ?"
-            " ORDER BY last_message_id DESC LIMIT 1", (self.session_id, depth, before_message_id)).fetchone()
+            "SELECT s.content FROM summaries s JOIN messages l ON l.id = s.last_message_id"
+            " WHERE s.session_id = ? AND s.depth = ? AND l.seq < (SELECT seq FROM messages WHERE id = ?)"
+            " ORDER BY l.seq DESC LIMIT 1", (self.session_id, depth, before_message_id)).fetchone()
         return row["content"] if row else ""
 
     # -- passes -------------------------------------------------------------------
     def leaf_pass(self) -> str | None:
-        run = self.eligible_run()
+        anchors = dict(self.conn.execute("SELECT thread, anchor_id FROM threads WHERE session_id = ?",
+                                         (self.session_id,)).fetchall())
+        run = lcm.dag.next_run(self.eligible_body(), anchors, self.leaf_min)
         if not run:
             return None
-        rows = lcm.dag.leaf_chunk(self.conn, self.session_id, run, self.chunk_cap)
+        rows = lcm.dag.leaf_chunk(self.conn, self.session_id, run, self.chunk_cap, self.leaf_min,
+                                  closed=run[0]["thread"] != "")
         times = [r["created_at"] for r in rows if r["created_at"]]
         span, source = _leaf_source(rows)
         # the input's size as the active context counts it (at least 1, for runs of empty results)
@@ -189,14 +164,17 @@ class Compactor:
                          len(rows), file_ids)
             self.conn.executemany("INSERT INTO summary_sources (summary_id, ord, message_id) VALUES (?, ?, ?)",
                                   [(node_id, i, r["id"]) for i, r in enumerate(rows)])
-        del self.run[: len(rows)]
+        done = {r["id"] for r in rows}
+        for row in self.body:
+            if row["id"] in done:
+                row["covered"] = 1
         self.leaf_created += 1
         self._count(node_id, level)
         return node_id
 
     def condense_pass(self) -> str | None:
-        uncovered = [r["id"] for r in lcm.dag.uncovered(self.conn, self.session_id)]
-        group = lcm.dag.condense_group(lcm.dag.top_summaries(self.conn, self.session_id), uncovered)
+        group = lcm.dag.condense_group(lcm.dag.top_summaries(self.conn, self.session_id),
+                                       lcm.dag.gap_check(self.conn, self.session_id))
         if group is None:
             return None
         depth, children = group
@@ -210,8 +188,9 @@ class Compactor:
         file_ids = sorted({f for c in children for f in json.loads(c["file_ids"] or "[]")})
         node_id = lcm.db.new_id("sum")
         with _atomic(self.conn):
+            last = max(children, key=lambda c: c["last_seq"])  # a sub-agent's leaf may end inside its call's
             self._insert(node_id, "condensed", depth, content, source_tokens, level, model,
-                         children[0]["first_message_id"], children[-1]["last_message_id"],
+                         children[0]["first_message_id"], last["last_message_id"],
                          min(times) if times else None, max(times) if times else None, descendants, file_ids)
             self.conn.executemany("INSERT INTO summary_sources (summary_id, ord, child_id) VALUES (?, ?, ?)",
                                   [(node_id, i, c["id"]) for i, c in enumerate(children)])
@@ -235,13 +214,14 @@ class Compactor:
         skip = ",".join("?" * len(self.not_upgraded))
         node = self.conn.execute(
             "SELECT * FROM summaries WHERE session_id = ? AND level = 'extractive'"
-            + (f" AND id NOT IN ({skip})" if skip else "") + " ORDER BY depth, first_message_id LIMIT 1",
+            + (f" AND id NOT IN ({skip})" if skip else "")
+            + " ORDER BY depth, (SELECT seq FROM messages WHERE id = first_message_id) LIMIT 1",
             (self.session_id, *self.not_upgraded)).fetchone()
         if node is None:
             return None
         if node["kind"] == "leaf":
             rows = self.conn.execute(
-                "SELECT m.* FROM summary_sources s JOIN messages m ON m.id = s.message_id WHERE s.summary_id = ?"
+                "SELECT m.*, m.thread FROM summary_sources s JOIN messages m ON m.id = s.message_id WHERE s.summary_id = ?"
                 " ORDER BY s.ord", (node["id"],)).fetchall()
             span, source = _leaf_source(rows)
             source_tokens = max(sum(r["token_count"] for r in rows), 1)
@@ -307,6 +287,8 @@ def compact(conn, session_id: str, *, mode: str = "incremental", until_under: in
         max_calls = lcm.db.config("LCM_MAX_SUMMARY_CALLS")
     started = time.monotonic()
     with session_lock(session_id):
+        if not dry_run and mode != "upgrade":
+            rebuild_stale(conn, session_id)
         work = Compactor(conn, session_id, "none" if dry_run else backend, model, max_calls)
         before = context_tokens(conn, session_id)
         if dry_run:
@@ -338,6 +320,19 @@ def compact(conn, session_id: str, *, mode: str = "incremental", until_under: in
     return result
 
 
+def rebuild_stale(conn, session_id: str) -> int:
+    """Drop a session's summaries made when its order was ingest order (summaries.built_on =
+    'ingest': they mix a sub-agent's messages into the main thread's story), so this run rebuilds
+    them in conversation order. Messages are untouched. Returns how many were dropped."""
+    if conn.execute("SELECT 1 FROM summaries WHERE session_id = ? AND built_on = 'ingest' LIMIT 1",
+                    (session_id,)).fetchone() is None:
+        return 0
+    with lcm.db.transaction(conn):
+        conn.execute("DELETE FROM summary_sources WHERE summary_id IN (SELECT id FROM summaries WHERE session_id = ?)",
+                     (session_id,))
+        return conn.execute("DELETE FROM summaries WHERE session_id = ?", (session_id,)).rowcount
+
+
 def _passes(work: Compactor, mode: str, until_under: int | None, started: float, budget: float | None) -> None:
     def out_of_time() -> bool:
         if budget is not None and time.monotonic() - started > budget:
@@ -359,7 +354,8 @@ def _passes(work: Compactor, mode: str, until_under: int | None, started: float,
     if mode == "full":
         while not out_of_time() and work.leaf_pass():
             pass
-    elif work.raw_tokens() > work.chunk_cap:
-        work.leaf_pass()
+    else:  # drain the backlog down to less than a chunk; a later turn resumes where this stops
+        while work.raw_tokens() > work.chunk_cap and not out_of_time() and work.leaf_pass():
+            pass
     while not out_of_time() and work.condense_pass():
         pass

@@ -1,22 +1,23 @@
 """The summary DAG of a session: what is in its active context, and what to summarise next.
 
 Read-only helpers shared by lcm_compact.py (which writes nodes) and the hooks (which render the
-active context). A session's sequence is all its messages, sidechains included, in messages.id
-order; a leaf covers a contiguous run of it, a condensed node a contiguous run of nodes one
-depth below; the active context is every parentless summary plus every uncovered message.
-Stdlib only.
+active context). A session's sequence is its conversation (messages.seq, lcm/order.py): the main
+thread in transcript order, each sub-agent's run right after the call that started it. A leaf
+covers a contiguous run of one thread (the main thread's leaves may fold in a small sub-agent
+run whose call they hold); a condensed node covers a contiguous run of nodes one depth below;
+the active context is every parentless summary plus every uncovered message. Stdlib only.
 """
 from __future__ import annotations
 
-import bisect
+import contextlib
+import math
+import os
 import re
-from xml.sax.saxutils import escape, quoteattr
 
 import lcm.db
-from lcm.extract import raw_blocks
+import lcm.order
+from lcm.db import LcmError
 
-# a leaf smaller than this has little to compress; take more messages when there are some
-MIN_LEAF_SOURCE_TOKENS = 32
 # how far past a chunk to look for the results of its tool calls
 LOOKAHEAD_MESSAGES = 64
 
@@ -27,16 +28,19 @@ LOOKAHEAD_MESSAGES = 64
 
 def uncovered(conn, session_id: str) -> list:
     return conn.execute(
-        "SELECT m.id, m.uuid, m.role, m.token_count, m.created_at FROM messages m WHERE m.session_id = ?"
-        " AND NOT EXISTS (SELECT 1 FROM summary_sources s WHERE s.message_id = m.id) ORDER BY m.id",
+        "SELECT m.id, m.uuid, m.role, m.token_count, m.created_at, m.seq, m.thread FROM messages m"
+        " WHERE m.session_id = ? AND NOT EXISTS (SELECT 1 FROM summary_sources s WHERE s.message_id = m.id)"
+        " ORDER BY m.seq",
         (session_id,)).fetchall()
 
 
 def top_summaries(conn, session_id: str) -> list:
     return conn.execute(
-        "SELECT id, kind, depth, content, token_count, source_token_count, level, first_message_id,"
-        " last_message_id, earliest_at, latest_at, descendant_count, file_ids FROM summaries"
-        " WHERE session_id = ? AND parent_id IS NULL ORDER BY first_message_id", (session_id,)).fetchall()
+        "SELECT s.id, s.kind, s.depth, s.content, s.token_count, s.source_token_count, s.level,"
+        " s.first_message_id, s.last_message_id, s.earliest_at, s.latest_at, s.descendant_count, s.file_ids,"
+        " f.seq AS first_seq, l.seq AS last_seq FROM summaries s JOIN messages f ON f.id = s.first_message_id"
+        " JOIN messages l ON l.id = s.last_message_id"
+        " WHERE s.session_id = ? AND s.parent_id IS NULL ORDER BY f.seq", (session_id,)).fetchall()
 
 
 def active_context(conn, session_id: str) -> list[dict]:
@@ -45,11 +49,12 @@ def active_context(conn, session_id: str) -> list[dict]:
               "token_count": r["token_count"], "first_message_id": r["first_message_id"],
               "last_message_id": r["last_message_id"], "earliest_at": r["earliest_at"],
               "latest_at": r["latest_at"], "descendant_count": r["descendant_count"], "level": r["level"],
-              "content": r["content"]} for r in top_summaries(conn, session_id)]
+              "content": r["content"], "seq": r["first_seq"]} for r in top_summaries(conn, session_id)]
     items += [{"type": "message", "id": r["uuid"], "message_id": r["id"], "role": r["role"],
-               "token_count": r["token_count"], "first_message_id": r["id"], "created_at": r["created_at"]}
+               "token_count": r["token_count"], "first_message_id": r["id"], "created_at": r["created_at"],
+               "thread": r["thread"], "seq": r["seq"]}
               for r in uncovered(conn, session_id)]
-    items.sort(key=lambda item: item["first_message_id"])
+    items.sort(key=lambda item: (item["seq"] is None, item["seq"] or 0))
     return items
 
 
@@ -61,8 +66,14 @@ def context_tokens(conn, session_id: str) -> int:
     return row[0]
 
 
+def quoteattr(value: str) -> str:
+    """An attribute value in double quotes, as text (no entities): ids and times never hold a quote."""
+    return '"' + str(value).replace('"', "'") + '"'
+
+
 def render_context(conn, session_id: str, max_chars: int = 8000) -> str:
-    """The active context's summaries as XML for injection, at most max_chars long.
+    """The active context's summaries for injection, at most max_chars long: XML-like tags
+    around plain text (Claude reads it as text, so nothing is entity-escaped).
 
     Each summary gets an equal share of the room left; a cut body names the command that shows
     the rest, and summaries that do not fit at all are counted in an <omitted> element.
@@ -85,13 +96,13 @@ def render_context(conn, session_id: str, max_chars: int = 8000) -> str:
                     f" descendant_count=\"{item['descendant_count']}\" earliest_at={quoteattr(item['earliest_at'] or '')}"
                     f" latest_at={quoteattr(item['latest_at'] or '')}>")
         share = room // (len(summaries) - i) - len(open_tag) - len("</summary>") - 3
-        body = escape(item["content"])
+        body = item["content"]
         if len(body) > share:
             cut = f"... (cut; lcm_expand.py {item['id']})"
             if share < len(cut) + 40:
                 blocks.append(omitted(len(summaries) - i))
                 break
-            body = re.sub(r"&[#\w]*$", "", body[: share - len(cut)]) + cut  # never split an entity
+            body = body[: share - len(cut)] + cut
         block = f"{open_tag}\n{body}\n</summary>"
         blocks.append(block)
         room -= len(block) + 1
@@ -106,6 +117,7 @@ def tool_ids(raw) -> tuple[list, list]:
     """(tool_use ids opened, tool_use ids answered) by one raw transcript line."""
     if b"tool_use" not in raw and b"tool_result" not in raw:
         return [], []
+    from lcm.extract import raw_blocks  # here: the hooks' due check imports this module, not the extractor
     _entry, blocks = raw_blocks(raw)
     opened = [b.get("id") for b in blocks if b.get("type") == "tool_use" and b.get("id")]
     answered = [b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result" and b.get("tool_use_id")]
@@ -128,34 +140,90 @@ def open_calls(rows, cache: dict) -> dict:
     return {tool_id: i for tool_id, i in opened_at.items() if tool_id not in answered}
 
 
-def load_messages(conn, session_id: str, ids: list[int]) -> list:
+def body_rows(conn, session_id: str, tail: int) -> list[dict]:
+    """Every message before the fresh tail (the newest `tail` main-thread messages), in
+    conversation order: id, seq, thread, token_count, covered. A sub-agent run whose call is
+    inside the tail is inside it too."""
+    start = lcm.order.main_thread_tail_start(conn, session_id, tail)
     rows = conn.execute(
-        "SELECT id, uuid, type, role, subtype, is_meta, is_sidechain, content, raw, created_at, token_count"
-        " FROM messages WHERE session_id = ? AND id BETWEEN ? AND ? ORDER BY id",
-        (session_id, ids[0], ids[-1])).fetchall()
-    wanted = set(ids)
+        "SELECT m.id, m.seq, m.thread, m.token_count, EXISTS (SELECT 1 FROM summary_sources s"
+        " WHERE s.message_id = m.id) AS covered FROM messages m WHERE m.session_id = ? AND m.seq < ?"
+        " ORDER BY m.seq", (session_id, 1 << 62 if start is None else start)).fetchall()
+    return [dict(r) for r in rows]
+
+
+def next_run(body: list[dict], anchors: dict, minimum: int) -> list[dict]:
+    """The next run of uncovered messages to summarise, oldest first; [] when none is ready.
+
+    The main thread's run is its uncovered messages from the oldest up to the next covered one,
+    with every sub-agent run under `minimum` tokens whose call (anchors: thread -> messages.id)
+    it holds folded in. A larger sub-agent run is a run of its own. A run under `minimum`
+    tokens waits for more messages.
+    """
+    loose = [r for r in body if not r["covered"]]
+    sizes: dict[str, int] = {}
+    for r in loose:
+        sizes[r["thread"]] = sizes.get(r["thread"], 0) + r["token_count"]
+    loose_main = {r["id"] for r in loose if r["thread"] == ""}
+    fold = {t for t, n in sizes.items() if t and n < minimum and anchors.get(t) in loose_main}
+    tried: set[str] = set()
+    for r in loose:
+        thread = "" if r["thread"] in fold else r["thread"]
+        if thread in tried:
+            continue
+        tried.add(thread)
+        run, started = [], False
+        for row in body:
+            if row["thread"] != thread and not (thread == "" and row["thread"] in fold):
+                continue
+            if row["covered"]:
+                if started and row["thread"] == thread:
+                    break
+                continue
+            started = True
+            run.append(row)
+        if sum(row["token_count"] for row in run) >= minimum:
+            return run
+    return []
+
+
+def load_messages(conn, session_id: str, run: list) -> list:
+    """The full rows of `run` (rows with id and seq, in conversation order)."""
+    rows = conn.execute(
+        "SELECT id, uuid, type, role, subtype, is_meta, is_sidechain, thread, seq, content, raw, created_at,"
+        " token_count FROM messages WHERE session_id = ? AND seq BETWEEN ? AND ? ORDER BY seq",
+        (session_id, run[0]["seq"], run[-1]["seq"])).fetchall()
+    wanted = {r["id"] for r in run}
     return [r for r in rows if r["id"] in wanted]
 
 
-def leaf_chunk(conn, session_id: str, run: list, cap: int) -> list:
-    """The oldest chunk of `run` (eligible messages) under `cap` tokens, tool calls kept whole.
+def leaf_chunk(conn, session_id: str, run: list, cap: int, minimum: int = 1, closed: bool = False) -> list:
+    """The oldest chunk of `run` (eligible messages) of about `cap` tokens and at least `minimum`,
+    tool calls kept whole.
 
+    closed: nothing will be added to the run (a finished sub-agent's): its chunks are made even,
+    and a remainder under `minimum` joins the last chunk instead of waiting for ever.
     A chunk never ends between a call and its result when the result is eligible too: it is cut
-    before the call or, if the call opens the chunk, extended to the result. A call whose result
-    is not eligible (inside the fresh tail, or never written: an interrupted call) cannot be kept
-    with it, so it does not hold the chunk back.
+    before the call or, if the cut would leave less than `minimum` (or the call opens the
+    chunk), extended to the result. A call whose result is not eligible (inside the fresh tail,
+    or never written: an interrupted call) cannot be kept with it, so it does not hold the chunk back.
     """
+    whole = sum(r["token_count"] for r in run)
+    if closed and whole > cap:
+        cap = math.ceil(whole / math.ceil(whole / cap))
     size, total = 0, 0
     for row in run:
-        if size and total + row["token_count"] > cap and total >= MIN_LEAF_SOURCE_TOKENS:
+        if size and total + row["token_count"] > cap and total >= minimum:
             break
         size, total = size + 1, total + row["token_count"]
+    if closed and whole - total < minimum:
+        size, total = len(run), whole
     cache: dict = {}
-    rows = load_messages(conn, session_id, [r["id"] for r in run[:size]])
+    rows = load_messages(conn, session_id, run[:size])
     if not open_calls(rows, cache):
         return rows  # the common case: the chunk ends on a finished exchange
     later = run[size: size + LOOKAHEAD_MESSAGES]
-    window = rows + (load_messages(conn, session_id, [r["id"] for r in later]) if later else [])
+    window = rows + (load_messages(conn, session_id, later) if later else [])
     open_calls(window, cache)  # parse every line of the window once
     answers = {tool_id for row in window for tool_id in cache[row["id"]][1]}
 
@@ -168,19 +236,31 @@ def leaf_chunk(conn, session_id: str, run: list, cap: int) -> list:
         if not pending:
             return rows
         first = min(pending.values())
-        if first == 0:
+        if first == 0 or sum(r["token_count"] for r in rows[:first]) < minimum:
             break
         rows = rows[:first]
-    for end in range(size + 1, len(window) + 1):  # the call opens the chunk: extend to its result
+    for end in range(len(rows) + 1, len(window) + 1):  # extend to the results
         if not waiting(window[:end]):
             return window[:end]
     return window[:size]
 
 
-def condense_group(tops: list, uncovered_ids: list[int], fanout: int | None = None):
+def gap_check(conn, session_id: str):
+    """gap(a, b): whether a message no summary covers lies between conversation positions a and b.
+    One index range each; between two adjacent summaries the range is empty."""
+    def gap(a: int, b: int) -> bool:
+        return conn.execute(
+            "SELECT 1 FROM messages m WHERE m.session_id = ? AND m.seq > ? AND m.seq < ? AND NOT EXISTS"
+            " (SELECT 1 FROM summary_sources s WHERE s.message_id = m.id) LIMIT 1",
+            (session_id, min(a, b), max(a, b))).fetchone() is not None
+    return gap
+
+
+def condense_group(tops: list, gap, fanout: int | None = None):
     """(depth, nodes) to condense next: the oldest `fanout` adjacent parentless nodes at the
     shallowest depth that has that many in a row; None when nothing is eligible.
 
+    gap(a, b) says whether an uncovered message lies between two positions (gap_check).
     Taking exactly `fanout` children keeps the tree balanced and each condensed input at about
     fanout x the child target, whether the children came one run at a time or all at once.
     """
@@ -190,10 +270,7 @@ def condense_group(tops: list, uncovered_ids: list[int], fanout: int | None = No
     runs: list[list] = []
     for node in tops:
         prev = runs[-1][-1] if runs else None
-        adjacent = (prev is not None and prev["depth"] == node["depth"] and
-                    bisect.bisect_right(uncovered_ids, prev["last_message_id"]) ==
-                    bisect.bisect_left(uncovered_ids, node["first_message_id"]))
-        if adjacent:
+        if prev is not None and prev["depth"] == node["depth"] and not gap(prev["last_seq"], node["first_seq"]):
             runs[-1].append(node)
         else:
             runs.append([node])
@@ -203,3 +280,37 @@ def condense_group(tops: list, uncovered_ids: list[int], fanout: int | None = No
     depth = min(run[0]["depth"] for run in eligible)
     run = next(run for run in eligible if run[0]["depth"] == depth)
     return depth + 1, run[:fanout]
+
+
+def compaction_due(conn, session_id: str) -> bool:
+    """True when an incremental compaction would summarise something: the raw tokens after the
+    newest leaf pass LCM_LEAF_CHUNK_TOKENS, or adjacent parentless summaries can be condensed.
+    Index lookups only, and no model seam: the hooks ask this on every turn."""
+    if lcm.order.backlog_tokens(conn, session_id) > lcm.db.config("LCM_LEAF_CHUNK_TOKENS"):
+        return True
+    crowded = conn.execute(
+        "SELECT 1 FROM summaries WHERE session_id = ? AND parent_id IS NULL GROUP BY depth"
+        " HAVING count(*) >= ? LIMIT 1", (session_id, lcm.db.config("LCM_CONDENSED_MIN_FANOUT"))).fetchone()
+    return crowded is not None and condense_group(top_summaries(conn, session_id),
+                                                  gap_check(conn, session_id)) is not None
+
+
+@contextlib.contextmanager
+def session_lock(session_id: str, blocking: bool = True):
+    """An exclusive file lock per session under $LCM_HOME/locks; the OS drops it if we die.
+    Here rather than in lcm.compact so a hook can see a compaction running without loading it."""
+    import fcntl
+    import zlib
+    locks = lcm.db.lcm_home() / "locks"
+    locks.mkdir(parents=True, exist_ok=True, mode=0o700)
+    name = f"{re.sub(r'[^A-Za-z0-9_-]', '_', session_id)[:80]}-{zlib.crc32(session_id.encode()):08x}"
+    fd = os.open(locks / f"compact-{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            raise LcmError(f"another compaction of session {session_id} is running",
+                           "wait for it to finish; it holds " + str(locks)) from None
+        yield
+    finally:
+        os.close(fd)

@@ -88,6 +88,7 @@ SETTINGS: dict[str, tuple[Callable[[str], object], object, str]] = {
     "LCM_CONTEXT_THRESHOLD": (_fraction, 0.75, "fraction of the model window above which lcm_status.py recommends compaction"),
     "LCM_FRESH_TAIL_COUNT": (_non_negative_int, 32, "newest messages never compacted"),
     "LCM_LEAF_CHUNK_TOKENS": (_positive_int, 20000, "most source tokens in one leaf summary"),
+    "LCM_LEAF_MIN_TOKENS": (_positive_int, 2000, "fewest source tokens in a leaf summary (at most LCM_LEAF_CHUNK_TOKENS); a smaller remainder waits"),
     "LCM_LEAF_TARGET_TOKENS": (_positive_int, 1200, "target size of a leaf summary"),
     "LCM_CONDENSED_TARGET_TOKENS": (_positive_int, 2000, "target size of a condensed summary"),
     "LCM_CONDENSED_MIN_FANOUT": (_positive_int, 4, "summaries of one depth needed to condense them"),
@@ -203,6 +204,14 @@ def estimate_tokens(text: str | None) -> int:
 # Schema: an append-only list. Never edit a released migration; add one.
 # ---------------------------------------------------------------------------
 
+# A conversational message: a typed prompt or an assistant's text, not a tool call (flat text
+# `Name {input}`), tool result, harness-injected or empty line. The WHERE of the partial index
+# messages_talk: a query must repeat it verbatim to use the index, and it never changes.
+TALK_WHERE = ("is_meta = 0 AND token_count > 0 AND (role = 'user' AND instr(raw, 'tool_use_id') = 0"
+              " OR role = 'assistant' AND NOT (substr(content, instr(content, ' '), 2) = ' {'"
+              " AND instr(substr(content, 1, 80), ' ') > 0))")
+
+
 def _notes_fts(conn: sqlite3.Connection) -> None:
     """Full-text index of the notes, where SQLite has FTS5 (else lcm_grep falls back to LIKE)."""
     if not has_fts5(conn):
@@ -215,6 +224,20 @@ def _notes_fts(conn: sqlite3.Connection) -> None:
     conn.execute("""CREATE TRIGGER notes_fts_ad AFTER DELETE ON notes BEGIN
         INSERT INTO notes_fts(notes_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
     END""")
+
+
+def _require_sqlite(version: tuple, feature: str) -> None:
+    if sqlite3.sqlite_version_info < version:
+        raise LcmError(f"this vault needs SQLite {'.'.join(map(str, version))} or newer ({feature});"
+                       f" this Python has SQLite {sqlite3.sqlite_version}",
+                       "run lcm with a Python built against a newer SQLite (python.org builds, Homebrew, uv)")
+
+
+def _place_sidechains(conn: sqlite3.Connection) -> None:
+    """Give the sub-agent messages of an existing vault their place in the conversation order
+    (their calls are read from the stored lines; lcm/order.py has the rules)."""
+    import lcm.order  # imports only this module
+    lcm.order.place_existing(conn)
 
 
 # A migration is a list of SQL statements; a function in it runs SQL that depends on the build
@@ -382,6 +405,50 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
         )""",
         "CREATE INDEX notes_project ON notes(project, created_at)",
         _notes_fts,
+    ],
+    # 4: a session's conversation order (lcm/order.py): ORDER BY seq is the main thread in
+    # transcript order with each sub-agent's run right after the tool call that started it
+    [
+        lambda conn: _require_sqlite((3, 31), "generated columns"),
+        # sub-agent (sidechain) message: its seq, set by lcm.order.place_threads at ingest
+        "ALTER TABLE messages ADD COLUMN placed_at INTEGER",
+        # '' = the session's main thread, else the id of the sub-agent whose run this is
+        "ALTER TABLE messages ADD COLUMN thread TEXT GENERATED ALWAYS AS"
+        " (CASE WHEN is_sidechain THEN coalesce(agent_id, 'sidechain') ELSE '' END) VIRTUAL",
+        # conversation order: within a session, ORDER BY seq is the conversation (main thread:
+        # id << 32; a sub-agent's message: placed_at, inside the gap after its call's message).
+        # Neighbours in one thread: same session_id and thread, adjacent seq (index messages_seq)
+        "ALTER TABLE messages ADD COLUMN seq INTEGER GENERATED ALWAYS AS"
+        " (CASE WHEN is_sidechain THEN placed_at ELSE id * 4294967296 END) VIRTUAL",
+        # a session in conversation order: its main-thread tail, raw tokens after the newest leaf
+        "CREATE INDEX messages_seq ON messages(session_id, seq)",
+        # sidechain rows still waiting for their place: ingest's check is one index probe
+        "CREATE INDEX messages_unplaced ON messages(session_id) WHERE is_sidechain = 1 AND placed_at IS NULL",
+        """CREATE TABLE agent_calls (
+            tool_use_id TEXT PRIMARY KEY,       -- a Task/Agent tool call
+            session_id TEXT,
+            call_uuid TEXT,                     -- message holding its tool_use block
+            agent_id TEXT                       -- sub-agent it started (toolUseResult.agentId, or the agent's meta.json)
+        )""",
+        "CREATE INDEX agent_calls_agent ON agent_calls(session_id, agent_id)",
+        """CREATE TABLE threads (
+            session_id TEXT NOT NULL,
+            thread TEXT NOT NULL,               -- messages.thread of a sub-agent run
+            anchor_id INTEGER NOT NULL,         -- messages.id of the main-thread message it follows (0: none yet)
+            exact INTEGER NOT NULL,             -- 1: the anchor holds the call that started it; 0: placed by time
+            base INTEGER NOT NULL,              -- placed_at of its messages = base + line number
+            PRIMARY KEY (session_id, thread)
+        )""",
+        # 'ingest': made when a session's order was ingest order; the next compaction rebuilds it
+        "ALTER TABLE summaries ADD COLUMN built_on TEXT NOT NULL DEFAULT 'conversation'",
+        "UPDATE summaries SET built_on = 'ingest' WHERE session_id IN (SELECT DISTINCT m.session_id FROM"
+        " summary_sources s JOIN messages m ON m.id = s.message_id WHERE m.is_sidechain = 1)",
+        _place_sidechains,
+    ],
+    # 5: the conversational messages (typed prompts, assistant text) of each session in order, so
+    # search finds a hit's neighbours from this small index without reading whole rows
+    [
+        f"CREATE INDEX IF NOT EXISTS messages_talk ON messages(session_id, id, agent_id, role) WHERE {TALK_WHERE}",
     ],
 ]
 
@@ -581,11 +648,68 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
 
 
 def add_session_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--session", metavar="ID", help="session id (default: $LCM_SESSION_ID)")
+    p.add_argument("--session", metavar="ID", help="session id or a unique prefix of it (default: $LCM_SESSION_ID)")
+
+
+def resolve_session(conn: sqlite3.Connection, text: str) -> str:
+    """The stored session id that `text` names: the id itself or a unique prefix of it (8 printed
+    characters are enough). LcmError when no session or several sessions match."""
+    text = text.strip()
+    if not text:
+        raise LcmError("--session is empty", SESSIONS_HINT)
+    if conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (text,)).fetchone():
+        return text
+    # a range on the primary key, not LIKE: ids may hold _ and %, and the index does the work
+    found = [r[0] for r in conn.execute(
+        "SELECT session_id FROM sessions WHERE session_id > ? AND session_id < ? ORDER BY session_id LIMIT 4",
+        (text, text + "\U0010ffff"))]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise LcmError(f"no session {text!r} in the vault", SESSIONS_HINT)
+    shown = ", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
+    raise LcmError(f"session prefix {text!r} is ambiguous: it starts {shown}",
+                   "give more characters of the id; " + SESSIONS_HINT)
+
+
+SESSIONS_HINT = 'python3 "$LCM_SCRIPTS/lcm_sessions.py" lists the stored sessions and their ids'
+LIMIT_MAX = 200  # the most results one page may hold: every output must fit an agent's context
+
+
+def _limit(raw: str) -> int:
+    import argparse
+    value = int(raw) if raw.strip().lstrip("-").isdigit() else None
+    if value is None or not 1 <= value <= LIMIT_MAX:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {LIMIT_MAX} (page with --offset)")
+    return value
 
 
 def add_limit_arg(p: argparse.ArgumentParser, default: int = 20) -> None:
-    p.add_argument("--limit", type=int, default=default, metavar="N", help=f"at most N results (default {default})")
+    p.add_argument("--limit", type=_limit, default=default, metavar="N",
+                   help=f"at most N results, 1-{LIMIT_MAX} (default {default})")
+
+
+def shell_quote(text: str) -> str:
+    """`text` as one shell word (shlex.quote, without importing shlex)."""
+    if text and all(ch.isalnum() or ch in "@%+=:,./-_" for ch in text):
+        return text
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def command_line(script: str, *args: str) -> str:
+    """A command a user or agent can paste and run as is: python3 "$LCM_SCRIPTS/<script>" ARGS.
+    Arguments are quoted; one that starts with '-' but is not an option goes after `--`."""
+    positional = [shell_quote(a) for a in args if isinstance(a, Positional)]
+    options = [shell_quote(str(a)) for a in args if not isinstance(a, Positional)]
+    if any(a.startswith("-") for a in args if isinstance(a, Positional)):
+        words = options + ["--"] + positional
+    else:
+        words = positional + options
+    return " ".join([f'python3 "$LCM_SCRIPTS/{script}"'] + words)
+
+
+class Positional(str):
+    """An argument of command_line that is a positional value (an id, a query), not an option."""
 
 
 def print_json(data) -> None:
@@ -607,7 +731,17 @@ def freeze_imports() -> None:
 def run(main: Callable[[list[str] | None], int], argv: Iterable[str] | None = None) -> int:
     """Call main, turning an LcmError into `Error: ... / Hint: ...` on stderr and exit 1."""
     try:
-        return main(None if argv is None else list(argv))
+        code = main(None if argv is None else list(argv))
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return code
+    except BrokenPipeError:
+        # the reader left (`| head`): stop quietly, as Unix tools do; stdout goes to /dev/null so
+        # the interpreter's own flush at exit does not complain either
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 141  # 128 + SIGPIPE, what `grep | head` reports
     except LcmError as exc:
         sys.stderr.write(f"Error: {exc.message}\n")
         if exc.hint:

@@ -63,9 +63,9 @@ def expand_to_messages(conn, summary_id: str) -> list:
     for i in range(0, len(leaves), 500):
         chunk = leaves[i:i + 500]
         messages += conn.execute(
-            f"SELECT {MESSAGE_COLUMNS} FROM summary_sources s JOIN messages m ON m.id = s.message_id"
+            f"SELECT {MESSAGE_COLUMNS}, m.seq AS seq FROM summary_sources s JOIN messages m ON m.id = s.message_id"
             f" WHERE s.summary_id IN ({','.join('?' * len(chunk))})", chunk).fetchall()
-    messages.sort(key=lambda r: r["id"])  # a session's order is ingest order
+    messages.sort(key=lambda r: r["seq"])  # conversation order (lcm/order.py)
     return messages
 
 

@@ -91,7 +91,7 @@ def markdown(conn, session_id: str) -> Iterator[str]:
     count = conn.execute("SELECT count(*) FROM messages WHERE session_id = ?", (session_id,)).fetchone()[0]
     summaries: dict[int, list] = {}
     for s in conn.execute("SELECT id, kind, depth, content, descendant_count, earliest_at, latest_at, first_message_id"
-                          " FROM summaries WHERE session_id = ? ORDER BY first_message_id, depth DESC", (session_id,)):
+                          " FROM summaries WHERE session_id = ? ORDER BY depth DESC", (session_id,)):
         summaries.setdefault(s["first_message_id"], []).append(s)
     title = lcm.sessions.title(conn, session_id, row["title"], count)
     yield "\n".join([
@@ -104,7 +104,7 @@ def markdown(conn, session_id: str) -> Iterator[str]:
     speaker = None
     warmups: set = set()  # sub-agents Claude Code only primed ("Warmup"): no part of the work
     for m in conn.execute("SELECT id, raw, type, role, subtype, is_meta, is_sidechain, agent_id, created_at"
-                          " FROM messages WHERE session_id = ? ORDER BY id", (session_id,)):
+                          " FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)):  # conversation order
         lines = []
         for s in summaries.get(m["id"], ()):
             lines += _summary_heading(s)

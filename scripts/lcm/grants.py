@@ -97,6 +97,11 @@ def _load(conn, grant_id: str):
     return row
 
 
+def load_grant(conn, grant_id: str):
+    """The grant row; LcmError when it is unknown, revoked or expired."""
+    return _load(conn, grant_id)
+
+
 def check_scope(conn, grant_id: str, node_id: str):
     """The grant row if `node_id` may be read under it; LcmError otherwise."""
     grant = _load(conn, grant_id)

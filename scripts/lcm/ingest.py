@@ -9,6 +9,7 @@ import sys
 import time
 
 import lcm.db
+import lcm.order
 import lcm.transcript as lt
 from lcm.db import LcmError
 
@@ -174,6 +175,8 @@ def _write(conn, batch: lt.Batch, patience: float | None = None) -> dict:
             batch.rows = [lt.safe_row(r) for r in batch.rows]
             added = _insert_rows(conn, batch.rows)
         conn.execute("RELEASE message_rows")
+        if batch.agent_calls:
+            lcm.order.store_calls(conn, batch.agent_calls)
         if batch.compactions:
             conn.executemany("INSERT OR IGNORE INTO compactions (session_id, source, uuid, trigger, pre_tokens,"
                              " post_tokens, created_at) VALUES (?, 'transcript', ?, ?, ?, ?, ?)", batch.compactions)
@@ -197,7 +200,9 @@ def _write(conn, batch: lt.Batch, patience: float | None = None) -> dict:
             conn.execute(UPSERT_TRANSCRIPT, (batch.path, batch.msg_sid, batch.agent_id, end, end,
                                              batch.head_hash, batch.malformed_before + len(batch.malformed),
                                              batch.line_no, lcm.db.now_iso()))
-    touched = {sid for sid, s in batch.sessions.items() if s.messages}
+        touched = {sid for sid, s in batch.sessions.items() if s.messages}
+        if not batch.staged and (added or batch.agent_calls):  # staged rows: after _store_group's flush
+            lcm.order.place_threads(conn, touched, recheck=bool(batch.agent_calls))
     result.update(messages_added=added, messages_skipped=len(batch.rows) - added,
                   malformed_lines=len(batch.malformed), malformed=batch.malformed,
                   sessions=sorted(touched | set(result["sessions"])))
@@ -398,7 +403,8 @@ def transcript_files(paths, skipped: list | None = None) -> list[str]:
             continue
         for directory, dirnames, names in os.walk(path):
             dirnames.sort()  # <session>.jsonl before <session>/subagents/: parents first
-            for name in sorted(names):
+            # sessions before the agent-*.jsonl beside them (early CLIs): a run finds its call
+            for name in sorted(names, key=lambda n: (n.startswith("agent-"), n)):
                 if not name.endswith(".jsonl"):
                     continue
                 found = os.path.join(directory, name)
@@ -625,18 +631,21 @@ def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: 
     if stage:
         conn.execute("ATTACH DATABASE ? AS lcm_stage", (stage,))
     try:
-        seen = 0
+        seen, flushed, recheck = 0, set(), False
         for batch in batches:
             if not batch.unchanged and not conn.in_transaction:
                 begin_write(conn, turns=turns)
             _count(total, sessions, _write(conn, batch))
             if batch.staged:
                 total["messages_added"] += _flush(conn, bulk=True, rows=(batch.stage_start, batch.staged))
+                flushed.update(sid for sid in batch.sessions if sid)
+            recheck = recheck or bool(batch.agent_calls)
             seen += batch.staged
             if conn.in_transaction and turns.knocking():
-                conn.execute("COMMIT")
+                _commit_placed(conn, flushed, recheck)
+                flushed, recheck = set(), False
         if conn.in_transaction:
-            conn.execute("COMMIT")
+            _commit_placed(conn, flushed, recheck)
     finally:
         if stage:
             if conn.in_transaction:
@@ -644,6 +653,14 @@ def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: 
             conn.execute("DETACH DATABASE lcm_stage")
             os.remove(stage)
     return seen
+
+
+def _commit_placed(conn, flushed: set, recheck: bool) -> None:
+    """Place the sub-agent runs of the sessions whose staged rows were moved in (lcm.order), then
+    commit: no reader sees a message without its place."""
+    if flushed:
+        lcm.order.place_threads(conn, flushed, recheck=recheck)
+    conn.execute("COMMIT")
 
 
 class _Checkpointer:

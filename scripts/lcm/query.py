@@ -180,6 +180,14 @@ PREFIX_MIN = 7          # words this long also match by their first PREFIX_KEEP 
 PREFIX_KEEP = 5
 
 
+def compounds(terms: list[Term]) -> list[Term]:
+    """Adjacent words of the query glued into one word: code and product names run words together
+    (WebWorkers, AudioWorklet, basepath) that a person types apart."""
+    words = [t for t in terms if t.kind == "word"]
+    return [Term(a.text + b.text, "compound", fts_string(a.text + b.text))
+            for a, b in zip(words, words[1:]) if a.text.isalpha() and b.text.isalpha()]
+
+
 def ranking_extras(terms: list[Term], near: bool = True, prefix: bool = True) -> list[Term]:
     """Extra FTS5 expressions that only add score: word pairs close together, word prefixes.
 

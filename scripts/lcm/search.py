@@ -14,6 +14,7 @@ import sqlite3
 import time
 from datetime import datetime, timedelta, timezone
 
+import lcm.conversation
 import lcm.db
 import lcm.notes
 import lcm.query
@@ -36,6 +37,15 @@ DEDUPE = True             # one result per distinct text, the best-scored copy
 NEAR_PAIRS = False        # NEAR(a b) pairs in the BM25 query: better MRR (0.65 -> 0.70) but worse
 # recall@10 (0.93 -> 0.88) on bench/recall.py, and recall@10 is what a page of 10-20 results needs
 PREFIXES = False          # score long words' 5-letter prefixes (allergy ~ allergic)
+COMPOUNDS = True          # adjacent words also as one word ("web workers" ~ WebWorkers)
+# A question's words are often in the turn next to the answer (the prompt before a reply, the
+# assistant's question before the user's answer): the best hits lend this share of their score
+# to their 1st and 2nd conversational neighbours (max, not sum: one strong hit is enough;
+# lcm.conversation decides what a neighbour is).
+# bench/recall.py: 0.5/0.25 over the 10 best hits; sum instead of max, or every hit lending,
+# crowded known-item answers out of the top 10 (0.92 -> 0.84).
+NEIGHBOUR_WEIGHTS = (0.5, 0.25)
+NEIGHBOUR_SOURCES = 10    # the best hits that lend their score
 SNIPPET_CHARS = 200
 
 
@@ -79,7 +89,7 @@ def resolve_scope(conn, session, project, all_sessions):
 class Source:
     """Messages, summaries or notes: where to look and how to filter."""
 
-    def __init__(self, conn, kind, session, project, since, before, role):
+    def __init__(self, conn, kind, session, project, since, before, role, typed=False, sessions=None):
         self.kind = kind
         self.has_fts = lcm.db.fts_enabled(conn)
         if kind == "note":
@@ -99,7 +109,11 @@ class Source:
                     " t.earliest_at AS created_at, t.content")
             time_lo, time_hi = "t.latest_at", "t.earliest_at"
         self.columns = cols
+        self.next_to: dict = {}  # rowid -> uuid of the hit a neighbour-only result sits next to
         where, params = [], []
+        if sessions is not None:  # a grant's sessions
+            where.append(f"t.session_id IN ({','.join('?' * len(sessions))})" if sessions else "0")
+            params += sessions
         if session:
             where.append("t.session_id = ?")
             params.append(session)
@@ -121,6 +135,10 @@ class Source:
         if role and kind == "message":
             where.append("t.role = ?")
             params.append(role)
+        if typed and kind == "message":  # what the person typed: not tool results (also user role),
+            # nor harness-injected text, nor a sub-agent's task (the main agent wrote that)
+            where.append("t.role = 'user' AND t.is_meta = 0 AND t.is_sidechain = 0"
+                         " AND instr(t.raw, 'tool_use_id') = 0")
         self.where = " AND ".join(where) or "1"
         self.params = params
         self.id_range = None
@@ -170,7 +188,7 @@ def _choose_terms(dfs: dict):
 
 def _rank_sql(conn, src: Source, expr, want, window="", params=()):
     # rank on rowid + score only: carrying the content through the sort doubles its cost
-    join = f"JOIN {src.table} t ON t.{src.key} = f.rowid AND {src.where}" if src.params else ""
+    join = f"JOIN {src.table} t ON t.{src.key} = f.rowid AND {src.where}" if src.where != "1" else ""
     sql = (f"SELECT f.rowid, bm25({src.fts}) AS bm FROM {src.fts} f {join}"
            f" WHERE {src.fts} MATCH ? {window} ORDER BY bm LIMIT {want}")
     return {r[0]: -r[1] for r in conn.execute(sql, [*src.params, expr, *params])}
@@ -263,6 +281,80 @@ def _term_counts(text: str, terms) -> dict:
     return counts
 
 
+def _lend_to_neighbours(conn, src: Source, scored: list) -> list:
+    """Add to each conversational neighbour of the best hits a share of that hit's score.
+
+    A neighbour that matched nothing itself joins the hits; src.next_to maps it to the uuid of
+    the hit it sits next to (shown, so a result without the query's words is explained).
+    """
+    gains: dict = {}
+    lender: dict = {}
+    best = sorted(scored, key=lambda p: -p[0])[:NEIGHBOUR_SOURCES]
+    around = lcm.conversation.neighbours(conn, [row["rowid_"] for _, row in best])
+    for score, row in best:
+        for rowid, distance in around[row["rowid_"]]:
+            gain = score * NEIGHBOUR_WEIGHTS[distance - 1]
+            if gain > gains.get(rowid, 0.0):
+                gains[rowid], lender[rowid] = gain, row["uuid"]
+    if not gains:
+        return scored
+    have = {row["rowid_"] for _, row in scored}
+    missing = [i for i in gains if i not in have]
+    rows = {}
+    for i in range(0, len(missing), 500):  # neighbours not among the hits, if the filters allow them
+        chunk = missing[i:i + 500]
+        sql = (f"SELECT {src.columns} FROM messages t WHERE t.id IN ({','.join('?' * len(chunk))})"
+               f" AND {src.where}")
+        rows.update((r["rowid_"], r) for r in conn.execute(sql, [*chunk, *src.params]))
+    out = [(score + gains.get(row["rowid_"], 0.0), row) for score, row in scored]
+    for rowid, row in rows.items():
+        out.append((gains[rowid] * ROLE_WEIGHT.get(row["role"], 1.0), row))
+        src.next_to[rowid] = lender[rowid]
+    return out
+
+
+def rank_messages(conn, text: str, ids: list[int]) -> dict[int, float]:
+    """Relevance to `text` of each message in `ids` that has any: BM25 over the full-text index
+    (a substring count without FTS5), plus the share its conversational neighbours in `ids`
+    lend it, as in auto mode. For drilling down inside known summaries (lcm_expand_query.py)."""
+    terms = lcm.query.parse_query(text)
+    wanted = set(ids)
+    scores: dict[int, float] = {}
+    fts_terms = [t for t in terms if t.fts] if lcm.db.fts_enabled(conn) else []
+    if fts_terms:
+        expr = " OR ".join(t.fts for t in fts_terms)
+        # FTS5 meets `rowid IN (...)` with one full MATCH per id (seconds on a big vault), but a
+        # rowid range cheaply: a summary's messages are a contiguous run of ids
+        runs, ordered = [], sorted(wanted)
+        for rowid in ordered:
+            if runs and rowid - runs[-1][1] <= 64:
+                runs[-1][1] = rowid
+            else:
+                runs.append([rowid, rowid])
+        for lo, hi in runs:
+            scores.update((r[0], -r[1]) for r in conn.execute(
+                "SELECT rowid, bm25(messages_fts) FROM messages_fts WHERE messages_fts MATCH ?"
+                " AND rowid BETWEEN ? AND ?", (expr, lo, hi)) if r[0] in wanted)
+    elif terms:
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            for rowid, content in conn.execute(f"SELECT id, substr(content, 1, {COVERAGE_CHARS}) FROM messages"
+                                               f" WHERE id IN ({','.join('?' * len(chunk))})", chunk):
+                score = sum(1 for n in _term_counts(content or "", terms).values() if n)
+                if score:
+                    scores[rowid] = float(score)
+    gains: dict[int, float] = {}
+    best = sorted(scores.items(), key=lambda p: -p[1])[:NEIGHBOUR_SOURCES]
+    around = lcm.conversation.neighbours(conn, [rowid for rowid, _ in best])
+    for rowid, score in best:
+        for other, distance in around[rowid]:
+            if other in wanted:
+                gains[other] = max(gains.get(other, 0.0), score * NEIGHBOUR_WEIGHTS[distance - 1])
+    for rowid, gain in gains.items():
+        scores[rowid] = scores.get(rowid, 0.0) + gain
+    return scores
+
+
 def _rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm):
     """BM25 candidates (the rarer terms), then common words, role and the all-terms bonus.
 
@@ -274,10 +366,13 @@ def _rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm):
     dfs = {t: _df(conn, src, t.fts, n_docs) for t in fts_terms}
     chosen, total = _choose_terms(dfs)
     relevance = {}
-    if chosen:
+    # "web workers" in the question, WebWorkers in the code: adjacent words glued into one, when
+    # the vault has that word (they only add score; coverage counts the words as typed)
+    glued = [t for t in lcm.query.compounds(fts_terms) if COMPOUNDS and _df(conn, src, t.fts, n_docs)]
+    if chosen or glued:
         words = [t for t in chosen if t.kind == "word"]
         extras = lcm.query.ranking_extras([t for t in fts_terms if t in words], NEAR_PAIRS, PREFIXES)
-        relevance = _fts_candidates(conn, src, chosen, total, extras, want)
+        relevance = _fts_candidates(conn, src, chosen or glued, total, extras + glued if chosen else extras, want)
     rows = {r["rowid_"]: r for r in _fetch(conn, src, list(relevance))}
     stopped = False
     scan_terms = [t for t in terms if not t.fts or t.kind == "cjk"] if use_fts else terms
@@ -318,6 +413,9 @@ def _rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm):
         if src.kind == "message":
             score *= ROLE_WEIGHT.get("tool" if row["is_tool"] else row["role"], 1.0)
         scored.append((score, row))
+    # quoted words ask for those exact words: no neighbour without them
+    if NEIGHBOUR_SOURCES and any(NEIGHBOUR_WEIGHTS) and src.kind == "message" and '"' not in query_norm:
+        scored = _lend_to_neighbours(conn, src, scored)
     if SESSION_WEIGHT and src.kind == "message":
         # a turn in the session that is most about the question gains: answers sit among related turns
         best: dict = {}
@@ -419,20 +517,37 @@ def _snippet(content: str, finders) -> str:
 
 
 def search(conn, query, *, mode="auto", scope="both", session=None, project=None, all_sessions=False,
-           since=None, before=None, role=None, limit=20, offset=0, time_limit=SCAN_SECONDS) -> dict:
-    """Search messages and/or summaries; returns the --json document."""
+           since=None, before=None, role=None, typed=False, sessions=None, limit=20, offset=0,
+           time_limit=SCAN_SECONDS, look_elsewhere=True) -> dict:
+    """Search messages and/or summaries; returns the --json document.
+
+    session: an id or a unique prefix of one. sessions: a list of ids to stay within (an
+    expansion grant's). typed: only what the person typed. The document's "scope" says where
+    it looked: {"kind": "session" | "project" | "all", ...}; when the current project was the
+    default, "stronger_elsewhere" counts other projects' hits that outrank its best one.
+    """
     if mode not in ("auto", "full_text", "regex"):
         raise LcmError(f"unknown mode {mode!r}", "use --mode auto, full_text or regex")
     if limit < 1 or offset < 0:
         raise LcmError("--limit must be >= 1 and --offset >= 0", "e.g. --limit 20 --offset 40")
-    defaulted = not (all_sessions or session or project)
-    session, project = resolve_scope(conn, session, project, all_sessions)
+    if session:
+        session = lcm.db.resolve_session(conn, session)
+    defaulted = not (all_sessions or session or project or sessions is not None)
+    session, project = resolve_scope(conn, session, project, all_sessions or sessions is not None)
+    if sessions is not None:
+        where = {"kind": "session", "session_ids": list(sessions)}
+    elif session:
+        where = {"kind": "session", "session_id": session}
+    elif project:
+        where = {"kind": "project", "project": project, "default": defaulted}
+    else:
+        where = {"kind": "all"}
     since, before = parse_when(since, "--since"), parse_when(before, "--before")
     deadline = time.monotonic() + time_limit
     want = offset + limit + 1
     kinds = {"both": ["message", "summary", "note"], "messages": ["message"], "summaries": ["summary"],
              "notes": ["note"]}[scope]
-    if role:
+    if role or typed:
         kinds = [k for k in kinds if k == "message"]
     terms, finders, pattern = [], [], None
     if mode == "auto":
@@ -444,13 +559,13 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
         pattern = _compile_regex(query)
         finders = [lcm.query.Term(query, "regex", regex=query)]  # the same pattern (re caches it)
     query_norm = " ".join(query.lower().split())
-    scored, stopped = [], False
+    scored, stopped, next_to = [], False, {}
     for kind in kinds:
         if kind == "summary" and not conn.execute("SELECT 1 FROM summaries LIMIT 1").fetchone():
             continue  # nothing compacted yet: skip the summary index entirely
         if kind == "note" and not _has_notes(conn):
             continue
-        src = Source(conn, kind, session, project, since, before, role)
+        src = Source(conn, kind, session, project, since, before, role, typed, sessions)
         if mode == "auto":
             hits, cut = (_rank_auto(conn, src, terms, max(CANDIDATES, want), want, deadline, query_norm)
                          if terms else ([], False))
@@ -459,6 +574,7 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
         else:
             hits, cut = _rank_regex(conn, src, pattern, want, deadline)
         scored += [(score, kind, row) for score, row in hits]
+        next_to.update(((kind, rowid), uuid) for rowid, uuid in src.next_to.items())
         stopped = stopped or cut
     if mode == "regex":
         scored.sort(key=lambda p: p[2]["created_at"] or "", reverse=True)  # newest first
@@ -471,12 +587,37 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
     if not scored and defaulted and project and offset == 0:
         # nothing in the current project: the past the user means may be elsewhere, say so
         doc = search(conn, query, mode=mode, scope=scope, all_sessions=True, since=since, before=before,
-                     role=role, limit=limit, offset=offset, time_limit=time_limit)
-        return {**doc, "widened": True} if doc["results"] else doc
+                     role=role, typed=typed, limit=limit, offset=offset, time_limit=time_limit)
+        if doc["results"]:
+            doc["scope"] = {"kind": "all", "widened_from": project}
+            return {**doc, "widened": True}
+        return doc
+    if defaulted and project and offset == 0 and look_elsewhere and mode != "regex":
+        where["stronger_elsewhere"] = _stronger_elsewhere(
+            conn, query, project, scored[0][0], mode=mode, scope=scope, since=since, before=before,
+            role=role, typed=typed, time_limit=time_limit)
     page = scored[offset:offset + limit]
-    results = [_result(conn, kind, row, score, finders) for score, kind, row in page]
-    return {"query": query, "count": len(results), "has_more": len(scored) > offset + limit or stopped,
+    results = [_result(conn, kind, row, score, finders, next_to.get((kind, row["rowid_"])))
+               for score, kind, row in page]
+    return {"query": query, "scope": where, "count": len(results),
+            "has_more": len(scored) > offset + limit or stopped,
             "results": results, **({"stopped_early": True} if stopped else {})}
+
+
+def _stronger_elsewhere(conn, query, project, best, **kw) -> int:
+    """How many of the whole vault's 10 best hits lie outside `project` and outrank its best."""
+    doc = search(conn, query, all_sessions=True, limit=10, look_elsewhere=False, **kw)
+    inside = project.rstrip("/")
+    count = 0
+    for r in doc["results"]:
+        if r["score"] <= best:
+            break
+        if r["type"] == "note":
+            continue  # notes are scoped by their own project, not by a session's
+        row = conn.execute("SELECT project FROM sessions WHERE session_id = ?", (r["session_id"],)).fetchone()
+        where = (row[0] if row else None) or ""
+        count += not (where == project or where.startswith(inside + "/"))
+    return count
 
 
 def _has_notes(conn) -> bool:
@@ -487,17 +628,23 @@ def _has_notes(conn) -> bool:
         return False
 
 
-def _result(conn, kind, row, score, finders) -> dict:
+def _result(conn, kind, row, score, finders, next_to=None) -> dict:
     if kind == "note":
         return {"type": "note", "id": row["id"], "session_id": row["session_id"], "uuid": None, "role": None,
                 "created_at": row["created_at"], "snippet": _snippet(row["content"], finders),
-                "score": round(score, 4), "covering_summary_id": None, "project": row["project"]}
+                "score": round(score, 4), "covering_summary_id": None, "kind": None, "depth": None,
+                "next_to": None, "project": row["project"]}
     if kind == "message":
         cover = conn.execute("SELECT summary_id FROM summary_sources WHERE message_id = ?",
                              (row["rowid_"],)).fetchone()
         ident, uuid, role, covering = row["uuid"], row["uuid"], row["role"], cover[0] if cover else None
+        summary_kind, depth = None, None
     else:
         ident, uuid, role, covering = row["id"], None, None, row["parent_id"]
+        summary_kind, depth = row["kind"], row["depth"]
+    # kind/depth: a summary's (leaf or condensed, 0 = over messages); next_to: the hit a message
+    # that lacks the query's words sits next to
     return {"type": kind, "id": ident, "session_id": row["session_id"], "uuid": uuid, "role": role,
             "created_at": row["created_at"], "snippet": _snippet(row["content"], finders),
-            "score": round(score, 4), "covering_summary_id": covering}
+            "score": round(score, 4), "covering_summary_id": covering, "kind": summary_kind,
+            "depth": depth, "next_to": next_to}

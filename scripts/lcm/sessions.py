@@ -62,20 +62,7 @@ def resolve_session(conn, text: str | None) -> str:
     text = (text or "").strip()
     if not text:
         raise LcmError("no session given", "pass a session id or a unique prefix of one (" + LIST_HINT + ")")
-    if conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (text,)).fetchone():
-        return text
-    # ids starting with `text`: a range scan of the primary key
-    upper = text[:-1] + chr(ord(text[-1]) + 1)
-    found = [r[0] for r in conn.execute(
-        "SELECT session_id FROM sessions WHERE session_id >= ? AND session_id < ? ORDER BY session_id LIMIT 3",
-        (text, upper))]
-    if not found:
-        raise LcmError(f"no session {text!r} in this vault", LIST_HINT + ", or ingest with lcm_ingest.py --all")
-    if len(found) > 1:
-        more = ", ..." if len(found) > 2 else ""
-        raise LcmError(f"session prefix {text!r} matches several sessions ({', '.join(found[:2])}{more})",
-                       "give more characters of the id (" + LIST_HINT + ")")
-    return found[0]
+    return lcm.db.resolve_session(conn, text)  # the one resolver every --session uses
 
 
 def _like_escape(text: str) -> str:
@@ -130,7 +117,8 @@ def summary_tree(conn, session_id: str, max_nodes: int = TREE_NODES) -> tuple[li
     total = conn.execute("SELECT count(*) FROM summaries WHERE session_id = ?", (session_id,)).fetchone()[0]
     rows = conn.execute(
         "SELECT id, kind, depth, parent_id, descendant_count, earliest_at, latest_at, substr(content, 1, 400) AS head"
-        " FROM summaries WHERE session_id = ? ORDER BY depth DESC, first_message_id LIMIT ?",
+        " FROM summaries WHERE session_id = ?"
+        " ORDER BY depth DESC, (SELECT seq FROM messages WHERE id = first_message_id) LIMIT ?",  # conversation order
         (session_id, max_nodes)).fetchall()
     nodes = {r["id"]: {"id": r["id"], "kind": r["kind"], "depth": r["depth"], "messages": r["descendant_count"],
                        "earliest_at": r["earliest_at"], "latest_at": r["latest_at"], "head": _head(r["head"]),

@@ -17,6 +17,7 @@ except ImportError:
     from hashlib import sha1
 
 import lcm.db
+import lcm.order
 from lcm.db import LcmError
 
 # Entries of these types with a uuid are conversation messages; everything else is metadata.
@@ -294,6 +295,7 @@ class Batch:
         self.stage_start = 0  # ... as that file's rows stage_start + 1 to stage_start + staged
         self.malformed: list[dict] = []
         self.compactions: list[tuple] = []
+        self.agent_calls: list[tuple] = []  # rows for agent_calls: which Task/Agent call started which sub-agent
         self.sessions: dict[str | None, Session] = {}
         self.msg_sid = row["session_id"] if row else None  # session of the file's first message
         self.guess_sid, self.agent_id, self.is_agent_file = describe_path(path)
@@ -334,6 +336,8 @@ def read_new_lines(path: str, row: dict | None, index_thinking: bool, max_chars:
         except (ValueError, RecursionError):
             pass
     parse_lines(batch, lines, index_thinking, max_chars)
+    if batch.is_agent_file and batch.rows:
+        batch.agent_calls += map(safe_row, lcm.order.calls_of_meta(path, batch.msg_sid, batch.agent_id))
     return batch
 
 
@@ -376,6 +380,11 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
         content = "\n".join(b for b in blocks if b)
         role, subtype, model, msg_id = message_fields(entry)
         sidechain = entry.get("isSidechain") is True
+        # which Task/Agent call started which sub-agent (lcm/order.py): dict lookups, no text scan
+        if not sidechain and (kind == "assistant" or "toolUseResult" in entry):
+            calls = lcm.order.calls_of_entry(entry, sid, uuid)
+            if calls:
+                batch.agent_calls += map(safe_row, calls)
         created = text_or_none(entry.get("timestamp"))
         rows.append((uuid, sid, text_or_none(entry.get("parentUuid")), kind, role, subtype, created,
                      text_or_none(entry.get("cwd")), text_or_none(entry.get("gitBranch")), model, msg_id,

@@ -74,11 +74,16 @@ def _tool_key(name: str, tool_input: dict) -> str:
 
 def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
             upto_id: int | None = None, request_limit: int = 3) -> dict:
-    """Work done in `session_id` between messages.id `after_id` (exclusive) and `upto_id`."""
-    sql = "SELECT id, uuid, raw FROM messages WHERE session_id = ? AND id > ?"
-    params: list = [session_id, after_id]
+    """Work done in `session_id` after message `after_id` (exclusive) up to `upto_id`, in
+    conversation order; last_message_id is the last message in that order."""
+    # in conversation order (messages.seq): after and up to the given messages
+    sql = "SELECT id, uuid, raw FROM messages WHERE session_id = ?"
+    params: list = [session_id]
+    if after_id:
+        sql += " AND seq > (SELECT seq FROM messages WHERE id = ?)"
+        params.append(after_id)
     if upto_id is not None:
-        sql += " AND id <= ?"
+        sql += " AND seq <= (SELECT seq FROM messages WHERE id = ?)"
         params.append(upto_id)
     calls: dict[str, dict] = {}      # tool_use id -> call
     order: list[dict] = []           # calls in the order they were made
@@ -87,7 +92,7 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
     todos: list[dict] | None = None
     tasks: dict[str, dict] = {}      # TaskCreate/TaskUpdate lists, keyed by task id
     count = last_id = 0
-    for row in conn.execute(sql + " ORDER BY id", params):
+    for row in conn.execute(sql + " ORDER BY seq", params):
         count += 1
         last_id = row["id"]
         try:
@@ -195,7 +200,8 @@ def top_summaries(conn: sqlite3.Connection, session_id: str, limit: int = 5) -> 
     rows = conn.execute(
         "SELECT id, kind, depth, descendant_count, earliest_at, latest_at, substr(content, 1, 400) AS head"
         " FROM summaries WHERE session_id = ? AND parent_id IS NULL"
-        " ORDER BY depth DESC, first_message_id LIMIT ?", (session_id, limit)).fetchall()
+        " ORDER BY depth DESC, (SELECT seq FROM messages WHERE id = first_message_id) LIMIT ?",
+        (session_id, limit)).fetchall()
     return [{**dict(r), "head": _summary_head(r["head"])} for r in rows]
 
 

@@ -1,0 +1,83 @@
+"""Where a checkpoint goes: the project's .lcm-checkpoint.md only for this project's session,
+stdout for --output -, the vault always; the resume hint names the checkpoint just made."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+import lcm.db
+import lcm.ingest
+import lcm_checkpoint
+import lcm_resume
+from transcripts import coding_session
+
+
+@pytest.fixture
+def workspace(tmp_path, monkeypatch):
+    root = tmp_path / "workspace"
+    root.mkdir()
+    monkeypatch.setenv("CLAUDE_PROJECT_DIR", str(root))
+    monkeypatch.chdir(root)
+    return root
+
+
+def stored(tmp_path, session_id: str, cwd: str, turns: int = 2):
+    t = coding_session(tmp_path / "projects", turns=turns, session_id=session_id, cwd=cwd)
+    t.write()
+    lcm.ingest.ingest_paths(lcm.db.connect(), [t.path])
+    return t
+
+
+def run(module, argv, capsys):
+    code = module.main(argv)
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out
+
+
+def checkpoints() -> list:
+    return lcm.db.connect().execute("SELECT session_id, path, content FROM checkpoints ORDER BY id").fetchall()
+
+
+def test_output_dash_prints_the_checkpoint_and_writes_no_file(tmp_path, workspace, capsys):
+    stored(tmp_path, "s-mine", str(workspace))
+    out = run(lcm_checkpoint, ["--session", "s-mine", "--output", "-"], capsys)
+    assert out.startswith("<!-- lcm-checkpoint: ") and "# lcm checkpoint" in out
+    assert list(workspace.iterdir()) == []           # neither "-" nor .lcm-checkpoint.md
+    assert [(r["session_id"], r["path"], r["content"]) for r in checkpoints()] == [("s-mine", None, out)]
+    doc = json.loads(run(lcm_checkpoint, ["--session", "s-mine", "--output", "-", "--json"], capsys))
+    assert doc["content"].startswith("<!-- lcm-checkpoint: ") and doc["path"] is None
+
+
+def test_another_sessions_checkpoint_never_overwrites_this_projects_file(tmp_path, workspace, capsys, monkeypatch):
+    stored(tmp_path, "s-mine", str(workspace))
+    stored(tmp_path, "s-other", "/home/user/elsewhere")
+    monkeypatch.setenv("LCM_SESSION_ID", "s-mine")
+    run(lcm_checkpoint, [], capsys)
+    mine = (workspace / ".lcm-checkpoint.md").read_text()
+    assert "s-mine" in mine
+    out = run(lcm_checkpoint, ["--session", "s-other"], capsys)
+    assert (workspace / ".lcm-checkpoint.md").read_text() == mine
+    assert "stored in the vault only" in out and "pass --output PATH" in out
+    assert 'Resume it in a new session with: python3 "$LCM_SCRIPTS/lcm_resume.py" --session s-other' in out
+    assert checkpoints()[-1]["session_id"] == "s-other" and checkpoints()[-1]["path"] is None
+    # unless --output says so
+    target = tmp_path / "other.md"
+    run(lcm_checkpoint, ["--session", "s-other", "--output", str(target)], capsys)
+    assert "s-other" in target.read_text()
+    monkeypatch.delenv("LCM_SESSION_ID")              # no current session: the session's own project decides
+    out = run(lcm_checkpoint, ["--session", "s-other"], capsys)
+    assert "belongs to /home/user/elsewhere" in out and (workspace / ".lcm-checkpoint.md").read_text() == mine
+
+
+def test_the_resume_hint_resumes_the_checkpoint_it_printed(tmp_path, workspace, capsys, monkeypatch):
+    stored(tmp_path, "s-mine", str(workspace))
+    stored(tmp_path, "s-other", "/home/user/elsewhere")
+    monkeypatch.setenv("LCM_SESSION_ID", "s-mine")
+    for argv, session in (([], "s-mine"), (["--session", "s-other"], "s-other")):
+        out = run(lcm_checkpoint, argv, capsys)
+        hint = re.search(r'lcm_resume.py" (.*)$', out, re.M).group(1).split()
+        resumed = run(lcm_resume, hint, capsys)
+        assert f"Resuming session {session}" in resumed, (hint, resumed[:200])
