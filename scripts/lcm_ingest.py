@@ -46,9 +46,6 @@ def _main(argv):
         else:
             sys.stderr.write(f"No transcripts yet under {root}\n")
     lcm.ingest.transcript_files(paths)  # refuse a bad path before the vault is even created
-    if hasattr(os, "nice"):
-        # a bulk import is batch work: the session's hooks (and the user) get the CPU first
-        os.nice(BULK_NICENESS)
     conn = lcm.db.connect(args.db)
     result = lcm.ingest.ingest_paths(conn, paths, progress=not args.json)
     if args.json:
@@ -77,5 +74,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    if hasattr(os, "nice"):
+        # an import is batch work: the session's hooks (and the user) get the CPU first
+        os.nice(BULK_NICENESS)
     lcm.db.freeze_imports()
     sys.exit(main())
