@@ -139,9 +139,26 @@ def run_hook(event: str, handler, when_excluded=None) -> int:
         message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
         hint = getattr(exc, "hint", None)
         NOTES.append(f"error: {type(exc).__name__}: {message}" + (f" (hint: {hint})" if hint else ""))
+    stamp(event)
     if NOTES:
         log(event, payload, "; ".join(NOTES))
     return 0
+
+
+def stamp(event: str) -> None:
+    """Touch $LCM_HOME/last-run/<event>: lcm_doctor.py reports when each hook last ran from its
+    time. One utime call (microseconds), where a log line per run would crowd out the errors."""
+    path = os.path.join(lcm_home(), "last-run", event)
+    try:
+        os.utime(path)
+    except FileNotFoundError:
+        try:
+            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+        except OSError:
+            pass
+    except OSError:
+        pass
 
 
 # ---------------------------------------------------------------------------

@@ -307,7 +307,7 @@ def _main(argv):
     p.add_argument("--cwd", metavar="DIR", default=".", help="directory the agents work in (default: current)")
     p.add_argument("--max-tokens", type=core._positive_int, default=4096, metavar="N",
                    help="answer length cap per model turn (default 4096)")
-    p.add_argument("--api-retries", type=int, default=lcm.llm.DEFAULT_MAX_RETRIES, metavar="N",
+    p.add_argument("--api-retries", type=lcm.db.int_arg(0, 20), default=lcm.llm.DEFAULT_MAX_RETRIES, metavar="N",
                    help="retries per call on 429, 5xx and connection errors, within --timeout")
     lcm.guard.add_guard_args(p)
     args = p.parse_args(argv)

@@ -40,6 +40,10 @@ def _main(argv):
     args = p.parse_args(argv)
     to_stdout = args.output == "-"
     output = Path(args.output).expanduser() if args.output and not to_stdout else None
+    if output is not None and output.is_dir():
+        raise LcmError(f"--output {output} is a directory", f"pass a file path, e.g. {output / lcm.checkpoint.FILE_NAME}")
+    if output is not None and output.exists() and not output.is_file():  # a device or FIFO: never replace it
+        raise LcmError(f"--output {output} is not a regular file", "pass the path of a file to write, or - for stdout")
     if output is not None and not output.parent.is_dir():
         raise LcmError(f"cannot write {output}: {output.parent} is not a directory", "pass --output PATH in an existing directory")
     conn = lcm.db.connect(args.db, create=False)
@@ -56,7 +60,8 @@ def _main(argv):
         try:
             tmp = lcm.checkpoint.write_atomic(output, text)
         except OSError as exc:
-            raise LcmError(f"cannot write {output}: {exc.strerror}", "check the directory's permissions or pass --output PATH") from None
+            raise (lcm.db.storage_error(exc, str(output), "cannot write") or LcmError(
+                f"cannot write {output}: {exc.strerror}", "check the directory's permissions or pass --output PATH")) from None
     path = str(output.resolve()) if output is not None else None
     try:
         with lcm.db.transaction(conn):

@@ -157,8 +157,8 @@ def _main(argv):
     p.add_argument("id", nargs="?", metavar="ID", help="sum_..., file_... or a message uuid")
     p.add_argument("--session", metavar="ID", help="describe this session's DAG and context items")
     p.add_argument("--content", action="store_true", help="include a stored file's content (bounded)")
-    p.add_argument("--max-tokens", type=int, default=4000, metavar="N", help="content bound (default 4000)")
-    p.add_argument("--offset", type=int, default=0, metavar="N", help="first character of --content")
+    p.add_argument("--max-tokens", type=lcm.db.int_arg(1), default=4000, metavar="N", help="content bound (default 4000)")
+    p.add_argument("--offset", type=lcm.db.int_arg(), default=0, metavar="N", help="first character of --content")
     args = p.parse_args(argv)
     if args.max_tokens < 1 or args.offset < 0:
         raise LcmError("--max-tokens must be >= 1 and --offset >= 0", "e.g. --max-tokens 4000 --offset 0")

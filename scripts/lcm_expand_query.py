@@ -335,7 +335,7 @@ def _main(argv):
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--query", metavar="TEXT", help="find candidates with lcm_grep")
     what.add_argument("--summary-ids", nargs="+", metavar="ID", help="expand these summary (or message) ids")
-    p.add_argument("--max-tokens", type=int, metavar="N", help="grant cap (default $LCM_MAX_EXPAND_TOKENS, 4000)")
+    p.add_argument("--max-tokens", type=lcm.db.int_arg(1), metavar="N", help="grant cap (default $LCM_MAX_EXPAND_TOKENS, 4000)")
     lcm.db.add_session_arg(p)
     p.add_argument("--all-sessions", action="store_true", help="search every session, not only this project's")
     lcm.guard.add_guard_args(p)

@@ -125,7 +125,7 @@ def _main(argv):
     p.add_argument("--typed", action="store_true",
                    help="only what the person typed (not tool results, which are user-role entries too)")
     lcm.db.add_limit_arg(p)
-    p.add_argument("--offset", type=int, default=0, metavar="N", help="skip the first N results")
+    p.add_argument("--offset", type=lcm.db.int_arg(), default=0, metavar="N", help="skip the first N results")
     args = p.parse_args(argv)
     conn = lcm.db.connect(args.db, create=False, readonly=True)
     args.grant = os.environ.get("LCM_GRANT")

@@ -306,7 +306,7 @@ def _main(argv):
     core.add_map_args(p, concurrency=16, timeout=120.0)
     p.add_argument("--max-tokens", type=core._positive_int, default=1024, metavar="N",
                    help="answer length cap per call (default 1024)")
-    p.add_argument("--api-retries", type=int, default=lcm.llm.DEFAULT_MAX_RETRIES, metavar="N",
+    p.add_argument("--api-retries", type=lcm.db.int_arg(0, 20), default=lcm.llm.DEFAULT_MAX_RETRIES, metavar="N",
                    help="SDK retries per call on 429, 5xx and timeouts, with backoff "
                         f"(default {lcm.llm.DEFAULT_MAX_RETRIES})")
     p.add_argument("--batch", action="store_true", help="use the Message Batches API (anthropic backend only)")

@@ -17,7 +17,9 @@ Examples:
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 import sys
 from pathlib import Path
 
@@ -28,6 +30,7 @@ from lcm.db import LcmError
 
 MARKER_LINE = re.compile(r"^<!--\s*" + re.escape(MARKER) + r"\s*(.*?)\s*-->\s*$")
 NEEDED = ("session_id", "vault", "last_message_id", "created_at")
+MAX_CHECKPOINT_BYTES = 4 << 20  # a checkpoint is a few KB; this bounds what a wrong path can cost
 
 
 def parse_checkpoint(text: str, source: str) -> dict:
@@ -50,12 +53,27 @@ def parse_checkpoint(text: str, source: str) -> dict:
     return meta
 
 
+def read_checkpoint_file(path: Path) -> str:
+    """The text of a checkpoint file: a regular file (a FIFO would block, /dev/zero never end)
+    of at most MAX_CHECKPOINT_BYTES."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # opening a FIFO must not wait
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise LcmError(f"checkpoint {path} is not a regular file",
+                           "pass the path of a .lcm-checkpoint.md file, or --session ID to use the vault's copy")
+        data = f.read(MAX_CHECKPOINT_BYTES + 1)
+    if len(data) > MAX_CHECKPOINT_BYTES:
+        raise LcmError(f"checkpoint {path} is too large to be one (over {MAX_CHECKPOINT_BYTES >> 20} MB)",
+                       "pass the path of a .lcm-checkpoint.md file, or --session ID to use the vault's copy")
+    return data.decode("utf-8")
+
+
 def load(conn, checkpoint: str | None, session: str | None) -> tuple[str, str]:
     """(text, source) of the checkpoint to resume from."""
     if checkpoint:
         path = Path(checkpoint).expanduser()
         try:
-            return path.read_text(encoding="utf-8"), str(path)
+            return read_checkpoint_file(path), str(path)
         except (OSError, UnicodeDecodeError) as exc:
             raise LcmError(f"cannot read checkpoint {path}: {getattr(exc, 'strerror', None) or exc}",
                            "check the path, or pass --session ID to use the copy kept in the vault") from None
@@ -169,7 +187,7 @@ def _main(argv):
     which = p.add_mutually_exclusive_group()
     which.add_argument("--checkpoint", metavar="PATH", help=f"checkpoint file (default: {FILE_NAME} at the workspace root)")
     which.add_argument("--session", metavar="ID", help="resume from the newest checkpoint the vault keeps for this session")
-    p.add_argument("--max-tokens", type=int, default=2000, metavar="N", help="bound of the reconstruction (default 2000)")
+    p.add_argument("--max-tokens", type=lcm.db.int_arg(1), default=2000, metavar="N", help="bound of the reconstruction (default 2000)")
     args = p.parse_args(argv)
     if args.max_tokens < 200:
         p.error("--max-tokens must be at least 200")

@@ -44,7 +44,7 @@ def _main(argv):
         verdict = "compaction recommended (lcm_compact.py)" if s["compaction_recommended"] else "no compaction needed"
         print(f"Session {s['session_id']}: context {s['context_tokens']} / {s['context_window']} tokens,"
               f" threshold {s['threshold']}: {verdict}")
-    fts = {True: "ok", False: "DAMAGED (rebuild: INSERT INTO messages_fts(messages_fts) VALUES('rebuild'))", None: "unavailable (LIKE search)"}[s["fts_ok"]]
+    fts = {True: "ok", False: "DAMAGED (lcm_doctor.py --fix backs up the vault, then rebuilds it)", None: "unavailable (LIKE search)"}[s["fts_ok"]]
     print(f"Full-text index: {fts}")
     return 0
 

@@ -57,6 +57,20 @@ def shared_data(*parts: str) -> Path:
     return path
 
 
+def mount_tmpfs(path: Path, size: str) -> None:
+    """Mount a small tmpfs at `path` (a full disk, or remount ro for a read-only one), or skip:
+    it needs root, and root ignores file modes, so a tmpfs is how tests make real storage errors.
+    The caller unmounts it (umount -l) in a finally."""
+    import shutil
+    import subprocess
+    path.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("needs root to mount a small tmpfs")
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("mount -t tmpfs is not allowed here")
+
+
 def pytest_configure(config):
     # real transcripts name the models they ran on, some now deprecated; the SDK's notice about
     # that is not a fault of lcm and would bury real warnings

@@ -136,9 +136,11 @@ def test_an_old_vault_migrates_to_the_conversation_order(tmp_path, monkeypatch):
     lcm.ingest.ingest_paths(conn, [str(project)])
     want = [r[0] for r in conn.execute("SELECT uuid FROM messages ORDER BY session_id, seq")]
     old_path = tmp_path / "old.db"
-    with monkeypatch.context() as m:  # the schema as it was before this migration
-        m.setattr(lcm.db, "MIGRATIONS", lcm.db.MIGRATIONS[:-1])
-        m.setattr(lcm.db, "SCHEMA_VERSION", len(lcm.db.MIGRATIONS) - 1)
+    # the schema as it was before this migration (later migrations may follow it in the list)
+    before = next(i for i, m in enumerate(lcm.db.MIGRATIONS) if lcm.db._place_sidechains in m)
+    with monkeypatch.context() as m:
+        m.setattr(lcm.db, "MIGRATIONS", lcm.db.MIGRATIONS[:before])
+        m.setattr(lcm.db, "SCHEMA_VERSION", before)
         lcm.db.connect(str(old_path)).close()
     columns = ", ".join(r[1] for r in sqlite3.connect(old_path).execute("PRAGMA table_info(messages)"))
     conn.execute("ATTACH DATABASE ? AS old", (str(old_path),))

@@ -158,7 +158,7 @@ def next_run(body: list[dict], anchors: dict, minimum: int) -> list[dict]:
     The main thread's run is its uncovered messages from the oldest up to the next covered one,
     with every sub-agent run under `minimum` tokens whose call (anchors: thread -> messages.id)
     it holds folded in. A larger sub-agent run is a run of its own. A run under `minimum`
-    tokens waits for more messages.
+    tokens waits for more messages, unless covered messages follow it.
     """
     loose = [r for r in body if not r["covered"]]
     sizes: dict[str, int] = {}
@@ -172,17 +172,20 @@ def next_run(body: list[dict], anchors: dict, minimum: int) -> list[dict]:
         if thread in tried:
             continue
         tried.add(thread)
-        run, started = [], False
+        run, started, closed = [], False, False
         for row in body:
             if row["thread"] != thread and not (thread == "" and row["thread"] in fold):
                 continue
             if row["covered"]:
                 if started and row["thread"] == thread:
+                    closed = True
                     break
                 continue
             started = True
             run.append(row)
-        if sum(row["token_count"] for row in run) >= minimum:
+        # a run with covered messages after it (a gap lcm_purge.py or lcm_doctor.py --fix left)
+        # can never grow: it is ready whatever its size, or it would block the runs after it
+        if run and (closed or sum(row["token_count"] for row in run) >= minimum):
             return run
     return []
 

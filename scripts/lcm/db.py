@@ -32,6 +32,8 @@ class LcmError(Exception):
 # Configuration
 # ---------------------------------------------------------------------------
 
+MAX_INT_ARG = 2**31 - 1  # bound of integer settings and arguments: far above any real use, and SQLite-safe
+
 def _bool(raw: str) -> bool:
     value = raw.strip().lower()
     if value in ("1", "true", "yes", "on"):
@@ -43,15 +45,15 @@ def _bool(raw: str) -> bool:
 
 def _positive_int(raw: str) -> int:
     value = int(raw)
-    if value <= 0:
-        raise ValueError("expected a positive integer")
+    if not 0 < value <= MAX_INT_ARG:
+        raise ValueError(f"expected an integer from 1 to {MAX_INT_ARG}")
     return value
 
 
 def _non_negative_int(raw: str) -> int:
     value = int(raw)
-    if value < 0:
-        raise ValueError("expected an integer >= 0")
+    if not 0 <= value <= MAX_INT_ARG:
+        raise ValueError(f"expected an integer from 0 to {MAX_INT_ARG}")
     return value
 
 
@@ -181,7 +183,15 @@ def files_dir() -> Path:
 
 
 def current_session_id() -> str | None:
-    return os.environ.get("LCM_SESSION_ID") or os.environ.get("CLAUDE_CODE_SESSION_ID") or None
+    for name in ("LCM_SESSION_ID", "CLAUDE_CODE_SESSION_ID"):
+        value = os.environ.get(name)
+        if value:
+            try:
+                value.encode("utf-8")  # the environment may hold any bytes; SQLite takes UTF-8 only
+            except UnicodeEncodeError:
+                raise LcmError(f"{name} is not valid UTF-8", f"unset {name}, or set it to a session id") from None
+            return value
+    return None
 
 
 def new_id(prefix: str) -> str:
@@ -450,7 +460,21 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
     [
         f"CREATE INDEX IF NOT EXISTS messages_talk ON messages(session_id, id, agent_id, role) WHERE {TALK_WHERE}",
     ],
+    # 6: messages lcm_purge.py removed, refused if a transcript offers them again (PURGED_TRIGGER)
+    [
+        """CREATE TABLE IF NOT EXISTS purged (
+            uuid TEXT PRIMARY KEY,              -- transcript uuid of a purged message
+            purged_at TEXT NOT NULL
+        ) WITHOUT ROWID""",
+    ],
 ]
+
+# Every insert path (hook, bulk import, a re-read from byte 0) goes through this trigger. The
+# first purge creates it rather than a migration: on every row it costs bulk ingest ~15%
+# (measured at 100k messages), a price only a vault that has purged something needs to pay.
+PURGED_TRIGGER = """CREATE TRIGGER IF NOT EXISTS messages_purged BEFORE INSERT ON messages
+    WHEN EXISTS (SELECT 1 FROM purged WHERE uuid = new.uuid)
+BEGIN SELECT RAISE(IGNORE); END"""
 
 # FTS5 is optional in some SQLite builds; these run only where it exists.
 FTS_MIGRATION: list[str] = [
@@ -531,7 +555,8 @@ def migrate(conn: sqlite3.Connection, path: Path | str = "vault") -> int:
             conn.execute("COMMIT")
             applied += 1
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # SQLite has already rolled back after some errors (disk full)
+                conn.execute("ROLLBACK")
             raise
 
 
@@ -551,7 +576,10 @@ def connect(explicit: str | None = None, *, create: bool = True, readonly: bool 
             # create the file 0600 before SQLite opens it with the umask's mode
             os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
         except OSError as exc:
-            raise LcmError(f"cannot create vault {path}: {exc.strerror}", "check the directory's permissions or set LCM_DB") from None
+            raise (storage_error(exc, path, "cannot create vault") or LcmError(
+                f"cannot create vault {path}: {exc.strerror}", "check that its directory can be made, or set LCM_DB")) from None
+    global _vault
+    _vault = path
     try:
         uri = f"file:{path}?mode=ro" if readonly else f"file:{path}"
         # isolation_level=None: we issue BEGIN ourselves, so nothing commits behind our back
@@ -573,8 +601,9 @@ def connect(explicit: str | None = None, *, create: bool = True, readonly: bool 
             migrate(conn, path)
         elif _schema_version(conn) > SCHEMA_VERSION:
             migrate(conn, path)  # raises the "newer schema" error
-    except sqlite3.DatabaseError as exc:
-        raise LcmError(f"cannot open vault {path}: {exc}", "if the file is corrupt, move it aside and run lcm_ingest.py --all to rebuild") from None
+    except sqlite3.Error as exc:
+        raise (storage_error(exc, path, "cannot open vault") or LcmError(
+            f"cannot open vault {path}: {exc}", "lcm_doctor.py checks the vault and says what is wrong")) from None
     return conn
 
 
@@ -601,6 +630,85 @@ def remove_stale_stages(parent: str) -> None:
             pass  # alive, another user's
 
 
+_vault: str | None = None  # the vault connect() opened last: run() names it in storage errors
+
+# SQLite's primary result codes (sqlite3.h) that have a cause a user can act on
+_SQLITE_CAUSES = {3: "permission", 5: "busy", 6: "busy", 8: "readonly", 10: "io", 11: "corrupt", 13: "full",
+                  14: "cantopen", 23: "permission", 26: "corrupt"}
+_SQLITE_TEXTS = (("disk is full", "full"), ("readonly", "readonly"), ("unable to open", "cantopen"),
+                 ("not a database", "corrupt"), ("malformed", "corrupt"), ("disk i/o", "io"),
+                 ("database is locked", "busy"))
+_ERRNO_CAUSES = {"ENOSPC": "full", "EDQUOT": "full", "EFBIG": "full", "EROFS": "readonly", "EACCES": "permission",
+                 "EPERM": "permission"}
+
+
+def _path_cause(path: str, where: str) -> str | None:
+    """Why the vault at `path` cannot be opened or written, looked up on disk (SQLite often just
+    says "unable to open database file")."""
+    if not os.path.isdir(where):
+        return "nodir"
+    try:
+        if os.statvfs(where).f_flag & os.ST_RDONLY:
+            return "readonly"
+    except (OSError, AttributeError):
+        pass
+    for name in (path, path + "-wal", path + "-shm", where):
+        if os.path.exists(name) and not os.access(name, os.W_OK):
+            return "permission"
+    return None
+
+
+def storage_error(exc: BaseException, path: str | None = None, doing: str = "") -> LcmError | None:
+    """An LcmError that names the real cause of a failed read or write of the vault or lcm's
+    files (disk full, read-only, permissions, a busy or damaged vault); None when `exc` is none
+    of those. Only real damage points to lcm_doctor.py, and no hint suggests discarding a vault."""
+    import errno
+    cause = None
+    if isinstance(exc, sqlite3.Error):
+        code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
+        cause = _SQLITE_CAUSES.get(code & 0xFF) if code is not None else None
+        text = str(exc).lower()
+        cause = cause or next((c for t, c in _SQLITE_TEXTS if t in text), None)
+    elif isinstance(exc, OSError) and exc.errno is not None:
+        cause = _ERRNO_CAUSES.get(errno.errorcode.get(exc.errno, ""))
+        path = path or (exc.filename if isinstance(exc.filename, str) else None)
+    if cause is None:
+        return None
+    path = path or _vault or _db_path_str()
+    where = os.path.dirname(path) or "."
+    vault = path.startswith((_vault or _db_path_str(), _db_path_str()))  # the vault, its -wal or -shm
+    if cause in ("cantopen", "readonly", "permission"):
+        found = _path_cause(path, where)
+        if found and (cause == "cantopen" or found != "nodir"):
+            cause = found
+    head = f"{doing} {path}: " if doing else ""
+    what, hint = {
+        "full": (f"the disk holding {where} is full (or a file size limit was reached)",
+                 f"free some space there (df -h {where}) and run the command again"
+                 + ("; the vault is not damaged" if vault else "")),
+        "readonly": (f"{path} cannot be written: the file, its directory or its filesystem is read-only",
+                     f"make the vault, its -wal and -shm files and {where} writable by you (ls -l {where}), or "
+                     "remount the filesystem read-write; the vault is not damaged" if vault else
+                     f"make {where} writable by you (ls -ld {where}), or write somewhere else"),
+        "permission": (f"permission denied on {path}",
+                       f"check the owner and mode of the vault, its -wal and -shm files and {where} (ls -l {where}); "
+                       "lcm makes them for the user who runs it, 0600 and 0700" if vault else
+                       f"check the owner and mode of {path} and {where} (ls -ld {where})"),
+        "nodir": (f"the directory {where} does not exist", "create it, or point --db / LCM_DB at the vault"),
+        "cantopen": (f"{path} cannot be opened",
+                     f"check that {where} exists and that you may read and write it and the vault (ls -ld {where} {path})"),
+        "busy": (f"{path} is busy: another lcm process kept it locked too long",
+                 "wait for the import or compaction that is running to finish, then run the command again"),
+        "io": (f"disk I/O error on {path}",
+               f"check the free space (df -h {where}) and the system log; then lcm_doctor.py checks the vault"),
+        "corrupt": (f"{path} is damaged",
+                    "run lcm_doctor.py: it checks the vault, and with --fix backs it up before repairing anything"),
+    }[cause]
+    error = LcmError(f"{head}{what} ({exc})" if cause in ("corrupt", "io") else f"{head}{what}", hint)
+    error.cause = cause  # lcm_doctor tells a damaged vault from one it may not write
+    return error
+
+
 class transaction:
     """`with transaction(conn):` = BEGIN IMMEDIATE ... COMMIT, ROLLBACK on error."""
 
@@ -612,7 +720,10 @@ class transaction:
         return self.conn
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+        if not exc_type:
+            self.conn.execute("COMMIT")
+        elif self.conn.in_transaction:  # SQLite has already rolled back after some errors (disk full)
+            self.conn.execute("ROLLBACK")
 
 
 # ---------------------------------------------------------------------------
@@ -684,6 +795,32 @@ def _limit(raw: str) -> int:
     return value
 
 
+def int_arg(low: int = 0, high: int = MAX_INT_ARG) -> Callable[[str], int]:
+    """An argparse type: an integer from low to high (a bad value is a usage error, exit 2)."""
+    def parse(raw: str) -> int:
+        import argparse
+        try:
+            value = int(raw)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{raw[:40]!r} is not an integer") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{raw[:40]} is not between {low} and {high}")
+        return value
+    return parse
+
+
+def seconds_arg(raw: str) -> float:
+    """An argparse type: a positive, finite number of seconds."""
+    import argparse
+    try:
+        value = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw[:40]!r} is not a number") from None
+    if not 0 < value <= 10**7:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"{raw[:40]} is not a number of seconds above 0")
+    return value
+
+
 def add_limit_arg(p: argparse.ArgumentParser, default: int = 20) -> None:
     p.add_argument("--limit", type=_limit, default=default, metavar="N",
                    help=f"at most N results, 1-{LIMIT_MAX} (default {default})")
@@ -728,11 +865,36 @@ def freeze_imports() -> None:
     gc.freeze()
 
 
+def _check_text(argv: list[str]) -> None:
+    """Refuse arguments that are not UTF-8 (Python hands them over with surrogate escapes, which
+    SQLite, JSON and the terminal all reject later, far from the cause)."""
+    for arg in argv:
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")[:60]
+            raise LcmError(f"argument {shown!r} is not valid UTF-8 text",
+                           "pass ids, text and paths as UTF-8 (rename a file whose name is not)") from None
+
+
+def _report(exc: LcmError) -> int:
+    sys.stderr.write(f"Error: {exc.message}\n")
+    if exc.hint:
+        sys.stderr.write(f"Hint: {exc.hint}\n")
+    return 1
+
+
 def run(main: Callable[[list[str] | None], int], argv: Iterable[str] | None = None) -> int:
-    """Call main, turning an LcmError into `Error: ... / Hint: ...` on stderr and exit 1."""
+    """Call main, turning an LcmError, and a storage failure with a known cause (disk full,
+    read-only, permissions, damage), into `Error: ... / Hint: ...` on stderr and exit 1.
+
+    A closed stdout (`| head`) ends the command quietly with 141, as SIGPIPE would.
+    """
     try:
-        code = main(None if argv is None else list(argv))
-        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        args = None if argv is None else list(argv)
+        _check_text(sys.argv[1:] if args is None else args)
+        code = main(args)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at interpreter exit
         return code
     except BrokenPipeError:
         # the reader left (`| head`): stop quietly, as Unix tools do; stdout goes to /dev/null so
@@ -743,10 +905,16 @@ def run(main: Callable[[list[str] | None], int], argv: Iterable[str] | None = No
             pass
         return 141  # 128 + SIGPIPE, what `grep | head` reports
     except LcmError as exc:
-        sys.stderr.write(f"Error: {exc.message}\n")
-        if exc.hint:
-            sys.stderr.write(f"Hint: {exc.hint}\n")
-        return 1
+        return _report(exc)
+    except (sqlite3.Error, OSError) as exc:
+        error = storage_error(exc)
+        if error is None and isinstance(exc, OSError) and isinstance(exc.filename, str):
+            # a path the user gave that cannot be used: too long, missing, a directory, ...
+            name = exc.filename if len(exc.filename) <= 200 else exc.filename[:200] + "..."
+            error = LcmError(f"{name}: {exc.strerror}", "check the path")
+        if error is None:
+            raise
+        return _report(error)
     except KeyboardInterrupt:
         sys.stderr.write("Error: interrupted\n")
         return 130

@@ -271,8 +271,10 @@ class _write_lock:
             begin_write(self.conn, self.patience)
 
     def __exit__(self, exc_type, exc, tb):
-        if self.own:
-            self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+        if self.own and not exc_type:
+            self.conn.execute("COMMIT")
+        elif self.own and self.conn.in_transaction:  # SQLite may have rolled back already (disk full)
+            self.conn.execute("ROLLBACK")
 
 
 def begin_write(conn, patience: float | None = None, turns: _Turns | None = None) -> None:

@@ -88,18 +88,8 @@ def add_map_args(p, *, concurrency: int, timeout: float, max_attempts: int = 3) 
                    help="validate, count and estimate; no model call, nothing written")
 
 
-def _positive_int(raw: str) -> int:
-    value = int(raw)
-    if value <= 0:
-        raise ValueError(raw)
-    return value
-
-
-def _positive_float(raw: str) -> float:
-    value = float(raw)
-    if value <= 0:
-        raise ValueError(raw)
-    return value
+_positive_int = lcm.db.int_arg(1)  # bounded: a huge count is a usage error, not a crash later
+_positive_float = lcm.db.seconds_arg  # finite and above 0
 
 
 # ---------------------------------------------------------------------------
@@ -140,6 +130,8 @@ def load_schema(path: str) -> dict:
     except json.JSONDecodeError as exc:
         raise LcmError(f"schema {path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
                        "fix the schema file") from None
+    except RecursionError:
+        raise LcmError(f"schema {path} is nested too deeply", "fix the schema file") from None
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import SchemaError
     try:
@@ -167,8 +159,9 @@ def scan_input(path: Path) -> tuple[int, str, object]:
                     continue
                 try:
                     value = json.loads(raw)
-                except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                    reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
+                except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+                    reason = (exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
+                              if isinstance(exc, UnicodeDecodeError) else "nested too deeply")
                     raise LcmError(f"{path} line {line_no} is not valid JSON: {reason}",
                                    "every non-blank line must be one JSON value (JSON Lines)") from None
                 if total == 0:
@@ -242,6 +235,8 @@ class AnswerChecker:
             value = json.loads(body)
         except json.JSONDecodeError as exc:
             raise AnswerError(f"the answer is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        except RecursionError:
+            raise AnswerError("the answer is JSON nested too deeply") from None
         self.check(value)
         return value
 

@@ -58,18 +58,21 @@ def parse_when(value: str | None, flag: str) -> str | None:
     if not value:
         return None
     m = re.fullmatch(r"\s*(\d+)\s*([mhdw])\s*", value.lower())
-    if m:
-        unit = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[m.group(2)]
-        when = datetime.now(timezone.utc) - timedelta(**{unit: int(m.group(1))})
-    else:
-        try:
+    try:
+        if m:
+            unit = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[m.group(2)]
+            when = datetime.now(timezone.utc) - timedelta(**{unit: int(m.group(1))})
+        else:
             when = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError:
-            raise LcmError(f"{flag} {value!r} is neither an ISO date nor an age",
-                           f"use e.g. {flag} 2026-11-20, {flag} 2026-11-20T09:30 or {flag} 2d (m h d w)") from None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=timezone.utc)
-    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=timezone.utc)
+        return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    except ValueError:
+        raise LcmError(f"{flag} {_short(value)} is neither an ISO date nor an age",
+                       f"use e.g. {flag} 2026-11-20, {flag} 2026-11-20T09:30 or {flag} 2d (m h d w)") from None
+    except OverflowError:  # an age reaching past year 1, a date at the calendar's edge
+        raise LcmError(f"{flag} {_short(value)} is out of range",
+                       f"give a date between years 1 and 9999, or an age such as {flag} 2d") from None
 
 
 def resolve_scope(conn, session, project, all_sessions):
@@ -120,12 +123,16 @@ class Source:
         elif project and kind == "note":
             # notes that apply there: global ones, those pinned for it or above it, or below it
             chain = lcm.notes.project_chain(project)
+            below = project.rstrip("/") + "/"
             where.append(f"(t.project IS NULL OR t.project IN ({','.join('?' * len(chain))})"
-                         " OR t.project LIKE ? ESCAPE '\\')")
-            params += [*chain, _like_escape(project.rstrip("/")) + "/%"]
+                         " OR substr(t.project, 1, ?) = ?)")  # not LIKE: see below
+            params += [*chain, len(below), below]
         elif project:
-            where.append("t.session_id IN (SELECT session_id FROM sessions WHERE project = ? OR project LIKE ? ESCAPE '\\')")
-            params += [project, _like_escape(project.rstrip("/")) + "/%"]
+            # a prefix test, not LIKE: SQLite refuses LIKE patterns over 50,000 bytes
+            where.append("t.session_id IN (SELECT session_id FROM sessions WHERE project = ?"
+                         " OR substr(project, 1, ?) = ?)")
+            prefix = project.rstrip("/") + "/"
+            params += [project, len(prefix), prefix]
         if since:
             where.append(f"{time_lo} >= ?")
             params.append(since)
@@ -484,6 +491,9 @@ def _short(text: str, width: int = 80) -> str:
 
 
 def _compile_regex(query):
+    if not query:
+        raise LcmError("the regular expression is empty, and would match every message",
+                       "give a pattern to search for, e.g. 'def \\w+_pass'")
     try:
         return re.compile(query)
     except re.error as exc:

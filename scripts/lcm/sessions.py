@@ -65,10 +65,6 @@ def resolve_session(conn, text: str | None) -> str:
     return lcm.db.resolve_session(conn, text)  # the one resolver every --session uses
 
 
-def _like_escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
 def _counts(conn, row) -> dict:
     sid = row["session_id"]
     messages = conn.execute("SELECT count(*) FROM messages WHERE session_id = ?", (sid,)).fetchone()[0]
@@ -88,8 +84,10 @@ def list_sessions(conn, *, project: str | None = None, since: str | None = None,
     where, params = [], []
     if project:
         project = os.path.abspath(os.path.expanduser(project)).rstrip("/") or "/"
-        where.append("(project = ? OR project LIKE ? ESCAPE '\\')")
-        params += [project, _like_escape(project.rstrip("/")) + "/%"]
+        # a prefix test, not LIKE: SQLite refuses LIKE patterns over 50,000 bytes
+        below = project.rstrip("/") + "/"
+        where.append("(project = ? OR substr(project, 1, ?) = ?)")
+        params += [project, len(below), below]
     if since:
         where.append("last_at >= ?")
         params.append(since)

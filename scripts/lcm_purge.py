@@ -1,0 +1,94 @@
+"""Forget messages: delete them from the vault for good, with everything built on them.
+
+Usage:
+  python3 scripts/lcm_purge.py (--session ID | --message UUID | --match TEXT [--regex]) [--yes] [--json]
+
+Without --yes nothing is removed: it prints what would go (counts and a few examples).
+  --session ID    every message of a session (its id or a unique prefix of it)
+  --message UUID  one message, by its transcript uuid (as lcm_grep.py prints it)
+  --match TEXT    every message whose stored text or original transcript line contains TEXT
+                  (case-sensitive substring), and every pinned note (lcm_remember.py) that does;
+                  with --regex, TEXT is a Python regular expression
+
+With --yes it removes the messages (rows, original lines, search index entries), the summaries
+built on them and those summaries' ancestors (the next lcm_compact.py summarises what remains),
+their externalised files under $LCM_HOME/files, the checkpoints that may quote them, and
+leaves no copy in the vault's free pages or its write-ahead log. Purged messages are remembered
+by uuid, so a transcript still on disk never imports them again; delete the transcript itself
+(under ~/.claude/projects) if it must go too. Backups that lcm_doctor.py made beside the
+vault, and .lcm-checkpoint.md files in projects, are not touched: the output lists them.
+
+Examples:
+  python3 "$LCM_SCRIPTS/lcm_purge.py" --match 'sk-ant-api03-AbC'
+  python3 "$LCM_SCRIPTS/lcm_purge.py" --match 'AKIA[0-9A-Z]{16}' --regex --yes
+  python3 "$LCM_SCRIPTS/lcm_purge.py" --session 3f2c9a1b --yes
+"""
+from __future__ import annotations
+
+import sys
+
+import lcm.db
+import lcm.purge
+
+
+def _n(count: int, one: str, many: str | None = None) -> str:
+    return f"{count} {one if count == 1 else many or one + 's'}"
+
+
+def _print(doc: dict, done: bool) -> None:
+    out = sys.stdout
+    verb = "Removed" if done else "Would remove"
+    if not doc["messages"] and not doc["summaries"] and not doc["notes"]:
+        out.write(f"Nothing to remove: no {doc['what']}.\n")
+        return
+    out.write(f"{verb} {_n(doc['messages'], 'message')} of {_n(len(doc['sessions']), 'session')}, "
+              f"{_n(doc['summaries'], 'summary', 'summaries')}, {_n(doc['files'], 'stored file')} and "
+              f"{_n(doc['checkpoints'], 'checkpoint')}" + (f", {_n(doc['notes'], 'pinned note')}" if doc["notes"] else "")
+              + f" ({doc['what']}).\n")
+    for ex in doc["examples"]:
+        when = (ex["created_at"] or "")[:16].replace("T", " ")
+        out.write(f"  {ex['uuid']}  {ex['role']}  {when}  session {ex['session_id'][:8]}  {ex['preview']}\n")
+    if doc["messages"] > len(doc["examples"]):
+        out.write(f"  ... {doc['messages'] - len(doc['examples'])} more\n")
+    for path in doc["checkpoint_files"]:
+        out.write(f"Checkpoint file that may quote them (not deleted): {path}\n")
+    if not done:
+        out.write("Nothing was removed. Run the same command with --yes to remove it.\n")
+        return
+    if doc["summaries"]:
+        out.write("Summaries over the remaining messages are rebuilt by the next lcm_compact.py.\n")
+    if not doc["wal_emptied"]:
+        out.write("Note: another process has the vault open, so its write-ahead log still holds old pages;"
+                  " run lcm_purge.py with the same arguments again when it is idle.\n")
+    for path in doc["backups"]:
+        out.write(f"Backup that still holds the purged text (delete it yourself): {path}\n")
+
+
+def _main(argv):
+    p = lcm.db.parser(__doc__)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--session", metavar="ID", help="every message of this session (id or unique prefix)")
+    which.add_argument("--message", metavar="UUID", help="one message, by transcript uuid")
+    which.add_argument("--match", metavar="TEXT", help="messages whose text or original line contains TEXT")
+    p.add_argument("--regex", action="store_true", help="--match TEXT is a Python regular expression")
+    p.add_argument("--yes", action="store_true", help="really remove (without it: only show what would go)")
+    args = p.parse_args(argv)
+    if args.regex and args.match is None:
+        p.error("--regex goes with --match")
+    conn = lcm.db.connect(args.db, create=False)
+    sel = lcm.purge.select(conn, session=args.session, message=args.message, match=args.match, regex=args.regex)
+    doc = lcm.purge.purge(conn, sel) if args.yes else lcm.purge.plan(conn, sel)
+    doc["removed"] = args.yes
+    if args.json:
+        lcm.db.print_json(doc)
+    else:
+        _print(doc, doc["removed"])
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return lcm.db.run(_main, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,206 @@
+"""lcm_doctor.py: checks a vault and its installation, and repairs what it can after a backup."""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+
+import pytest
+
+import lcm.doctor
+import lcm_compact
+import lcm_doctor
+import lcm_grep
+import lcm_ingest
+import lcm_status
+from conftest import ROOT, SCRIPTS, mount_tmpfs, shared_data
+from transcripts import Transcript
+
+
+@pytest.fixture
+def stage_root(tmp_path, monkeypatch):
+    """Where the doctor looks for import stage directories: private to the test (the machine's
+    /dev/shm may hold other processes' directories)."""
+    root = tmp_path / "shm"
+    root.mkdir()
+    monkeypatch.setattr(lcm.doctor, "stage_parents", lambda: [str(root)])
+    return root
+
+
+@pytest.fixture
+def healthy(isolated_home, vault, stage_root, monkeypatch, capsys):
+    monkeypatch.setenv("LCM_LLM", "none")
+    monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "2")
+    monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "300")
+    monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", "2")
+    t = Transcript(isolated_home / ".claude" / "projects", session_id="doc-session")
+    for i in range(20):
+        t.user(f"step {i}: make the importer faster")
+        t.assistant_text(f"step {i} done; " + "profiling showed the parser dominates. " * 8)
+    t.write()
+    assert lcm_ingest.main(["--all"]) == 0
+    assert lcm_compact.main(["--session", "doc-session", "--full"]) == 0
+    capsys.readouterr()
+    return vault
+
+
+def _doctor(capsys, *argv) -> tuple[int, dict]:
+    code = lcm_doctor.main([*argv, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_healthy_vault(healthy, capsys):
+    code, doc = _doctor(capsys)
+    assert code == 0 and doc["integrity"] == "ok" and doc["problems"] == 0
+    for key in ("schema", "fts", "dag", "stale", "fallback", "hooks", "backend", "disk"):
+        assert doc[key]["status"] in ("ok", "warn"), (key, doc[key])
+    assert doc["dag"]["summaries"] >= 3 and doc["dag"]["broken"] == 0
+    assert doc["fallback"]["extractive"] >= 3  # LCM_LLM=none wrote them
+    assert doc["backend"]["backend"] == "none" and "LCM_LLM" in doc["backend"]["reason"]
+    assert doc["disk"]["vault_bytes"] > 0 and doc["disk"]["free_bytes"] > 0
+    assert doc["backup"] is None
+    assert lcm_doctor.main([]) == 0
+    out = capsys.readouterr().out
+    assert "Healthy." in out and "integrity: ok" in out
+
+
+def test_doctor_help_says_the_exit_status(capsys):
+    with pytest.raises(SystemExit):
+        lcm_doctor.main(["--help"])
+    assert "1 when a problem is found" in " ".join(capsys.readouterr().out.split())
+
+
+def test_broken_fts_index_is_found_and_fixed_after_a_backup(healthy, capsys):
+    conn = sqlite3.connect(healthy)
+    # text changed behind the index's back (as a write without its trigger would)
+    conn.execute("UPDATE messages SET content = 'zanzibar quokka' WHERE id = 3")
+    conn.commit()
+    conn.close()
+    code, doc = _doctor(capsys)
+    assert code == 1 and doc["fts"]["status"] == "problem" and doc["fts"]["damaged"] == ["messages_fts"]
+    assert lcm_doctor.main([]) == 1
+    assert "lcm_doctor.py --fix" in capsys.readouterr().out
+    code, doc = _doctor(capsys, "--fix")
+    assert code == 0, doc
+    assert doc["fts"]["status"] == "ok" and any("full-text" in f for f in doc["fixed"])
+    backup = doc["backup"]
+    assert backup and os.path.dirname(backup) == str(healthy.parent) and os.path.exists(backup)
+    assert stat.S_IMODE(os.stat(backup).st_mode) == 0o600
+    copy = sqlite3.connect(backup)
+    assert copy.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert copy.execute("SELECT count(*) FROM messages").fetchone()[0] == 40
+    copy.close()
+    assert lcm_grep.main(["quokka", "--all-sessions", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["results"][0]["type"] == "message"
+
+
+def test_stale_stage_directories_are_found_and_removed(healthy, stage_root, capsys):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = stage_root / f"lcm-ingest-{dead.pid}-x1y2"
+    stale.mkdir()
+    (stale / "group-0.db").write_bytes(b"stage rows")
+    live = stage_root / f"lcm-ingest-{os.getpid()}-a1b2"  # a running import's: left alone
+    live.mkdir()
+    code, doc = _doctor(capsys)
+    assert code == 1 and doc["stale"]["status"] == "problem" and doc["stale"]["stage_dirs"] == [str(stale)]
+    code, doc = _doctor(capsys, "--fix")
+    assert code == 0 and not stale.exists() and live.exists()
+    assert doc["backup"] is None  # nothing in the vault changed, so no backup was needed
+
+
+def test_idle_lock_files_are_litter_not_a_problem(healthy, capsys):
+    locks = healthy.parent / "locks"
+    locks.mkdir(exist_ok=True)
+    (locks / "compact-abc.lock").write_text("")
+    code, doc = _doctor(capsys)
+    assert code == 0 and str(locks / "compact-abc.lock") in doc["stale"]["locks_idle"]
+    assert _doctor(capsys, "--fix")[0] == 0
+    assert not (locks / "compact-abc.lock").exists()
+
+
+def test_broken_dag_is_found_and_rebuilt(healthy, capsys):
+    conn = sqlite3.connect(healthy)
+    leaves = [r[0] for r in conn.execute("SELECT id FROM summaries WHERE kind = 'leaf' ORDER BY first_message_id")]
+    # a leaf that claims a parent which does not list it: two trees would both cover its messages
+    other = conn.execute("SELECT id FROM summaries WHERE kind = 'condensed' AND id NOT IN"
+                         " (SELECT summary_id FROM summary_sources WHERE child_id = ?)", (leaves[-1],)).fetchone()
+    conn.execute("UPDATE summaries SET parent_id = ? WHERE id = ?", (other[0], leaves[-1]))
+    conn.commit()
+    conn.close()
+    code, doc = _doctor(capsys)
+    assert code == 1 and doc["dag"]["broken"] >= 1
+    assert any(f["summary_id"] == leaves[-1] for f in doc["dag"]["faults"])
+    code, doc = _doctor(capsys, "--fix")
+    assert code == 0 and doc["backup"] and doc["dag"]["broken"] == 0
+    assert lcm_compact.main(["--session", "doc-session", "--full"]) == 0
+    capsys.readouterr()
+    assert _doctor(capsys)[0] == 0
+
+
+def test_hooks_installed_and_last_run(healthy, isolated_home, capsys):
+    code, doc = _doctor(capsys)
+    assert doc["hooks"]["installed"] == [] and doc["hooks"]["status"] == "warn"
+    settings = isolated_home / ".claude" / "settings.json"
+    settings.write_text(json.dumps({"enabledPlugins": {"lcm@lcm-tools": True}}))
+    transcript = next((isolated_home / ".claude" / "projects").rglob("doc-session.jsonl"))
+    payload = json.dumps({"session_id": "doc-session", "transcript_path": str(transcript),
+                          "hook_event_name": "Stop", "cwd": str(isolated_home)})
+    env = {k: v for k, v in os.environ.items()}
+    subprocess.run([sys.executable, "-S", str(ROOT / "hooks" / "stop.py")], input=payload, text=True, env=env,
+                   check=True, timeout=60)
+    code, doc = _doctor(capsys)
+    assert doc["hooks"]["installed"] and "lcm@lcm-tools" in doc["hooks"]["installed"][0]
+    assert doc["hooks"]["last_run"]["Stop"] is not None and doc["hooks"]["last_run"]["SessionEnd"] is None
+    assert doc["hooks"]["status"] == "ok"
+
+
+def test_a_damaged_vault_points_to_the_doctor(isolated_home, vault, stage_root, capsys):
+    vault.parent.mkdir(parents=True)
+    vault.write_bytes(b"this is not a database at all" * 200)
+    assert lcm_status.main([]) == 1
+    err = capsys.readouterr().err
+    assert "lcm_doctor.py" in err and "move it aside" not in err and "rebuild" not in err
+    code, doc = _doctor(capsys)
+    assert code == 1 and doc["integrity"] != "ok"
+    code, doc = _doctor(capsys, "--fix")
+    assert code == 1 and doc["backup"] and os.path.exists(doc["backup"]) and doc["not_fixed"]
+    assert open(doc["backup"], "rb").read() == vault.read_bytes()
+
+
+def test_no_vault_is_an_error(isolated_home, capsys):
+    assert lcm_doctor.main([]) == 1
+    assert "no vault" in capsys.readouterr().err
+
+
+def test_read_only_vault_is_checked_and_named(isolated_home, stage_root, tmp_path, monkeypatch, capsys):
+    ro = tmp_path / "ro"
+    mount_tmpfs(ro, "8m")
+    try:
+        monkeypatch.setenv("LCM_DB", str(ro / "lcm.db"))
+        subprocess.run([sys.executable, str(SCRIPTS / "lcm_init.py")], check=True, capture_output=True)
+        subprocess.run(["mount", "-o", "remount,ro", str(ro)], check=True)
+        code, doc = _doctor(capsys)
+        assert code == 1 and "read-only" in doc["access"] and "not damaged" in doc["access"]
+        assert doc["integrity"] == "ok" and doc["dag"]["status"] == "ok"  # still read and checked
+        assert lcm_doctor.main([]) == 1
+        assert "--fix" not in capsys.readouterr().out  # nothing --fix could do about it
+    finally:
+        subprocess.run(["umount", "-l", str(ro)])
+
+
+def test_real_sessions_with_sub_agents_keep_the_dag_rules(isolated_home, stage_root, monkeypatch, capsys):
+    """Leaves of real transcripts (sub-agent runs folded into the main thread or on their own)
+    pass the contiguity rule in conversation order."""
+    monkeypatch.setenv("LCM_LLM", "none")
+    monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "3000")
+    monkeypatch.setenv("LCM_LEAF_MIN_TOKENS", "500")
+    assert lcm_ingest.main([str(shared_data("claude-projects"))]) == 0
+    assert lcm_compact.main(["--all", "--full"]) == 0
+    capsys.readouterr()
+    code, doc = _doctor(capsys)
+    assert doc["dag"]["summaries"] > 50 and doc["dag"]["broken"] == 0, doc["dag"]
+    assert code == 0
