@@ -17,6 +17,9 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRUE_WORDS = ("1", "true", "yes", "on")
 LOG_MAX_BYTES = 1_000_000
+HOOK_BUDGET = 1.0  # seconds from the hook's start after which it stops waiting for the vault
+IMPORTED = time.monotonic()
+_event = "-"  # the running hook's event (run_hook sets it), for detached work's log lines
 COMPACT_TIME_BUDGET = 300  # seconds a detached compaction may start new summaries for
 
 
@@ -112,6 +115,8 @@ def run_hook(event: str, handler, when_excluded=None) -> int:
     """
     import gc
     gc.freeze()  # start-up's objects live until exit: the collector need not walk them (lcm.db.freeze_imports)
+    global _event
+    _event = event
     payload = None
     try:
         if os.environ.get("LCM_DISABLE", "").strip().lower() in TRUE_WORDS:
@@ -178,22 +183,49 @@ def session_id(payload: dict) -> str:
     return sid
 
 
+def write_patience() -> float:
+    """How long this hook may still wait for the vault's write lock: what is left of
+    HOOK_BUDGET since the process started (on a loaded machine Python's own start takes a
+    good part of it), at least 0.1 s."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            ticks = int(f.read().rsplit(b")", 1)[1].split()[19])  # field 22: start, in ticks since boot
+        elapsed = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, AttributeError, IndexError):  # not Linux
+        elapsed = -1.0
+    if not 0 <= elapsed < 60:  # no /proc, or clocks that disagree (a suspend): since our import
+        elapsed = time.monotonic() - IMPORTED
+    return max(HOOK_BUDGET - elapsed, 0.1)
+
+
 def connect():
     import lcm.db
-    return lcm.db.connect()
+    conn = lcm.db.connect()
+    # any write of a hook waits about a second for another writer at most, not lcm.db's 10 s
+    conn.execute(f"PRAGMA busy_timeout = {int(write_patience() * 1000)}")
+    return conn
 
 
 def ingest(conn, path) -> dict:
     """Incremental ingest of one transcript and its `<session>/subagents/agent-*.jsonl`;
     Skip when it does not exist (yet). A sub-agent's last lines can land after its own
     SubagentStop hook ran; the main session's next hook catches them.
+
+    While another writer (a bulk import, a compaction) holds the vault past write_patience(),
+    the hook gives way: Skip, and the next hook stores these lines too.
     """
     if not path or not isinstance(path, str):
         raise Skip("payload has no transcript path")
     if not os.path.isfile(path):
         raise Skip(f"transcript {path} does not exist (yet)")
     import lcm.ingest
-    return lcm.ingest.ingest_session(conn, path)
+    try:
+        result = lcm.ingest.ingest_session(conn, path, patience=write_patience())
+    except lcm.ingest.VaultBusy as exc:
+        raise Skip(f"{exc.message}; {exc.hint}") from None
+    for bad in result["skipped_files"]:
+        note(f"file skipped: {bad['reason']}")
+    return result
 
 
 def try_ingest(conn, path) -> dict | None:
@@ -210,20 +242,49 @@ def project_dir(payload: dict) -> str:
 
 
 def detach(script: str, args: list[str], payload: dict) -> None:
-    """Start scripts/<script> in its own session, stdio closed, so it outlives the hook.
+    """Start scripts/<script> in its own session, stdio closed, so it outlives the hook; it
+    runs under run_detached, which logs its failure.
 
-    Runs without -S: the model backend may need site-packages (the anthropic SDK).
+    Runs without -S: the model backend may need site-packages (the anthropic SDK). Its cwd is
+    the project when that still exists, else the home directory.
     """
     import subprocess
+    sid = payload.get("session_id") if isinstance(payload.get("session_id"), str) else ""
     env = dict(os.environ)
-    env["LCM_SESSION_ID"] = payload.get("session_id") or ""
+    env["LCM_SESSION_ID"] = sid
     env.setdefault("CLAUDE_PROJECT_DIR", project_dir(payload))
     cwd = project_dir(payload)
+    if not isinstance(cwd, str) or not os.path.isdir(cwd):
+        cwd = os.path.expanduser("~") if os.path.isdir(os.path.expanduser("~")) else "/"
     subprocess.Popen(
-        [sys.executable, os.path.join(scripts_dir(), script), *args],
-        cwd=cwd if os.path.isdir(cwd) else None, env=env,  # a project moved or deleted since start_new_session=True, close_fds=True,
+        [sys.executable, os.path.abspath(__file__), "detached", _event, sid, script, *args],
+        cwd=cwd, env=env, start_new_session=True, close_fds=True,
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
+
+
+def run_detached(event: str, sid: str, script: str, args: list[str]) -> int:
+    """Run scripts/<script> as detached work: its failure (exit status, `Error:`/`Hint:` text or
+    exception) becomes one line in lcm.log, since nobody sees its stderr."""
+    import io
+    import runpy
+    setup_path()
+    captured = io.StringIO()
+    sys.stderr, sys.argv = captured, [script, *args]
+    code = 0
+    try:
+        runpy.run_path(os.path.join(scripts_dir(), script), run_name="__main__")
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    except BaseException as exc:  # noqa: BLE001 - reported in the log, the only place anyone looks
+        code = 1
+        captured.write(f"{type(exc).__name__}: {exc}")
+    finally:
+        sys.stderr = sys.__stderr__
+    if code:
+        log(event, {"session_id": sid}, f"detached {script} {' '.join(args)} failed (exit {code}): "
+                                        + captured.getvalue().strip()[-2000:])
+    return code
 
 
 def compaction_due(conn, sid: str) -> bool:
@@ -267,3 +328,8 @@ def context_output(event: str, text: str) -> dict:
     """Text injected into the session's context, secrets masked (lcm.mask)."""
     import lcm.mask
     return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": lcm.mask.mask(text)}}
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["detached"]:
+    # `hooklib.py detached EVENT SESSION SCRIPT ARGS...`, started by detach()
+    raise SystemExit(run_detached(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]))

@@ -24,7 +24,14 @@ OUR_EXPORTS = ("LCM_SCRIPTS", "LCM_SESSION_ID", "LCM_DB")
 
 
 def shell_quote(value: str) -> str:
-    return "'" + value.replace("'", "'\"'\"'") + "'"
+    """One shell word on one line, whatever the value holds: the file is rewritten line by line,
+    so a newline inside quotes would leave its second half behind as a command of its own."""
+    if not any(c < " " or c == "\x7f" for c in value):
+        return "'" + value.replace("'", "'\"'\"'") + "'"  # as shlex.quote, without its import
+    # ANSI-C quoting (bash, zsh): control characters as escapes, the rest as it is
+    escaped = "".join(f"\\x{ord(c):02x}" if c < " " or c == "\x7f" else "\\" + c if c in "\\'" else c
+                      for c in value)
+    return f"$'{escaped}'"
 
 
 def write_env_file(path: str, values: dict[str, str]) -> None:

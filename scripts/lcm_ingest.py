@@ -7,9 +7,11 @@ Usage:
 PATH is a transcript (.jsonl) or a directory searched recursively for *.jsonl. --all reads
 every transcript under $CLAUDE_CONFIG_DIR/projects, else ~/.claude/projects. Each user,
 assistant and system entry is stored with its original line byte for byte, deduplicated on
-its uuid; a re-run reads only the bytes added since the last one. Malformed lines are
-reported (file:line on stderr) and skipped, never fatal. Transcripts of projects matching
-LCM_EXCLUDE (colon-separated path globs) are skipped, and counted in the output.
+its uuid; a re-run reads only the bytes added since the last one. Malformed lines, and files
+that cannot be read (a dangling symlink, a FIFO, a file deleted meanwhile), are reported on
+stderr and skipped, never fatal. Imports of one vault may run in parallel: each waits its turn.
+Transcripts of projects matching LCM_EXCLUDE (colon-separated path globs) are skipped, and
+counted in the output.
 
 Examples:
   python3 "$LCM_SCRIPTS/lcm_ingest.py" --all
@@ -18,12 +20,14 @@ Examples:
 """
 from __future__ import annotations
 
+import os
 import sys
 
 import lcm.db
 import lcm.ingest
 
 MALFORMED_SHOWN = 20  # malformed lines listed in text mode before "... N more"
+BULK_NICENESS = 10  # CPU priority the import lowers itself by (the parser process inherits it)
 
 
 def _main(argv):
@@ -51,7 +55,13 @@ def _main(argv):
         sys.stderr.write(f"malformed line skipped: {bad['path']}:{bad['line']}\n")
     if len(result["malformed"]) > MALFORMED_SHOWN:
         sys.stderr.write(f"... {len(result['malformed']) - MALFORMED_SHOWN} more (--json lists them all)\n")
+    for bad in result["skipped_files"][:MALFORMED_SHOWN]:
+        sys.stderr.write(f"file skipped: {bad['reason']}\n")
+    if len(result["skipped_files"]) > MALFORMED_SHOWN:
+        sys.stderr.write(f"... {len(result['skipped_files']) - MALFORMED_SHOWN} more (--json lists them all)\n")
     note = f"; {result['malformed_lines']} malformed lines skipped" if result["malformed_lines"] else ""
+    if result["skipped_files"]:
+        note += f"; {len(result['skipped_files'])} unreadable files skipped"
     if result["excluded_files"]:
         note += f"; skipped {result['excluded_files']} transcripts of projects in LCM_EXCLUDE"
     print(f"{result['messages_added']} new messages ({result['messages_skipped']} already stored) from "
@@ -64,5 +74,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    if hasattr(os, "nice"):
+        # an import is batch work: the session's hooks (and the user) get the CPU first
+        os.nice(BULK_NICENESS)
     lcm.db.freeze_imports()
     sys.exit(main())

@@ -593,17 +593,6 @@ def test_a_slower_concurrent_reader_never_moves_the_offset_back(tmp_path, vault)
     assert lcm.ingest.ingest_file(conn, t.path)["messages_added"] == 0
 
 
-def test_file_vanishing_during_bulk_ingest_is_an_error_with_hint(capsys, tmp_path, vault, monkeypatch):
-    projects = tmp_path / "projects"
-    for _ in range(lcm.ingest.PARSE_PROCESS_MIN_FILES + 1):  # enough files for the parser process
-        coding_session(projects, turns=1).write()
-    files = lcm.ingest.transcript_files([projects])
-    monkeypatch.setattr(lcm.ingest, "transcript_files", lambda paths: files)
-    os.remove(files[-1])
-    code, out, err = run(capsys, projects)
-    assert code == 1 and "no such transcript" in err and "Hint:" in err
-
-
 def test_many_files_through_the_parser_process_match_inline(tmp_path):
     projects = tmp_path / "projects"
     for i in range(lcm.ingest.PARSE_PROCESS_MIN_FILES + 2):

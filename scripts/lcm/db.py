@@ -566,6 +566,7 @@ def connect(explicit: str | None = None, *, create: bool = True, readonly: bool 
     create=False refuses a missing vault with a hint instead of making an empty one.
     """
     path = _db_path_str(explicit)
+    remove_stale_stages("/dev/shm")
     new = not os.path.exists(path)
     if new:
         if not create or readonly:
@@ -604,6 +605,29 @@ def connect(explicit: str | None = None, *, create: bool = True, readonly: bool 
         raise (storage_error(exc, path, "cannot open vault") or LcmError(
             f"cannot open vault {path}: {exc}", "lcm_doctor.py checks the vault and says what is wrong")) from None
     return conn
+
+
+STAGE_PREFIX = "lcm-ingest-"  # + pid + "-": a bulk import's stage directory (see lcm.ingest)
+
+
+def remove_stale_stages(parent: str) -> None:
+    """Delete the stage directories that imports killed mid-way left in `parent`: in /dev/shm
+    they hold memory until the next reboot. connect() looks there each time (one listdir)."""
+    try:
+        names = [n for n in os.listdir(parent) if n.startswith(STAGE_PREFIX)]
+    except OSError:
+        return  # no such directory (macOS, Windows)
+    for name in names:
+        pid = name[len(STAGE_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            import shutil
+            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+        except OSError:
+            pass  # alive, another user's
 
 
 _vault: str | None = None  # the vault connect() opened last: run() names it in storage errors

@@ -22,6 +22,9 @@ PARSE_PROCESS_MIN_FILES = 8  # fewer files are parsed inline: a worker process i
 GROUP_BYTES = 48 << 20  # bulk ingest: unread transcript bytes per transaction (~14k messages)
 GROUPS_AHEAD = 2  # groups parsed ahead of the writer (each waits as a stage file)
 WAL_LIMIT = 512 << 20  # bulk ingest lets the WAL grow this large before it waits for a checkpoint
+WRITE_WAIT_SECONDS = 300.0  # how long an import waits, in turn with other writers, for the vault
+WRITE_POLL_SECONDS = 0.005  # ... trying again this often (and letting knocking hooks in first)
+HOOK_TURN_SECONDS = 1.0  # longest a bulk import holds back for knocking hooks before each group
 
 MESSAGE_COLUMNS = ("uuid, session_id, parent_uuid, type, role, subtype, created_at, cwd, git_branch, model,"
                    " api_message_id, is_sidechain, agent_id, is_meta, content, token_count, raw,"
@@ -88,17 +91,24 @@ def _externalize_large(conn, batch: lt.Batch) -> None:
             result.get("filePath") if isinstance(result, dict) else None)
         for i, text in enumerate(blocks):
             if len(text) > 4 * lcm.db.config("LCM_LARGE_FILE_THRESHOLD"):
-                label = name if isinstance(name, str) else f"{entry['type']} block {i} of {uuid}"
+                label = lt.safe_text(name) if isinstance(name, str) else f"{entry['type']} block {i} of {uuid}"
                 # the stored copy is searchable text like the rest: masked (the original line keeps the bytes)
                 blocks[i] = lcm.files.externalize(conn, session_id=sid, message_uuid=uuid, name=lcm.mask.mask(label),
                                                   content=lcm.mask.mask(text))
-        content = lcm.mask.mask("\n".join(b for b in blocks if b))
+        content = lcm.mask.mask(lt.safe_text("\n".join(b for b in blocks if b)))
         if batch.staged:
             conn.execute("UPDATE lcm_stage.ingest_stage SET content = ?, token_count = ? WHERE rowid = ?",
                          (content, lcm.db.estimate_tokens(content), batch.stage_start + index + 1))
         else:
             row = batch.rows[index]
             batch.rows[index] = row[:14] + (content, lcm.db.estimate_tokens(content)) + row[16:]
+
+
+def _insert_rows(conn, rows: list[tuple]) -> int:
+    if len(rows) < STAGE_MIN_ROWS:
+        return conn.executemany(INSERT_MESSAGE, rows).rowcount if rows else 0
+    _stage(conn, rows)
+    return _flush(conn)
 
 
 def _stage(conn, rows: list[tuple]) -> None:
@@ -113,9 +123,10 @@ def _stage(conn, rows: list[tuple]) -> None:
     conn.executemany(f"INSERT INTO temp.ingest_stage VALUES ({','.join('?' * 19)})", rows)
 
 
-def _flush(conn, bulk: bool = False) -> int:
+def _flush(conn, bulk: bool = False, rows: tuple[int, int] | None = None) -> int:
     """Move the staged rows (temp.ingest_stage, or with bulk=True the stage file attached as
-    lcm_stage) into `messages` in staging order; returns how many were new.
+    lcm_stage; only its rows start+1 .. start+count with rows=(start, count)) into `messages`
+    in staging order; returns how many were new.
 
     bulk=True (inside the group's transaction) indexes the new rows for full-text
     search with one INSERT ... SELECT instead of the per-row trigger: about 30% less writer time
@@ -124,8 +135,9 @@ def _flush(conn, bulk: bool = False) -> int:
     otherwise the stage is emptied here.
     """
     schema = "lcm_stage" if bulk else "temp"
+    where = f" WHERE rowid > {rows[0]} AND rowid <= {rows[0] + rows[1]}" if rows else ""
     insert = (f"INSERT OR IGNORE INTO main.messages ({MESSAGE_COLUMNS}) SELECT {MESSAGE_COLUMNS}"
-              f" FROM {schema}.ingest_stage ORDER BY rowid")
+              f" FROM {schema}.ingest_stage{where} ORDER BY rowid")
     trigger = conn.execute("SELECT sql FROM main.sqlite_master WHERE type = 'trigger' AND name = 'messages_fts_ai'"
                            ).fetchone() if bulk else None
     if trigger is None:
@@ -143,11 +155,11 @@ def _flush(conn, bulk: bool = False) -> int:
     return added
 
 
-def _write(conn, batch: lt.Batch) -> dict:
+def _write(conn, batch: lt.Batch, patience: float | None = None) -> dict:
     """Store a parsed batch (one transaction unless the caller holds one); returns its counts.
 
     A batch whose rows bulk ingest put in a stage file has none here: _store_group moves and
-    counts them.
+    counts them. patience: see begin_write.
     """
     row = batch.row
     result = {"path": batch.path, "session_id": batch.msg_sid, "messages_added": 0, "messages_skipped": 0,
@@ -155,14 +167,17 @@ def _write(conn, batch: lt.Batch) -> dict:
               "sessions": [row["session_id"]] if row and row["session_id"] else []}
     if batch.unchanged:
         return result
-    with _write_lock(conn):
+    with _write_lock(conn, patience):
         if batch.large:
             _externalize_large(conn, batch)
-        if len(batch.rows) < STAGE_MIN_ROWS:
-            added = conn.executemany(INSERT_MESSAGE, batch.rows).rowcount if batch.rows else 0
-        else:
-            _stage(conn, batch.rows)
-            added = _flush(conn)
+        conn.execute("SAVEPOINT message_rows")
+        try:
+            added = _insert_rows(conn, batch.rows)
+        except UnicodeEncodeError:  # a lone surrogate in some row's content (lt.safe_text)
+            conn.execute("ROLLBACK TO message_rows")
+            batch.rows = [lt.safe_row(r) for r in batch.rows]
+            added = _insert_rows(conn, batch.rows)
+        conn.execute("RELEASE message_rows")
         if batch.agent_calls:
             lcm.order.store_calls(conn, batch.agent_calls)
         if batch.compactions:
@@ -202,20 +217,25 @@ def _settings() -> tuple[bool, int]:
     return lcm.db.config("LCM_INDEX_THINKING"), 4 * lcm.db.config("LCM_LARGE_FILE_THRESHOLD")
 
 
-def ingest_file(conn, path) -> dict:
+def ingest_file(conn, path, patience: float | None = None) -> dict:
     """Store the new complete lines of one transcript; returns this file's counts.
 
     Keys: path, session_id, messages_added, messages_skipped, malformed_lines,
-    malformed ([{path, line}]), sessions (ids seen).
+    malformed ([{path, line}]), sessions (ids seen). patience: see begin_write.
     """
     path = os.path.abspath(os.fspath(path))
-    return _write(conn, lt.read_new_lines(path, _transcript_row(conn, path), *_settings()))
+    return _write(conn, lt.read_new_lines(path, _transcript_row(conn, path), *_settings()), patience)
 
 
-def ingest_session(conn, transcript_path) -> dict:
+def ingest_session(conn, transcript_path, patience: float | None = None) -> dict:
     """ingest_file for a session's main transcript and each of its subagent transcripts
     (`<session>/subagents/agent-*.jsonl`), so lines a sub-agent wrote after its own hook ran are
-    caught by the next hook of the main session. Returns ingest_paths-style totals."""
+    caught by the next hook of the main session. Returns ingest_paths-style totals; a subagent
+    file that cannot be read (a FIFO, vanished) is listed in skipped_files.
+
+    With patience (hooks), VaultBusy when another writer holds the vault longer than that: the
+    lines stay unread, and the next call stores them (the byte offset did not move).
+    """
     path = os.path.abspath(os.fspath(transcript_path))
     paths = [path]
     subagents = os.path.join(path[:-6] if path.endswith(".jsonl") else path, "subagents")
@@ -223,23 +243,35 @@ def ingest_session(conn, transcript_path) -> dict:
         paths += sorted(os.path.join(subagents, n) for n in os.listdir(subagents)
                         if n.startswith("agent-") and n.endswith(".jsonl"))
     total = {"files": len(paths), "messages_added": 0, "messages_skipped": 0, "malformed_lines": 0,
-             "malformed": []}
-    for one in (ingest_file(conn, p) for p in paths):
+             "malformed": [], "skipped_files": []}
+    deadline = None if patience is None else time.monotonic() + patience
+    for p in paths:
+        try:
+            one = ingest_file(conn, p, None if deadline is None else max(deadline - time.monotonic(), 0.05))
+        except LcmError as exc:
+            if p == path or isinstance(exc, VaultBusy):
+                raise
+            total["skipped_files"].append({"path": p, "reason": exc.message})
+            continue
         for key in ("messages_added", "messages_skipped", "malformed_lines"):
             total[key] += one[key]
         total["malformed"] += one["malformed"]
     return total
 
 
-class _write_lock:
-    """BEGIN IMMEDIATE ... COMMIT, unless the caller already holds a transaction."""
+class VaultBusy(LcmError):
+    """Another writer held the vault longer than this one could wait."""
 
-    def __init__(self, conn):
-        self.conn, self.own = conn, not conn.in_transaction
+
+class _write_lock:
+    """begin_write ... COMMIT, unless the caller already holds a transaction."""
+
+    def __init__(self, conn, patience: float | None = None):
+        self.conn, self.own, self.patience = conn, not conn.in_transaction, patience
 
     def __enter__(self):
         if self.own:
-            self.conn.execute("BEGIN IMMEDIATE")
+            begin_write(self.conn, self.patience)
 
     def __exit__(self, exc_type, exc, tb):
         if self.own and not exc_type:
@@ -248,25 +280,151 @@ class _write_lock:
             self.conn.execute("ROLLBACK")
 
 
-def transcript_files(paths) -> list[str]:
+def begin_write(conn, patience: float | None = None, turns: _Turns | None = None) -> None:
+    """BEGIN IMMEDIATE, waiting in turn with the vault's other writers.
+
+    patience=None: wait up to WRITE_WAIT_SECONDS (a bulk import of another tree may hold the
+    vault for minutes), then VaultBusy, an Error with a hint; never a raw "database is locked".
+    A number (hooks): wait at most that long, knocking (see _Turns) so that bulk imports let
+    it in between two of their transactions.
+    """
+    import sqlite3
+    wait = WRITE_WAIT_SECONDS if patience is None else patience
+    deadline = time.monotonic() + wait
+    previous = conn.execute("PRAGMA busy_timeout").fetchone()[0]
+    # poll instead of SQLite's busy handler: its sleeps grow to 100 ms, so a waiting hook would
+    # lose every race for the lock to an import that just started waiting
+    conn.execute("PRAGMA busy_timeout = 0")
+    knock = None
+    try:
+        while True:
+            if turns is not None:
+                turns.let_hooks_in()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
+                    raise
+            if time.monotonic() >= deadline:
+                break
+            if patience is not None and knock is None:
+                knock = _Turns.knock(conn)
+            time.sleep(WRITE_POLL_SECONDS)
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {previous}")
+        if knock is not None:
+            os.close(knock)  # lets go of the shared lock
+    if patience is not None:
+        raise VaultBusy(f"the vault was busy for {wait:g} s (another writer: a bulk import or a compaction)",
+                        "nothing is lost: the next hook stores these lines")
+    raise VaultBusy(f"another writer held the vault for over {wait:g} s",
+                    "another lcm_ingest.py or a compaction is writing to it; run the import again when it is"
+                    " done: what it stored so far is kept, and it goes on from there")
+
+
+class _Turns:
+    """Lets a hook in between a bulk import's transactions.
+
+    SQLite's lock is not fair: an import that commits and begins again at once, or another
+    import polling beside it, would take the lock before a waiting hook. A hook that waits holds
+    a shared flock on `<vault>-turn.lock`; a bulk import, before each transaction, holds back
+    while anyone does (up to HOOK_TURN_SECONDS, so a stream of hooks cannot starve it).
+    """
+
+    def __init__(self, conn):
+        self.fd = None
+        try:
+            import fcntl
+            self.fcntl = fcntl
+            self.fd = os.open(_turn_path(conn), os.O_RDWR | os.O_CREAT, 0o600)
+        except (ImportError, OSError):
+            pass  # no flock (Windows) or an in-memory vault: no turns, hooks just give way
+
+    def knocking(self) -> bool:
+        """Whether a hook waits for the vault now."""
+        if self.fd is None:
+            return False
+        try:
+            self.fcntl.flock(self.fd, self.fcntl.LOCK_EX | self.fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        self.fcntl.flock(self.fd, self.fcntl.LOCK_UN)
+        return False
+
+    def let_hooks_in(self) -> None:
+        if self.fd is None:
+            return
+        deadline = time.monotonic() + HOOK_TURN_SECONDS
+        while True:
+            try:
+                self.fcntl.flock(self.fd, self.fcntl.LOCK_EX | self.fcntl.LOCK_NB)
+                self.fcntl.flock(self.fd, self.fcntl.LOCK_UN)
+                return
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.005)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    @staticmethod
+    def knock(conn) -> int | None:
+        """A shared lock on the turn file (an fd to close), or None where there is none."""
+        try:
+            import fcntl
+            fd = os.open(_turn_path(conn), os.O_RDWR | os.O_CREAT, 0o600)
+        except (ImportError, OSError):
+            return None
+        fcntl.flock(fd, fcntl.LOCK_SH)  # an import holds it exclusively only for an instant
+        return fd
+
+
+def _turn_path(conn) -> str:
+    path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
+    if not path:
+        raise OSError("in-memory vault")
+    return path + "-turn.lock"
+
+
+def transcript_files(paths, skipped: list | None = None) -> list[str]:
     """Expand files and directories (recursively, *.jsonl) into readable transcript files.
 
-    Every path is checked before anything is written, so a typo changes nothing.
+    Every path given is checked before anything is written, so a typo changes nothing. A file
+    found inside a directory that is no regular file (a dangling symlink, a FIFO) is left out,
+    and listed in `skipped` ({path, reason}) when given: one odd file never stops the import.
+    The reason names the file.
     """
+    import stat
     files: dict[str, None] = {}
     for given in paths:
         path = os.path.abspath(os.path.expanduser(os.fspath(given)))
-        if os.path.isdir(path):
-            for directory, dirnames, names in os.walk(path):
-                dirnames.sort()  # <session>.jsonl before <session>/subagents/: parents first
-                # sessions before the agent-*.jsonl beside them (early CLIs): a run finds its call
-                for name in sorted(names, key=lambda n: (n.startswith("agent-"), n)):
-                    if name.endswith(".jsonl"):
-                        files[os.path.join(directory, name)] = None
-        else:
+        if not os.path.isdir(path):
+            lt.open_transcript(path)[0].close()
             files[path] = None
-    for path in files:
-        lt.open_transcript(path)[0].close()
+            continue
+        for directory, dirnames, names in os.walk(path):
+            dirnames.sort()  # <session>.jsonl before <session>/subagents/: parents first
+            # sessions before the agent-*.jsonl beside them (early CLIs): a run finds its call
+            for name in sorted(names, key=lambda n: (n.startswith("agent-"), n)):
+                if not name.endswith(".jsonl"):
+                    continue
+                found = os.path.join(directory, name)
+                shown = lt.safe_text(found)  # a name that is not UTF-8 could not be stored
+                try:
+                    regular = stat.S_ISREG(os.stat(found).st_mode) and shown == found
+                    reason = f"not a regular file: {shown}" if shown == found else f"file name is not UTF-8: {shown}"
+                except OSError as exc:
+                    regular = False
+                    reason = (f"dangling symlink: {shown}" if os.path.islink(found)
+                              else f"cannot read {shown}: {exc.strerror}")
+                if regular:
+                    files[found] = None
+                elif skipped is not None:
+                    skipped.append({"path": shown, "reason": reason})
     return list(files)
 
 
@@ -286,15 +444,21 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
     _parser_pool) turns each group into a stage file while this process stores the one before.
     """
     started = time.perf_counter()
-    files, excluded = without_excluded(transcript_files(paths))
+    skipped: list[dict] = []
+    files, excluded = without_excluded(transcript_files(paths, skipped))
     total = {"files": len(files), "messages_added": 0, "messages_skipped": 0, "malformed_lines": 0,
-             "sessions": 0, "seconds": 0.0, "excluded_files": excluded, "malformed": []}
+             "sessions": 0, "seconds": 0.0, "excluded_files": excluded, "malformed": [], "skipped_files": skipped}
     sessions: set[str] = set()
     settings = _settings()
     own = not conn.in_transaction
     if not own:  # the caller's transaction: no ATTACH inside it, so file by file
         for path in files:
-            _count(total, sessions, _write(conn, lt.read_new_lines(path, _transcript_row(conn, path), *settings)))
+            try:
+                batch = lt.read_new_lines(path, _transcript_row(conn, path), *settings)
+            except LcmError as exc:
+                skipped.append({"path": path, "reason": exc.message})
+                continue
+            _count(total, sessions, _write(conn, batch))
         total["sessions"] = len(sessions)
         total["seconds"] = round(time.perf_counter() - started, 3)
         return total
@@ -305,6 +469,7 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
     # page cache keeps them hot (a 1M-message vault's uuid index alone is ~60 MB)
     conn.execute("PRAGMA cache_size = -262144")
     checkpointer = _Checkpointer(conn)
+    turns = _Turns(conn)
     fts = lcm.db.fts_enabled(conn)
     from collections import deque
     ahead: deque = deque()
@@ -314,14 +479,16 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
             # FTS5 writes its in-memory terms out as a new index segment whenever they pass 1 MB;
             # one segment per group instead means far less merging later (-12% at 200k messages).
             # Restored below: the setting is stored in the vault.
-            conn.execute(f"INSERT INTO messages_fts(messages_fts, rank) VALUES ('hashsize', {FTS_BULK_HASHSIZE})")
+            _set_fts_hashsize(conn, FTS_BULK_HASHSIZE)
         with _parser_pool(len(files)) as pool:
             for number, group in enumerate(groups):
                 stage = os.path.join(stage_dir, f"group-{number}.db")
+                # offsets as of now: a parallel import or a hook may have read these files since
+                group = [(path, _transcript_row(conn, path)) for path, _ in group]
                 ahead.append((pool.submit(_parse_group, group, settings, stage), len(group)))
                 while len(ahead) > (GROUPS_AHEAD if number < len(groups) - 1 else 0):
                     future, count = ahead.popleft()
-                    seen += _store_group(conn, *future.result(), total, sessions)
+                    seen += _store_group(conn, *future.result(), total, sessions, turns)
                     checkpointer.poke()
                     if bar:
                         bar.update(count)
@@ -337,13 +504,23 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
         if bar:
             bar.close()
         if fts:
-            conn.execute(f"INSERT INTO messages_fts(messages_fts, rank) VALUES ('hashsize', {FTS_HASHSIZE})")
+            _set_fts_hashsize(conn, FTS_HASHSIZE)
+        turns.close()
         checkpointer.close()
     total["messages_skipped"] = seen - total["messages_added"]
     conn.execute("PRAGMA cache_size = -2000")  # back to SQLite's default for later writes
     total["sessions"] = len(sessions)
     total["seconds"] = round(time.perf_counter() - started, 3)
     return total
+
+
+def _set_fts_hashsize(conn, size: int) -> None:
+    """A write like any other: in turn with the vault's other writers."""
+    begin_write(conn)
+    try:
+        conn.execute(f"INSERT INTO messages_fts(messages_fts, rank) VALUES ('hashsize', {size})")
+    finally:
+        conn.execute("COMMIT")
 
 
 def _count(total: dict, sessions: set, one: dict) -> None:
@@ -380,31 +557,16 @@ def _stage_dir(sizes: list[int]) -> str:
     system's temp directory.
     """
     import tempfile
-    prefix = f"lcm-ingest-{os.getpid()}-"
+    prefix = f"{lcm.db.STAGE_PREFIX}{os.getpid()}-"
     need = 2 * sum(sorted(sizes)[-(GROUPS_AHEAD + 2):])  # a stage file is ~1.4x its transcripts
     try:
-        _remove_stale_stages("/dev/shm")
-        shm = os.statvfs("/dev/shm")
+        shm = os.statvfs("/dev/shm")  # stale stages there went at connect (lcm.db.remove_stale_stages)
         if shm.f_bavail * shm.f_frsize > need + (256 << 20):
             return tempfile.mkdtemp(prefix=prefix, dir="/dev/shm")
     except OSError:
         pass  # no /dev/shm (macOS, Windows) or not usable
+    lcm.db.remove_stale_stages(tempfile.gettempdir())
     return tempfile.mkdtemp(prefix=prefix)
-
-
-def _remove_stale_stages(parent: str) -> None:
-    """Delete the stage directories of imports that were killed (their pid is gone): in
-    /dev/shm they would hold memory until the next reboot."""
-    import shutil
-    for name in os.listdir(parent):
-        pid = name.split("-")[2] if name.startswith("lcm-ingest-") and name.count("-") >= 3 else ""
-        if pid.isdigit():
-            try:
-                os.kill(int(pid), 0)
-            except ProcessLookupError:
-                shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
-            except OSError:
-                pass  # alive, someone else's
 
 
 def _parse_group(group: list[tuple], settings: tuple, stage: str) -> tuple[list, str | None]:
@@ -412,9 +574,10 @@ def _parse_group(group: list[tuple], settings: tuple, stage: str) -> tuple[list,
     stage file `stage`, so the writer moves them with one INSERT ... SELECT instead of receiving
     and binding each row itself.
 
-    Returns (one Batch, rows moved out, or (message, hint) of an LcmError per file, the stage
-    path or None when no file had a new message). An LcmError travels as a tuple: its hint
-    would not survive the trip back from a worker process as an exception.
+    Returns (per file one Batch, rows moved out, or {path, reason} when it could not be read;
+    the stage path or None when no file had a new message). An error that stops the import
+    travels as a tuple (message, hint): its hint would not survive the trip back from a worker
+    process as an exception.
     """
     import sqlite3
     out: list = []
@@ -422,10 +585,12 @@ def _parse_group(group: list[tuple], settings: tuple, stage: str) -> tuple[list,
     db = None
     try:
         for path, known in group:
+            if _PARENT is not None and os.getppid() != _PARENT:
+                os._exit(1)  # the import is gone: nobody will read what we parse
             try:
                 batch = lt.read_new_lines(path, known, *settings)
-            except LcmError as exc:
-                out.append((exc.message, exc.hint))
+            except LcmError as exc:  # vanished, unreadable, swapped for a FIFO: skipped, reported
+                out.append({"path": path, "reason": exc.message})
                 continue
             if batch.rows:
                 if db is None:
@@ -435,7 +600,12 @@ def _parse_group(group: list[tuple], settings: tuple, stage: str) -> tuple[list,
                     db.execute("PRAGMA synchronous = OFF")
                     db.execute(f"CREATE TABLE ingest_stage ({MESSAGE_COLUMNS})")
                     db.execute("BEGIN")
-                db.executemany(f"INSERT INTO ingest_stage VALUES ({','.join('?' * 19)})", batch.rows)
+                try:
+                    db.executemany(f"INSERT INTO ingest_stage VALUES ({','.join('?' * 19)})", batch.rows)
+                except UnicodeEncodeError:  # a lone surrogate in some row's content (lt.safe_text)
+                    db.execute("DELETE FROM ingest_stage WHERE rowid > ?", (staged,))
+                    batch.rows = [lt.safe_row(r) for r in batch.rows]
+                    db.executemany(f"INSERT INTO ingest_stage VALUES ({','.join('?' * 19)})", batch.rows)
                 batch.stage_start, batch.staged = staged, len(batch.rows)
                 staged += len(batch.rows)
                 batch.rows = []
@@ -452,27 +622,35 @@ def _parse_group(group: list[tuple], settings: tuple, stage: str) -> tuple[list,
     return out, stage if staged else None
 
 
-def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: set) -> int:
-    """Write one parsed group in one transaction; returns how many messages it held."""
+def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: set, turns: _Turns) -> int:
+    """Write one parsed group in one transaction; returns how many messages it held.
+
+    A file's rows, offset and session rows commit together; when a hook knocks (see _Turns),
+    the transaction ends after the file at hand and the hook gets its turn before the next.
+    Otherwise the FTS index gets one flush and one segment per group."""
     for batch in batches:
         if isinstance(batch, tuple):  # an LcmError from the parser: the import stops here
             raise LcmError(*batch)
+    total["skipped_files"] += [b for b in batches if isinstance(b, dict)]
+    batches = [b for b in batches if not isinstance(b, dict)]
     if stage:
         conn.execute("ATTACH DATABASE ? AS lcm_stage", (stage,))
     try:
-        seen = 0
+        seen, flushed, recheck = 0, set(), False
         for batch in batches:
             if not batch.unchanged and not conn.in_transaction:
-                conn.execute("BEGIN IMMEDIATE")
+                begin_write(conn, turns=turns)
             _count(total, sessions, _write(conn, batch))
+            if batch.staged:
+                total["messages_added"] += _flush(conn, bulk=True, rows=(batch.stage_start, batch.staged))
+                flushed.update(sid for sid in batch.sessions if sid)
+            recheck = recheck or bool(batch.agent_calls)
             seen += batch.staged
-        if stage:
-            # one FTS flush and one index segment per group
-            total["messages_added"] += _flush(conn, bulk=True)
-            lcm.order.place_threads(conn, {sid for b in batches if b.staged for sid in b.sessions if sid},
-                                    recheck=any(b.agent_calls for b in batches))
+            if conn.in_transaction and turns.knocking():
+                _commit_placed(conn, flushed, recheck)
+                flushed, recheck = set(), False
         if conn.in_transaction:
-            conn.execute("COMMIT")
+            _commit_placed(conn, flushed, recheck)
     finally:
         if stage:
             if conn.in_transaction:
@@ -480,6 +658,14 @@ def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: 
             conn.execute("DETACH DATABASE lcm_stage")
             os.remove(stage)
     return seen
+
+
+def _commit_placed(conn, flushed: set, recheck: bool) -> None:
+    """Place the sub-agent runs of the sessions whose staged rows were moved in (lcm.order), then
+    commit: no reader sees a message without its place."""
+    if flushed:
+        lcm.order.place_threads(conn, flushed, recheck=recheck)
+    conn.execute("COMMIT")
 
 
 class _Checkpointer:
@@ -573,6 +759,25 @@ class _Inline:
         return self._Done(fn(*args))
 
 
+_PARENT: int | None = None  # in the parser process: the import's pid
+
+
+def _die_with_parent(parent: int) -> None:
+    """Start of the parser process: die with the import, even when it is SIGKILLed, instead of
+    waiting on its pipe forever with the vault open (Linux: PR_SET_PDEATHSIG; elsewhere
+    _parse_group notices the new parent before each file)."""
+    global _PARENT
+    _PARENT = parent
+    try:
+        import ctypes
+        import signal
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # it died before prctl took effect
+        os._exit(1)
+
+
 def _parser_pool(files: int):
     """Where transcripts are parsed during bulk ingest: one forked worker process, so JSON
     parsing runs on another core while this process inserts and FTS-indexes (a thread would
@@ -584,7 +789,8 @@ def _parser_pool(files: int):
     if files < PARSE_PROCESS_MIN_FILES or not sys.platform.startswith("linux"):
         return _Inline()
     from concurrent.futures import ProcessPoolExecutor
-    return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
+    return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"),
+                               initializer=_die_with_parent, initargs=(os.getpid(),))
 
 
 def _progress(files: int, unread: int, wanted: bool):

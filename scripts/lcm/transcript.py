@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 
 try:
     from _sha1 import sha1  # CPython's built-in SHA-1: importing hashlib loads OpenSSL, ~3 ms a hook
@@ -46,7 +47,32 @@ def describe_path(path: str) -> tuple[str | None, str | None, bool]:
 
 
 def _dump(value) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    except RecursionError:  # nested deeper than json can write back: its words, flat
+        return " ".join(_leaves(value))
+
+
+def _leaves(value) -> list[str]:
+    """Every key and scalar of a JSON value as text, without recursion (any depth is fine)."""
+    out, stack = [], [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, inner in reversed(list(item.items())):
+                stack += [inner, key]
+        elif isinstance(item, list):
+            stack += reversed(item)
+        elif item is not None:
+            out.append(item if isinstance(item, str) else json.dumps(item))
+    return out
+
+
+def _text(value) -> str:
+    """A field that should hold text, as text: a number, list or object becomes its JSON."""
+    if isinstance(value, str):
+        return value
+    return "" if value is None else _dump(value)
 
 
 def _result_text(content) -> str:
@@ -66,31 +92,43 @@ def block_text(block, index_thinking: bool) -> str:
         return _dump(block)
     kind = block.get("type")
     if kind == "text":
-        return block.get("text") or ""
+        return _text(block.get("text"))
     if kind == "tool_use" or kind == "server_tool_use":
-        return f"{block.get('name', '')} {_dump(block.get('input', {}))}"
+        return f"{_text(block.get('name'))} {_dump(block.get('input', {}))}"
     if kind == "tool_result" or kind == "web_search_tool_result":
         text = _result_text(block.get("content"))
         return "[error] " + text if block.get("is_error") is True else text
     if kind == "thinking":
-        return (block.get("thinking") or "") if index_thinking else ""
+        return _text(block.get("thinking")) if index_thinking else ""
     if kind == "redacted_thinking":
         return ""
     if kind == "image":
         return "[image]"
     if kind == "document":
-        title = block.get("title")
+        title = _text(block.get("title"))
         return f"[document: {title}]" if title else "[document]"
     if kind == "tool_reference":
-        return f"[tool: {block.get('tool_name', '')}]"
+        return f"[tool: {_text(block.get('tool_name'))}]"
     if isinstance(block.get("text"), str):
         return block["text"]
-    return f"[{kind}]" if kind else _dump(block)
+    return f"[{kind}]" if isinstance(kind, str) and kind else _dump(block)
 
 
 def entry_blocks(entry: dict, index_thinking: bool = True) -> list[str]:
-    """The searchable text of a conversation entry, one string per content block."""
+    """The searchable text of a conversation entry, one string per content block.
+
+    Any shape is read: a tool_result nested too deep to walk block by block gives its words."""
+    try:
+        return _entry_blocks(entry, index_thinking)
+    except RecursionError:
+        message = entry.get("message")
+        return [" ".join(_leaves(message if message is not None else entry.get("content")))]
+
+
+def _entry_blocks(entry: dict, index_thinking: bool) -> list[str]:
     message = entry.get("message")
+    if isinstance(message, str):
+        return [message]
     if isinstance(message, dict):
         content = message.get("content")
         if isinstance(content, list):
@@ -111,12 +149,12 @@ def message_fields(entry: dict) -> tuple:
     if not isinstance(message, dict):
         message = {}
     kind = entry["type"]
-    role = message.get("role") if isinstance(message.get("role"), str) else kind
-    subtype = entry.get("subtype") if isinstance(entry.get("subtype"), str) else None
+    role = text_or_none(message.get("role")) or kind
+    subtype = text_or_none(entry.get("subtype"))
     if subtype is None and entry.get("isCompactSummary") is True:
         subtype = "compact_summary"
-    model = message.get("model") if kind == "assistant" and isinstance(message.get("model"), str) else None
-    msg_id = message.get("id") if isinstance(message.get("id"), str) else None
+    model = text_or_none(message.get("model")) if kind == "assistant" else None
+    msg_id = text_or_none(message.get("id"))
     return role, subtype, model, msg_id
 
 
@@ -128,11 +166,58 @@ def title_of(entry: dict) -> tuple[int, str] | None:
     text = entry.get(key)
     if not isinstance(text, str) or not text.strip():
         return None
-    return list(TITLE_KEYS).index(entry["type"]), lcm.mask.mask(text.strip())
+    return list(TITLE_KEYS).index(entry["type"]), lcm.mask.mask(safe_text(text.strip()))
+
+
+def safe_text(text: str) -> str:
+    """The text, storable as UTF-8: a lone surrogate (Claude Code's escape for output bytes that
+    are not UTF-8, e.g. \\ud800) becomes the text of its escape. The raw line keeps the original."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def safe_row(row: tuple) -> tuple:
+    """A message row with every text field safe_text (for the rare row SQLite refused)."""
+    return tuple(safe_text(v) if isinstance(v, str) else v for v in row)
 
 
 def text_or_none(value) -> str | None:
-    return value if isinstance(value, str) and value else None
+    """A non-empty text field, storable (see safe_text), else None. Fields other than the
+    flat content are short and almost always ASCII, which isascii() tells at no cost."""
+    if not isinstance(value, str) or not value:
+        return None
+    return value if value.isascii() else safe_text(value)
+
+
+def int_or_none(value) -> int | None:
+    """A token count as SQLite can hold it (64-bit); anything else (an object, 2**63) is None."""
+    return value if type(value) is int and -(1 << 63) <= value < (1 << 63) else None
+
+
+def _uuid(value) -> str | None:
+    """The entry's uuid as text: a string, or a number written where a string was expected."""
+    if isinstance(value, str):
+        return text_or_none(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+def _big_int(digits: str):
+    return int(digits) if len(digits) <= 4000 else float(digits)
+
+
+def loads(line: bytes):
+    """json.loads, which also takes integers of more digits than int() converts by default."""
+    try:
+        return json.loads(line)
+    except RecursionError:
+        raise
+    except ValueError:
+        return json.loads(line, parse_int=_big_int)
 
 
 CWD_LINES = 50  # lines searched for a transcript's cwd: its first conversation entry has one
@@ -142,7 +227,7 @@ CWD_LINE_BYTES = 1 << 20  # a longer line (a pasted file) is skipped, not parsed
 def transcript_cwd(path: str) -> str | None:
     """The working directory a transcript's first entries record (its project), else None."""
     try:
-        with open(path, "rb") as f:
+        with open_transcript(path)[0] as f:  # never blocks on a FIFO
             for _ in range(CWD_LINES):
                 line = f.readline(CWD_LINE_BYTES)
                 if not line:
@@ -153,7 +238,7 @@ def transcript_cwd(path: str) -> str | None:
                     continue
                 if type(entry) is dict and isinstance(entry.get("cwd"), str) and entry["cwd"]:
                     return entry["cwd"]
-    except OSError:
+    except (OSError, LcmError):
         pass  # ingest reports an unreadable file itself
     return None
 
@@ -168,19 +253,22 @@ def _head_hash(head: bytes) -> str:
 
 
 def open_transcript(path: str):
-    """Open a transcript for reading, or raise an LcmError that says why not."""
+    """Open a transcript for reading, or raise an LcmError that says why not.
+
+    Opened without blocking and checked after opening: a FIFO (or a file swapped for one) would
+    otherwise hang the reader, and a device never end.
+    """
     try:
-        st = os.stat(path)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         raise LcmError(f"no such transcript: {path}", "check the path; transcripts live under ~/.claude/projects") from None
     except OSError as exc:
         raise LcmError(f"cannot read {path}: {exc.strerror}", "check the path and its permissions") from None
-    if not os.path.isfile(path):  # a FIFO or device would block or never end
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
         raise LcmError(f"not a regular file: {path}", "pass a transcript .jsonl file or a directory of them")
-    try:
-        return open(path, "rb"), st
-    except OSError as exc:
-        raise LcmError(f"cannot read {path}: {exc.strerror}", "check the file's permissions") from None
+    return os.fdopen(fd, "rb"), st
 
 
 class Session:
@@ -243,14 +331,14 @@ def read_new_lines(path: str, row: dict | None, index_thinking: bool, max_chars:
         # a complete JSON object cannot be a strict prefix of a longer one, so an unterminated
         # final line that parses is whole (files that simply lack the trailing newline)
         try:
-            if isinstance(json.loads(tail), dict):
+            if isinstance(loads(tail), dict):
                 lines.append(tail)
                 batch.consumed = len(data)
         except (ValueError, RecursionError):
             pass
     parse_lines(batch, lines, index_thinking, max_chars)
     if batch.is_agent_file and batch.rows:
-        batch.agent_calls += lcm.order.calls_of_meta(path, batch.msg_sid, batch.agent_id)
+        batch.agent_calls += map(safe_row, lcm.order.calls_of_meta(path, batch.msg_sid, batch.agent_id))
     return batch
 
 
@@ -258,7 +346,7 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
     path, rows, sessions, line_no = batch.path, batch.rows, batch.sessions, batch.line_no
     file_sid = batch.msg_sid if batch.is_agent_file and batch.msg_sid else batch.guess_sid
     fallback_sid = batch.guess_sid or os.path.basename(path)
-    loads, estimate, mask = json.loads, lcm.db.estimate_tokens, lcm.mask.mask
+    estimate, mask = lcm.db.estimate_tokens, lcm.mask.mask
     for line in lines:
         line_no += 1
         try:
@@ -270,10 +358,10 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
         if type(entry) is not dict:
             continue  # valid JSON but not an entry: nothing to keep
         kind = entry.get("type")
-        sid = entry.get("sessionId")
-        if not isinstance(sid, str) or not sid:
-            sid = None
-        elif file_sid is None:
+        if type(kind) is not str:
+            continue
+        sid = text_or_none(entry.get("sessionId"))
+        if sid is not None and file_sid is None:
             file_sid = sid
         if kind not in CONVERSATION_TYPES:
             title = title_of(entry)
@@ -282,12 +370,13 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
                 if title[0] >= s.title_rank:
                     s.title_rank, s.title = title
             continue
-        uuid = entry.get("uuid")
-        if not isinstance(uuid, str) or not uuid:
+        uuid = _uuid(entry.get("uuid"))
+        if uuid is None:
             continue
         sid = sid or file_sid or fallback_sid
         blocks = entry_blocks(entry, index_thinking)
         if any(len(b) > max_chars for b in blocks):
+            blocks = [safe_text(b) for b in blocks]  # these go to files of their own
             batch.large.append((len(rows), blocks, entry, uuid, sid))
         content = mask("\n".join(b for b in blocks if b))  # search, snippets and summaries never see a secret
         role, subtype, model, msg_id = message_fields(entry)
@@ -296,7 +385,7 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
         if not sidechain and (kind == "assistant" or "toolUseResult" in entry):
             calls = lcm.order.calls_of_entry(entry, sid, uuid)
             if calls:
-                batch.agent_calls += calls
+                batch.agent_calls += map(safe_row, calls)
         created = text_or_none(entry.get("timestamp"))
         rows.append((uuid, sid, text_or_none(entry.get("parentUuid")), kind, role, subtype, created,
                      text_or_none(entry.get("cwd")), text_or_none(entry.get("gitBranch")), model, msg_id,
@@ -317,8 +406,8 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
             s.model = model
         if subtype == "compact_boundary":
             meta = entry.get("compactMetadata") if isinstance(entry.get("compactMetadata"), dict) else {}
-            batch.compactions.append((sid, uuid, text_or_none(meta.get("trigger")), meta.get("preTokens"),
-                                      meta.get("postTokens"), created))
+            batch.compactions.append((sid, uuid, text_or_none(meta.get("trigger")), int_or_none(meta.get("preTokens")),
+                                      int_or_none(meta.get("postTokens")), created))
     batch.line_no = line_no
     orphan = sessions.pop(None, None)
     if orphan is not None and (batch.msg_sid or file_sid):
