@@ -16,15 +16,21 @@ about to change the vault, then rebuilds damaged full-text indexes, deletes summ
 the DAG's rules (the next lcm_compact.py summarises their messages again), and removes stale stage
 directories and idle lock files. It never deletes a message.
 
+--remask masks the text a vault stored before masking existed, or before a pattern was added to
+$LCM_HOME/redact.txt: the searchable text of messages, summaries, notes, checkpoints, stored file
+explorations and session titles (the original lines are kept as they are). It backs the vault up
+first, reads every row (minutes on a very large vault), and a second run changes nothing.
+
 Exit status: 0 when nothing is a problem (warnings are advice), 1 when a problem is found (after
 --fix: one it could not repair). --json prints one document: `integrity` ("ok" or the problems
-found), one key per check (schema, fts, dag, stale, fallback, hooks, backend, disk), each with a
+found), one key per check (schema, fts, dag, stale, fallback, masking, hooks, backend, disk), each with a
 `status` of ok, warn or problem, and `problems`, `fixed`, `backup`.
 
 Examples:
   python3 "$LCM_SCRIPTS/lcm_doctor.py"
   python3 "$LCM_SCRIPTS/lcm_doctor.py" --fix
   python3 "$LCM_SCRIPTS/lcm_doctor.py" --json
+  python3 "$LCM_SCRIPTS/lcm_doctor.py" --remask      # after adding a pattern to redact.txt
 """
 from __future__ import annotations
 
@@ -34,9 +40,10 @@ import sys
 
 import lcm.db
 import lcm.doctor
+import lcm.mask
 from lcm.db import LcmError
 
-CHECKS = ("schema", "fts", "dag", "stale", "fallback", "hooks", "backend", "disk")
+CHECKS = ("schema", "fts", "dag", "stale", "fallback", "masking", "hooks", "backend", "disk")
 
 
 def _open(path_arg):
@@ -62,6 +69,8 @@ def run_checks(conn, doc: dict) -> None:
     doc["backend"] = lcm.doctor.backend()
     doc["stale"] = lcm.doctor.stale()
     doc["hooks"] = lcm.doctor.hooks(conn)
+    bad = lcm.mask.redact_problems()  # a pattern that cannot be used masks nothing: say so
+    doc["masking"] = {"status": "warn" if bad else "ok", "redact_problems": bad}
     if conn is None:
         doc["disk"] = lcm.doctor.disk_at(doc["db"])
         return
@@ -109,6 +118,17 @@ def fix(conn, doc: dict) -> None:
     removed = lcm.doctor.remove_stale(doc["stale"])
     if removed:
         doc["fixed"].append(f"removed {len(removed)} stale stage directories and idle lock files")
+
+
+def remask(conn, doc: dict) -> None:
+    """Mask the text stored before masking (or before a redact.txt pattern); a backup comes first."""
+    if conn is None or doc.get("unopenable") or doc.get("access"):
+        doc["not_fixed"].append("the vault cannot be written here, so its stored text was not masked again")
+        return
+    doc["backup"] = doc["backup"] or lcm.doctor.backup(conn, doc["db"])
+    changed = lcm.mask.remask_content(conn)
+    doc["fixed"].append("masked the stored text again: " + (", ".join(
+        f"{n} {table} rows" for table, n in changed.items() if n) or "nothing needed it"))
 
 
 def _line(status: str, name: str, text: str) -> str:
@@ -164,6 +184,9 @@ def _print(doc: dict) -> None:
     for event, err in h["last_error"].items():
         text += f"; last {event} failure: {err}"
     out.write(_line(h["status"], "hooks", text))
+    k = doc["masking"]
+    out.write(_line(k["status"], "masking", "; ".join(k["redact_problems"][:3]) if k["redact_problems"]
+                    else "built-in patterns" + (" and redact.txt" if os.path.exists(lcm.mask.redact_path()) else "")))
     m = doc["backend"]
     out.write(_line(m["status"], "model backend", f"{m['backend']} ({m['reason']})" + (
         f"; {m['hint']}" if m.get("hint") else "")))
@@ -202,6 +225,8 @@ def _count(doc: dict) -> int:
 def _main(argv):
     p = lcm.db.parser(__doc__)
     p.add_argument("--fix", action="store_true", help="back up the vault, then repair what the checks found")
+    p.add_argument("--remask", action="store_true", help="back up the vault, then mask text stored before masking"
+                   " (or before a redact.txt pattern was added)")
     args = p.parse_args(argv)
     path = str(lcm.db.db_path(args.db))
     if not os.path.exists(path):
@@ -218,8 +243,10 @@ def _main(argv):
     run_checks(conn, doc)
     if args.fix:
         fix(conn, doc)
-        if doc["fixed"] and conn is not None:
-            run_checks(conn, doc)  # report the state after the repairs
+    if args.remask:
+        remask(conn, doc)
+    if doc["fixed"] and conn is not None:
+        run_checks(conn, doc)  # report the state after the repairs
     doc["problems"] = _count(doc)
     if args.json:
         doc["status"] = "problem" if doc["problems"] else "ok"

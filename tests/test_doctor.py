@@ -204,3 +204,29 @@ def test_real_sessions_with_sub_agents_keep_the_dag_rules(isolated_home, stage_r
     code, doc = _doctor(capsys)
     assert doc["dag"]["summaries"] > 50 and doc["dag"]["broken"] == 0, doc["dag"]
     assert code == 0
+
+
+def test_a_bad_redact_pattern_is_reported_and_remask_masks_what_was_stored_before(
+        isolated_home, vault, stage_root, monkeypatch, capsys):
+    """A redact.txt pattern that cannot be used is a warning (it masks nothing), and --remask
+    masks text the vault stored before a pattern existed, after a backup."""
+    t = Transcript(isolated_home / ".claude" / "projects", session_id="remask-session")
+    t.user("the staging box is zorblax-4471, keep it between us")
+    t.write()
+    assert lcm_ingest.main(["--all"]) == 0
+    capsys.readouterr()
+    redact = isolated_home / ".claude-lcm" / "redact.txt"
+    redact.write_text("zorblax-\\d+\n(unclosed\n")
+    code, doc = _doctor(capsys)
+    assert doc["masking"]["status"] == "warn" and "(unclosed" in " ".join(doc["masking"]["redact_problems"])
+
+    stored = lambda: sqlite3.connect(vault).execute("SELECT group_concat(content) FROM messages").fetchone()[0]  # noqa: E731
+    assert "zorblax-4471" in stored()  # stored before the pattern existed
+    code, doc = _doctor(capsys, "--remask")
+    assert doc["backup"] and os.path.exists(doc["backup"])
+    assert "masked the stored text again" in " ".join(doc["fixed"])
+    assert "zorblax-4471" not in stored()
+    assert lcm_grep.main(["zorblax", "--all-sessions", "--json"]) == 0
+    assert "zorblax-4471" not in capsys.readouterr().out
+    code, doc = _doctor(capsys, "--remask")  # a second run changes nothing
+    assert "nothing needed it" in " ".join(doc["fixed"])

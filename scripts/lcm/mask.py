@@ -459,6 +459,8 @@ def remask_content(conn, batch: int = 2000) -> dict:
     Returns {table: rows changed}. Running it again changes nothing.
     """
     import lcm.db
+    global _user
+    _user = None  # read redact.txt afresh: this often runs because a pattern was just added
     changed = {}
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     for table, column, index in (("messages", "content", "messages_fts"), ("summaries", "content", "summaries_fts"),
