@@ -2,6 +2,7 @@
 subagents, compactions, searchable text of every block type, and refusals that change nothing."""
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
@@ -463,7 +464,10 @@ def populated(capsys, tmp_path, vault):
     t = coding_session(tmp_path / "projects", turns=1)
     t.write()
     ingest_json(capsys, t.path)
-    lcm.db.connect().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    gc.collect()  # close the connections main() left to the collector: a late close would checkpoint
+    conn = lcm.db.connect()  # into the vault file in the middle of a test that compares its bytes
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
     return t
 
 
@@ -511,6 +515,7 @@ def test_invalid_setting_changes_nothing(capsys, vault, populated, monkeypatch):
 def test_newer_vault_schema_is_refused(capsys, vault, populated):
     conn = sqlite3.connect(vault)
     conn.execute(f"PRAGMA user_version = {lcm.db.SCHEMA_VERSION + 5}")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # into the file snapshot() hashes, now, not at some later close
     conn.close()
     assert_refused(capsys, vault, [populated.path], ["schema version", "newer"])
 
