@@ -377,6 +377,8 @@ def test_a_vault_filled_before_masking_still_masks_every_output(planted, capsys,
         run(lcm_ingest, [str(planted["projects"])], capsys)
         run(lcm_compact, ["--session", "s-secret", "--full"], capsys)
     conn = lcm.db.connect()
+    with lcm.db.transaction(conn):  # as the upgrade of a vault from before masking leaves it
+        conn.execute("UPDATE vault_meta SET value = (SELECT max(id) + 1 FROM messages) WHERE key = 'masked_from_message'")
     stored = " ".join(r[0] for r in conn.execute("SELECT content FROM messages UNION ALL SELECT content FROM summaries"))
     assert set(leaks(stored)) == set(SECRETS)  # the precondition: secrets in messages and summaries
     out = outputs_of_every_reader(planted, capsys, monkeypatch, fake_api)
@@ -397,6 +399,7 @@ def test_a_vault_filled_before_masking_still_masks_every_output(planted, capsys,
     fp = hashlib.sha256(SECRETS["aws_id"].encode()).hexdigest()[:4]
     assert json.loads(run(lcm_grep, [fp, "--all-sessions", "--json"], capsys))["count"] >= 1
     assert not any(lcm.mask.remask_content(conn).values())  # a second run changes nothing
+    assert lcm.db.masked_from_message(conn) > conn.execute("SELECT max(id) FROM messages").fetchone()[0]
 
 
 def test_expand_unmasked_is_only_with_raw_and_never_under_a_grant(planted, capsys, monkeypatch):
@@ -452,3 +455,29 @@ def test_a_large_tool_result_is_stored_and_shown_masked(tmp_path, capsys, monkey
     assert not leaks(run(lcm_describe, [file_id, "--json"], capsys))
     assert SECRETS["aws_secret"].encode() in conn.execute("SELECT raw FROM messages WHERE uuid = ?",
                                                            (t.entries[-1]["uuid"],)).fetchone()[0]
+
+
+def test_an_upgraded_vault_masks_its_old_messages_and_trusts_only_what_was_masked_when_stored(
+        planted, capsys, monkeypatch):
+    """Grep shows a message stored by a version that masks at ingest as stored; a message from
+    before the upgrade (stored unmasked) is masked on the way out, and so is every message once
+    redact.txt adds a pattern the stored text predates."""
+    with monkeypatch.context() as m:  # the vault as an older lcm filled it: text stored unmasked
+        m.setattr(lcm.mask, "mask", lambda text: text)
+        m.setattr(lcm.mask, "mask_tree", lambda value: value)
+        run(lcm_ingest, [str(planted["projects"])], capsys)
+    conn = lcm.db.connect()
+    with lcm.db.transaction(conn):
+        conn.execute("UPDATE vault_meta SET value = (SELECT max(id) + 1 FROM messages) WHERE key = 'masked_from_message'")
+    later = Transcript(planted["projects"], session_id="s-later", cwd=str(planted["project"]))
+    later.user("the billing deploy is done, staging host is quokka-7731")
+    later.write()
+    run(lcm_ingest, [str(planted["projects"])], capsys)
+    out = run(lcm_grep, ["deploy billing password staging", "--all-sessions", "--json"], capsys)
+    assert not leaks(out) and "[secret:" in out  # the old rows: masked on the way out
+    assert "quokka-7731" in out  # the new row: shown as stored (nothing in it to mask)
+    with open(lcm.mask.redact_path(), "w") as f:
+        f.write("quokka-\\d+\n")
+    lcm.mask._user = None
+    out = run(lcm_grep, ["deploy billing password staging", "--all-sessions", "--json"], capsys)
+    assert "quokka-7731" not in out and not leaks(out)

@@ -467,6 +467,14 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
             purged_at TEXT NOT NULL
         ) WITHOUT ROWID""",
     ],
+    # 7: facts about the vault as a whole
+    [
+        """CREATE TABLE vault_meta (
+            key TEXT PRIMARY KEY,
+            value                               -- masked_from_message: messages.id from which content
+        ) WITHOUT ROWID""",                     # was masked when stored (lcm/mask.py); older rows are masked on output
+        "INSERT INTO vault_meta VALUES ('masked_from_message', (SELECT coalesce(max(id), 0) + 1 FROM messages))",
+    ],
 ]
 
 # Every insert path (hook, bulk import, a re-read from byte 0) goes through this trigger. The
@@ -760,6 +768,17 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
 
 def add_session_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--session", metavar="ID", help="session id or a unique prefix of it (default: $LCM_SESSION_ID)")
+
+
+def masked_from_message(conn: sqlite3.Connection) -> int:
+    """The first messages.id whose content was masked when it was stored: every row from there on
+    was written by a version that masks at ingest (or lcm_doctor.py --remask ran). Rows before it
+    must be masked whenever they are shown. A vault too old to say: no row is taken as masked."""
+    try:
+        row = conn.execute("SELECT value FROM vault_meta WHERE key = 'masked_from_message'").fetchone()
+    except sqlite3.OperationalError:  # opened read-only before its migration
+        return 1 << 62
+    return int(row[0]) if row else 1 << 62
 
 
 def resolve_session(conn: sqlite3.Connection, text: str) -> str:

@@ -420,6 +420,11 @@ def mask(text):
     return text if out == text else out
 
 
+def has_user_patterns() -> bool:
+    """Whether redact.txt adds patterns (text masked when stored may predate them)."""
+    return bool(_user if _user is not None else _load_user_patterns())
+
+
 def may_contain(data) -> bool:
     """Whether mask() could change this text or bytes (a quick test, for callers that would
     otherwise walk a parsed structure)."""
@@ -493,4 +498,8 @@ def remask_content(conn, batch: int = 2000) -> dict:
                 break
             last = rows[-1][0]
         changed[table] = count
+    if "vault_meta" in tables:  # every message's text is masked now: output need not mask it again
+        with lcm.db.transaction(conn):
+            conn.execute("UPDATE vault_meta SET value = (SELECT coalesce(max(id), 0) + 1 FROM messages)"
+                         " WHERE key = 'masked_from_message'")
     return changed

@@ -608,7 +608,12 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
             conn, query, project, scored[0][0], mode=mode, scope=scope, since=since, before=before,
             role=role, typed=typed, time_limit=time_limit)
     page = scored[offset:offset + limit]
-    results = [_result(conn, kind, row, score, finders, next_to.get((kind, row["rowid_"])))
+    # a message stored by a version that masks at ingest is shown as stored (masking it again would
+    # change nothing, and compiling the masks is ~1 ms of a grep); older rows, summaries, notes and
+    # any text under redact.txt patterns added since are masked here
+    masked_from = 0 if lcm.mask.has_user_patterns() else lcm.db.masked_from_message(conn)
+    results = [_result(conn, kind, row, score, finders, next_to.get((kind, row["rowid_"])),
+                       stored_masked=kind == "message" and 0 < masked_from <= row["rowid_"])
                for score, kind, row in page]
     return {"query": query, "scope": where, "count": len(results),
             "has_more": len(scored) > offset + limit or stopped,
@@ -639,7 +644,7 @@ def _has_notes(conn) -> bool:
         return False
 
 
-def _result(conn, kind, row, score, finders, next_to=None) -> dict:
+def _result(conn, kind, row, score, finders, next_to=None, stored_masked=False) -> dict:
     if kind == "note":
         return {"type": "note", "id": row["id"], "session_id": row["session_id"], "uuid": None, "role": None,
                 "created_at": row["created_at"], "snippet": _snippet(lcm.mask.mask(row["content"]), finders),
@@ -657,6 +662,7 @@ def _result(conn, kind, row, score, finders, next_to=None) -> dict:
     # that lacks the query's words sits next to
     return {"type": kind, "id": ident, "session_id": row["session_id"], "uuid": uuid, "role": role,
             # masked whole before the cut (a vault filled before masking may hold secrets)
-            "created_at": row["created_at"], "snippet": _snippet(lcm.mask.mask(row["content"]), finders),
+            "created_at": row["created_at"],
+            "snippet": _snippet(row["content"] if stored_masked else lcm.mask.mask(row["content"]), finders),
             "score": round(score, 4), "covering_summary_id": covering, "kind": summary_kind,
             "depth": depth, "next_to": next_to}
