@@ -14,10 +14,8 @@ import sqlite3
 import time
 from datetime import datetime, timedelta, timezone
 
-import lcm.conversation
 import lcm.db
 import lcm.mask
-import lcm.notes
 import lcm.query
 from lcm.db import LcmError
 
@@ -123,7 +121,8 @@ class Source:
             params.append(session)
         elif project and kind == "note":
             # notes that apply there: global ones, those pinned for it or above it, or below it
-            chain = lcm.notes.project_chain(project)
+            from lcm.notes import project_chain  # only for a notes search in a project
+            chain = project_chain(project)
             below = project.rstrip("/") + "/"
             where.append(f"(t.project IS NULL OR t.project IN ({','.join('?' * len(chain))})"
                          " OR substr(t.project, 1, ?) = ?)")  # not LIKE: see below
@@ -298,7 +297,8 @@ def _lend_to_neighbours(conn, src: Source, scored: list) -> list:
     gains: dict = {}
     lender: dict = {}
     best = sorted(scored, key=lambda p: -p[0])[:NEIGHBOUR_SOURCES]
-    around = lcm.conversation.neighbours(conn, [row["rowid_"] for _, row in best])
+    from lcm.conversation import neighbours  # imported when there are hits to lend from
+    around = neighbours(conn, [row["rowid_"] for _, row in best])
     for score, row in best:
         for rowid, distance in around[row["rowid_"]]:
             gain = score * NEIGHBOUR_WEIGHTS[distance - 1]
@@ -353,7 +353,8 @@ def rank_messages(conn, text: str, ids: list[int]) -> dict[int, float]:
                     scores[rowid] = float(score)
     gains: dict[int, float] = {}
     best = sorted(scores.items(), key=lambda p: -p[1])[:NEIGHBOUR_SOURCES]
-    around = lcm.conversation.neighbours(conn, [rowid for rowid, _ in best])
+    from lcm.conversation import neighbours
+    around = neighbours(conn, [rowid for rowid, _ in best])
     for rowid, score in best:
         for other, distance in around[rowid]:
             if other in wanted:
