@@ -288,22 +288,15 @@ def run_detached(event: str, sid: str, script: str, args: list[str]) -> int:
 
 
 def compaction_due(conn, sid: str) -> bool:
-    """lcm.dag.compaction_due, its common "no" answered here with index lookups only, so a Stop
-    hook costs the same at any session length and loads neither lcm.dag nor lcm.compact (the
-    model seam, ~60 ms of imports) unless something may be due: the raw tokens after the newest
-    leaf pass LCM_LEAF_CHUNK_TOKENS (exact), or some depth has LCM_CONDENSED_MIN_FANOUT parentless
-    summaries (then lcm.dag decides whether they are adjacent)."""
-    import lcm.db
+    """lcm.dag.compaction_due, its common "no" answered by lcm.order.due_hint (index lookups only),
+    so a Stop hook costs the same at any session length and loads neither lcm.dag nor lcm.compact
+    (the model seam, ~60 ms of imports) unless summaries may be condensed."""
     import lcm.order
-    if lcm.order.backlog_tokens(conn, sid) > lcm.db.config("LCM_LEAF_CHUNK_TOKENS"):
-        return True
-    crowded = conn.execute(
-        "SELECT 1 FROM summaries WHERE session_id = ? AND parent_id IS NULL GROUP BY depth"
-        " HAVING count(*) >= ? LIMIT 1", (sid, lcm.db.config("LCM_CONDENSED_MIN_FANOUT"))).fetchone()
-    if crowded is None:
-        return False
+    hint = lcm.order.due_hint(conn, sid)
+    if hint != "condense":
+        return hint == "leaf"
     import lcm.dag
-    return lcm.dag.compaction_due(conn, sid)
+    return lcm.dag.can_condense(conn, sid)
 
 
 def start_compaction(conn, sid: str, payload: dict) -> None:

@@ -290,13 +290,13 @@ def compaction_due(conn, session_id: str) -> bool:
     """True when an incremental compaction would summarise something: the raw tokens after the
     newest leaf pass LCM_LEAF_CHUNK_TOKENS, or adjacent parentless summaries can be condensed.
     Index lookups only, and no model seam: the hooks ask this on every turn."""
-    if lcm.order.backlog_tokens(conn, session_id) > lcm.db.config("LCM_LEAF_CHUNK_TOKENS"):
-        return True
-    crowded = conn.execute(
-        "SELECT 1 FROM summaries WHERE session_id = ? AND parent_id IS NULL GROUP BY depth"
-        " HAVING count(*) >= ? LIMIT 1", (session_id, lcm.db.config("LCM_CONDENSED_MIN_FANOUT"))).fetchone()
-    return crowded is not None and condense_group(top_summaries(conn, session_id),
-                                                  gap_check(conn, session_id)) is not None
+    hint = lcm.order.due_hint(conn, session_id)
+    return hint == "leaf" or (hint == "condense" and can_condense(conn, session_id))
+
+
+def can_condense(conn, session_id: str) -> bool:
+    """Whether a run of adjacent parentless summaries of one depth can be condensed now."""
+    return condense_group(top_summaries(conn, session_id), gap_check(conn, session_id)) is not None
 
 
 @contextlib.contextmanager

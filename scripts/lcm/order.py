@@ -165,6 +165,19 @@ def main_thread_tail_start(conn, session_id: str, tail: int) -> int | None:
     return row[0] if row else None
 
 
+def due_hint(conn, session_id: str) -> str | None:
+    """The cheap half of lcm.dag.compaction_due, index lookups only: "leaf" when the raw tokens
+    after the newest leaf pass LCM_LEAF_CHUNK_TOKENS, "condense" when some depth holds
+    LCM_CONDENSED_MIN_FANOUT parentless summaries (whether they are adjacent is lcm.dag's to
+    decide), else None: nothing is due."""
+    if backlog_tokens(conn, session_id) > lcm.db.config("LCM_LEAF_CHUNK_TOKENS"):
+        return "leaf"
+    crowded = conn.execute(
+        "SELECT 1 FROM summaries WHERE session_id = ? AND parent_id IS NULL GROUP BY depth"
+        " HAVING count(*) >= ? LIMIT 1", (session_id, lcm.db.config("LCM_CONDENSED_MIN_FANOUT"))).fetchone()
+    return None if crowded is None else "condense"
+
+
 def backlog_tokens(conn, session_id: str) -> int:
     """Raw tokens between the newest leaf summary and the fresh tail, in conversation order: what
     an incremental compaction would summarise. An index range (messages_seq) over what is not
