@@ -618,13 +618,13 @@ def connect(explicit: str | None = None, *, create: bool = True, readonly: bool 
 STAGE_PREFIX = "lcm-ingest-"  # + pid + "-": a bulk import's stage directory (see lcm.ingest)
 
 
-def remove_stale_stages(parent: str) -> None:
-    """Delete the stage directories that imports killed mid-way left in `parent`: in /dev/shm
-    they hold memory until the next reboot. connect() looks there each time (one listdir)."""
+def stale_stages(parent: str) -> list[str]:
+    """The stage directories in `parent` of imports whose process is gone (killed mid-way)."""
     try:
         names = [n for n in os.listdir(parent) if n.startswith(STAGE_PREFIX)]
     except OSError:
-        return  # no such directory (macOS, Windows)
+        return []  # no such directory (macOS, Windows)
+    stale = []
     for name in names:
         pid = name[len(STAGE_PREFIX):].split("-", 1)[0]
         if not pid.isdigit():
@@ -632,10 +632,18 @@ def remove_stale_stages(parent: str) -> None:
         try:
             os.kill(int(pid), 0)
         except ProcessLookupError:
-            import shutil
-            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+            stale.append(os.path.join(parent, name))
         except OSError:
             pass  # alive, another user's
+    return stale
+
+
+def remove_stale_stages(parent: str) -> None:
+    """Delete the stage directories that imports killed mid-way left in `parent`: in /dev/shm
+    they hold memory until the next reboot. connect() looks there each time (one listdir)."""
+    for path in stale_stages(parent):
+        import shutil
+        shutil.rmtree(path, ignore_errors=True)
 
 
 _vault: str | None = None  # the vault connect() opened last: run() names it in storage errors

@@ -20,7 +20,6 @@ from lcm.db import LcmError
 
 HOOK_EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "SubagentStop", "PreCompact", "PostCompact",
                "SessionEnd")
-STAGE_PREFIX = "lcm-ingest-"  # lcm-ingest-<pid>-<random>: a bulk import's stage directory
 LOW_DISK_BYTES = 64 << 20     # less free space than this: writes will soon fail
 LISTED = 20                   # findings listed per check
 
@@ -167,16 +166,6 @@ def disk_at(path: str) -> dict:
 # Around the vault: stage files, locks, hooks, the model backend
 # ---------------------------------------------------------------------------
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        pass  # alive, another user's
-    return True
-
-
 def stage_parents() -> list[str]:
     """Where bulk imports make their stage directories (lcm.ingest: /dev/shm, else the temp dir)."""
     return sorted({"/dev/shm", tempfile.gettempdir()})
@@ -184,17 +173,7 @@ def stage_parents() -> list[str]:
 
 def stage_dirs() -> list[str]:
     """Stage directories of bulk imports whose process is gone."""
-    found = []
-    for parent in stage_parents():
-        try:
-            names = os.listdir(parent)
-        except OSError:
-            continue
-        for name in names:
-            pid = name[len(STAGE_PREFIX):].split("-")[0] if name.startswith(STAGE_PREFIX) else ""
-            if pid.isdigit() and not _pid_alive(int(pid)):
-                found.append(os.path.join(parent, name))
-    return sorted(found)
+    return sorted(path for parent in stage_parents() for path in lcm.db.stale_stages(parent))
 
 
 def lock_files() -> tuple[list[str], list[str]]:
