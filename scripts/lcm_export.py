@@ -78,7 +78,7 @@ def _main(argv):
     if not given:
         raise LcmError("no session given and no current session ($LCM_SESSION_ID)",
                        "pass --session ID (lcm_sessions.py lists them)")
-    session_id = lcm.sessions.resolve_session(conn, given)
+    session_id = lcm.db.resolve_session(conn, given)
     stream = pieces(conn, session_id, args.format, not args.unmasked)
     if not args.output:
         out = sys.stdout.buffer

@@ -26,7 +26,6 @@ import sys
 import lcm.db
 import lcm.notes
 
-MAX_LIMIT = 200
 
 
 def _where(note: dict) -> str:
@@ -53,8 +52,6 @@ def _main(argv):
         p.error("--all goes with --list")
     if args.forget and (args.project or args.everywhere):
         p.error("--forget takes only the note's id")
-    if not 1 <= args.limit <= MAX_LIMIT:
-        p.error(f"--limit must be between 1 and {MAX_LIMIT}")
     conn = lcm.db.connect(args.db, create=not (args.list or args.forget))
     if args.forget:
         note = lcm.notes.forget(conn, args.forget)
@@ -83,7 +80,7 @@ def _list(conn, args) -> int:
         scope = "global notes" if args.everywhere else "notes of every project"
     else:
         project = lcm.notes.normalize_project(args.project) if args.project else lcm.notes.current_project(conn)
-        notes = lcm.notes.for_project(conn, project, limit=MAX_LIMIT + 1)
+        notes = lcm.notes.for_project(conn, project, limit=lcm.db.LIMIT_MAX + 1)
         total, notes = len(notes), notes[:args.limit]
         scope = f"notes for {project} (its own and global ones)"
     if args.json:
@@ -98,7 +95,7 @@ def _list(conn, args) -> int:
     if total > len(notes):
         flags = ["--all"] if args.all else ["--global"] if args.everywhere else \
             ["--project", args.project] if args.project else []
-        more = lcm.db.command_line("lcm_remember.py", "--list", *flags, "--limit", str(min(total, MAX_LIMIT)))
+        more = lcm.db.command_line("lcm_remember.py", "--list", *flags, "--limit", str(min(total, lcm.db.LIMIT_MAX)))
         print(f"... {total - len(notes)} more: {more}")
     return 0
 

@@ -25,7 +25,6 @@ import lcm.search
 import lcm.sessions
 from lcm.sessions import plural
 
-MAX_LIMIT = 200
 FILES_SHOWN = 15
 COMMANDS_SHOWN = 10
 TREE_LINES = 30
@@ -45,7 +44,7 @@ def _print_list(sessions: list[dict], total: int, args) -> None:
               f" {plural(s['summaries'], 'summary').replace('ys', 'ies')}{extra}  {s['project'] or '?'}  {s['title']}")
     if total > len(sessions):
         flags = [w for k, v in (("project", args.project), ("since", args.since)) if v for w in (f"--{k}", v)]
-        more = lcm.db.command_line("lcm_sessions.py", *flags, "--limit", str(min(total, MAX_LIMIT)))
+        more = lcm.db.command_line("lcm_sessions.py", *flags, "--limit", str(min(total, lcm.db.LIMIT_MAX)))
         print(f"... {total - len(sessions)} more: {more}")
     print(f"Next: {lcm.db.command_line('lcm_sessions.py', lcm.db.Positional(sessions[0]['id'][:8]))}")
 
@@ -96,13 +95,11 @@ def _main(argv):
     p.add_argument("--since", metavar="WHEN", help="only sessions active since WHEN (ISO date/time or 3h 2d 1w)")
     lcm.db.add_limit_arg(p)
     args = p.parse_args(argv)
-    if not 1 <= args.limit <= MAX_LIMIT:
-        p.error(f"--limit must be between 1 and {MAX_LIMIT}")
     if args.session and (args.project or args.since):
         p.error("ID shows one session: --project and --since filter the list")
     conn = lcm.db.connect(args.db, create=False, readonly=True)
     if args.session:
-        view = lcm.sessions.session_view(conn, lcm.sessions.resolve_session(conn, args.session))
+        view = lcm.sessions.session_view(conn, lcm.db.resolve_session(conn, args.session))
         if args.json:
             lcm.db.print_json(view)
         else:

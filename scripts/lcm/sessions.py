@@ -11,12 +11,10 @@ import os
 import lcm.db
 import lcm.mask
 import lcm.worklog
-from lcm.db import LcmError
 
 TITLE_CHARS = 80
 PROMPT_SCAN = 50    # user lines of a session searched for its first real prompt
 TREE_NODES = 200    # summaries in a one-session view's tree (--json); the text shows fewer
-LIST_HINT = "list sessions with lcm_sessions.py"
 WARMUP = "Warmup"  # the prompt Claude Code sends a sub-agent to warm its cache, not a task
 
 
@@ -56,14 +54,6 @@ def title(conn, session_id: str, stored: str | None, messages: int) -> str:
     """The transcript's own title, else its first real prompt, else a placeholder: never empty."""
     text = lcm.mask.mask((stored or "").strip() or first_prompt(conn, session_id))  # before the cut
     return one_line(text, TITLE_CHARS) if text else f"(untitled, {plural(messages, 'message')})"
-
-
-def resolve_session(conn, text: str | None) -> str:
-    """A session id from its full id or a unique prefix; an LcmError when unknown or ambiguous."""
-    text = (text or "").strip()
-    if not text:
-        raise LcmError("no session given", "pass a session id or a unique prefix of one (" + LIST_HINT + ")")
-    return lcm.db.resolve_session(conn, text)  # the one resolver every --session uses
 
 
 def _counts(conn, row) -> dict:
