@@ -2,39 +2,22 @@
 CLAUDE_ENV_FILE, a model that fails under a detached compaction, a cwd that no longer exists."""
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from fake_anthropic import make_fake_claude
+from test_hooks import run_hook, wait_for
 from transcripts import coding_session
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_hook(name: str, payload: dict, **env) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-S", str(ROOT / "hooks" / f"{name}.py")], input=json.dumps(payload),
-                          text=True, capture_output=True, timeout=60,
-                          env={**os.environ, "CLAUDE_PLUGIN_ROOT": str(ROOT), **env})
-
-
 def log_text() -> str:
     path = Path(os.environ["LCM_HOME"]) / "lcm.log"
     return path.read_text() if path.exists() else ""
-
-
-def wait_for(predicate, seconds: float = 30.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return predicate()
 
 
 HOSTILE_IDS = [
@@ -63,7 +46,7 @@ def test_env_file_yields_nothing_but_the_exports(hostile, tmp_path):
     for source, session in (("startup", sid), ("resume", sid), ("resume", "plain-" + sid)):
         payload = {"session_id": session, "transcript_path": str(t.path), "cwd": str(project),
                    "hook_event_name": "SessionStart", "source": source}
-        done = run_hook("session_start", payload, CLAUDE_ENV_FILE=str(env_file), CLAUDE_PROJECT_DIR=str(project))
+        done = run_hook("session_start", payload, {"CLAUDE_ENV_FILE": str(env_file), "CLAUDE_PROJECT_DIR": str(project)})
         assert done.returncode == 0
         shown = subprocess.run(["bash", "-c", f'source "$1" && printf %s "$LCM_SESSION_ID" && printf "\\0%s" "$OTHER_TOOL"'
                                 f' "$LCM_SCRIPTS"', "bash", str(env_file)], capture_output=True,
@@ -90,7 +73,7 @@ def test_a_detached_compaction_whose_model_fails_leaves_a_line_in_the_log(tmp_pa
     fake = make_fake_claude(tmp_path / "bin", "def respond(call):\n"
                             "    return {'is_error': True, 'result': 'model overloaded, try later', 'exit_code': 1}\n")
     env.update(LCM_LLM="claude", PATH=f"{fake.dir}{os.pathsep}{os.environ['PATH']}")
-    done = run_hook("stop", payload, **env)
+    done = run_hook("stop", payload, env)
     assert done.returncode == 0
     assert wait_for(lambda: "lcm_compact.py" in log_text())
     line = next(x for x in log_text().splitlines() if "lcm_compact.py" in x)
@@ -103,7 +86,7 @@ def test_a_payload_cwd_that_no_longer_exists_does_not_stop_the_detach(tmp_path, 
     t, project, env, payload = compaction_setup(tmp_path)
     payload["cwd"] = str(tmp_path / "deleted-since")
     env.update(LCM_LLM="none")
-    done = run_hook("stop", payload, **env)
+    done = run_hook("stop", payload, env)
     assert done.returncode == 0
 
     def summaries() -> int:
