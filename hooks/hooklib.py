@@ -252,10 +252,10 @@ def detach(script: str, args: list[str], payload: dict) -> None:
     sid = payload.get("session_id") if isinstance(payload.get("session_id"), str) else ""
     env = dict(os.environ)
     env["LCM_SESSION_ID"] = sid
-    env.setdefault("CLAUDE_PROJECT_DIR", project_dir(payload))
-    cwd = project_dir(payload)
-    if not isinstance(cwd, str) or not os.path.isdir(cwd):
-        cwd = os.path.expanduser("~") if os.path.isdir(os.path.expanduser("~")) else "/"
+    project = project_dir(payload)
+    env.setdefault("CLAUDE_PROJECT_DIR", project)
+    cwd = project if isinstance(project, str) and os.path.isdir(project) else (
+        os.path.expanduser("~") if os.path.isdir(os.path.expanduser("~")) else "/")
     subprocess.Popen(
         [sys.executable, os.path.abspath(__file__), "detached", _event, sid, script, *args],
         cwd=cwd, env=env, start_new_session=True, close_fds=True,
