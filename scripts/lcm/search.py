@@ -288,24 +288,33 @@ def _term_counts(text: str, terms) -> dict:
     return counts
 
 
+def _neighbour_shares(conn, best: list[tuple[int, float]]) -> dict[int, tuple[float, int]]:
+    """{neighbour id: (its share of a best hit's score, that hit's id)} for best [(id, score)]:
+    NEIGHBOUR_WEIGHTS by distance, the largest share where several hits lend to one message."""
+    from lcm.conversation import neighbours  # imported when there are hits to lend from
+    around = neighbours(conn, [rowid for rowid, _ in best])
+    shares: dict[int, tuple[float, int]] = {}
+    for rowid, score in best:
+        for other, distance in around[rowid]:
+            gain = score * NEIGHBOUR_WEIGHTS[distance - 1]
+            if gain > shares.get(other, (0.0, 0))[0]:
+                shares[other] = (gain, rowid)
+    return shares
+
+
 def _lend_to_neighbours(conn, src: Source, scored: list) -> list:
     """Add to each conversational neighbour of the best hits a share of that hit's score.
 
     A neighbour that matched nothing itself joins the hits; src.next_to maps it to the uuid of
     the hit it sits next to (shown, so a result without the query's words is explained).
     """
-    gains: dict = {}
-    lender: dict = {}
     best = sorted(scored, key=lambda p: -p[0])[:NEIGHBOUR_SOURCES]
-    from lcm.conversation import neighbours  # imported when there are hits to lend from
-    around = neighbours(conn, [row["rowid_"] for _, row in best])
-    for score, row in best:
-        for rowid, distance in around[row["rowid_"]]:
-            gain = score * NEIGHBOUR_WEIGHTS[distance - 1]
-            if gain > gains.get(rowid, 0.0):
-                gains[rowid], lender[rowid] = gain, row["uuid"]
-    if not gains:
+    uuids = {row["rowid_"]: row["uuid"] for _, row in best}
+    shares = _neighbour_shares(conn, [(row["rowid_"], score) for score, row in best])
+    if not shares:
         return scored
+    gains = {rowid: gain for rowid, (gain, _) in shares.items()}
+    lender = {rowid: uuids[source] for rowid, (_, source) in shares.items()}
     have = {row["rowid_"] for _, row in scored}
     missing = [i for i in gains if i not in have]
     rows = {}
@@ -351,16 +360,10 @@ def rank_messages(conn, text: str, ids: list[int]) -> dict[int, float]:
                 score = sum(1 for n in _term_counts(content or "", terms).values() if n)
                 if score:
                     scores[rowid] = float(score)
-    gains: dict[int, float] = {}
     best = sorted(scores.items(), key=lambda p: -p[1])[:NEIGHBOUR_SOURCES]
-    from lcm.conversation import neighbours
-    around = neighbours(conn, [rowid for rowid, _ in best])
-    for rowid, score in best:
-        for other, distance in around[rowid]:
-            if other in wanted:
-                gains[other] = max(gains.get(other, 0.0), score * NEIGHBOUR_WEIGHTS[distance - 1])
-    for rowid, gain in gains.items():
-        scores[rowid] = scores.get(rowid, 0.0) + gain
+    for rowid, (gain, _) in _neighbour_shares(conn, best).items():
+        if rowid in wanted:
+            scores[rowid] = scores.get(rowid, 0.0) + gain
     return scores
 
 
