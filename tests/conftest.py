@@ -49,6 +49,17 @@ def vault(isolated_home):
     return isolated_home / ".claude-lcm" / "lcm.db"
 
 
+def run(capsys, module, *argv) -> tuple[int, str, str]:
+    """Call a command's main() in-process: (exit code, stdout, stderr). `module` is the imported
+    script (lcm_grep) or its name ("lcm_grep"); every argument is passed as a string."""
+    if isinstance(module, str):
+        import importlib
+        module = importlib.import_module(module)
+    code = module.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 def shared_data(*parts: str) -> Path:
     """A path under ../shared/data, or skip the test saying why (a user's clone has no shared/)."""
     path = SHARED_DATA.joinpath(*parts)
