@@ -13,8 +13,9 @@ EVENT = "PostCompact"
 
 
 def boundary_tokens(conn, sid: str) -> tuple[int | None, int | None]:
+    import lcm.store  # loaded already by the connection (lcm.db)
     row = conn.execute(
-        "SELECT raw FROM messages WHERE session_id = ? AND subtype = 'compact_boundary' "
+        f"SELECT {lcm.store.LINE} FROM messages WHERE session_id = ? AND subtype = 'compact_boundary' "
         "ORDER BY id DESC LIMIT 1", (sid,)).fetchone()
     if row is None:
         return None, None

@@ -9,17 +9,26 @@ to 512 tokens; with LCM_LLM=none the first level is a deterministic extractive s
 
 Usage:
   python3 scripts/lcm_compact.py [--session ID | --all] [--full | --until-under TOKENS | --upgrade] [--dry-run] [--json]
+  python3 scripts/lcm_compact.py --pack [--all] [--vacuum] [--time-budget SECONDS] [--json]
 
 Modes: incremental (default: one leaf pass when the raw tokens outside the fresh tail exceed
 LCM_LEAF_CHUNK_TOKENS, then condensation), --full (until nothing is eligible), --until-under
 (until the active context is under TOKENS), --upgrade (rewrite extractive summaries with the
 model, keeping their ids), --dry-run (say what would happen, write nothing).
 
+--pack stores original lines compressed, many lines of a transcript to a block (nothing is lost:
+every line reads back byte for byte). The hooks start it detached; by hand it also converts a
+vault from before blocks, online (hooks keep writing meanwhile) and resumable after a kill.
+Without --all the newest lines of a file being written wait until it is idle; --vacuum then
+returns the freed space to the disk (writers wait while it runs; it needs free disk about the
+size of the packed vault).
+
 Examples:
   python3 "$LCM_SCRIPTS/lcm_compact.py" --json
   python3 "$LCM_SCRIPTS/lcm_compact.py" --session 7acd37a8-2745-4b58-a8a9-46164b22ad9e --full
   LCM_LLM=none python3 "$LCM_SCRIPTS/lcm_compact.py" --all --full --json
   python3 "$LCM_SCRIPTS/lcm_compact.py" --until-under 40000 --dry-run
+  python3 "$LCM_SCRIPTS/lcm_compact.py" --pack --all --vacuum
 """
 from __future__ import annotations
 
@@ -40,7 +49,13 @@ def _main(argv):
     how.add_argument("--upgrade", action="store_true", help="rewrite extractive summaries with the model, in place")
     p.add_argument("--dry-run", action="store_true", help="report what would be summarised; write nothing")
     p.add_argument("--time-budget", type=lcm.db.seconds_arg, metavar="SECONDS", help="start no new summary after this long")
+    how.add_argument("--pack", action="store_true", help="compress stored lines into blocks (with --all: every line now)")
+    p.add_argument("--vacuum", action="store_true", help="with --pack: give the freed space back to the disk")
     args = p.parse_args(argv)
+    if args.vacuum and not args.pack:
+        p.error("--vacuum goes with --pack")
+    if args.pack:
+        return _pack(args)
     lcm.db.validate_config()
     conn = lcm.db.connect(args.db)
     if args.all:
@@ -88,6 +103,26 @@ def _main(argv):
               + (f"; stopped: {r['stopped']}" if r["stopped"] else ""))
     if quiet:
         print(f"{len(quiet)} more sessions: nothing to do")
+    return 0
+
+
+def _pack(args) -> int:
+    import lcm.pack
+    if args.session or args.dry_run:
+        raise LcmError("--pack works on the whole vault", "drop --session and --dry-run")
+    conn = lcm.db.connect(args.db, create=False)
+    doc = lcm.pack.pack(conn, everything=args.all, time_budget=args.time_budget, progress=not args.json)
+    if args.vacuum:
+        doc["vacuum"] = lcm.pack.vacuum(conn)
+    doc.update(lcm.pack.ratio(conn))
+    if args.json:
+        lcm.db.print_json(doc)
+        return 0
+    print(f"packed {doc['packed_lines']} lines ({doc['packed_bytes']} bytes) into {doc['blocks']} blocks in"
+          f" {doc['seconds']} s; {doc['plain_lines']} lines still plain"
+          + (f" ({doc['stopped']})" if doc["stopped"] else ""))
+    print(f"vault {doc['vault_bytes']} bytes for {doc['transcript_bytes']} bytes of transcripts"
+          f" (ratio {doc['ratio']}; {doc['free_bytes']} bytes free inside: --vacuum gives them back)")
     return 0
 
 

@@ -17,6 +17,7 @@ import re
 import lcm.db
 import lcm.mask
 import lcm.order
+import lcm.store
 from lcm.db import LcmError
 
 # how far past a chunk to look for the results of its tool calls
@@ -194,7 +195,8 @@ def next_run(body: list[dict], anchors: dict, minimum: int) -> list[dict]:
 def load_messages(conn, session_id: str, run: list) -> list:
     """The full rows of `run` (rows with id and seq, in conversation order)."""
     rows = conn.execute(
-        "SELECT id, uuid, type, role, subtype, is_meta, is_sidechain, thread, seq, content, raw, created_at,"
+        f"SELECT id, uuid, type, role, subtype, is_meta, is_sidechain, thread, seq, content, {lcm.store.LINE} AS raw,"
+        " created_at,"
         " token_count FROM messages WHERE session_id = ? AND seq BETWEEN ? AND ? ORDER BY seq",
         (session_id, run[0]["seq"], run[-1]["seq"])).fetchall()
     wanted = {r["id"] for r in run}

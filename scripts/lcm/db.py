@@ -13,6 +13,8 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 
+import lcm.store
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # names for annotations only
     import argparse
@@ -475,6 +477,8 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
         ) WITHOUT ROWID""",                     # was masked when stored (lcm/mask.py); older rows are masked on output
         "INSERT INTO vault_meta VALUES ('masked_from_message', (SELECT coalesce(max(id), 0) + 1 FROM messages))",
     ],
+    # 8: original lines packed into compressed blocks (lcm/store.py, lcm/pack.py)
+    lcm.store.MIGRATION,
 ]
 
 # Every insert path (hook, bulk import, a re-read from byte 0) goes through this trigger. The
@@ -593,6 +597,7 @@ def connect(explicit: str | None = None, *, create: bool = True, readonly: bool 
         # isolation_level=None: we issue BEGIN ourselves, so nothing commits behind our back
         conn = sqlite3.connect(uri, uri=True, timeout=10.0, isolation_level=None)
         conn.row_factory = sqlite3.Row
+        lcm.store.install(conn)  # lcm_line(): original lines, packed or not
         # wait for a concurrent writer (a hook, a background compaction) instead of failing
         conn.execute("PRAGMA busy_timeout = 10000")
         # summary_sources and friends rely on references being real

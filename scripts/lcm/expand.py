@@ -10,11 +10,13 @@ import re
 import lcm.db
 import lcm.grants
 import lcm.mask
+import lcm.store
 from lcm.db import LcmError
 
 SUMMARY_ID = re.compile(r"sum_[0-9a-f]{16}")
 FIND_HINT = "find ids with lcm_grep.py QUERY, or list a session's summaries with lcm_describe.py --session ID"
-MESSAGE_COLUMNS = "m.id, m.uuid, m.session_id, m.role, m.created_at, m.content, m.token_count, m.raw"
+MESSAGE_COLUMNS = ("m.id, m.uuid, m.session_id, m.role, m.created_at, m.content, m.token_count,"
+                   " lcm_line(m.raw, m.block_id, m.block_pos) AS raw")  # lcm.store.LINE of `m`
 
 
 def resolve_node(conn, node_id: str) -> tuple[str, object]:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import lcm.db
 import lcm.mask
 import lcm.sessions
+import lcm.store
 from lcm.extract import typed_text
 
 LABEL_CHARS = 120   # a tool call or result folded to one line
@@ -19,8 +20,9 @@ LABEL_CHARS = 120   # a tool call or result folded to one line
 
 def jsonl(conn, session_id: str) -> Iterator[bytes]:
     """Each stored message's original line, byte for byte, with its newline; in vault order."""
-    for (raw,) in conn.execute("SELECT raw FROM messages WHERE session_id = ? ORDER BY id", (session_id,)):
-        yield (raw if isinstance(raw, bytes) else str(raw).encode("utf-8", "surrogatepass")) + b"\n"
+    for (raw,) in conn.execute(f"SELECT {lcm.store.LINE} FROM messages WHERE session_id = ? ORDER BY id",
+                               (session_id,)):
+        yield lcm.store.as_bytes(raw) + b"\n"
 
 
 def _clip(text, limit: int = LABEL_CHARS) -> str:
@@ -105,7 +107,7 @@ def markdown(conn, session_id: str, masked: bool = True) -> Iterator[str]:
         f"- Exported {lcm.db.now_iso()} by lcm_export.py", ""]) + "\n"
     speaker = None
     warmups: set = set()  # sub-agents Claude Code only primed ("Warmup"): no part of the work
-    for m in conn.execute("SELECT id, raw, type, role, subtype, is_meta, is_sidechain, agent_id, created_at"
+    for m in conn.execute(f"SELECT id, {lcm.store.LINE} AS raw, type, role, subtype, is_meta, is_sidechain, agent_id, created_at"
                           " FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)):  # conversation order
         lines = []
         for s in summaries.get(m["id"], ()):

@@ -15,6 +15,7 @@ import os
 import re
 
 import lcm.db
+import lcm.store
 from lcm.db import LcmError
 
 # the externalised files of the messages in temp.purge_messages
@@ -40,10 +41,10 @@ def _matches(conn, literal: str | None, pattern: re.Pattern | None) -> list[int]
         # substring of the searchable text or of the original line (which may hold more: fields
         # that are not indexed, thinking when LCM_INDEX_THINKING=0)
         return [r[0] for r in conn.execute(
-            "SELECT id FROM messages WHERE instr(content, ?) > 0 OR instr(raw, ?) > 0 ORDER BY id",
+            f"SELECT id FROM messages WHERE instr(content, ?) > 0 OR instr({lcm.store.LINE}, ?) > 0 ORDER BY id",
             (literal, literal.encode("utf-8", "surrogatepass")))]
     ids = []
-    for row in conn.execute("SELECT id, content, raw FROM messages ORDER BY id"):
+    for row in conn.execute(f"SELECT id, content, {lcm.store.LINE} FROM messages ORDER BY id"):
         if pattern.search(row[1]) or pattern.search(bytes(row[2]).decode("utf-8", "surrogateescape")):
             ids.append(row[0])
     return ids
@@ -233,6 +234,8 @@ def purge(conn, sel: Selection) -> dict:
             for sid in sel.whole_sessions:
                 for table in ("compactions", "agent_calls", "threads"):
                     conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (sid,))
+            # a packed line's block is rewritten without it: no compressed copy survives
+            lcm.store.remove_lines(conn, [r[0] for r in conn.execute("SELECT id FROM temp.purge_messages")])
             conn.execute("DELETE FROM messages WHERE id IN (SELECT id FROM temp.purge_messages)")
             for sid in sel.sessions:  # a session with nothing left is forgotten too
                 conn.execute("DELETE FROM sessions WHERE session_id = ? AND NOT EXISTS"

@@ -10,6 +10,7 @@ import os
 
 import lcm.db
 import lcm.mask
+import lcm.store
 import lcm.worklog
 
 TITLE_CHARS = 80
@@ -35,7 +36,7 @@ def first_prompt(conn, session_id: str) -> str | None:
     """
     for sidechain in (0, 1):
         rows = conn.execute(
-            "SELECT raw FROM messages WHERE session_id = ? AND type = 'user' AND is_meta = 0 AND is_sidechain = ?"
+            f"SELECT {lcm.store.LINE} FROM messages WHERE session_id = ? AND type = 'user' AND is_meta = 0 AND is_sidechain = ?"
             " ORDER BY id LIMIT ?", (session_id, sidechain, PROMPT_SCAN))
         for (raw,) in rows:
             try:

@@ -9,6 +9,7 @@ import os
 import sqlite3
 
 import lcm.db
+import lcm.store
 
 DEFAULT_WINDOW = 200_000
 LARGE_WINDOW = 1_000_000
@@ -34,7 +35,7 @@ def _usage_total(usage) -> int:
 def _latest_usage(conn, session_id: str) -> tuple[int | None, str | None, int]:
     """(context tokens, model, message row id) of the session's latest real assistant response."""
     rows = conn.execute(
-        "SELECT id, raw, api_message_id FROM messages WHERE session_id = ? AND type = 'assistant'"
+        f"SELECT id, {lcm.store.LINE} AS raw, api_message_id FROM messages WHERE session_id = ? AND type = 'assistant'"
         " AND is_sidechain = 0 ORDER BY id DESC LIMIT ?", (session_id, RECENT_ASSISTANT_LINES))
     for row in rows:
         try:
@@ -58,7 +59,7 @@ def context_tokens(conn, session_id: str) -> int | None:
     """
     tokens, _model, at = _latest_usage(conn, session_id)
     boundary = conn.execute(
-        "SELECT id, raw FROM messages WHERE session_id = ? AND subtype = 'compact_boundary' AND id > ?"
+        f"SELECT id, {lcm.store.LINE} AS raw FROM messages WHERE session_id = ? AND subtype = 'compact_boundary' AND id > ?"
         " ORDER BY id DESC LIMIT 1", (session_id, at)).fetchone()
     if boundary is not None:
         try:

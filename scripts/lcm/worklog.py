@@ -14,6 +14,7 @@ import re
 import sqlite3
 
 import lcm.mask
+import lcm.store
 from lcm.extract import typed_text
 
 FILE_TOOLS = ("Edit", "Write", "MultiEdit", "NotebookEdit")
@@ -78,7 +79,7 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
     """Work done in `session_id` after message `after_id` (exclusive) up to `upto_id`, in
     conversation order; last_message_id is the last message in that order."""
     # in conversation order (messages.seq): after and up to the given messages
-    sql = "SELECT id, uuid, raw FROM messages WHERE session_id = ?"
+    sql = f"SELECT id, uuid, {lcm.store.LINE} AS raw FROM messages WHERE session_id = ?"
     params: list = [session_id]
     if after_id:
         sql += " AND seq > (SELECT seq FROM messages WHERE id = ?)"

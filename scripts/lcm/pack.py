@@ -1,0 +1,193 @@
+"""Packing: plain stored lines into compressed blocks (lcm/store.py has the format).
+
+Ingest and the hooks store each new line as it is (cheap). Packing runs later, detached or by
+hand (`lcm_compact.py --pack`), and is the same step that converts a vault from before blocks:
+its lines are all plain. It works online, in small batches: lines are read and compressed
+outside any transaction, and each batch is written in one short transaction that first checks
+its lines are still plain, taking turns with hooks (lcm.ingest.begin_write). Killed at any
+point, it leaves every line either plain or in a committed block; the next run goes on.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import lcm.db
+import lcm.store
+
+BLOCK_BYTES = 256 << 10  # lines per block: 64 KB packs to 0.277 of the lines, 256 KB 0.266,
+#                          1 MB 0.264 (shared data); a 256 KB block decodes in under a millisecond
+BATCH_BYTES = 4 << 20  # lines per write transaction: keeps each under ~0.1 s, so hooks get in
+IDLE_SECONDS = 1800  # a file unchanged this long gets its last, partial block packed too
+DUE_LINES = 1024  # plain lines in the vault before a Stop hook starts packing (~4 MB)
+LEVEL = 6  # zlib level: 1 packs to ~0.30 and is 2x faster; 9 gains <1%
+
+
+def due(conn) -> bool:
+    """Whether enough lines are plain to start a packing run (an index count, microseconds)."""
+    return conn.execute("SELECT count(*) FROM (SELECT 1 FROM messages WHERE block_id IS NULL LIMIT ?)",
+                        (DUE_LINES,)).fetchone()[0] >= DUE_LINES
+
+
+def pending(conn) -> int:
+    """Lines still stored plain."""
+    return conn.execute("SELECT count(*) FROM messages WHERE block_id IS NULL").fetchone()[0]
+
+
+def _lock(conn):
+    """An exclusive flock on `<vault>-pack.lock`, or None when another packing run holds it."""
+    try:
+        import fcntl
+    except ImportError:
+        return -1  # no flock (Windows): runs rely on their in-transaction checks alone
+    path = next((r[2] for r in conn.execute("PRAGMA database_list") if r[1] == "main"), "")
+    if not path:
+        return -1
+    fd = os.open(path + "-pack.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _idle_files(conn) -> set:
+    cutoff = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() - IDLE_SECONDS))
+    return {r[0] for r in conn.execute("SELECT path FROM transcripts WHERE updated_at < ?", (cutoff,))}
+
+
+def _blocks_of(conn, path, everything: bool, idle: set):
+    """The plain rows of one file cut into blocks: lists of (id, session_id, path, raw), each of
+    one session and about BLOCK_BYTES (a last, smaller one only when `everything` or idle)."""
+    block, size, last = [], 0, 0
+    while True:
+        rows = conn.execute(
+            "SELECT id, session_id, transcript_path, raw FROM messages WHERE block_id IS NULL"
+            " AND transcript_path IS ? AND id > ? ORDER BY id LIMIT 512", (path, last)).fetchall()
+        if not rows:
+            break
+        for row in rows:
+            if block and (size >= BLOCK_BYTES or row[1] != block[0][1]):
+                yield block
+                block, size = [], 0
+            block.append(tuple(row))
+            size += len(row[3])
+        last = rows[-1][0]
+    if block and (everything or size >= BLOCK_BYTES or path is None or path in idle):
+        yield block
+
+
+def _write(conn, batch: list, turns) -> tuple[int, int]:
+    """One transaction: the blocks of `batch` whose lines are all still plain. (lines, bytes)."""
+    import lcm.ingest
+    lcm.ingest.begin_write(conn, turns=turns)
+    lines = size = 0
+    try:
+        for rows in batch:
+            ids = [r[0] for r in rows]
+            still = conn.execute(f"SELECT count(*) FROM messages WHERE block_id IS NULL AND id IN"
+                                 f" ({','.join('?' * len(ids))})", ids).fetchone()[0]
+            if still != len(ids):
+                continue  # another run packed them, or a purge removed some: read again next time
+            size += lcm.store.pack_rows(conn, rows, LEVEL)
+            lines += len(rows)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return lines, size
+
+
+def pack(conn, *, everything: bool = False, time_budget: float | None = None, progress: bool = False) -> dict:
+    """Pack the vault's plain lines into blocks, batch by batch; returns counts.
+
+    everything=False (the hooks' detached run): whole blocks, and the last partial block of a
+    file only once it has been idle IDLE_SECONDS. everything=True: every plain line now.
+    """
+    started = time.monotonic()
+    doc = {"packed_lines": 0, "packed_bytes": 0, "blocks": 0, "pending_lines": 0, "stopped": None}
+    lock = _lock(conn)
+    if lock is None:
+        doc["stopped"] = "another packing run is at work"
+        doc["pending_lines"] = pending(conn)
+        return doc
+    import lcm.ingest
+    turns = lcm.ingest._Turns(conn)
+    bar = _bar(pending(conn)) if progress else None
+    try:
+        idle = set() if everything else _idle_files(conn)
+        paths = [r[0] for r in conn.execute("SELECT DISTINCT transcript_path FROM messages WHERE block_id IS NULL")]
+        batch, size = [], 0
+        for path in paths:
+            for rows in _blocks_of(conn, path, everything, idle):
+                batch.append(rows)
+                size += sum(len(r[3]) for r in rows)
+                if size >= BATCH_BYTES:
+                    _flush(conn, batch, turns, doc, bar)
+                    batch, size = [], 0
+                    if time_budget is not None and time.monotonic() - started > time_budget:
+                        doc["stopped"] = "time_budget"
+                        break
+            if doc["stopped"]:
+                break
+        if batch and not doc["stopped"]:
+            _flush(conn, batch, turns, doc, bar)
+    finally:
+        turns.close()
+        if bar is not None:
+            bar.close()
+        if lock != -1:
+            os.close(lock)
+    doc["pending_lines"] = pending(conn)
+    doc["seconds"] = round(time.monotonic() - started, 3)
+    return doc
+
+
+def _flush(conn, batch, turns, doc, bar) -> None:
+    lines, size = _write(conn, batch, turns)
+    doc["packed_lines"] += lines
+    doc["packed_bytes"] += size
+    doc["blocks"] += len(batch)
+    if bar is not None:
+        bar.update(lines)
+
+
+def _bar(total: int):
+    """A tqdm bar (in lines) on stderr when it is a terminal and tqdm is installed, else None."""
+    if not total or not sys.stderr.isatty():
+        return None
+    try:
+        from tqdm import tqdm  # here: only a packing run by hand shows it
+    except ImportError:
+        return None
+    return tqdm(total=total, desc="pack", unit="line", file=sys.stderr)
+
+
+def vacuum(conn) -> dict:
+    """Give the free pages that packing left back to the disk (VACUUM: the vault is locked for
+    writers meanwhile, and needs free disk about its own packed size). Returns bytes before and after."""
+    path = next((r[2] for r in conn.execute("PRAGMA database_list") if r[1] == "main"), "")
+    before = _file_bytes(path)
+    conn.execute("VACUUM")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return {"bytes_before": before, "bytes_after": _file_bytes(path)}
+
+
+def _file_bytes(path: str) -> int:
+    return sum(os.path.getsize(p) for p in (path, path + "-wal") if p and os.path.exists(p))
+
+
+def ratio(conn) -> dict:
+    """Vault bytes against the transcript bytes it holds (cheap: sizes and counts only), and
+    whether any line still waits to be packed (an old vault not yet converted, or recent turns)."""
+    path = next((r[2] for r in conn.execute("PRAGMA database_list") if r[1] == "main"), "")
+    vault = _file_bytes(path)
+    transcripts = conn.execute("SELECT coalesce(sum(byte_offset), 0) FROM transcripts").fetchone()[0]
+    page = conn.execute("PRAGMA page_size").fetchone()[0]
+    free = conn.execute("PRAGMA freelist_count").fetchone()[0] * page
+    plain = pending(conn)
+    return {"vault_bytes": vault, "transcript_bytes": transcripts, "free_bytes": free,
+            "ratio": round(vault / transcripts, 3) if transcripts else None, "plain_lines": plain}
