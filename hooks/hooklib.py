@@ -317,6 +317,14 @@ def start_compaction(conn, sid: str, payload: dict) -> None:
     detach("lcm_compact.py", ["--session", sid, "--time-budget", str(COMPACT_TIME_BUDGET)], payload)
 
 
+def start_packing(conn, payload: dict) -> None:
+    """Detach `lcm_compact.py --pack` when enough lines wait plain (lcm.pack.due: an index count)
+    and no packing run holds its lock; the hook itself never compresses anything."""
+    import lcm.pack
+    if lcm.pack.due(conn) and not lcm.pack.running(conn):
+        detach("lcm_compact.py", ["--pack", "--time-budget", str(COMPACT_TIME_BUDGET)], payload)
+
+
 def context_output(event: str, text: str) -> dict:
     """Text injected into the session's context, secrets masked (lcm.mask)."""
     import lcm.mask

@@ -1,5 +1,5 @@
 """Stop: ingest the turn that just ended (and any sub-agent lines written after their own
-SubagentStop); when compaction is due, start it detached.
+SubagentStop); when compaction, or packing stored lines into blocks, is due, start it detached.
 
 The compaction process takes the session lock itself, so a second Stop while it runs is harmless.
 """
@@ -16,6 +16,7 @@ def handle(payload: dict):
     hooklib.ingest(conn, payload.get("transcript_path"))
     if not hooklib.flag("LCM_SUBAGENT"):
         hooklib.start_compaction(conn, sid, payload)
+        hooklib.start_packing(conn, payload)
     return None
 
 

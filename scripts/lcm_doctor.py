@@ -43,7 +43,7 @@ import lcm.doctor
 import lcm.mask
 from lcm.db import LcmError
 
-CHECKS = ("schema", "fts", "dag", "stale", "fallback", "masking", "hooks", "backend", "disk")
+CHECKS = ("schema", "fts", "dag", "stale", "fallback", "masking", "hooks", "backend", "disk", "storage")
 
 
 def _open(path_arg):
@@ -84,6 +84,7 @@ def run_checks(conn, doc: dict) -> None:
     doc["dag"] = lcm.doctor.dag(conn)
     doc["fallback"] = lcm.doctor.fallback_levels(conn, doc["backend"])
     doc["disk"] = lcm.doctor.disk(conn)
+    doc["storage"] = lcm.doctor.storage(conn)
 
 
 def fix(conn, doc: dict) -> None:
@@ -170,6 +171,10 @@ def _print(doc: dict) -> None:
             text += (f"; a model ({b['backend']}) can now rewrite the extractive ones: lcm_compact.py --upgrade"
                      f" --session {b['sessions'][0]}" + (" (and each other session listed by --json)" if len(b['sessions']) > 1 else ""))
         out.write(_line(b["status"], "fallback summaries", text))
+        v = doc["storage"]
+        out.write(_line(v["status"], "storage", (f"vault/transcripts {v['ratio']}; " if v["ratio"] else "")
+                        + f"{v['plain_lines']} lines not yet packed" + (
+                            ": convert with lcm_compact.py --pack --all --vacuum" if v["pending"] else "")))
     st = doc["stale"]
     text = (f"{len(st['stage_dirs'])} stage directories of killed imports ({', '.join(st['stage_dirs'][:3])}); "
             if st["stage_dirs"] else "no stage directories of killed imports; ")

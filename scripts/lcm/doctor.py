@@ -72,6 +72,19 @@ def fts(conn) -> dict:
             "available": bool(tables) or lcm.db.has_fts5(conn)}
 
 
+def storage(conn) -> dict:
+    """How the vault's size compares with the transcripts it holds, and whether lines wait to be
+    packed into blocks (a vault from before blocks, or packing that has not run): a warning."""
+    import lcm.pack
+    try:
+        doc = lcm.pack.ratio(conn)
+    except sqlite3.OperationalError:  # opened read-only before its migration: nothing packed yet
+        doc = {"ratio": None, "plain_lines": conn.execute("SELECT count(*) FROM messages").fetchone()[0]}
+    doc["pending"] = doc["plain_lines"] >= lcm.pack.CONVERT_LINES
+    doc["status"] = _status(False, doc["pending"])
+    return doc
+
+
 DAG_CHECKS = (
     # (what is wrong, query returning the ids of the summaries at fault)
     ("names a parent that does not list it as a child",

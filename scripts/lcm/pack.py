@@ -21,6 +21,7 @@ BLOCK_BYTES = 256 << 10  # lines per block: 64 KB packs to 0.277 of the lines, 2
 BATCH_BYTES = 4 << 20  # lines per write transaction: keeps each under ~0.1 s, so hooks get in
 IDLE_SECONDS = 1800  # a file unchanged this long gets its last, partial block packed too
 DUE_LINES = 1024  # plain lines in the vault before a Stop hook starts packing (~4 MB)
+CONVERT_LINES = 4 * DUE_LINES  # more plain lines than this: lcm_doctor.py says to run --pack --all
 LEVEL = 6  # zlib level: 1 packs to ~0.30 and is 2x faster; 9 gains <1%
 
 
@@ -33,6 +34,16 @@ def due(conn) -> bool:
 def pending(conn) -> int:
     """Lines still stored plain."""
     return conn.execute("SELECT count(*) FROM messages WHERE block_id IS NULL").fetchone()[0]
+
+
+def running(conn) -> bool:
+    """Whether a packing run holds the lock now."""
+    fd = _lock(conn)
+    if fd is None:
+        return True
+    if fd != -1:
+        os.close(fd)
+    return False
 
 
 def _lock(conn):

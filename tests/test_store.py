@@ -1,0 +1,264 @@
+"""Packed storage (lcm/store.py, lcm/pack.py): every original line comes back byte for byte after
+ingest, after packing, after converting a vault from before blocks, and after a SIGKILL at any
+point of either; every reader answers as before; a purge leaves no copy inside any block."""
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import zlib
+
+import pytest
+
+import lcm.db
+import lcm.ingest
+import lcm.pack
+import lcm.store
+from conftest import SCRIPTS, run, shared_data
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _file_lines(conn) -> dict[int, str]:
+    """message id -> sha256 of the line at its transcript path and line number, read from the
+    transcript files themselves (before packing, while every row still names its file)."""
+    cache: dict[str, list[bytes]] = {}
+    out = {}
+    for mid, path, line_no in conn.execute("SELECT id, transcript_path, line_no FROM messages"):
+        if path not in cache:
+            with open(path, "rb") as handle:
+                cache[path] = handle.read().split(b"\n")
+        out[mid] = _sha(cache[path][line_no - 1])
+    return out
+
+
+def _stored(path) -> dict[int, str]:
+    """message id -> sha256 of its stored line, through lcm.store, on a fresh connection."""
+    conn = lcm.db.connect(str(path), create=False)
+    try:
+        return {r[0]: _sha(lcm.store.as_bytes(r[1]))
+                for r in conn.execute(f"SELECT id, {lcm.store.LINE} FROM messages")}
+    finally:
+        conn.close()
+
+
+def _ingest(path, monkeypatch=None, old: bool = False, dirs=("claude-projects", "odd-cases")):
+    """The shared transcripts in a vault at `path`; old=True writes it as lcm did before blocks
+    (schema 7: no blocks table, no block columns)."""
+    if old:
+        monkeypatch.setattr(lcm.db, "SCHEMA_VERSION", 7)
+    conn = lcm.db.connect(str(path))
+    lcm.ingest.ingest_paths(conn, [shared_data(d) for d in dirs])
+    if old:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 7
+        assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'blocks'").fetchone() is None
+        monkeypatch.undo()
+    expected = _file_lines(conn)
+    conn.close()
+    return expected
+
+
+def test_every_line_back_after_ingest_and_after_packing(vault):
+    expected = _ingest(vault)
+    assert len(expected) > 2000
+    assert _stored(vault) == expected
+    conn = lcm.db.connect(str(vault))
+    doc = lcm.pack.pack(conn, everything=True)
+    assert doc["pending_lines"] == 0 and doc["packed_lines"] == len(expected)
+    assert conn.execute("SELECT count(*) FROM messages WHERE length(raw) > 12").fetchone()[0] == 0  # no copy left
+    conn.close()
+    assert _stored(vault) == expected
+    # packing again finds nothing to do and changes nothing
+    conn = lcm.db.connect(str(vault))
+    assert lcm.pack.pack(conn, everything=True)["packed_lines"] == 0
+    conn.close()
+    assert _stored(vault) == expected
+
+
+def test_old_vault_converts_in_place(vault, monkeypatch):
+    expected = _ingest(vault, monkeypatch, old=True)
+    assert _stored(vault) == expected  # migrated to blocks' schema, still plain
+    conn = lcm.db.connect(str(vault))
+    assert lcm.pack.ratio(conn)["plain_lines"] == len(expected)
+    lcm.pack.pack(conn, everything=True)
+    lcm.pack.vacuum(conn)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.close()
+    assert _stored(vault) == expected
+
+
+PACKER = """
+import sys
+sys.path.insert(0, {scripts!r})
+import lcm.pack
+lcm.pack.BLOCK_BYTES, lcm.pack.BATCH_BYTES = 1 << 14, 1 << 16  # many blocks, many transactions
+import lcm_compact
+sys.exit(lcm_compact.main(["--pack", "--all", "--db", {db!r}, "--json"]))
+"""
+
+
+def _kill_until_done(vault, expected, seed):
+    """Run the packer again and again, each killed (SIGKILL) after a random delay, checking every
+    line after each kill, until one run finishes."""
+    rng = random.Random(seed)
+    code = PACKER.format(scripts=str(SCRIPTS), db=str(vault))
+    midway = 0  # kills that left some lines packed and some not
+    for attempt in range(40):
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            proc.wait(timeout=rng.uniform(0.1, 0.6) if attempt < 10 else 120)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        assert _stored(vault) == expected, f"seed {seed}, kill {attempt}"
+        conn = lcm.db.connect(str(vault))
+        left = lcm.pack.pending(conn)
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        conn.close()
+        midway += 0 < left < len(expected)
+        if proc.returncode == 0 and left == 0:
+            return attempt, midway
+    raise AssertionError(f"packing never finished (seed {seed})")
+
+
+@pytest.mark.parametrize("old", [False, True], ids=["packing", "conversion"])
+def test_sigkill_at_random_points_loses_nothing(vault, monkeypatch, old):
+    expected = _ingest(vault, monkeypatch, old=old)
+    seed = random.randrange(1 << 30)
+    print(f"seed {seed}")
+    kills, midway = _kill_until_done(vault, expected, seed)
+    print(f"{kills} runs killed, {midway} of them midway")
+    assert midway >= 1, f"no kill landed while packing (seed {seed}): the test proved nothing"
+
+
+def _outputs(capsys, conn) -> dict:
+    """What every reader prints for the vault (original lines, exports, expansions, listings)."""
+    out = {}
+    sessions = [r[0] for r in conn.execute("SELECT session_id FROM sessions ORDER BY session_id")]
+    for sid in sessions:
+        for args in (["--format", "jsonl", "--unmasked"], ["--format", "jsonl"], ["--format", "markdown"]):
+            code, text, _ = run(capsys, "lcm_export", "--session", sid, *args)
+            out[("export", sid, *args)] = (code, text.replace(text[text.find("Exported "):][:40], "") if
+                                           "markdown" in args else text)
+        out[("sessions", sid)] = run(capsys, "lcm_sessions", sid, "--json")[:2]
+        out[("describe", sid)] = run(capsys, "lcm_describe", "--session", sid, "--json")[:2]
+    uuids = [r[0] for r in conn.execute("SELECT uuid FROM messages ORDER BY id")]
+    for uuid in uuids[::25]:
+        out[("expand-raw", uuid)] = _expand_raw(uuid)
+        out[("expand", uuid)] = run(capsys, "lcm_expand", uuid, "--json")[:2]
+    for query in ("sqlite", "error", "tool_use_id", "def main"):
+        out[("grep", query)] = run(capsys, "lcm_grep", query, "--json", "--all-sessions")[:2]
+    return out
+
+
+def _expand_raw(uuid) -> bytes:
+    """lcm_expand.py --raw --unmasked, as a process: it writes bytes to stdout's buffer."""
+    return subprocess.run([sys.executable, str(SCRIPTS / "lcm_expand.py"), uuid, "--raw", "--unmasked"],
+                          capture_output=True, check=True).stdout
+
+
+def test_every_reader_answers_the_same_after_packing(vault, capsys, monkeypatch):
+    monkeypatch.setenv("LCM_LLM", "none")
+    _ingest(vault, dirs=("claude-projects",))
+    conn = lcm.db.connect(str(vault))
+    code, _, err = run(capsys, "lcm_compact", "--all", "--full")  # summaries, so describe/expand walk a DAG
+    assert code == 0, err
+    before = _outputs(capsys, conn)
+    lcm.pack.pack(conn, everything=True)
+    after = _outputs(capsys, conn)
+    assert before.keys() == after.keys()
+    for key in before:
+        assert after[key] == before[key], key
+
+
+def _every_stream(data: bytes):
+    """Whatever zlib can inflate from any zlib header in `data` (a block's codec byte is followed
+    by one): the test does not trust the blocks table to list every copy."""
+    for header in (b"\x78\x9c", b"\x78\xda", b"\x78\x01", b"\x78\x5e"):
+        at = data.find(header)
+        while at >= 0:
+            try:
+                yield zlib.decompressobj().decompress(data[at:at + (1 << 20)])
+            except zlib.error:
+                pass
+            at = data.find(header, at + 1)
+
+
+def test_purge_leaves_no_trace_in_any_block(vault, capsys, monkeypatch):
+    monkeypatch.setenv("LCM_LLM", "none")
+    _ingest(vault)
+    conn = lcm.db.connect(str(vault))
+    # a line from the middle of a block, and a text found in it alone
+    mid, line = conn.execute(f"SELECT id, {lcm.store.LINE} FROM messages WHERE length(raw) > 2000"
+                             " ORDER BY id LIMIT 1 OFFSET 40").fetchone()
+    text = next(w for w in (line[i:i + 24] for i in range(200, len(line) - 24, 17))
+                if conn.execute("SELECT count(*) FROM messages WHERE instr(raw, ?)", (w,)).fetchone()[0] == 1
+                and b"\\" not in w and w.strip() == w)
+    lcm.pack.pack(conn, everything=True)
+    block = conn.execute("SELECT block_id FROM messages WHERE id = ?", (mid,)).fetchone()[0]
+    neighbours = {r[0]: r[1] for r in conn.execute(f"SELECT id, {lcm.store.LINE} FROM messages WHERE block_id = ?",
+                                                   (block,))}
+    assert len(neighbours) > 1
+    conn.close()
+    code, _, err = run(capsys, "lcm_purge", "--match", text.decode(), "--yes", "--json")
+    assert code == 0, err
+    conn = lcm.db.connect(str(vault))
+    assert conn.execute("SELECT 1 FROM messages WHERE id = ?", (mid,)).fetchone() is None
+    for (data,) in conn.execute("SELECT data FROM blocks"):
+        assert not any(text in line_ for line_ in lcm.store.decode_block(bytes(data)))
+    for other, original in neighbours.items():  # the rest of its block is intact
+        if other != mid:
+            assert lcm.store.line(conn, other) == original
+    conn.close()
+    for name in (vault, str(vault) + "-wal"):
+        if os.path.exists(name):
+            data = open(name, "rb").read()
+            assert text not in data
+            assert not any(text in stream for stream in _every_stream(data))
+
+
+def test_reader_cache_never_serves_a_rewritten_block(vault):
+    """A purge gives the survivors a new block id; a reader that cached the old block stays right."""
+    _ingest(vault)
+    conn = lcm.db.connect(str(vault))
+    lcm.pack.pack(conn, everything=True)
+    a, b = conn.execute("SELECT id FROM messages WHERE block_id = (SELECT min(id) FROM blocks)"
+                        " ORDER BY id LIMIT 2").fetchall()
+    line_b = lcm.store.line(conn, b[0])
+    with lcm.db.transaction(conn):
+        lcm.store.remove_lines(conn, [a[0]])
+        conn.execute("DELETE FROM messages WHERE id = ?", (a[0],))
+    assert lcm.store.line(conn, b[0]) == line_b
+    assert conn.execute("SELECT max(id) FROM blocks").fetchone()[0] > conn.execute(
+        "SELECT block_id FROM messages WHERE id = ?", (b[0],)).fetchone()[0] - 1
+
+
+def test_unknown_codec_is_refused_clearly():
+    with pytest.raises(ValueError, match="newer lcm"):
+        lcm.store.decode_block(b"\x07" + zlib.compress(b"x"))
+    lines = [b'{"a":1}', b"", "caf\u00e9".encode(), b"x" * 100000]
+    assert lcm.store.decode_block(lcm.store.encode_block(lines)) == lines
+
+
+def test_hooks_store_lines_plain_and_packing_waits_for_a_file_to_go_idle(vault, tmp_path):
+    """A live transcript's last partial block stays plain until the file is idle, or --all."""
+    conn = lcm.db.connect(str(vault))
+    lcm.ingest.ingest_paths(conn, [shared_data("claude-projects")])
+    big = conn.execute("SELECT transcript_path FROM messages GROUP BY transcript_path"
+                       " ORDER BY sum(length(raw)) DESC LIMIT 1").fetchone()[0]
+    now = lcm.db.now_iso()
+    conn.execute("UPDATE transcripts SET updated_at = ?", (now,))  # every file just written
+    doc = lcm.pack.pack(conn)
+    assert doc["packed_lines"] > 0 and doc["pending_lines"] > 0  # whole blocks only
+    assert all(r[0] >= lcm.pack.BLOCK_BYTES for r in conn.execute("SELECT line_bytes FROM blocks"))
+    assert conn.execute("SELECT count(*) FROM messages WHERE block_id IS NULL AND transcript_path = ?",
+                        (big,)).fetchone()[0] > 0
+    conn.execute("UPDATE transcripts SET updated_at = '2020-01-01T00:00:00.000Z'")  # idle for years
+    assert lcm.pack.pack(conn)["pending_lines"] == 0
