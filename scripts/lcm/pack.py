@@ -17,7 +17,7 @@ import lcm.db
 import lcm.store
 
 BLOCK_BYTES = 256 << 10  # lines per block: 64 KB packs to 0.277 of the lines, 256 KB 0.266,
-#                          1 MB 0.264 (shared data); a 256 KB block decodes in under a millisecond
+#                          1 MB 0.264 (shared data); a 256 KB block decodes in about a millisecond
 BATCH_BYTES = 4 << 20  # lines per write transaction: keeps each under ~0.1 s, so hooks get in
 IDLE_SECONDS = 1800  # a file unchanged this long gets its last, partial block packed too
 DUE_LINES = 1024  # plain lines in the vault before a Stop hook starts packing (~4 MB)
@@ -71,7 +71,8 @@ def _idle_files(conn) -> set:
 
 def _blocks_of(conn, path, everything: bool, idle: set):
     """The plain rows of one file cut into blocks: lists of (id, session_id, path, raw), each of
-    one session and about BLOCK_BYTES (a last, smaller one only when `everything` or idle)."""
+    one session and at most BLOCK_BYTES (or one larger line). The last one waits for more lines
+    while under half that, unless `everything` or the file is idle."""
     block, size, last = [], 0, 0
     while True:
         rows = conn.execute(
@@ -80,13 +81,15 @@ def _blocks_of(conn, path, everything: bool, idle: set):
         if not rows:
             break
         for row in rows:
-            if block and (size >= BLOCK_BYTES or row[1] != block[0][1]):
+            # a block never grows past BLOCK_BYTES (one decodes in ~1 ms); a larger line (an
+            # image, a huge tool result) is a block of its own
+            if block and (size + len(row[3]) > BLOCK_BYTES or row[1] != block[0][1]):
                 yield block
                 block, size = [], 0
             block.append(tuple(row))
             size += len(row[3])
         last = rows[-1][0]
-    if block and (everything or size >= BLOCK_BYTES or path is None or path in idle):
+    if block and (everything or size >= BLOCK_BYTES // 2 or path is None or path in idle):
         yield block
 
 
