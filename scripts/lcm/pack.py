@@ -16,8 +16,8 @@ import time
 import lcm.db
 import lcm.store
 
-BLOCK_BYTES = 256 << 10  # lines per block: 64 KB packs to 0.277 of the lines, 256 KB 0.266,
-#                          1 MB 0.264 (shared data); a 256 KB block decodes in about a millisecond
+BLOCK_BYTES = 128 << 10  # lines per block: 64 KB packs to 0.277 of the lines, 256 KB 0.266,
+#                          1 MB 0.264 (shared data); 128 KB decodes in ~0.3 ms (expand reads one)
 BATCH_BYTES = 4 << 20  # lines per write transaction: keeps each under ~0.1 s, so hooks get in
 IDLE_SECONDS = 1800  # a file unchanged this long gets its last, partial block packed too
 DUE_LINES = 1024  # plain lines in the vault before a Stop hook starts packing (~4 MB)
@@ -69,28 +69,47 @@ def _idle_files(conn) -> set:
     return {r[0] for r in conn.execute("SELECT path FROM transcripts WHERE updated_at < ?", (cutoff,))}
 
 
-def _blocks_of(conn, path, everything: bool, idle: set):
-    """The plain rows of one file cut into blocks: lists of (id, session_id, path, raw), each of
-    one session and at most BLOCK_BYTES (or one larger line). The last one waits for more lines
-    while under half that, unless `everything` or the file is idle."""
-    block, size, last = [], 0, 0
+OPEN_FILES = 256  # files whose partial block packing holds in memory at once (bounds its memory)
+
+
+def _blocks(conn, everything: bool, idle: set):
+    """The plain rows, in id order, cut into blocks: lists of (id, session_id, path, raw) of one
+    file and session, at most BLOCK_BYTES (or one larger line). A file's last, partial block
+    waits for more lines while under half that, unless `everything` or the file is idle."""
+    open_: dict[tuple, list] = {}  # (path, session) -> [rows, bytes]
+    last = 0
+
+    def ready(key, size) -> bool:
+        return everything or size >= BLOCK_BYTES // 2 or key[0] is None or key[0] in idle
+
     while True:
-        rows = conn.execute(
-            "SELECT id, session_id, transcript_path, raw FROM messages WHERE block_id IS NULL"
-            " AND transcript_path IS ? AND id > ? ORDER BY id LIMIT 512", (path, last)).fetchall()
+        rows = conn.execute("SELECT id, session_id, transcript_path, raw FROM messages"
+                            " WHERE block_id IS NULL AND id > ? ORDER BY id LIMIT 512", (last,)).fetchall()
         if not rows:
             break
         for row in rows:
-            # a block never grows past BLOCK_BYTES (one decodes in ~1 ms); a larger line (an
+            key = (row[2], row[1])
+            block = open_.get(key)
+            # a block never grows past BLOCK_BYTES (one decodes in ~0.3 ms); a larger line (an
             # image, a huge tool result) is a block of its own
-            if block and (size + len(row[3]) > BLOCK_BYTES or row[1] != block[0][1]):
-                yield block
-                block, size = [], 0
-            block.append(tuple(row))
-            size += len(row[3])
+            if block and block[1] + len(row[3]) > BLOCK_BYTES:
+                yield block[0]
+                block = None
+            if block is None:
+                if len(open_) >= OPEN_FILES:  # the least recently fed file: packed now or next run
+                    oldest = next(iter(open_))
+                    rows_, size = open_.pop(oldest)
+                    if ready(oldest, size):
+                        yield rows_
+                block = open_[key] = [[], 0]
+            else:
+                open_[key] = open_.pop(key)  # most recently fed last
+            block[0].append(tuple(row))
+            block[1] += len(row[3])
         last = rows[-1][0]
-    if block and (everything or size >= BLOCK_BYTES // 2 or path is None or path in idle):
-        yield block
+    for key, (rows_, size) in open_.items():
+        if ready(key, size):
+            yield rows_
 
 
 def _write(conn, batch: list, turns) -> tuple[int, int]:
@@ -133,20 +152,16 @@ def pack(conn, *, everything: bool = False, time_budget: float | None = None, pr
     bar = _bar(pending(conn)) if progress else None
     try:
         idle = set() if everything else _idle_files(conn)
-        paths = [r[0] for r in conn.execute("SELECT DISTINCT transcript_path FROM messages WHERE block_id IS NULL")]
         batch, size = [], 0
-        for path in paths:
-            for rows in _blocks_of(conn, path, everything, idle):
-                batch.append(rows)
-                size += sum(len(r[3]) for r in rows)
-                if size >= BATCH_BYTES:
-                    _flush(conn, batch, turns, doc, bar)
-                    batch, size = [], 0
-                    if time_budget is not None and time.monotonic() - started > time_budget:
-                        doc["stopped"] = "time_budget"
-                        break
-            if doc["stopped"]:
-                break
+        for rows in _blocks(conn, everything, idle):
+            batch.append(rows)
+            size += sum(len(r[3]) for r in rows)
+            if size >= BATCH_BYTES:
+                _flush(conn, batch, turns, doc, bar)
+                batch, size = [], 0
+                if time_budget is not None and time.monotonic() - started > time_budget:
+                    doc["stopped"] = "time_budget"
+                    break
         if batch and not doc["stopped"]:
             _flush(conn, batch, turns, doc, bar)
     finally:
