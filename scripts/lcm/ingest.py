@@ -12,6 +12,8 @@ import lcm.db
 import lcm.mask
 import lcm.order
 import lcm.transcript as lt
+import lcm.turns
+from lcm.turns import VaultBusy, begin_write, write_lock  # noqa: F401  (VaultBusy: hooks catch it here)
 from lcm.db import LcmError
 
 TYPE_CHECKING = False
@@ -22,9 +24,6 @@ PARSE_PROCESS_MIN_FILES = 8  # fewer files are parsed inline: a worker process i
 GROUP_BYTES = 48 << 20  # bulk ingest: unread transcript bytes per transaction (~14k messages)
 GROUPS_AHEAD = 2  # groups parsed ahead of the writer (each waits as a stage file)
 WAL_LIMIT = 512 << 20  # bulk ingest lets the WAL grow this large before it waits for a checkpoint
-WRITE_WAIT_SECONDS = 300.0  # how long an import waits, in turn with other writers, for the vault
-WRITE_POLL_SECONDS = 0.005  # ... trying again this often (and letting knocking hooks in first)
-HOOK_TURN_SECONDS = 1.0  # longest a bulk import holds back for knocking hooks before each group
 
 MESSAGE_COLUMNS = ("uuid, session_id, parent_uuid, type, role, subtype, created_at, cwd, git_branch, model,"
                    " api_message_id, is_sidechain, agent_id, is_meta, content, token_count, raw,"
@@ -167,7 +166,7 @@ def _write(conn, batch: lt.Batch, patience: float | None = None) -> dict:
               "sessions": [row["session_id"]] if row and row["session_id"] else []}
     if batch.unchanged:
         return result
-    with _write_lock(conn, patience):
+    with write_lock(conn, patience):
         if batch.large:
             _externalize_large(conn, batch)
         conn.execute("SAVEPOINT message_rows")
@@ -259,137 +258,6 @@ def ingest_session(conn, transcript_path, patience: float | None = None) -> dict
     return total
 
 
-class VaultBusy(LcmError):
-    """Another writer held the vault longer than this one could wait."""
-
-
-class _write_lock:
-    """begin_write ... COMMIT, unless the caller already holds a transaction."""
-
-    def __init__(self, conn, patience: float | None = None):
-        self.conn, self.own, self.patience = conn, not conn.in_transaction, patience
-
-    def __enter__(self):
-        if self.own:
-            begin_write(self.conn, self.patience)
-
-    def __exit__(self, exc_type, exc, tb):
-        if self.own and not exc_type:
-            self.conn.execute("COMMIT")
-        elif self.own and self.conn.in_transaction:  # SQLite may have rolled back already (disk full)
-            self.conn.execute("ROLLBACK")
-
-
-def begin_write(conn, patience: float | None = None, turns: _Turns | None = None) -> None:
-    """BEGIN IMMEDIATE, waiting in turn with the vault's other writers.
-
-    patience=None: wait up to WRITE_WAIT_SECONDS (a bulk import of another tree may hold the
-    vault for minutes), then VaultBusy, an Error with a hint; never a raw "database is locked".
-    A number (hooks): wait at most that long, knocking (see _Turns) so that bulk imports let
-    it in between two of their transactions.
-    """
-    import sqlite3
-    wait = WRITE_WAIT_SECONDS if patience is None else patience
-    deadline = time.monotonic() + wait
-    previous = conn.execute("PRAGMA busy_timeout").fetchone()[0]
-    # poll instead of SQLite's busy handler: its sleeps grow to 100 ms, so a waiting hook would
-    # lose every race for the lock to an import that just started waiting
-    conn.execute("PRAGMA busy_timeout = 0")
-    knock = None
-    try:
-        while True:
-            if turns is not None:
-                turns.let_hooks_in()
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                return
-            except sqlite3.OperationalError as exc:
-                if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
-                    raise
-            if time.monotonic() >= deadline:
-                break
-            if patience is not None and knock is None:
-                knock = _Turns.knock(conn)
-            time.sleep(WRITE_POLL_SECONDS)
-    finally:
-        conn.execute(f"PRAGMA busy_timeout = {previous}")
-        if knock is not None:
-            os.close(knock)  # lets go of the shared lock
-    if patience is not None:
-        raise VaultBusy(f"the vault was busy for {wait:g} s (another writer: a bulk import or a compaction)",
-                        "nothing is lost: the next hook stores these lines")
-    raise VaultBusy(f"another writer held the vault for over {wait:g} s",
-                    "another lcm_ingest.py or a compaction is writing to it; run the import again when it is"
-                    " done: what it stored so far is kept, and it goes on from there")
-
-
-class _Turns:
-    """Lets a hook in between a bulk import's transactions.
-
-    SQLite's lock is not fair: an import that commits and begins again at once, or another
-    import polling beside it, would take the lock before a waiting hook. A hook that waits holds
-    a shared flock on `<vault>-turn.lock`; a bulk import, before each transaction, holds back
-    while anyone does (up to HOOK_TURN_SECONDS, so a stream of hooks cannot starve it).
-    """
-
-    def __init__(self, conn):
-        self.fd = None
-        try:
-            import fcntl
-            self.fcntl = fcntl
-            self.fd = os.open(_turn_path(conn), os.O_RDWR | os.O_CREAT, 0o600)
-        except (ImportError, OSError):
-            pass  # no flock (Windows) or an in-memory vault: no turns, hooks just give way
-
-    def knocking(self) -> bool:
-        """Whether a hook waits for the vault now."""
-        if self.fd is None:
-            return False
-        try:
-            self.fcntl.flock(self.fd, self.fcntl.LOCK_EX | self.fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        self.fcntl.flock(self.fd, self.fcntl.LOCK_UN)
-        return False
-
-    def let_hooks_in(self) -> None:
-        if self.fd is None:
-            return
-        deadline = time.monotonic() + HOOK_TURN_SECONDS
-        while True:
-            try:
-                self.fcntl.flock(self.fd, self.fcntl.LOCK_EX | self.fcntl.LOCK_NB)
-                self.fcntl.flock(self.fd, self.fcntl.LOCK_UN)
-                return
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    return
-                time.sleep(0.005)
-
-    def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
-
-    @staticmethod
-    def knock(conn) -> int | None:
-        """A shared lock on the turn file (an fd to close), or None where there is none."""
-        try:
-            import fcntl
-            fd = os.open(_turn_path(conn), os.O_RDWR | os.O_CREAT, 0o600)
-        except (ImportError, OSError):
-            return None
-        fcntl.flock(fd, fcntl.LOCK_SH)  # an import holds it exclusively only for an instant
-        return fd
-
-
-def _turn_path(conn) -> str:
-    path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
-    if not path:
-        raise OSError("in-memory vault")
-    return path + "-turn.lock"
-
-
 def transcript_files(paths, skipped: list | None = None) -> list[str]:
     """Expand files and directories (recursively, *.jsonl) into readable transcript files.
 
@@ -469,7 +337,7 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
     # page cache keeps them hot (a 1M-message vault's uuid index alone is ~60 MB)
     conn.execute("PRAGMA cache_size = -262144")
     checkpointer = _Checkpointer(conn)
-    turns = _Turns(conn)
+    turns = lcm.turns.Turns(conn)
     fts = lcm.db.fts_enabled(conn)
     from collections import deque
     ahead: deque = deque()
@@ -622,10 +490,10 @@ def _parse_group(group: list[tuple], settings: tuple, stage: str) -> tuple[list,
     return out, stage if staged else None
 
 
-def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: set, turns: _Turns) -> int:
+def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: set, turns: lcm.turns.Turns) -> int:
     """Write one parsed group in one transaction; returns how many messages it held.
 
-    A file's rows, offset and session rows commit together; when a hook knocks (see _Turns),
+    A file's rows, offset and session rows commit together; when a hook knocks (see lcm.turns.Turns),
     the transaction ends after the file at hand and the hook gets its turn before the next.
     Otherwise the FTS index gets one flush and one segment per group."""
     for batch in batches:
