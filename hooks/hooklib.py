@@ -39,7 +39,7 @@ def setup_path() -> None:
 
 def flag(name: str) -> bool:
     """A boolean LCM_* setting: plain yes/no spellings read directly, the default and anything
-    else through lcm.db.config (which names a bad value in its error)."""
+    else through lcm.config.get (which names a bad value in its error)."""
     raw = os.environ.get(name)
     if raw is None:
         return bool(_config(name))
@@ -52,8 +52,12 @@ def flag(name: str) -> bool:
 
 
 def _config(name: str):
+    import lcm.cli
+    import lcm.config
+    import lcm.cli
+    import lcm.config
     import lcm.db
-    return lcm.db.config(name)
+    return lcm.config.get(name)
 
 
 def lcm_home() -> str:
@@ -114,7 +118,7 @@ def run_hook(event: str, handler, when_excluded=None) -> int:
     In a project of LCM_EXCLUDE, when_excluded(payload) runs instead (nothing, by default).
     """
     import gc
-    gc.freeze()  # start-up's objects live until exit: the collector need not walk them (lcm.db.freeze_imports)
+    gc.freeze()  # start-up's objects live until exit: the collector need not walk them (lcm.cli.freeze_imports)
     global _event
     _event = event
     payload = None
@@ -171,8 +175,10 @@ def excluded(payload: dict) -> bool:
     such a session is never captured, injected or compacted."""
     if not (os.environ.get("LCM_EXCLUDE") or "").strip():
         return False
+    import lcm.cli
+    import lcm.config
     import lcm.db
-    return any(lcm.db.excluded(path) for path in (payload.get("cwd"), os.environ.get("CLAUDE_PROJECT_DIR"))
+    return any(lcm.config.excluded(path) for path in (payload.get("cwd"), os.environ.get("CLAUDE_PROJECT_DIR"))
                if isinstance(path, str))
 
 
@@ -199,6 +205,8 @@ def write_patience() -> float:
 
 
 def connect():
+    import lcm.cli
+    import lcm.config
     import lcm.db
     conn = lcm.db.connect()
     # any write of a hook waits about a second for another writer at most, not lcm.db's 10 s
@@ -307,7 +315,7 @@ def start_compaction(conn, sid: str, payload: dict) -> None:
     if not compaction_due(conn, sid):
         return
     import lcm.dag
-    from lcm.db import LcmError
+    from lcm.errors import LcmError
     try:
         with lcm.dag.session_lock(sid, blocking=False):
             pass
