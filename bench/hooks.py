@@ -94,9 +94,7 @@ def backlog(python: str, lines: int) -> dict:
     sys.path.insert(0, str(ROOT / "scripts"))
     import lcm.dag
     import lcm.config
-    import lcm.config
     import lcm.db
-    import lcm.errors
     import lcm.errors
     scratch = Path(tempfile.mkdtemp(prefix="lcm-bench-backlog-"))
     try:

@@ -29,7 +29,6 @@ def handle(payload: dict):
     sid = hooklib.session_id(payload)
     conn = hooklib.connect()
     import lcm.config
-    import lcm.config
     import lcm.db
     before = None
     try:

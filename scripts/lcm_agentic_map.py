@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 
 import lcm.cli
-import lcm.cli
 import lcm.db
 import lcm.guard
 import lcm.llm

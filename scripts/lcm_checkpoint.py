@@ -26,8 +26,6 @@ from pathlib import Path
 
 import lcm.cli
 import lcm.config
-import lcm.cli
-import lcm.config
 import lcm.db
 import lcm.checkpoint
 from lcm.errors import LcmError

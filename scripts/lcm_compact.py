@@ -27,8 +27,6 @@ import sys
 
 import lcm.cli
 import lcm.config
-import lcm.cli
-import lcm.config
 import lcm.db
 import lcm.compact
 from lcm.errors import LcmError

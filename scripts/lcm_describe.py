@@ -24,8 +24,6 @@ import sys
 
 import lcm.cli
 import lcm.config
-import lcm.cli
-import lcm.config
 import lcm.db
 import lcm.expand
 import lcm.files

@@ -40,10 +40,7 @@ import sys
 
 import lcm.cli
 import lcm.config
-import lcm.cli
-import lcm.config
 import lcm.db
-import lcm.schema
 import lcm.schema
 import lcm.doctor
 import lcm.mask

@@ -24,7 +24,6 @@ import os
 import sys
 
 import lcm.cli
-import lcm.cli
 import lcm.db
 import lcm.expand
 import lcm.mask

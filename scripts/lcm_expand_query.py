@@ -29,8 +29,6 @@ from pathlib import Path
 
 import lcm.cli
 import lcm.config
-import lcm.cli
-import lcm.config
 import lcm.db
 import lcm.grants
 import lcm.guard

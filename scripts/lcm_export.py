@@ -25,8 +25,6 @@ import tempfile
 
 import lcm.cli
 import lcm.config
-import lcm.cli
-import lcm.config
 import lcm.db
 import lcm.export
 import lcm.mask

@@ -37,9 +37,7 @@ import os
 import sys
 
 import lcm.cli
-import lcm.cli
 import lcm.db
-import lcm.errors
 import lcm.errors
 from lcm.search import search
 

@@ -17,8 +17,6 @@ import sys
 
 import lcm.cli
 import lcm.config
-import lcm.cli
-import lcm.config
 import lcm.db
 
 

@@ -27,7 +27,6 @@ import threading
 import time
 
 import lcm.cli
-import lcm.cli
 import lcm.db
 import lcm.llm
 import lcm.maps as core

@@ -28,7 +28,6 @@ from __future__ import annotations
 import sys
 
 import lcm.cli
-import lcm.cli
 import lcm.db
 import lcm.purge
 

@@ -25,8 +25,6 @@ import sys
 
 import lcm.cli
 import lcm.config
-import lcm.cli
-import lcm.config
 import lcm.db
 import lcm.notes
 

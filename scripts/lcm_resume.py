@@ -25,8 +25,6 @@ from pathlib import Path
 
 import lcm.cli
 import lcm.config
-import lcm.cli
-import lcm.config
 import lcm.db
 import lcm.mask
 import lcm.worklog

@@ -21,7 +21,6 @@ from __future__ import annotations
 import sys
 
 import lcm.cli
-import lcm.cli
 import lcm.db
 import lcm.search
 import lcm.sessions

@@ -12,7 +12,6 @@ import lcm.checkpoint
 import lcm_checkpoint
 import lcm.compact
 import lcm.config
-import lcm.config
 import lcm.db
 import lcm.ingest
 import lcm_resume

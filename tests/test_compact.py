@@ -20,10 +20,7 @@ import lcm.compact
 import lcm_compact
 import lcm.dag
 import lcm.config
-import lcm.config
 import lcm.db
-import lcm.errors
-import lcm.schema
 import lcm.errors
 import lcm.schema
 import lcm.extract

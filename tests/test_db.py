@@ -7,10 +7,7 @@ import pytest
 
 import lcm.cli
 import lcm.config
-import lcm.cli
-import lcm.config
 import lcm.db
-import lcm.schema
 import lcm.schema
 from lcm.errors import LcmError
 

@@ -6,7 +6,6 @@ import os
 import stat
 
 import lcm.config
-import lcm.config
 import lcm.db
 import lcm.files
 

@@ -10,10 +10,7 @@ import time
 import pytest
 
 import lcm.config
-import lcm.config
 import lcm.db
-import lcm.errors
-import lcm.schema
 import lcm.errors
 import lcm.schema
 import lcm_grep

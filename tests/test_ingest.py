@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import lcm.db
 import lcm.schema
-import lcm.schema
 import lcm.ingest
 import lcm_ingest
 from conftest import SCRIPTS, shared_data

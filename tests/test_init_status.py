@@ -13,7 +13,6 @@ import pytest
 
 import lcm.db
 import lcm.schema
-import lcm.schema
 import lcm.ingest
 import lcm_init
 import lcm.status

@@ -11,7 +11,6 @@ import pytest
 
 import lcm.db
 import lcm.errors
-import lcm.errors
 import lcm.llm
 from fake_anthropic import FakeAnthropic, fake_api, fake_claude  # noqa: F401 (fixtures)
 from lcm.llm import ModelConfigError, ModelError

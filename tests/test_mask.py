@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import lcm.config
-import lcm.config
 import lcm.db
 import lcm.ingest
 import lcm.mask

@@ -11,9 +11,7 @@ import sys
 import pytest
 
 import lcm.config
-import lcm.config
 import lcm.db
-import lcm.schema
 import lcm.schema
 import lcm.grants
 import lcm.ingest

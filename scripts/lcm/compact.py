@@ -10,9 +10,7 @@ import time
 
 import lcm.dag
 import lcm.config
-import lcm.config
 import lcm.db
-import lcm.schema
 import lcm.schema
 import lcm.extract
 import lcm.llm

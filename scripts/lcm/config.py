@@ -143,28 +143,28 @@ def validate_config(environ: dict | None = None) -> None:
 # Locations, ids, time, tokens
 # ---------------------------------------------------------------------------
 
-def _home_str() -> str:
+def home_str() -> str:
     home = os.environ.get("LCM_HOME")
     return os.path.expanduser(home) if home else os.path.join(os.path.expanduser("~"), ".claude-lcm")
 
 
-def _db_path_str(explicit: str | None = None) -> str:
+def db_path_str(explicit: str | None = None) -> str:
     if explicit:
         return os.path.expanduser(explicit)
     if os.environ.get("LCM_DB"):
         return os.path.expanduser(os.environ["LCM_DB"])
-    return os.path.join(_home_str(), "lcm.db")
+    return os.path.join(home_str(), "lcm.db")
 
 
 def lcm_home() -> Path:
     from pathlib import Path
-    return Path(_home_str())
+    return Path(home_str())
 
 
 def db_path(explicit: str | None = None) -> Path:
     """--db, else $LCM_DB, else $LCM_HOME/lcm.db, else ~/.claude-lcm/lcm.db."""
     from pathlib import Path
-    return Path(_db_path_str(explicit))
+    return Path(db_path_str(explicit))
 
 
 def files_dir() -> Path:

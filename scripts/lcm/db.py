@@ -7,7 +7,7 @@ import os
 import sqlite3
 
 import lcm.schema
-from lcm.config import _db_path_str
+from lcm.config import db_path_str
 from lcm.errors import LcmError
 
 
@@ -16,7 +16,7 @@ def connect(explicit: str | None = None, *, create: bool = True, readonly: bool 
 
     create=False refuses a missing vault with a hint instead of making an empty one.
     """
-    path = _db_path_str(explicit)
+    path = db_path_str(explicit)
     remove_stale_stages("/dev/shm")
     new = not os.path.exists(path)
     if new:
@@ -133,9 +133,9 @@ def storage_error(exc: BaseException, path: str | None = None, doing: str = "") 
         path = path or (exc.filename if isinstance(exc.filename, str) else None)
     if cause is None:
         return None
-    path = path or _vault or _db_path_str()
+    path = path or _vault or db_path_str()
     where = os.path.dirname(path) or "."
-    vault = path.startswith((_vault or _db_path_str(), _db_path_str()))  # the vault, its -wal or -shm
+    vault = path.startswith((_vault or db_path_str(), db_path_str()))  # the vault, its -wal or -shm
     if cause in ("cantopen", "readonly", "permission"):
         found = _path_cause(path, where)
         if found and (cause == "cantopen" or found != "nodir"):

@@ -15,9 +15,7 @@ import tempfile
 import time
 
 import lcm.config
-import lcm.config
 import lcm.db
-import lcm.schema
 import lcm.schema
 import lcm.purge
 from lcm.errors import LcmError

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 
-import lcm.db
 import lcm.grants
 import lcm.mask
 from lcm.errors import LcmError

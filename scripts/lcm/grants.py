@@ -14,7 +14,6 @@ import json
 from datetime import datetime, timedelta, timezone
 
 import lcm.config
-import lcm.config
 import lcm.db
 from lcm.errors import LcmError
 

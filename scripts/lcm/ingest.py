@@ -9,9 +9,7 @@ import sys
 import time
 
 import lcm.config
-import lcm.config
 import lcm.db
-import lcm.schema
 import lcm.schema
 import lcm.mask
 import lcm.order

@@ -20,8 +20,6 @@ from typing import Callable, Iterator
 
 import lcm.cli
 import lcm.config
-import lcm.cli
-import lcm.config
 import lcm.db
 import lcm.mask
 from lcm.errors import LcmError

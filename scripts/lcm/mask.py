@@ -464,7 +464,6 @@ def remask_content(conn, batch: int = 2000) -> dict:
     Returns {table: rows changed}. Running it again changes nothing.
     """
     import lcm.config
-    import lcm.config
     import lcm.db
     global _user
     _user = None  # read redact.txt afresh: this often runs because a pattern was just added

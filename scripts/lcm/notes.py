@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 
 import lcm.config
-import lcm.config
 import lcm.db
 import lcm.mask
 from lcm.errors import LcmError

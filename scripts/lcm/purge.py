@@ -16,10 +16,7 @@ import re
 
 import lcm.cli
 import lcm.config
-import lcm.cli
-import lcm.config
 import lcm.db
-import lcm.schema
 import lcm.schema
 from lcm.errors import LcmError
 

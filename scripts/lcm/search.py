@@ -16,10 +16,7 @@ from datetime import datetime, timedelta, timezone
 
 import lcm.cli
 import lcm.config
-import lcm.cli
-import lcm.config
 import lcm.db
-import lcm.schema
 import lcm.schema
 import lcm.mask
 import lcm.query
