@@ -13,7 +13,6 @@ import os
 import sys
 import time
 
-import lcm.db
 import lcm.store
 import lcm.turns
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 
-from lcm.db import LcmError
+from lcm.errors import LcmError
 
 WRITE_WAIT_SECONDS = 300.0  # how long an import waits, in turn with other writers, for the vault
 WRITE_POLL_SECONDS = 0.005  # ... trying again this often (and letting knocking hooks in first)
