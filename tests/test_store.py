@@ -4,6 +4,7 @@ point of either; every reader answers as before; a purge leaves no copy inside a
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import random
 import signal
@@ -19,6 +20,7 @@ import lcm.config
 import lcm.db
 import lcm.ingest
 import lcm.pack
+import lcm.schema
 import lcm.store
 from conftest import SCRIPTS, run, shared_data
 
@@ -50,17 +52,17 @@ def _stored(path) -> dict[int, str]:
         conn.close()
 
 
-def _ingest(path, monkeypatch=None, old: bool = False, dirs=("claude-projects", "odd-cases")):
+def _ingest(path, old: bool = False, dirs=("claude-projects", "odd-cases")):
     """The shared transcripts in a vault at `path`; old=True writes it as lcm did before blocks
     (schema 7: no blocks table, no block columns)."""
-    if old:
-        monkeypatch.setattr(lcm.db, "SCHEMA_VERSION", 7)
-    conn = lcm.db.connect(str(path))
-    lcm.ingest.ingest_paths(conn, [shared_data(d) for d in dirs])
-    if old:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 7
-        assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'blocks'").fetchone() is None
-        monkeypatch.undo()
+    with pytest.MonkeyPatch.context() as patch:
+        if old:
+            patch.setattr(lcm.schema, "SCHEMA_VERSION", 7)
+        conn = lcm.db.connect(str(path))
+        lcm.ingest.ingest_paths(conn, [shared_data(d) for d in dirs])
+        if old:
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == 7
+            assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'blocks'").fetchone() is None
     expected = _file_lines(conn)
     conn.close()
     return expected
@@ -84,7 +86,7 @@ def test_every_line_back_after_ingest_and_after_packing(vault):
 
 
 def test_old_vault_converts_in_place(vault, monkeypatch):
-    expected = _ingest(vault, monkeypatch, old=True)
+    expected = _ingest(vault, old=True)
     assert _stored(vault) == expected  # migrated to blocks' schema, still plain
     conn = lcm.db.connect(str(vault))
     assert lcm.pack.ratio(conn)["plain_lines"] == len(expected)
@@ -99,6 +101,7 @@ PACKER = """
 import sys
 sys.path.insert(0, {scripts!r})
 import lcm.pack
+import lcm.schema
 lcm.pack.BLOCK_BYTES, lcm.pack.BATCH_BYTES = 1 << 14, 1 << 16  # many blocks, many transactions
 import lcm_compact
 sys.exit(lcm_compact.main(["--pack", "--all", "--db", {db!r}, "--json"]))
@@ -131,7 +134,7 @@ def _kill_until_done(vault, expected, seed):
 
 @pytest.mark.parametrize("old", [False, True], ids=["packing", "conversion"])
 def test_sigkill_at_random_points_loses_nothing(vault, monkeypatch, old):
-    expected = _ingest(vault, monkeypatch, old=old)
+    expected = _ingest(vault, old=old)
     seed = random.randrange(1 << 30)
     print(f"seed {seed}")
     kills, midway = _kill_until_done(vault, expected, seed)
@@ -263,3 +266,42 @@ def test_hooks_store_lines_plain_and_packing_waits_for_a_file_to_go_idle(vault, 
                         (big,)).fetchone()[0] > 0
     conn.execute("UPDATE transcripts SET updated_at = '2020-01-01T00:00:00.000Z'")  # idle for years
     assert lcm.pack.pack(conn)["pending_lines"] == 0
+
+
+def test_stop_hook_leaves_packing_to_a_detached_run(vault):
+    """The hook stores its turn plain and returns; a detached `lcm_compact.py --pack` packs."""
+    from test_hooks import log_lines, run_hook, wait_for
+    conn = lcm.db.connect(str(vault))
+    lcm.ingest.ingest_paths(conn, [shared_data("claude-projects")])
+    conn.execute("UPDATE transcripts SET updated_at = '2020-01-01T00:00:00.000Z'")  # idle for years
+    path, sid = conn.execute("SELECT path, session_id FROM transcripts WHERE agent_id IS NULL"
+                             " AND session_id IS NOT NULL LIMIT 1").fetchone()
+    assert lcm.pack.due(conn)
+    conn.close()
+    proc = run_hook("stop", {"session_id": sid, "transcript_path": path, "hook_event_name": "Stop"},
+                    {"LCM_LEAF_CHUNK_TOKENS": str(10**9)})
+    assert proc.returncode == 0, proc.stderr
+
+    def packed() -> bool:
+        c = lcm.db.connect(str(vault), readonly=True)
+        try:
+            return lcm.pack.pending(c) == 0
+        finally:
+            c.close()
+    assert wait_for(packed), log_lines()
+
+
+def test_doctor_reports_the_ratio_and_a_pending_conversion(vault, capsys, monkeypatch):
+    expected = _ingest(vault, old=True)
+    assert len(expected) > lcm.pack.CONVERT_LINES // 2
+    monkeypatch.setattr(lcm.pack, "CONVERT_LINES", 1000)
+    code, out, err = run(capsys, "lcm_doctor", "--json")
+    assert out, err
+    storage = json.loads(out)["storage"]
+    assert storage["pending"] and storage["status"] == "warn" and storage["ratio"] > 1
+    code, out, _ = run(capsys, "lcm_doctor")
+    assert "lcm_compact.py --pack --all" in out
+    assert run(capsys, "lcm_compact", "--pack", "--all", "--vacuum")[0] == 0
+    code, out, _ = run(capsys, "lcm_doctor", "--json")
+    storage = json.loads(out)["storage"]
+    assert not storage["pending"] and storage["status"] == "ok" and storage["ratio"] < 1
