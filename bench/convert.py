@@ -5,7 +5,7 @@ Usage:
 
 PATH is a vault an lcm from before blocks wrote (e.g. the base tree's `lcm_ingest.py` of a
 1,000,000-message bench/gen_corpus.py corpus); it is converted in place. While
-`lcm_compact.py --pack --all` runs (the schema migration at its connect included), a Stop hook
+`lcm_compact.py --pack --all` runs (after the schema migration, timed apart), a Stop hook
 (`python3 -S hooks/stop.py`, this tree) runs every --hook-every seconds on a copy of one of the
 vault's transcripts with a new turn appended, and each hook's wall time is recorded; lcm.log
 tells whether any gave up waiting (it then leaves its lines to the next hook). Disk: the vault
@@ -95,7 +95,8 @@ def run_phase(cmd: list[str], vault: str, tmpdir: str, hook, every: float) -> di
     return {"seconds": round(took, 1), "bytes_before": before, "bytes_after": vault_bytes(vault),
             "peak_extra_bytes": peak[0], "hooks": len(hooks),
             "hook_median_s": round(statistics.median(hooks), 3) if hooks else None,
-            "hook_max_s": round(max(hooks), 3) if hooks else None, "result": json.loads(out)}
+            "hook_max_s": round(max(hooks), 3) if hooks else None, "hook_times_s": [round(h, 3) for h in hooks],
+            "result": json.loads(out)}
 
 
 def main(argv=None) -> int:
@@ -139,6 +140,9 @@ def main(argv=None) -> int:
         report["messages"] = conn.execute("SELECT max(id) FROM messages").fetchone()[0]
         report["schema_before"] = conn.execute("PRAGMA user_version").fetchone()[0]
         conn.close()
+        # the schema migration alone (the first command or hook of the new lcm runs it)
+        report["migrate"] = run_phase([sys.executable, str(ROOT / "scripts" / "lcm_init.py"), "--db", vault, "--json"],
+                                      vault, tmpdir, hook, args.hook_every)
         report["pack"] = run_phase(compact + ["--all"], vault, tmpdir, hook, args.hook_every)
         if args.vacuum:
             report["vacuum"] = run_phase(compact + ["--vacuum"], vault, tmpdir, hook, args.hook_every)
