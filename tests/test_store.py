@@ -85,8 +85,17 @@ def test_every_line_back_after_ingest_and_after_packing(vault):
     assert _stored(vault) == expected
 
 
-def test_old_vault_converts_in_place(vault, monkeypatch):
+def test_old_vault_converts_in_place(vault, capsys):
     expected = _ingest(vault, old=True)
+    # a read command before anything migrated the vault (read-only: it migrates nothing)
+    conn = lcm.db.connect(str(vault), readonly=True)
+    sid = conn.execute("SELECT session_id FROM messages GROUP BY session_id ORDER BY count(*) DESC").fetchone()[0]
+    ids = [r[0] for r in conn.execute("SELECT id FROM messages WHERE session_id = ? ORDER BY id", (sid,))]
+    conn.close()
+    code, out, err = run(capsys, "lcm_export", "--session", sid, "--format", "jsonl", "--unmasked")
+    assert code == 0, err
+    assert [_sha(x.encode("utf-8", "surrogateescape")) for x in out.split("\n")[:-1]] == [expected[i] for i in ids]
+    assert lcm.db.connect(str(vault), readonly=True).execute("PRAGMA user_version").fetchone()[0] == 7
     assert _stored(vault) == expected  # migrated to blocks' schema, still plain
     conn = lcm.db.connect(str(vault))
     assert lcm.pack.ratio(conn)["plain_lines"] == len(expected)

@@ -54,6 +54,8 @@ def connect(explicit: str | None = None, *, create: bool = True, readonly: bool 
             lcm.schema.migrate(conn, path)
         elif lcm.schema._schema_version(conn) > lcm.schema.SCHEMA_VERSION:
             lcm.schema.migrate(conn, path)  # raises the "newer schema" error
+        else:
+            lcm.store.before_blocks(conn)  # read-only and not migrated yet: lines are all plain
     except sqlite3.Error as exc:
         raise (storage_error(exc, path, "cannot open vault") or LcmError(
             f"cannot open vault {path}: {exc}", "lcm_doctor.py checks the vault and says what is wrong")) from None

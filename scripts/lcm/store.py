@@ -108,6 +108,15 @@ def install(conn: sqlite3.Connection) -> None:
     conn.create_function("lcm_line", 3, reader.line, deterministic=True)
 
 
+def before_blocks(conn: sqlite3.Connection) -> None:
+    """A vault opened read-only before its migration to blocks (a read command right after an
+    upgrade, before any hook ran): every line is plain, and a temp view named messages (temp
+    shadows main) gives readers the two columns LINE names."""
+    columns = {r[1] for r in conn.execute("PRAGMA main.table_info(messages)")}
+    if columns and "block_id" not in columns:
+        conn.execute("CREATE TEMP VIEW messages AS SELECT *, NULL AS block_id, NULL AS block_pos FROM main.messages")
+
+
 def line(conn: sqlite3.Connection, message_id: int) -> bytes | None:
     """The original line of one message (None when there is no such message)."""
     row = conn.execute(f"SELECT {LINE} FROM messages WHERE id = ?", (message_id,)).fetchone()
