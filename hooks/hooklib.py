@@ -20,6 +20,7 @@ HOOK_BUDGET = 1.0  # seconds from the hook's start after which it stops waiting 
 IMPORTED = time.monotonic()
 _event = "-"  # the running hook's event (run_hook sets it), for detached work's log lines
 COMPACT_TIME_BUDGET = 300  # seconds a detached compaction may start new summaries for
+PACK_TIME_BUDGET = 60  # seconds a detached packing run may start new batches for (a manual run waits for it)
 
 
 def scripts_dir() -> str:
@@ -294,7 +295,7 @@ def start_packing(conn, payload: dict) -> None:
     and no packing run holds its lock; the hook itself never compresses anything."""
     import lcm.pack
     if lcm.pack.due(conn) and not lcm.pack.running(conn):
-        detach("lcm_compact.py", ["--pack", "--time-budget", str(COMPACT_TIME_BUDGET)], payload)
+        detach("lcm_compact.py", ["--pack", "--time-budget", str(PACK_TIME_BUDGET)], payload)
 
 
 def context_output(event: str, text: str) -> dict:

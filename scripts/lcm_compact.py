@@ -113,7 +113,9 @@ def _pack(args) -> int:
     if args.session or args.dry_run:
         raise LcmError("--pack works on the whole vault", "drop --session and --dry-run")
     conn = lcm.db.connect(args.db, create=False)
-    doc = lcm.pack.pack(conn, everything=args.all, time_budget=args.time_budget, progress=not args.json)
+    # by hand (no time budget): wait for a run the hooks started rather than leave the work to it
+    doc = lcm.pack.pack(conn, everything=args.all, time_budget=args.time_budget, progress=not args.json,
+                        wait=args.time_budget is None)
     if args.vacuum:
         doc["vacuum"] = lcm.pack.vacuum(conn)
     doc.update(lcm.pack.ratio(conn))

@@ -47,8 +47,9 @@ def running(conn) -> bool:
     return False
 
 
-def _lock(conn):
-    """An exclusive flock on `<vault>-pack.lock`, or None when another packing run holds it."""
+def _lock(conn, wait: bool = False):
+    """An exclusive flock on `<vault>-pack.lock`, or None when another packing run holds it
+    (wait=True: wait for it; a run the hooks started ends within its time budget)."""
     try:
         import fcntl
     except ImportError:
@@ -60,8 +61,11 @@ def _lock(conn):
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        os.close(fd)
-        return None
+        if not wait:
+            os.close(fd)
+            return None
+        sys.stderr.write("waiting for the packing run the hooks started (at most a minute)...\n")
+        fcntl.flock(fd, fcntl.LOCK_EX)
     return fd
 
 
@@ -134,20 +138,26 @@ def _write(conn, batch: list, turns) -> tuple[int, int]:
     return lines, size
 
 
-def pack(conn, *, everything: bool = False, time_budget: float | None = None, progress: bool = False) -> dict:
+def pack(conn, *, everything: bool = False, time_budget: float | None = None, progress: bool = False,
+         wait: bool = False) -> dict:
     """Pack the vault's plain lines into blocks, batch by batch; returns counts.
 
     everything=False (the hooks' detached run): whole blocks, and the last partial block of a
     file only once it has been idle IDLE_SECONDS. everything=True: every plain line now.
+    wait: wait for a packing run already at work instead of leaving the work to it.
     """
     started = time.monotonic()
     doc = {"packed_lines": 0, "packed_bytes": 0, "blocks": 0, "pending_lines": 0, "stopped": None}
-    lock = _lock(conn)
+    lock = _lock(conn, wait)
     if lock is None:
         doc["stopped"] = "another packing run is at work"
-        doc["pending_lines"] = pending(conn)
         return doc
     turns = lcm.turns.Turns(conn)
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'messages_plain'").fetchone():
+        lcm.turns.begin_write(conn, turns=turns)  # an old vault's first packing run
+        conn.execute(lcm.store.PLAIN_INDEX)
+        conn.execute("COMMIT")
+        doc["indexed_s"] = round(time.monotonic() - started, 3)
     bar = _bar(pending(conn)) if progress else None
     try:
         idle = set() if everything else _idle_files(conn)
