@@ -160,8 +160,8 @@ def test_text_in_any_script_masks_the_same_secret_the_same_way():
 
 
 def test_block_kinds_end_where_they_should():
-    assert mask("<private>a</private> then <private>b") == (
-        f"{lcm.mask.token('private', '<private>a</private>')} then <private>b")  # an unclosed tag is text
+    assert mask("<private>a</private> then <PRIVATE>b\nmore") == (  # any case; unclosed: to the end
+        f"{lcm.mask.token('private', '<private>a</private>')} then {lcm.mask.token('private', '<PRIVATE>b' + chr(10) + 'more')}")
     cut = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIOFpart\n"
     masked = mask(PEM + "\nnext: " + cut + "-- output truncated")
     assert masked.startswith("[secret:private-key:") and "\nnext: [secret:private-key:" in masked
@@ -173,11 +173,11 @@ def test_block_kinds_end_where_they_should():
 def test_json_escaped_lines_stay_valid_json():
     entry = {"command": 'export PASSWORD="hunter2!" && echo ' + PEM, "key": "sk-ant-api03-" + "Q" * 40}
     line = json.dumps(entry).encode()
-    masked = lcm.mask.mask_bytes(line)
+    masked = lcm.mask.mask_line(line)
     assert b"hunter2" not in masked and b"plantedkeymaterial" not in masked and b"QQQQ" not in masked
     assert json.loads(masked)["command"].startswith('export PASSWORD="[secret:password:')
     plain = b'{"type":"user","message":{"content":"nothing to hide"}}'
-    assert lcm.mask.mask_bytes(plain) == plain
+    assert lcm.mask.mask_line(plain) == plain
 
 
 def test_redact_txt_adds_patterns_and_a_bad_line_is_reported_not_fatal(capsys):
@@ -198,7 +198,7 @@ def test_text_without_candidates_is_returned_as_is():
     text = "plain words about the parser, module_3.py and 42 tests " * 50
     assert mask(text) is text
     assert not lcm.mask.may_contain(text)
-    assert lcm.mask.mask_tree({"a": [text, 3, None], "b": "password=hunter2!"}) == {
+    assert lcm.mask.mask_json({"a": [text, 3, None], "b": "password=hunter2!"}) == {
         "a": [text, 3, None], "b": mask("password=hunter2!")}
 
 
@@ -372,7 +372,7 @@ def test_a_vault_filled_before_masking_still_masks_every_output(planted, capsys,
     the output-side masks still catch every secret; remask_content then cleans the stored text."""
     with monkeypatch.context() as m:
         m.setattr(lcm.mask, "mask", lambda text: text)
-        m.setattr(lcm.mask, "mask_tree", lambda value: value)
+        m.setattr(lcm.mask, "mask_json", lambda value: value)
         m.setenv("LCM_LLM", "none")
         run(lcm_ingest, [str(planted["projects"])], capsys)
         run(lcm_compact, ["--session", "s-secret", "--full"], capsys)
@@ -464,7 +464,7 @@ def test_an_upgraded_vault_masks_its_old_messages_and_trusts_only_what_was_maske
     redact.txt adds a pattern the stored text predates."""
     with monkeypatch.context() as m:  # the vault as an older lcm filled it: text stored unmasked
         m.setattr(lcm.mask, "mask", lambda text: text)
-        m.setattr(lcm.mask, "mask_tree", lambda value: value)
+        m.setattr(lcm.mask, "mask_json", lambda value: value)
         run(lcm_ingest, [str(planted["projects"])], capsys)
     conn = lcm.db.connect()
     with lcm.db.transaction(conn):
