@@ -1,31 +1,23 @@
 """Secret masking: what leaves the vault never carries an API key, a password or a private key.
 
-Two entry points, and every exit (printed, injected by a hook, written to a file, sent to a
-model, and the searchable text made at ingest) goes through one of them:
+Two entry points; every exit (printed, injected by a hook, written to a file, sent to a model,
+and the searchable text made at ingest) goes through one of them:
 - `mask(text)` for plain text;
-- `mask_json(value)` for a decoded JSON value and `mask_line(raw)` for a JSON line (bytes): every
-  string, value or key, is masked after unescaping, and a string under a secret's name
-  (`"password": "..."`) whole. Escaped JSON text is the wrong place to look: a newline there is
-  the two characters `\\n`, so a key on a line of its own reads as a word that ends in n.
-Each secret becomes `[secret:KIND:FP]`, FP the first 4 hex digits of its SHA-256, so two mentions
-of one secret still match (and a search for the fingerprint finds both). The vault keeps each
-transcript line's original bytes in `messages.raw`; `lcm_expand.py --raw --unmasked` is the one way
-to read them back unmasked. As a safety net for text that quotes JSON (stored by an older version,
-or written by a model), `mask` also takes a JSON escape (`\\n`, `\\u2028`) as the edge of a token.
+- `mask_json(value)` for a decoded JSON value, `mask_line(raw)` for a JSON line: every string,
+  value or key, is masked after unescaping, and a string under a secret's name (`"password":
+  "..."`) whole. Escaped JSON is the wrong place to look: a newline there is the two characters
+  `\\n`, so a key on a line of its own reads as the end of a word. (`mask` still takes a JSON
+  escape as the edge of a token, for text that quotes JSON: older vaults, model output.)
+A secret becomes `[secret:KIND:FP]`, FP the first 4 hex digits of its SHA-256, so two mentions
+still match (and a search for the fingerprint finds both). The vault keeps each line's original
+bytes in `messages.raw`: `lcm_expand.py --raw --unmasked` is the one way back to them.
 
-Recognised: the vendor tokens of KINDS (Anthropic, OpenAI, AWS, GitHub, GitLab, Slack, Stripe,
-Google, Hugging Face, npm, SendGrid, Azure storage keys), JWTs, Bearer and Basic credentials,
-PEM private key blocks, `mysql -pPASS`, `curl -u user:pass`, `user:password@` in URLs; literal
-values assigned to password/secret/token/api_key-like names (`PASSWORD=...`, `"password": "..."`,
-`--password ...`); `<private>...</private>` in any case (an unclosed tag hides the rest of the
-string); and every regular expression of $LCM_HOME/redact.txt (one per line, `#` starts a
-comment; an invalid one is reported on stderr and ignored). Not recognised: a secret encoded
-(base64, hex) or cut across lines or strings.
-
-Masking is idempotent (masked text masks to itself) and costs one pass of one regular
-expression over text that holds nothing to mask (about as much as json.loads of the line it
-came from); the patterns compile on first use. The module imports only `os` and `sys`: hooks
-import it on every turn.
+Recognised: the kinds of KINDS below, literal values assigned to secret-like names (`PASSWORD=`,
+`"api_key": "..."`, `--password x`), `<private>...</private>` in any case (unclosed: to the end of
+the string), and each regular expression of $LCM_HOME/redact.txt (one a line, `#` comments; a bad
+one is reported on stderr and ignored). Not recognised: a secret encoded (base64, hex) or cut
+across lines or strings. Masking is idempotent, and text with nothing to mask costs one pass of
+one regular expression. The module imports only `os` and `sys`: hooks import it on every turn.
 """
 from __future__ import annotations
 
@@ -107,12 +99,9 @@ def _basic_credentials(value: str) -> bool:
     """Whether a `Basic ...` value is base64 of user:password (so `Basic authentication` is not)."""
     import binascii
     try:
-        plain = binascii.a2b_base64(value.encode("ascii"), strict_mode=True).decode("utf-8")
-    except (ValueError, TypeError, UnicodeDecodeError):  # TypeError: Python < 3.11, no strict_mode
-        try:
-            plain = binascii.a2b_base64(value.encode("ascii")).decode("utf-8") if len(value) % 4 == 0 else ""
-        except (ValueError, UnicodeDecodeError):
-            return False
+        plain = binascii.a2b_base64(value).decode("utf-8") if len(value) % 4 == 0 else ""
+    except (ValueError, UnicodeDecodeError):
+        return False
     return ":" in plain and plain.isprintable()
 
 
@@ -509,7 +498,7 @@ def mask_line(raw) -> bytes:
         return raw
     from json import dumps
     from json.decoder import scanstring
-    text = raw.decode("utf-8", "surrogateescape")
+    text, space = raw.decode("utf-8", "surrogateescape"), _regex(r"[ \t\r\n]*")
     out, done, pos, key, value_at = [], 0, 0, None, -1
     while True:
         start = text.find('"', pos)
@@ -518,15 +507,10 @@ def mask_line(raw) -> bytes:
         try:
             value, end = scanstring(text, start + 1, False)
         except ValueError:  # not JSON from here on
-            rest = mask(text[start:])
-            if rest is not text[start:]:
-                out += [text[done:start], rest]
-                done = len(text)
+            out, done = out + [text[done:start], mask(text[start:])], len(text)
             break
-        after = end
-        while text[after:after + 1] in (" ", "\t", "\r", "\n"):
-            after += 1
-        is_key = text[after:after + 1] == ":"
+        after = space.match(text, end).end()
+        is_key = text.startswith(":", after)
         masked = mask(value)
         if masked is value and start == value_at:
             masked = _named_value(key, value)
@@ -539,13 +523,10 @@ def mask_line(raw) -> bytes:
             out += [text[done:start], piece]
             done = end
         if is_key:  # where its value starts, if that is a string
-            key, value_at = value, after + 1
-            while text[value_at:value_at + 1] in (" ", "\t", "\r", "\n"):
-                value_at += 1
+            key, value_at = value, space.match(text, after + 1).end()
         pos = end
-    if not out:
-        return raw
-    return ("".join(out) + text[done:]).encode("utf-8", "surrogateescape")
+    masked = "".join(out) + text[done:]
+    return raw if masked == text else masked.encode("utf-8", "surrogateescape")
 
 
 def may_contain(data) -> bool:
@@ -617,52 +598,3 @@ def _read_redact_file() -> list[tuple[int, object, str | None]]:
 def redact_problems() -> list[str]:
     """What is wrong in redact.txt, one message per bad line (for lcm_doctor.py)."""
     return [f"{redact_path()} line {n}: {error}" for n, _p, error in _read_redact_file() if error]
-
-
-def remask_content(conn, batch: int = 2000) -> dict:
-    """Mask the stored text of a vault filled before masking (or before a new redact.txt
-    pattern): messages, summaries and pinned notes (their full-text indexes kept in step),
-    checkpoints, stored file explorations and session titles. The original lines in messages.raw are not touched.
-
-    Returns {table: rows changed}. Running it again changes nothing.
-    """
-    import lcm.db
-    global _user
-    _user = None  # read redact.txt afresh: this often runs because a pattern was just added
-    changed = {}
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    for table, column, index in (("messages", "content", "messages_fts"), ("summaries", "content", "summaries_fts"),
-                                 ("notes", "content", "notes_fts"), ("checkpoints", "content", None),
-                                 ("files", "exploration", None), ("sessions", "title", None)):
-        if table not in tables:
-            continue  # a vault from before that table (notes)
-        index = index if index in tables else None
-        count, last = 0, -1 << 63
-        while True:
-            with lcm.db.transaction(conn):
-                rows = conn.execute(f"SELECT rowid, {column} FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT ?",
-                                    (last, batch)).fetchall()
-                for rowid, old in rows:
-                    new = mask(old)
-                    if new is old or new == old:
-                        continue
-                    if index:  # external-content FTS: the old text out, the new in
-                        conn.execute(f"INSERT INTO {index}({index}, rowid, content) VALUES ('delete', ?, ?)",
-                                     (rowid, old))
-                    if table in ("messages", "summaries"):
-                        conn.execute(f"UPDATE {table} SET {column} = ?, token_count = ? WHERE rowid = ?",
-                                     (new, lcm.db.estimate_tokens(new), rowid))
-                    else:
-                        conn.execute(f"UPDATE {table} SET {column} = ? WHERE rowid = ?", (new, rowid))
-                    if index:
-                        conn.execute(f"INSERT INTO {index}(rowid, content) VALUES (?, ?)", (rowid, new))
-                    count += 1
-            if len(rows) < batch:
-                break
-            last = rows[-1][0]
-        changed[table] = count
-    if "vault_meta" in tables:  # every message's text is masked now: output need not mask it again
-        with lcm.db.transaction(conn):
-            conn.execute("UPDATE vault_meta SET value = (SELECT coalesce(max(id), 0) + 1 FROM messages)"
-                         " WHERE key = 'masked_from_message'")
-    return changed
