@@ -3,6 +3,7 @@
 """
 from __future__ import annotations
 
+import lcm.config
 import lcm.db
 import lcm.mask
 
@@ -37,7 +38,7 @@ def remask_content(conn, batch: int = 2000) -> dict:
                                      (rowid, old))
                     if table in ("messages", "summaries"):
                         conn.execute(f"UPDATE {table} SET {column} = ?, token_count = ? WHERE rowid = ?",
-                                     (new, lcm.db.estimate_tokens(new), rowid))
+                                     (new, lcm.config.estimate_tokens(new), rowid))
                     else:
                         conn.execute(f"UPDATE {table} SET {column} = ? WHERE rowid = ?", (new, rowid))
                     if index:
