@@ -96,10 +96,11 @@ def _pem_blocks(text: str) -> str:
 
 
 def _basic_credentials(value: str) -> bool:
-    """Whether a `Basic ...` value is base64 of user:password (so `Basic authentication` is not)."""
+    """Whether a `Basic ...` value is base64 of user:password (so `Basic authentication` is not);
+    what follows whole quads (`=/` of a path) is let be."""
     import binascii
     try:
-        plain = binascii.a2b_base64(value).decode("utf-8") if len(value) % 4 == 0 else ""
+        plain = binascii.a2b_base64(value[:len(value) // 4 * 4]).decode("utf-8")
     except (ValueError, UnicodeDecodeError):
         return False
     return ":" in plain and plain.isprintable()
@@ -156,7 +157,7 @@ KINDS = [
     ("azure-key", ("accountkey",), r"(?i)accountkey[ \t]*=[ \t]*(?P<s>[A-Za-z0-9+/]{20,}={0,2})", None),
     ("jwt", ("eyj",), _edge() + r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*", None),
     ("token", ("bearer",), r"(?i)bearer\s+(?P<s>[A-Za-z0-9._~+/-]{16,}=*)", None),
-    ("basic-auth", ("basic",), r"(?i)basic[ \t]+(?P<s>[A-Za-z0-9+/]{4,}={0,2})(?![A-Za-z0-9+/=])", _basic_credentials),
+    ("basic-auth", ("basic",), r"(?i)basic[ \t]+(?P<s>[A-Za-z0-9+/]{4,}=*[A-Za-z0-9+/=]*)", _basic_credentials),
     ("password", ("mysql", "mariadb"), _edge() + r"(?:mysql|mariadb)[\w-]*" + _WORDS + r"-p(?P<s>(?!\[secret:)[^\s;|&]+)",
      _not_a_variable),
     ("password", ("curl",), _edge() + r"curl" + _WORDS + r"(?:-u|--user)(?:[ \t]+|=)?['\"]?[^\s:'\"]*:(?P<s>(?!\[secret:)[^\s'\"]+)",
