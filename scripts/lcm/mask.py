@@ -158,11 +158,11 @@ KINDS = [
     ("jwt", ("eyj",), _edge() + r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*", None),
     ("token", ("bearer",), r"(?i)bearer\s+(?P<s>[A-Za-z0-9._~+/-]{16,}=*)", None),
     ("basic-auth", ("basic",), r"(?i)basic[ \t]+(?P<s>[A-Za-z0-9+/]{4,}=*[A-Za-z0-9+/=]*)", _basic_credentials),
-    ("password", ("mysql", "mariadb"), _edge() + r"(?:mysql|mariadb)[\w-]*" + _WORDS + r"-p(?P<s>(?!\[secret:)[^\s;|&]+)",
+    ("password", ("mysql", "mariadb"), _edge() + r"(?:mysql|mariadb)[\w-]*" + _WORDS + r"-p(?P<s>[^\s;|&]+)",
      _not_a_variable),
-    ("password", ("curl",), _edge() + r"curl" + _WORDS + r"(?:-u|--user)(?:[ \t]+|=)?['\"]?[^\s:'\"]*:(?P<s>(?!\[secret:)[^\s'\"]+)",
+    ("password", ("curl",), _edge() + r"curl" + _WORDS + r"(?:-u|--user)(?:[ \t]+|=)?['\"]?[^\s:'\"]*:(?P<s>[^\s'\"]+)",
      _not_a_variable),
-    ("password", ("@",), r"://[^\s:/@\"'\\<>\[\]]*:(?P<s>(?!\[secret:)[^\s/@\"'\\<>]+)@", None),  # scheme://user:password@host
+    ("password", ("@",), r"://[^\s:/@\"'\\<>\[\]]*:(?P<s>[^\s/@\"'\\<>]+)@", None),  # scheme://user:password@host
 ]
 
 # The prefilter: one regular expression over the lowercased text that matches wherever a rule
@@ -225,8 +225,8 @@ def _replacer(kind: str, check):
         if "s" not in m.re.groupindex or m.group("s") is None:
             return m.group(0) if check and not check(m.group(0)) else token(kind, m.group(0))
         secret = m.group("s")
-        if check and not check(secret):
-            return m.group(0)
+        if secret.startswith("[secret:") or (check and not check(secret)):
+            return m.group(0)  # masked already (`-p[secret:..]`): as it is, so masking twice changes nothing
         start, end = m.start("s") - m.start(), m.end("s") - m.start()
         whole = m.group(0)
         return whole[:start] + token(kind, secret) + whole[end:]
@@ -424,7 +424,7 @@ def mask(text):
     for i in sorted(rows):
         kind, _triggers, how, check = KINDS[i]
         # over the whole text, masks included: no pattern matches inside a mask, and a secret
-        # group refuses to start with one, so `curl -H '[secret:..]' -u a:b` is still one command
+        # group that is one is left (_replacer), so `curl -H '[secret:..]' -u a:b` is still one command
         out = how(out) if callable(how) else _regex(how).sub(_replacer(kind, check), out)
     if found:
         if out is not text:  # positions moved: find the names again
