@@ -15,7 +15,7 @@ import lcm.config
 import lcm.db
 import lcm.ingest
 import lcm.mask
-import lcm.remask
+import lcm.doctor
 import lcm_checkpoint
 import lcm_compact
 import lcm_describe
@@ -517,7 +517,7 @@ def test_a_vault_filled_before_masking_still_masks_every_output(planted, capsys,
     for body in fake_api.requests:
         assert not leaks(body), f"a request body leaks {leaks(body)}"
 
-    changed = lcm.remask.remask_content(conn)
+    changed = lcm.doctor.remask_content(conn)
     assert changed["messages"] == 3 and changed["summaries"] >= 1  # prompt, Bash call, its result
     stored = " ".join(r[0] for r in conn.execute("SELECT content FROM messages UNION ALL SELECT content FROM summaries"
                                                  " UNION ALL SELECT coalesce(title, '') FROM sessions"))
@@ -528,7 +528,7 @@ def test_a_vault_filled_before_masking_still_masks_every_output(planted, capsys,
     assert hits["count"] == 0
     fp = hashlib.sha256(SECRETS["aws_id"].encode()).hexdigest()[:4]
     assert json.loads(run(lcm_grep, [fp, "--all-sessions", "--json"], capsys))["count"] >= 1
-    assert not any(lcm.remask.remask_content(conn).values())  # a second run changes nothing
+    assert not any(lcm.doctor.remask_content(conn).values())  # a second run changes nothing
     assert lcm.db.masked_from_message(conn) > conn.execute("SELECT max(id) FROM messages").fetchone()[0]
 
 

@@ -106,8 +106,7 @@ def _basic_credentials(value: str) -> bool:
     return ":" in plain and plain.isprintable()
 
 
-def _not_a_variable(value: str) -> bool:
-    return not value.startswith(("$", "%", "{{", "<"))
+_VARIABLE = ("$", "%", "{{", "<")  # `-p$DB_PASS`: the value is elsewhere
 
 
 # A token may start where a word does not go on (`(?<![\w-])`, or a stricter class), or right
@@ -119,7 +118,6 @@ def _edge(lookbehind: str = r"(?<![\w-])") -> str:
 _SPACE = r"(?:[ \t]|\\\r?\n)+"  # between shell words, a continued line included
 _WORDS = rf"(?:{_SPACE}[^\s;|&]+)*?{_SPACE}"  # the other arguments of a command, up to the one sought
 
-# ---------------------------------------------------------------------------
 # Where to add a secret pattern: one row of KINDS, nothing else.
 #   (kind, triggers, pattern, check)
 #   kind      what the mask says: [secret:KIND:fp]
@@ -132,7 +130,6 @@ _WORDS = rf"(?:{_SPACE}[^\s;|&]+)*?{_SPACE}"  # the other arguments of a command
 # `password` followed by a value) find their values already masked. Then add a sample to
 # SAMPLES in tests/test_mask.py: the property tests put it in every place a string can sit.
 # A new *name* for assigned values (like `passphrase`) is a branch of _NAMES and of _NAME_GROUPS.
-# ---------------------------------------------------------------------------
 KINDS = [
     ("private-key", ("private key",), _pem_blocks, None),
     ("private", ("<private>",), _private_spans, None),
@@ -159,9 +156,9 @@ KINDS = [
     ("token", ("bearer",), r"(?i)bearer\s+(?P<s>[A-Za-z0-9._~+/-]{16,}=*)", None),
     ("basic-auth", ("basic",), r"(?i)basic[ \t]+(?P<s>[A-Za-z0-9+/]{4,}=*[A-Za-z0-9+/=]*)", _basic_credentials),
     ("password", ("mysql", "mariadb"), _edge() + r"(?:mysql|mariadb)[\w-]*" + _WORDS + r"-p(?P<s>[^\s;|&]+)",
-     _not_a_variable),
+     lambda value: not value.startswith(_VARIABLE)),
     ("password", ("curl",), _edge() + r"curl" + _WORDS + r"(?:-u|--user)(?:[ \t]+|=)?['\"]?[^\s:'\"]*:(?P<s>[^\s'\"]+)",
-     _not_a_variable),
+     lambda value: not value.startswith(_VARIABLE)),
     ("password", ("@",), r"://[^\s:/@\"'\\<>\[\]]*:(?P<s>[^\s/@\"'\\<>]+)@", None),  # scheme://user:password@host
 ]
 
@@ -406,10 +403,6 @@ def _outside_masks(fn, text: str) -> str:
     return "".join(part if i % 2 else fn(part) for i, part in enumerate(parts))
 
 
-def _user_replace(m) -> str:
-    return token("redact", m.group(0)) if m.group(0) else ""
-
-
 def mask(text):
     """Plain text with every recognised secret replaced by [secret:KIND:FP]; anything else unchanged.
 
@@ -435,7 +428,8 @@ def mask(text):
         if masked is not data:
             out = masked if utf8 is None else masked.encode("latin-1").decode("utf-8", "surrogatepass")
     for pattern in patterns:
-        out = _outside_masks(lambda part: pattern.sub(_user_replace, part), out)
+        redacted = lambda m: token("redact", m.group(0)) if m.group(0) else ""  # noqa: E731
+        out = _outside_masks(lambda part: pattern.sub(redacted, part), out)
     return text if out == text else out
 
 
@@ -565,10 +559,15 @@ def _load_user_patterns() -> list:
     return _user
 
 
+def reload_user_patterns() -> None:
+    """Read redact.txt afresh on the next mask (a pattern was just added)."""
+    global _user
+    _user = None
+
+
 def redact_path() -> str:
-    home = os.environ.get("LCM_HOME")
-    home = os.path.expanduser(home) if home else os.path.join(os.path.expanduser("~"), ".claude-lcm")
-    return os.path.join(home, "redact.txt")
+    import lcm.config
+    return os.path.join(lcm.config.home_str(), "redact.txt")
 
 
 def _read_redact_file() -> list[tuple[int, object, str | None]]:
