@@ -5,6 +5,7 @@ project's pinned notes on start. In an LCM_EXCLUDE project it only exports the v
 from __future__ import annotations
 
 import os
+import stat
 
 import hooklib
 from hooklib import note
@@ -47,11 +48,16 @@ def write_env_file(path: str, values: dict[str, str]) -> None:
     """
     path = os.path.realpath(path)
     try:
-        with open(path, "rb") as f:
-            old = f.read()
-        mode = os.stat(path).st_mode & 0o7777
+        st = os.stat(path)
     except FileNotFoundError:
         old, mode = b"", 0o600
+    else:
+        if not stat.S_ISREG(st.st_mode):  # a FIFO would hang the hook, a device never end
+            note(f"CLAUDE_ENV_FILE is not a regular file, left alone: {path}")
+            return
+        with open(path, "rb") as f:
+            old = f.read()
+        mode = st.st_mode & 0o7777
     ours = tuple(f"export {name}=".encode() for name in OUR_EXPORTS)
     lines = old.split(b"\n")
     kept = [line for line in (lines[:-1] if lines[-1] == b"" else lines) if not line.startswith(ours)]

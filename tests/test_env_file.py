@@ -121,3 +121,10 @@ def test_the_file_keeps_its_mode_and_a_symlink_stays_a_symlink(tmp_path):
     fresh = tmp_path / "new" / "env.sh"
     session_start.write_env_file(str(fresh), {"LCM_SESSION_ID": "abc"})
     assert fresh.stat().st_mode & 0o777 == 0o600
+
+
+def test_an_env_file_that_is_a_fifo_is_left_alone(tmp_path):
+    fifo = tmp_path / "env.sh"
+    os.mkfifo(fifo)
+    session_start.write_env_file(str(fifo), {"LCM_SESSION_ID": "abc"})  # returns: no reader blocks
+    assert fifo.is_fifo()
