@@ -48,6 +48,10 @@ class ModelConfigError(ModelError):
     """Missing or refused credentials, unknown model, missing backend: retrying cannot help."""
 
 
+class ModelRequestError(ModelError):
+    """The API refused this one request (too long, malformed): the backend itself works."""
+
+
 @dataclass
 class Completion:
     text: str
@@ -169,7 +173,7 @@ def _create(params: dict, *, timeout: float, max_retries: int):
             "set LCM_SUMMARY_MODEL to a model your key can use, e.g. claude-haiku-4-5",
         ) from None
     except anthropic.BadRequestError as exc:
-        raise ModelError(f"{base} rejected the request: {_api_message(exc)}",
+        raise ModelRequestError(f"{base} rejected the request: {_api_message(exc)}",
                          "the prompt may be too long for the model; lower LCM_LEAF_CHUNK_TOKENS") from None
     except anthropic.APITimeoutError:
         raise ModelError(f"{base} did not answer within {timeout:g}s ({max_retries} retries)",
@@ -330,6 +334,30 @@ def complete(system: str | None, messages, *, max_tokens: int, model: str | None
     if backend == "claude":
         return _claude_complete(system, messages, max_tokens=max_tokens, model=model, timeout=timeout)
     raise ModelConfigError("no model backend is available (LCM_LLM resolves to none)", NO_BACKEND_HINT)
+
+
+class Breaker:
+    """A circuit breaker over complete() for one pass of many calls (a compaction).
+
+    The first failure of the backend itself (unreachable, refused key, overloaded past the
+    retries) opens it: every later call of the pass raises that failure at once, so a dead API
+    costs one call's retries, not one per chunk. A refused request (ModelRequestError: this
+    prompt, not the backend) leaves it closed.
+    """
+
+    def __init__(self):
+        self.failure: ModelError | None = None
+
+    def complete(self, *args, **kwargs) -> Completion:
+        if self.failure is not None:
+            raise self.failure
+        try:
+            return complete(*args, **kwargs)
+        except ModelRequestError:
+            raise
+        except ModelError as exc:
+            self.failure = exc
+            raise
 
 
 # ---------------------------------------------------------------------------
