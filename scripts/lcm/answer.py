@@ -26,13 +26,14 @@ GRANT_TTL_SECONDS = 300
 MAX_TURNS = 6             # model calls one question may make (anthropic backend)
 ANSWER_MAX_TOKENS = 1500  # the model's own answer, per call (the grant caps what it reads)
 PREFETCH_SHARE = 0.75     # of the cap read up front when a model can drill down with tools
-MAX_EXCERPTS = 20         # excerpts shown; the cap usually ends the list first
+MAX_EXCERPTS = 50         # excerpts shown; the cap usually ends the list first
 MAX_EXAMINED = 400        # messages read, best first, while looking for distinct excerpts
 SCAN_CHARS = 200_000      # of a message searched for its answering lines (a pytest summary is at the end)
 EXCERPT_SHARE = 4         # an excerpt takes at most this fraction of the cap (several messages show)
 HEAD_CHARS = 400          # shown of a message that matches no word of the question
 LINE_CHARS = 300          # of one long line (minified JSON, a one-line log), around its match
 ANCHORS = 8               # matching lines a message's excerpt is built around
+SECTION_LINES = 40        # lines above a failure line searched for the question's words
 CONTEXT_LINES = 3         # lines kept on each side of an anchor, as the cap allows
 SIMILAR = 0.8             # word-set overlap (Jaccard) above which two excerpts count as one
 CITATION = re.compile(r"\b(sum_[0-9a-f]{16}|file_[0-9a-f]{16}|"
@@ -100,7 +101,7 @@ def find_candidates(conn, *, query: str | None, ids: list[str] | None, session=N
     return found
 
 
-MESSAGE_ROW = "SELECT id, uuid, session_id, role, created_at, token_count FROM messages"
+MESSAGE_ROW = "SELECT id, uuid, parent_uuid, session_id, role, created_at, token_count FROM messages"
 
 
 def _walk(conn, summary_id: str, chain: tuple = ()):
@@ -178,23 +179,35 @@ def _clip(line: str, patterns) -> str:
     if len(line) <= LINE_CHARS:
         return line
     hit = next((m.start() for p in patterns for m in [p.search(line)] if m), 0)
-    start = max(0, min(hit - LINE_CHARS // 3, len(line) - LINE_CHARS))
+    # a line is read from its start (the E, the error's name) unless its match lies beyond the cut
+    start = 0 if hit < LINE_CHARS * 2 // 3 else max(0, min(hit - LINE_CHARS // 3, len(line) - LINE_CHARS))
     return ("..." if start else "") + line[start:start + LINE_CHARS] + ("..." if start + LINE_CHARS < len(line) else "")
 
 
-def excerpt(text: str, patterns, budget_chars: int, failure: bool) -> tuple[str, int]:
+def excerpt(text: str, patterns, budget_chars: int, failure: bool, weights=None) -> tuple[str, int]:
     """(windows of `text` around the lines that answer, how many lines matched).
 
     A line scores 2 per distinct question term it holds, plus 3 when it states a failure
     (KEY_LINE) and the question asks about one (else 0.5, a tie-breaker). The best ANCHORS
     lines are taken first, then their neighbours ring by ring (CONTEXT_LINES at most), until
-    `budget_chars`; gaps show as "...". Text that matches nothing gives its head.
+    `budget_chars`; gaps show as "...". Text that matches nothing gives its head. weights:
+    each pattern's weight (default 1).
     """
+    weights = weights or [1.0] * len(patterns)
     lines = text.splitlines() or [""]
-    scores = []
+    matched = [{k for k, p in enumerate(patterns) if p.search(line)} for line in lines]
+    scores, key_before = [], False
     for i, line in enumerate(lines):
-        terms = sum(1 for p in patterns if p.search(line))
-        key = (3.0 if failure else 0.5) if KEY_LINE.search(line) else 0.0
+        terms = sum(weights[k] for k in matched[i])
+        key = 0.0
+        is_key = bool(KEY_LINE.search(line))
+        if is_key and not key_before:  # the first line of a run (pytest's E block) says it
+            key = 3.0 if failure else 0.5
+            # the failure of the block the question names: pytest prints a test's name, its
+            # source, then the E line; a traceback names the call before the error
+            above = set().union(*matched[max(0, i - SECTION_LINES):i]) - matched[i]
+            key += 1.5 * sum(weights[k] for k in above)
+        key_before = is_key
         if terms or key:
             scores.append((-(2 * terms + key), i))
     if not scores or all(s > -1 for s, _ in scores):  # only weak key lines: not what was asked
@@ -236,6 +249,22 @@ def _words(text: str) -> set[str]:
     return set(re.findall(r"[a-z]{3,}", text.lower()))
 
 
+def lend_to_results(pairs: dict, scores: dict) -> dict:
+    """A tool call that matches the question lends its score to its result, which ranks above it.
+
+    "What did `pytest -x` give?" names the command, and its output holds the answer. A result
+    is the user-role message whose parent is the call.
+    """
+    rowid_of = {row["uuid"]: rowid for rowid, (_, row) in pairs.items()}
+    lent = dict(scores)
+    for rowid, (_, row) in pairs.items():
+        parent = rowid_of.get(row["parent_uuid"])
+        if row["role"] == "user" and parent is not None and scores.get(parent) \
+                and pairs[parent][1]["role"] == "assistant":
+            lent[rowid] = scores.get(rowid, 0.0) + scores[parent]
+    return lent
+
+
 def ranked_excerpts(exp: Expansion, candidates: list[dict], question: str, *,
                     matched_only: bool = False) -> tuple[list[dict], int]:
     """Excerpts of the messages under the candidates, the most relevant to `question` first.
@@ -251,10 +280,16 @@ def ranked_excerpts(exp: Expansion, candidates: list[dict], question: str, *,
     for c in candidates:
         for chain, row in _under(conn, c["id"]):
             pairs.setdefault(row["id"], (chain, row))
-    scores = lcm.search.rank_messages(conn, question, list(pairs))
+    scores = lend_to_results(pairs, lcm.search.rank_messages(conn, question, list(pairs)))
     order = sorted(pairs, key=lambda i: (-scores.get(i, 0.0), i))
-    patterns = [t.pattern for t in lcm.query.parse_query(question) if t.regex]
+    terms = [t for t in lcm.query.parse_query(question) if t.regex]
     failure = bool(FAILURE_WORDS.search(question))
+    # "fail", "error" in a question ask for failure lines (KEY_LINE), not lines holding the word;
+    # a name (test_x, net/retry.py, RETRY_DELAY) says more than a plain word
+    if failure:
+        terms = [t for t in terms if not FAILURE_WORDS.fullmatch(t.text)] or terms
+    patterns = [t.pattern for t in terms]
+    weights = [2.0 if t.kind != "word" or "_" in t.text else 1.0 for t in terms]
     # one excerpt may take 1/EXCERPT_SHARE of what the cap allows, so several messages are shown
     budget = max(HEAD_CHARS, (exp.limit - exp.used) * 4 // EXCERPT_SHARE)
     shown: list[dict] = []
@@ -268,7 +303,7 @@ def ranked_excerpts(exp: Expansion, candidates: list[dict], question: str, *,
         text = conn.execute("SELECT substr(content, 1, ?) FROM messages WHERE id = ?",
                             (SCAN_CHARS, rowid)).fetchone()[0]
         left = (exp.limit - exp.used) * 4
-        cut, hits = excerpt(lcm.mask.mask(text), patterns, min(budget, left), failure)  # masked before the cut
+        cut, hits = excerpt(lcm.mask.mask(text), patterns, min(budget, left), failure, weights)  # masked first
         if matched_only and not hits:  # ranked by its neighbours only: none of its own lines answers
             exp.truncated = True
             continue
