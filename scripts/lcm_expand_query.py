@@ -61,7 +61,10 @@ def _main(argv):
         bad = result["unknown_cited_ids"]
         print(f"\nCited: {', '.join(result['cited_ids']) or 'nothing'}"
               + (f" (ignored unknown ids: {', '.join(bad)})" if bad else ""))
-    more = "; cut at the cap (raise --max-tokens to read more)" if result["truncated"] else ""
+    more = ""
+    if result["truncated"]:
+        more = ("; cut at the cap (raise --max-tokens to read more)" if excerpts else
+                "; the model was shown excerpts of the matching messages and could expand the rest")
     read = f"{len(result['excerpt_ids'])} excerpts of {result['messages_considered']} messages, " if excerpts else ""
     print(f"\nExpanded {result['expanded_summary_count']} summaries: {read}"
           f"{result['total_source_tokens']} source tokens{more}.")

@@ -46,7 +46,7 @@ KEY_LINE = re.compile(
     r"^\s*(FAILED|FAIL|ERROR|E\s{2,}\S|●|panic:|fatal:|npm ERR!|error(\[\w+\]|\s+TS\d+)?:)"
     r"|^\s*(\w+\.)*\w*(Error|Exception|Failure)\b(:|$)|\bAssertionError\b|^\s*>?\s*assert\b"
     r"|:\d+(:\d+)?:\s*(fatal )?error\b|\bcommand not found\b|\bexit (code|status) [1-9]|Traceback \(most recent")
-FAILURE_WORDS = re.compile(r"(?i)\b(fail\w*|error\w*|broke\w*|crash\w*|exception\w*|traceback|wrong|bug\w*|why)\b")
+FAILURE_WORDS = re.compile(r"(?i)\b(fail\w*|error\w*|broke\w*|crash\w*|exception\w*|traceback|wrong|bug\w*)\b")
 SYSTEM = (
     "You answer one question about earlier Claude Code sessions, using only the sources given and what "
     "the tools return. Cite the id of every source a claim rests on in square brackets, e.g. "

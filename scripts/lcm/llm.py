@@ -21,6 +21,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 from dataclasses import dataclass
 
 import lcm.db
@@ -400,8 +401,6 @@ def tool_loop(system: str | None, messages, tools: list[dict], run_tool, *, max_
     each call's timeout is what is left. Everything sent is masked, tool results included.
     Raises ModelError / ModelConfigError as complete() does.
     """
-    import time
-
     messages = [{"role": "user", "content": messages}] if isinstance(messages, str) else list(messages)
     model = model or DEFAULT_MODEL
     used_in = used_out = 0
