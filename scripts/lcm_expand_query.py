@@ -27,33 +27,35 @@ from __future__ import annotations
 import sys
 
 import lcm.answer
+import lcm.cli
+import lcm.config
 import lcm.db
 import lcm.guard
 
 
 def _main(argv):
-    p = lcm.db.parser(__doc__)
+    p = lcm.cli.parser(__doc__)
     p.add_argument("--prompt", required=True, metavar="QUESTION", help="the question to answer")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--query", metavar="TEXT", help="find candidates with lcm_grep")
     what.add_argument("--summary-ids", nargs="+", metavar="ID", help="expand these summary (or message) ids")
-    p.add_argument("--max-tokens", type=lcm.db.int_arg(1), metavar="N",
+    p.add_argument("--max-tokens", type=lcm.cli.int_arg(1), metavar="N",
                    help="grant cap: source text the whole answer may read (default $LCM_MAX_EXPAND_TOKENS, 4000)")
-    lcm.db.add_session_arg(p)
+    lcm.cli.add_session_arg(p)
     p.add_argument("--all-sessions", action="store_true", help="search every session, not only this project's")
     lcm.guard.add_guard_args(p)
     args = p.parse_args(argv)
     lcm.guard.check_delegation("lcm_expand_query.py", args.delegated_scope, args.kept_work,
                                instead="use lcm_expand.py ID (with lcm_grep.py / lcm_describe.py to find ids)")
-    cap = args.max_tokens if args.max_tokens is not None else lcm.db.config("LCM_MAX_EXPAND_TOKENS")
+    cap = args.max_tokens if args.max_tokens is not None else lcm.config.get("LCM_MAX_EXPAND_TOKENS")
     if cap <= 0:
         p.error("--max-tokens must be a positive integer")
     conn = lcm.db.connect(args.db, create=False)
     result = lcm.answer.answer(conn, args.prompt, query=args.query, ids=args.summary_ids, session=args.session,
-                               all_sessions=args.all_sessions, cap=cap, db_path=lcm.db.db_path(args.db).resolve(),
+                               all_sessions=args.all_sessions, cap=cap, db_path=lcm.config.db_path(args.db).resolve(),
                                warn=lambda text: sys.stderr.write(f"Warning: {text}\n"))
     if args.json:
-        lcm.db.print_json(result)
+        lcm.cli.print_json(result)
         return 0
     print(result["answer"])
     excerpts = result["backend"] == "none"
@@ -72,9 +74,9 @@ def _main(argv):
 
 
 def main(argv: list[str] | None = None) -> int:
-    return lcm.db.run(_main, argv)
+    return lcm.cli.run(_main, argv)
 
 
 if __name__ == "__main__":
-    lcm.db.freeze_imports()
+    lcm.cli.freeze_imports()
     sys.exit(main())

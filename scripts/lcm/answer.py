@@ -14,13 +14,13 @@ import os
 import re
 from pathlib import Path
 
-import lcm.db
+import lcm.config
 import lcm.grants
 import lcm.llm
 import lcm.mask
 import lcm.query
 import lcm.search
-from lcm.db import LcmError
+from lcm.errors import LcmError
 
 GRANT_TTL_SECONDS = 300
 MAX_TURNS = 6             # model calls one question may make (anthropic backend)
@@ -312,7 +312,7 @@ def ranked_excerpts(exp: Expansion, candidates: list[dict], question: str, *,
         if twin:
             twin["similar"].append(msg["uuid"])
             continue
-        tokens = lcm.db.estimate_tokens(cut)
+        tokens = lcm.config.estimate_tokens(cut)
         if exp.used + tokens > exp.limit:
             exp.truncated = True
             break
