@@ -140,3 +140,9 @@ def test_max_tokens_governs_the_whole_answer(session, monkeypatch, capsys):
     assert ">       assert cart.total() == 18.00" in docs[4000]["answer"]
     assert "FAILED tests/test_cart.py::test_discount_applies_once" in docs[4000]["answer"]
     assert docs[4000]["total_source_tokens"] > docs[300]["total_source_tokens"]
+
+
+def test_terminal_colours_do_not_reach_the_excerpt():
+    coloured = "collected 3 items\n" + "ok\n" * 40 + "\x1b[31mFAILED\x1b[0m tests/test_io.py::test_read - OSError: [Errno 5]\n"
+    shown, hits = lcm.answer.excerpt(coloured, [], 800, failure=True)
+    assert "FAILED tests/test_io.py::test_read - OSError: [Errno 5]" in shown and "\x1b" not in shown and hits

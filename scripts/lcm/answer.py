@@ -20,6 +20,7 @@ import lcm.llm
 import lcm.mask
 import lcm.query
 import lcm.search
+import lcm.text
 from lcm.errors import LcmError
 
 GRANT_TTL_SECONDS = 300
@@ -194,7 +195,7 @@ def excerpt(text: str, patterns, budget_chars: int, failure: bool, weights=None)
     each pattern's weight (default 1).
     """
     weights = weights or [1.0] * len(patterns)
-    lines = text.splitlines() or [""]
+    lines = lcm.text.strip_ansi(text).splitlines() or [""]  # terminal colours are noise to a reader
     matched = [{k for k, p in enumerate(patterns) if p.search(line)} for line in lines]
     scores, key_before = [], False
     for i, line in enumerate(lines):
@@ -211,8 +212,7 @@ def excerpt(text: str, patterns, budget_chars: int, failure: bool, weights=None)
         if terms or key:
             scores.append((-(2 * terms + key), i))
     if not scores or all(s > -1 for s, _ in scores):  # only weak key lines: not what was asked
-        flat = " ".join(text.split())
-        return flat[:HEAD_CHARS] + ("..." if len(flat) > HEAD_CHARS else ""), 0
+        return lcm.text.one_line(lcm.text.strip_ansi(text), HEAD_CHARS), 0
     anchors = [i for _, i in sorted(scores)[:ANCHORS]]
     chosen: dict[int, str] = {}
     spent = 0
