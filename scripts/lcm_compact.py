@@ -74,8 +74,9 @@ def _main(argv):
             break
     if breaker.failure is not None:
         fallback = sum(r["levels"]["fallback"] for r in results)
-        sys.stderr.write(f"Warning: the model failed ({breaker.failure.message}); {fallback} summaries were written"
-                         " without it (level fallback); a later run with a working model upgrades them\n"
+        done = (f"{fallback} summaries were written without it (level fallback); a later run with a working"
+                " model upgrades them" if fallback else "the fallback summaries wait for a run with a working model")
+        sys.stderr.write(f"Warning: the model failed ({breaker.failure.message}); {done}\n"
                          f"Hint: {breaker.failure.hint}\n")
     if args.json:
         if args.all:
