@@ -25,6 +25,9 @@ import lcm.store
 from conftest import SCRIPTS, run, shared_data
 
 
+BEFORE_BLOCKS = lcm.schema.MIGRATIONS.index(lcm.store.MIGRATION)  # the schema version an old vault has
+
+
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -54,14 +57,14 @@ def _stored(path) -> dict[int, str]:
 
 def _ingest(path, old: bool = False, dirs=("claude-projects", "odd-cases")):
     """The shared transcripts in a vault at `path`; old=True writes it as lcm did before blocks
-    (schema 7: no blocks table, no block columns)."""
+    (no blocks table, no block columns)."""
     with pytest.MonkeyPatch.context() as patch:
         if old:
-            patch.setattr(lcm.schema, "SCHEMA_VERSION", 7)
+            patch.setattr(lcm.schema, "SCHEMA_VERSION", BEFORE_BLOCKS)
         conn = lcm.db.connect(str(path))
         lcm.ingest.ingest_paths(conn, [shared_data(d) for d in dirs])
         if old:
-            assert conn.execute("PRAGMA user_version").fetchone()[0] == 7
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == BEFORE_BLOCKS
             assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'blocks'").fetchone() is None
     expected = _file_lines(conn)
     conn.close()
@@ -95,7 +98,7 @@ def test_old_vault_converts_in_place(vault, capsys):
     code, out, err = run(capsys, "lcm_export", "--session", sid, "--format", "jsonl", "--unmasked")
     assert code == 0, err
     assert [_sha(x.encode("utf-8", "surrogateescape")) for x in out.split("\n")[:-1]] == [expected[i] for i in ids]
-    assert lcm.db.connect(str(vault), readonly=True).execute("PRAGMA user_version").fetchone()[0] == 7
+    assert lcm.db.connect(str(vault), readonly=True).execute("PRAGMA user_version").fetchone()[0] == BEFORE_BLOCKS
     assert _stored(vault) == expected  # migrated to blocks' schema, still plain
     conn = lcm.db.connect(str(vault))
     assert lcm.pack.ratio(conn)["plain_lines"] == len(expected)
