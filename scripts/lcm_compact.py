@@ -125,8 +125,7 @@ def _pack(args) -> int:
     import lcm.pack
     if args.session or args.dry_run:
         raise LcmError("--pack works on the whole vault", "drop --session and --dry-run")
-    conn = lcm.db.connect(args.db, create=False)
-    # by hand (no time budget): wait for a run the hooks started rather than leave the work to it
+    conn = lcm.db.connect(args.db, create=False)  # by hand (no budget): waits for a run the hooks started
     doc = lcm.pack.pack(conn, everything=args.all, time_budget=args.time_budget, progress=not args.json,
                         wait=args.time_budget is None)
     if args.vacuum:
@@ -136,10 +135,9 @@ def _pack(args) -> int:
         lcm.cli.print_json(doc)
         return 0
     print(f"packed {doc['packed_lines']} lines ({doc['packed_bytes']} bytes) into {doc['blocks']} blocks in"
-          f" {doc['seconds']} s; {doc['plain_lines']} lines still plain"
-          + (f" ({doc['stopped']})" if doc["stopped"] else ""))
-    print(f"vault {doc['vault_bytes']} bytes for {doc['transcript_bytes']} bytes of transcripts"
-          f" (ratio {doc['ratio']}; {doc['free_bytes']} bytes free inside: --vacuum gives them back)")
+          f" {doc['seconds']} s; {doc['plain_lines']} lines still plain" + (f" ({doc['stopped']})" if doc["stopped"] else "")
+          + f"\nvault {doc['vault_bytes']} bytes for {doc['transcript_bytes']} bytes of transcripts (ratio"
+          f" {doc['ratio']}; {doc['free_bytes']} bytes free inside: --vacuum gives them back)")
     return 0
 
 

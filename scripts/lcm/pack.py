@@ -147,7 +147,7 @@ def pack(conn, *, everything: bool = False, time_budget: float | None = None, pr
     wait: wait for a packing run already at work instead of leaving the work to it.
     """
     started = time.monotonic()
-    doc = {"packed_lines": 0, "packed_bytes": 0, "blocks": 0, "pending_lines": 0, "stopped": None}
+    doc = {"packed_lines": 0, "packed_bytes": 0, "blocks": 0, "pending_lines": 0, "stopped": None, "seconds": 0.0}
     lock = _lock(conn, wait)
     if lock is None:
         doc["stopped"] = "another packing run is at work"
