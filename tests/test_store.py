@@ -71,6 +71,33 @@ def _ingest(path, old: bool = False, dirs=("claude-projects", "odd-cases")):
     return expected
 
 
+def _one_copy(conn) -> None:
+    """Every block holds exactly the lines of the messages that point to it: no line is in two
+    blocks, and no block keeps a line nothing points to (a purge would never find it)."""
+    pointed = dict(conn.execute("SELECT block_id, count(*) FROM messages WHERE block_id IS NOT NULL GROUP BY block_id"))
+    held = dict(conn.execute("SELECT id, line_count FROM blocks"))
+    assert pointed == held
+    for block_id, positions in conn.execute("SELECT block_id, group_concat(block_pos) FROM messages"
+                                            " WHERE block_id IS NOT NULL GROUP BY block_id"):
+        assert sorted(map(int, positions.split(","))) == list(range(held[block_id]))
+
+
+def test_packing_many_files_at_once_keeps_one_copy_of_each_line(vault, monkeypatch):
+    """Tiny blocks and room for two open files: blocks are cut and files evicted constantly."""
+    expected = _ingest(vault)
+    monkeypatch.setattr(lcm.pack, "BLOCK_BYTES", 1 << 13)
+    monkeypatch.setattr(lcm.pack, "OPEN_FILES", 2)
+    monkeypatch.setattr(lcm.pack, "BATCH_BYTES", 1 << 15)
+    conn = lcm.db.connect(str(vault))
+    lcm.pack.pack(conn)
+    _one_copy(conn)
+    lcm.pack.pack(conn, everything=True)
+    _one_copy(conn)
+    assert lcm.pack.pending(conn) == 0
+    conn.close()
+    assert _stored(vault) == expected
+
+
 def test_every_line_back_after_ingest_and_after_packing(vault):
     expected = _ingest(vault)
     assert len(expected) > 2000
@@ -79,6 +106,7 @@ def test_every_line_back_after_ingest_and_after_packing(vault):
     doc = lcm.pack.pack(conn, everything=True)
     assert doc["pending_lines"] == 0 and doc["packed_lines"] == len(expected)
     assert conn.execute("SELECT count(*) FROM messages WHERE length(raw) > 12").fetchone()[0] == 0  # no copy left
+    _one_copy(conn)
     conn.close()
     assert _stored(vault) == expected
     # packing again finds nothing to do and changes nothing
@@ -120,23 +148,39 @@ sys.exit(lcm_compact.main(["--pack", "--all", "--db", {db!r}, "--json"]))
 """
 
 
+def _blocks_now(vault) -> int:
+    try:
+        conn = sqlite3.connect(f"file:{vault}?mode=ro", uri=True, timeout=5)
+        try:
+            return conn.execute("SELECT count(*) FROM blocks").fetchone()[0]
+        finally:
+            conn.close()
+    except sqlite3.OperationalError:  # not migrated yet: no blocks table
+        return 0
+
+
 def _kill_until_done(vault, expected, seed):
-    """Run the packer again and again, each killed (SIGKILL) after a random delay, checking every
-    line after each kill, until one run finishes."""
+    """Run the packer again and again, each killed (SIGKILL) at a random moment after it has
+    stored a new block (so the kill lands while it packs, whatever the machine's load), checking
+    every line after each kill, until one run finishes."""
     rng = random.Random(seed)
     code = PACKER.format(scripts=str(SCRIPTS), db=str(vault))
     midway = 0  # kills that left some lines packed and some not
     for attempt in range(40):
+        before = _blocks_now(vault)
         proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        try:
-            proc.wait(timeout=rng.uniform(0.1, 0.6) if attempt < 10 else 120)
-        except subprocess.TimeoutExpired:
+        if attempt < 12:
+            deadline = time.monotonic() + 60
+            while proc.poll() is None and _blocks_now(vault) == before and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(rng.uniform(0, 0.08))
             proc.send_signal(signal.SIGKILL)
-            proc.wait()
+        proc.wait(timeout=120)
         assert _stored(vault) == expected, f"seed {seed}, kill {attempt}"
         conn = lcm.db.connect(str(vault))
         left = lcm.pack.pending(conn)
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        _one_copy(conn)
         conn.close()
         midway += 0 < left < len(expected)
         if proc.returncode == 0 and left == 0:

@@ -98,6 +98,7 @@ def _blocks(conn, everything: bool, idle: set):
             # a block never grows past BLOCK_BYTES (one decodes in ~0.3 ms); a larger line (an
             # image, a huge tool result) is a block of its own
             if block and block[1] + len(row[3]) > BLOCK_BYTES:
+                del open_[key]  # out of the dict before it is yielded: never yielded twice
                 yield block[0]
                 block = None
             if block is None:
@@ -119,16 +120,18 @@ def _blocks(conn, everything: bool, idle: set):
 
 def _write(conn, batch: list, turns) -> tuple[int, int]:
     """One transaction: the blocks of `batch` whose lines are all still plain. (lines, bytes)."""
+    # compressed before the write lock is taken: the transaction only stores the result
+    encoded = [lcm.store.encode_block([lcm.store.as_bytes(r[3]) for r in rows], LEVEL) for rows in batch]
     lcm.turns.begin_write(conn, turns=turns)
     lines = size = 0
     try:
-        for rows in batch:
+        for rows, data in zip(batch, encoded):
             ids = [r[0] for r in rows]
             still = conn.execute(f"SELECT count(*) FROM messages WHERE block_id IS NULL AND id IN"
                                  f" ({','.join('?' * len(ids))})", ids).fetchone()[0]
             if still != len(ids):
                 continue  # another run packed them, or a purge removed some: read again next time
-            size += lcm.store.pack_rows(conn, rows, LEVEL)
+            size += lcm.store.pack_rows(conn, rows, data)
             lines += len(rows)
         conn.execute("COMMIT")
     except BaseException:

@@ -137,22 +137,23 @@ def as_bytes(raw) -> bytes:
 # Writing: packing plain lines into blocks, and taking lines out of blocks (purge)
 # ---------------------------------------------------------------------------
 
-def pack_rows(conn: sqlite3.Connection, rows: list, level: int = 6) -> int:
+def pack_rows(conn: sqlite3.Connection, rows: list, data: bytes | None = None) -> int:
     """Pack plain rows (id, session_id, transcript_path, raw; one file, in id order) into one new
-    block, inside the caller's transaction. Returns the bytes of lines packed."""
+    block, inside the caller's transaction; `data`: their encode_block, when the caller made it
+    before taking the write lock. Returns the bytes of lines packed."""
     lines = [as_bytes(r[3]) for r in rows]
-    block_id = _new_block(conn, rows[0][1], rows[0][2], [r[0] for r in rows], lines, level)
+    block_id = _new_block(conn, rows[0][1], rows[0][2], [r[0] for r in rows], lines, data)
     # the row keeps no copy of its line, and its path lives in the block
     conn.executemany("UPDATE messages SET raw = ?, block_id = ?, block_pos = ?, transcript_path = NULL WHERE id = ?",
                      ((stub(line_), block_id, pos, r[0]) for pos, (r, line_) in enumerate(zip(rows, lines))))
     return sum(map(len, lines))
 
 
-def _new_block(conn, session_id, path, ids: list[int], lines: list[bytes], level: int = 6) -> int:
+def _new_block(conn, session_id, path, ids: list[int], lines: list[bytes], data: bytes | None = None) -> int:
     return conn.execute(
         "INSERT INTO blocks (session_id, transcript_path, first_id, last_id, line_count, line_bytes, data)"
         " VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (session_id, path, ids[0], ids[-1], len(lines), sum(map(len, lines)), encode_block(lines, level))).lastrowid
+        (session_id, path, ids[0], ids[-1], len(lines), sum(map(len, lines)), data or encode_block(lines))).lastrowid
 
 
 def remove_lines(conn: sqlite3.Connection, message_ids) -> int:
