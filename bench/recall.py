@@ -35,7 +35,7 @@ neighbours by raw message distance instead of conversational turns (coding 0.79)
 
 Usage:
   python3 bench/recall.py [--set NAME=VALUE ...] [--show-misses]
-Prints one JSON line. `--set` overrides a constant of lcm.search (or lcm.query.NAME,
+Prints one JSON line. `--set` overrides a constant of lcm.rank (or lcm.query.NAME, lcm.search.NAME,
 lcm.conversation.NAME) to try a ranking idea, e.g. --set NEAR_PAIRS=true --set 'ROLE_WEIGHT={}'
 --set lcm.conversation.TURN_SCAN=0.
 
@@ -457,12 +457,12 @@ def auto(conn, question, project=None, limit=10):
 
 def auto_before(conn, question, project=None, limit=10):
     """auto as it ranked before conversational neighbours lent their scores (the old code's order)."""
-    import lcm.search
-    saved, lcm.search.NEIGHBOUR_SOURCES = lcm.search.NEIGHBOUR_SOURCES, 0
+    import lcm.rank
+    saved, lcm.rank.NEIGHBOUR_SOURCES = lcm.rank.NEIGHBOUR_SOURCES, 0
     try:
         return auto(conn, question, project, limit)
     finally:
-        lcm.search.NEIGHBOUR_SOURCES = saved
+        lcm.rank.NEIGHBOUR_SOURCES = saved
 
 
 def gold_sets(conn, golds):
@@ -504,7 +504,7 @@ GROUPS = {"natural": ("persona", "neighbour", "paraphrase"), "known_item": ("cod
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override an lcm.search constant")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override an lcm.rank constant")
     p.add_argument("--show-misses", action="store_true")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
@@ -514,14 +514,16 @@ def main(argv=None):
         import lcm.db
         import lcm.ingest
         import lcm.query
+        import lcm.rank
         import lcm.search
         import recall_sets
-        for setting in args.set:  # NAME=JSON (a lcm.search constant), or lcm.query.NAME=JSON
+        for setting in args.set:  # NAME=JSON (a lcm.rank constant), or lcm.query.NAME=JSON
             name, value = setting.split("=", 1)
             module, _, name = name.rpartition(".")
             value = json.loads(value)
             import lcm.conversation
-            target = {"lcm.query": lcm.query, "lcm.conversation": lcm.conversation}.get(module, lcm.search)
+            target = {"lcm.query": lcm.query, "lcm.conversation": lcm.conversation,
+                      "lcm.search": lcm.search}.get(module, lcm.rank)
             setattr(target, name, frozenset(value) if name == "STOPWORDS" else value)
         projects = Path(tmp) / "projects"
         sets = {"personal": build_personal(projects), "holdout": build_holdout(projects),
