@@ -250,6 +250,11 @@ def _place_sidechains(conn: sqlite3.Connection) -> None:
     lcm.order.place_existing(conn)
 
 
+def _search_indexes(conn: sqlite3.Connection) -> None:
+    import lcm.indexes  # the indexes' own module: it knows what to index and how
+    lcm.indexes.create(conn)
+
+
 # A migration is a list of SQL statements; a function in it runs SQL that depends on the build
 # (FTS5). Each migration runs in one transaction.
 MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
@@ -474,6 +479,11 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
             value                               -- masked_from_message: messages.id from which content
         ) WITHOUT ROWID""",                     # was masked when stored (lcm/mask.py); older rows are masked on output
         "INSERT INTO vault_meta VALUES ('masked_from_message', (SELECT coalesce(max(id), 0) + 1 FROM messages))",
+    ],
+    # 8: search indexes derived from the messages (lcm/indexes.py): trigram over CJK runs, and
+    # sliding windows of a conversation's prompts and replies
+    [
+        _search_indexes,
     ],
 ]
 

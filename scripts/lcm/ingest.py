@@ -10,6 +10,7 @@ import time
 
 import lcm.db
 import lcm.mask
+import lcm.indexes
 import lcm.order
 import lcm.transcript as lt
 from lcm.db import LcmError
@@ -206,6 +207,8 @@ def _write(conn, batch: lt.Batch, patience: float | None = None) -> dict:
         touched = {sid for sid, s in batch.sessions.items() if s.messages}
         if not batch.staged and (added or batch.agent_calls):  # staged rows: after _store_group's flush
             lcm.order.place_threads(conn, touched, recheck=bool(batch.agent_calls))
+        if added and not batch.staged:
+            lcm.indexes.catch_up(conn)
     result.update(messages_added=added, messages_skipped=len(batch.rows) - added,
                   malformed_lines=len(batch.malformed), malformed=batch.malformed,
                   sessions=sorted(touched | set(result["sessions"])))
@@ -665,6 +668,7 @@ def _commit_placed(conn, flushed: set, recheck: bool) -> None:
     commit: no reader sees a message without its place."""
     if flushed:
         lcm.order.place_threads(conn, flushed, recheck=recheck)
+        lcm.indexes.catch_up(conn)
     conn.execute("COMMIT")
 
 

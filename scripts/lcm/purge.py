@@ -15,6 +15,7 @@ import os
 import re
 
 import lcm.db
+import lcm.indexes
 from lcm.db import LcmError
 
 # the externalised files of the messages in temp.purge_messages
@@ -233,7 +234,10 @@ def purge(conn, sel: Selection) -> dict:
             for sid in sel.whole_sessions:
                 for table in ("compactions", "agent_calls", "threads"):
                     conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (sid,))
+            # the exchange windows (lcm.indexes) hold their text until told exactly what to forget
+            rewindow = lcm.indexes.forget(conn, [r[0] for r in conn.execute("SELECT id FROM temp.purge_messages")])
             conn.execute("DELETE FROM messages WHERE id IN (SELECT id FROM temp.purge_messages)")
+            lcm.indexes.reindex(conn, rewindow)
             for sid in sel.sessions:  # a session with nothing left is forgotten too
                 conn.execute("DELETE FROM sessions WHERE session_id = ? AND NOT EXISTS"
                              " (SELECT 1 FROM messages WHERE session_id = ?)", (sid, sid))

@@ -57,11 +57,12 @@ def _choose_terms(dfs: dict):
     return chosen, total
 
 
-def rank_sql(conn, src: Source, expr, want, window="", params=()):
+def rank_sql(conn, src: Source, expr, want, window="", params=(), fts=None):
     # rank on rowid + score only: carrying the content through the sort doubles its cost
+    fts = fts or src.fts
     join = f"JOIN {src.table} t ON t.{src.key} = f.rowid AND {src.where}" if src.where != "1" else ""
-    sql = (f"SELECT f.rowid, bm25({src.fts}) AS bm FROM {src.fts} f {join}"
-           f" WHERE {src.fts} MATCH ? {window} ORDER BY bm LIMIT {want}")
+    sql = (f"SELECT f.rowid, bm25({fts}) AS bm FROM {fts} f {join}"
+           f" WHERE {fts} MATCH ? {window} ORDER BY bm LIMIT {want}")
     return {r[0]: -r[1] for r in conn.execute(sql, [*src.params, expr, *params])}
 
 
@@ -194,7 +195,10 @@ def rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm):
     """
     n_docs = max(doc_count(conn, src), 1)
     use_fts = src.has_fts
-    fts_terms = [t for t in terms if t.fts] if use_fts else []
+    # terms the trigram index finds as substrings: CJK of 3+ characters, and Latin words glued
+    # into CJK text (unicode61 keeps `使用PostgreSQL作为` whole; the CJK runs are indexed apart)
+    trigram = [t for t in terms if len(t.text) >= 3 and (t.kind == "cjk" or t.kind == "word")] if src.cjk else []
+    fts_terms = [t for t in terms if t.fts and not (t.kind == "cjk" and t in trigram)] if use_fts else []
     dfs = {t: df(conn, src, t.fts, n_docs) for t in fts_terms}
     chosen, total = _choose_terms(dfs)
     relevance = {}
@@ -205,9 +209,14 @@ def rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm):
         words = [t for t in chosen if t.kind == "word"]
         extras = lcm.query.ranking_extras([t for t in fts_terms if t in words], NEAR_PAIRS, PREFIXES)
         relevance = _fts_candidates(conn, src, chosen or glued, total, extras + glued if chosen else extras, want)
+    if trigram:  # a substring found here adds its BM25 (the index holds CJK runs only: small)
+        expr = " OR ".join(lcm.query.fts_string(t.text) for t in trigram)
+        window = ("AND f.rowid BETWEEN ? AND ?", src.id_range) if src.id_range else ("", ())
+        for rowid, score in rank_sql(conn, src, expr, want, *window, fts=src.cjk).items():
+            relevance[rowid] = relevance.get(rowid, 0.0) + score
     rows = {r["rowid_"]: r for r in fetch(conn, src, list(relevance))}
     stopped = False
-    scan_terms = [t for t in terms if not t.fts or t.kind == "cjk"] if use_fts else terms
+    scan_terms = [t for t in terms if (not t.fts or t.kind == "cjk") and t not in trigram] if use_fts else terms
     if scan_terms and len(rows) < scan_want:  # substrings: CJK inside a run, emoji, no FTS5 at all
         if use_fts:  # CJK and emoji have no case to fold: instr is several times faster than LIKE
             tests = ["instr(t.content, ?) > 0"] * len(scan_terms)

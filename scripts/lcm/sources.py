@@ -77,6 +77,9 @@ class Source:
                     " t.earliest_at AS created_at, t.content")
             time_lo, time_hi = "t.latest_at", "t.earliest_at"
         self.columns = cols
+        # the trigram index of CJK runs (lcm.indexes), where the vault has one
+        self.cjk = "messages_cjk" if kind == "message" and self.has_fts and conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'messages_cjk'").fetchone() else None
         self.next_to: dict = {}  # rowid -> uuid of the hit a neighbour-only result sits next to
         where, params = [], []
         if sessions is not None:  # a grant's sessions

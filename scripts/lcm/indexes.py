@@ -1,0 +1,155 @@
+"""Full-text indexes derived from the messages, kept up to date at ingest.
+
+messages_cjk  (trigram) the word runs unicode61 cannot split: a run of Chinese, Japanese or
+              Korean text is one unicode61 token, Latin words glued into it included
+              (`使用PostgreSQL作为` is one token), so neither a CJK substring nor the Latin word is
+              found through messages_fts. Only those runs are indexed, not whole messages, so a
+              vault of English work pays nothing and a mixed one pays for its CJK text alone.
+exchange_fts  (porter unicode61, contentless) short sliding windows of a conversation: each
+              prompt or reply with the EXCHANGE_TURNS - 1 prompts and replies before it (tool
+              calls and output left out). A question's words and its answer's words meet in one
+              window; lcm.rank gives a message the best score of a window it sits in.
+
+Both are filled by `catch_up`, inside the writer's transaction, for messages above the
+`indexed_through` mark in vault_meta (ids only grow). Library only.
+"""
+from __future__ import annotations
+
+import re
+import sqlite3
+
+import lcm.db
+
+EXCHANGE_TURNS = 4        # turns per window: a question, its answer, and the turn on either side
+TURN_CHARS = 600          # of each turn in a window: the question or the answer is in its opening
+# lines, and the cap bounds the index (a long reply would otherwise be indexed four times)
+# CJK scripts (kana, CJK ideographs, hangul), as SQLite GLOB ranges and as a Python class
+CJK_CLASS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+CJK_GLOB = f"*[{CJK_CLASS}]*"
+CJK_RUN = re.compile(rf"\w*[{CJK_CLASS}][\w{CJK_CLASS}]*")
+
+
+def has_trigram(conn) -> bool:
+    """FTS5's trigram tokenizer: SQLite 3.34 and later, when built with FTS5."""
+    if sqlite3.sqlite_version_info < (3, 34) or not lcm.db.has_fts5(conn):
+        return False
+    try:
+        conn.execute("CREATE VIRTUAL TABLE temp._lcm_trigram USING fts5(x, tokenize='trigram')")
+        conn.execute("DROP TABLE temp._lcm_trigram")
+        return True
+    except sqlite3.OperationalError:
+        return False
+
+
+def create(conn) -> None:
+    """The migration: both tables (where the build allows), then everything already stored."""
+    if not lcm.db.fts_enabled(conn):
+        return  # no FTS5: lcm.search falls back to substring scans
+    if has_trigram(conn):
+        # small and stored (not contentless) so that deleting a message can delete its runs
+        conn.execute("CREATE VIRTUAL TABLE messages_cjk USING fts5(runs, tokenize='trigram')")
+        conn.execute("CREATE TRIGGER messages_cjk_ad AFTER DELETE ON messages BEGIN"
+                     " DELETE FROM messages_cjk WHERE rowid = old.id; END")
+    # contentless: the windows are rebuilt from the messages, never shown
+    conn.execute("CREATE VIRTUAL TABLE exchange_fts USING fts5(text, content='', tokenize='porter unicode61')")
+    conn.execute("INSERT OR REPLACE INTO vault_meta VALUES ('indexed_through', 0)")
+    catch_up(conn)
+
+
+def _table(conn, name: str) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
+
+
+def catch_up(conn) -> None:
+    """Index the messages stored since the last call (inside the caller's transaction)."""
+    row = conn.execute("SELECT value FROM vault_meta WHERE key = 'indexed_through'").fetchone() \
+        if _table(conn, "vault_meta") else None
+    if row is None:
+        return  # a vault without these indexes (no FTS5, or not migrated yet)
+    mark = row[0]
+    top = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
+    if top <= mark:
+        return
+    if _table(conn, "messages_cjk"):
+        conn.executemany("INSERT INTO messages_cjk(rowid, runs) VALUES (?, ?)", (
+            (rowid, " ".join(CJK_RUN.findall(content))) for rowid, content in conn.execute(
+                "SELECT id, content FROM messages WHERE id > ? AND content GLOB ?", (mark, CJK_GLOB))))
+    if _table(conn, "exchange_fts"):
+        conn.executemany("INSERT INTO exchange_fts(rowid, text) VALUES (?, ?)", list(_windows(conn, mark)))
+    conn.execute("UPDATE vault_meta SET value = ? WHERE key = 'indexed_through'", (top,))
+
+
+def _windows(conn, mark: int):
+    """(id of a window's last turn, the window's text) for each prompt or reply above `mark`."""
+    talk = ("SELECT id, session_id, agent_id, substr(content, 1, ?) FROM messages INDEXED BY messages_talk"
+            f" WHERE {lcm.db.TALK_WHERE}")
+    recent: dict = {}  # (session, thread) -> its last turns
+    rows = conn.execute(f"SELECT id, session_id, agent_id, substr(content, 1, ?) FROM messages"
+                        f" WHERE id > ? AND {lcm.db.TALK_WHERE} ORDER BY id", (TURN_CHARS, mark)).fetchall()
+    for rowid, sid, agent, text in rows:
+        key = (sid, agent)
+        turns = recent.get(key)
+        if turns is None:  # the turns before the mark, for the first windows of this thread
+            before = conn.execute(talk + " AND session_id = ? AND id <= ? AND agent_id IS ? ORDER BY id DESC LIMIT ?",
+                                  (TURN_CHARS, sid, mark, agent, EXCHANGE_TURNS - 1)).fetchall()
+            turns = [r[3] for r in reversed(before)]
+        turns = (turns + [text])[-EXCHANGE_TURNS:]
+        recent[key] = turns
+        yield rowid, "\n".join(turns)
+
+
+def _thread_turns(conn, sid: str, agent) -> list[tuple[int, str]]:
+    """[(id, opening of its text)] of every prompt and reply of one thread, in order."""
+    return conn.execute(f"SELECT id, substr(content, 1, ?) FROM messages INDEXED BY messages_talk WHERE"
+                        f" {lcm.db.TALK_WHERE} AND session_id = ? AND agent_id IS ? ORDER BY id",
+                        (TURN_CHARS, sid, agent)).fetchall()
+
+
+def forget(conn, ids: list[int]) -> list[int]:
+    """Take every window holding one of the messages `ids` out of exchange_fts, before those
+    messages are deleted or rewritten (a contentless index is told the exact text it indexed,
+    rebuilt here from the messages as they still are). Returns the ends of those windows that
+    are not among `ids`: `reindex` gives them their new windows afterwards."""
+    if not ids or not _table(conn, "exchange_fts"):
+        return []
+    doomed, ends = set(ids), []
+    threads = set()
+    for i in range(0, len(ids), 500):
+        chunk = ids[i:i + 500]
+        threads.update(conn.execute(f"SELECT DISTINCT session_id, agent_id FROM messages WHERE id IN"
+                                    f" ({','.join('?' * len(chunk))})", chunk).fetchall())
+    mark = conn.execute("SELECT value FROM vault_meta WHERE key = 'indexed_through'").fetchone()[0]
+    for sid, agent in threads:
+        turns = _thread_turns(conn, sid, agent)
+        for i, (rowid, _) in enumerate(turns):
+            if rowid > mark or not any(t[0] in doomed for t in turns[max(0, i - EXCHANGE_TURNS + 1):i + 1]):
+                continue
+            text = "\n".join(t[1] for t in turns[max(0, i - EXCHANGE_TURNS + 1):i + 1])
+            conn.execute("INSERT INTO exchange_fts(exchange_fts, rowid, text) VALUES ('delete', ?, ?)", (rowid, text))
+            if rowid not in doomed:
+                ends.append(rowid)
+    return ends
+
+
+def reindex(conn, ends: list[int]) -> None:
+    """Index anew the windows ending at `ends` (after `forget` and the change)."""
+    for rowid in ends:
+        own = conn.execute("SELECT session_id, agent_id FROM messages WHERE id = ?", (rowid,)).fetchone()
+        if own is None:
+            continue
+        before = conn.execute(f"SELECT substr(content, 1, ?) FROM messages INDEXED BY messages_talk WHERE"
+                              f" {lcm.db.TALK_WHERE} AND session_id = ? AND agent_id IS ? AND id <= ?"
+                              f" ORDER BY id DESC LIMIT ?", (TURN_CHARS, *own, rowid, EXCHANGE_TURNS)).fetchall()
+        conn.execute("INSERT INTO exchange_fts(rowid, text) VALUES (?, ?)",
+                     (rowid, "\n".join(r[0] for r in reversed(before))))
+
+
+def rebuild(conn) -> None:
+    """Both indexes from scratch (after the messages' text was rewritten, e.g. masked anew)."""
+    if not _table(conn, "exchange_fts"):
+        return
+    conn.execute("INSERT INTO exchange_fts(exchange_fts) VALUES ('delete-all')")
+    if _table(conn, "messages_cjk"):
+        conn.execute("DELETE FROM messages_cjk")
+    conn.execute("UPDATE vault_meta SET value = 0 WHERE key = 'indexed_through'")
+    catch_up(conn)
