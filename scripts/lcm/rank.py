@@ -33,6 +33,23 @@ COMPOUNDS = True          # adjacent words also as one word ("web workers" ~ Web
 # crowded known-item answers out of the top 10 (0.92 -> 0.84).
 NEIGHBOUR_WEIGHTS = (0.5, 0.25)
 NEIGHBOUR_SOURCES = 10    # the best hits that lend their score
+# Word coverage weighted by rarity: the bonus is ALL_TERMS_BONUS times the share of the query's
+# IDF that a hit holds, so missing a common word costs little and missing the rare one a lot
+# (False: the bonus only for a hit holding every term).
+COVERAGE_BY_RARITY = True
+# A hit that asks something hands its full score (this share) to the next turn of the other
+# speaker: its answer, which rarely repeats the question's words.
+QUESTION_HANDOFF = 1.0
+# The exchange index (lcm.indexes): windows of a few prompts and replies; each message of one of
+# the EXCHANGE_WINDOWS best windows scores at least EXCHANGE_WEIGHT x the window's score (scaled
+# so the best window scores like the best single hit).
+EXCHANGE_WEIGHT = 0.5
+EXCHANGE_WINDOWS = 20
+# Only when the chosen words match at most this many messages: every prompt and reply sits in
+# EXCHANGE_TURNS (4) windows, so the window query scores up to ~4x as many rows as the message
+# query; at RANK_BUDGET / 4 it costs no more than the message query at its own bound (about
+# 8 ms on the 1M-message vault), and a query of common words only gains nothing from windows.
+EXCHANGE_BUDGET = RANK_BUDGET // 4
 
 
 def df(conn, src: Source, fts_expr: str, n_docs: int) -> int:
@@ -123,6 +140,33 @@ def _neighbour_shares(conn, best: list[tuple[int, float]]) -> dict[int, tuple[fl
     return shares
 
 
+def _asks(text: str) -> bool:
+    """Whether a message ends by asking something (its last sentence is a question)."""
+    tail = text[-400:].rstrip()
+    return tail.endswith(("?", "？"))
+
+
+def _exchange_scores(conn, src: Source, chosen, base: float) -> tuple[dict[int, float], dict[int, int]]:
+    """({message id: the best score of an exchange window it sits in}, {message id: another turn
+    of that window}) over the best windows of the chosen terms, scaled so that the best window
+    scores EXCHANGE_WEIGHT x the best single hit."""
+    from lcm.conversation import window_members  # only when windows are searched
+    expr = " OR ".join(t.fts for t in chosen)
+    window = ("AND f.rowid BETWEEN ? AND ?", src.id_range) if src.id_range else ("", ())
+    ends = rank_sql(conn, src, expr, EXCHANGE_WINDOWS, *window, fts=src.exchange)
+    if not ends:
+        return {}, {}
+    scale = EXCHANGE_WEIGHT * base / max(ends.values())
+    out: dict[int, float] = {}
+    beside: dict[int, int] = {}
+    for end, members in window_members(conn, list(ends)).items():
+        for rowid in members:
+            if ends[end] * scale > out.get(rowid, 0.0):
+                out[rowid] = ends[end] * scale
+                beside[rowid] = end if end != rowid else members[-1]
+    return out, beside
+
+
 def _lend_to_neighbours(conn, src: Source, scored: list) -> list:
     """Add to each conversational neighbour of the best hits a share of that hit's score.
 
@@ -132,6 +176,13 @@ def _lend_to_neighbours(conn, src: Source, scored: list) -> list:
     best = sorted(scored, key=lambda p: -p[0])[:NEIGHBOUR_SOURCES]
     uuids = {row["rowid_"]: row["uuid"] for _, row in best}
     shares = _neighbour_shares(conn, [(row["rowid_"], score) for score, row in best])
+    if QUESTION_HANDOFF:
+        from lcm.conversation import answers
+        asking = {row["rowid_"]: score for score, row in best if _asks(row["content"])}
+        for question, answer in answers(conn, list(asking)).items():
+            gain = asking[question] * QUESTION_HANDOFF
+            if gain > shares.get(answer, (0.0, 0))[0]:
+                shares[answer] = (gain, question)
     if not shares:
         return scored
     gains = {rowid: gain for rowid, (gain, _) in shares.items()}
@@ -237,6 +288,21 @@ def rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm):
     # words left out of the BM25 query (too common to rank cheaply) still count, BM25-style
     left_out = [(t, _idf(n_docs, dfs[t])) for t in fts_terms if t not in chosen and t.regex]
     base = max(relevance.values(), default=1.0)
+    # a term outside the word index (CJK, emoji) weighs like the rarest word
+    rarest = max((_idf(n_docs, d) for d in dfs.values()), default=1.0)
+    weight = {t: _idf(n_docs, dfs[t]) if t in dfs else rarest for t in terms}
+    all_weight = sum(weight.values()) or 1.0
+    windows = {}
+    # quoted words ask for those exact words: no window or neighbour without them
+    exact = '"' in query_norm
+    if EXCHANGE_WEIGHT and src.exchange and chosen and total <= EXCHANGE_BUDGET and not exact:
+        windows, beside = _exchange_scores(conn, src, chosen, base)
+        added = fetch(conn, src, [i for i in windows if i not in rows], scoped=True)
+        rows.update((r["rowid_"], r) for r in added)
+        for r in added:  # found through its window: name the turn it was in the window with
+            other = rows.get(beside[r["rowid_"]])
+            if other is not None:
+                src.next_to[r["rowid_"]] = other["uuid"]
     scored = []
     for rowid, row in rows.items():
         content = row["content"]
@@ -249,13 +315,15 @@ def rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm):
         for term, idf in left_out:
             tf = counts[term]
             score += idf * tf * 2.2 / (tf + 1.2)  # BM25 saturation, k1 = 1.2
-        if len(present) == len(terms):
+        if COVERAGE_BY_RARITY:
+            score *= 1 + ALL_TERMS_BONUS * sum(weight[t] for t in present) / all_weight
+        elif len(present) == len(terms):
             score *= 1 + ALL_TERMS_BONUS
+        score = max(score, windows.get(rowid, 0.0))
         if src.kind == "message":
             score *= ROLE_WEIGHT.get("tool" if row["is_tool"] else row["role"], 1.0)
         scored.append((score, row))
-    # quoted words ask for those exact words: no neighbour without them
-    if NEIGHBOUR_SOURCES and any(NEIGHBOUR_WEIGHTS) and src.kind == "message" and '"' not in query_norm:
+    if NEIGHBOUR_SOURCES and any(NEIGHBOUR_WEIGHTS) and src.kind == "message" and not exact:
         scored = _lend_to_neighbours(conn, src, scored)
     if SESSION_WEIGHT and src.kind == "message":
         # a turn in the session that is most about the question gains: answers sit among related turns

@@ -77,9 +77,12 @@ class Source:
                     " t.earliest_at AS created_at, t.content")
             time_lo, time_hi = "t.latest_at", "t.earliest_at"
         self.columns = cols
-        # the trigram index of CJK runs (lcm.indexes), where the vault has one
-        self.cjk = "messages_cjk" if kind == "message" and self.has_fts and conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'messages_cjk'").fetchone() else None
+        # the indexes derived from the messages (lcm.indexes), where the vault has them
+        derived = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN"
+                                              " ('messages_cjk', 'exchange_fts')")} \
+            if kind == "message" and self.has_fts else set()
+        self.cjk = "messages_cjk" if "messages_cjk" in derived else None
+        self.exchange = "exchange_fts" if "exchange_fts" in derived else None
         self.next_to: dict = {}  # rowid -> uuid of the hit a neighbour-only result sits next to
         where, params = [], []
         if sessions is not None:  # a grant's sessions
@@ -137,12 +140,15 @@ def doc_count(conn, src: Source) -> int:
     return row[0] or 0
 
 
-def fetch(conn, src: Source, rowids):
+def fetch(conn, src: Source, rowids, scoped: bool = False):
+    """The rows of `rowids`; scoped=True keeps only those the search's filters allow (rows found
+    through another row, such as a neighbour or an exchange window, rather than by the index)."""
     rows = []
+    where, params = (f" AND {src.where}", src.params) if scoped else ("", [])
     for i in range(0, len(rowids), 500):
         chunk = rowids[i:i + 500]
-        sql = f"SELECT {src.columns} FROM {src.table} t WHERE t.{src.key} IN ({','.join('?' * len(chunk))})"
-        rows += conn.execute(sql, chunk).fetchall()
+        sql = f"SELECT {src.columns} FROM {src.table} t WHERE t.{src.key} IN ({','.join('?' * len(chunk))}){where}"
+        rows += conn.execute(sql, [*chunk, *params]).fetchall()
     return rows
 
 
