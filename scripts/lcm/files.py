@@ -17,6 +17,7 @@ import os
 import re
 
 import lcm.db
+import lcm.indexes
 from lcm.db import LcmError
 
 HEAD_LINES = 12
@@ -43,8 +44,22 @@ def _clip(line: str, width: int = LINE_CHARS) -> str:
     return line if len(line) <= width else line[: width - 3] + "..."
 
 
+# Claude Code's Read result numbers each line (`    12→def main():`, or `12\t...` as cat -n does)
+LINE_NUMBER = re.compile(r"^ *\d+(?:→|\t)", re.MULTILINE)
+
+
+def without_line_numbers(content: str) -> str:
+    """The file as written when most of its opening lines carry a Read-style line number, else
+    `content` unchanged: outlines and kinds are read through the prefix."""
+    head = [line for line in content[:4000].splitlines()[:20] if line.strip()]
+    if not head or sum(1 for line in head if LINE_NUMBER.match(line)) < 0.8 * len(head):
+        return content
+    return LINE_NUMBER.sub("", content)
+
+
 def detect_kind(name: str, content: str) -> str:
     """json | csv | tsv | code | markdown | text, from the name first, then the content."""
+    content = without_line_numbers(content)
     ext = os.path.splitext(name or "")[1].lower()
     if ext in (".json", ".jsonl", ".ndjson", ".geojson"):
         return "json"
@@ -148,6 +163,7 @@ def _summarize_text(content: str) -> list[str]:
 
 def exploration_summary(kind: str, content: str) -> str:
     """A bounded, type-aware description of the content."""
+    content = without_line_numbers(content)
     if kind == "json":
         lines = _summarize_json(content)
     elif kind in ("csv", "tsv"):
@@ -190,11 +206,12 @@ def externalize(conn, *, session_id: str, message_uuid: str, name: str, content:
     tokens = lcm.db.estimate_tokens(content)
     summary = exploration_summary(kind, content)
     file_id = lcm.db.new_id("file")
-    conn.execute(
+    cursor = conn.execute(
         "INSERT INTO files (id, session_id, message_uuid, name, kind, byte_size, token_count, sha256,"
         " path, exploration, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
         (file_id, session_id, message_uuid, name, kind, len(data), tokens, sha, path, summary, lcm.db.now_iso()),
     )
+    lcm.indexes.index_file(conn, cursor.lastrowid, content)  # the text stays searchable (lcm_grep --type file)
     return f"[{file_id}] {name or 'content'} ({kind}, {tokens} tokens)\n{summary}"
 
 

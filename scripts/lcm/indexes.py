@@ -54,6 +54,12 @@ def create(conn) -> None:
     conn.execute("CREATE VIRTUAL TABLE exchange_fts USING fts5(text, content='', tokenize='porter unicode61')")
     conn.execute("INSERT OR REPLACE INTO vault_meta VALUES ('indexed_through', 0)")
     catch_up(conn)
+    # the text of externalised blocks (lcm.files), which stays on disk under $LCM_HOME/files
+    conn.execute("CREATE VIRTUAL TABLE files_fts USING fts5(text, content='', tokenize='porter unicode61')")
+    for rowid, path in conn.execute("SELECT rowid, path FROM files").fetchall():
+        text = _read(path)
+        if text is not None:
+            index_file(conn, rowid, text)
 
 
 def _table(conn, name: str) -> bool:
@@ -153,3 +159,36 @@ def rebuild(conn) -> None:
         conn.execute("DELETE FROM messages_cjk")
     conn.execute("UPDATE vault_meta SET value = 0 WHERE key = 'indexed_through'")
     catch_up(conn)
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return None  # a file removed by hand: its outline in `files` is still searchable
+
+
+def index_file(conn, rowid: int, text: str) -> None:
+    """Index an externalised block's text under its `files` rowid (inside the caller's write)."""
+    if _table(conn, "files_fts"):
+        conn.execute("INSERT INTO files_fts(rowid, text) VALUES (?, ?)", (rowid, text))
+
+
+def forget_files(conn, rowids: list[int]) -> None:
+    """Take externalised blocks out of files_fts before their `files` rows go. A contentless index
+    is told the text it indexed, read back from disk; if a file is gone, the index is rebuilt
+    from the files that remain."""
+    if not rowids or not _table(conn, "files_fts"):
+        return
+    doomed = set(rowids)
+    paths = dict(conn.execute("SELECT rowid, path FROM files").fetchall())
+    texts = {rowid: _read(paths.get(rowid, "")) for rowid in doomed}
+    if all(t is not None for t in texts.values()):
+        conn.executemany("INSERT INTO files_fts(files_fts, rowid, text) VALUES ('delete', ?, ?)", texts.items())
+        return
+    conn.execute("INSERT INTO files_fts(files_fts) VALUES ('delete-all')")
+    for rowid, path in paths.items():
+        text = None if rowid in doomed else _read(path)
+        if text is not None:
+            index_file(conn, rowid, text)

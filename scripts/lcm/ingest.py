@@ -83,8 +83,9 @@ def _externalize_large(conn, batch: lt.Batch) -> None:
         # in the group's stage file, before this batch's own rows (bulk ingest)
         earlier = batch.staged and conn.execute(
             "SELECT 1 FROM lcm_stage.ingest_stage WHERE uuid = ? AND rowid <= ?", (uuid, batch.stage_start)).fetchone()
-        if uuid in done or earlier or conn.execute("SELECT 1 FROM messages WHERE uuid = ?", (uuid,)).fetchone():
-            continue
+        if uuid in done or earlier or conn.execute("SELECT 1 FROM messages WHERE uuid = ? UNION ALL SELECT 1"
+                                                   " FROM purged WHERE uuid = ?", (uuid, uuid)).fetchone():
+            continue  # stored already, or purged (its insert will be refused: no file for it)
         done.add(uuid)
         result = entry.get("toolUseResult")
         file = result.get("file") if isinstance(result, dict) else None

@@ -225,6 +225,8 @@ def purge(conn, sel: Selection) -> dict:
             conn.executemany("INSERT OR IGNORE INTO purged (uuid, purged_at) VALUES (?, ?)", ((u, now) for u in uuids))
             dropped = drop_summaries(conn)
             files = conn.execute(f"SELECT id, path FROM files WHERE {FILES_OF_PURGE}").fetchall()
+            lcm.indexes.forget_files(conn, [r[0] for r in conn.execute(
+                f"SELECT rowid FROM files WHERE {FILES_OF_PURGE}")])
             conn.executemany("DELETE FROM files WHERE id = ?", ((r[0],) for r in files))
             conn.executemany("DELETE FROM checkpoints WHERE id = ?", ((r[0],) for r in checkpoints))
             notes = _doomed_notes(conn, sel)

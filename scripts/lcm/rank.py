@@ -239,10 +239,12 @@ def rank_messages(conn, text: str, ids: list[int]) -> dict[int, float]:
     return scores
 
 
-def rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm):
+def rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm, shared=None):
     """BM25 candidates (the rarer terms), then common words, role and the all-terms bonus.
 
     CJK and emoji terms are also matched as substrings, newest first, within the deadline.
+    shared: a dict kept across the result types of one search: the messages' term weights
+    (ranked first) score the small types that have no index of their own (titles, digests ...).
     """
     n_docs = max(doc_count(conn, src), 1)
     use_fts = src.has_fts
@@ -270,10 +272,10 @@ def rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm):
     scan_terms = [t for t in terms if (not t.fts or t.kind == "cjk") and t not in trigram] if use_fts else terms
     if scan_terms and len(rows) < scan_want:  # substrings: CJK inside a run, emoji, no FTS5 at all
         if use_fts:  # CJK and emoji have no case to fold: instr is several times faster than LIKE
-            tests = ["instr(t.content, ?) > 0"] * len(scan_terms)
+            tests = [f"instr({src.text}, ?) > 0"] * len(scan_terms)
             pats = [t.text for t in scan_terms]
         else:
-            tests = ["t.content LIKE ? ESCAPE '\\'"] * len(scan_terms)
+            tests = [f"{src.text} LIKE ? ESCAPE '\\'"] * len(scan_terms)
             pats = ["%" + like_escape(t.text) + "%" for t in scan_terms]
         deadline = min(deadline, time.monotonic() + AUTO_SCAN_SECONDS)
         # messages holding every term first, then any term, both newest first
@@ -291,6 +293,13 @@ def rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm):
     # a term outside the word index (CJK, emoji) weighs like the rarest word
     rarest = max((_idf(n_docs, d) for d in dfs.values()), default=1.0)
     weight = {t: _idf(n_docs, dfs[t]) if t in dfs else rarest for t in terms}
+    shared = {} if shared is None else shared
+    if src.kind == "message" and dfs:
+        shared["weight"] = {t.text: w for t, w in weight.items()}
+    scanned_only = not src.fts and shared.get("weight")  # a small table: score like a short message
+    if scanned_only:
+        top = max(shared["weight"].values())
+        weight = {t: shared["weight"].get(t.text, top) for t in terms}
     all_weight = sum(weight.values()) or 1.0
     windows = {}
     # quoted words ask for those exact words: no window or neighbour without them
@@ -311,7 +320,10 @@ def rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm):
         head = content[:COVERAGE_CHARS]
         counts = _term_counts(head, terms)
         present = [t for t in terms if counts[t]]
-        score = relevance.get(rowid) or base * 0.5 * len(present) / max(len(terms), 1)
+        if scanned_only:  # BM25 of a short text holding each present term once
+            score = sum(weight[t] for t in present)
+        else:
+            score = relevance.get(rowid) or base * 0.5 * len(present) / max(len(terms), 1)
         for term, idf in left_out:
             tf = counts[term]
             score += idf * tf * 2.2 / (tf + 1.2)  # BM25 saturation, k1 = 1.2

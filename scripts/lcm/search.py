@@ -17,7 +17,7 @@ import lcm.query
 from lcm.db import LcmError
 import lcm.rank
 from lcm.rank import df, newest_window, rank_messages, rank_sql  # noqa: F401 (rank_messages: for expand_query)
-from lcm.sources import SCAN_SECONDS, Source, doc_count, fetch, parse_when, resolve_scope, scan, short
+from lcm.sources import SCAN_SECONDS, TYPES, Source, doc_count, fetch, parse_when, resolve_scope, scan, short
 
 SNIPPET_CHARS = 200
 DEDUPE = True             # one result per distinct text, the best-scored copy
@@ -30,8 +30,8 @@ DEDUPE = True             # one result per distinct text, the best-scored copy
 def _rank_full_text(conn, src: Source, query, want):
     """The user's own FTS5 expression, BM25-ranked; over RANK_BUDGET matches, its newest ones."""
     if not src.has_fts:
-        if src.kind == "note":
-            return [], False  # a vault whose notes have no index (made without FTS5)
+        if src.kind != "message":
+            return [], False  # a type with no index of its own (titles ...), or a vault made without FTS5
         raise LcmError("this vault has no FTS5 index (SQLite built without FTS5)",
                        "use --mode auto (substring fallback) or --mode regex")
     try:
@@ -113,15 +113,19 @@ def _snippet(content: str, finders) -> str:
     return ("..." if start else "") + text + ("..." if len(content) > start + len(text) + 1 else "")
 
 
+SCOPES = {"messages": ["message"], "summaries": ["summary"], "notes": ["note"]}
+
+
 def search(conn, query, *, mode="auto", scope="both", session=None, project=None, all_sessions=False,
            since=None, before=None, role=None, typed=False, sessions=None, limit=20, offset=0,
-           time_limit=SCAN_SECONDS, look_elsewhere=True) -> dict:
-    """Search messages and/or summaries; returns the --json document.
+           time_limit=SCAN_SECONDS, look_elsewhere=True, types=None) -> dict:
+    """Search every result type (lcm.sources.TYPES) or some; returns the --json document.
 
-    session: an id or a unique prefix of one. sessions: a list of ids to stay within (an
-    expansion grant's). typed: only what the person typed. The document's "scope" says where
-    it looked: {"kind": "session" | "project" | "all", ...}; when the current project was the
-    default, "stronger_elsewhere" counts other projects' hits that outrank its best one.
+    types: the result types to search (default: all, or those of `scope`). session: an id or a
+    unique prefix of one. sessions: a list of ids to stay within (an expansion grant's). typed:
+    only what the person typed. The document's "scope" says where it looked: {"kind": "session" |
+    "project" | "all", ...}; when the current project was the default, "stronger_elsewhere"
+    counts other projects' hits that outrank its best one.
     """
     if mode not in ("auto", "full_text", "regex"):
         raise LcmError(f"unknown mode {mode!r}", "use --mode auto, full_text or regex")
@@ -142,8 +146,10 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
     since, before = parse_when(since, "--since"), parse_when(before, "--before")
     deadline = time.monotonic() + time_limit
     want = offset + limit + 1
-    kinds = {"both": ["message", "summary", "note"], "messages": ["message"], "summaries": ["summary"],
-             "notes": ["note"]}[scope]
+    unknown = sorted(set(types or ()) - set(TYPES))
+    if unknown:
+        raise LcmError(f"unknown result type {unknown[0]!r}", "use --type with any of " + ", ".join(TYPES))
+    kinds = list(types) if types else SCOPES.get(scope, list(TYPES))
     if role or typed:
         kinds = [k for k in kinds if k == "message"]
     terms, finders, pattern = [], [], None
@@ -156,16 +162,14 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
         pattern = _compile_regex(query)
         finders = [lcm.query.Term(query, "regex", regex=query)]  # the same pattern (re caches it)
     query_norm = " ".join(query.lower().split())
-    scored, stopped, next_to = [], False, {}
+    scored, stopped, next_to, shared = [], False, {}, {}
     for kind in kinds:
-        if kind == "summary" and not conn.execute("SELECT 1 FROM summaries LIMIT 1").fetchone():
-            continue  # nothing compacted yet: skip the summary index entirely
-        if kind == "note" and not _has_notes(conn):
-            continue
+        if kind != "message" and not _has_rows(conn, TYPES[kind][0]):
+            continue  # nothing of that type yet (nothing compacted, no note ...): skip its index
         src = Source(conn, kind, session, project, since, before, role, typed, sessions)
         if mode == "auto":
-            hits, cut = (lcm.rank.rank_auto(conn, src, terms, max(lcm.rank.CANDIDATES, want), want, deadline, query_norm)
-                         if terms else ([], False))
+            hits, cut = (lcm.rank.rank_auto(conn, src, terms, max(lcm.rank.CANDIDATES, want), want, deadline,
+                                            query_norm, shared) if terms else ([], False))
         elif mode == "full_text":
             hits, cut = _rank_full_text(conn, src, query, want)
         else:
@@ -222,20 +226,35 @@ def _stronger_elsewhere(conn, query, project, best, **kw) -> int:
     return count
 
 
-def _has_notes(conn) -> bool:
-    """Whether any note is pinned (False on a vault older than the notes table, opened read-only)."""
+def _has_rows(conn, table: str) -> bool:
+    """Whether `table` holds anything (False on a vault older than the table, opened read-only)."""
     try:
-        return conn.execute("SELECT 1 FROM notes LIMIT 1").fetchone() is not None
+        return conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None
     except sqlite3.OperationalError:
         return False
 
 
+# what each result type adds to a result beside the common keys
+EXTRA = {"note": ("project",), "title": ("project",), "checkpoint": ("project", "path"), "digest": ("level",),
+         "file": ("name", "message_uuid")}
+
+
+def _file_text(row) -> str:
+    """An externalised block's text for its snippet (its outline when the file is gone)."""
+    import lcm.files
+    try:
+        return lcm.files.read_content(row)
+    except LcmError:
+        return row["content"]
+
+
 def _result(conn, kind, row, score, finders, next_to=None, stored_masked=False) -> dict:
-    if kind == "note":
-        return {"type": "note", "id": row["id"], "session_id": row["session_id"], "uuid": None, "role": None,
-                "created_at": row["created_at"], "snippet": _snippet(lcm.mask.mask(row["content"]), finders),
+    if kind in EXTRA:
+        text = _file_text(row) if kind == "file" else row["content"]
+        return {"type": kind, "id": row["id"], "session_id": row["session_id"], "uuid": None, "role": None,
+                "created_at": row["created_at"], "snippet": _snippet(lcm.mask.mask(text), finders),
                 "score": round(score, 4), "covering_summary_id": None, "kind": None, "depth": None,
-                "next_to": None, "project": row["project"]}
+                "next_to": None, **{key: row[key] for key in EXTRA[kind]}}
     if kind == "message":
         cover = conn.execute("SELECT summary_id FROM summary_sources WHERE message_id = ?",
                              (row["rowid_"],)).fetchone()

@@ -54,28 +54,49 @@ def resolve_scope(conn, session, project, all_sessions):
     return None, os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
 
 
+# Each result type: (table, its full-text index or None, key column, columns selected, earliest
+# and latest time columns, a condition every row must meet). `content` is the text searched.
+TYPES = {
+    "message": ("messages", "messages_fts", "id",
+                "t.id AS rowid_, t.uuid, t.session_id, t.role, t.created_at, t.content,"
+                " t.role = 'user' AND instr(t.raw, 'tool_use_id') > 0 AS is_tool",
+                "t.created_at", "t.created_at", ""),
+    "summary": ("summaries", "summaries_fts", "rowid",
+                "t.rowid AS rowid_, t.id, t.session_id, t.kind, t.depth, t.parent_id,"
+                " t.earliest_at AS created_at, t.content", "t.latest_at", "t.earliest_at", ""),
+    "note": ("notes", "notes_fts", "rowid", "t.rowid AS rowid_, t.id, t.session_id, t.project, t.created_at,"
+             " t.content", "t.created_at", "t.created_at", ""),
+    # small tables (one row per session or per checkpoint): scanned, no index of their own
+    "title": ("sessions", None, "rowid", "t.rowid AS rowid_, t.session_id AS id, t.session_id, t.project,"
+              " t.last_at AS created_at, t.title AS content", "t.last_at", "t.first_at", "t.title IS NOT NULL"),
+    "checkpoint": ("checkpoints", None, "id", "t.id AS rowid_, t.id, t.session_id, t.project, t.created_at,"
+                   " t.path, t.content", "t.created_at", "t.created_at", ""),
+    # session digests (SessionEnd): session_id, text, level, created_at
+    "digest": ("digests", None, "rowid", "t.rowid AS rowid_, t.session_id AS id, t.session_id, t.level,"
+               " t.created_at, t.text AS content", "t.created_at", "t.created_at", ""),
+    # externalised large blocks: their text is on disk, indexed by files_fts (lcm.indexes);
+    # `content` is the outline, the text itself is read for the snippet
+    "file": ("files", "files_fts", "rowid", "t.rowid AS rowid_, t.id, t.session_id, t.created_at, t.name,"
+             " t.kind, t.path, t.message_uuid, t.exploration AS content", "t.created_at", "t.created_at", ""),
+}
+
+
+def available(conn) -> set[str]:
+    """The result types this vault can search (a vault may predate a table, or lack FTS5)."""
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return {kind for kind, spec in TYPES.items() if spec[0] in tables}
+
+
 class Source:
-    """Messages, summaries or notes: where to look and how to filter."""
+    """One result type: where to look and how to filter."""
 
     def __init__(self, conn, kind, session, project, since, before, role, typed=False, sessions=None):
         self.kind = kind
-        self.has_fts = lcm.db.fts_enabled(conn)
-        if kind == "note":
-            self.table, self.fts, self.key = "notes", "notes_fts", "rowid"
-            cols = "t.rowid AS rowid_, t.id, t.session_id, t.project, t.created_at, t.content"
-            time_lo, time_hi = "t.created_at", "t.created_at"
-            self.has_fts = conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'notes_fts'").fetchone() is not None
-        elif kind == "message":
-            self.table, self.fts, self.key = "messages", "messages_fts", "id"
-            cols = ("t.id AS rowid_, t.uuid, t.session_id, t.role, t.created_at, t.content,"
-                    " t.role = 'user' AND instr(t.raw, 'tool_use_id') > 0 AS is_tool")
-            time_lo, time_hi = "t.created_at", "t.created_at"
-        else:
-            self.table, self.fts, self.key = "summaries", "summaries_fts", "rowid"
-            cols = ("t.rowid AS rowid_, t.id, t.session_id, t.kind, t.depth, t.parent_id,"
-                    " t.earliest_at AS created_at, t.content")
-            time_lo, time_hi = "t.latest_at", "t.earliest_at"
+        self.table, self.fts, self.key, cols, time_lo, time_hi, always = TYPES[kind]
+        # the searched text as a column (selected as `content`)
+        self.text = {"title": "t.title", "digest": "t.text", "file": "t.exploration"}.get(kind, "t.content")
+        self.has_fts = bool(self.fts) and conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (self.fts,)).fetchone() is not None
         self.columns = cols
         # the indexes derived from the messages (lcm.indexes), where the vault has them
         derived = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN"
@@ -84,7 +105,7 @@ class Source:
         self.cjk = "messages_cjk" if "messages_cjk" in derived else None
         self.exchange = "exchange_fts" if "exchange_fts" in derived else None
         self.next_to: dict = {}  # rowid -> uuid of the hit a neighbour-only result sits next to
-        where, params = [], []
+        where, params = [always] if always else [], []
         if sessions is not None:  # a grant's sessions
             where.append(f"t.session_id IN ({','.join('?' * len(sessions))})" if sessions else "0")
             params += sessions
