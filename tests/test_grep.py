@@ -130,7 +130,7 @@ def test_json_shape_and_covering_summary(grep_vault, capsys):
                                ("sum_00000000000000bb", ord_, mid))
     doc = grep_json(capsys, "orders index")
     keys = {"type", "id", "session_id", "uuid", "role", "created_at", "snippet", "score", "covering_summary_id",
-            "kind", "depth", "next_to"}
+            "kind", "depth", "next_to", "coverage"}
     assert all(set(r) == keys for r in doc["results"])
     summary = next(r for r in doc["results"] if r["type"] == "summary")
     assert (summary["kind"], summary["depth"]) == ("leaf", 0)

@@ -290,9 +290,10 @@ def rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm, s
     # words left out of the BM25 query (too common to rank cheaply) still count, BM25-style
     left_out = [(t, _idf(n_docs, dfs[t])) for t in fts_terms if t not in chosen and t.regex]
     base = max(relevance.values(), default=1.0)
-    # a term outside the word index (CJK, emoji) weighs like the rarest word
-    rarest = max((_idf(n_docs, d) for d in dfs.values()), default=1.0)
-    weight = {t: _idf(n_docs, dfs[t]) if t in dfs else rarest for t in terms}
+    # a term outside the word index (CJK, emoji), or one no message holds (a typo, another
+    # inflection), weighs like the rarest word the vault has: not more
+    rarest = max((_idf(n_docs, d) for d in dfs.values() if d), default=1.0)
+    weight = {t: _idf(n_docs, dfs[t]) if dfs.get(t) else rarest for t in terms}
     shared = {} if shared is None else shared
     if src.kind == "message" and dfs:
         shared["weight"] = {t.text: w for t, w in weight.items()}
@@ -327,8 +328,10 @@ def rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm, s
         for term, idf in left_out:
             tf = counts[term]
             score += idf * tf * 2.2 / (tf + 1.2)  # BM25 saturation, k1 = 1.2
+        coverage = sum(weight[t] for t in present) / all_weight
+        src.coverage[rowid] = coverage
         if COVERAGE_BY_RARITY:
-            score *= 1 + ALL_TERMS_BONUS * sum(weight[t] for t in present) / all_weight
+            score *= 1 + ALL_TERMS_BONUS * coverage
         elif len(present) == len(terms):
             score *= 1 + ALL_TERMS_BONUS
         score = max(score, windows.get(rowid, 0.0))

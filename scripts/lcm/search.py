@@ -162,7 +162,7 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
         pattern = _compile_regex(query)
         finders = [lcm.query.Term(query, "regex", regex=query)]  # the same pattern (re caches it)
     query_norm = " ".join(query.lower().split())
-    scored, stopped, next_to, shared = [], False, {}, {}
+    scored, stopped, next_to, shared, coverage = [], False, {}, {}, {}
     for kind in kinds:
         if kind != "message" and not _has_rows(conn, TYPES[kind][0]):
             continue  # nothing of that type yet (nothing compacted, no note ...): skip its index
@@ -176,6 +176,7 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
             hits, cut = _rank_regex(conn, src, pattern, want, deadline)
         scored += [(score, kind, row) for score, row in hits]
         next_to.update(((kind, rowid), uuid) for rowid, uuid in src.next_to.items())
+        coverage.update(((kind, rowid), share) for rowid, share in src.coverage.items())
         stopped = stopped or cut
     if mode == "regex":
         scored.sort(key=lambda p: p[2]["created_at"] or "", reverse=True)  # newest first
@@ -205,6 +206,10 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
     results = [_result(conn, kind, row, score, finders, next_to.get((kind, row["rowid_"])),
                        stored_masked=kind == "message" and 0 < masked_from <= row["rowid_"])
                for score, kind, row in page]
+    for result, (_, kind, row) in zip(results, page):
+        # auto mode: the share of the query's weight (rarer words weigh more) the hit's own text holds
+        share = coverage.get((kind, row["rowid_"]))
+        result["coverage"] = None if share is None else round(share, 3)
     return {"query": query, "scope": where, "count": len(results),
             "has_more": len(scored) > offset + limit or stopped,
             "results": results, **({"stopped_early": True} if stopped else {})}

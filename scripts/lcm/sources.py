@@ -105,6 +105,7 @@ class Source:
         self.cjk = "messages_cjk" if "messages_cjk" in derived else None
         self.exchange = "exchange_fts" if "exchange_fts" in derived else None
         self.next_to: dict = {}  # rowid -> uuid of the hit a neighbour-only result sits next to
+        self.coverage: dict = {}  # rowid -> share of the query's weight (IDF) its text holds
         where, params = [always] if always else [], []
         if sessions is not None:  # a grant's sessions
             where.append(f"t.session_id IN ({','.join('?' * len(sessions))})" if sessions else "0")
