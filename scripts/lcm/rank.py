@@ -37,6 +37,7 @@ NEIGHBOUR_SOURCES = 10    # the best hits that lend their score
 # IDF that a hit holds, so missing a common word costs little and missing the rare one a lot
 # (False: the bonus only for a hit holding every term).
 COVERAGE_BY_RARITY = True
+COVERAGE_POWER = 1        # the share is raised to this power (higher: closer to all-or-nothing)
 # A hit that asks something hands its full score (this share) to the next turn of the other
 # speaker: its answer, which rarely repeats the question's words.
 QUESTION_HANDOFF = 1.0
@@ -331,7 +332,7 @@ def rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm, s
         coverage = sum(weight[t] for t in present) / all_weight
         src.coverage[rowid] = coverage
         if COVERAGE_BY_RARITY:
-            score *= 1 + ALL_TERMS_BONUS * coverage
+            score *= 1 + ALL_TERMS_BONUS * coverage ** COVERAGE_POWER
         elif len(present) == len(terms):
             score *= 1 + ALL_TERMS_BONUS
         score = max(score, windows.get(rowid, 0.0))
