@@ -31,8 +31,14 @@ def worth_searching(prompt: str, min_words: int) -> bool:
 
 
 def _strong(results: list, floor: float) -> list:
-    return [r for r in results if r.get("coverage") is not None and r["coverage"] >= floor
-            and r["type"] in ("message", "summary", "note", "digest", "checkpoint", "title", "file")]
+    """The page when its best hit is strong: a hit whose own text holds at least `floor` of the
+    prompt's weight opens it. The turns it lends its score to (its answer, its neighbours) come
+    with it, since they are often what the prompt asks for; weak tails (under a third of the
+    best score) are left out."""
+    best = next((r for r in results if (r.get("coverage") or 0) >= floor), None)
+    if best is None:
+        return []
+    return [r for r in results if r["score"] >= best["score"] / 3]
 
 
 def find(conn, prompt: str, cwd: str | None, floor: float = COVERAGE_FLOOR, hits: int = 3) -> list:
