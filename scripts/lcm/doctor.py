@@ -325,9 +325,13 @@ def copy_file(path: str) -> str:
 
 
 def rebuild_fts(conn, tables: list[str]) -> None:
+    import lcm.indexes  # the indexes derived from the messages are remade by their own module
     with lcm.db.transaction(conn):
         for table in tables:
-            conn.execute(f'INSERT INTO "{table}"("{table}") VALUES (\'rebuild\')')
+            if table not in lcm.indexes.DERIVED:
+                conn.execute(f'INSERT INTO "{table}"("{table}") VALUES (\'rebuild\')')
+        if set(tables) & set(lcm.indexes.DERIVED):
+            lcm.indexes.rebuild(conn)
 
 
 def drop_broken_summaries(conn, ids: list[str]) -> int:

@@ -56,10 +56,7 @@ def create(conn) -> None:
     catch_up(conn)
     # the text of externalised blocks (lcm.files), which stays on disk under $LCM_HOME/files
     conn.execute("CREATE VIRTUAL TABLE files_fts USING fts5(text, content='', tokenize='porter unicode61')")
-    for rowid, path in conn.execute("SELECT rowid, path FROM files").fetchall():
-        text = _read(path)
-        if text is not None:
-            index_file(conn, rowid, text)
+    _index_files(conn)
 
 
 def _table(conn, name: str) -> bool:
@@ -150,8 +147,12 @@ def reindex(conn, ends: list[int]) -> None:
                      (rowid, "\n".join(r[0] for r in reversed(before))))
 
 
+DERIVED = ("messages_cjk", "exchange_fts", "files_fts")  # FTS5's own 'rebuild' cannot remake these
+
+
 def rebuild(conn) -> None:
-    """Both indexes from scratch (after the messages' text was rewritten, e.g. masked anew)."""
+    """Every index of this module from scratch, inside the caller's transaction (after the
+    messages' text was rewritten, e.g. masked anew, or an index was found damaged)."""
     if not _table(conn, "exchange_fts"):
         return
     conn.execute("INSERT INTO exchange_fts(exchange_fts) VALUES ('delete-all')")
@@ -159,6 +160,9 @@ def rebuild(conn) -> None:
         conn.execute("DELETE FROM messages_cjk")
     conn.execute("UPDATE vault_meta SET value = 0 WHERE key = 'indexed_through'")
     catch_up(conn)
+    if _table(conn, "files_fts"):
+        conn.execute("INSERT INTO files_fts(files_fts) VALUES ('delete-all')")
+        _index_files(conn)
 
 
 def _read(path: str) -> str | None:
@@ -167,6 +171,13 @@ def _read(path: str) -> str | None:
             return f.read().decode("utf-8", "replace")
     except OSError:
         return None  # a file removed by hand: its outline in `files` is still searchable
+
+
+def _index_files(conn) -> None:
+    for rowid, path in conn.execute("SELECT rowid, path FROM files").fetchall():
+        text = _read(path)
+        if text is not None:
+            index_file(conn, rowid, text)
 
 
 def index_file(conn, rowid: int, text: str) -> None:

@@ -37,7 +37,7 @@ NEIGHBOUR_SOURCES = 10    # the best hits that lend their score
 # IDF that a hit holds, so missing a common word costs little and missing the rare one a lot
 # (False: the bonus only for a hit holding every term).
 COVERAGE_BY_RARITY = True
-COVERAGE_POWER = 1        # the share is raised to this power (higher: closer to all-or-nothing)
+COVERAGE_POWER = 3        # the share is raised to this power (higher: closer to all-or-nothing)
 # A hit that asks something hands its full score (this share) to the next turn of the other
 # speaker: its answer, which rarely repeats the question's words.
 QUESTION_HANDOFF = 1.0
