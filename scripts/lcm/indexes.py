@@ -25,8 +25,23 @@ TURN_CHARS = 600          # of each turn in a window: the question or the answer
 # lines, and the cap bounds the index (a long reply would otherwise be indexed four times)
 # CJK scripts (kana, CJK ideographs, hangul), as SQLite GLOB ranges and as a Python class
 CJK_CLASS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-CJK_GLOB = f"*[{CJK_CLASS}]*"
-CJK_RUN = re.compile(rf"\w*[{CJK_CLASS}][\w{CJK_CLASS}]*")
+CJK_CHAR = re.compile(f"[{CJK_CLASS}]")
+WORD = re.compile(r"\w+")
+
+
+def cjk_runs(text: str) -> str:
+    """The word runs of `text` holding CJK, space-separated. Found from each CJK character out to
+    the run's ends: one regex for whole runs backtracks on every word (18x slower, measured)."""
+    runs, end = [], 0
+    for m in CJK_CHAR.finditer(text):
+        if m.start() < end:
+            continue  # inside the run just taken
+        start = m.start()
+        while start > end and (text[start - 1].isalnum() or text[start - 1] == "_"):
+            start -= 1
+        end = WORD.match(text, m.start()).end()
+        runs.append(text[start:end])
+    return " ".join(runs)
 
 
 def has_trigram(conn) -> bool:
@@ -74,9 +89,10 @@ def catch_up(conn) -> None:
     if top <= mark:
         return
     if _table(conn, "messages_cjk"):
-        conn.executemany("INSERT INTO messages_cjk(rowid, runs) VALUES (?, ?)", (
-            (rowid, " ".join(CJK_RUN.findall(content))) for rowid, content in conn.execute(
-                "SELECT id, content FROM messages WHERE id > ? AND content GLOB ?", (mark, CJK_GLOB))))
+        # the test in Python: SQLite's GLOB over a character class is ~7x slower (measured)
+        conn.executemany("INSERT INTO messages_cjk(rowid, runs) VALUES (?, ?)", [
+            (rowid, cjk_runs(content)) for rowid, content in conn.execute(
+                "SELECT id, content FROM messages WHERE id > ?", (mark,)) if CJK_CHAR.search(content)])
     if _table(conn, "exchange_fts"):
         conn.executemany("INSERT INTO exchange_fts(rowid, text) VALUES (?, ?)", list(_windows(conn, mark)))
     conn.execute("UPDATE vault_meta SET value = ? WHERE key = 'indexed_through'", (top,))
