@@ -61,7 +61,7 @@ def find(conn, prompt: str, cwd: str | None, floor: float = COVERAGE_FLOOR, hits
 
 def _seen_file(session_id: str) -> str:
     import lcm.db
-    return os.path.join(str(lcm.db.lcm_home()), "recall", re.sub(r"[^\w.-]", "_", session_id) + ".seen")
+    return os.path.join(str(lcm.config.lcm_home()), "recall", re.sub(r"[^\w.-]", "_", session_id) + ".seen")
 
 
 def recall_text(conn, prompt, session_id, cwd, *, hits: int, max_chars: int = MAX_CHARS, min_words: int) -> str | None:

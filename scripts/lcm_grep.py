@@ -40,7 +40,9 @@ from __future__ import annotations
 import os
 import sys
 
+import lcm.cli
 import lcm.db
+import lcm.errors
 import lcm.search_text
 import lcm.sources
 from lcm.search import search
@@ -58,19 +60,19 @@ def _in_grant(conn, grant_id: str, node_id: str) -> bool:
     try:
         lcm.grants.check_scope(conn, grant_id, node_id)
         return True
-    except lcm.db.LcmError:
+    except lcm.errors.LcmError:
         return False
 
 
 def _main(argv):
-    p = lcm.db.parser(__doc__)
+    p = lcm.cli.parser(__doc__)
     p.add_argument("query", metavar="QUERY", help="what to look for (one starting with '-' goes after --)")
     p.add_argument("--mode", choices=["auto", "full_text", "regex"], default="auto")
     p.add_argument("--scope", choices=["messages", "summaries", "notes", "both"], default="both",
                    help="messages, summaries or notes only (default: every type)")
     p.add_argument("--type", metavar="TYPE[,TYPE]", type=lambda v: [t.strip() for t in v.split(",") if t.strip()],
                    help="only these result types: " + ", ".join(lcm.sources.TYPES))
-    lcm.db.add_session_arg(p)
+    lcm.cli.add_session_arg(p)
     p.add_argument("--project", metavar="DIR", help="only sessions whose cwd is DIR (or below it)")
     p.add_argument("--all-sessions", action="store_true", help="search every session of every project")
     p.add_argument("--since", metavar="WHEN", help="ISO date/time or age: 30m 3h 2d 1w")
@@ -78,8 +80,8 @@ def _main(argv):
     p.add_argument("--role", choices=["user", "assistant", "system"], help="only messages of this role")
     p.add_argument("--typed", action="store_true",
                    help="only what the person typed (not tool results, which are user-role entries too)")
-    lcm.db.add_limit_arg(p)
-    p.add_argument("--offset", type=lcm.db.int_arg(), default=0, metavar="N", help="skip the first N results")
+    lcm.cli.add_limit_arg(p)
+    p.add_argument("--offset", type=lcm.cli.int_arg(), default=0, metavar="N", help="skip the first N results")
     args = p.parse_args(argv)
     conn = lcm.db.connect(args.db, create=False, readonly=True)
     args.grant = os.environ.get("LCM_GRANT")
@@ -97,7 +99,7 @@ def _main(argv):
         sys.stderr.write("Note: the scan hit its time limit; results are the newest "
                          "matches only (narrow with --session, --since or --scope)\n")
     if args.json:
-        lcm.db.print_json(doc)
+        lcm.cli.print_json(doc)
         return 0
     options = [word for k, v in (("mode", args.mode if args.mode != "auto" else None),
                                  ("scope", args.scope if args.scope != "both" else None),
@@ -113,9 +115,9 @@ def _main(argv):
 
 
 def main(argv: list[str] | None = None) -> int:
-    return lcm.db.run(_main, argv)
+    return lcm.cli.run(_main, argv)
 
 
 if __name__ == "__main__":
-    lcm.db.freeze_imports()
+    lcm.cli.freeze_imports()
     sys.exit(main())

@@ -23,11 +23,14 @@ import stat
 import sys
 from pathlib import Path
 
+import lcm.cli
+import lcm.config
 import lcm.db
 import lcm.mask
+import lcm.text
 import lcm.worklog
 from lcm.checkpoint import FILE_NAME, FORMAT_VERSION, MARKER, workspace_root
-from lcm.db import LcmError
+from lcm.errors import LcmError
 
 MARKER_LINE = re.compile(r"^<!--\s*" + re.escape(MARKER) + r"\s*(.*?)\s*-->\s*$")
 NEEDED = ("session_id", "vault", "last_message_id", "created_at")
@@ -111,7 +114,7 @@ def check_against_vault(conn, meta: dict, source: str, vault: Path) -> list[str]
 
 
 class Budget:
-    """Collects lines while the text stays under a token budget (lcm.db.estimate_tokens)."""
+    """Collects lines while the text stays under a token budget (lcm.config.estimate_tokens)."""
 
     NOTE = "- ... {} more not shown (raise --max-tokens, or read the checkpoint file)"
 
@@ -157,14 +160,14 @@ def reconstruct(conn, meta: dict, source: str, text: str, warnings: list[str], m
               'lcm_expand_query.py --prompt "QUESTION" --query "TERM"']
     # the footer, and a line naming the sections left out, are always printed
     out = Budget(max_tokens, reserve=sum(len(ln) + 1 for ln in footer) + 100)
-    out.add(f"# Resuming session {sid}" + (f": {lcm.worklog.clip(title, 80)}" if title else ""))
+    out.add(f"# Resuming session {sid}" + (f": {lcm.text.one_line(title, 80)}" if title else ""))
     out.add(f"From {source}, written {meta['created_at']}; state as of message id {last} "
             f"({state['message_count']} messages).")
     for warning in warnings:
         out.add(f"WARNING: {warning}")
     if newer["message_count"]:
         out.add(f"WARNING: the vault holds {newer['message_count']} newer messages of this session than the checkpoint.")
-        out.block("Since the checkpoint", [f"- request: {lcm.worklog.clip(r['text'], 300)} ({r['uuid']})"
+        out.block("Since the checkpoint", [f"- request: {lcm.text.one_line(r['text'], 300)} ({r['uuid']})"
                                            for r in reversed(newer["user_requests"])]
                   + [f"- edited: {f}" for f in newer["files_edited"] + newer["files_created"]]
                   + [f"- todo [{t['status']}] {t['content']}" for t in newer["open_todos"]])
@@ -176,40 +179,40 @@ def reconstruct(conn, meta: dict, source: str, text: str, warnings: list[str], m
     for heading, lines in secs[5:]:
         out.block(heading, lines)
     if out.skipped:
-        footer[0:0] = ["", lcm.worklog.clip(f"Not shown for space: {', '.join(out.skipped)} (raise --max-tokens).", 98)]
+        footer[0:0] = ["", lcm.text.one_line(f"Not shown for space: {', '.join(out.skipped)} (raise --max-tokens).", 98)]
     rendered = "\n".join(out.lines + footer) + "\n"
     return {"session_id": sid, "title": title, "checkpoint": {**meta, "source": source},
             "warnings": warnings, "state": state, "newer": newer, "top_summaries": top,
-            "text": rendered, "tokens": lcm.db.estimate_tokens(rendered)}
+            "text": rendered, "tokens": lcm.config.estimate_tokens(rendered)}
 
 
 def _main(argv):
-    p = lcm.db.parser(__doc__)
+    p = lcm.cli.parser(__doc__)
     which = p.add_mutually_exclusive_group()
     which.add_argument("--checkpoint", metavar="PATH", help=f"checkpoint file (default: {FILE_NAME} at the workspace root)")
     which.add_argument("--session", metavar="ID", help="resume from the newest checkpoint the vault keeps for this session")
-    p.add_argument("--max-tokens", type=lcm.db.int_arg(1), default=2000, metavar="N", help="bound of the reconstruction (default 2000)")
+    p.add_argument("--max-tokens", type=lcm.cli.int_arg(1), default=2000, metavar="N", help="bound of the reconstruction (default 2000)")
     args = p.parse_args(argv)
     if args.max_tokens < 200:
         p.error("--max-tokens must be at least 200")
     conn = lcm.db.connect(args.db, create=False)
-    session = lcm.db.resolve_session(conn, args.session) if args.session else None
+    session = lcm.cli.resolve_session(conn, args.session) if args.session else None
     text, source = load(conn, args.checkpoint, session)
     meta = parse_checkpoint(text, source)
-    warnings = check_against_vault(conn, meta, source, lcm.db.db_path(args.db).resolve())
+    warnings = check_against_vault(conn, meta, source, lcm.config.db_path(args.db).resolve())
     # a checkpoint written before masking, or edited by hand, may hold secrets: masked before use
     result = lcm.mask.mask_tree(reconstruct(conn, meta, source, lcm.mask.mask(text), warnings, args.max_tokens))
     if args.json:
-        lcm.db.print_json(result)
+        lcm.cli.print_json(result)
     else:
         sys.stdout.write(result["text"])
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    return lcm.db.run(_main, argv)
+    return lcm.cli.run(_main, argv)
 
 
 if __name__ == "__main__":
-    lcm.db.freeze_imports()
+    lcm.cli.freeze_imports()
     sys.exit(main())

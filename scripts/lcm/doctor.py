@@ -14,9 +14,12 @@ import sqlite3
 import tempfile
 import time
 
+import lcm.config
 import lcm.db
+import lcm.mask
+import lcm.schema
 import lcm.purge
-from lcm.db import LcmError
+from lcm.errors import LcmError
 
 HOOK_EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "SubagentStop", "PreCompact", "PostCompact",
                "SessionEnd")
@@ -37,8 +40,8 @@ def integrity(conn) -> dict:
     rows = [r[0] for r in conn.execute("PRAGMA integrity_check(100)")]
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     doc = {"result": "ok" if rows == ["ok"] else rows, "schema_version": version,
-           "code_schema_version": lcm.db.SCHEMA_VERSION, "purge_guard": purge_guard(conn)}
-    doc["status"] = _status(rows != ["ok"] or version > lcm.db.SCHEMA_VERSION or not doc["purge_guard"])
+           "code_schema_version": lcm.schema.SCHEMA_VERSION, "purge_guard": purge_guard(conn)}
+    doc["status"] = _status(rows != ["ok"] or version > lcm.schema.SCHEMA_VERSION or not doc["purge_guard"])
     return doc
 
 
@@ -69,7 +72,7 @@ def fts(conn) -> dict:
             tables[table] = f"damaged: {exc}"
     damaged = [t for t, v in tables.items() if v.startswith("damaged")]
     return {"status": _status(bool(damaged)), "tables": tables, "damaged": damaged,
-            "available": bool(tables) or lcm.db.has_fts5(conn)}
+            "available": bool(tables) or lcm.schema.has_fts5(conn)}
 
 
 DAG_CHECKS = (
@@ -149,7 +152,7 @@ def disk_at(path: str) -> dict:
         except OSError:
             return 0
     files_bytes = 0
-    for directory, _dirs, names in os.walk(lcm.db.files_dir()):
+    for directory, _dirs, names in os.walk(lcm.config.files_dir()):
         files_bytes += sum(size(os.path.join(directory, n)) for n in names)
     try:
         free = shutil.disk_usage(os.path.dirname(path) or ".").free
@@ -179,7 +182,7 @@ def stage_dirs() -> list[str]:
 def lock_files() -> tuple[list[str], list[str]]:
     """(held, idle) lock files under $LCM_HOME/locks. A lock is an flock the OS releases when its
     holder dies, so an idle file is only litter."""
-    directory = lcm.db.lcm_home() / "locks"
+    directory = lcm.config.lcm_home() / "locks"
     held, idle = [], []
     try:
         names = sorted(os.listdir(directory))
@@ -245,7 +248,7 @@ def _iso(seconds: float) -> str:
 
 def hooks(conn) -> dict:
     """Installed? And when did each event last run (stamps the hooks leave), and last fail (lcm.log)?"""
-    home = lcm.db.lcm_home()
+    home = lcm.config.lcm_home()
     last_run = {}
     for event in HOOK_EVENTS:
         try:
@@ -274,7 +277,7 @@ def backend() -> dict:
     import lcm.llm
     try:
         chosen = lcm.llm.resolve_backend()
-        choice = lcm.db.config("LCM_LLM")
+        choice = lcm.config.get("LCM_LLM")
     except LcmError as exc:
         return {"status": "problem", "backend": None, "reason": exc.message, "hint": exc.hint}
     key = bool(os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN"))
@@ -365,3 +368,54 @@ def remove_stale(doc: dict) -> list[str]:
         finally:
             os.close(fd)
     return removed
+
+
+def remask_content(conn, batch: int = 2000) -> dict:
+    """Mask the stored text of a vault filled before masking (or before a new redact.txt
+    pattern): messages, summaries and pinned notes (their full-text indexes kept in step),
+    checkpoints, stored file explorations and session titles. The original lines in messages.raw are not touched.
+
+    Returns {table: rows changed}. Running it again changes nothing.
+    """
+    lcm.mask.reload_user_patterns()  # this often runs because a pattern was just added to redact.txt
+    changed = {}
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    for table, column, index in (("messages", "content", "messages_fts"), ("summaries", "content", "summaries_fts"),
+                                 ("notes", "content", "notes_fts"), ("checkpoints", "content", None),
+                                 ("files", "exploration", None), ("sessions", "title", None)):
+        if table not in tables:
+            continue  # a vault from before that table (notes)
+        index = index if index in tables else None
+        count, last = 0, -1 << 63
+        while True:
+            with lcm.db.transaction(conn):
+                rows = conn.execute(f"SELECT rowid, {column} FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                                    (last, batch)).fetchall()
+                for rowid, old in rows:
+                    new = lcm.mask.mask(old)
+                    if new is old or new == old:
+                        continue
+                    if index:  # external-content FTS: the old text out, the new in
+                        conn.execute(f"INSERT INTO {index}({index}, rowid, content) VALUES ('delete', ?, ?)",
+                                     (rowid, old))
+                    if table in ("messages", "summaries"):
+                        conn.execute(f"UPDATE {table} SET {column} = ?, token_count = ? WHERE rowid = ?",
+                                     (new, lcm.config.estimate_tokens(new), rowid))
+                    else:
+                        conn.execute(f"UPDATE {table} SET {column} = ? WHERE rowid = ?", (new, rowid))
+                    if index:
+                        conn.execute(f"INSERT INTO {index}(rowid, content) VALUES (?, ?)", (rowid, new))
+                    count += 1
+            if len(rows) < batch:
+                break
+            last = rows[-1][0]
+        changed[table] = count
+    if changed.get("messages"):  # the search indexes derived from the old text, made anew
+        import lcm.indexes
+        with lcm.db.transaction(conn):
+            lcm.indexes.rebuild(conn)
+    if "vault_meta" in tables:  # every message's text is masked now: output need not mask it again
+        with lcm.db.transaction(conn):
+            conn.execute("UPDATE vault_meta SET value = (SELECT coalesce(max(id), 0) + 1 FROM messages)"
+                         " WHERE key = 'masked_from_message'")
+    return changed

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import sqlite3
 
-import lcm.db
+import lcm.schema
 
 EXCHANGE_TURNS = 4        # turns per window: a question, its answer, and the turn on either side
 TURN_CHARS = 600          # of each turn in a window: the question or the answer is in its opening
@@ -46,7 +46,7 @@ def cjk_runs(text: str) -> str:
 
 def has_trigram(conn) -> bool:
     """FTS5's trigram tokenizer: SQLite 3.34 and later, when built with FTS5."""
-    if sqlite3.sqlite_version_info < (3, 34) or not lcm.db.has_fts5(conn):
+    if sqlite3.sqlite_version_info < (3, 34) or not lcm.schema.has_fts5(conn):
         return False
     try:
         conn.execute("CREATE VIRTUAL TABLE temp._lcm_trigram USING fts5(x, tokenize='trigram')")
@@ -58,7 +58,7 @@ def has_trigram(conn) -> bool:
 
 def create(conn) -> None:
     """The migration: both tables (where the build allows), then everything already stored."""
-    if not lcm.db.fts_enabled(conn):
+    if not lcm.schema.fts_enabled(conn):
         return  # no FTS5: lcm.search falls back to substring scans
     if has_trigram(conn):
         # small and stored (not contentless) so that deleting a message can delete its runs
@@ -101,10 +101,10 @@ def catch_up(conn) -> None:
 def _windows(conn, mark: int):
     """(id of a window's last turn, the window's text) for each prompt or reply above `mark`."""
     talk = ("SELECT id, session_id, agent_id, substr(content, 1, ?) FROM messages INDEXED BY messages_talk"
-            f" WHERE {lcm.db.TALK_WHERE}")
+            f" WHERE {lcm.schema.TALK_WHERE}")
     recent: dict = {}  # (session, thread) -> its last turns
     rows = conn.execute(f"SELECT id, session_id, agent_id, substr(content, 1, ?) FROM messages"
-                        f" WHERE id > ? AND {lcm.db.TALK_WHERE} ORDER BY id", (TURN_CHARS, mark)).fetchall()
+                        f" WHERE id > ? AND {lcm.schema.TALK_WHERE} ORDER BY id", (TURN_CHARS, mark)).fetchall()
     for rowid, sid, agent, text in rows:
         key = (sid, agent)
         turns = recent.get(key)
@@ -120,7 +120,7 @@ def _windows(conn, mark: int):
 def _thread_turns(conn, sid: str, agent) -> list[tuple[int, str]]:
     """[(id, opening of its text)] of every prompt and reply of one thread, in order."""
     return conn.execute(f"SELECT id, substr(content, 1, ?) FROM messages INDEXED BY messages_talk WHERE"
-                        f" {lcm.db.TALK_WHERE} AND session_id = ? AND agent_id IS ? ORDER BY id",
+                        f" {lcm.schema.TALK_WHERE} AND session_id = ? AND agent_id IS ? ORDER BY id",
                         (TURN_CHARS, sid, agent)).fetchall()
 
 
@@ -157,7 +157,7 @@ def reindex(conn, ends: list[int]) -> None:
         if own is None:
             continue
         before = conn.execute(f"SELECT substr(content, 1, ?) FROM messages INDEXED BY messages_talk WHERE"
-                              f" {lcm.db.TALK_WHERE} AND session_id = ? AND agent_id IS ? AND id <= ?"
+                              f" {lcm.schema.TALK_WHERE} AND session_id = ? AND agent_id IS ? AND id <= ?"
                               f" ORDER BY id DESC LIMIT ?", (TURN_CHARS, *own, rowid, EXCHANGE_TURNS)).fetchall()
         conn.execute("INSERT INTO exchange_fts(rowid, text) VALUES (?, ?)",
                      (rowid, "\n".join(r[0] for r in reversed(before))))

@@ -11,11 +11,12 @@ import re
 import sqlite3
 import time
 
+import lcm.cli
 import lcm.db
 import lcm.mask
 import lcm.query
-from lcm.db import LcmError
 import lcm.rank
+from lcm.errors import LcmError
 from lcm.rank import df, newest_window, rank_messages, rank_sql  # noqa: F401 (rank_messages: for expand_query)
 from lcm.sources import SCAN_SECONDS, TYPES, Source, doc_count, fetch, parse_when, resolve_scope, scan, short
 
@@ -132,7 +133,7 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
     if limit < 1 or offset < 0:
         raise LcmError("--limit must be >= 1 and --offset >= 0", "e.g. --limit 20 --offset 40")
     if session:
-        session = lcm.db.resolve_session(conn, session)
+        session = lcm.cli.resolve_session(conn, session)
     defaulted = not (all_sessions or session or project or sessions is not None)
     session, project = resolve_scope(conn, session, project, all_sessions or sessions is not None)
     if sessions is not None:

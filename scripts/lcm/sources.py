@@ -12,8 +12,8 @@ import sqlite3
 import time
 from datetime import datetime, timedelta, timezone
 
-import lcm.db
-from lcm.db import LcmError
+import lcm.config
+from lcm.errors import LcmError
 
 SCAN_SECONDS = 3.0        # wall-time bound of a regex scan
 SCAN_BATCH = 5000         # ids per scan step, newest first
@@ -44,7 +44,7 @@ def resolve_scope(conn, session, project, all_sessions):
     """(session, project) to filter on; the default is the current session's project."""
     if all_sessions or session or project:
         return session, (os.path.abspath(os.path.expanduser(project)) if project else None)
-    current = lcm.db.current_session_id()
+    current = lcm.config.current_session_id()
     if not current:
         return None, None
     row = conn.execute("SELECT project FROM sessions WHERE session_id = ?", (current,)).fetchone()
