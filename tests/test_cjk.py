@@ -8,6 +8,7 @@ import pytest
 
 import lcm.db
 import lcm.indexes
+import lcm.schema
 import lcm.ingest
 import lcm_grep
 from conftest import run
@@ -73,7 +74,7 @@ def test_a_latin_word_inside_cjk_text_is_found(cjk_vault, capsys, query):
 def test_only_cjk_runs_go_to_the_trigram_index(cjk_vault):
     """English text costs the trigram index nothing; a CJK message adds only its runs."""
     conn = lcm.db.connect(str(cjk_vault), create=False, readonly=True)
-    if not lcm.indexes.has_trigram(conn):
+    if not lcm.schema.has_trigram(conn):
         pytest.skip("this SQLite has no trigram tokenizer (3.34+): CJK falls back to substring scans")
     runs = [r[0] for r in conn.execute("SELECT runs FROM messages_cjk")]
     assert "我们决定使用PostgreSQL作为主数据库 下周开始迁移" in runs  # runs, not punctuation
@@ -83,7 +84,7 @@ def test_only_cjk_runs_go_to_the_trigram_index(cjk_vault):
 
 def test_without_trigram_cjk_is_still_found_by_scanning(tmp_path, vault, capsys, monkeypatch):
     """SQLite older than 3.34 (no trigram): the substring scan of before still finds CJK."""
-    monkeypatch.setattr(lcm.indexes, "has_trigram", lambda conn: False)
+    monkeypatch.setattr(lcm.schema, "has_trigram", lambda conn: False)
     t = Transcript(tmp_path / "projects", session_id="old-sqlite", cwd="/home/u/app")
     t.user("明日の会議は東京オフィスで午後三時から始まります。")
     t.user("東京に住んでいます。")

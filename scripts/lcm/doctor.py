@@ -411,9 +411,9 @@ def remask_content(conn, batch: int = 2000) -> dict:
             last = rows[-1][0]
         changed[table] = count
     if changed.get("messages"):  # the search indexes derived from the old text, made anew
-        import lcm.indexes
+        from lcm import indexes
         with lcm.db.transaction(conn):
-            lcm.indexes.rebuild(conn)
+            indexes.rebuild(conn)
     if "vault_meta" in tables:  # every message's text is masked now: output need not mask it again
         with lcm.db.transaction(conn):
             conn.execute("UPDATE vault_meta SET value = (SELECT coalesce(max(id), 0) + 1 FROM messages)"

@@ -17,7 +17,6 @@ import os
 import re
 
 import lcm.config
-import lcm.indexes
 from lcm.errors import LcmError
 
 HEAD_LINES = 12
@@ -206,12 +205,11 @@ def externalize(conn, *, session_id: str, message_uuid: str, name: str, content:
     tokens = lcm.config.estimate_tokens(content)
     summary = exploration_summary(kind, content)
     file_id = lcm.config.new_id("file")
-    cursor = conn.execute(
+    conn.execute(
         "INSERT INTO files (id, session_id, message_uuid, name, kind, byte_size, token_count, sha256,"
         " path, exploration, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
         (file_id, session_id, message_uuid, name, kind, len(data), tokens, sha, path, summary, lcm.config.now_iso()),
     )
-    lcm.indexes.index_file(conn, cursor.lastrowid, content)  # the text stays searchable (lcm_grep --type file)
     return f"[{file_id}] {name or 'content'} ({kind}, {tokens} tokens)\n{summary}"
 
 

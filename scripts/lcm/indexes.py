@@ -16,7 +16,6 @@ Both are filled by `catch_up`, inside the writer's transaction, for messages abo
 from __future__ import annotations
 
 import re
-import sqlite3
 
 import lcm.schema
 
@@ -44,67 +43,55 @@ def cjk_runs(text: str) -> str:
     return " ".join(runs)
 
 
-def has_trigram(conn) -> bool:
-    """FTS5's trigram tokenizer: SQLite 3.34 and later, when built with FTS5."""
-    if sqlite3.sqlite_version_info < (3, 34) or not lcm.schema.has_fts5(conn):
-        return False
-    try:
-        conn.execute("CREATE VIRTUAL TABLE temp._lcm_trigram USING fts5(x, tokenize='trigram')")
-        conn.execute("DROP TABLE temp._lcm_trigram")
-        return True
-    except sqlite3.OperationalError:
-        return False
-
-
-def create(conn) -> None:
-    """The migration: both tables (where the build allows), then everything already stored."""
-    if not lcm.schema.fts_enabled(conn):
-        return  # no FTS5: lcm.search falls back to substring scans
-    if has_trigram(conn):
-        # small and stored (not contentless) so that deleting a message can delete its runs
-        conn.execute("CREATE VIRTUAL TABLE messages_cjk USING fts5(runs, tokenize='trigram')")
-        conn.execute("CREATE TRIGGER messages_cjk_ad AFTER DELETE ON messages BEGIN"
-                     " DELETE FROM messages_cjk WHERE rowid = old.id; END")
-    # contentless: the windows are rebuilt from the messages, never shown
-    conn.execute("CREATE VIRTUAL TABLE exchange_fts USING fts5(text, content='', tokenize='porter unicode61')")
-    conn.execute("INSERT OR REPLACE INTO vault_meta VALUES ('indexed_through', 0)")
-    catch_up(conn)
-    # the text of externalised blocks (lcm.files), which stays on disk under $LCM_HOME/files
-    conn.execute("CREATE VIRTUAL TABLE files_fts USING fts5(text, content='', tokenize='porter unicode61')")
-    _index_files(conn)
-
-
 def _table(conn, name: str) -> bool:
     return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
 
 
-def catch_up(conn) -> None:
-    """Index the messages stored since the last call (inside the caller's transaction)."""
-    row = conn.execute("SELECT value FROM vault_meta WHERE key = 'indexed_through'").fetchone() \
+def _mark(conn, key: str) -> int | None:
+    row = conn.execute("SELECT value FROM vault_meta WHERE key = ?", (key,)).fetchone() \
         if _table(conn, "vault_meta") else None
-    if row is None:
+    return None if row is None else row[0]
+
+
+def catch_up(conn, budget: int | None = None) -> None:
+    """Index what was stored since the last call (inside the caller's transaction): the messages
+    above the `indexed_through` mark (at most `budget` ids of them, so that a hook meeting a
+    vault just migrated pays a bounded share of its backfill), and new externalised files."""
+    files_mark = _mark(conn, "files_indexed_through")
+    if files_mark is not None and _table(conn, "files_fts"):
+        new = conn.execute("SELECT rowid, path FROM files WHERE rowid > ? ORDER BY rowid", (files_mark,)).fetchall()
+        for rowid, path in new:
+            text = _read(path)
+            if text is not None:
+                index_file(conn, rowid, text)
+        if new:
+            conn.execute("UPDATE vault_meta SET value = ? WHERE key = 'files_indexed_through'", (new[-1][0],))
+    mark = _mark(conn, "indexed_through")
+    if mark is None:
         return  # a vault without these indexes (no FTS5, or not migrated yet)
-    mark = row[0]
     top = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
+    if budget is not None:
+        top = min(top, mark + budget)
     if top <= mark:
         return
     if _table(conn, "messages_cjk"):
         # the test in Python: SQLite's GLOB over a character class is ~7x slower (measured)
         conn.executemany("INSERT INTO messages_cjk(rowid, runs) VALUES (?, ?)", [
             (rowid, cjk_runs(content)) for rowid, content in conn.execute(
-                "SELECT id, content FROM messages WHERE id > ?", (mark,)) if CJK_CHAR.search(content)])
+                "SELECT id, content FROM messages WHERE id > ? AND id <= ?", (mark, top)) if CJK_CHAR.search(content)])
     if _table(conn, "exchange_fts"):
-        conn.executemany("INSERT INTO exchange_fts(rowid, text) VALUES (?, ?)", list(_windows(conn, mark)))
+        conn.executemany("INSERT INTO exchange_fts(rowid, text) VALUES (?, ?)", list(_windows(conn, mark, top)))
     conn.execute("UPDATE vault_meta SET value = ? WHERE key = 'indexed_through'", (top,))
 
 
-def _windows(conn, mark: int):
-    """(id of a window's last turn, the window's text) for each prompt or reply above `mark`."""
+def _windows(conn, mark: int, top: int):
+    """(id of a window's last turn, the window's text) for each prompt or reply in (mark, top]."""
     talk = ("SELECT id, session_id, agent_id, substr(content, 1, ?) FROM messages INDEXED BY messages_talk"
             f" WHERE {lcm.schema.TALK_WHERE}")
     recent: dict = {}  # (session, thread) -> its last turns
     rows = conn.execute(f"SELECT id, session_id, agent_id, substr(content, 1, ?) FROM messages"
-                        f" WHERE id > ? AND {lcm.schema.TALK_WHERE} ORDER BY id", (TURN_CHARS, mark)).fetchall()
+                        f" WHERE id > ? AND id <= ? AND {lcm.schema.TALK_WHERE} ORDER BY id",
+                        (TURN_CHARS, mark, top)).fetchall()
     for rowid, sid, agent, text in rows:
         key = (sid, agent)
         turns = recent.get(key)
@@ -175,10 +162,10 @@ def rebuild(conn) -> None:
     if _table(conn, "messages_cjk"):
         conn.execute("DELETE FROM messages_cjk")
     conn.execute("UPDATE vault_meta SET value = 0 WHERE key = 'indexed_through'")
-    catch_up(conn)
     if _table(conn, "files_fts"):
         conn.execute("INSERT INTO files_fts(files_fts) VALUES ('delete-all')")
-        _index_files(conn)
+        conn.execute("UPDATE vault_meta SET value = 0 WHERE key = 'files_indexed_through'")
+    catch_up(conn)
 
 
 def _read(path: str) -> str | None:
@@ -189,17 +176,9 @@ def _read(path: str) -> str | None:
         return None  # a file removed by hand: its outline in `files` is still searchable
 
 
-def _index_files(conn) -> None:
-    for rowid, path in conn.execute("SELECT rowid, path FROM files").fetchall():
-        text = _read(path)
-        if text is not None:
-            index_file(conn, rowid, text)
-
-
 def index_file(conn, rowid: int, text: str) -> None:
     """Index an externalised block's text under its `files` rowid (inside the caller's write)."""
-    if _table(conn, "files_fts"):
-        conn.execute("INSERT INTO files_fts(rowid, text) VALUES (?, ?)", (rowid, text))
+    conn.execute("INSERT INTO files_fts(rowid, text) VALUES (?, ?)", (rowid, text))
 
 
 def forget_files(conn, rowids: list[int]) -> None:
@@ -216,6 +195,6 @@ def forget_files(conn, rowids: list[int]) -> None:
         return
     conn.execute("INSERT INTO files_fts(files_fts) VALUES ('delete-all')")
     for rowid, path in paths.items():
-        text = None if rowid in doomed else _read(path)
+        text = None if rowid in doomed or rowid > (_mark(conn, "files_indexed_through") or 0) else _read(path)
         if text is not None:
             index_file(conn, rowid, text)

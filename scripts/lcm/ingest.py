@@ -28,6 +28,7 @@ WAL_LIMIT = 512 << 20  # bulk ingest lets the WAL grow this large before it wait
 WRITE_WAIT_SECONDS = 300.0  # how long an import waits, in turn with other writers, for the vault
 WRITE_POLL_SECONDS = 0.005  # ... trying again this often (and letting knocking hooks in first)
 HOOK_TURN_SECONDS = 1.0  # longest a bulk import holds back for knocking hooks before each group
+CATCH_UP_BUDGET = 5000  # message ids a hook adds to the derived search indexes beyond its own (a migrated vault)
 
 MESSAGE_COLUMNS = ("uuid, session_id, parent_uuid, type, role, subtype, created_at, cwd, git_branch, model,"
                    " api_message_id, is_sidechain, agent_id, is_meta, content, token_count, raw,"
@@ -210,8 +211,8 @@ def _write(conn, batch: lt.Batch, patience: float | None = None) -> dict:
         touched = {sid for sid, s in batch.sessions.items() if s.messages}
         if not batch.staged and (added or batch.agent_calls):  # staged rows: after _store_group's flush
             lcm.order.place_threads(conn, touched, recheck=bool(batch.agent_calls))
-        if added and not batch.staged:
-            lcm.indexes.catch_up(conn)
+        if added and not batch.staged:  # a hook's few lines: a bounded share of any backlog too
+            lcm.indexes.catch_up(conn, budget=CATCH_UP_BUDGET)
     result.update(messages_added=added, messages_skipped=len(batch.rows) - added,
                   malformed_lines=len(batch.malformed), malformed=batch.malformed,
                   sessions=sorted(touched | set(result["sessions"])))
@@ -671,7 +672,7 @@ def _commit_placed(conn, flushed: set, recheck: bool) -> None:
     commit: no reader sees a message without its place."""
     if flushed:
         lcm.order.place_threads(conn, flushed, recheck=recheck)
-        lcm.indexes.catch_up(conn)
+    lcm.indexes.catch_up(conn)  # the search indexes derived from the messages (lcm/indexes.py)
     conn.execute("COMMIT")
 
 

@@ -46,9 +46,34 @@ def _require_sqlite(version: tuple, feature: str) -> None:
                        "run lcm with a Python built against a newer SQLite (python.org builds, Homebrew, uv)")
 
 
+def has_trigram(conn: sqlite3.Connection) -> bool:
+    """FTS5's trigram tokenizer: SQLite 3.34 and later, when built with FTS5."""
+    if sqlite3.sqlite_version_info < (3, 34):
+        return False
+    try:
+        conn.execute("CREATE VIRTUAL TABLE temp._lcm_trigram USING fts5(x, tokenize='trigram')")
+        conn.execute("DROP TABLE temp._lcm_trigram")
+        return True
+    except sqlite3.OperationalError:
+        return False
+
+
 def _search_indexes(conn: sqlite3.Connection) -> None:
-    import lcm.indexes  # the indexes' own module: it knows what to index and how
-    lcm.indexes.create(conn)
+    """The indexes lcm/indexes.py derives from the messages and files; it fills them at the next
+    ingest, from the marks set here (a vault's whole past first)."""
+    if not fts_enabled(conn):
+        return  # no FTS5: search falls back to substring scans
+    if has_trigram(conn):
+        # small and stored (not contentless) so that deleting a message can delete its runs
+        conn.execute("CREATE VIRTUAL TABLE messages_cjk USING fts5(runs, tokenize='trigram')")
+        conn.execute("CREATE TRIGGER messages_cjk_ad AFTER DELETE ON messages BEGIN"
+                     " DELETE FROM messages_cjk WHERE rowid = old.id; END")
+    # contentless: the windows are rebuilt from the messages, never shown
+    conn.execute("CREATE VIRTUAL TABLE exchange_fts USING fts5(text, content='', tokenize='porter unicode61')")
+    # contentless: the text of externalised blocks stays on disk under $LCM_HOME/files
+    conn.execute("CREATE VIRTUAL TABLE files_fts USING fts5(text, content='', tokenize='porter unicode61')")
+    conn.execute("INSERT OR REPLACE INTO vault_meta VALUES ('indexed_through', 0)")  # messages.id
+    conn.execute("INSERT OR REPLACE INTO vault_meta VALUES ('files_indexed_through', 0)")  # files.rowid
 
 
 def _place_sidechains(conn: sqlite3.Connection) -> None:
