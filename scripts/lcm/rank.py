@@ -240,6 +240,27 @@ def rank_messages(conn, text: str, ids: list[int]) -> dict[int, float]:
     return scores
 
 
+def _substrings(conn, src: Source, terms, use_fts: bool, want: int, deadline: float, rows: dict) -> bool:
+    """Add to `rows` the rows holding `terms` as substrings, those holding every term first, then
+    any, newest first, within AUTO_SCAN_SECONDS; returns whether the scan stopped early."""
+    if use_fts:  # CJK and emoji have no case to fold: instr is several times faster than LIKE
+        tests = [f"instr({src.text}, ?) > 0"] * len(terms)
+        pats = [t.text for t in terms]
+    else:
+        tests = [f"{src.text} LIKE ? ESCAPE '\\'"] * len(terms)
+        pats = ["%" + like_escape(t.text) + "%" for t in terms]
+    deadline = min(deadline, time.monotonic() + AUTO_SCAN_SECONDS)
+    stopped = False
+    for joiner in ([" AND ", " OR "] if len(terms) > 1 else [" OR "]):
+        found, cut = scan(conn, src, lambda c: True, want, deadline, (f"AND ({joiner.join(tests)})", pats))
+        stopped = stopped or cut
+        for row in found:
+            rows.setdefault(row["rowid_"], row)
+        if len(rows) >= want:
+            break
+    return stopped
+
+
 def rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm, shared=None):
     """BM25 candidates (the rarer terms), then common words, role and the all-terms bonus.
 
@@ -271,23 +292,8 @@ def rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm, s
     rows = {r["rowid_"]: r for r in fetch(conn, src, list(relevance))}
     stopped = False
     scan_terms = [t for t in terms if (not t.fts or t.kind == "cjk") and t not in trigram] if use_fts else terms
-    if scan_terms and len(rows) < scan_want:  # substrings: CJK inside a run, emoji, no FTS5 at all
-        if use_fts:  # CJK and emoji have no case to fold: instr is several times faster than LIKE
-            tests = [f"instr({src.text}, ?) > 0"] * len(scan_terms)
-            pats = [t.text for t in scan_terms]
-        else:
-            tests = [f"{src.text} LIKE ? ESCAPE '\\'"] * len(scan_terms)
-            pats = ["%" + like_escape(t.text) + "%" for t in scan_terms]
-        deadline = min(deadline, time.monotonic() + AUTO_SCAN_SECONDS)
-        # messages holding every term first, then any term, both newest first
-        for joiner in ([" AND ", " OR "] if len(scan_terms) > 1 else [" OR "]):
-            found, cut = scan(conn, src, lambda c: True, scan_want, deadline,
-                               (f"AND ({joiner.join(tests)})", pats))
-            stopped = stopped or cut
-            for row in found:
-                rows.setdefault(row["rowid_"], row)
-            if len(rows) >= scan_want:
-                break
+    if scan_terms and len(rows) < scan_want:  # substrings: short CJK, emoji, no FTS5 at all
+        stopped = _substrings(conn, src, scan_terms, use_fts, scan_want, deadline, rows)
     # words left out of the BM25 query (too common to rank cheaply) still count, BM25-style
     left_out = [(t, _idf(n_docs, dfs[t])) for t in fts_terms if t not in chosen and t.regex]
     base = max(relevance.values(), default=1.0)
