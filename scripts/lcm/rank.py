@@ -45,7 +45,7 @@ QUESTION_HANDOFF = 1.0
 # The exchange index (lcm.indexes): windows of a few prompts and replies; each message of one of
 # the EXCHANGE_WINDOWS best windows scores at least EXCHANGE_WEIGHT x the window's score (scaled
 # so the best window scores like the best single hit). neighbour 0.764 -> 0.836, paraphrase
-# 0.188 -> 0.438, persona 0.924 -> 0.868 (0.7: coding 0.947 -> 0.895).
+# 0.188 -> 0.438, persona 0.924 -> 0.868 (0.7, share squared: coding 0.895, holdout 0.95).
 EXCHANGE_WEIGHT = 0.5
 EXCHANGE_WINDOWS = 20
 # Only when the chosen words match at most this many messages: every prompt and reply sits in
