@@ -55,10 +55,11 @@ EXCHANGE_WINDOWS = 20
 EXCHANGE_BUDGET = RANK_BUDGET // 4
 
 
-def df(conn, src: Source, fts_expr: str, n_docs: int) -> int:
+def df(conn, src: Source, fts_expr: str, n_docs: int, fts: str | None = None) -> int:
     """Documents matching: counted up to DF_CAP, estimated beyond it from how far into the id
     range the DF_CAP-th match lies (a full count of a common word is slow on a big vault)."""
-    sql = (f"SELECT count(*), max(rowid) FROM (SELECT rowid FROM {src.fts} WHERE {src.fts} MATCH ?"
+    fts = fts or src.fts
+    sql = (f"SELECT count(*), max(rowid) FROM (SELECT rowid FROM {fts} WHERE {fts} MATCH ?"
            f" LIMIT {DF_CAP})")
     count, last = conn.execute(sql, (fts_expr,)).fetchone()
     return count if count < DF_CAP or not last else max(count, round(count * n_docs / last))
@@ -86,9 +87,10 @@ def rank_sql(conn, src: Source, expr, want, window="", params=(), fts=None):
     return {r[0]: -r[1] for r in conn.execute(sql, [*src.params, expr, *params])}
 
 
-def newest_window(conn, src: Source, expr):
+def newest_window(conn, src: Source, expr, fts: str | None = None):
     """A rowid bound keeping only the newest RANK_WINDOW matches of `expr` (cheap: rowid order)."""
-    row = conn.execute(f"SELECT rowid FROM {src.fts} WHERE {src.fts} MATCH ? ORDER BY rowid DESC"
+    fts = fts or src.fts
+    row = conn.execute(f"SELECT rowid FROM {fts} WHERE {fts} MATCH ? ORDER BY rowid DESC"
                        f" LIMIT 1 OFFSET {RANK_WINDOW}", (expr,)).fetchone()
     return ("AND f.rowid > ?", [row[0]]) if row else ("", [])
 
@@ -286,9 +288,11 @@ def rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm, s
         words = [t for t in chosen if t.kind == "word"]
         extras = lcm.query.ranking_extras([t for t in fts_terms if t in words], NEAR_PAIRS, PREFIXES)
         relevance = _fts_candidates(conn, src, chosen or glued, total, extras + glued if chosen else extras, want)
-    if trigram:  # a substring found here adds its BM25 (the index holds CJK runs only: small)
+    if trigram:  # a substring found here adds its BM25; bounded like the words (RANK_BUDGET)
         expr = " OR ".join(lcm.query.fts_string(t.text) for t in trigram)
         window = ("AND f.rowid BETWEEN ? AND ?", src.id_range) if src.id_range else ("", ())
+        if not src.id_range and df(conn, src, expr, n_docs, fts=src.cjk) > RANK_BUDGET:
+            window = newest_window(conn, src, expr, fts=src.cjk)
         for rowid, score in rank_sql(conn, src, expr, want, *window, fts=src.cjk).items():
             relevance[rowid] = relevance.get(rowid, 0.0) + score
     rows = {r["rowid_"]: r for r in fetch(conn, src, list(relevance))}
