@@ -328,6 +328,11 @@ def rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm, s
                 src.next_to[r["rowid_"]] = other["uuid"]
     scored = []
     for rowid, row in rows.items():
+        if rowid in src.next_to and rowid not in relevance:
+            # in a matching exchange only: its window's score (its own words were not matched)
+            scored.append((windows[rowid] * ROLE_WEIGHT.get(row["role"], 1.0), row))
+            src.coverage[rowid] = 0.0
+            continue
         content = row["content"]
         if query_norm and abs(len(content) - len(query_norm)) < 20 and " ".join(content.lower().split()) == query_norm:
             continue  # the question itself, just asked, is not its own answer
