@@ -60,20 +60,21 @@ def has_trigram(conn: sqlite3.Connection) -> bool:
 
 def _search_indexes(conn: sqlite3.Connection) -> None:
     """The indexes lcm/indexes.py derives from the messages and files; it fills them at the next
-    ingest, from the marks set here (a vault's whole past first)."""
+    ingest, from the marks set here (a vault's whole past first). Safe to run twice (a vault
+    built while this was numbered 8 meets it again as 9)."""
     if not fts_enabled(conn):
         return  # no FTS5: search falls back to substring scans
     if has_trigram(conn):
         # small and stored (not contentless) so that deleting a message can delete its runs
-        conn.execute("CREATE VIRTUAL TABLE messages_cjk USING fts5(runs, tokenize='trigram')")
-        conn.execute("CREATE TRIGGER messages_cjk_ad AFTER DELETE ON messages BEGIN"
+        conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS messages_cjk USING fts5(runs, tokenize='trigram')")
+        conn.execute("CREATE TRIGGER IF NOT EXISTS messages_cjk_ad AFTER DELETE ON messages BEGIN"
                      " DELETE FROM messages_cjk WHERE rowid = old.id; END")
     # contentless: the windows are rebuilt from the messages, never shown
-    conn.execute("CREATE VIRTUAL TABLE exchange_fts USING fts5(text, content='', tokenize='porter unicode61')")
+    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS exchange_fts USING fts5(text, content='', tokenize='porter unicode61')")
     # contentless: the text of externalised blocks stays on disk under $LCM_HOME/files
-    conn.execute("CREATE VIRTUAL TABLE files_fts USING fts5(text, content='', tokenize='porter unicode61')")
-    conn.execute("INSERT OR REPLACE INTO vault_meta VALUES ('indexed_through', 0)")  # messages.id
-    conn.execute("INSERT OR REPLACE INTO vault_meta VALUES ('files_indexed_through', 0)")  # files.rowid
+    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS files_fts USING fts5(text, content='', tokenize='porter unicode61')")
+    conn.execute("INSERT OR IGNORE INTO vault_meta VALUES ('indexed_through', 0)")  # messages.id
+    conn.execute("INSERT OR IGNORE INTO vault_meta VALUES ('files_indexed_through', 0)")  # files.rowid
 
 
 def _place_sidechains(conn: sqlite3.Connection) -> None:
