@@ -44,21 +44,30 @@ def _strong(results: list, floor: float) -> list:
 
 
 def find(conn, prompt: str, cwd: str | None, floor: float = COVERAGE_FLOOR, hits: int = 3) -> list:
-    """The strong hits for `prompt`: the project's, or other projects' when clearly stronger."""
+    """The strong hits for `prompt`: the project's, or other projects' when clearly stronger.
+    One search of every project (a second, project-only one would double the hook's cost),
+    split by where each hit was made."""
     import lcm.query
     import lcm.search
     query = prompt[:QUERY_CHARS]
     if len([t for t in lcm.query.parse_query(query) if t.kind != "word" or t.text not in lcm.query.STOPWORDS]) < MIN_TERMS:
         return []
-    here = []
-    if cwd:
-        doc = lcm.search.search(conn, query, project=cwd, limit=hits * 3, look_elsewhere=False)
-        if not doc["scope"].get("widened_from"):
-            here = _strong(doc["results"], floor)
-    everywhere = _strong(lcm.search.search(conn, query, all_sessions=True, limit=hits * 3)["results"], floor)
-    if here and (not everywhere or everywhere[0]["score"] < WIDEN_RATIO * here[0]["score"]):
-        return here
-    return everywhere  # no cwd, nothing strong here, or another project's match clearly stronger
+    results = lcm.search.search(conn, query, all_sessions=True, limit=hits * 6)["results"]
+    if not cwd:
+        return _strong(results, floor)
+    inside = cwd.rstrip("/")
+    projects = dict(conn.execute("SELECT session_id, project FROM sessions WHERE session_id IN"
+                                 f" ({','.join('?' * len(results))})", [r["session_id"] for r in results]).fetchall()) \
+        if results else {}
+
+    def here(r) -> bool:
+        where = (r.get("project") if r["type"] == "note" else projects.get(r["session_id"])) or ""
+        return r["type"] == "note" and not where or where == inside or where.startswith(inside + "/")
+    mine = _strong([r for r in results if here(r)], floor)
+    others = _strong([r for r in results if not here(r)], floor)
+    if mine and (not others or others[0]["score"] < WIDEN_RATIO * mine[0]["score"]):
+        return mine
+    return others or mine  # nothing strong here, or another project's match clearly stronger
 
 
 def _seen_file(session_id: str) -> str:
