@@ -61,7 +61,7 @@ def has_trigram(conn: sqlite3.Connection) -> bool:
 def _search_indexes(conn: sqlite3.Connection) -> None:
     """The indexes lcm/indexes.py derives from the messages and files; it fills them at the next
     ingest, from the marks set here (a vault's whole past first). Safe to run twice (a vault
-    built while this was numbered 8 meets it again as 9)."""
+    built while this had another number meets it again)."""
     if not fts_enabled(conn):
         return  # no FTS5: search falls back to substring scans
     if has_trigram(conn):
@@ -327,7 +327,12 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
             DELETE FROM summary_versions WHERE summary_id = old.id;
         END""",
     ],
-    # 9: search indexes derived from the messages (lcm/indexes.py): trigram over CJK runs,
+    # 9: text stored before masking read decoded strings (a tool input's key after a JSON `\n`
+    # stayed in clear) is masked again on output, until lcm_doctor.py --remask masks it in place
+    [
+        "UPDATE vault_meta SET value = (SELECT coalesce(max(id), 0) + 1 FROM messages) WHERE key = 'masked_from_message'",
+    ],
+    # 10: search indexes derived from the messages (lcm/indexes.py): trigram over CJK runs,
     # sliding windows of a conversation's prompts and replies, externalised file text
     [
         _search_indexes,
