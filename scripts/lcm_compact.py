@@ -26,6 +26,7 @@ from __future__ import annotations
 import sys
 
 import lcm.db
+import lcm.exclude
 import lcm.compact
 from lcm.db import LcmError
 
@@ -46,13 +47,13 @@ def _main(argv):
     if args.all:
         sessions = [r[0] for r in conn.execute("SELECT DISTINCT session_id FROM messages ORDER BY session_id")]
         projects = dict(conn.execute("SELECT session_id, project FROM sessions").fetchall())
-        sessions = [s for s in sessions if not lcm.db.excluded(projects.get(s))]  # LCM_EXCLUDE: left alone
+        sessions = [s for s in sessions if not lcm.exclude.excluded(projects.get(s))]  # LCM_EXCLUDE: left alone
     else:
         session = lcm.db.resolve_session(conn, args.session) if args.session else lcm.db.current_session_id()
         if not session:
             raise LcmError("no session given", "pass --session ID (lcm_sessions.py lists them) or --all")
         row = conn.execute("SELECT project FROM sessions WHERE session_id = ?", (session,)).fetchone()
-        if row and lcm.db.excluded(row[0]):
+        if row and lcm.exclude.excluded(row[0]):
             raise LcmError(f"session {session} belongs to {row[0]}, a project LCM_EXCLUDE keeps out of lcm",
                            "remove the glob that matches it from LCM_EXCLUDE to compact this session")
         sessions = [session]

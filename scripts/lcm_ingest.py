@@ -64,6 +64,9 @@ def _main(argv):
         note += f"; {len(result['skipped_files'])} unreadable files skipped"
     if result["excluded_files"]:
         note += f"; skipped {result['excluded_files']} transcripts of projects in LCM_EXCLUDE"
+    partly = result["excluded_lines"] and not result["excluded_files"]
+    if partly:  # a session that moved into an excluded project: its lines from there on
+        note += f"; left out {result['excluded_lines']} lines written in projects of LCM_EXCLUDE"
     print(f"{result['messages_added']} new messages ({result['messages_skipped']} already stored) from "
           f"{result['files']} files, {result['sessions']} sessions in {result['seconds']}s{note}")
     return 0

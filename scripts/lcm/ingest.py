@@ -163,7 +163,9 @@ def _write(conn, batch: lt.Batch, patience: float | None = None) -> dict:
     """
     row = batch.row
     result = {"path": batch.path, "session_id": batch.msg_sid, "messages_added": 0, "messages_skipped": 0,
-              "malformed_lines": 0, "malformed": [],
+              "malformed_lines": 0, "malformed": [], "excluded_lines": batch.excluded,
+              # read from its start and every conversation line was in LCM_EXCLUDE: not counted in `files`
+              "excluded_file": bool(batch.excluded) and not (batch.offset or batch.rows or batch.staged),
               "sessions": [row["session_id"]] if row and row["session_id"] else []}
     if batch.unchanged:
         return result
@@ -243,7 +245,7 @@ def ingest_session(conn, transcript_path, patience: float | None = None) -> dict
         paths += sorted(os.path.join(subagents, n) for n in os.listdir(subagents)
                         if n.startswith("agent-") and n.endswith(".jsonl"))
     total = {"files": len(paths), "messages_added": 0, "messages_skipped": 0, "malformed_lines": 0,
-             "malformed": [], "skipped_files": []}
+             "excluded_lines": 0, "malformed": [], "skipped_files": []}
     deadline = None if patience is None else time.monotonic() + patience
     for p in paths:
         try:
@@ -253,7 +255,7 @@ def ingest_session(conn, transcript_path, patience: float | None = None) -> dict
                 raise
             total["skipped_files"].append({"path": p, "reason": exc.message})
             continue
-        for key in ("messages_added", "messages_skipped", "malformed_lines"):
+        for key in ("messages_added", "messages_skipped", "malformed_lines", "excluded_lines"):
             total[key] += one[key]
         total["malformed"] += one["malformed"]
     return total
@@ -428,15 +430,6 @@ def transcript_files(paths, skipped: list | None = None) -> list[str]:
     return list(files)
 
 
-def without_excluded(files: list[str]) -> tuple[list[str], int]:
-    """The files whose project (the cwd their entries record) is not in LCM_EXCLUDE, and how
-    many were left out. Without LCM_EXCLUDE no file is opened."""
-    if not (os.environ.get("LCM_EXCLUDE") or "").strip():
-        return files, 0
-    kept = [path for path in files if not lcm.db.excluded(lt.transcript_cwd(path))]
-    return kept, len(files) - len(kept)
-
-
 def ingest_paths(conn, paths, progress: bool = False) -> dict:
     """Ingest transcript files and directories; returns the --json document.
 
@@ -445,9 +438,10 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
     """
     started = time.perf_counter()
     skipped: list[dict] = []
-    files, excluded = without_excluded(transcript_files(paths, skipped))
+    files = transcript_files(paths, skipped)
     total = {"files": len(files), "messages_added": 0, "messages_skipped": 0, "malformed_lines": 0,
-             "sessions": 0, "seconds": 0.0, "excluded_files": excluded, "malformed": [], "skipped_files": skipped}
+             "sessions": 0, "seconds": 0.0, "excluded_files": 0, "excluded_lines": 0, "malformed": [],
+             "skipped_files": skipped}
     sessions: set[str] = set()
     settings = _settings()
     own = not conn.in_transaction
@@ -459,6 +453,7 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
                 skipped.append({"path": path, "reason": exc.message})
                 continue
             _count(total, sessions, _write(conn, batch))
+        total["files"] -= total["excluded_files"]
         total["sessions"] = len(sessions)
         total["seconds"] = round(time.perf_counter() - started, 3)
         return total
@@ -508,6 +503,7 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
         turns.close()
         checkpointer.close()
     total["messages_skipped"] = seen - total["messages_added"]
+    total["files"] -= total["excluded_files"]
     conn.execute("PRAGMA cache_size = -2000")  # back to SQLite's default for later writes
     total["sessions"] = len(sessions)
     total["seconds"] = round(time.perf_counter() - started, 3)
@@ -525,8 +521,9 @@ def _set_fts_hashsize(conn, size: int) -> None:
 
 def _count(total: dict, sessions: set, one: dict) -> None:
     """Add one file's _write result to the ingest totals."""
-    for key in ("messages_added", "messages_skipped", "malformed_lines"):
+    for key in ("messages_added", "messages_skipped", "malformed_lines", "excluded_lines"):
         total[key] += one[key]
+    total["excluded_files"] += one["excluded_file"]
     total["malformed"].extend(one["malformed"])
     sessions.update(one["sessions"])
 
