@@ -6,9 +6,12 @@ Usage:
 Without --yes nothing is removed: it prints what would go (counts and a few examples).
   --session ID    every message of a session (its id or a unique prefix of it)
   --message UUID  one message, by its transcript uuid (as lcm_grep.py prints it)
-  --match TEXT    every message whose stored text or original transcript line contains TEXT
-                  (case-sensitive substring), and every pinned note (lcm_remember.py) that does;
-                  with --regex, TEXT is a Python regular expression
+  --match TEXT    every message whose visible text contains TEXT (case-sensitive substring of
+                  the message text, thinking, tool inputs and outputs; never metadata such as
+                  gitBranch or cwd), and every summary, checkpoint, pinned note, session title,
+                  stored lcm_llm_map prompt or answer and lcm.log line that does; with --regex,
+                  TEXT is a Python regular expression (refused when it takes over 2 s on one
+                  text). TEXT is never printed back, not even in an error.
 
 With --yes it removes the messages (rows, original lines, search index entries), the summaries
 built on them and those summaries' ancestors (the next lcm_compact.py summarises what remains),
@@ -45,6 +48,10 @@ def _print(doc: dict, done: bool) -> None:
               f"{_n(doc['summaries'], 'summary', 'summaries')}, {_n(doc['files'], 'stored file')} and "
               f"{_n(doc['checkpoints'], 'checkpoint')}" + (f", {_n(doc['notes'], 'pinned note')}" if doc["notes"] else "")
               + f" ({doc['what']}).\n")
+    extra = [_n(doc.get(k, 0), one) for k, one in (("titles", "session title"), ("map_items", "stored map item"),
+                                                    ("log_lines", "lcm.log line")) if doc.get(k)]
+    if extra:
+        out.write(f"{'Also removed' if done else 'Also'}: {', '.join(extra)}.\n")
     for ex in doc["examples"]:
         when = (ex["created_at"] or "")[:16].replace("T", " ")
         out.write(f"  {ex['uuid']}  {ex['role']}  {when}  session {ex['session_id'][:8]}  {ex['preview']}\n")
@@ -69,7 +76,7 @@ def _main(argv):
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--session", metavar="ID", help="every message of this session (id or unique prefix)")
     which.add_argument("--message", metavar="UUID", help="one message, by transcript uuid")
-    which.add_argument("--match", metavar="TEXT", help="messages whose text or original line contains TEXT")
+    which.add_argument("--match", metavar="TEXT", help="messages whose visible text contains TEXT")
     p.add_argument("--regex", action="store_true", help="--match TEXT is a Python regular expression")
     p.add_argument("--yes", action="store_true", help="really remove (without it: only show what would go)")
     args = p.parse_args(argv)
