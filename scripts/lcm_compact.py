@@ -26,6 +26,8 @@ from __future__ import annotations
 import sys
 
 import lcm.db
+import lcm.resolve
+import lcm.grants
 import lcm.exclude
 import lcm.compact
 from lcm.db import LcmError
@@ -44,14 +46,13 @@ def _main(argv):
     args = p.parse_args(argv)
     lcm.db.validate_config()
     conn = lcm.db.connect(args.db)
+    lcm.grants.scope(conn).refuse("lcm_compact.py (it writes summaries)")
     if args.all:
         sessions = [r[0] for r in conn.execute("SELECT DISTINCT session_id FROM messages ORDER BY session_id")]
         projects = dict(conn.execute("SELECT session_id, project FROM sessions").fetchall())
         sessions = [s for s in sessions if not lcm.exclude.excluded(projects.get(s))]  # LCM_EXCLUDE: left alone
     else:
-        session = lcm.db.resolve_session(conn, args.session) if args.session else lcm.db.current_session_id()
-        if not session:
-            raise LcmError("no session given", "pass --session ID (lcm_sessions.py lists them) or --all")
+        session = lcm.resolve.session(conn, args.session)
         row = conn.execute("SELECT project FROM sessions WHERE session_id = ?", (session,)).fetchone()
         if row and lcm.exclude.excluded(row[0]):
             raise LcmError(f"session {session} belongs to {row[0]}, a project LCM_EXCLUDE keeps out of lcm",

@@ -352,6 +352,8 @@ def _main(argv):
         p.error("--max-tokens must be a positive integer")
     backend = lcm.llm.resolve_backend()
     conn = lcm.db.connect(args.db, create=False)
+    # a new grant from inside one would reach past it
+    lcm.grants.scope(conn).refuse("lcm_expand_query.py", "use lcm_expand.py ID for the ids the grant names")
     candidates = find_candidates(conn, args)
     sessions = list(dict.fromkeys(c["session_id"] for c in candidates if c["session_id"]))
     if not sessions:

@@ -33,10 +33,11 @@ Examples:
 """
 from __future__ import annotations
 
-import os
 import sys
 
 import lcm.db
+import lcm.grants
+import lcm.resolve
 from lcm.search import search
 
 # ---------------------------------------------------------------------------
@@ -93,23 +94,6 @@ def _print_text(doc, args, options) -> None:
         out.write("      " + lcm.db.command_line("lcm_expand.py", lcm.db.Positional(target)) + "\n")
 
 
-def _grant_sessions(conn, grant_id: str) -> list[str]:
-    """The sessions an expansion grant (LCM_GRANT, set for lcm's sub-agents) lets this search."""
-    import json
-
-    import lcm.grants
-    return json.loads(lcm.grants.load_grant(conn, grant_id)["session_ids"])
-
-
-def _in_grant(conn, grant_id: str, node_id: str) -> bool:
-    import lcm.grants
-    try:
-        lcm.grants.check_scope(conn, grant_id, node_id)
-        return True
-    except lcm.db.LcmError:
-        return False
-
-
 def _main(argv):
     p = lcm.db.parser(__doc__)
     p.add_argument("query", metavar="QUERY", help="what to look for (one starting with '-' goes after --)")
@@ -128,14 +112,15 @@ def _main(argv):
     p.add_argument("--offset", type=lcm.db.int_arg(), default=0, metavar="N", help="skip the first N results")
     args = p.parse_args(argv)
     conn = lcm.db.connect(args.db, create=False, readonly=True)
-    args.grant = os.environ.get("LCM_GRANT")
+    within = lcm.grants.scope(conn)
+    args.grant = within.grant_id
+    if args.session and within.limited:
+        within.check_session(lcm.resolve.by_id(conn, args.session))
+    # under a grant the scope is part of the query: a page holds only what the grant covers
     doc = search(conn, args.query, mode=args.mode, scope=args.scope, session=args.session,
                  project=args.project, all_sessions=args.all_sessions, since=args.since,
                  before=args.before, role=args.role, typed=args.typed, limit=args.limit, offset=args.offset,
-                 sessions=_grant_sessions(conn, args.grant) if args.grant else None)
-    if args.grant:  # a grant naming summaries covers only what lies below them
-        doc["results"] = [r for r in doc["results"] if _in_grant(conn, args.grant, r["id"])]
-        doc["count"] = len(doc["results"])
+                 sessions=within.sessions, within=within if within.limited else None)
     if doc.pop("widened", False):
         sys.stderr.write("Note: nothing in this project; these results come from all projects\n")
     if doc.pop("stopped_early", False):

@@ -31,6 +31,7 @@ from __future__ import annotations
 import sys
 
 import lcm.db
+import lcm.grants
 import lcm.purge
 
 
@@ -83,6 +84,7 @@ def _main(argv):
     if args.regex and args.match is None:
         p.error("--regex goes with --match")
     conn = lcm.db.connect(args.db, create=False)
+    lcm.grants.scope(conn).refuse("lcm_purge.py")
     sel = lcm.purge.select(conn, session=args.session, message=args.message, match=args.match, regex=args.regex)
     doc = lcm.purge.purge(conn, sel) if args.yes else lcm.purge.plan(conn, sel)
     doc["removed"] = args.yes

@@ -21,6 +21,8 @@ from __future__ import annotations
 import sys
 
 import lcm.db
+import lcm.resolve
+import lcm.grants
 import lcm.search
 import lcm.sessions
 from lcm.sessions import plural
@@ -99,14 +101,15 @@ def _main(argv):
         p.error("ID shows one session: --project and --since filter the list")
     conn = lcm.db.connect(args.db, create=False, readonly=True)
     if args.session:
-        view = lcm.sessions.session_view(conn, lcm.db.resolve_session(conn, args.session))
+        view = lcm.sessions.session_view(conn, lcm.resolve.session(conn, args.session, whole=True))
         if args.json:
             lcm.db.print_json(view)
         else:
             _print_one(view)
         return 0
     since = lcm.search.parse_when(args.since, "--since")
-    sessions, total = lcm.sessions.list_sessions(conn, project=args.project, since=since, limit=args.limit)
+    sessions, total = lcm.sessions.list_sessions(conn, project=args.project, since=since, limit=args.limit,
+                                                 within=lcm.grants.scope(conn).sessions)
     if args.json:
         lcm.db.print_json({"sessions": sessions, "count": len(sessions), "total": total,
                            "has_more": total > len(sessions)})

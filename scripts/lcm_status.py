@@ -17,6 +17,7 @@ from __future__ import annotations
 import sys
 
 import lcm.db
+import lcm.resolve
 import lcm.status
 
 
@@ -28,7 +29,7 @@ def _main(argv):
     args = p.parse_args(argv)
     lcm.db.validate_config()
     conn = lcm.db.connect(args.db, create=False)
-    session = lcm.db.resolve_session(conn, args.session) if args.session else None
+    session = lcm.resolve.session(conn, args.session, required=False)
     s = lcm.status.status(conn, session, check_fts=True if args.check_fts else None)
     if args.json:
         lcm.db.print_json(s)

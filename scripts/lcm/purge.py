@@ -19,6 +19,7 @@ import os
 import re
 
 import lcm.db
+import lcm.resolve
 from lcm.db import LcmError
 
 # the externalised files of the messages in temp.purge_messages
@@ -243,7 +244,7 @@ def select(conn, *, session: str | None = None, message: str | None = None, matc
            regex: bool = False) -> Selection:
     """The messages one criterion names (exactly one of session, message, match)."""
     if session is not None:
-        sid = lcm.db.resolve_session(conn, session)
+        sid = lcm.resolve.by_id(conn, session)
         sel = Selection(f"session {sid}")
         sel.message_ids = [r[0] for r in conn.execute("SELECT id FROM messages WHERE session_id = ? ORDER BY id",
                                                       (sid,))]

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta, timezone
 import lcm.db
 import lcm.mask
 import lcm.query
+import lcm.resolve
 from lcm.db import LcmError
 
 CANDIDATES = 50           # BM25 candidates reranked per query (and per page beyond them)
@@ -91,7 +92,8 @@ def resolve_scope(conn, session, project, all_sessions):
 class Source:
     """Messages, summaries or notes: where to look and how to filter."""
 
-    def __init__(self, conn, kind, session, project, since, before, role, typed=False, sessions=None):
+    def __init__(self, conn, kind, session, project, since, before, role, typed=False, sessions=None,
+                 within=None):
         self.kind = kind
         self.has_fts = lcm.db.fts_enabled(conn)
         if kind == "note":
@@ -116,6 +118,10 @@ class Source:
         if sessions is not None:  # a grant's sessions
             where.append(f"t.session_id IN ({','.join('?' * len(sessions))})" if sessions else "0")
             params += sessions
+        if within is not None:  # lcm.grants.Scope: in the query, so a page counts only what it may show
+            clause, more = within.sql(kind)
+            where.append(clause)
+            params += more
         if session:
             where.append("t.session_id = ?")
             params.append(session)
@@ -532,12 +538,12 @@ def _snippet(content: str, finders) -> str:
 
 
 def search(conn, query, *, mode="auto", scope="both", session=None, project=None, all_sessions=False,
-           since=None, before=None, role=None, typed=False, sessions=None, limit=20, offset=0,
+           since=None, before=None, role=None, typed=False, sessions=None, within=None, limit=20, offset=0,
            time_limit=SCAN_SECONDS, look_elsewhere=True) -> dict:
     """Search messages and/or summaries; returns the --json document.
 
     session: an id or a unique prefix of one. sessions: a list of ids to stay within (an
-    expansion grant's). typed: only what the person typed. The document's "scope" says where
+    expansion grant's); within: an lcm.grants.Scope, applied inside each query. typed: only what the person typed. The document's "scope" says where
     it looked: {"kind": "session" | "project" | "all", ...}; when the current project was the
     default, "stronger_elsewhere" counts other projects' hits that outrank its best one.
     """
@@ -546,7 +552,7 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
     if limit < 1 or offset < 0:
         raise LcmError("--limit must be >= 1 and --offset >= 0", "e.g. --limit 20 --offset 40")
     if session:
-        session = lcm.db.resolve_session(conn, session)
+        session = lcm.resolve.by_id(conn, session)
     defaulted = not (all_sessions or session or project or sessions is not None)
     session, project = resolve_scope(conn, session, project, all_sessions or sessions is not None)
     if sessions is not None:
@@ -580,7 +586,7 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
             continue  # nothing compacted yet: skip the summary index entirely
         if kind == "note" and not _has_notes(conn):
             continue
-        src = Source(conn, kind, session, project, since, before, role, typed, sessions)
+        src = Source(conn, kind, session, project, since, before, role, typed, sessions, within)
         if mode == "auto":
             hits, cut = (_rank_auto(conn, src, terms, max(CANDIDATES, want), want, deadline, query_norm)
                          if terms else ([], False))

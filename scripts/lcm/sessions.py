@@ -67,12 +67,16 @@ def _counts(conn, row) -> dict:
 
 
 def list_sessions(conn, *, project: str | None = None, since: str | None = None,
-                  limit: int = 20) -> tuple[list[dict], int]:
+                  limit: int = 20, within: list[str] | None = None) -> tuple[list[dict], int]:
     """(sessions newest first, at most `limit`, and how many match in all).
 
-    project: that directory or any below it; since: a comparable ISO time (last activity).
+    project: that directory or any below it; since: a comparable ISO time (last activity);
+    within: only these ids (an expansion grant's sessions, lcm.grants.Scope.sessions).
     """
     where, params = [], []
+    if within is not None:
+        where.append(f"session_id IN ({','.join('?' * len(within))})" if within else "0")
+        params += within
     if project:
         project = os.path.abspath(os.path.expanduser(project)).rstrip("/") or "/"
         # a prefix test, not LIKE: SQLite refuses LIKE patterns over 50,000 bytes
