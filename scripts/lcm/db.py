@@ -455,6 +455,13 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
         ) WITHOUT ROWID""",                     # was masked when stored (lcm/mask.py); older rows are masked on output
         "INSERT INTO vault_meta VALUES ('masked_from_message', (SELECT coalesce(max(id), 0) + 1 FROM messages))",
     ],
+    # 8: titles of older CLIs' summary lines whose leaf message is not stored yet (lcm.ingest)
+    [
+        """CREATE TABLE leaf_titles (
+            leaf_uuid TEXT PRIMARY KEY,         -- the summary line's leafUuid: its session owns the title
+            title TEXT NOT NULL                 -- masked
+        ) WITHOUT ROWID""",
+    ],
 ]
 
 # Every insert path (hook, bulk import, a re-read from byte 0) goes through this trigger. The

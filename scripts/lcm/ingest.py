@@ -206,12 +206,30 @@ def _write(conn, batch: lt.Batch, patience: float | None = None) -> dict:
                                              batch.head_hash, batch.malformed_before + len(batch.malformed),
                                              batch.line_no, lcm.db.now_iso()))
         touched = {sid for sid, s in batch.sessions.items() if s.messages}
+        if batch.leaf_titles:
+            conn.executemany("INSERT OR IGNORE INTO leaf_titles (leaf_uuid, title) VALUES (?, ?)", batch.leaf_titles)
         if not batch.staged and (added or batch.agent_calls):  # staged rows: after _store_group's flush
             lcm.order.place_threads(conn, touched, recheck=bool(batch.agent_calls))
+        if not batch.staged and (added or batch.leaf_titles):
+            place_leaf_titles(conn)
     result.update(messages_added=added, messages_skipped=len(batch.rows) - added,
                   malformed_lines=len(batch.malformed), malformed=batch.malformed,
                   sessions=sorted(touched | set(result["sessions"])))
     return result
+
+
+def place_leaf_titles(conn) -> None:
+    """Title each session that now holds the leaf of a waiting summary line (table leaf_titles),
+    unless it has a title already (its own ai-title or custom title outranks these), and forget
+    those lines. A summary line may come before its leaf: it waits here until the leaf is stored.
+    Costs one indexed probe when nothing waits (a hook's common case)."""
+    if conn.execute("SELECT 1 FROM leaf_titles LIMIT 1").fetchone() is None:
+        return
+    placed = conn.execute("SELECT p.leaf_uuid, p.title, m.session_id FROM leaf_titles p"
+                          " JOIN messages m ON m.uuid = p.leaf_uuid").fetchall()
+    for leaf, title, sid in placed:
+        conn.execute("UPDATE sessions SET title = ? WHERE session_id = ? AND title IS NULL", (title, sid))
+    conn.executemany("DELETE FROM leaf_titles WHERE leaf_uuid = ?", ((r[0],) for r in placed))
 
 
 def _settings() -> tuple[bool, int]:
@@ -662,6 +680,7 @@ def _commit_placed(conn, flushed: set, recheck: bool) -> None:
     commit: no reader sees a message without its place."""
     if flushed:
         lcm.order.place_threads(conn, flushed, recheck=recheck)
+    place_leaf_titles(conn)
     conn.execute("COMMIT")
 
 

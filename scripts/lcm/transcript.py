@@ -300,6 +300,7 @@ class Batch:
         self.first_excluded: int | None = None  # index (in this read's lines) of the first of them
         self.compactions: list[tuple] = []
         self.agent_calls: list[tuple] = []  # rows for agent_calls: which Task/Agent call started which sub-agent
+        self.leaf_titles: list[tuple] = []  # (leafUuid, title) of older CLIs' summary lines (lcm.ingest places them)
         self.sessions: dict[str | None, Session] = {}
         self.msg_sid = row["session_id"] if row else None  # session of the file's first message
         self.guess_sid, self.agent_id, self.is_agent_file = describe_path(path)
@@ -387,7 +388,14 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
                 continue
         if kind not in CONVERSATION_TYPES:
             title = title_of(entry)
-            if title is not None:  # no sessionId (legacy summary): the file's session, decided later
+            if title is not None and kind == "summary":
+                # older CLIs: a summary line titles the session holding its leafUuid, which is often
+                # not the file it sits in (a resumed session's file opens with its parent's titles)
+                leaf = _uuid(entry.get("leafUuid"))
+                if leaf is not None:
+                    batch.leaf_titles.append((leaf, title[1]))
+                continue
+            if title is not None:  # no sessionId: the file's session, decided later
                 s = sessions.setdefault(sid, Session())
                 if title[0] >= s.title_rank:
                     s.title_rank, s.title = title
