@@ -249,9 +249,10 @@ def ingest_file(conn, path, patience: float | None = None) -> dict:
 
 def ingest_session(conn, transcript_path, patience: float | None = None) -> dict:
     """ingest_file for a session's main transcript and each of its subagent transcripts
-    (`<session>/subagents/agent-*.jsonl`), so lines a sub-agent wrote after its own hook ran are
-    caught by the next hook of the main session. Returns ingest_paths-style totals; a subagent
-    file that cannot be read (a FIFO, vanished) is listed in skipped_files.
+    (`<session>/subagents/agent-*.jsonl`, or for CLIs up to 2.0 `agent-*.jsonl` beside the
+    session file), so lines a sub-agent wrote after its own hook ran are caught by the next hook
+    of the main session. Returns ingest_paths-style totals; a subagent file that cannot be read
+    (a FIFO, vanished) is listed in skipped_files.
 
     With patience (hooks), VaultBusy when another writer holds the vault longer than that: the
     lines stay unread, and the next call stores them (the byte offset did not move).
@@ -262,6 +263,8 @@ def ingest_session(conn, transcript_path, patience: float | None = None) -> dict
     if os.path.isdir(subagents):
         paths += sorted(os.path.join(subagents, n) for n in os.listdir(subagents)
                         if n.startswith("agent-") and n.endswith(".jsonl"))
+    if os.path.basename(os.path.dirname(path)) != "subagents":
+        paths += [p for p in changed_agents_beside(conn, path) if p != path]
     total = {"files": len(paths), "messages_added": 0, "messages_skipped": 0, "malformed_lines": 0,
              "excluded_lines": 0, "malformed": [], "skipped_files": []}
     deadline = None if patience is None else time.monotonic() + patience
@@ -277,6 +280,35 @@ def ingest_session(conn, transcript_path, patience: float | None = None) -> dict
             total[key] += one[key]
         total["malformed"] += one["malformed"]
     return total
+
+
+def changed_agents_beside(conn, path: str) -> list[str]:
+    """The older layout's sub-agent transcripts (`agent-*.jsonl` beside the session file) that
+    are new or changed since the vault read them. Their lines name their own session, so one
+    that belongs to another session of the project is stored there, which is right too.
+
+    Cheap enough for every hook: one directory listing, one range query on `transcripts` and a
+    stat per agent file; an unchanged file is never opened.
+    """
+    directory = os.path.dirname(path)
+    try:
+        with os.scandir(directory) as it:
+            agents = [e for e in it if e.name.startswith("agent-") and e.name.endswith(".jsonl")]
+    except OSError:
+        return []
+    if not agents:
+        return []
+    prefix = os.path.join(directory, "agent-")
+    known = dict(conn.execute("SELECT path, size FROM transcripts WHERE path >= ? AND path < ?",
+                              (prefix, prefix + "\U0010ffff")).fetchall())
+    changed = []
+    for entry in agents:
+        try:
+            if entry.is_file() and known.get(entry.path) != entry.stat().st_size:  # a FIFO is never opened
+                changed.append(entry.path)
+        except OSError:
+            continue  # vanished meanwhile
+    return sorted(changed)
 
 
 class VaultBusy(LcmError):
