@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import sys
 
+import lcm.cli
 import lcm.db
 import lcm.resolve
 import lcm.grants
@@ -46,9 +47,9 @@ def _print_list(sessions: list[dict], total: int, args) -> None:
               f" {plural(s['summaries'], 'summary').replace('ys', 'ies')}{extra}  {s['project'] or '?'}  {s['title']}")
     if total > len(sessions):
         flags = [w for k, v in (("project", args.project), ("since", args.since)) if v for w in (f"--{k}", v)]
-        more = lcm.db.command_line("lcm_sessions.py", *flags, "--limit", str(min(total, lcm.db.LIMIT_MAX)))
+        more = lcm.cli.command_line("lcm_sessions.py", *flags, "--limit", str(min(total, lcm.cli.LIMIT_MAX)))
         print(f"... {total - len(sessions)} more: {more}")
-    print(f"Next: {lcm.db.command_line('lcm_sessions.py', lcm.db.Positional(sessions[0]['id'][:8]))}")
+    print(f"Next: {lcm.cli.command_line('lcm_sessions.py', lcm.cli.Positional(sessions[0]['id'][:8]))}")
 
 
 def _tree_lines(nodes: list[dict], indent: int = 0) -> list[str]:
@@ -86,16 +87,16 @@ def _print_one(s: dict) -> None:
     print("\n".join(f"  {line}" for line in tree[:TREE_LINES]) or "  none yet (nothing compacted)")
     if len(tree) > TREE_LINES or s["summary_tree_truncated"]:
         print(f"  ... more: lcm_describe.py --session {s['id']}")
-    print("Next: " + lcm.db.command_line("lcm_export.py", "--session", s["id"][:8], "--format", "markdown"))
-    print("      " + lcm.db.command_line("lcm_describe.py", "--session", s["id"]))
+    print("Next: " + lcm.cli.command_line("lcm_export.py", "--session", s["id"][:8], "--format", "markdown"))
+    print("      " + lcm.cli.command_line("lcm_describe.py", "--session", s["id"]))
 
 
 def _main(argv):
-    p = lcm.db.parser(__doc__)
+    p = lcm.cli.parser(__doc__)
     p.add_argument("session", nargs="?", metavar="ID", help="show this session (id or unique prefix)")
     p.add_argument("--project", metavar="DIR", help="only sessions whose cwd is DIR or below it")
     p.add_argument("--since", metavar="WHEN", help="only sessions active since WHEN (ISO date/time or 3h 2d 1w)")
-    lcm.db.add_limit_arg(p)
+    lcm.cli.add_limit_arg(p)
     args = p.parse_args(argv)
     if args.session and (args.project or args.since):
         p.error("ID shows one session: --project and --since filter the list")
@@ -103,7 +104,7 @@ def _main(argv):
     if args.session:
         view = lcm.sessions.session_view(conn, lcm.resolve.session(conn, args.session, whole=True))
         if args.json:
-            lcm.db.print_json(view)
+            lcm.cli.print_json(view)
         else:
             _print_one(view)
         return 0
@@ -111,7 +112,7 @@ def _main(argv):
     sessions, total = lcm.sessions.list_sessions(conn, project=args.project, since=since, limit=args.limit,
                                                  within=lcm.grants.scope(conn).sessions)
     if args.json:
-        lcm.db.print_json({"sessions": sessions, "count": len(sessions), "total": total,
+        lcm.cli.print_json({"sessions": sessions, "count": len(sessions), "total": total,
                            "has_more": total > len(sessions)})
     else:
         _print_list(sessions, total, args)
@@ -119,9 +120,9 @@ def _main(argv):
 
 
 def main(argv: list[str] | None = None) -> int:
-    return lcm.db.run(_main, argv)
+    return lcm.cli.run(_main, argv)
 
 
 if __name__ == "__main__":
-    lcm.db.freeze_imports()
+    lcm.cli.freeze_imports()
     sys.exit(main())

@@ -3,18 +3,19 @@ hooks or by lcm_ingest.py --all (which says how many transcripts it skipped)."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import lcm.db
+import lcm.config
 import lcm.exclude
 import lcm_compact
 import lcm_ingest
 import lcm_remember
-from lcm.db import LcmError
+from lcm.errors import LcmError
 from test_hooks import run_hook, session_start, start_env, stop
 from transcripts import Transcript, coding_session
 
@@ -112,13 +113,13 @@ def test_compaction_skips_excluded_projects(capsys, client, own, monkeypatch, va
 def test_invalid_exclude_names_the_variable(monkeypatch, raw):
     monkeypatch.setenv("LCM_EXCLUDE", raw)
     with pytest.raises(LcmError) as exc:
-        lcm.db.validate_config()
+        lcm.config.validate_config()
     assert "LCM_EXCLUDE" in exc.value.message and "LCM_EXCLUDE" in exc.value.hint
 
 
 def test_exclude_matches_the_directory_and_below(monkeypatch):
     monkeypatch.setenv("LCM_EXCLUDE", "/work/clients/*:~/secret")
-    home = lcm.db.os.path.expanduser("~")
+    home = os.path.expanduser("~")
     assert lcm.exclude.excluded("/work/clients/acme") and lcm.exclude.excluded("/work/clients/acme/src/deep")
     assert lcm.exclude.excluded(f"{home}/secret/x") and lcm.exclude.excluded(f"{home}/secret")
     assert not lcm.exclude.excluded("/work/clientsX") and not lcm.exclude.excluded(f"{home}/secretive")

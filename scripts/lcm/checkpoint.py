@@ -10,10 +10,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-import lcm.db
+import lcm.cli
+import lcm.config
 import lcm.mask
 import lcm.worklog
-from lcm.db import LcmError
+from lcm.errors import LcmError
 
 FILE_NAME = ".lcm-checkpoint.md"
 MARKER = "lcm-checkpoint:"
@@ -31,7 +32,7 @@ def workspace_root() -> Path:
 def foreign_reason(conn, session_id: str) -> str | None:
     """Why the workspace's checkpoint file is not this session's to write, or None when it is:
     the current session ($LCM_SESSION_ID), or one whose directory is the workspace root."""
-    current = lcm.db.current_session_id()
+    current = lcm.config.current_session_id()
     if current == session_id:
         return None
     row = conn.execute("SELECT project FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
@@ -79,7 +80,7 @@ def build(conn, session_id: str, vault: Path, use_llm: bool) -> tuple[dict, str]
     summaries = conn.execute("SELECT count(*) FROM summaries WHERE session_id = ?", (session_id,)).fetchone()[0]
     meta = {"version": FORMAT_VERSION, "session_id": session_id, "vault": str(vault),
             "project": session["project"], "last_message_id": log["last_message_id"],
-            "created_at": lcm.db.now_iso()}
+            "created_at": lcm.config.now_iso()}
     body = lcm.worklog.render(lcm.worklog.sections(log, top))
     story = narrative(conn, session_id, body) if use_llm else None
     head = [

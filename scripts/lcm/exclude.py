@@ -39,8 +39,8 @@ def _rules(raw: str, environ: dict | None):
     rules = _cache.get(raw)
     if rules is None:
         import glob as globmod
-        from lcm.db import config
-        written = config("LCM_EXCLUDE", environ)
+        import lcm.config
+        written = lcm.config.get("LCM_EXCLUDE", environ)
         globs = tuple(dict.fromkeys([*written, *(_static_prefix_resolved(g) for g in written)]))
         roots = set()
         for pattern in written:  # the directories the glob names today, resolved

@@ -18,9 +18,12 @@ from __future__ import annotations
 import os
 import re
 
+import lcm.cli
+import lcm.config
 import lcm.db
 import lcm.resolve
-from lcm.db import LcmError
+import lcm.schema
+from lcm.errors import LcmError
 
 # the externalised files of the messages in temp.purge_messages
 FILES_OF_PURGE = "message_uuid IN (SELECT uuid FROM messages WHERE id IN (SELECT id FROM temp.purge_messages))"
@@ -262,7 +265,7 @@ def select(conn, *, session: str | None = None, message: str | None = None, matc
         # the pattern itself is never echoed, not even in an error: it is often the secret
         sel = Selection("messages matching the given regular expression" if regex else
                         "messages containing the given text")
-        home = str(lcm.db.lcm_home())
+        home = str(lcm.config.lcm_home())
         if regex:
             try:
                 pattern = re.compile(match)
@@ -415,8 +418,8 @@ def purge(conn, sel: Selection) -> dict:
             doc = plan(conn, sel)
             checkpoints = _doomed_checkpoints(conn, sel)
             uuids = [r[0] for r in conn.execute("SELECT uuid FROM messages WHERE id IN (SELECT id FROM temp.purge_messages)")]
-            now = lcm.db.now_iso()
-            conn.execute(lcm.db.PURGED_TRIGGER)
+            now = lcm.config.now_iso()
+            conn.execute(lcm.schema.PURGED_TRIGGER)
             conn.executemany("INSERT OR IGNORE INTO purged (uuid, purged_at) VALUES (?, ?)", ((u, now) for u in uuids))
             dropped = drop_summaries(conn)
             files = conn.execute(f"SELECT id, path FROM files WHERE {FILES_OF_PURGE}").fetchall()
@@ -446,7 +449,7 @@ def purge(conn, sel: Selection) -> dict:
                 for table in fts_tables(conn):
                     conn.execute(f"INSERT INTO \"{table}\"(\"{table}\") VALUES ('optimize')")
         doc["files_removed"] = _remove_files(conn, [r[1] for r in files])
-        doc["log_lines_removed"] = _forget_log_lines(str(lcm.db.lcm_home()), sel.log_lines)
+        doc["log_lines_removed"] = _forget_log_lines(str(lcm.config.lcm_home()), sel.log_lines)
         doc["wal_emptied"] = _empty_wal(conn)
     doc["backups"] = backups_beside(conn)
     return doc
