@@ -17,7 +17,7 @@ Modes:
 Scope: by default the current project (the cwd of $LCM_SESSION_ID's session) when LCM_SESSION_ID
 is set, else everything; the first line of the output names it, and a line counts stronger
 matches in other projects. --session takes an id or a unique prefix (8 characters are printed).
-Under an expansion grant (LCM_GRANT) only the grant's sessions are searched. --typed keeps what
+Under an expansion grant (LCM_GRANT) only what the grant covers is searched. --typed keeps what
 the person typed (tool results are user-role entries too). WHEN is an ISO date/time or a
 relative age: 30m, 3h, 2d, 1w. --limit is at most 200. Notes pinned with lcm_remember.py that
 match are listed first (type "note"; in a project scope, the notes that apply there and the

@@ -10,8 +10,8 @@ assistant and system entry is stored with its original line byte for byte, dedup
 its uuid; a re-run reads only the bytes added since the last one. Malformed lines, and files
 that cannot be read (a dangling symlink, a FIFO, a file deleted meanwhile), are reported on
 stderr and skipped, never fatal. Imports of one vault may run in parallel: each waits its turn.
-Transcripts of projects matching LCM_EXCLUDE (colon-separated path globs) are skipped, and
-counted in the output.
+Lines written in projects matching LCM_EXCLUDE (colon-separated path globs; each line's cwd,
+symlinks resolved) are left out, and counted in the output.
 
 Examples:
   python3 "$LCM_SCRIPTS/lcm_ingest.py" --all
