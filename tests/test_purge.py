@@ -263,6 +263,7 @@ def test_match_forgets_titles_log_lines_and_map_prompts(env, isolated_home, vaul
     t.assistant_text(f"the {WORD} launch is planned")
     t.user("and something else entirely")
     t.title(f"Planning the {WORD} launch")
+    t.raw_line(json.dumps({"type": "summary", "summary": f"{WORD} retro", "leafUuid": "not-stored-yet"}))
     t.write()
     _session(projects, "dddd4444-other-session", turns=3)
     assert lcm_ingest.main(["--all"]) == 0
@@ -281,7 +282,7 @@ def test_match_forgets_titles_log_lines_and_map_prompts(env, isolated_home, vaul
     assert "Would remove 2 messages" in out and WORD not in out
     assert lcm_purge.main(["--match", WORD, "--yes", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["titles"] == 1 and doc["log_lines"] == 1 and doc["map_items"] >= 1
+    assert doc["titles"] == 2 and doc["log_lines"] == 1 and doc["map_items"] >= 1
     for name, data in _all_bytes(vault, home).items():
         assert WORD.encode() not in data, name
     assert "unrelated" in (home / "lcm.log").read_text()  # other log lines stay

@@ -49,6 +49,7 @@ class Selection:
         self.checkpoints: list[int] = []
         self.notes: list[str] = []
         self.titles: list[str] = []        # sessions whose stored title matches
+        self.leaf_titles: list[str] = []   # leafUuids of waiting titles that match
         self.map_runs: list[str] = []      # lcm_llm_map / agentic_map runs whose prompt matches
         self.map_items: list[tuple] = []   # (run_id, item_index) whose stored answer matches
         self.digests: list[str] = []       # session digests (table digests, where present)
@@ -167,6 +168,9 @@ def _scan(conn, home: str, literal: str | None = None, pattern: re.Pattern | Non
         "checkpoints": [r[0] for r in rows("checkpoints", "id", ["content"]) if hit(r[1])],
         "notes": [r[0] for r in rows("notes", "id", ["content"]) if hit(r[1])],
         "titles": [r[0] for r in rows("sessions", "session_id", ["title"]) if hit(r[1])],
+        # a title waiting for its session (lcm.ingest.place_leaf_titles)
+        "leaf_titles": ([r[0] for r in rows("leaf_titles", "leaf_uuid", ["title"]) if hit(r[1])]
+                        if _has_table(conn, "leaf_titles") else []),
         "map_runs": [r[0] for r in rows("map_runs", "id", ["prompt", "schema", "options"]) if any(map(hit, r[1:]))],
         "map_items": [(r[0], r[1]) for r in conn.execute(
             "SELECT run_id, item_index, result, error FROM map_items" + (
@@ -280,7 +284,7 @@ def select(conn, *, session: str | None = None, message: str | None = None, matc
             hits = _scan(conn, home, literal=match)
         sel.matched = True
         sel.message_ids = hits["messages"]
-        for key in ("summaries", "checkpoints", "notes", "titles", "map_runs", "map_items", "digests",
+        for key in ("summaries", "checkpoints", "notes", "titles", "leaf_titles", "map_runs", "map_items", "digests",
                     "log_lines", "previews"):
             setattr(sel, key, hits[key])
     for chunk in _chunks(sel.message_ids):
@@ -371,7 +375,7 @@ def plan(conn, sel: Selection) -> dict:
         "files": files,
         "checkpoints": len(checkpoints),
         "notes": len(sel.notes),
-        "titles": len(sel.titles),
+        "titles": len(sel.titles) + len(sel.leaf_titles),
         "map_items": len(sel.map_runs) + len(sel.map_items),
         "log_lines": sum(map(len, sel.log_lines.values())),
         "checkpoint_files": sorted({r[1] for r in checkpoints if r[1] and os.path.isfile(r[1])}),
@@ -429,6 +433,8 @@ def purge(conn, sel: Selection) -> dict:
             conn.executemany("DELETE FROM notes WHERE id = ?", ((i,) for i in notes))
             # a title names the session in every list: it goes, and the first prompt left stands in
             conn.executemany("UPDATE sessions SET title = NULL WHERE session_id = ?", ((s,) for s in sel.titles))
+            for leaf in sel.leaf_titles:
+                conn.execute("DELETE FROM leaf_titles WHERE leaf_uuid = ?", (leaf,))
             conn.executemany("DELETE FROM map_items WHERE run_id = ? AND item_index = ?", sel.map_items)
             for run in sel.map_runs:  # a run's prompt is in every item's request: the whole run goes
                 conn.execute("DELETE FROM map_items WHERE run_id = ?", (run,))
@@ -445,7 +451,7 @@ def purge(conn, sel: Selection) -> dict:
                 conn.execute("DELETE FROM sessions WHERE session_id = ? AND NOT EXISTS"
                              " (SELECT 1 FROM messages WHERE session_id = ?)", (sid, sid))
             # FTS5 keeps a deleted row's terms in its old segments until they are merged
-            if uuids or dropped or notes or sel.titles or sel.map_runs or sel.map_items:
+            if uuids or dropped or notes or sel.titles or sel.leaf_titles or sel.map_runs or sel.map_items:
                 for table in fts_tables(conn):
                     conn.execute(f"INSERT INTO \"{table}\"(\"{table}\") VALUES ('optimize')")
         doc["files_removed"] = _remove_files(conn, [r[1] for r in files])
