@@ -30,9 +30,11 @@ def _file_uuids(path) -> set[str]:
 def test_stop_stores_agent_files_beside_the_session(tmp_path, vault):
     projects = tmp_path / "projects"
     t = Transcript(projects)
+    t.version = "2.0.37"  # the CLIs that wrote agent files beside the session
     t.user("review the parser")
     t.write()
     agent = Transcript(projects, agent_id="1a2b3c4d", layout="beside", parent=t)
+    agent.version = t.version
     agent.user("Look for off-by-one errors in parser.py")
     agent.assistant_text("found one in parse_range")
     agent.write()
@@ -40,6 +42,8 @@ def test_stop_stores_agent_files_beside_the_session(tmp_path, vault):
     assert _file_uuids(agent.path) <= _uuids(vault)
     agent.assistant_text("and a second one in parse_list")  # written after the hook ran
     agent.write()
+    t.assistant_text("the reviewer found two")  # the next turn's hook catches it
+    t.write()
     assert run_hook("stop", stop(t), {"LCM_SUBAGENT": "1"}).returncode == 0
     assert _file_uuids(agent.path) <= _uuids(vault)
 

@@ -165,7 +165,7 @@ def _write(conn, batch: lt.Batch, patience: float | None = None) -> dict:
     """
     row = batch.row
     result = {"path": batch.path, "session_id": batch.msg_sid, "messages_added": 0, "messages_skipped": 0,
-              "malformed_lines": 0, "malformed": [], "excluded_lines": batch.excluded,
+              "malformed_lines": 0, "malformed": [], "excluded_lines": batch.excluded, "version": batch.version,
               # read from its start and every conversation line was in LCM_EXCLUDE: not counted in `files`
               "excluded_file": bool(batch.excluded) and not (batch.offset or batch.rows or batch.staged),
               "sessions": [row["session_id"]] if row and row["session_id"] else []}
@@ -260,28 +260,48 @@ def ingest_session(conn, transcript_path, patience: float | None = None) -> dict
     lines stay unread, and the next call stores them (the byte offset did not move).
     """
     path = os.path.abspath(os.fspath(transcript_path))
-    paths = [path]
+    total = {"files": 1, "messages_added": 0, "messages_skipped": 0, "malformed_lines": 0,
+             "excluded_lines": 0, "malformed": [], "skipped_files": []}
+    deadline = None if patience is None else time.monotonic() + patience
+
+    def one(p: str) -> dict:
+        result = ingest_file(conn, p, None if deadline is None else max(deadline - time.monotonic(), 0.05))
+        for key in ("messages_added", "messages_skipped", "malformed_lines", "excluded_lines"):
+            total[key] += result[key]
+        total["malformed"] += result["malformed"]
+        return result
+
+    main = one(path)
+    paths = []
     subagents = os.path.join(path[:-6] if path.endswith(".jsonl") else path, "subagents")
     if os.path.isdir(subagents):
         paths += sorted(os.path.join(subagents, n) for n in os.listdir(subagents)
                         if n.startswith("agent-") and n.endswith(".jsonl"))
-    if os.path.basename(os.path.dirname(path)) != "subagents":
+    if _older_layout(main) and os.path.basename(os.path.dirname(path)) != "subagents":
         paths += [p for p in changed_agents_beside(conn, path) if p != path]
-    total = {"files": len(paths), "messages_added": 0, "messages_skipped": 0, "malformed_lines": 0,
-             "excluded_lines": 0, "malformed": [], "skipped_files": []}
-    deadline = None if patience is None else time.monotonic() + patience
+    total["files"] += len(paths)
     for p in paths:
         try:
-            one = ingest_file(conn, p, None if deadline is None else max(deadline - time.monotonic(), 0.05))
+            one(p)
         except LcmError as exc:
-            if p == path or isinstance(exc, VaultBusy):
+            if isinstance(exc, VaultBusy):
                 raise
             total["skipped_files"].append({"path": p, "reason": exc.message})
-            continue
-        for key in ("messages_added", "messages_skipped", "malformed_lines", "excluded_lines"):
-            total[key] += one[key]
-        total["malformed"] += one["malformed"]
     return total
+
+
+def _older_layout(result: dict) -> bool:
+    """Whether the new lines just read come from a CLI that kept sub-agent transcripts beside
+    the session file (up to 2.0; from 2.1 they live in `<session>/subagents/`). A turn with no
+    new line says nothing: its agents' lines are complete before the turn's own (a Task result
+    comes after the agent's last line), so the next turn's hook finds them."""
+    if not result.get("messages_added") and not result.get("messages_skipped"):
+        return False
+    version = result.get("version")
+    try:
+        return tuple(int(part) for part in version.split(".")[:2]) < (2, 1)
+    except (AttributeError, ValueError):
+        return True  # no version, or one we cannot read: look, it costs a directory listing
 
 
 def changed_agents_beside(conn, path: str) -> list[str]:

@@ -300,6 +300,7 @@ class Batch:
         self.first_excluded: int | None = None  # index (in this read's lines) of the first of them
         self.compactions: list[tuple] = []
         self.agent_calls: list[tuple] = []  # rows for agent_calls: which Task/Agent call started which sub-agent
+        self.version: str | None = None  # the Claude Code version the newest conversation line names
         self.leaf_titles: list[tuple] = []  # (leafUuid, title) of older CLIs' summary lines (lcm.ingest places them)
         self.sessions: dict[str | None, Session] = {}
         self.msg_sid = row["session_id"] if row else None  # session of the file's first message
@@ -432,6 +433,9 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
                 s.first = created
             if s.last is None or created > s.last:
                 s.last = created
+        version = entry.get("version")
+        if type(version) is str:
+            batch.version = version
         if model and not sidechain and not model.startswith("<"):  # skip "<synthetic>"
             s.model = model
         if subtype == "compact_boundary":
