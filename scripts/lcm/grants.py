@@ -17,7 +17,6 @@ leaves unmasked; and commands that change the vault are refused.
 """
 from __future__ import annotations
 
-import json
 import os
 from datetime import datetime, timedelta, timezone
 
@@ -26,6 +25,13 @@ import lcm.db
 from lcm.errors import LcmError
 
 NEW_GRANT_HINT = "ask lcm_expand_query.py again: it creates a fresh grant for the ids it needs"
+
+
+def _ids(text: str) -> list[str]:
+    """A grant's stored list of ids. json is imported here, not at the top: grep imports this
+    module on every run, and without a grant it never needs json (~1 ms of a grep process)."""
+    import json
+    return json.loads(text)
 
 
 def _iso(dt: datetime) -> str:
@@ -54,6 +60,7 @@ def create_grant(conn, session_ids, node_ids, token_cap, ttl_seconds=300) -> str
         raise LcmError("a grant needs a positive token cap and time to live",
                        f"e.g. token_cap={lcm.config.get('LCM_MAX_EXPAND_TOKENS')}, ttl_seconds=300")
     grant_id = lcm.config.new_id("grant")
+    import json
     now = datetime.now(timezone.utc)
     with _write(conn):
         conn.execute(
@@ -115,7 +122,7 @@ def check_scope(conn, grant_id: str, node_id: str):
     """The grant row if `node_id` may be read under it; LcmError otherwise."""
     grant = _load(conn, grant_id)
     session, chain = node_lineage(conn, node_id)
-    sessions, nodes = json.loads(grant["session_ids"]), json.loads(grant["node_ids"])
+    sessions, nodes = _ids(grant["session_ids"]), _ids(grant["node_ids"])
     if session is None:
         raise LcmError(f"{node_id} is not in this vault", "find ids with lcm_grep.py QUERY")
     if session not in sessions or (nodes and not set(chain) & set(nodes)):
@@ -128,7 +135,7 @@ def check_scope(conn, grant_id: str, node_id: str):
 def check_scope_session(conn, grant_id: str, session_id: str):
     """The grant row if the whole `session_id` may be listed under it; LcmError otherwise."""
     grant = _load(conn, grant_id)
-    if session_id not in json.loads(grant["session_ids"]):
+    if session_id not in _ids(grant["session_ids"]):
         raise LcmError(f"session {session_id} is outside grant {grant_id}", NEW_GRANT_HINT)
     return grant
 
@@ -173,7 +180,7 @@ class Scope:
         self.nodes: list[str] = []  # the grant's node ids; empty: its sessions whole
         if grant_id:
             grant = _load(conn, grant_id)
-            self.sessions, self.nodes = json.loads(grant["session_ids"]), json.loads(grant["node_ids"])
+            self.sessions, self.nodes = _ids(grant["session_ids"]), _ids(grant["node_ids"])
 
     def allows_session(self, session_id: str) -> bool:
         return self.sessions is None or session_id in self.sessions

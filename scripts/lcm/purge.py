@@ -29,8 +29,6 @@ from lcm.errors import LcmError
 FILES_OF_PURGE = "message_uuid IN (SELECT uuid FROM messages WHERE id IN (SELECT id FROM temp.purge_messages))"
 EXAMPLES = 5  # messages shown by a dry run
 PREVIEW_CHARS = 80
-
-
 REGEX_SECONDS = 2.0  # longest a --regex may spend on one text before it is refused (a sound
                      # pattern reads a megabyte in milliseconds; nested repetition never ends)
 LOG_NAMES = ("lcm.log", "lcm.log.1")  # the hooks' log and the one rotated copy it keeps
