@@ -79,6 +79,7 @@ def test_every_reading_command_keeps_to_the_grant(dag, capsys, monkeypatch, tmp_
     assert refused(*run(capsys, lcm_purge, "--session", "s1"))
     assert refused(*run(capsys, lcm_compact, "--session", "s1"))
     assert refused(*run(capsys, lcm_expand_query, "--query", "parser", "--prompt", "which parser?"))
+    assert refused(*run(capsys, "lcm_view", "--no-browser"))
 
 
 def test_a_grant_over_some_ids_never_shows_a_whole_session(dag, capsys, monkeypatch):

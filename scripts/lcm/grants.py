@@ -201,9 +201,7 @@ class Scope:
 
     def refuse(self, what: str, hint: str = "") -> None:
         """LcmError under a grant: for what a sub-agent may not do at all (write, print unmasked)."""
-        if self.limited:
-            raise LcmError(f"{what} is refused under an expansion grant (LCM_GRANT {self.grant_id})",
-                           hint or "a sub-agent of lcm_expand_query.py only reads what its grant covers")
+        refuse(what, hint)
 
     def newest_session(self) -> str:
         """The grant's most recently active session (the default session under a grant)."""
@@ -245,6 +243,15 @@ class Scope:
                      " WHERE message_id IS NOT NULL AND summary_id IN (SELECT id FROM temp.grant_summaries)")
         conn.executemany("INSERT OR IGNORE INTO temp.grant_messages SELECT id FROM messages WHERE uuid = ?",
                          ((n,) for n in self.nodes if not n.startswith("sum_")))
+
+
+def refuse(what: str, hint: str = "") -> None:
+    """LcmError when LCM_GRANT is set: for what a sub-agent may not do at all (write to the
+    vault, print unmasked, serve the whole vault)."""
+    grant_id = os.environ.get("LCM_GRANT")
+    if grant_id:
+        raise LcmError(f"{what} is refused under an expansion grant (LCM_GRANT {grant_id})",
+                       hint or "a sub-agent of lcm_expand_query.py only reads what its grant covers")
 
 
 def scope(conn) -> Scope:
