@@ -213,16 +213,17 @@ class Scope:
         return row[0]
 
     def sql(self, kind: str, alias: str = "t") -> tuple[str, list]:
-        """(WHERE clause, params) that keeps rows of `kind` (message, summary, note) in scope, for
-        a query to apply before it ranks or pages: lcm.search takes it as `within`."""
+        """(WHERE clause, params) that keeps rows of `kind` (message, summary, note or any other
+        result type with a session_id column, aliased `alias`) in scope, for a query to apply
+        before it ranks or pages: lcm.search takes it as `within`."""
         if not self.limited:
             return "1", []
         marks = ",".join("?" * len(self.sessions))
         clause, params = (f"{alias}.session_id IN ({marks})" if self.sessions else "0"), list(self.sessions)
         if not self.nodes:
             return clause, params
-        if kind == "note":
-            return "0", []  # a note lies below no summary: outside any grant that names ids
+        if kind not in ("message", "summary"):
+            return "0", []  # a note (title, checkpoint ...) lies below no summary: outside such a grant
         self._fill_below()
         table = "grant_messages" if kind == "message" else "grant_summaries"
         return f"{clause} AND {alias}.id IN (SELECT id FROM temp.{table})", params
