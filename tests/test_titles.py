@@ -98,3 +98,26 @@ def test_every_title_of_the_shared_data_comes_from_its_own_session(capsys, vault
     for leaf, _title in summaries:
         if owner.get(leaf) and conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (owner[leaf],)).fetchone():
             assert owner[leaf] in stored, owner[leaf]
+
+
+def test_a_vault_filled_before_the_fix_gets_its_titles_back(tmp_path, capsys, vault):
+    """Migration 8 takes back a title credited to the file a summary line sat in, and gives it
+    to the session that holds its leaf."""
+    import sqlite3
+    projects = tmp_path / "projects"
+    parent = Transcript(projects, session_id="aaaa1111-parent")
+    parent.user("speed up the importer")
+    last = parent.assistant_text("the importer now batches its inserts")
+    resumed = Transcript(projects, session_id="bbbb1111-resumed")
+    resumed.raw_line(_summary_line("Importer Speed-up", last["uuid"]))
+    resumed.user("document the batch size")
+    parent.write(), resumed.write()
+    assert run(capsys, lcm_ingest, projects)[0] == 0
+    raw = sqlite3.connect(vault)  # as the code before the fix left it: the title on the wrong session
+    raw.execute("UPDATE sessions SET title = CASE session_id WHEN 'bbbb1111-resumed' THEN 'Importer Speed-up' END")
+    raw.execute("DROP TABLE leaf_titles")
+    raw.execute("PRAGMA user_version = 7")
+    raw.commit()
+    raw.close()
+    assert run(capsys, lcm_ingest, projects)[0] == 0  # the next writer migrates (a reader never does)
+    assert _titles(capsys) == {"aaaa1111-parent": "Importer Speed-up", "bbbb1111-resumed": "document the batch size"}

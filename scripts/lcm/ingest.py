@@ -227,11 +227,8 @@ def place_leaf_titles(conn) -> None:
     Costs one indexed probe when nothing waits (a hook's common case)."""
     if conn.execute("SELECT 1 FROM leaf_titles LIMIT 1").fetchone() is None:
         return
-    placed = conn.execute("SELECT p.leaf_uuid, p.title, m.session_id FROM leaf_titles p"
-                          " JOIN messages m ON m.uuid = p.leaf_uuid").fetchall()
-    for leaf, title, sid in placed:
-        conn.execute("UPDATE sessions SET title = ? WHERE session_id = ? AND title IS NULL", (title, sid))
-    conn.executemany("DELETE FROM leaf_titles WHERE leaf_uuid = ?", ((r[0],) for r in placed))
+    for sql in lcm.schema.PLACE_LEAF_TITLES:
+        conn.execute(sql)
 
 
 def _settings() -> tuple[bool, int]:
