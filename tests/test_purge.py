@@ -321,7 +321,7 @@ def test_match_reads_what_a_person_sees_not_metadata(isolated_home, vault, capsy
 
 def _visible(entry: dict) -> str:
     """The test's own reading of a line's visible text: message text, thinking, tool input
-    values and tool output (content and toolUseResult)."""
+    values and tool results (not the toolUseResult Claude Code keeps beside them unseen)."""
     def strings(v):
         if isinstance(v, str):
             yield v
@@ -348,7 +348,6 @@ def _visible(entry: dict) -> str:
                     parts += [b] if isinstance(b, str) else [b.get("text", "")] if isinstance(b, dict) else []
             else:
                 parts += [block[k] for k in ("text", "thinking", "title") if isinstance(block.get(k), str)]
-    parts += strings(entry.get("toolUseResult"))
     return "\n".join(parts)
 
 
@@ -360,12 +359,16 @@ def test_match_main_on_the_shared_data_selects_visible_text_only(capsys, vault):
     assert lcm_purge.main(["--match", "main", "--json"]) == 0
     selected = json.loads(capsys.readouterr().out)["messages"]
     conn = _db(vault)
-    visible = metadata = 0
+    visible = metadata = anywhere = 0
     for (raw,) in conn.execute("SELECT raw FROM messages"):
         entry = json.loads(raw)
         visible += "main" in _visible(entry)
         metadata += entry.get("gitBranch") == "main"
-    assert selected == visible and 0 < visible < metadata
+        anywhere += b"main" in bytes(raw)
+    assert selected == visible and 0 < visible < metadata < anywhere
+    assert lcm_purge.main(["--match", "main", "--hidden", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert visible < doc["messages"] < anywhere  # unseen tool data too, metadata still never
 
 
 def test_a_pathological_regex_is_refused_cleanly_and_never_echoed(isolated_home, vault, capsys, monkeypatch):
@@ -392,3 +395,27 @@ def test_regex_errors_never_repeat_the_pattern(vault_with_secret, capsys, patter
     assert lcm_purge.main(["--match", pattern, "--regex"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("Error: ") and "secret-XYZ" not in err
+
+
+def test_text_only_in_unseen_tool_data_stays_unless_asked(isolated_home, vault, capsys):
+    """An Edit's result keeps the whole earlier file (toolUseResult.originalFile), which the
+    person never saw: by default that message stays and the output says so; --hidden takes it."""
+    t = Transcript(isolated_home / ".claude" / "projects", session_id="gggg7777-edit")
+    call = t.tool_use("Edit", {"file_path": "/src/settings.py", "old_string": "DEBUG = True",
+                               "new_string": "DEBUG = False"})
+    t.tool_result(call, "The file /src/settings.py has been updated.",
+                  toolUseResult={"filePath": "/src/settings.py",
+                                 "originalFile": f"DEBUG = True\nTOKEN = '{WORD}'\n"})
+    t.user("thanks")
+    t.write()
+    assert lcm_ingest.main(["--all"]) == 0
+    capsys.readouterr()
+    assert lcm_purge.main(["--match", WORD, "--yes"]) == 0
+    out = capsys.readouterr().out
+    assert "1 more message holds it only in tool data" in out and "--hidden" in out and WORD not in out
+    assert _db(vault).execute("SELECT count(*) FROM messages").fetchone()[0] == 3
+    assert lcm_purge.main(["--match", WORD, "--hidden", "--yes"]) == 0
+    capsys.readouterr()
+    for name, data in _all_bytes(vault, vault.parent).items():
+        assert WORD.encode() not in data, name
+    assert _db(vault).execute("SELECT count(*) FROM messages").fetchone()[0] == 2

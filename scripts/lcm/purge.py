@@ -1,7 +1,7 @@
 """Forgetting: the one path that deletes messages from the vault.
 
---match compares the text a person sees (visible_text: message text, thinking, tool input and
-output), never a line's metadata, and finds every other stored copy too: summaries, checkpoints,
+--match compares the text a person sees (line_text: message text, thinking, tool input and
+output; with --hidden also the tool data Claude Code keeps unseen), never a line's metadata, and finds every other stored copy too: summaries, checkpoints,
 pinned notes, session titles, map runs' prompts and answers, session digests and lcm.log lines.
 
 A purge removes the chosen messages (their rows, raw lines and full-text entries), every summary
@@ -53,6 +53,7 @@ class Selection:
         self.digests: list[str] = []       # session digests (table digests, where present)
         self.log_lines: dict[str, list[int]] = {}  # lcm.log file name -> matching line numbers
         self.previews: dict[int, str] = {}  # message id -> preview with the text blanked
+        self.hidden_only: list[int] = []   # messages holding the text only in hidden tool data (kept)
 
 
 # ---------------------------------------------------------------------------
@@ -91,33 +92,36 @@ def _block_text(block, out: list[str]) -> None:
                 out.append(block[key])
 
 
-def visible_text(raw) -> str:
-    """The text a person sees in one stored transcript line: the message's text, thinking, tool
-    inputs and outputs (also the structured copy in `toolUseResult`), never metadata such as
-    gitBranch, cwd, ids or field names. Purge matches --match against this and nothing else, so
-    `--match main` cannot pick every message of a session on branch main.
+def line_text(raw) -> tuple[str, str]:
+    """(visible, hidden) text of one stored transcript line.
 
-    `raw` is the stored line (messages.raw); a change to how lines are stored changes only here.
+    visible: what a person sees of it: the message's text, thinking, tool inputs and tool
+    results. hidden: tool data Claude Code keeps beside a result but does not show (its
+    `toolUseResult`: an edited file's earlier contents, a todo list). Neither holds metadata such
+    as gitBranch, cwd, ids or field names, so `--match main` cannot pick every message of a
+    session on branch main. `raw` is the stored line (messages.raw): a change to how lines are
+    stored changes only here.
     """
     import lcm.transcript
     try:
         entry = lcm.transcript.loads(bytes(raw))
     except (ValueError, RecursionError):
-        return ""
+        return "", ""
     if not isinstance(entry, dict):
-        return ""
-    out: list[str] = []
+        return "", ""
+    visible: list[str] = []
+    hidden: list[str] = []
     message = entry.get("message")
     content = message.get("content") if isinstance(message, dict) else message
     if content is None and message is None:
         content = entry.get("content")  # system lines keep their text at the top level
     try:
         for block in content if isinstance(content, list) else [content]:
-            _block_text(block, out)
-        _strings(entry.get("toolUseResult"), out)
+            _block_text(block, visible)
+        _strings(entry.get("toolUseResult"), hidden)
     except RecursionError:
         pass
-    return "\n".join(out)
+    return "\n".join(visible), "\n".join(hidden)
 
 
 # ---------------------------------------------------------------------------
@@ -126,7 +130,7 @@ def visible_text(raw) -> str:
 
 def _json_forms(literal: str) -> list[bytes]:
     """How `literal` can appear inside a JSON line: as is, and escaped (quotes, newlines,
-    non-ASCII as \\uXXXX): a cheap SQL filter before visible_text decides."""
+    non-ASCII as \\uXXXX): a cheap SQL filter before line_text decides."""
     import json
     forms = [literal, json.dumps(literal, ensure_ascii=False)[1:-1], json.dumps(literal)[1:-1]]
     return list(dict.fromkeys(f.encode("utf-8", "surrogatepass") for f in forms))
@@ -159,9 +163,16 @@ def _scan(conn, home: str, literal: str | None = None, pattern: re.Pattern | Non
         candidates = conn.execute(f"SELECT id, raw FROM messages WHERE {where} ORDER BY id", [*forms, literal])
     else:
         candidates = conn.execute("SELECT id, raw FROM messages ORDER BY id")
-    messages = [mid for mid, raw in candidates if hit(visible_text(raw))]
+    messages, hidden_only = [], []
+    for mid, raw in candidates:
+        visible, hidden = line_text(raw)
+        if hit(visible):
+            messages.append(mid)
+        elif hit(hidden):
+            hidden_only.append(mid)
     doc = {
         "messages": messages,
+        "hidden_only": hidden_only,
         "summaries": [r[0] for r in rows("summaries", "id", ["content"]) if hit(r[1])],
         "checkpoints": [r[0] for r in rows("checkpoints", "id", ["content"]) if hit(r[1])],
         "notes": [r[0] for r in rows("notes", "id", ["content"]) if hit(r[1])],
@@ -187,9 +198,9 @@ def _scan(conn, home: str, literal: str | None = None, pattern: re.Pattern | Non
         if lines:
             doc["log_lines"][name] = lines
     doc["previews"] = {}
-    for mid, content in conn.execute(
-            f"SELECT id, content FROM messages WHERE id IN ({','.join('?' * len(messages[:EXAMPLES]))})",
-            messages[:EXAMPLES]):
+    shown = sorted(messages + hidden_only)[:EXAMPLES]  # a dry run's examples, with or without --hidden
+    for mid, content in conn.execute(f"SELECT id, content FROM messages WHERE id IN ({','.join('?' * len(shown))})",
+                                     shown):
         doc["previews"][mid] = _preview(content, literal, pattern)
     return doc
 
@@ -246,8 +257,10 @@ def _scan_regex(conn, home: str, pattern: re.Pattern) -> dict:
 
 
 def select(conn, *, session: str | None = None, message: str | None = None, match: str | None = None,
-           regex: bool = False) -> Selection:
-    """The messages one criterion names (exactly one of session, message, match)."""
+           regex: bool = False, hidden: bool = False) -> Selection:
+    """The messages one criterion names (exactly one of session, message, match). With match,
+    a message holding the text only in hidden tool data (see line_text) is chosen with
+    hidden=True, else counted in `hidden_only`."""
     if session is not None:
         sid = lcm.resolve.by_id(conn, session)
         sel = Selection(f"session {sid}")
@@ -281,7 +294,8 @@ def select(conn, *, session: str | None = None, message: str | None = None, matc
         else:
             hits = _scan(conn, home, literal=match)
         sel.matched = True
-        sel.message_ids = hits["messages"]
+        sel.message_ids = sorted(hits["messages"] + hits["hidden_only"]) if hidden else hits["messages"]
+        sel.hidden_only = [] if hidden else hits["hidden_only"]
         for key in ("summaries", "checkpoints", "notes", "titles", "leaf_titles", "map_runs", "map_items", "digests",
                     "log_lines", "previews"):
             setattr(sel, key, hits[key])
@@ -374,6 +388,7 @@ def plan(conn, sel: Selection) -> dict:
         "checkpoints": len(checkpoints),
         "notes": len(sel.notes),
         "titles": len(sel.titles) + len(sel.leaf_titles),
+        "hidden_only": len(sel.hidden_only),
         "map_items": len(sel.map_runs) + len(sel.map_items),
         "log_lines": sum(map(len, sel.log_lines.values())),
         "checkpoint_files": sorted({r[1] for r in checkpoints if r[1] and os.path.isfile(r[1])}),
