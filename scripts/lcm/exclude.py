@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 _MAGIC = ("*", "?", "[")
-_cache: dict = {}  # LCM_EXCLUDE value -> (globs, resolved roots, {path: decision})
+_cache: dict = {}  # (LCM_EXCLUDE, home) -> (globs, resolved roots, {path: decision})
 
 
 def _static_prefix_resolved(glob: str) -> str:
@@ -36,7 +36,8 @@ def _static_prefix_resolved(glob: str) -> str:
 
 
 def _rules(raw: str, environ: dict | None):
-    rules = _cache.get(raw)
+    key = (raw, os.path.expanduser("~"))  # `~` in a glob means the home of the moment
+    rules = _cache.get(key)
     if rules is None:
         import glob as globmod
         import lcm.config
@@ -47,7 +48,7 @@ def _rules(raw: str, environ: dict | None):
             for found in globmod.glob(pattern):
                 if os.path.isdir(found):
                     roots.add(os.path.realpath(found))
-        rules = _cache[raw] = (globs, frozenset(roots), {})
+        rules = _cache[key] = (globs, frozenset(roots), {})
     return rules
 
 
