@@ -223,6 +223,25 @@ def test_doctor_restores_a_lost_purge_guard(vault_with_secret, capsys):
     assert _grep_count(capsys, TOKEN) == 0
 
 
+def test_match_forgets_a_summary_whose_earlier_text_held_it(vault_with_secret, capsys):
+    """An upgraded summary keeps the text it replaced (summary_versions): that copy counts."""
+    conn = _db(vault_with_secret)
+    sid = conn.execute("SELECT id FROM summaries WHERE session_id LIKE 'bbbb%' LIMIT 1").fetchone()[0]
+    conn.execute("INSERT INTO summary_versions (summary_id, content, level, model, token_count, written_at,"
+                 " replaced_at) VALUES (?, ?, 'extractive', NULL, 5, '2026-11-20', '2026-11-21')",
+                 (sid, f"an older summary that named {WORD}"))
+    conn.commit()
+    conn.close()
+    assert lcm_purge.main(["--match", WORD, "--yes"]) == 0
+    capsys.readouterr()
+    conn = _db(vault_with_secret)
+    assert conn.execute("SELECT count(*) FROM summaries WHERE id = ?", (sid,)).fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM summary_versions").fetchone()[0] == 0
+    conn.close()
+    for name, data in _all_bytes(vault_with_secret, vault_with_secret.parent).items():
+        assert WORD.encode() not in data, name
+
+
 def test_match_also_forgets_pinned_notes(vault_with_secret, capsys):
     assert lcm_remember.main([f"the office is at {PLACE}", "--global"]) == 0
     assert lcm_remember.main(["keep this note", "--global"]) == 0

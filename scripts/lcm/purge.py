@@ -173,7 +173,10 @@ def _scan(conn, home: str, literal: str | None = None, pattern: re.Pattern | Non
     doc = {
         "messages": messages,
         "hidden_only": hidden_only,
-        "summaries": [r[0] for r in rows("summaries", "id", ["content"]) if hit(r[1])],
+        # a summary goes when its text or an earlier text of it (summary_versions) holds the match
+        "summaries": sorted({r[0] for r in rows("summaries", "id", ["content"]) if hit(r[1])} | (
+            {r[0] for r in rows("summary_versions", "summary_id", ["content"]) if hit(r[1])}
+            if _has_table(conn, "summary_versions") else set())),
         "checkpoints": [r[0] for r in rows("checkpoints", "id", ["content"]) if hit(r[1])],
         "notes": [r[0] for r in rows("notes", "id", ["content"]) if hit(r[1])],
         "titles": [r[0] for r in rows("sessions", "session_id", ["title"]) if hit(r[1])],

@@ -54,7 +54,7 @@ def _place_sidechains(conn: sqlite3.Connection) -> None:
 
 
 # Title the sessions holding the leaf of a waiting older-CLI summary line (table leaf_titles), where
-# they have no title yet, then forget those lines (lcm.ingest.place_leaf_titles, migration 8).
+# they have no title yet, then forget those lines (lcm.ingest.place_leaf_titles, migration 9).
 PLACE_LEAF_TITLES = (
     """UPDATE sessions SET title = (SELECT p.title FROM leaf_titles p JOIN messages m ON m.uuid = p.leaf_uuid
         WHERE m.session_id = sessions.session_id ORDER BY p.rowid LIMIT 1)
@@ -66,7 +66,7 @@ LEAF_TITLE_HEAD_BYTES = 1 << 20  # older CLIs wrote their summary lines at the t
 
 
 def _credit_leaf_titles(conn: sqlite3.Connection) -> None:
-    """A vault filled before migration 8 credited an older CLI's summary line to the session whose
+    """A vault filled before migration 9 credited an older CLI's summary line to the session whose
     file it sat in. Read the head of each stored session's transcript (where those lines sit),
     take back a title that came from a line whose leaf is another session's, and give every such
     line to the session that holds its leaf (or keep it waiting in leaf_titles). A transcript no
@@ -331,7 +331,25 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
         ) WITHOUT ROWID""",                     # was masked when stored (lcm/mask.py); older rows are masked on output
         "INSERT INTO vault_meta VALUES ('masked_from_message', (SELECT coalesce(max(id), 0) + 1 FROM messages))",
     ],
-    # 8: titles of older CLIs' summary lines whose leaf message is not stored yet (lcm.ingest)
+    # 8: the earlier texts of summaries that an upgrade rewrote (extractive or fallback -> model):
+    # the node keeps its id and place in the DAG, and the text it replaced stays here
+    [
+        """CREATE TABLE summary_versions (
+            summary_id TEXT NOT NULL,           -- summaries.id (no FK: deleting a summary drops these by trigger)
+            content TEXT NOT NULL,              -- the text the summary had before the upgrade
+            level TEXT NOT NULL,                -- its level then (extractive | fallback)
+            model TEXT,                         -- its model then (NULL: written without one)
+            token_count INTEGER NOT NULL,
+            written_at TEXT NOT NULL,           -- when that text was written
+            replaced_at TEXT NOT NULL           -- when the upgrade replaced it
+        )""",
+        "CREATE INDEX summary_versions_summary ON summary_versions(summary_id)",
+        # a purge (or a rebuild) that deletes a summary takes its earlier texts with it
+        """CREATE TRIGGER summary_versions_ad AFTER DELETE ON summaries BEGIN
+            DELETE FROM summary_versions WHERE summary_id = old.id;
+        END""",
+    ],
+    # 9: titles of older CLIs' summary lines whose leaf message is not stored yet (lcm.ingest)
     [
         """CREATE TABLE leaf_titles (
             leaf_uuid TEXT PRIMARY KEY,         -- the summary line's leafUuid: its session owns the title
