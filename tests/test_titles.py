@@ -101,7 +101,7 @@ def test_every_title_of_the_shared_data_comes_from_its_own_session(capsys, vault
 
 
 def test_a_vault_filled_before_the_fix_gets_its_titles_back(tmp_path, capsys, vault):
-    """Migration 9 takes back a title credited to the file a summary line sat in, and gives it
+    """Migration 10 takes back a title credited to the file a summary line sat in, and gives it
     to the session that holds its leaf."""
     import sqlite3
     projects = tmp_path / "projects"
@@ -116,7 +116,7 @@ def test_a_vault_filled_before_the_fix_gets_its_titles_back(tmp_path, capsys, va
     raw = sqlite3.connect(vault)  # as the code before the fix left it: the title on the wrong session
     raw.execute("UPDATE sessions SET title = CASE session_id WHEN 'bbbb1111-resumed' THEN 'Importer Speed-up' END")
     raw.execute("DROP TABLE leaf_titles")
-    raw.execute("PRAGMA user_version = 8")
+    raw.execute("PRAGMA user_version = 9")
     raw.commit()
     raw.close()
     assert run(capsys, lcm_ingest, projects)[0] == 0  # the next writer migrates (a reader never does)

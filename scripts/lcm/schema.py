@@ -54,7 +54,7 @@ def _place_sidechains(conn: sqlite3.Connection) -> None:
 
 
 # Title the sessions holding the leaf of a waiting older-CLI summary line (table leaf_titles), where
-# they have no title yet, then forget those lines (lcm.ingest.place_leaf_titles, migration 9).
+# they have no title yet, then forget those lines (lcm.ingest.place_leaf_titles, migration 10).
 PLACE_LEAF_TITLES = (
     """UPDATE sessions SET title = (SELECT p.title FROM leaf_titles p JOIN messages m ON m.uuid = p.leaf_uuid
         WHERE m.session_id = sessions.session_id ORDER BY p.rowid LIMIT 1)
@@ -66,7 +66,7 @@ LEAF_TITLE_HEAD_BYTES = 1 << 20  # older CLIs wrote their summary lines at the t
 
 
 def _credit_leaf_titles(conn: sqlite3.Connection) -> None:
-    """A vault filled before migration 9 credited an older CLI's summary line to the session whose
+    """A vault filled before migration 10 credited an older CLI's summary line to the session whose
     file it sat in. Read the head of each stored session's transcript (where those lines sit),
     take back a title that came from a line whose leaf is another session's, and give every such
     line to the session that holds its leaf (or keep it waiting in leaf_titles). A transcript no
@@ -349,7 +349,12 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
             DELETE FROM summary_versions WHERE summary_id = old.id;
         END""",
     ],
-    # 9: titles of older CLIs' summary lines whose leaf message is not stored yet (lcm.ingest)
+    # 9: text stored before masking read decoded strings (a tool input's key after a JSON `\n`
+    # stayed in clear) is masked again on output, until lcm_doctor.py --remask masks it in place
+    [
+        "UPDATE vault_meta SET value = (SELECT coalesce(max(id), 0) + 1 FROM messages) WHERE key = 'masked_from_message'",
+    ],
+    # 10: titles of older CLIs' summary lines whose leaf message is not stored yet (lcm.ingest)
     [
         """CREATE TABLE leaf_titles (
             leaf_uuid TEXT PRIMARY KEY,         -- the summary line's leafUuid: its session owns the title
