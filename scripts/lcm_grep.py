@@ -18,7 +18,7 @@ Modes:
 Scope: by default the current project (the cwd of $LCM_SESSION_ID's session) when LCM_SESSION_ID
 is set, else everything; the first line of the output names it, and a line counts stronger
 matches in other projects. --session takes an id or a unique prefix (8 characters are printed).
-Under an expansion grant (LCM_GRANT) only the grant's sessions are searched. --typed keeps what
+Under an expansion grant (LCM_GRANT) only what the grant covers is searched. --typed keeps what
 the person typed (tool results are user-role entries too). WHEN is an ISO date/time or a
 relative age: 30m, 3h, 2d, 1w. --limit is at most 200. Notes pinned with lcm_remember.py that
 match are listed first (type "note"; in a project scope, the notes that apply there and the
@@ -37,32 +37,15 @@ Examples:
 """
 from __future__ import annotations
 
-import os
 import sys
 
 import lcm.cli
 import lcm.db
-import lcm.errors
+import lcm.grants
+import lcm.resolve
 import lcm.search_text
 import lcm.sources
 from lcm.search import search
-
-def _grant_sessions(conn, grant_id: str) -> list[str]:
-    """The sessions an expansion grant (LCM_GRANT, set for lcm's sub-agents) lets this search."""
-    import json
-
-    import lcm.grants
-    return json.loads(lcm.grants.load_grant(conn, grant_id)["session_ids"])
-
-
-def _in_grant(conn, grant_id: str, node_id: str) -> bool:
-    import lcm.grants
-    try:
-        lcm.grants.check_scope(conn, grant_id, node_id)
-        return True
-    except lcm.errors.LcmError:
-        return False
-
 
 def _main(argv):
     p = lcm.cli.parser(__doc__)
@@ -84,15 +67,15 @@ def _main(argv):
     p.add_argument("--offset", type=lcm.cli.int_arg(), default=0, metavar="N", help="skip the first N results")
     args = p.parse_args(argv)
     conn = lcm.db.connect(args.db, create=False, readonly=True)
-    args.grant = os.environ.get("LCM_GRANT")
+    within = lcm.grants.scope(conn)
+    args.grant = within.grant_id
+    if args.session and within.limited:
+        within.check_session(lcm.resolve.by_id(conn, args.session))
+    # under a grant the scope is part of the query: a page holds only what the grant covers
     doc = search(conn, args.query, mode=args.mode, scope=args.scope, session=args.session,
                  project=args.project, all_sessions=args.all_sessions, since=args.since,
                  before=args.before, role=args.role, typed=args.typed, limit=args.limit, offset=args.offset,
-                 types=args.type,
-                 sessions=_grant_sessions(conn, args.grant) if args.grant else None)
-    if args.grant:  # a grant naming summaries covers only what lies below them
-        doc["results"] = [r for r in doc["results"] if _in_grant(conn, args.grant, r["id"])]
-        doc["count"] = len(doc["results"])
+                 types=args.type, sessions=within.sessions, within=within if within.limited else None)
     if doc.pop("widened", False):
         sys.stderr.write("Note: nothing in this project; these results come from all projects\n")
     if doc.pop("stopped_early", False):

@@ -16,6 +16,7 @@ import lcm.db
 import lcm.mask
 import lcm.query
 import lcm.rank
+import lcm.resolve
 from lcm.errors import LcmError
 from lcm.rank import df, newest_window, rank_messages, rank_sql  # noqa: F401 (rank_messages: for expand_query)
 from lcm.sources import SCAN_SECONDS, TYPES, Source, doc_count, fetch, parse_when, resolve_scope, scan, short
@@ -119,7 +120,7 @@ SCOPES = {"messages": ["message"], "summaries": ["summary"], "notes": ["note"]}
 
 
 def search(conn, query, *, mode="auto", scope="both", session=None, project=None, all_sessions=False,
-           since=None, before=None, role=None, typed=False, sessions=None, limit=20, offset=0,
+           since=None, before=None, role=None, typed=False, sessions=None, within=None, limit=20, offset=0,
            time_limit=SCAN_SECONDS, look_elsewhere=True, types=None) -> dict:
     """Search every result type (lcm.sources.TYPES) or some; returns the --json document.
 
@@ -134,7 +135,7 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
     if limit < 1 or offset < 0:
         raise LcmError("--limit must be >= 1 and --offset >= 0", "e.g. --limit 20 --offset 40")
     if session:
-        session = lcm.cli.resolve_session(conn, session)
+        session = lcm.resolve.by_id(conn, session)
     defaulted = not (all_sessions or session or project or sessions is not None)
     session, project = resolve_scope(conn, session, project, all_sessions or sessions is not None)
     if sessions is not None:
@@ -168,7 +169,7 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
     for kind in kinds:
         if kind != "message" and not _has_rows(conn, TYPES[kind][0]):
             continue  # nothing of that type yet (nothing compacted, no note ...): skip its index
-        src = Source(conn, kind, session, project, since, before, role, typed, sessions)
+        src = Source(conn, kind, session, project, since, before, role, typed, sessions, within)
         if mode == "auto":
             # a stored file's candidates are scored on its outline: fewer of them (its text is long)
             candidates = FILE_CANDIDATES if kind == "file" else lcm.rank.CANDIDATES

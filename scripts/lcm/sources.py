@@ -90,7 +90,8 @@ def available(conn) -> set[str]:
 class Source:
     """One result type: where to look and how to filter."""
 
-    def __init__(self, conn, kind, session, project, since, before, role, typed=False, sessions=None):
+    def __init__(self, conn, kind, session, project, since, before, role, typed=False, sessions=None,
+                 within=None):
         self.kind = kind
         self.table, self.fts, self.key, cols, time_lo, time_hi, always = TYPES[kind]
         # the searched text as a column (selected as `content`)
@@ -110,6 +111,10 @@ class Source:
         if sessions is not None:  # a grant's sessions
             where.append(f"t.session_id IN ({','.join('?' * len(sessions))})" if sessions else "0")
             params += sessions
+        if within is not None:  # lcm.grants.Scope: in the query, so a page counts only what it may show
+            clause, more = within.sql(kind)
+            where.append(clause)
+            params += more
         if session:
             where.append("t.session_id = ?")
             params.append(session)
