@@ -143,6 +143,7 @@ def plugin_sources() -> list[dict]:
         source = market.get("source") if isinstance(market, dict) else None
         if isinstance(source, dict) and source.get("source") == "directory" and isinstance(source.get("path"), str):
             where["paths"].append(source["path"])  # a local clone: the plugin lives (or is copied from) there
+        where["paths"] = list(dict.fromkeys(where["paths"]))  # a local clone is often both
         where["missing"] = [p for p in where["paths"] if not _is_plugin(p)]
         found.append(where)
     if "session_start.py" in json.dumps(settings.get("hooks", {})):
@@ -249,7 +250,9 @@ def backend(probe: bool = True) -> dict:
         return doc
     if chosen == "none":
         doc.update(status="warn", detail="summaries stay extractive until a model is available",
-                   hint="export ANTHROPIC_API_KEY, or log in to Claude Code (`claude auth login`) and unset LCM_LLM")
+                   hint="unset LCM_LLM (or set it to auto) to let lcm use a model" if choice == "none" else
+                   "export ANTHROPIC_API_KEY (with the anthropic package), or install Claude Code and run"
+                   " `claude auth login`")
         return doc
     result = lcm.llm.probe_backend(chosen) if probe else {"verified": None, "detail": "not probed", "hint": None}
     doc.update(verified=result["verified"], detail=result["detail"], hint=result["hint"])
