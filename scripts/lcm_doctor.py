@@ -1,7 +1,7 @@
 """Check the vault and the installation, and repair what can be repaired.
 
 Usage:
-  python3 scripts/lcm_doctor.py [--fix] [--db PATH] [--json]
+  python3 scripts/lcm_doctor.py [--fix] [--remask] [--db PATH] [--json]
 
 Checks, without changing anything: the vault's integrity and schema version; the full-text
 indexes against the text they index; the summary DAG's rules (one parent at most, a leaf covers a
@@ -21,10 +21,9 @@ short, a broken header) is recovered instead: the damaged file is moved aside (l
 <time>) and a new vault is built from the transcripts still on disk; doctor without --fix says
 what that would bring back and what not (messages of deleted transcripts, summaries, notes).
 
---remask masks the text a vault stored before masking existed, or before a pattern was added to
-$LCM_HOME/redact.txt: the searchable text of messages, summaries, notes, checkpoints, stored file
-explorations and session titles (the original lines are kept as they are). It backs the vault up
-first, reads every row (minutes on a very large vault), and a second run changes nothing.
+--remask masks the text stored before masking existed, or before a pattern was added to
+$LCM_HOME/redact.txt (the searchable text of messages, summaries, notes, checkpoints, file
+explorations, titles; original lines are kept). Backup first; minutes on a very large vault.
 
 Exit status: 0 when nothing is a problem (warnings are advice), 1 when a problem is found (after
 --fix: one it could not repair). --json prints one document: `integrity` ("ok" or the problems
@@ -78,19 +77,6 @@ def _vault_lines(doc: dict) -> str:
     return out + _line(b["status"], "fallback summaries", text)
 
 
-def _recovery_lines(r: dict, done: bool) -> str:
-    if done:
-        return (f"Recovered: {r['messages']} messages of {r['sessions']} sessions read again from {r['files']}"
-                f" transcripts; the damaged vault is kept as {r['moved_to']}\nNot recovered: "
-                + "; ".join(r["lost"]) + "\n")
-    known = (f"{r['transcripts_recorded'] - r['transcripts_gone']} of the {r['transcripts_recorded']} transcripts"
-             " it recorded are still on disk" if r["transcripts_recorded"] is not None else
-             "the transcripts it recorded cannot be read from it")
-    return (f"Recovery: lcm_doctor.py --fix moves the damaged file aside (kept, nothing deleted) and builds a new"
-            f" vault from the transcripts under {r['projects_root']} ({known}).\nIt cannot bring back: "
-            + "; ".join(r["lost"]) + "\n")
-
-
 def _print(doc: dict) -> None:
     d = doc["disk"]
     out = (f"Vault {doc['db']} ({_mb(d['vault_bytes'])}, WAL {_mb(d['wal_bytes'])}, stored files "
@@ -128,7 +114,7 @@ def _print(doc: dict) -> None:
     out += "".join(f"Fixed: {line}\n" for line in doc["fixed"])
     out += "".join(f"Not fixed: {line}\n" for line in doc["not_fixed"])
     if doc["recovery"]:
-        out += _recovery_lines(doc["recovery"], done=bool(doc["recovery"].get("moved_to")))
+        out += lcm.doctor.recovery_text(doc["recovery"])
     if doc["problems"]:
         hint = (" Run lcm_doctor.py --fix (it backs the vault up first)." if not (doc["fixed"] or doc["not_fixed"])
                 and lcm.doctor.fixable(doc) and not doc.get("damage") else "")

@@ -165,6 +165,20 @@ def fixable(doc: dict) -> bool:
         doc.get("_integrity_status") == "problem")
 
 
+def recovery_text(r: dict) -> str:
+    """The recovery as lcm_doctor.py prints it: what --fix would do, or what it did."""
+    if r.get("moved_to"):
+        return (f"Recovered: {r['messages']} messages of {r['sessions']} sessions read again from {r['files']}"
+                f" transcripts; the damaged vault is kept as {r['moved_to']}\nNot recovered: "
+                + "; ".join(r["lost"]) + "\n")
+    known = (f"{r['transcripts_recorded'] - r['transcripts_gone']} of the {r['transcripts_recorded']} transcripts"
+             " it recorded are still on disk" if r["transcripts_recorded"] is not None else
+             "the transcripts it recorded cannot be read from it")
+    return (f"Recovery: lcm_doctor.py --fix moves the damaged file aside (kept, nothing deleted) and builds a new"
+            f" vault from the transcripts under {r['projects_root']} ({known}).\nIt cannot bring back: "
+            + "; ".join(r["lost"]) + "\n")
+
+
 # ---------------------------------------------------------------------------
 # Repair
 # ---------------------------------------------------------------------------
