@@ -75,7 +75,7 @@ def _main(argv):
     args = p.parse_args(argv)
     if args.regex and args.match is None:
         p.error("--regex goes with --match")
-    conn = lcm.db.connect(args.db, create=False)
+    conn = lcm.db.connect(args.db, create=False, readonly=not args.yes)  # a dry run only reads
     sel = lcm.purge.select(conn, session=args.session, message=args.message, match=args.match, regex=args.regex)
     doc = lcm.purge.purge(conn, sel) if args.yes else lcm.purge.plan(conn, sel)
     doc["removed"] = args.yes

@@ -27,7 +27,7 @@ def _main(argv):
                    help="full FTS5 integrity check even on a large vault (re-reads all text)")
     args = p.parse_args(argv)
     lcm.db.validate_config()
-    conn = lcm.db.connect(args.db, create=False)
+    conn = lcm.db.connect(args.db, create=False, readonly=True)
     session = lcm.db.resolve_session(conn, args.session) if args.session else None
     s = lcm.status.status(conn, session, check_fts=True if args.check_fts else None)
     if args.json:

@@ -37,20 +37,20 @@ _status = lcm.installation.status
 # ---------------------------------------------------------------------------
 
 def _open(path: str):
-    """(read-only connection or None, the LcmError that kept it from opening)."""
+    """(read-only connection or None, the LcmError of a damaged vault). Anything the guard
+    refuses as not a vault is raised: doctor never offers to move another application's file."""
     try:
         return lcm.db.connect(path, create=False, readonly=True), None
     except LcmError as exc:
         if getattr(exc, "cause", None) == "corrupt":
             return None, exc
-        why = exc
-    try:  # a read-only filesystem: SQLite cannot even make the -shm file; read the file as it is
-        conn = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
-        conn.row_factory = sqlite3.Row
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        return conn, None
-    except sqlite3.DatabaseError:
-        return None, why
+        if getattr(exc, "cause", None) not in ("readonly", "cantopen", "permission"):
+            raise
+    # a read-only filesystem: SQLite cannot even make the -shm file; read the file as it is
+    conn = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    conn.row_factory = sqlite3.Row
+    lcm.db.check_tables(conn, path)
+    return conn, None
 
 
 def _write_problem(path: str) -> str | None:
@@ -99,10 +99,6 @@ def _rw(path: str):
 def examine(db_arg: str | None = None, probe: bool = True) -> dict:
     """Every check, read-only. probe=False skips the model backend's live probe."""
     path = str(lcm.db.db_path(db_arg))
-    if not os.path.exists(path):
-        raise LcmError(f"no vault at {path}", "run lcm_init.py or lcm_ingest.py --all first, or pass --db")
-    if os.path.isdir(path):
-        raise LcmError(f"{path} is a directory, not a vault", "pass --db PATH of the vault file (lcm.db)")
     conn, why = _open(path)
     doc = {"db": path, "integrity": None, "backup": None, "fixed": [], "not_fixed": [], "recovery": None}
     doc["backend"] = lcm.installation.backend(probe)
@@ -130,8 +126,6 @@ def examine(db_arg: str | None = None, probe: bool = True) -> dict:
             doc["damage"] = why.message
             doc["recovery"] = lcm.recovery.plan(path)
             doc["integrity"] = doc["integrity"] if isinstance(doc["integrity"], list) else [why.message]
-        elif conn is None:
-            raise why  # not a vault SQLite can damage-check (a directory, a foreign file): the guard says why
         if "hooks" not in doc:
             doc["hooks"] = lcm.installation.hooks(None)
         doc["disk"] = disk_at(path)
