@@ -41,7 +41,7 @@ from __future__ import annotations
 import os
 import sys
 
-import lcm.db
+import lcm.cli
 import lcm.doctor
 import lcm.mask
 
@@ -125,7 +125,7 @@ def _print(doc: dict) -> None:
 
 
 def _main(argv):
-    p = lcm.db.parser(__doc__)
+    p = lcm.cli.parser(__doc__)
     p.add_argument("--fix", action="store_true", help="back up the vault, then repair what the checks found")
     p.add_argument("--remask", action="store_true", help="back up the vault, then mask text stored before masking"
                    " (or before a redact.txt pattern was added)")
@@ -136,14 +136,14 @@ def _main(argv):
     if args.json:
         doc["status"] = "problem" if doc["problems"] else "ok"
         doc.pop("_integrity_status", None)
-        lcm.db.print_json(doc)
+        lcm.cli.print_json(doc)
     else:
         _print(doc)
     return 1 if doc["problems"] else 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    return lcm.db.run(_main, argv)
+    return lcm.cli.run(_main, argv)
 
 
 if __name__ == "__main__":

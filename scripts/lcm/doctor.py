@@ -18,13 +18,15 @@ import shutil
 import sqlite3
 import time
 
+import lcm.config
 import lcm.db
 import lcm.ingest
 import lcm.installation
 import lcm.mask
 import lcm.purge
 import lcm.recovery
-from lcm.db import LcmError
+import lcm.schema
+from lcm.errors import LcmError
 
 LOW_DISK_BYTES = 64 << 20     # less free space than this: writes will soon fail
 LISTED = 20                   # findings listed per check
@@ -98,7 +100,7 @@ def _rw(path: str):
 
 def examine(db_arg: str | None = None, probe: bool = True) -> dict:
     """Every check, read-only. probe=False skips the model backend's live probe."""
-    path = str(lcm.db.db_path(db_arg))
+    path = str(lcm.config.db_path(db_arg))
     conn, why = _open(path)
     doc = {"db": path, "integrity": None, "backup": None, "fixed": [], "not_fixed": [], "recovery": None}
     doc["backend"] = lcm.installation.backend(probe)
@@ -197,7 +199,7 @@ def repair(doc: dict, remask: bool = False, fix: bool = True) -> dict:
                 _repair_in_place(conn, path, doc, done)
             if remask and done["recovery"] is None:
                 done["backup"] = done["backup"] or backup(conn, path)
-                changed = lcm.mask.remask_content(conn)
+                changed = remask_content(conn)
                 done["fixed"].append("masked the stored text again: " + (", ".join(
                     f"{n} {table} rows" for table, n in changed.items() if n) or "nothing needed it"))
         finally:
@@ -230,7 +232,7 @@ def _repair_in_place(conn, path: str, doc: dict, done: dict) -> None:
         done["_rebuild"] = True  # the tables themselves are damaged: rebuild; the backup is the copy kept
         return
     if not doc["schema"]["purge_guard"]:
-        conn.execute(lcm.db.PURGED_TRIGGER)
+        conn.execute(lcm.schema.PURGED_TRIGGER)
         done["fixed"].append("restored the trigger that keeps purged messages out of the vault")
     if doc["dag"]["broken"]:
         ids = [r[0] for q in DAG_CHECKS for r in conn.execute(q[1])]
@@ -263,8 +265,8 @@ def integrity(conn) -> dict:
     rows = [r[0] for r in conn.execute("PRAGMA integrity_check(100)")]
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     doc = {"result": "ok" if rows == ["ok"] else rows, "schema_version": version,
-           "code_schema_version": lcm.db.SCHEMA_VERSION, "purge_guard": purge_guard(conn)}
-    doc["status"] = _status(rows != ["ok"] or version > lcm.db.SCHEMA_VERSION or not doc["purge_guard"])
+           "code_schema_version": lcm.schema.SCHEMA_VERSION, "purge_guard": purge_guard(conn)}
+    doc["status"] = _status(rows != ["ok"] or version > lcm.schema.SCHEMA_VERSION or not doc["purge_guard"])
     return doc
 
 
@@ -295,7 +297,7 @@ def fts(conn) -> dict:
             tables[table] = f"damaged: {exc}"
     damaged = [t for t, v in tables.items() if v.startswith("damaged")]
     return {"status": _status(bool(damaged)), "tables": tables, "damaged": damaged,
-            "available": bool(tables) or lcm.db.has_fts5(conn)}
+            "available": bool(tables) or lcm.schema.has_fts5(conn)}
 
 
 DAG_CHECKS = (
@@ -370,7 +372,7 @@ def disk_at(path: str) -> dict:
         except OSError:
             return 0
     files_bytes = 0
-    for directory, _dirs, names in os.walk(lcm.db.files_dir()):
+    for directory, _dirs, names in os.walk(lcm.config.files_dir()):
         files_bytes += sum(size(os.path.join(directory, n)) for n in names)
     try:
         free = shutil.disk_usage(os.path.dirname(path) or ".").free
@@ -440,3 +442,50 @@ def drop_broken_summaries(conn, ids: list[str]) -> int:
         conn.executemany("INSERT OR IGNORE INTO temp.purge_summaries VALUES (?)", ((i,) for i in ids))
         lcm.purge.add_ancestors(conn)
         return lcm.purge.drop_summaries(conn)
+
+
+def remask_content(conn, batch: int = 2000) -> dict:
+    """Mask the stored text of a vault filled before masking (or before a new redact.txt
+    pattern): messages, summaries and pinned notes (their full-text indexes kept in step),
+    checkpoints, stored file explorations and session titles. The original lines in messages.raw are not touched.
+
+    Returns {table: rows changed}. Running it again changes nothing.
+    """
+    lcm.mask.reload_user_patterns()  # this often runs because a pattern was just added to redact.txt
+    changed = {}
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    for table, column, index in (("messages", "content", "messages_fts"), ("summaries", "content", "summaries_fts"),
+                                 ("notes", "content", "notes_fts"), ("checkpoints", "content", None),
+                                 ("files", "exploration", None), ("sessions", "title", None)):
+        if table not in tables:
+            continue  # a vault from before that table (notes)
+        index = index if index in tables else None
+        count, last = 0, -1 << 63
+        while True:
+            with lcm.db.transaction(conn):
+                rows = conn.execute(f"SELECT rowid, {column} FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                                    (last, batch)).fetchall()
+                for rowid, old in rows:
+                    new = lcm.mask.mask(old)
+                    if new is old or new == old:
+                        continue
+                    if index:  # external-content FTS: the old text out, the new in
+                        conn.execute(f"INSERT INTO {index}({index}, rowid, content) VALUES ('delete', ?, ?)",
+                                     (rowid, old))
+                    if table in ("messages", "summaries"):
+                        conn.execute(f"UPDATE {table} SET {column} = ?, token_count = ? WHERE rowid = ?",
+                                     (new, lcm.config.estimate_tokens(new), rowid))
+                    else:
+                        conn.execute(f"UPDATE {table} SET {column} = ? WHERE rowid = ?", (new, rowid))
+                    if index:
+                        conn.execute(f"INSERT INTO {index}(rowid, content) VALUES (?, ?)", (rowid, new))
+                    count += 1
+            if len(rows) < batch:
+                break
+            last = rows[-1][0]
+        changed[table] = count
+    if "vault_meta" in tables:  # every message's text is masked now: output need not mask it again
+        with lcm.db.transaction(conn):
+            conn.execute("UPDATE vault_meta SET value = (SELECT coalesce(max(id), 0) + 1 FROM messages)"
+                         " WHERE key = 'masked_from_message'")
+    return changed

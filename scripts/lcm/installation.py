@@ -15,8 +15,9 @@ import shutil
 import tempfile
 import time
 
+import lcm.config
 import lcm.db
-from lcm.db import LcmError
+from lcm.errors import LcmError
 
 HOOK_EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "SubagentStop", "PreCompact", "PostCompact",
                "SessionEnd")
@@ -65,7 +66,7 @@ def _idle(path: str) -> bool | None:
 
 
 def stale() -> dict:
-    directory = lcm.db.lcm_home() / "locks"
+    directory = lcm.config.lcm_home() / "locks"
     try:
         names = sorted(os.listdir(directory))
     except OSError:
@@ -184,7 +185,7 @@ def hooks(conn) -> dict:
     """Where lcm is loaded from, when each hook last ran (the stamps hooks leave under
     $LCM_HOME/last-run) and last failed (lcm.log), and the sessions Claude Code recorded since
     the newest stamp: a session no hook saw means the hooks are not running."""
-    home = lcm.db.lcm_home()
+    home = lcm.config.lcm_home()
     stamps = {}
     for event in HOOK_EVENTS:
         try:
@@ -208,7 +209,7 @@ def hooks(conn) -> dict:
            "last_run": {e: iso(t) if t else None for e, t in stamps.items()}, "last_error": last_error,
            "unseen_sessions": len(unseen), "unseen_examples": unseen[:3],
            "last_ingest": conn.execute("SELECT max(updated_at) FROM transcripts").fetchone()[0] if conn else None}
-    disabled = lcm.db.config("LCM_DISABLE") if os.environ.get("LCM_DISABLE") else False
+    disabled = lcm.config.get("LCM_DISABLE") if os.environ.get("LCM_DISABLE") else False
     if missing:
         doc["problem"] = (f"Claude Code loads lcm from {missing[0]}, which no longer holds the plugin (moved or"
                           " deleted): nothing is captured")
@@ -235,7 +236,7 @@ def backend(probe: bool = True) -> dict:
     import lcm.llm
     try:
         chosen = lcm.llm.resolve_backend()
-        choice = lcm.db.config("LCM_LLM")
+        choice = lcm.config.get("LCM_LLM")
     except LcmError as exc:
         return {"status": "problem", "backend": None, "reason": exc.message, "hint": exc.hint, "verified": False}
     key = bool(os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN"))

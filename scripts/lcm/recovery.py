@@ -16,6 +16,7 @@ import time
 
 import lcm.db
 import lcm.ingest
+import lcm.schema
 
 NOTE_COLUMNS = "id, content, project, session_id, created_at"
 
@@ -101,7 +102,7 @@ def rebuild(path: str, keep_damaged: bool = True) -> dict:
             conn.execute("INSERT OR REPLACE INTO vault_meta VALUES ('rebuild', 'running')")
             if purged:
                 conn.executemany("INSERT OR IGNORE INTO purged (uuid, purged_at) VALUES (?, ?)", purged)
-                conn.execute(lcm.db.PURGED_TRIGGER)  # before the ingest: a purged line stays out
+                conn.execute(lcm.schema.PURGED_TRIGGER)  # before the ingest: a purged line stays out
             conn.executemany(f"INSERT OR IGNORE INTO notes ({NOTE_COLUMNS}) VALUES (?, ?, ?, ?, ?)", notes)
         sources = ([done["projects_root"]] if os.path.isdir(done["projects_root"]) else []) + done["other_files"]
         result = lcm.ingest.ingest_paths(conn, sources) if sources else {"messages_added": 0, "files": 0,
