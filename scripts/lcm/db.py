@@ -16,7 +16,6 @@ from lcm.errors import LcmError
 # Opening: one guard for every vault
 # ---------------------------------------------------------------------------
 
-SQLITE_HEADER = b"SQLite format 3\x00"
 VAULT_TABLES = {"sessions", "transcripts", "messages"}  # made by migration 1: together, they say "lcm vault"
 # text of lcm's own schema, found in the first pages of a vault whose header was broken
 VAULT_MARKS = (b"transcript_path TEXT", b"head_hash TEXT")
@@ -35,6 +34,7 @@ def _own_place(path: str) -> bool:
 
 
 def _lcm_marks(path: str) -> bool:
+    """Whether lcm's schema text is in the file's first pages (read only once SQLite refused it)."""
     try:
         with open(path, "rb") as f:
             head = f.read(1 << 18)
@@ -51,10 +51,11 @@ def _damaged(path: str, what: str) -> LcmError:
 
 
 def check_vault_file(path: str, write: bool) -> None:
-    """Refuse what is not an lcm vault file by its type and first bytes, before SQLite opens it:
-    a FIFO would hang the open, a device or directory is no database, and SQLite would turn an
-    empty or foreign file into a vault. An empty file where lcm keeps its vault is what a creation
-    killed before SQLite's first write leaves: a writer takes it."""
+    """Refuse what is not a vault file by its type, before SQLite opens it: a FIFO would hang
+    the open, a device or directory is no database, and SQLite would make a vault of an empty
+    file. An empty file where lcm keeps its vault is what a creation killed before SQLite's
+    first write leaves (lcm older than _create): a writer takes it. Only stat(): opening and
+    closing the file here would drop the POSIX locks another connection of this process holds."""
     import stat
     st = os.stat(path)
     if stat.S_ISDIR(st.st_mode):
@@ -64,18 +65,10 @@ def check_vault_file(path: str, write: bool) -> None:
         what = ("a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
                 else "a device")
         raise LcmError(f"{path} is {what}, not an lcm vault", NOT_A_VAULT_HINT)
-    own = _own_place(path)
-    if st.st_size == 0:
-        if write and own:
-            return
+    if st.st_size == 0 and not (write and _own_place(path)):
         raise LcmError(f"{path} is an empty file, not an lcm vault",
-                       "lcm_init.py or lcm_ingest.py --all makes the vault there" if own else NOT_A_VAULT_HINT)
-    with open(path, "rb") as f:
-        head = f.read(len(SQLITE_HEADER))
-    if head != SQLITE_HEADER:
-        if own or _lcm_marks(path):
-            raise _damaged(path, "its SQLite header is broken")
-        raise LcmError(f"{path} is not an lcm vault (not an SQLite database)", NOT_A_VAULT_HINT)
+                       "lcm_init.py or lcm_ingest.py --all makes the vault there" if _own_place(path)
+                       else NOT_A_VAULT_HINT)
 
 
 def check_tables(conn: sqlite3.Connection, path: str, fresh: bool = False) -> None:

@@ -193,6 +193,10 @@ def repair(doc: dict, remask: bool = False, fix: bool = True) -> dict:
     elif fix and doc.get("damage"):
         _recover(path, done, keep_damaged=True)
     elif fix or remask:
+        if fix and doc["integrity"] != "ok":
+            # a byte copy, made before the vault is opened here: closing a second handle on the file
+            # would drop the locks of the connection below (the backup API may stop at the damage)
+            done["backup"] = copy_file(path)
         conn = lcm.db.connect(path, create=False)
         try:
             if fix:
@@ -215,8 +219,7 @@ def repair(doc: dict, remask: bool = False, fix: bool = True) -> dict:
 def _repair_in_place(conn, path: str, doc: dict, done: dict) -> None:
     damaged = doc["integrity"] != "ok"
     if damaged or doc["fts"]["damaged"] or doc["dag"]["broken"] or not doc["schema"]["purge_guard"]:
-        # a damaged file is copied byte for byte (the backup API may stop at its damage)
-        done["backup"] = copy_file(path) if damaged else backup(conn, path)
+        done["backup"] = done["backup"] or backup(conn, path)
     try:
         if damaged:
             conn.execute("REINDEX")  # rebuilds every index from its table: the usual damage
