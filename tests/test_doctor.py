@@ -159,7 +159,8 @@ def test_hooks_installed_and_last_run(healthy, isolated_home, capsys):
     assert doc["hooks"]["status"] == "ok"
 
 
-def test_a_damaged_vault_points_to_the_doctor(isolated_home, vault, stage_root, capsys):
+def test_a_damaged_vault_points_to_the_doctor(isolated_home, vault, stage_root, monkeypatch, capsys):
+    monkeypatch.setenv("LCM_LLM", "none")  # a logged-out `claude` on PATH (CI's) would be a problem of its own
     vault.parent.mkdir(parents=True)
     vault.write_bytes(b"this is not a database at all" * 200)
     assert lcm_status.main([]) == 1

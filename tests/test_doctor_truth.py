@@ -14,6 +14,7 @@ import pytest
 import lcm_doctor
 from conftest import ROOT, SCRIPTS, run
 from fake_anthropic import fake_api, fake_claude  # noqa: F401 - fixtures
+from test_plugin_e2e import require_claude  # found at collection, before a test's HOME and PATH change
 from transcripts import coding_session
 
 
@@ -48,6 +49,18 @@ def test_claude_not_logged_in_is_a_problem(vault_ready, fake_claude, capsys):
     assert fake_claude.calls() == []  # probing ran no prompt
     _, out, _ = run(capsys, lcm_doctor)
     assert "PROBLEM  model backend" in out and "Healthy" not in out
+
+
+def test_the_real_claude_cli_reports_a_missing_login(vault_ready, monkeypatch, capsys):
+    """The probe against the real CLI (2.1.197 on CI), in a fresh HOME: `claude auth status` answers
+    offline, and no login is a problem, not an OK."""
+    real = require_claude()
+    monkeypatch.setenv("PATH", f"{os.path.dirname(real)}:/usr/bin:/bin")
+    monkeypatch.setenv("DISABLE_AUTOUPDATER", "1")
+    monkeypatch.setenv("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+    b = _doctor(capsys)["backend"]
+    assert b["backend"] == "claude" and b["status"] == "problem" and "not logged in" in b["detail"], b
+    assert "claude auth login" in b["hint"]
 
 
 def test_claude_logged_in_is_ok(vault_ready, fake_claude, capsys):

@@ -108,7 +108,8 @@ def test_truncated_vault_is_rebuilt_from_the_transcripts_on_disk(filled, vault, 
 
 
 @pytest.mark.parametrize("damage", ["header", "truncate"])
-def test_doctor_names_what_cannot_come_back(isolated_home, vault, damage, capsys):
+def test_doctor_names_what_cannot_come_back(isolated_home, vault, damage, monkeypatch, capsys):
+    monkeypatch.setenv("LCM_LLM", "none")  # a logged-out `claude` on PATH (CI's) would be a problem of its own
     projects = isolated_home / ".claude" / "projects"
     t = coding_session(projects, turns=6, session_id="kept-session")
     t.write()
@@ -134,7 +135,8 @@ def test_doctor_names_what_cannot_come_back(isolated_home, vault, damage, capsys
     assert sorted(_stored(vault)) == sorted(e["uuid"] for e in t.entries if "uuid" in e)
 
 
-def test_a_purged_message_stays_out_when_the_purge_list_can_still_be_read(isolated_home, vault, capsys):
+def test_a_purged_message_stays_out_when_the_purge_list_can_still_be_read(isolated_home, vault, monkeypatch, capsys):
+    monkeypatch.setenv("LCM_LLM", "none")
     projects = isolated_home / ".claude" / "projects"
     t = Transcript(projects, session_id="purge-session")
     t.user("the old password was hunter2zebra")
