@@ -190,8 +190,11 @@ def repair(doc: dict, remask: bool = False, fix: bool = True) -> dict:
             done["fixed"].append(f"removed {len(removed)} stale stage directories and idle lock files")
     if doc.get("access") and (fix or remask):
         done["not_fixed"].append("the vault is read-only here, so nothing in it was repaired")
-    elif fix and doc.get("damage"):
-        _recover(path, done, keep_damaged=True)
+    elif doc.get("damage"):
+        if fix:
+            _recover(path, done, keep_damaged=True)
+        else:
+            done["not_fixed"].append("the vault is damaged, so its text was not masked again: --fix recovers it first")
     elif fix or remask:
         if fix and doc["integrity"] != "ok":
             # a byte copy, made before the vault is opened here: closing a second handle on the file
@@ -210,9 +213,12 @@ def repair(doc: dict, remask: bool = False, fix: bool = True) -> dict:
             conn.close()
         if done.get("_rebuild"):
             _recover(path, done, keep_damaged=False)
-    after = examine(path) if (done["fixed"] or done["recovery"]) else dict(doc)
     done.pop("_rebuild", None)
-    after.update(done)
+    if not (done["fixed"] or done["recovery"]):
+        return {**doc, **done}
+    after = examine(path, probe=False)  # the state after the repairs; the backend was probed already
+    after.update(done, backend=doc["backend"])
+    after["problems"] = count_problems(after)
     return after
 
 
