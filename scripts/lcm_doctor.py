@@ -25,15 +25,13 @@ what that would bring back and what not (messages of deleted transcripts, summar
 $LCM_HOME/redact.txt (the searchable text of messages, summaries, notes, checkpoints, file
 explorations, titles; original lines are kept). Backup first; minutes on a very large vault.
 
-Exit status: 0 when nothing is a problem (warnings are advice), 1 when a problem is found (after
---fix: one it could not repair). --json prints one document: `integrity` ("ok" or the problems
-found), one key per check (schema, fts, dag, stale, fallback, masking, hooks, backend, disk), each with a
-`status` of ok, warn or problem, and `problems`, `fixed`, `backup`.
+Exit 0 when nothing is a problem (warnings are advice), 1 when a problem is found (after --fix:
+one it could not repair). --json: `integrity`, one key per check (schema, fts, dag, stale,
+fallback, masking, hooks, backend, disk) with a `status` of ok, warn or problem, `problems`,
+`fixed`, `backup`.
 
 Examples:
-  python3 "$LCM_SCRIPTS/lcm_doctor.py"
-  python3 "$LCM_SCRIPTS/lcm_doctor.py" --fix
-  python3 "$LCM_SCRIPTS/lcm_doctor.py" --json
+  python3 "$LCM_SCRIPTS/lcm_doctor.py"; python3 "$LCM_SCRIPTS/lcm_doctor.py" --fix --json
   python3 "$LCM_SCRIPTS/lcm_doctor.py" --remask      # after adding a pattern to redact.txt
 """
 from __future__ import annotations
@@ -67,11 +65,13 @@ def _vault_lines(doc: dict) -> str:
         f"{g['broken']} of {g['summaries']} summaries break its rules: " + "; ".join(
             f"{x['summary_id']} {x['problems'][0]}" for x in g["faults"][:3]))
     out += _line(g["status"], "summary DAG", g.get("not_checked") or text)
-    text = f"{b['extractive']} extractive, {b['truncated']} truncated summaries"
+    text = f"{b['extractive']} extractive, {b['fallback']} fallback, {b['truncated']} truncated summaries"
+    if b["fallback"]:
+        text += (f" (fallback: the model failed while writing them: {', '.join(b['fallback_ids'][:3])}"
+                 + (" ..." if b["fallback"] > 3 else "") + ")")
     if b["upgradable"]:
-        text += (f"; a model ({b['backend']}) can now rewrite the extractive ones: lcm_compact.py --upgrade"
-                 f" --session {b['sessions'][0]}" + (" (and each other session listed by --json)"
-                                                     if len(b["sessions"]) > 1 else ""))
+        text += (f"; a model ({b['backend']}) can now rewrite them: lcm_compact.py --upgrade --session"
+                 f" {b['sessions'][0]}" + (" (and each other session listed by --json)" if len(b["sessions"]) > 1 else ""))
     if doc.get("rebuild_interrupted"):
         out += _line("problem", "rebuild", "an earlier recovery stopped before it had read every transcript")
     return out + _line(b["status"], "fallback summaries", text)

@@ -18,6 +18,7 @@ import shutil
 import sqlite3
 import time
 
+import lcm.compact
 import lcm.config
 import lcm.db
 import lcm.ingest
@@ -82,8 +83,8 @@ def _vault_checks(conn, path: str, doc: dict) -> None:
         doc["fallback"] = fallback_levels(conn, doc["backend"])
     except sqlite3.OperationalError as exc:  # a vault of an older schema lacks columns the checks read
         doc["dag"] = {"status": "warn", "summaries": 0, "broken": 0, "faults": [], "not_checked": str(exc)}
-        doc["fallback"] = {"status": "ok", "extractive": 0, "truncated": 0, "upgradable": 0, "sessions": [],
-                           "backend": doc["backend"]["backend"]}
+        doc["fallback"] = {"status": "ok", "extractive": 0, "fallback": 0, "fallback_ids": [], "truncated": 0,
+                           "upgradable": 0, "sessions": [], "backend": doc["backend"]["backend"]}
     if lcm.recovery.interrupted(conn):
         doc["rebuild_interrupted"] = True
 
@@ -362,14 +363,18 @@ def dag(conn) -> dict:
 
 
 def fallback_levels(conn, backend: dict) -> dict:
-    """Summaries written without a model (extractive) or cut short (truncated)."""
-    counts = dict(conn.execute("SELECT level, count(*) FROM summaries WHERE level IN ('extractive', 'truncated')"
-                               " GROUP BY level").fetchall())
+    """Summaries written without a model (extractive by choice, or fallback: the model failed
+    during their pass) or cut short (truncated)."""
+    counts = dict(conn.execute("SELECT level, count(*) FROM summaries WHERE level IN ('extractive', 'fallback',"
+                               " 'truncated') GROUP BY level").fetchall())
     sessions = [r[0] for r in conn.execute(
-        "SELECT session_id FROM summaries WHERE level = 'extractive' GROUP BY session_id"
+        "SELECT session_id FROM summaries WHERE level IN ('extractive', 'fallback') GROUP BY session_id"
         " ORDER BY count(*) DESC LIMIT ?", (LISTED,))]
-    upgradable = counts.get("extractive", 0) if backend["backend"] not in ("none", None) else 0
-    return {"status": _status(False, upgradable > 0), "extractive": counts.get("extractive", 0),
+    without = counts.get("extractive", 0) + counts.get("fallback", 0)
+    upgradable = without if backend["backend"] not in ("none", None) else 0
+    return {"status": _status(False, upgradable > 0 or counts.get("fallback", 0) > 0),
+            "extractive": counts.get("extractive", 0), "fallback": counts.get("fallback", 0),
+            "fallback_ids": [r["id"] for r in lcm.compact.fallback_summaries(conn, LISTED)],
             "truncated": counts.get("truncated", 0), "upgradable": upgradable, "backend": backend["backend"],
             "sessions": sessions}
 
