@@ -265,9 +265,7 @@ def _finish_rebuild(conn) -> int:
 def _recover(path: str, done: dict, keep_damaged: bool) -> None:
     result = lcm.recovery.rebuild(path, keep_damaged=keep_damaged)
     result["moved_to"] = result["moved_to"] or done["backup"]
-    done["recovery"] = result
-    done["fixed"].append(f"rebuilt the vault from the transcripts on disk: {result['messages']} messages of"
-                         f" {result['sessions']} sessions; the damaged vault is kept as {result['moved_to']}")
+    done["recovery"] = result  # lcm_doctor.py prints it as "Recovered: ..." (recovery_text)
 
 
 def integrity(conn) -> dict:
