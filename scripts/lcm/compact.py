@@ -66,7 +66,7 @@ def _leaf_source(rows) -> tuple[str, str]:
     source = "\n\n".join(
         f"[#{r['id']} {r['role']}{' sub-agent ' + r['thread'] if r['thread'] else ''} {r['created_at'] or ''}]\n"
         f"{r['content']}" for r in rows)
-    return span, source
+    return span, lcm.extract.strip_ansi(source)  # terminal colour codes mean nothing to a summariser
 
 
 def _condensed_source(depth: int, children) -> tuple[str, str]:
@@ -128,7 +128,7 @@ class Compactor:
                                         target_tokens=goal, span=span, previous=previous or "none", source=source)
                 self.calls += 1
                 done = lcm.llm.complete(system, body, max_tokens=2 * goal, model=self.model, backend=self.backend)
-                text = done.text.strip()
+                text = lcm.extract.strip_ansi(done.text).strip()
                 if text and estimate_tokens(text) < source_tokens:
                     return text, ("normal" if level == 1 else "aggressive"), done.model
         return lcm.extract.truncate(source, span, min(TRUNCATE_TOKENS, source_tokens - 1)), "truncated", None

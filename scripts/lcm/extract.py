@@ -12,72 +12,67 @@ from __future__ import annotations
 import json
 import re
 
+import lcm.failures
 import lcm.mask
 
 
 EDIT_TOOLS = {"Edit": "edited", "MultiEdit": "edited", "NotebookEdit": "edited", "Write": "written"}
 READ_TOOLS = {"Read": "read", "NotebookRead": "read"}
-# assistant sentences that record a choice or a finding
-DECISION_WORDS = re.compile(
-    r"\b(decided|decide|decision|instead|because|rather than|the (?:fix|cause|problem|issue|bug|reason) (?:is|was)|"
-    r"root cause|chose|choose|switch(?:ed)? to|going with|the plan is|must|won't|will not|cannot|"
-    r"works now|fixed|resolved|turns out)\b", re.I)
-# narration of the next step ("Now I'll implement X", "Let me check Y"): not a choice, unless it
-# says why or what instead
-NARRATION = re.compile(r"^\W*(?:now|next|first|then|okay|ok|great|perfect)?[,!.]?\s*"
-                       r"(?:let me|let's|i'll|i will|i'm going to|i am going to|we'll|we need to)\b", re.I)
-CHOICE = re.compile(r"\b(instead|because|rather than|decided|chose)\b", re.I)
-# the line of a failed tool result that says what failed, best first
-PYTEST_FAILED = re.compile(r"^(FAILED|ERROR) \S+")
-PYTEST_E = re.compile(r"^E\s+\S")
-EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b:?")
-ERROR_WORD = re.compile(r"\b(?:error|fatal):|^ERROR\b", re.I)
-EXIT_CODE = re.compile(r"^Exit code \d+$")
-PYTEST_SUMMARY = re.compile(r"^=+ .* in [\d.]+s\b.*=+$")
-TOOL_ERROR_TAGS = re.compile(r"</?tool_use_error>")
-SENTENCE = re.compile(r"(?<=[.!?])\s+")
+# A decision states a choice: "we'll use X", "decided to", "going with", "switching to", "instead
+# of X, Y", "let's use ...". Narration of the next step ("Now I'll add X", "Let me check", "I'll
+# use grep to find Y") is not one, nor an option weighed ("we could use X"), a question, or a
+# condition ("if we switch ...").
+DECIDED = re.compile(
+    r"\b(?:decided|decide to|decision (?:is|was)|going with|settled? on|opted (?:for|to)|opting for|chose|"
+    r"switch(?:ed|ing)? (?:to|over to|back to)|stick(?:ing)? with|instead of|rather than|instead\b|"
+    r"(?:the|our) (?:plan|approach|choice) (?:is|will be))", re.I)
+WILL_CHOOSE = re.compile(
+    r"\b(?:we'll|we will|i'll|i will|let's|let us|we're going to|i'm going to|we should|we need to) "
+    r"(?:use|keep|go with|switch|stick with|adopt|prefer|avoid|drop|not|rely on|pin|revert|replace|leave)\b", re.I)
+NEXT_STEP = re.compile(r"^\W*(?:now|next|first|then|okay|ok|great|perfect|finally)\b", re.I)
+NOT_A_DECISION = re.compile(
+    r"^\W*(?:if|whether|unless)\b|\b(?:we|i|you|one) (?:could|might|may)\b|"
+    r"\b(?:we|i|you) would(?! rather)\b|\b(?:haven't|have not|not yet|hasn't been)\b.*\bdecid|"
+    r"\b(?:use|using) (?:the )?[\w-]+(?: tool| command)? to (?:find|check|see|look|read|search|locate|"
+    r"verify|inspect|run|get|view|list|explore)\b|\?\s*$", re.I)
+# a finding: the cause of a bug or what fixed it
+FINDING = re.compile(r"\b(?:root cause|the (?:real )?(?:cause|problem|issue|bug|culprit|reason) (?:is|was)|"
+                     r"turns out|turned out|the fix (?:is|was)|(?:caused|broken) by|fixed by)\b", re.I)
+SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+MARKDOWN_LEAD = re.compile(r"^\s*(?:[-*+>]|\d+[.)]|#+)\s+|\*\*")
 FILE_ID = re.compile(r"file_[0-9a-f]{16}(?![0-9a-z_])")  # no leading \b: it would defeat the fast literal scan
-SECTION_NAMES = ("Asked", "Errors", "Decisions", "Commands")
+SECTION_NAMES = ("Asked", "Errors", "Decisions", "Found", "Commands")
 
 
 def _one_line(text: str, limit: int) -> str:
-    text = " ".join(str(text).split())
+    text = " ".join(lcm.failures.strip_ansi(str(text)).split())
     return text if len(text) <= limit else text[: max(limit - 3, 1)] + "..."
 
 
-def key_line(text: str) -> str:
-    """The line of a failed tool result that says what failed: pytest's first FAILED line (with
-    how many more), else its first `E` line; the exception line closing a traceback; the first
-    line saying error:/fatal:; a test run's closing summary line; else the first line."""
-    lines = [ln.strip() for ln in TOOL_ERROR_TAGS.sub("\n", text).splitlines() if ln.strip()]
-    if not lines:
-        return "error"
-    failed = [ln for ln in lines if PYTEST_FAILED.match(ln)]
-    if failed:
-        return failed[0] + (f" (+{len(failed) - 1} more failed)" if len(failed) > 1 else "")
-    for pattern in (PYTEST_E,):
-        hit = next((ln for ln in lines if pattern.match(ln)), None)
-        if hit:
-            return hit
-    if any(ln.startswith("Traceback (most recent call last)") for ln in lines):
-        hit = next((ln for ln in reversed(lines) if EXCEPTION_LINE.match(ln)), None)
-        if hit:
-            return hit
-    hit = next((ln for ln in lines if ERROR_WORD.search(ln)), None)
-    if hit:
-        return hit
-    # a test run that failed without a FAILED line says why in its closing "=== ... in 0.4s ===" line
-    hit = next((ln for ln in reversed(lines) if PYTEST_SUMMARY.match(ln)), None)
-    if hit:
-        return hit
-    if EXIT_CODE.match(lines[0]) and len(lines) > 1:  # Bash's "Exit code 127" alone says little
-        return f"{lines[0]}: {lines[1]}"
-    return lines[0]
+key_line = lcm.failures.key_line
+strip_ansi = lcm.failures.strip_ansi
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of an assistant's text, markdown list marks and emphasis removed."""
+    out = []
+    for part in SENTENCE.split(text):
+        part = MARKDOWN_LEAD.sub("", part).strip()
+        if len(part) > 12:
+            out.append(part)
+    return out
 
 
 def is_choice(sentence: str) -> bool:
-    """A sentence that records a choice or finding, not narration of the next step."""
-    return bool(DECISION_WORDS.search(sentence)) and (not NARRATION.match(sentence) or bool(CHOICE.search(sentence)))
+    """A sentence that states a choice, not narration of the next step, an option or a question."""
+    if NOT_A_DECISION.search(sentence):
+        return False
+    return bool(DECIDED.search(sentence)) or (bool(WILL_CHOOSE.search(sentence)) and not NEXT_STEP.match(sentence))
+
+
+def is_finding(sentence: str) -> bool:
+    """A sentence that says what caused a problem or what fixed it."""
+    return bool(FINDING.search(sentence)) and not sentence.rstrip().endswith("?")
 
 
 def raw_blocks(raw) -> tuple[dict, list]:
@@ -122,6 +117,7 @@ class Facts:
     def __init__(self):
         self.asked: list[str] = []
         self.decisions: list[str] = []
+        self.found: list[str] = []         # causes found, fixes that worked
         self.commands: list[str] = []
         self.errors: list[str] = []
         self.files: dict[str, str] = {}    # path -> action, first-seen order
@@ -163,11 +159,17 @@ def facts_from_messages(rows) -> Facts:
                 text = typed_text(str(block.get("text") or ""))
                 if text:
                     facts.asked.append(text)
+                    # a choice the person stated ("use pnpm", "let's keep the name") is a decision too
+                    facts.decisions.extend(f"(user) {s}" for s in sentences(text) if is_choice(s))
             elif kind == "text" and role == "assistant":
                 text = block.get("text") or ""
                 if text.strip() and _thread(row) == own:  # a folded sub-agent's last words are not the end
                     facts.ended = text
-                    facts.decisions.extend(s for s in SENTENCE.split(text) if is_choice(s))
+                    for sentence in sentences(text):
+                        if is_choice(sentence):
+                            facts.decisions.append(sentence)
+                        elif is_finding(sentence):
+                            facts.found.append(sentence)
             elif kind == "tool_use":
                 name, data = block.get("name") or "tool", block.get("input") or {}
                 if not isinstance(data, dict):
@@ -191,7 +193,11 @@ def facts_from_messages(rows) -> Facts:
                 name, label = calls.get(tool_id, ("tool", "a tool call"))
                 text = _result_text(block)
                 if text.startswith("The user doesn't want to"):
-                    facts.errors.append(f"rejected by the user ({_one_line(label, 60)})")
+                    reason = text.partition("reason for the rejection:")[2].strip()
+                    facts.errors.append(f"rejected by the user ({_one_line(label, 60)})"
+                                        + (f": {reason}" if reason else ""))
+                    if reason:
+                        facts.decisions.append(f"(user) {reason}")
                 else:  # what failed first: a width cut must not lose it to the command's text
                     facts.errors.append(f"{_one_line(key_line(text), 200)} ({_one_line(label, 60)})")
                 if tool_id in command_index:
@@ -211,8 +217,8 @@ def todo_line(todos: list) -> str:
 def facts_from_summaries(contents: list[str]) -> Facts:
     """Merge child summaries: extractive ones section by section, others by their opening line."""
     facts = Facts()
-    targets = {"Asked": facts.asked, "Decisions": facts.decisions, "Commands": facts.commands,
-               "Errors": facts.errors}
+    targets = {"Asked": facts.asked, "Decisions": facts.decisions, "Found": facts.found,
+               "Commands": facts.commands, "Errors": facts.errors}
     for content in contents:
         section = None
         parsed_any = False
@@ -255,7 +261,7 @@ def _dedupe(items: list[str]) -> list[str]:
 def render(facts: Facts, header: str, expand_hint: str, budget_tokens: int) -> str | None:
     """The summary text, never above budget_tokens (estimate_tokens); None if it cannot fit."""
     budget = max(budget_tokens, 1) * 4
-    asked, decisions = _dedupe(facts.asked), _dedupe(facts.decisions)
+    asked, decisions, found = _dedupe(facts.asked), _dedupe(facts.decisions), _dedupe(facts.found)
     # failed commands first: they are what a reader needs; then the rest in order
     commands = _dedupe([c for c in facts.commands if c.endswith("(failed)")] +
                        [c for c in facts.commands if not c.endswith("(failed)")])
@@ -267,8 +273,8 @@ def render(facts: Facts, header: str, expand_hint: str, budget_tokens: int) -> s
     for items, width in ((8, 240), (6, 160), (4, 120), (3, 90), (2, 70), (1, 60), (1, 40), (0, 0)):
         parts = [header]
         # what failed is the fact a reader most needs: the errors get twice the room
-        for name, values, room in zip(SECTION_NAMES, (asked, errors, decisions, commands),
-                                      (items, 2 * items, items, items)):
+        for name, values, room in zip(SECTION_NAMES, (asked, errors, decisions, found, commands),
+                                      (items, 2 * items, items, items, items)):
             if values and room:
                 shown = values[:room] if name != "Asked" or len(values) <= room else \
                     values[: room - 1] + values[-1:]  # keep the last request too
@@ -284,7 +290,7 @@ def render(facts: Facts, header: str, expand_hint: str, budget_tokens: int) -> s
         if stored:
             parts.append("Stored files: " + " ".join(stored[: max(items, 1) * 4]))
         parts.append(footer)
-        text = "\n".join(parts)
+        text = lcm.failures.ANSI.sub("", "\n".join(parts))
         if len(text) <= budget:
             return text
     return None  # not even the headline fits: the caller falls back to plain truncation
