@@ -129,6 +129,55 @@ def build(conn, session_id: str, vault: Path, use_llm: bool) -> tuple[dict, str]
                                "top_summaries": top}), lcm.mask.mask(text)
 
 
+def git_exclude_file(directory: Path) -> Path | None:
+    """The info/exclude file of the git repository holding `directory`, or None outside one.
+    Read from the files git keeps (no git process): `.git` is the git directory, or in a linked
+    worktree or submodule a file `gitdir: PATH`; a worktree's git directory names the shared
+    one in its `commondir` file, and git reads info/exclude from the shared one."""
+    for folder in (directory, *directory.parents):
+        dot_git = folder / ".git"
+        if dot_git.is_dir():
+            return dot_git / "info" / "exclude"
+        if dot_git.is_file():
+            try:
+                line = dot_git.read_text(encoding="utf-8", errors="replace").strip()
+            except OSError:
+                return None
+            if not line.startswith("gitdir:"):
+                return None
+            git_dir = (folder / line[len("gitdir:"):].strip()).resolve()
+            common = git_dir / "commondir"
+            if common.is_file():
+                try:
+                    git_dir = (git_dir / common.read_text(encoding="utf-8").strip()).resolve()
+                except OSError:
+                    return None
+            return git_dir / "info" / "exclude"
+    return None
+
+
+def keep_out_of_git(path: Path) -> str | None:
+    """Add the checkpoint's file name to its repository's local .git/info/exclude (never to
+    .gitignore, which the person commits), so it does not show in `git status`. Returns the
+    exclude file changed, or None (not in a repository, already excluded, or not writable:
+    the checkpoint is worth more than the tidy status)."""
+    exclude = git_exclude_file(path.resolve().parent)
+    if exclude is None or not exclude.parent.parent.is_dir():
+        return None
+    try:
+        text = exclude.read_text(encoding="utf-8", errors="replace") if exclude.exists() else ""
+        if FILE_NAME in (ln.strip() for ln in text.splitlines()):
+            return None
+        exclude.parent.mkdir(exist_ok=True)
+        with open(exclude, "a", encoding="utf-8") as f:
+            if text and not text.endswith("\n"):
+                f.write("\n")
+            f.write(f"# lcm's checkpoint file (lcm_checkpoint.py), kept out of git status\n{FILE_NAME}\n")
+    except OSError:
+        return None
+    return str(exclude)
+
+
 def write_atomic(path: Path, text: str) -> str:
     """Write to a temporary file beside `path`; the caller os.replace()s it into place."""
     fd, tmp = tempfile.mkstemp(prefix=".lcm-checkpoint.", suffix=".tmp", dir=path.parent)
