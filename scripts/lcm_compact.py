@@ -13,7 +13,9 @@ Usage:
 Modes: incremental (default: one leaf pass when the raw tokens outside the fresh tail exceed
 LCM_LEAF_CHUNK_TOKENS, then condensation), --full (until nothing is eligible), --until-under
 (until the active context is under TOKENS), --upgrade (rewrite extractive summaries with the
-model, keeping their ids), --dry-run (say what would happen, write nothing).
+model, keeping their ids), --dry-run (say what would happen, write nothing). --digest then writes
+each session's digest (what was done, decided, found and what failed; the SessionEnd hook asks
+for it), by the model when one answers, else extractive.
 
 Examples:
   python3 "$LCM_SCRIPTS/lcm_compact.py" --json
@@ -27,6 +29,7 @@ import sys
 
 import lcm.db
 import lcm.compact
+import lcm.digest
 from lcm.db import LcmError
 
 
@@ -40,6 +43,8 @@ def _main(argv):
     how.add_argument("--upgrade", action="store_true", help="rewrite extractive summaries with the model, in place")
     p.add_argument("--dry-run", action="store_true", help="report what would be summarised; write nothing")
     p.add_argument("--time-budget", type=lcm.db.seconds_arg, metavar="SECONDS", help="start no new summary after this long")
+    p.add_argument("--digest", action="store_true",
+                   help="then write each session's digest (lcm/digest.py; the SessionEnd hook passes it)")
     args = p.parse_args(argv)
     lcm.db.validate_config()
     conn = lcm.db.connect(args.db)
@@ -62,6 +67,8 @@ def _main(argv):
         results.append(lcm.compact.compact(conn, session, mode=mode, until_under=args.until_under, dry_run=args.dry_run,
                                time_budget=args.time_budget, max_calls=calls_left))
         calls_left -= results[-1]["model_calls"]
+        if args.digest and not args.dry_run:
+            results[-1]["digest"] = lcm.digest.write(conn, session)["level"]
         if results[-1]["stopped"] in ("call_limit", "time_budget"):
             break
     if args.json:
@@ -85,7 +92,8 @@ def _main(argv):
               f"{' (' + levels + ')' if levels else ''}; context {r['tokens_before']} -> {r['tokens_after']} tokens;"
               f" {r['model_calls']}/{r['max_model_calls']} model calls ({r['backend']})"
               + (f"; upgraded {r['upgraded']}" if r["upgraded"] else "")
-              + (f"; stopped: {r['stopped']}" if r["stopped"] else ""))
+              + (f"; stopped: {r['stopped']}" if r["stopped"] else "")
+              + (f"; {r['digest']} digest written" if r.get("digest") else ""))
     if quiet:
         print(f"{len(quiet)} more sessions: nothing to do")
     return 0

@@ -476,6 +476,16 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
         ) WITHOUT ROWID""",                     # was masked when stored (lcm/mask.py); older rows are masked on output
         "INSERT INTO vault_meta VALUES ('masked_from_message', (SELECT coalesce(max(id), 0) + 1 FROM messages))",
     ],
+    # 8: session digests (lcm/digest.py), written when a session ends: its decisions, bugs found,
+    # failed approaches and what was done; one per session, rewritten when the session goes on
+    [
+        """CREATE TABLE IF NOT EXISTS digests (
+            session_id TEXT PRIMARY KEY,        -- sessions.session_id
+            text TEXT NOT NULL,                 -- markdown, masked
+            level TEXT NOT NULL,                -- 'model' | 'extractive'
+            created_at TEXT NOT NULL            -- ISO-8601 UTC of the last write
+        )""",
+    ],
 ]
 
 # Every insert path (hook, bulk import, a re-read from byte 0) goes through this trigger. The

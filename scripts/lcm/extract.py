@@ -24,8 +24,14 @@ READ_TOOLS = {"Read": "read", "NotebookRead": "read"}
 # condition ("if we switch ...").
 DECIDED = re.compile(
     r"\b(?:decided|decide to|decision (?:is|was)|going with|settled? on|opted (?:for|to)|opting for|chose|"
-    r"switch(?:ed|ing)? (?:to|over to|back to)|stick(?:ing)? with|instead of|rather than|instead\b|"
-    r"(?:the|our) (?:plan|approach|choice) (?:is|will be))", re.I)
+    r"switch(?:ed|ing)? (?:to|over to|back to)|stick(?:ing)? with|(?:the|our) (?:plan|approach|choice) (?:is|will be))",
+    re.I)
+# "instead of X" / "rather than X" is a choice when someone makes it ("we subscribe instead of
+# polling", "Instead of polling, ..."), not when it describes what code does ("runs on the audio
+# thread instead of the main thread")
+ALTERNATIVE = re.compile(r"\b(?:instead|rather than)\b", re.I)
+CHOOSER = re.compile(r"\b(?:we|i|let's|us|our)\b|^\W*(?:instead of|use|keep|switch|go with|drop|prefer|stick)\b",
+                     re.I)
 WILL_CHOOSE = re.compile(
     r"\b(?:we'll|we will|i'll|i will|let's|let us|we're going to|i'm going to|we should|we need to) "
     r"(?:use|keep|go with|switch|stick with|adopt|prefer|avoid|drop|not|rely on|pin|revert|replace|leave)\b", re.I)
@@ -67,7 +73,9 @@ def is_choice(sentence: str) -> bool:
     """A sentence that states a choice, not narration of the next step, an option or a question."""
     if NOT_A_DECISION.search(sentence):
         return False
-    return bool(DECIDED.search(sentence)) or (bool(WILL_CHOOSE.search(sentence)) and not NEXT_STEP.match(sentence))
+    if DECIDED.search(sentence) or (ALTERNATIVE.search(sentence) and CHOOSER.search(sentence)):
+        return True
+    return bool(WILL_CHOOSE.search(sentence)) and not NEXT_STEP.match(sentence)
 
 
 def is_finding(sentence: str) -> bool:
