@@ -25,11 +25,12 @@ import sys
 import time
 from pathlib import Path
 
+import lcm.cli
 import lcm.db
 import lcm.guard
 import lcm.llm
 import lcm.maps as core
-from lcm.db import LcmError
+from lcm.errors import LcmError
 
 READ_TOOLS_CLI = "Read,Glob,Grep"
 WRITE_TOOLS_CLI = "Edit,Write,Bash"
@@ -295,7 +296,7 @@ def claude_worker(job: core.MapJob, args, root: Path, model: str | None):
 # ---------------------------------------------------------------------------
 
 def _main(argv):
-    p = lcm.db.parser(__doc__)
+    p = lcm.cli.parser(__doc__)
     core.add_map_args(p, concurrency=4, timeout=600.0)
     p.add_argument("--max-turns", type=core._positive_int, default=20, metavar="N",
                    help="tool-using turns per item before it fails (default 20)")
@@ -307,7 +308,7 @@ def _main(argv):
     p.add_argument("--cwd", metavar="DIR", default=".", help="directory the agents work in (default: current)")
     p.add_argument("--max-tokens", type=core._positive_int, default=4096, metavar="N",
                    help="answer length cap per model turn (default 4096)")
-    p.add_argument("--api-retries", type=lcm.db.int_arg(0, 20), default=lcm.llm.DEFAULT_MAX_RETRIES, metavar="N",
+    p.add_argument("--api-retries", type=lcm.cli.int_arg(0, 20), default=lcm.llm.DEFAULT_MAX_RETRIES, metavar="N",
                    help="retries per call on 429, 5xx and connection errors, within --timeout")
     lcm.guard.add_guard_args(p)
     args = p.parse_args(argv)
@@ -325,7 +326,7 @@ def _main(argv):
     if args.dry_run:
         system = system_prompt(job.prompt, job.schema, root, args.allow_write)
         first_turn = core.estimate_input_tokens(job, system)
-        lcm.db.print_json({
+        lcm.cli.print_json({
             "dry_run": True, "total": job.total, "backend": backend, "model": model, "read_only": not args.allow_write,
             "tools": ",".join(t["name"] for t in FileTools(root, args.allow_write).specs()) if backend == "anthropic"
             else READ_TOOLS_CLI + ("," + WRITE_TOOLS_CLI if args.allow_write else ""),
@@ -356,9 +357,9 @@ def _main(argv):
 
 
 def main(argv: list[str] | None = None) -> int:
-    return lcm.db.run(_main, argv)
+    return lcm.cli.run(_main, argv)
 
 
 if __name__ == "__main__":
-    lcm.db.freeze_imports()
+    lcm.cli.freeze_imports()
     sys.exit(main())

@@ -26,10 +26,11 @@ import sys
 import threading
 import time
 
+import lcm.cli
 import lcm.db
 import lcm.llm
 import lcm.maps as core
-from lcm.db import LcmError
+from lcm.errors import LcmError
 
 SYSTEM_PROMPT = (
     "You process one item of a batch job: apply the task below to the item in the user message. "
@@ -290,7 +291,7 @@ def dry_run(job: core.MapJob, requests: Requests, backend: str, batch: bool) -> 
     input_tokens = core.estimate_input_tokens(job, requests.system)
     answer = min(requests.max_tokens, ASSUMED_ANSWER_TOKENS)
     first = requests.params(job.first_item, [])
-    lcm.db.print_json({
+    lcm.cli.print_json({
         "dry_run": True, "total": job.total, "backend": backend, "model": requests.model, "batch": batch,
         "estimated_input_tokens": input_tokens, "estimated_output_tokens": answer * job.total,
         "estimated_cost_usd": core.cost_usd(requests.model, input_tokens, answer * job.total, batch),
@@ -302,11 +303,11 @@ def dry_run(job: core.MapJob, requests: Requests, backend: str, batch: bool) -> 
 
 
 def _main(argv):
-    p = lcm.db.parser(__doc__)
+    p = lcm.cli.parser(__doc__)
     core.add_map_args(p, concurrency=16, timeout=120.0)
     p.add_argument("--max-tokens", type=core._positive_int, default=1024, metavar="N",
                    help="answer length cap per call (default 1024)")
-    p.add_argument("--api-retries", type=lcm.db.int_arg(0, 20), default=lcm.llm.DEFAULT_MAX_RETRIES, metavar="N",
+    p.add_argument("--api-retries", type=lcm.cli.int_arg(0, 20), default=lcm.llm.DEFAULT_MAX_RETRIES, metavar="N",
                    help="SDK retries per call on 429, 5xx and timeouts, with backoff "
                         f"(default {lcm.llm.DEFAULT_MAX_RETRIES})")
     p.add_argument("--batch", action="store_true", help="use the Message Batches API (anthropic backend only)")
@@ -349,9 +350,9 @@ def _main(argv):
 
 
 def main(argv: list[str] | None = None) -> int:
-    return lcm.db.run(_main, argv)
+    return lcm.cli.run(_main, argv)
 
 
 if __name__ == "__main__":
-    lcm.db.freeze_imports()
+    lcm.cli.freeze_imports()
     sys.exit(main())

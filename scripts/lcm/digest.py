@@ -16,11 +16,12 @@ import os
 import sqlite3
 import sys
 
+import lcm.config
 import lcm.db
 import lcm.extract
 import lcm.mask
 import lcm.worklog
-from lcm.db import LcmError
+from lcm.errors import LcmError
 
 SECTIONS = ("What was done", "Decisions", "Bugs found", "What failed", "Open at the end")
 LIST_CAP = 8        # bullets per section: a digest is read at a glance
@@ -131,7 +132,7 @@ def write(conn, session_id: str, use_model: bool = True) -> dict:
     draft = extractive(conn, session_id)
     text = model_written(conn, session_id, draft) if use_model else None
     digest = {"session_id": session_id, "level": "model" if text else "extractive", "text": text or draft,
-              "created_at": lcm.db.now_iso()}
+              "created_at": lcm.config.now_iso()}
     with lcm.db.transaction(conn):
         conn.execute("INSERT INTO digests (session_id, text, level, created_at) VALUES (?, ?, ?, ?)"
                      " ON CONFLICT(session_id) DO UPDATE SET text = excluded.text, level = excluded.level,"
@@ -148,7 +149,7 @@ def archive(conn, session_id: str, directory: str) -> dict:
     memory design's dated archive: append-only, one entry per session, so a second run adds
     nothing. Uses the stored digest, else an extractive one made now (and not stored)."""
     digest = get(conn, session_id) or {"session_id": session_id, "level": "extractive",
-                                       "text": extractive(conn, session_id), "created_at": lcm.db.now_iso()}
+                                       "text": extractive(conn, session_id), "created_at": lcm.config.now_iso()}
     row = conn.execute("SELECT last_at FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
     day = ((row and row["last_at"]) or digest["created_at"])[:10]
     try:

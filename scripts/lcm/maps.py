@@ -18,9 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+import lcm.cli
+import lcm.config
 import lcm.db
 import lcm.mask
-from lcm.db import LcmError
+from lcm.errors import LcmError
 
 # Rows of finished items are committed in groups: one transaction per item would cost more than
 # the call itself at high concurrency; a crash loses at most this much finished work.
@@ -89,8 +91,8 @@ def add_map_args(p, *, concurrency: int, timeout: float, max_attempts: int = 3) 
                    help="validate, count and estimate; no model call, nothing written")
 
 
-_positive_int = lcm.db.int_arg(1)  # bounded: a huge count is a usage error, not a crash later
-_positive_float = lcm.db.seconds_arg  # finite and above 0
+_positive_int = lcm.cli.int_arg(1)  # bounded: a huge count is a usage error, not a crash later
+_positive_float = lcm.cli.seconds_arg  # finite and above 0
 
 
 # ---------------------------------------------------------------------------
@@ -312,7 +314,7 @@ class RunState:
                                "resume with the same --prompt/--schema, or drop --resume to start over")
             with lcm.db.transaction(conn):
                 conn.execute("UPDATE map_runs SET status = 'running', updated_at = ? WHERE id = ?",
-                             (lcm.db.now_iso(), row["id"]))
+                             (lcm.config.now_iso(), row["id"]))
             state = cls(conn, row["id"], row["total"])
             state.options = json.loads(row["options"] or "{}")
             return state
@@ -321,8 +323,8 @@ class RunState:
         elif row is not None and row["status"] != "done":
             sys.stderr.write(f"lcm: run {row['id']} for the same input and output did not finish; "
                              "--resume would continue it. Starting a new run.\n")
-        run_id = lcm.db.new_id("map")
-        now = lcm.db.now_iso()
+        run_id = lcm.config.new_id("map")
+        now = lcm.config.now_iso()
         with lcm.db.transaction(conn):
             conn.execute(
                 "INSERT INTO map_runs (id, kind, input_path, input_sha256, output_path, prompt, schema, model,"
@@ -343,7 +345,7 @@ class RunState:
         self._pending.append((
             self.run_id, index, "ok" if outcome.ok else "error", outcome.attempts,
             json.dumps(outcome.result, ensure_ascii=False) if outcome.ok else None,
-            None if outcome.ok else outcome.error, outcome.input_tokens, outcome.output_tokens, lcm.db.now_iso(),
+            None if outcome.ok else outcome.error, outcome.input_tokens, outcome.output_tokens, lcm.config.now_iso(),
         ))
         if len(self._pending) >= FLUSH_EVERY_ITEMS or time.monotonic() - self._last_flush >= FLUSH_EVERY_SECONDS:
             self.flush()
@@ -369,13 +371,13 @@ class RunState:
         self.options = options
         with lcm.db.transaction(self.conn):
             self.conn.execute("UPDATE map_runs SET options = ?, updated_at = ? WHERE id = ?",
-                              (json.dumps(options, sort_keys=True), lcm.db.now_iso(), self.run_id))
+                              (json.dumps(options, sort_keys=True), lcm.config.now_iso(), self.run_id))
 
     def finish(self, status: str) -> None:
         self.flush()
         with lcm.db.transaction(self.conn):
             self.conn.execute("UPDATE map_runs SET status = ?, updated_at = ? WHERE id = ?",
-                              (status, lcm.db.now_iso(), self.run_id))
+                              (status, lcm.config.now_iso(), self.run_id))
 
     def totals(self) -> dict:
         row = self.conn.execute(
@@ -487,7 +489,7 @@ def report(state: RunState, output_path: Path) -> int:
     if result["failed"]:
         sys.stderr.write(f"lcm: {result['failed']} of {result['total']} items failed (lines with \"ok\": false "
                          f"in {output_path}); rerun the same command with --resume to retry only those\n")
-    lcm.db.print_json(result)
+    lcm.cli.print_json(result)
     return 0
 
 
@@ -520,8 +522,8 @@ def cost_usd(model: str | None, input_tokens: int, output_tokens: int, batch: bo
 
 def estimate_input_tokens(job: MapJob, fixed_text: str) -> int:
     """Estimated prompt tokens of the whole job: the fixed part once per item plus each item."""
-    per_item_fixed = lcm.db.estimate_tokens(fixed_text)
+    per_item_fixed = lcm.config.estimate_tokens(fixed_text)
     total = 0
     for _index, value in iter_items(job.input_path):
-        total += per_item_fixed + lcm.db.estimate_tokens(item_text(value))
+        total += per_item_fixed + lcm.config.estimate_tokens(item_text(value))
     return total

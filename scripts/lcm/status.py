@@ -8,8 +8,9 @@ import json
 import os
 import sqlite3
 
+import lcm.config
 import lcm.dag
-import lcm.db
+import lcm.schema
 
 DEFAULT_WINDOW = 200_000
 LARGE_WINDOW = 1_000_000
@@ -29,7 +30,7 @@ def window_and_source(model: str | None, tokens: int | None = None) -> tuple[int
     """(Claude Code's context window, how it was found): LCM_CONTEXT_WINDOW when set; 1,000,000
     for a model id of a 1M variant, or when more than 200,000 tokens were seen in use (no
     smaller window could hold them); else 200,000."""
-    setting = lcm.db.config("LCM_CONTEXT_WINDOW")
+    setting = lcm.config.get("LCM_CONTEXT_WINDOW")
     if setting:
         return setting, "LCM_CONTEXT_WINDOW"
     lowered = (model or "").lower()
@@ -91,7 +92,7 @@ def fts_ok(conn, full: bool | None = None) -> bool | None:
     1M-message vault); the default runs it up to FULL_CHECK_MAX_ROWS messages, and above that
     checks that every row is indexed and that the index answers a query.
     """
-    if not lcm.db.fts_enabled(conn):
+    if not lcm.schema.fts_enabled(conn):
         return None
     tables = (("messages_fts", "messages", "id"), ("summaries_fts", "summaries", "rowid"))
     try:
@@ -115,7 +116,7 @@ def _pick_session(conn, session_id: str | None) -> tuple[str | None, str]:
     """(session, why this one): the one asked for, else the current one, else the newest."""
     if session_id:
         return session_id, "given by --session"
-    current = lcm.db.current_session_id()
+    current = lcm.config.current_session_id()
     if current:
         return current, "the current session ($LCM_SESSION_ID)"
     row = conn.execute("SELECT session_id FROM sessions ORDER BY last_at DESC LIMIT 1").fetchone()
@@ -148,7 +149,7 @@ def status(conn, session_id: str | None = None, check_fts: bool | None = None) -
             model, title = model or row["model"], row["title"]
         lcm_tokens = lcm.dag.context_tokens(conn, session_id)
     window, window_source = window_and_source(model, tokens)
-    threshold = int(lcm.db.config("LCM_CONTEXT_THRESHOLD") * window)
+    threshold = int(lcm.config.get("LCM_CONTEXT_THRESHOLD") * window)
     return {
         "db": path, "db_bytes": size, "sessions": counts[0], "messages": counts[1],
         "summaries": counts[3], "max_depth": counts[4], "raw_tokens": counts[2],
