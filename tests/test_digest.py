@@ -149,3 +149,15 @@ def test_sessions_shows_the_digest_and_export_files_it_by_date_once(tmp_path, ca
     (tmp_path / "a-file").write_text("")
     code, _, err = run(capsys, lcm_export, "--session", t.session_id, "--archive", tmp_path / "a-file" / "x")
     assert code == 1 and "Error: --archive" in err and "Hint:" in err
+
+
+def test_purging_a_message_drops_its_sessions_digest(tmp_path, capsys):
+    import lcm_purge
+    t = small_session(tmp_path)
+    conn = lcm.db.connect()
+    lcm.ingest.ingest_paths(conn, [t.path])
+    lcm.digest.write(conn, t.session_id, use_model=False)
+    assert "float rounding" in digest_of(t.session_id)["text"]
+    code, _, err = run(capsys, lcm_purge, "--match", "float rounding", "--yes")
+    assert code == 0, err
+    assert digest_of(t.session_id) is None

@@ -229,6 +229,8 @@ def purge(conn, sel: Selection) -> dict:
             files = conn.execute(f"SELECT id, path FROM files WHERE {FILES_OF_PURGE}").fetchall()
             conn.executemany("DELETE FROM files WHERE id = ?", ((r[0],) for r in files))
             conn.executemany("DELETE FROM checkpoints WHERE id = ?", ((r[0],) for r in checkpoints))
+            # a session's digest may quote what goes: it goes too (the next SessionEnd writes a new one)
+            conn.executemany("DELETE FROM digests WHERE session_id = ?", ((s,) for s in sel.sessions))
             notes = _doomed_notes(conn, sel)
             conn.executemany("DELETE FROM notes WHERE id = ?", ((i,) for i in notes))
             conn.executemany("DELETE FROM compactions WHERE uuid = ?", ((u,) for u in uuids))
