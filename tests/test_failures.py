@@ -402,3 +402,30 @@ def test_findings_are_kept_apart_from_decisions():
     assert lcm.extract.is_finding("Turns out the proxy strips the Authorization header.")
     assert not lcm.extract.is_finding("Is the cause a stale lock file?")
     assert not lcm.extract.is_finding("Let me look at the lock file.")
+
+
+def test_every_kind_survives_into_the_leaf_summary_of_a_long_failing_session(tmp_path, monkeypatch):
+    """One session that fails thirty ways in a row (more failures than a leaf has lines for its
+    other sections): every key line is in the extractive leaf summaries, which stay under target."""
+    import lcm.compact
+    import lcm.config
+    import lcm.db
+    import lcm.ingest
+    from transcripts import Transcript
+    monkeypatch.setenv("LCM_LLM", "none")
+    monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "0")
+    t = Transcript(tmp_path / "projects")
+    t.user("fix the build")
+    for i, (_kind, output, _expected) in enumerate(KINDS):
+        call = t.tool_use("Bash", {"command": f"make step{i}"})
+        t.tool_result(call, "Exit code 1\n" + output, is_error=True)
+        t.assistant_text(f"Step {i} failed; looking at why.")
+    t.write()
+    conn = lcm.db.connect()
+    lcm.ingest.ingest_paths(conn, [t.path])
+    lcm.compact.compact(conn, t.session_id, mode="full")
+    leaves = conn.execute("SELECT content, token_count FROM summaries WHERE kind = 'leaf'").fetchall()
+    assert leaves and all(r["token_count"] <= lcm.config.get("LCM_LEAF_TARGET_TOKENS") for r in leaves)
+    text = " ".join(" ".join(r["content"].split()) for r in leaves)
+    lost = [expected for _k, _o, expected in KINDS if " ".join(expected.split())[:60] not in text]
+    assert lost == []

@@ -279,25 +279,36 @@ def render(facts: Facts, header: str, expand_hint: str, budget_tokens: int) -> s
     footer = f"Expand for details about: {expand_hint}"
     # shrink item count and width together until the text fits
     for items, width in ((8, 240), (6, 160), (4, 120), (3, 90), (2, 70), (1, 60), (1, 40), (0, 0)):
-        parts = [header]
-        # what failed is the fact a reader most needs: the errors get twice the room
-        for name, values, room in zip(SECTION_NAMES, (asked, errors, decisions, found, commands),
-                                      (items, 2 * items, items, items, items)):
-            if values and room:
-                shown = values[:room] if name != "Asked" or len(values) <= room else \
-                    values[: room - 1] + values[-1:]  # keep the last request too
-                parts.append(f"{name}:")
-                parts.extend(f"- {_one_line(v, width)}" for v in shown)
-                if len(values) > len(shown):
-                    parts.append(f"- ... {len(values) - len(shown)} more")
+        sections = {}
+        for name, values in zip(SECTION_NAMES, (asked, errors, decisions, found, commands)):
+            if not values or not items:
+                continue
+            if name == "Errors":  # what failed is the fact a reader most needs: filled last, below
+                continue
+            shown = values[:items] if name != "Asked" or len(values) <= items else \
+                values[: items - 1] + values[-1:]  # keep the last request too
+            sections[name] = [f"{name}:"] + [f"- {_one_line(v, width)}" for v in shown] + (
+                [f"- ... {len(values) - len(shown)} more"] if len(values) > len(shown) else [])
+        tail = []
         if facts.todos and items:
-            parts.append(f"Todos: {_one_line(facts.todos, width * 3)}")
+            tail.append(f"Todos: {_one_line(facts.todos, width * 3)}")
         if facts.ended and items:
-            parts.append(f"Ended: {_one_line(facts.ended, width * 2)}")
-        parts.append(f"Files: {files}" if items else f"Files: {_one_line(files, 200)}")
+            tail.append(f"Ended: {_one_line(facts.ended, width * 2)}")
+        tail.append(f"Files: {files}" if items else f"Files: {_one_line(files, 200)}")
         if stored:
-            parts.append("Stored files: " + " ".join(stored[: max(items, 1) * 4]))
-        parts.append(footer)
+            tail.append("Stored files: " + " ".join(stored[: max(items, 1) * 4]))
+        tail.append(footer)
+        if errors and items:
+            # every failure whose line fits in what the other sections leave (at least 2 per item)
+            lines = [f"- {_one_line(e, max(width, 100))}" for e in errors]
+            used = len(header) + sum(len(ln) + 1 for part in (*sections.values(), tail) for ln in part) + 8
+            room, shown = budget - used - len("- ... 9999 more") - 1, 0
+            while shown < len(lines) and (shown < 2 * items or room >= len(lines[shown]) + 1):
+                room -= len(lines[shown]) + 1
+                shown += 1
+            sections["Errors"] = ["Errors:"] + lines[:shown] + (
+                [f"- ... {len(errors) - shown} more"] if shown < len(errors) else [])
+        parts = [header] + [ln for name in SECTION_NAMES for ln in sections.get(name, [])] + tail
         text = lcm.failures.ANSI.sub("", "\n".join(parts))
         if len(text) <= budget:
             return text
