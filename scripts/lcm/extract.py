@@ -1,11 +1,13 @@
 """Deterministic extractive summaries for LCM_LLM=none: no model, same input, same output.
 
-Built for coding sessions: what the user asked, choices the assistant stated (not narration of
-its next step), files created or edited (from Edit/Write/MultiEdit/NotebookEdit tool calls),
-commands run with their outcome, the line that says what each failure was (pytest's FAILED/E
-lines, an exception, error:/fatal:), the final state of the todo list, and where the stretch
-ended. The text always fits the token budget it is given, so the
-caller can make it strictly shorter than its source. Stdlib only.
+Built for coding sessions: what the user asked, choices stated by the assistant or the person
+(not narration of the next step, options or questions), causes found and fixes that worked, files
+created or edited (from Edit/Write/MultiEdit/NotebookEdit tool calls), commands run with their
+outcome, the line that says what each failure was (lcm/failures.py: compilers, test runners,
+package managers, containers, stack traces), the final state of the todo list, and where the
+stretch ended. No terminal escape codes. The text always fits the token budget it is given, so
+the caller can make it strictly shorter than its source; failures get whatever room the other
+sections leave. Stdlib only.
 """
 from __future__ import annotations
 
