@@ -20,6 +20,7 @@ import lcm.config
 import lcm.db
 import lcm.extract
 import lcm.mask
+import lcm.text
 import lcm.worklog
 from lcm.errors import LcmError
 
@@ -39,7 +40,7 @@ SYSTEM = (
 
 
 def _clip(text: str, limit: int = LINE_CAP) -> str:
-    return lcm.worklog.clip(lcm.extract.strip_ansi(str(text)), limit)
+    return lcm.text.one_line(lcm.extract.strip_ansi(str(text)), limit)
 
 
 def _bullets(items: list[str]) -> list[str]:

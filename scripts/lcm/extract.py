@@ -16,6 +16,7 @@ import re
 
 import lcm.failures
 import lcm.mask
+from lcm.text import content_blocks, one_line
 
 
 EDIT_TOOLS = {"Edit": "edited", "MultiEdit": "edited", "NotebookEdit": "edited", "Write": "written"}
@@ -53,8 +54,8 @@ SECTION_NAMES = ("Asked", "Errors", "Decisions", "Found", "Commands")
 
 
 def _one_line(text: str, limit: int) -> str:
-    text = " ".join(lcm.failures.strip_ansi(str(text)).split())
-    return text if len(text) <= limit else text[: max(limit - 3, 1)] + "..."
+    """lcm.text.one_line of the text without its terminal escape codes: a summary holds none."""
+    return one_line(lcm.failures.strip_ansi(str(text)), limit)
 
 
 key_line = lcm.failures.key_line
@@ -93,11 +94,7 @@ def raw_blocks(raw) -> tuple[dict, list]:
         return {}, []
     if not isinstance(entry, dict):
         return {}, []
-    message = entry.get("message")
-    content = message.get("content") if isinstance(message, dict) else entry.get("content")
-    if isinstance(content, str):
-        return entry, [{"type": "text", "text": content}]
-    return entry, [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+    return entry, content_blocks(entry)
 
 
 def _result_text(block: dict) -> str:

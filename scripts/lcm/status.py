@@ -67,7 +67,7 @@ def _latest_usage(conn, session_id: str) -> tuple[int | None, str | None, int]:
     return None, None, 0
 
 
-def context_tokens(conn, session_id: str) -> int | None:
+def claude_context_tokens(conn, session_id: str) -> int | None:
     """Tokens in the session's context now, from its latest assistant usage; None if unknown.
 
     After a compaction newer than that response, the boundary's postTokens (if recorded) is used.
@@ -142,12 +142,12 @@ def status(conn, session_id: str | None = None, check_fts: bool | None = None) -
     session_id, why = _pick_session(conn, session_id)
     tokens = model = title = lcm_tokens = None
     if session_id:
-        tokens = context_tokens(conn, session_id)
+        tokens = claude_context_tokens(conn, session_id)
         model = _latest_usage(conn, session_id)[1]
         row = conn.execute("SELECT model, title FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
         if row is not None:
             model, title = model or row["model"], row["title"]
-        lcm_tokens = lcm.dag.context_tokens(conn, session_id)
+        lcm_tokens = lcm.dag.active_context_tokens(conn, session_id)
     window, window_source = window_and_source(model, tokens)
     threshold = int(lcm.config.get("LCM_CONTEXT_THRESHOLD") * window)
     return {
