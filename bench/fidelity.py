@@ -22,6 +22,8 @@ summary against the messages it covers:
   size             leaf tokens against LCM_LEAF_TARGET_TOKENS (mean, max, how many above it), and
                    against their source (mean ratio).
   leaves_under_min leaves whose source is under LCM_LEAF_MIN_TOKENS (default 2000).
+  by_kind          the same count per kind of failure as lcm/failures.py names it (a breakdown
+                   only: what is kept is judged by the rule above).
 Prints one JSON line. --verbose lists each key line that was lost, on stderr.
 The key-line rule is written here independently of lcm's summariser, so it measures it.
 """
@@ -112,11 +114,20 @@ def blocks(raw) -> list[dict]:
     return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
 
 
+def failure_kind(text: str) -> str:
+    """The kind lcm's rules give a failure (lcm/failures.py): a breakdown for reading the
+    figures, never a part of what counts as kept."""
+    sys.path.insert(0, str(SCRIPTS))
+    import lcm.failures
+    return lcm.failures.classify(text)[0] or "other"
+
+
 def measure(conn, verbose: bool) -> dict:
     target = int(os.environ.get("LCM_LEAF_TARGET_TOKENS") or 1200)
     minimum = int(os.environ.get("LCM_LEAF_MIN_TOKENS") or 2000)
     errors_total = errors_kept = edits_total = edits_kept = strict_kept = plumbing = plumbing_kept = 0
     sizes, ratios, under_min = [], [], 0
+    by_kind: dict[str, list[int]] = {}
     leaves = conn.execute("SELECT id, content, token_count, source_token_count FROM summaries"
                           " WHERE kind = 'leaf'").fetchall()
     for leaf in leaves:
@@ -144,6 +155,9 @@ def measure(conn, verbose: bool) -> dict:
                         continue
                     errors_total += 1
                     errors_kept += kept
+                    kind = by_kind.setdefault(failure_kind(text), [0, 0])
+                    kind[0] += kept
+                    kind[1] += 1
                     strict = flat(key_line(text))[:COMPARE_CHARS]
                     strict_kept += bool(strict) and strict in summary
                     if verbose and not kept:
@@ -161,6 +175,7 @@ def measure(conn, verbose: bool) -> dict:
         "key_error_lines_strict": {"kept": strict_kept, "total": errors_total,
                                    "percent": round(100 * strict_kept / errors_total, 1) if errors_total else None},
         "plumbing": {"kept": plumbing_kept, "total": plumbing},
+        "by_kind": {k: {"kept": v[0], "total": v[1]} for k, v in sorted(by_kind.items())},
         "files_edited": {"kept": edits_kept, "total": edits_total,
                          "percent": round(100 * edits_kept / edits_total, 1) if edits_total else None,
                          "target_percent": 100},
