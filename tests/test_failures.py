@@ -429,3 +429,34 @@ def test_every_kind_survives_into_the_leaf_summary_of_a_long_failing_session(tmp
     text = " ".join(" ".join(r["content"].split()) for r in leaves)
     lost = [expected for _k, _o, expected in KINDS if " ".join(expected.split())[:60] not in text]
     assert lost == []
+
+
+def test_the_key_line_is_always_a_line_of_the_output():
+    """Whatever the output, the key line starts with one of its lines (a count of more failures,
+    the next line of a Rust panic, may follow; Bash's exit line may come first), without escape
+    codes; nothing raises, and a huge one-line output stays fast."""
+    import time
+    from hypothesis import given, settings, strategies as st
+
+    pieces = st.sampled_from(["error: x", "FAILED t.py::a", "Traceback (most recent call last):", "\x1b[31m",
+                              "    at f (a.js:1:2)", "TypeError: y", "Exit code 1", "panic: z", ":in `a': b (NoMethodError)",
+                              "npm ERR! code E1", "", " ", "\r", "\t"])
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(st.one_of(pieces, st.text(max_size=30)), max_size=12))
+    def check(parts):
+        text = "\n".join(parts)
+        line = lcm.failures.key_line(text)
+        assert "\x1b" not in line
+        lines = lcm.failures.clean_lines(text)
+        if not lines:
+            assert line == "error"
+            return
+        if lcm.failures.EXIT_CODE.match(lines[0]) and line.startswith(lines[0] + ": "):
+            line = line[len(lines[0]) + 2:]
+        assert any(line.startswith(ln) for ln in lines)
+
+    check()
+    started = time.perf_counter()
+    lcm.failures.key_line("Exit code 1\n" + ":in `a' " * 200_000 + "\n" + "x" * 1_000_000)
+    assert time.perf_counter() - started < 2

@@ -147,12 +147,15 @@ RULES = (
     ("pytest summary", _last(r"^=+ .* in [\d.]+s\b.*=+$")),
 )
 EXIT_CODE = re.compile(r"^Exit code \d+$")
+# a key line is short; a minified bundle or a base64 blob on one line is not one, and cutting it
+# keeps every rule linear in the size of the output
+LINE_CHARS = 2000
 
 
 def clean_lines(text: str) -> list[str]:
     """The non-blank lines of a tool result, escapes and tool_use_error tags removed, stripped."""
     text = strip_ansi(TOOL_ERROR_TAGS.sub("\n", str(text)))
-    return [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return [ln.strip()[:LINE_CHARS] for ln in text.splitlines() if ln.strip()]
 
 
 def classify(text: str) -> tuple[str, str]:
