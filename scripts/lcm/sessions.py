@@ -63,11 +63,12 @@ def _counts(conn, row) -> dict:
             "summaries": summaries, "has_checkpoint": checkpoint is not None}
 
 
-def list_sessions(conn, *, project: str | None = None, since: str | None = None,
-                  limit: int = 20) -> tuple[list[dict], int]:
-    """(sessions newest first, at most `limit`, and how many match in all).
+def list_sessions(conn, *, project: str | None = None, since: str | None = None, text: str | None = None,
+                  limit: int = 20, offset: int = 0) -> tuple[list[dict], int]:
+    """(sessions newest first, at most `limit` from `offset`, and how many match in all).
 
-    project: that directory or any below it; since: a comparable ISO time (last activity).
+    project: that directory or any below it; since: a comparable ISO time (last activity);
+    text: words the stored title contains (case-insensitive).
     """
     where, params = [], []
     if project:
@@ -79,10 +80,13 @@ def list_sessions(conn, *, project: str | None = None, since: str | None = None,
     if since:
         where.append("last_at >= ?")
         params.append(since)
+    if text:
+        where.append("instr(lower(title), ?) > 0")
+        params.append(text.lower())
     clause = " WHERE " + " AND ".join(where) if where else ""
     total = conn.execute("SELECT count(*) FROM sessions" + clause, params).fetchone()[0]
-    rows = conn.execute("SELECT * FROM sessions" + clause + " ORDER BY last_at DESC, session_id LIMIT ?",
-                        [*params, limit]).fetchall()
+    rows = conn.execute("SELECT * FROM sessions" + clause + " ORDER BY last_at DESC, session_id LIMIT ? OFFSET ?",
+                        [*params, limit, offset]).fetchall()
     return [_counts(conn, row) for row in rows], total
 
 

@@ -2,13 +2,23 @@
 what it is about, and the content blocks of a transcript entry."""
 from __future__ import annotations
 
+import re
+
 import lcm.mask
+
+# terminal escapes: CSI (colours, cursor), OSC (titles, links) and the two-byte ones
+ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 
 
 def one_line(text, limit: int) -> str:
     """`text` with its whitespace folded to single spaces, cut to `limit` characters with "..."."""
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def strip_ansi(text: str) -> str:
+    """`text` without terminal colour and cursor escapes (tool output captured from a terminal)."""
+    return ANSI.sub("", text) if "\x1b" in text else text
 
 
 def summary_head(content: str, limit: int = 160) -> str:
