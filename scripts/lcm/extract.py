@@ -63,27 +63,48 @@ strip_ansi = lcm.failures.strip_ansi
 
 
 def sentences(text: str) -> list[str]:
-    """The sentences of an assistant's text, markdown list marks and emphasis removed."""
+    """The sentences of a text that may state a choice or a finding (none when it holds none of
+    their words), markdown list marks and emphasis removed."""
+    lowered = text.lower()
+    if not any(hint in lowered for hint in CHOICE_HINTS) and not any(hint in lowered for hint in FINDING_HINTS):
+        return []
     out = []
     for part in SENTENCE.split(text):
-        part = MARKDOWN_LEAD.sub("", part).strip()
+        part = part.strip()
+        if part[:1] in "-*+>#0123456789" or "**" in part:
+            part = MARKDOWN_LEAD.sub("", part).strip()
         if len(part) > 12:
             out.append(part)
     return out
 
 
+# words without which none of the patterns above can match: a substring test (tens of
+# nanoseconds) spares most sentences the case-insensitive regexes (tens of microseconds each);
+# compaction reads every sentence of every assistant message (bench/compact.py)
+CHOICE_HINTS = ("decid", "decision", "going with", "settle", "opted", "opting", "chose", "switch", "stick",
+                "plan is", "plan will", "approach is", "approach will", "choice is", "choice will", "instead",
+                "rather than", "we'll ", "we will ", "i'll ", "i will ", "let's ", "let us ", "going to ",
+                "we should ", "need to ")
+FINDING_HINTS = ("root cause", " cause is", " cause was", "caused by", "problem is", "problem was", "issue is",
+                 "issue was", "bug is", "bug was", "culprit", "reason is", "reason was", "turns out", "turned out",
+                 "fix is", "fix was", "fixed by", "broken by")
+
+
 def is_choice(sentence: str) -> bool:
     """A sentence that states a choice, not narration of the next step, an option or a question."""
-    if NOT_A_DECISION.search(sentence):
+    lowered = sentence.lower()
+    if not any(hint in lowered for hint in CHOICE_HINTS):
         return False
-    if DECIDED.search(sentence) or (ALTERNATIVE.search(sentence) and CHOOSER.search(sentence)):
-        return True
-    return bool(WILL_CHOOSE.search(sentence)) and not NEXT_STEP.match(sentence)
+    chosen = DECIDED.search(sentence) or (ALTERNATIVE.search(sentence) and CHOOSER.search(sentence)) or (
+        WILL_CHOOSE.search(sentence) and not NEXT_STEP.match(sentence))
+    return bool(chosen) and not NOT_A_DECISION.search(sentence)
 
 
 def is_finding(sentence: str) -> bool:
     """A sentence that says what caused a problem or what fixed it."""
-    return bool(FINDING.search(sentence)) and not sentence.rstrip().endswith("?")
+    lowered = sentence.lower()
+    return any(hint in lowered for hint in FINDING_HINTS) and bool(FINDING.search(sentence)) \
+        and not sentence.rstrip().endswith("?")
 
 
 def raw_blocks(raw) -> tuple[dict, list]:
@@ -308,7 +329,7 @@ def render(facts: Facts, header: str, expand_hint: str, budget_tokens: int) -> s
             sections["Errors"] = ["Errors:"] + lines[:shown] + (
                 [f"- ... {len(errors) - shown} more"] if shown < len(errors) else [])
         parts = [header] + [ln for name in SECTION_NAMES for ln in sections.get(name, [])] + tail
-        text = lcm.failures.ANSI.sub("", "\n".join(parts))
+        text = lcm.failures.remove_escapes("\n".join(parts))
         if len(text) <= budget:
             return text
     return None  # not even the headline fits: the caller falls back to plain truncation
