@@ -329,7 +329,7 @@ def render(facts: Facts, header: str, expand_hint: str, budget_tokens: int) -> s
             sections["Errors"] = ["Errors:"] + lines[:shown] + (
                 [f"- ... {len(errors) - shown} more"] if shown < len(errors) else [])
         parts = [header] + [ln for name in SECTION_NAMES for ln in sections.get(name, [])] + tail
-        text = lcm.failures.remove_escapes("\n".join(parts))
+        text = lcm.failures.strip_ansi("\n".join(parts))
         if len(text) <= budget:
             return text
     return None  # not even the headline fits: the caller falls back to plain truncation

@@ -6,7 +6,7 @@ manager, a container build, a language's stack trace) and finds its line; the fi
 matches wins, most specific first. Everything else falls to generic rules (a line saying error,
 failed, fatal), then a test run's closing summary, then the first line. ANSI colour and cursor
 codes are removed first: terminal output is full of them, and they belong in no summary.
-Stdlib only.
+Stdlib and lcm.text only.
 """
 from __future__ import annotations
 
@@ -14,24 +14,10 @@ import bisect
 import itertools
 import re
 
-# CSI sequences (colours, cursor moves), OSC sequences (titles, hyperlinks) and the remaining
-# two-character escapes; a lone carriage return (progress bars redrawing a line) becomes a newline
-ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])|\x9b[0-?]*[ -/]*[@-~]")
+import lcm.text
+
 TOOL_ERROR_TAGS = re.compile(r"</?tool_use_error>")
-
-
-def strip_ansi(text: str) -> str:
-    """text without terminal escape codes (colours, cursor moves, hyperlinks)."""
-    if "\x1b" not in text and "\x9b" not in text and "\r" not in text:
-        return text
-    return remove_escapes(text).replace("\r\n", "\n").replace("\r", "\n")
-
-
-def remove_escapes(text: str) -> str:
-    """text without escape sequences, nor a stray escape character left of a cut one."""
-    if "\x1b" not in text and "\x9b" not in text:
-        return text
-    return ANSI.sub("", text).replace("\x1b", "").replace("\x9b", "")
+strip_ansi = lcm.text.strip_ansi  # one helper for every reader (lcm/text.py)
 
 
 class Output:
