@@ -129,7 +129,7 @@ def build(conn, session_id: str, vault: Path, use_llm: bool) -> tuple[dict, str]
     ]
     text = "\n".join(head) + "\n\n" + body + "\n\n" + "\n".join(resume) + "\n"
     # the file lands in the project (easy to commit): masked whole, whatever the vault holds
-    return lcm.mask.mask_tree({**meta, "title": session["title"], "message_count": log["message_count"],
+    return lcm.mask.mask_json({**meta, "title": session["title"], "message_count": log["message_count"],
                                "summary_count": summaries, "narrative": story, "worklog": log,
                                "top_summaries": top}), lcm.mask.mask(text)
 
@@ -359,4 +359,4 @@ def resume(conn, checkpoint: str | None, session: str | None, vault: Path, max_t
     meta = parse_checkpoint(text, source)
     warnings = check_against_vault(conn, meta, source, vault)
     # a checkpoint written before masking, or edited by hand, may hold secrets: masked before use
-    return lcm.mask.mask_tree(reconstruct(conn, meta, source, lcm.mask.mask(text), warnings, max_tokens))
+    return lcm.mask.mask_json(reconstruct(conn, meta, source, lcm.mask.mask(text), warnings, max_tokens))

@@ -296,7 +296,12 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
             DELETE FROM summary_versions WHERE summary_id = old.id;
         END""",
     ],
-    # 9: session digests (lcm/digest.py), written when a session ends: its decisions, bugs found,
+    # 9: text stored before masking read decoded strings (a tool input's key after a JSON `\n`
+    # stayed in clear) is masked again on output, until lcm_doctor.py --remask masks it in place
+    [
+        "UPDATE vault_meta SET value = (SELECT coalesce(max(id), 0) + 1 FROM messages) WHERE key = 'masked_from_message'",
+    ],
+    # 10: session digests (lcm/digest.py), written when a session ends: its decisions, bugs found,
     # failed approaches and what was done; one per session, rewritten when the session goes on
     [
         """CREATE TABLE IF NOT EXISTS digests (
