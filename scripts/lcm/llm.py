@@ -317,3 +317,198 @@ def complete(system: str | None, messages, *, max_tokens: int, model: str | None
     if backend == "claude":
         return _claude_complete(system, messages, max_tokens=max_tokens, model=model, timeout=timeout)
     raise ModelConfigError("no model backend is available (LCM_LLM resolves to none)", NO_BACKEND_HINT)
+
+
+# ---------------------------------------------------------------------------
+# Calls the map tools make (lcm/maps): one Messages call per attempt with the errors sorted into
+# "this item failed" and "every item would fail"; a bounded tool loop with a deadline; the
+# Message Batches API. Kept apart from complete(): a map item must see why a call failed to
+# decide whether retrying helps, and its answers are SDK content blocks, not one text.
+# ---------------------------------------------------------------------------
+
+class StructuredOutputRefused(ModelError):
+    """The model refused `output_config` (structured outputs): send the plain prompt instead."""
+
+
+class TurnLimitReached(ModelError):
+    """A tool loop used up its tool-using turns without a final answer."""
+
+
+_STRUCTURED_WORDS = ("output_config", "output_format", "output format", "structured output", "json_schema")
+
+
+def refuses_structured_output(message: str) -> bool:
+    """True when an API error message is about structured outputs (so dropping them may help)."""
+    lowered = message.lower()
+    return any(word in lowered for word in _STRUCTURED_WORDS)
+
+
+def json_output_format(schema: dict | None) -> dict | None:
+    """`output_config.format` for a JSON Schema, in the API's strict subset; None when the
+    schema cannot be expressed there (the prompt alone then asks for the shape)."""
+    if schema is None:
+        return None
+    try:
+        from anthropic import transform_schema
+        return {"type": "json_schema", "schema": transform_schema(schema)}
+    except Exception:
+        return None
+
+
+def _text_of(content) -> str:
+    return "".join(block.text for block in content if getattr(block, "type", "") == "text")
+
+
+def _map_call_error(exc, timeout: float) -> ModelError:
+    """The map tools' reading of a failed call: ModelConfigError when no item can succeed."""
+    import anthropic
+    detail = _api_message(exc)
+    if isinstance(exc, (anthropic.AuthenticationError, anthropic.PermissionDeniedError)):
+        return ModelConfigError(f"the API refused the credentials ({exc.status_code} {detail})",
+                                "check ANTHROPIC_API_KEY, then rerun with --resume")
+    if isinstance(exc, anthropic.NotFoundError):
+        return ModelConfigError(f"the API does not know this model ({detail})",
+                                "pass --model with a model your key can use, then rerun with --resume")
+    if isinstance(exc, anthropic.BadRequestError) and refuses_structured_output(str(exc.body or exc)):
+        return StructuredOutputRefused(f"API error {exc.status_code} after retries: {detail}")
+    if isinstance(exc, anthropic.APITimeoutError):
+        return ModelError(f"no answer within {timeout:g}s (the call was retried)")
+    if isinstance(exc, anthropic.APIStatusError):
+        return ModelError(f"API error {exc.status_code} after retries: {detail}")
+    if isinstance(exc, anthropic.APIConnectionError):
+        return ModelError(f"cannot reach the API: {exc}")
+    raise exc
+
+
+def map_message(client, params: dict, timeout: float) -> tuple[str, int, int]:
+    """One Messages call (the client's own retries included): (answer text, input tokens, output
+    tokens). Raises ModelConfigError, StructuredOutputRefused, or ModelError for this item."""
+    import anthropic
+    try:
+        response = client.messages.create(**masked_params(params))
+    except anthropic.APIError as exc:
+        raise _map_call_error(exc, timeout) from None
+    except TypeError as exc:  # the SDK found no credentials at all
+        if "authentication" in str(exc).lower():
+            raise ModelConfigError("no Anthropic credentials found", NO_BACKEND_HINT) from None
+        raise
+    usage = response.usage
+    return _text_of(response.content), usage.input_tokens or 0, usage.output_tokens or 0
+
+
+def _call_before(client, params: dict, deadline: float, timeout: float, retries: int):
+    """One Messages call that gives up at `deadline`, with its own backoff (the client has none)."""
+    import time
+
+    import anthropic
+    for attempt in range(retries + 1):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        try:
+            return client.with_options(timeout=remaining, max_retries=0).messages.create(**masked_params(params))
+        except (anthropic.AuthenticationError, anthropic.PermissionDeniedError, anthropic.NotFoundError) as exc:
+            raise ModelConfigError(f"the API refused the request ({exc.status_code}): {exc}",
+                                   "check ANTHROPIC_API_KEY and --model, then rerun with --resume") from None
+        except anthropic.APITimeoutError:
+            break
+        except (anthropic.RateLimitError, anthropic.InternalServerError, anthropic.APIConnectionError) as exc:
+            if attempt == retries:
+                raise ModelError(f"API error after {retries} retries: {exc}") from None
+            wait = min(0.5 * 2 ** attempt, 8.0)
+            response = getattr(exc, "response", None)
+            if response is not None and response.headers.get("retry-after-ms"):
+                wait = float(response.headers["retry-after-ms"]) / 1000
+            time.sleep(max(0.0, min(wait, deadline - time.monotonic())))
+        except anthropic.APIStatusError as exc:
+            raise ModelError(f"API error {exc.status_code}: {exc}") from None
+    raise ModelError(f"timed out after {timeout:g}s")
+
+
+def _block_param(block) -> dict | None:
+    if block.type == "text":
+        return {"type": "text", "text": block.text} if block.text else None
+    if block.type == "tool_use":
+        return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+    return None
+
+
+def map_tool_loop(client, params: dict, messages: list, run_tool, *, max_turns: int, deadline: float,
+                  timeout: float, retries: int, tally) -> str:
+    """Call the model with tools until it answers without one; return that answer's text.
+
+    `messages` grows in place (so a retry continues the same conversation), `run_tool(name,
+    input) -> (output, is_error)` runs one call, `tally.tool_turns` counts tool-using turns across
+    calls and `tally.input_tokens/output_tokens` what was spent. Raises TurnLimitReached after
+    `max_turns` tool-using turns, ModelConfigError or ModelError when a call fails."""
+    while True:
+        response = _call_before(client, {**params, "messages": messages}, deadline, timeout, retries)
+        tally.input_tokens += response.usage.input_tokens or 0
+        tally.output_tokens += response.usage.output_tokens or 0
+        content = [_block_param(block) for block in response.content]
+        messages.append({"role": "assistant", "content": [c for c in content if c] or "(empty)"})
+        calls = [block for block in response.content if block.type == "tool_use"]
+        if not calls:
+            return _text_of(response.content)
+        tally.tool_turns += 1
+        if tally.tool_turns > max_turns:
+            raise TurnLimitReached(f"no final answer within --max-turns {max_turns}")
+        results = []
+        for call in calls:
+            output, is_error = run_tool(call.name, dict(call.input or {}))
+            results.append({"type": "tool_result", "tool_use_id": call.id, "content": output, "is_error": is_error})
+        messages.append({"role": "user", "content": results})
+
+
+@dataclass
+class BatchResult:
+    """One line of a Message Batch's results, read out of the SDK's objects."""
+    custom_id: str
+    kind: str                 # succeeded | errored | canceled | expired
+    text: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    error_type: str = ""
+    error_message: str = ""
+
+
+def batch_submit(client, requests: list[dict]) -> str:
+    """Create a Message Batch of {"custom_id", "params"} requests (params already masked); its id."""
+    return client.messages.batches.create(requests=requests).id
+
+
+def batch_status(client, batch_id: str) -> tuple[str, int]:
+    """(processing_status, requests still processing) of a Message Batch."""
+    batch = client.messages.batches.retrieve(batch_id)
+    return batch.processing_status, batch.request_counts.processing
+
+
+def batch_results(client, batch_id: str):
+    """Yield a BatchResult for every request of an ended Message Batch (in the API's order)."""
+    for line in client.messages.batches.results(batch_id):
+        result = line.result
+        if result.type == "succeeded":
+            message = result.message
+            yield BatchResult(line.custom_id, "succeeded", _text_of(message.content),
+                              message.usage.input_tokens or 0, message.usage.output_tokens or 0)
+        elif result.type == "errored":
+            error = result.error.error
+            yield BatchResult(line.custom_id, "errored", error_type=error.type, error_message=error.message)
+        else:
+            yield BatchResult(line.custom_id, result.type)
+
+
+def map_needs_a_model(command: str, environ: dict | None = None) -> ModelConfigError:
+    """The error for a map tool when LCM_LLM resolves to none: its hint leads to a backend that
+    works (never to LCM_LLM=none, which is what stops it)."""
+    env = os.environ if environ is None else environ
+    if lcm.db.config("LCM_LLM", env) == "none":
+        return ModelConfigError(f"{command} needs a model, and LCM_LLM=none turns models off",
+                                "unset LCM_LLM (or set LCM_LLM=anthropic with ANTHROPIC_API_KEY, or LCM_LLM=claude "
+                                "with Claude Code logged in), then run the same command again")
+    if (env.get("ANTHROPIC_API_KEY") or env.get("ANTHROPIC_AUTH_TOKEN")) and not sdk_available():
+        return ModelConfigError(f"{command} needs a model: ANTHROPIC_API_KEY is set but the anthropic package "
+                                "is not installed", "python3 -m pip install anthropic, then run the same command again")
+    return ModelConfigError(f"{command} needs a model, and none is reachable: no ANTHROPIC_API_KEY and no "
+                            "`claude` on PATH", "set ANTHROPIC_API_KEY (and pip install anthropic), or install "
+                            "Claude Code and log in (`claude`, then /login)")
