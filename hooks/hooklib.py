@@ -15,7 +15,6 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TRUE_WORDS = ("1", "true", "yes", "on")
 LOG_MAX_BYTES = 1_000_000
 HOOK_BUDGET = 1.0  # seconds from the hook's start after which it stops waiting for the vault
 IMPORTED = time.monotonic()
@@ -38,27 +37,14 @@ def setup_path() -> None:
 
 
 def flag(name: str) -> bool:
-    """A boolean LCM_* setting: plain yes/no spellings read directly, the default and anything
-    else through lcm.db.config (which names a bad value in its error)."""
-    raw = os.environ.get(name)
-    if raw is None:
-        return bool(_config(name))
-    value = raw.strip().lower()
-    if value in TRUE_WORDS:
-        return True
-    if value in ("0", "false", "no", "off", ""):
-        return False
-    return bool(_config(name))
-
-
-def _config(name: str):
-    import lcm.db
-    return lcm.db.config(name)
+    """A boolean LCM_* setting, read by lcm.config (which names a bad value in its error)."""
+    import lcm.config
+    return bool(lcm.config.get(name))
 
 
 def lcm_home() -> str:
-    home = os.environ.get("LCM_HOME")
-    return os.path.expanduser(home) if home else os.path.join(os.path.expanduser("~"), ".claude-lcm")
+    import lcm.config
+    return lcm.config.home_str()
 
 
 def log(event: str, payload: dict | None, message: str) -> None:
@@ -114,15 +100,13 @@ def run_hook(event: str, handler, when_excluded=None) -> int:
     In a project of LCM_EXCLUDE, when_excluded(payload) runs instead (nothing, by default).
     """
     import gc
-    gc.freeze()  # start-up's objects live until exit: the collector need not walk them (lcm.db.freeze_imports)
+    gc.freeze()  # start-up's objects live until exit: the collector need not walk them (lcm.cli.freeze_imports)
     global _event
     _event = event
     payload = None
     try:
-        if os.environ.get("LCM_DISABLE", "").strip().lower() in TRUE_WORDS:
-            return 0
         setup_path()
-        if flag("LCM_DISABLE"):  # a non-trivial spelling, validated by lcm.db
+        if flag("LCM_DISABLE"):
             return 0
         payload = read_payload()
         if excluded(payload):
@@ -171,8 +155,8 @@ def excluded(payload: dict) -> bool:
     such a session is never captured, injected or compacted."""
     if not (os.environ.get("LCM_EXCLUDE") or "").strip():
         return False
-    import lcm.db
-    return any(lcm.db.excluded(path) for path in (payload.get("cwd"), os.environ.get("CLAUDE_PROJECT_DIR"))
+    import lcm.config
+    return any(lcm.config.excluded(path) for path in (payload.get("cwd"), os.environ.get("CLAUDE_PROJECT_DIR"))
                if isinstance(path, str))
 
 
@@ -287,27 +271,15 @@ def run_detached(event: str, sid: str, script: str, args: list[str]) -> int:
     return code
 
 
-def compaction_due(conn, sid: str) -> bool:
-    """lcm.dag.compaction_due, its common "no" answered by lcm.order.due_hint (index lookups only),
-    so a Stop hook costs the same at any session length and loads neither lcm.dag nor lcm.compact
-    (the model seam, ~60 ms of imports) unless summaries may be condensed."""
-    import lcm.order
-    hint = lcm.order.due_hint(conn, sid)
-    if hint != "condense":
-        return hint == "leaf"
-    import lcm.dag
-    return lcm.dag.can_condense(conn, sid)
-
-
 def start_compaction(conn, sid: str, payload: dict) -> None:
     """Detach `lcm_compact.py --session SID` when due and no compaction of the session is running.
 
     The running one holds the session lock; starting another would only queue behind it.
     """
-    if not compaction_due(conn, sid):
-        return
     import lcm.dag
-    from lcm.db import LcmError
+    if not lcm.dag.compaction_due(conn, sid):
+        return
+    from lcm.errors import LcmError
     try:
         with lcm.dag.session_lock(sid, blocking=False):
             pass

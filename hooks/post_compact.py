@@ -28,6 +28,7 @@ def boundary_tokens(conn, sid: str) -> tuple[int | None, int | None]:
 def handle(payload: dict):
     sid = hooklib.session_id(payload)
     conn = hooklib.connect()
+    import lcm.config
     import lcm.db
     before = None
     try:
@@ -41,12 +42,12 @@ def handle(payload: dict):
     pre, post = boundary_tokens(conn, sid)
     pre = pre if pre is not None else before
     if post is None and isinstance(payload.get("compact_summary"), str):
-        post = lcm.db.estimate_tokens(payload["compact_summary"])
+        post = lcm.config.estimate_tokens(payload["compact_summary"])
     trigger = payload.get("trigger") if payload.get("trigger") in ("manual", "auto") else None
     with lcm.db.transaction(conn):
         conn.execute(
             "INSERT INTO compactions (session_id, source, trigger, pre_tokens, post_tokens, created_at) "
-            "VALUES (?, 'hook', ?, ?, ?, ?)", (sid, trigger, pre, post, lcm.db.now_iso()))
+            "VALUES (?, 'hook', ?, ?, ?, ?)", (sid, trigger, pre, post, lcm.config.now_iso()))
     return None
 
 

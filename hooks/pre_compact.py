@@ -49,7 +49,7 @@ def compact_now(conn, sid: str, compaction) -> None:
     if conn.execute("SELECT 1 FROM messages WHERE session_id = ? LIMIT 1", (sid,)).fetchone() is None:
         note("no messages of this session in the vault: nothing to compact")
         return
-    from lcm.db import LcmError
+    from lcm.errors import LcmError
     try:
         with compaction.session_lock(sid, blocking=False):
             pass

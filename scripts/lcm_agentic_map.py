@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sys
 
-import lcm.db
+import lcm.cli
 import lcm.guard
 import lcm.llm
 from lcm.maps import job
@@ -30,7 +30,7 @@ from lcm.maps.run import agentic_map
 
 
 def _main(argv):
-    p = lcm.db.parser(__doc__)
+    p = lcm.cli.parser(__doc__)
     job.add_map_args(p, concurrency=4, timeout=600.0)
     p.add_argument("--max-turns", type=job.positive_int, default=20, metavar="N",
                    help="tool-using turns per item before it fails (default 20)")
@@ -42,7 +42,7 @@ def _main(argv):
     p.add_argument("--cwd", metavar="DIR", default=".", help="directory the agents work in (default: current)")
     p.add_argument("--max-tokens", type=job.positive_int, default=4096, metavar="N",
                    help="answer length cap per model turn (default 4096)")
-    p.add_argument("--api-retries", type=lcm.db.int_arg(0, 20), default=lcm.llm.DEFAULT_MAX_RETRIES, metavar="N",
+    p.add_argument("--api-retries", type=lcm.cli.int_arg(0, 20), default=lcm.llm.DEFAULT_MAX_RETRIES, metavar="N",
                    help="retries per call on 429, 5xx and connection errors, within --timeout")
     lcm.guard.add_guard_args(p)
     args = p.parse_args(argv)
@@ -50,14 +50,14 @@ def _main(argv):
     lcm.guard.check_delegation("lcm_agentic_map.py", args.delegated_scope, args.kept_work,
                                instead="read the files with your own tools, or use lcm_llm_map.py for tool-free work")
     result = agentic_map(args)
-    lcm.db.print_json(result)
+    lcm.cli.print_json(result)
     return job.dry_run_code(result)
 
 
 def main(argv: list[str] | None = None) -> int:
-    return lcm.db.run(_main, argv)
+    return lcm.cli.run(_main, argv)
 
 
 if __name__ == "__main__":
-    lcm.db.freeze_imports()
+    lcm.cli.freeze_imports()
     sys.exit(main())

@@ -24,14 +24,16 @@ import shlex
 import sys
 from pathlib import Path
 
+import lcm.cli
+import lcm.config
 import lcm.db
 import lcm.checkpoint
-from lcm.db import LcmError
+from lcm.errors import LcmError
 
 
 def _main(argv):
-    p = lcm.db.parser(__doc__)
-    lcm.db.add_session_arg(p)
+    p = lcm.cli.parser(__doc__)
+    lcm.cli.add_session_arg(p)
     where = p.add_mutually_exclusive_group()
     where.add_argument("--output", metavar="PATH",
                        help=f"file to write, - for stdout (default: {lcm.checkpoint.FILE_NAME} at the workspace root)")
@@ -54,7 +56,7 @@ def _main(argv):
         skipped = lcm.checkpoint.foreign_reason(conn, session_id)
         output = None if skipped else default_file
     lcm.checkpoint.catch_up(conn, session_id)
-    info, text = lcm.checkpoint.build(conn, session_id, lcm.db.db_path(args.db).resolve(), args.llm)
+    info, text = lcm.checkpoint.build(conn, session_id, lcm.config.db_path(args.db).resolve(), args.llm)
     tmp = None
     if output is not None:
         try:
@@ -77,10 +79,10 @@ def _main(argv):
     # the resume command for exactly this checkpoint: its file, else the vault's newest of the session
     resume = (f'python3 "$LCM_SCRIPTS/lcm_resume.py" --checkpoint {shlex.quote(path)}' if path else
               f'python3 "$LCM_SCRIPTS/lcm_resume.py" --session {session_id}')
-    info.update(checkpoint_id=cur.lastrowid, path=path, tokens=lcm.db.estimate_tokens(text), resume=resume,
+    info.update(checkpoint_id=cur.lastrowid, path=path, tokens=lcm.config.estimate_tokens(text), resume=resume,
                 not_written=skipped)
     if args.json:
-        lcm.db.print_json({**info, "content": text} if to_stdout else info)
+        lcm.cli.print_json({**info, "content": text} if to_stdout else info)
         return 0
     if to_stdout:
         sys.stdout.write(text)
@@ -97,9 +99,9 @@ def _main(argv):
 
 
 def main(argv: list[str] | None = None) -> int:
-    return lcm.db.run(_main, argv)
+    return lcm.cli.run(_main, argv)
 
 
 if __name__ == "__main__":
-    lcm.db.freeze_imports()
+    lcm.cli.freeze_imports()
     sys.exit(main())

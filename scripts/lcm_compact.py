@@ -25,39 +25,41 @@ from __future__ import annotations
 
 import sys
 
+import lcm.cli
+import lcm.config
 import lcm.db
 import lcm.compact
-from lcm.db import LcmError
+from lcm.errors import LcmError
 
 
 def _main(argv):
-    p = lcm.db.parser(__doc__)
-    lcm.db.add_session_arg(p)
+    p = lcm.cli.parser(__doc__)
+    lcm.cli.add_session_arg(p)
     p.add_argument("--all", action="store_true", help="compact every session in the vault")
     how = p.add_mutually_exclusive_group()
     how.add_argument("--full", action="store_true", help="sweep until nothing is eligible")
-    how.add_argument("--until-under", type=lcm.db.int_arg(1), metavar="TOKENS", help="stop once the active context is under TOKENS")
+    how.add_argument("--until-under", type=lcm.cli.int_arg(1), metavar="TOKENS", help="stop once the active context is under TOKENS")
     how.add_argument("--upgrade", action="store_true", help="rewrite extractive summaries with the model, in place")
     p.add_argument("--dry-run", action="store_true", help="report what would be summarised; write nothing")
-    p.add_argument("--time-budget", type=lcm.db.seconds_arg, metavar="SECONDS", help="start no new summary after this long")
+    p.add_argument("--time-budget", type=lcm.cli.seconds_arg, metavar="SECONDS", help="start no new summary after this long")
     args = p.parse_args(argv)
-    lcm.db.validate_config()
+    lcm.config.validate_config()
     conn = lcm.db.connect(args.db)
     if args.all:
         sessions = [r[0] for r in conn.execute("SELECT DISTINCT session_id FROM messages ORDER BY session_id")]
         projects = dict(conn.execute("SELECT session_id, project FROM sessions").fetchall())
-        sessions = [s for s in sessions if not lcm.db.excluded(projects.get(s))]  # LCM_EXCLUDE: left alone
+        sessions = [s for s in sessions if not lcm.config.excluded(projects.get(s))]  # LCM_EXCLUDE: left alone
     else:
-        session = lcm.db.resolve_session(conn, args.session) if args.session else lcm.db.current_session_id()
+        session = lcm.cli.resolve_session(conn, args.session) if args.session else lcm.config.current_session_id()
         if not session:
             raise LcmError("no session given", "pass --session ID (lcm_sessions.py lists them) or --all")
         row = conn.execute("SELECT project FROM sessions WHERE session_id = ?", (session,)).fetchone()
-        if row and lcm.db.excluded(row[0]):
+        if row and lcm.config.excluded(row[0]):
             raise LcmError(f"session {session} belongs to {row[0]}, a project LCM_EXCLUDE keeps out of lcm",
                            "remove the glob that matches it from LCM_EXCLUDE to compact this session")
         sessions = [session]
     mode = "full" if args.full else "upgrade" if args.upgrade else "incremental"
-    results, calls_left = [], lcm.db.config("LCM_MAX_SUMMARY_CALLS")
+    results, calls_left = [], lcm.config.get("LCM_MAX_SUMMARY_CALLS")
     for session in sessions:  # one spend guard for the whole run, across sessions
         results.append(lcm.compact.compact(conn, session, mode=mode, until_under=args.until_under, dry_run=args.dry_run,
                                time_budget=args.time_budget, max_calls=calls_left))
@@ -70,9 +72,9 @@ def _main(argv):
                      ("leaf_created", "condensed_created", "upgraded", "model_calls", "tokens_before",
                       "tokens_after")}
             total["levels"] = {k: sum(r["levels"][k] for r in results) for k in lcm.compact.LEVELS}
-            lcm.db.print_json({**total, "sessions": results, "count": len(results)})
+            lcm.cli.print_json({**total, "sessions": results, "count": len(results)})
         else:
-            lcm.db.print_json(results[0])
+            lcm.cli.print_json(results[0])
         return 0
     quiet = [r for r in results if args.all and not (r["leaf_created"] or r["condensed_created"] or r["upgraded"])]
     for r in results:
@@ -92,9 +94,9 @@ def _main(argv):
 
 
 def main(argv: list[str] | None = None) -> int:
-    return lcm.db.run(_main, argv)
+    return lcm.cli.run(_main, argv)
 
 
 if __name__ == "__main__":
-    lcm.db.freeze_imports()
+    lcm.cli.freeze_imports()
     sys.exit(main())

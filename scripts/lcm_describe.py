@@ -22,12 +22,14 @@ import os
 import re
 import sys
 
+import lcm.cli
+import lcm.config
 import lcm.db
 import lcm.expand
 import lcm.files
 import lcm.grants
 import lcm.mask
-from lcm.db import LcmError
+from lcm.errors import LcmError
 
 TREE_LINES = 200  # text tree of a session stays readable; --json has everything
 
@@ -145,36 +147,36 @@ def _print_node(doc) -> None:
         w(f"\n{doc['exploration']}\n")
     if "content" in doc:
         w(f"\n{doc['content']}\n")
-    ident = lcm.db.Positional(doc["id"])
+    ident = lcm.cli.Positional(doc["id"])
     if doc["type"] == "summary":
         full = ["--full"] if doc["kind"] == "condensed" else []
-        w(f"\nNext: {lcm.db.command_line('lcm_expand.py', ident, *full)}\n")
+        w(f"\nNext: {lcm.cli.command_line('lcm_expand.py', ident, *full)}\n")
     elif doc["type"] == "file" and doc.get("has_more"):
-        w(f"... more: {lcm.db.command_line('lcm_describe.py', ident, '--content', '--offset', str(doc['next_offset']))}\n")
+        w(f"... more: {lcm.cli.command_line('lcm_describe.py', ident, '--content', '--offset', str(doc['next_offset']))}\n")
     elif doc["type"] == "file" and "content" not in doc:
-        w(f"\nNext: {lcm.db.command_line('lcm_describe.py', ident, '--content')}\n")
+        w(f"\nNext: {lcm.cli.command_line('lcm_describe.py', ident, '--content')}\n")
 
 
 def _main(argv):
-    p = lcm.db.parser(__doc__)
+    p = lcm.cli.parser(__doc__)
     p.add_argument("id", nargs="?", metavar="ID", help="sum_..., file_... or a message uuid")
     p.add_argument("--session", metavar="ID", help="describe this session's DAG and context items")
     p.add_argument("--content", action="store_true", help="include a stored file's content (bounded)")
-    p.add_argument("--max-tokens", type=lcm.db.int_arg(1), default=4000, metavar="N", help="content bound (default 4000)")
-    p.add_argument("--offset", type=lcm.db.int_arg(), default=0, metavar="N", help="first character of --content")
+    p.add_argument("--max-tokens", type=lcm.cli.int_arg(1), default=4000, metavar="N", help="content bound (default 4000)")
+    p.add_argument("--offset", type=lcm.cli.int_arg(), default=0, metavar="N", help="first character of --content")
     args = p.parse_args(argv)
     if args.max_tokens < 1 or args.offset < 0:
         raise LcmError("--max-tokens must be >= 1 and --offset >= 0", "e.g. --max-tokens 4000 --offset 0")
     conn = lcm.db.connect(args.db, create=False, readonly=True)
     grant = os.environ.get("LCM_GRANT")
     if args.id is None:
-        session = lcm.db.resolve_session(conn, args.session) if args.session else lcm.db.current_session_id()
+        session = lcm.cli.resolve_session(conn, args.session) if args.session else lcm.config.current_session_id()
         if not session:
             raise LcmError("nothing to describe", "pass an ID (sum_..., file_..., uuid) or --session ID")
         if grant:
             lcm.grants.check_scope_session(conn, grant, session)
         doc = describe_session(conn, session)
-        lcm.db.print_json(doc) if args.json else _print_session(doc)
+        lcm.cli.print_json(doc) if args.json else _print_session(doc)
         return 0
     if args.id.startswith("file_"):
         doc = describe_file(conn, args.id, args.content, args.max_tokens, args.offset)
@@ -188,14 +190,14 @@ def _main(argv):
         if kind == "message" and len(doc["content"]) > args.max_tokens * 4:
             doc["content"] = doc["content"][: args.max_tokens * 4] + (
                 f"\n[... cut at {args.max_tokens} tokens: lcm_expand.py {args.id} --raw prints it all]")
-    lcm.db.print_json(doc) if args.json else _print_node(doc)
+    lcm.cli.print_json(doc) if args.json else _print_node(doc)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    return lcm.db.run(_main, argv)
+    return lcm.cli.run(_main, argv)
 
 
 if __name__ == "__main__":
-    lcm.db.freeze_imports()
+    lcm.cli.freeze_imports()
     sys.exit(main())

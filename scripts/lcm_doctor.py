@@ -38,10 +38,13 @@ import os
 import sqlite3
 import sys
 
+import lcm.cli
+import lcm.config
 import lcm.db
+import lcm.schema
 import lcm.doctor
 import lcm.mask
-from lcm.db import LcmError
+from lcm.errors import LcmError
 
 CHECKS = ("schema", "fts", "dag", "stale", "fallback", "masking", "hooks", "backend", "disk")
 
@@ -57,7 +60,7 @@ def _open(path_arg):
     except LcmError:
         pass
     try:  # a read-only filesystem: SQLite cannot even make the -shm file; read the file as it is
-        conn = sqlite3.connect(f"file:{lcm.db.db_path(path_arg)}?mode=ro&immutable=1", uri=True)
+        conn = sqlite3.connect(f"file:{lcm.config.db_path(path_arg)}?mode=ro&immutable=1", uri=True)
         conn.row_factory = sqlite3.Row
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # a file that is not a vault fails here
         return conn, why
@@ -108,7 +111,7 @@ def fix(conn, doc: dict) -> None:
             lcm.doctor.rebuild_fts(conn, tables)
             doc["fixed"].append("rebuilt the full-text indexes " + ", ".join(tables))
         if not doc["schema"]["purge_guard"]:
-            conn.execute(lcm.db.PURGED_TRIGGER)
+            conn.execute(lcm.schema.PURGED_TRIGGER)
             doc["fixed"].append("restored the trigger that keeps purged messages out of the vault")
         if doc["dag"]["broken"]:
             ids = [r[0] for q in lcm.doctor.DAG_CHECKS for r in conn.execute(q[1])]
@@ -223,12 +226,12 @@ def _count(doc: dict) -> int:
 
 
 def _main(argv):
-    p = lcm.db.parser(__doc__)
+    p = lcm.cli.parser(__doc__)
     p.add_argument("--fix", action="store_true", help="back up the vault, then repair what the checks found")
     p.add_argument("--remask", action="store_true", help="back up the vault, then mask text stored before masking"
                    " (or before a redact.txt pattern was added)")
     args = p.parse_args(argv)
-    path = str(lcm.db.db_path(args.db))
+    path = str(lcm.config.db_path(args.db))
     if not os.path.exists(path):
         raise LcmError(f"no vault at {path}", "run lcm_init.py or lcm_ingest.py --all first, or pass --db")
     if os.path.isdir(path):
@@ -251,14 +254,14 @@ def _main(argv):
     if args.json:
         doc["status"] = "problem" if doc["problems"] else "ok"
         doc.pop("_integrity_status", None)
-        lcm.db.print_json(doc)
+        lcm.cli.print_json(doc)
     else:
         _print(doc)
     return 1 if doc["problems"] else 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    return lcm.db.run(_main, argv)
+    return lcm.cli.run(_main, argv)
 
 
 if __name__ == "__main__":

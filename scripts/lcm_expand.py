@@ -23,29 +23,30 @@ from __future__ import annotations
 import os
 import sys
 
+import lcm.cli
 import lcm.db
 import lcm.expand
 import lcm.mask
-from lcm.db import LcmError
+from lcm.errors import LcmError
 
 
 def _next_command(doc, args) -> str:
     flags = ["--raw"] if args.raw else ["--full"] if args.full else []
     flags += ["--unmasked"] if args.unmasked else []
     flags += ["--max-tokens", str(args.max_tokens)] if args.max_tokens != 4000 else []
-    return lcm.db.command_line("lcm_expand.py", lcm.db.Positional(doc["id"]), *flags,
+    return lcm.cli.command_line("lcm_expand.py", lcm.cli.Positional(doc["id"]), *flags,
                                "--offset", str(doc["next_offset"]))
 
 
 def _main(argv):
-    p = lcm.db.parser(__doc__)
+    p = lcm.cli.parser(__doc__)
     p.add_argument("id", metavar="ID", help="summary id (sum_...) or message uuid")
     p.add_argument("--full", action="store_true", help="go down to the messages")
     p.add_argument("--raw", action="store_true", help="print the original transcript lines (JSONL)")
     p.add_argument("--unmasked", action="store_true",
                    help="with --raw: the exact original bytes, secrets included (never with LCM_GRANT)")
-    p.add_argument("--max-tokens", type=lcm.db.int_arg(1), default=4000, metavar="N", help="page size (default 4000)")
-    p.add_argument("--offset", type=lcm.db.int_arg(), default=0, metavar="N", help="first item of the page")
+    p.add_argument("--max-tokens", type=lcm.cli.int_arg(1), default=4000, metavar="N", help="page size (default 4000)")
+    p.add_argument("--offset", type=lcm.cli.int_arg(), default=0, metavar="N", help="first item of the page")
     args = p.parse_args(argv)
     granted = bool(os.environ.get("LCM_GRANT"))
     if args.unmasked and not args.raw:
@@ -65,7 +66,7 @@ def _main(argv):
         sys.stderr.write(more)  # stdout stays pure JSONL
         return 0
     if args.json:
-        lcm.db.print_json(doc)
+        lcm.cli.print_json(doc)
         return 0
     w = sys.stdout.write
     w(f"{doc['id']} ({doc['kind']}): items {doc['offset'] + 1}-{doc['offset'] + doc['count']} of {doc['total']}\n")
@@ -80,9 +81,9 @@ def _main(argv):
 
 
 def main(argv: list[str] | None = None) -> int:
-    return lcm.db.run(_main, argv)
+    return lcm.cli.run(_main, argv)
 
 
 if __name__ == "__main__":
-    lcm.db.freeze_imports()
+    lcm.cli.freeze_imports()
     sys.exit(main())

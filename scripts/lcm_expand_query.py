@@ -27,13 +27,15 @@ import re
 import sys
 from pathlib import Path
 
+import lcm.cli
+import lcm.config
 import lcm.db
 import lcm.grants
 import lcm.guard
 import lcm.llm
 import lcm.mask
 import lcm.search
-from lcm.db import LcmError
+from lcm.errors import LcmError
 
 GRANT_TTL_SECONDS = 300
 MAX_TURNS = 6             # model calls one question may make (anthropic backend)
@@ -296,7 +298,7 @@ def ranked_excerpts(conn, exp: Expansion, candidates: list[dict], question: str)
         if twin:
             twin["similar"].append(msg["uuid"])
             continue
-        tokens = lcm.db.estimate_tokens(cut)
+        tokens = lcm.config.estimate_tokens(cut)
         if exp.used + tokens > exp.cap:
             exp.truncated = True
             break
@@ -335,19 +337,19 @@ def cited_ids(conn, answer: str) -> tuple[list[str], list[str]]:
 
 
 def _main(argv):
-    p = lcm.db.parser(__doc__)
+    p = lcm.cli.parser(__doc__)
     p.add_argument("--prompt", required=True, metavar="QUESTION", help="the question to answer")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--query", metavar="TEXT", help="find candidates with lcm_grep")
     what.add_argument("--summary-ids", nargs="+", metavar="ID", help="expand these summary (or message) ids")
-    p.add_argument("--max-tokens", type=lcm.db.int_arg(1), metavar="N", help="grant cap (default $LCM_MAX_EXPAND_TOKENS, 4000)")
-    lcm.db.add_session_arg(p)
+    p.add_argument("--max-tokens", type=lcm.cli.int_arg(1), metavar="N", help="grant cap (default $LCM_MAX_EXPAND_TOKENS, 4000)")
+    lcm.cli.add_session_arg(p)
     p.add_argument("--all-sessions", action="store_true", help="search every session, not only this project's")
     lcm.guard.add_guard_args(p)
     args = p.parse_args(argv)
     lcm.guard.check_delegation("lcm_expand_query.py", args.delegated_scope, args.kept_work,
                                instead="use lcm_expand.py ID (with lcm_grep.py / lcm_describe.py to find ids)")
-    cap = args.max_tokens if args.max_tokens is not None else lcm.db.config("LCM_MAX_EXPAND_TOKENS")
+    cap = args.max_tokens if args.max_tokens is not None else lcm.config.get("LCM_MAX_EXPAND_TOKENS")
     if cap <= 0:
         p.error("--max-tokens must be a positive integer")
     backend = lcm.llm.resolve_backend()
@@ -371,7 +373,7 @@ def _main(argv):
             if backend == "anthropic":
                 answer = answer_with_anthropic(conn, exp, sessions, prompt, model)
             elif backend == "claude":
-                answer = answer_with_claude(conn, exp, prompt, lcm.db.db_path(args.db).resolve(), model)
+                answer = answer_with_claude(conn, exp, prompt, lcm.config.db_path(args.db).resolve(), model)
         except lcm.llm.ModelError as exc:
             sys.stderr.write(f"Warning: the model call failed ({exc.message}); showing excerpts instead\n")
             backend, reason = "none", "The model call failed"
@@ -392,7 +394,7 @@ def _main(argv):
               "expanded_summary_count": len(exp.summaries), "total_source_tokens": max(used, exp.used),
               "truncated": exp.truncated, "backend": backend, "grant_id": grant_id, "unknown_cited_ids": bad}
     if args.json:
-        lcm.db.print_json(result)
+        lcm.cli.print_json(result)
     else:
         print(result["answer"])
         if backend != "none":
@@ -404,9 +406,9 @@ def _main(argv):
 
 
 def main(argv: list[str] | None = None) -> int:
-    return lcm.db.run(_main, argv)
+    return lcm.cli.run(_main, argv)
 
 
 if __name__ == "__main__":
-    lcm.db.freeze_imports()
+    lcm.cli.freeze_imports()
     sys.exit(main())

@@ -23,11 +23,13 @@ import os
 import sys
 import tempfile
 
+import lcm.cli
+import lcm.config
 import lcm.db
 import lcm.export
 import lcm.mask
 import lcm.sessions
-from lcm.db import LcmError
+from lcm.errors import LcmError
 
 
 def pieces(conn, session_id: str, fmt: str, masked: bool) -> object:
@@ -65,8 +67,8 @@ def write_file(path: str, stream) -> int:
 
 
 def _main(argv):
-    p = lcm.db.parser(__doc__)
-    lcm.db.add_session_arg(p)
+    p = lcm.cli.parser(__doc__)
+    lcm.cli.add_session_arg(p)
     p.add_argument("--format", choices=["markdown", "jsonl"], default="markdown", help="default: markdown")
     p.add_argument("--output", metavar="FILE", help="write here instead of stdout")
     p.add_argument("--unmasked", action="store_true", help="the exact stored bytes, secrets included")
@@ -74,11 +76,11 @@ def _main(argv):
     if args.json and not args.output:
         p.error("--json reports a written file: give --output FILE (without it the export itself is the output)")
     conn = lcm.db.connect(args.db, create=False, readonly=True)
-    given = args.session or lcm.db.current_session_id()
+    given = args.session or lcm.config.current_session_id()
     if not given:
         raise LcmError("no session given and no current session ($LCM_SESSION_ID)",
                        "pass --session ID (lcm_sessions.py lists them)")
-    session_id = lcm.db.resolve_session(conn, given)
+    session_id = lcm.cli.resolve_session(conn, given)
     stream = pieces(conn, session_id, args.format, not args.unmasked)
     if not args.output:
         out = sys.stdout.buffer
@@ -94,7 +96,7 @@ def _main(argv):
     doc = {"session_id": session_id, "format": args.format, "output": os.path.abspath(args.output),
            "messages": messages, "bytes": size, "masked": not args.unmasked}
     if args.json:
-        lcm.db.print_json(doc)
+        lcm.cli.print_json(doc)
     else:
         print(f"Wrote {doc['output']}: {args.format}, {messages} messages, {size} bytes"
               + (" (unmasked)" if args.unmasked else ""))
@@ -102,9 +104,9 @@ def _main(argv):
 
 
 def main(argv: list[str] | None = None) -> int:
-    return lcm.db.run(_main, argv)
+    return lcm.cli.run(_main, argv)
 
 
 if __name__ == "__main__":
-    lcm.db.freeze_imports()
+    lcm.cli.freeze_imports()
     sys.exit(main())

@@ -36,7 +36,9 @@ from __future__ import annotations
 import os
 import sys
 
+import lcm.cli
 import lcm.db
+import lcm.errors
 from lcm.search import search
 
 # ---------------------------------------------------------------------------
@@ -76,21 +78,21 @@ def _print_text(doc, args, options) -> None:
         else:
             head = f"{r['id']}  {r['kind']} summary (depth {r['depth']})  {when}  session {r['session_id'][:8]}"
         out.write(f"[{i}] {head}\n    {r['snippet']}\n")
-    query = lcm.db.Positional(doc["query"])
+    query = lcm.cli.Positional(doc["query"])
     if doc["has_more"]:
-        out.write("... more: " + lcm.db.command_line("lcm_grep.py", query, *options, "--offset",
+        out.write("... more: " + lcm.cli.command_line("lcm_grep.py", query, *options, "--offset",
                                                      str(args.offset + args.limit)) + "\n")
     elsewhere = doc["scope"].get("stronger_elsewhere")
     if elsewhere:
         out.write(f"{elsewhere} stronger match(es) in other projects: "
-                  + lcm.db.command_line("lcm_grep.py", query, *options, "--all-sessions") + "\n")
+                  + lcm.cli.command_line("lcm_grep.py", query, *options, "--all-sessions") + "\n")
     first = next((r for r in doc["results"] if r["type"] != "note"), None)
     if first is None and doc["results"]:
-        out.write("Next: " + lcm.db.command_line("lcm_remember.py", "--list", "--all") + "\n")
+        out.write("Next: " + lcm.cli.command_line("lcm_remember.py", "--list", "--all") + "\n")
     elif first is not None:
         target = first["covering_summary_id"] if first["type"] == "message" and first["covering_summary_id"] else first["id"]
-        out.write("Next: " + lcm.db.command_line("lcm_describe.py", lcm.db.Positional(first["id"])) + "\n")
-        out.write("      " + lcm.db.command_line("lcm_expand.py", lcm.db.Positional(target)) + "\n")
+        out.write("Next: " + lcm.cli.command_line("lcm_describe.py", lcm.cli.Positional(first["id"])) + "\n")
+        out.write("      " + lcm.cli.command_line("lcm_expand.py", lcm.cli.Positional(target)) + "\n")
 
 
 def _grant_sessions(conn, grant_id: str) -> list[str]:
@@ -106,17 +108,17 @@ def _in_grant(conn, grant_id: str, node_id: str) -> bool:
     try:
         lcm.grants.check_scope(conn, grant_id, node_id)
         return True
-    except lcm.db.LcmError:
+    except lcm.errors.LcmError:
         return False
 
 
 def _main(argv):
-    p = lcm.db.parser(__doc__)
+    p = lcm.cli.parser(__doc__)
     p.add_argument("query", metavar="QUERY", help="what to look for (one starting with '-' goes after --)")
     p.add_argument("--mode", choices=["auto", "full_text", "regex"], default="auto")
     p.add_argument("--scope", choices=["messages", "summaries", "notes", "both"], default="both",
                    help="what to search (default both: messages, summaries and notes)")
-    lcm.db.add_session_arg(p)
+    lcm.cli.add_session_arg(p)
     p.add_argument("--project", metavar="DIR", help="only sessions whose cwd is DIR (or below it)")
     p.add_argument("--all-sessions", action="store_true", help="search every session of every project")
     p.add_argument("--since", metavar="WHEN", help="ISO date/time or age: 30m 3h 2d 1w")
@@ -124,8 +126,8 @@ def _main(argv):
     p.add_argument("--role", choices=["user", "assistant", "system"], help="only messages of this role")
     p.add_argument("--typed", action="store_true",
                    help="only what the person typed (not tool results, which are user-role entries too)")
-    lcm.db.add_limit_arg(p)
-    p.add_argument("--offset", type=lcm.db.int_arg(), default=0, metavar="N", help="skip the first N results")
+    lcm.cli.add_limit_arg(p)
+    p.add_argument("--offset", type=lcm.cli.int_arg(), default=0, metavar="N", help="skip the first N results")
     args = p.parse_args(argv)
     conn = lcm.db.connect(args.db, create=False, readonly=True)
     args.grant = os.environ.get("LCM_GRANT")
@@ -142,7 +144,7 @@ def _main(argv):
         sys.stderr.write("Note: the scan hit its time limit; results are the newest "
                          "matches only (narrow with --session, --since or --scope)\n")
     if args.json:
-        lcm.db.print_json(doc)
+        lcm.cli.print_json(doc)
         return 0
     options = [word for k, v in (("mode", args.mode if args.mode != "auto" else None),
                                  ("scope", args.scope if args.scope != "both" else None),
@@ -157,9 +159,9 @@ def _main(argv):
 
 
 def main(argv: list[str] | None = None) -> int:
-    return lcm.db.run(_main, argv)
+    return lcm.cli.run(_main, argv)
 
 
 if __name__ == "__main__":
-    lcm.db.freeze_imports()
+    lcm.cli.freeze_imports()
     sys.exit(main())

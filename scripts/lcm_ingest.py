@@ -23,6 +23,8 @@ from __future__ import annotations
 import os
 import sys
 
+import lcm.cli
+import lcm.config
 import lcm.db
 import lcm.ingest
 
@@ -31,13 +33,13 @@ BULK_NICENESS = 10  # CPU priority the import lowers itself by (the parser proce
 
 
 def _main(argv):
-    p = lcm.db.parser(__doc__)
+    p = lcm.cli.parser(__doc__)
     p.add_argument("paths", nargs="*", metavar="PATH", help="transcript files or directories")
     p.add_argument("--all", action="store_true", help="every transcript under ~/.claude/projects")
     args = p.parse_args(argv)
     if not args.paths and not args.all:
         p.error("give transcript paths or --all")
-    lcm.db.validate_config()
+    lcm.config.validate_config()
     paths = list(args.paths)
     root = lcm.ingest.projects_root()
     if args.all:
@@ -49,7 +51,7 @@ def _main(argv):
     conn = lcm.db.connect(args.db)
     result = lcm.ingest.ingest_paths(conn, paths, progress=not args.json)
     if args.json:
-        lcm.db.print_json(result)
+        lcm.cli.print_json(result)
         return 0
     for bad in result["malformed"][:MALFORMED_SHOWN]:
         sys.stderr.write(f"malformed line skipped: {bad['path']}:{bad['line']}\n")
@@ -70,12 +72,12 @@ def _main(argv):
 
 
 def main(argv: list[str] | None = None) -> int:
-    return lcm.db.run(_main, argv)
+    return lcm.cli.run(_main, argv)
 
 
 if __name__ == "__main__":
     if hasattr(os, "nice"):
         # an import is batch work: the session's hooks (and the user) get the CPU first
         os.nice(BULK_NICENESS)
-    lcm.db.freeze_imports()
+    lcm.cli.freeze_imports()
     sys.exit(main())

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import sys
 
+import lcm.cli
+import lcm.config
 import lcm.db
 
 
 def init(db: str | None = None) -> dict:
     """Create or migrate the vault; returns the --json document."""
-    lcm.db.validate_config()
-    path = lcm.db.db_path(db)
+    lcm.config.validate_config()
+    path = lcm.config.db_path(db)
     created = not path.exists()
     conn = lcm.db.connect(db)
     try:
@@ -29,15 +31,15 @@ def init(db: str | None = None) -> dict:
     finally:
         conn.close()
     return {"db": str(path), "schema_version": version,
-            "session_id": lcm.db.current_session_id(), "created": created}
+            "session_id": lcm.config.current_session_id(), "created": created}
 
 
 def _main(argv):
-    p = lcm.db.parser(__doc__)
+    p = lcm.cli.parser(__doc__)
     args = p.parse_args(argv)
     result = init(args.db)
     if args.json:
-        lcm.db.print_json(result)
+        lcm.cli.print_json(result)
         return 0
     state = "created" if result["created"] else "ready"
     print(f"Vault {state}: {result['db']} (schema {result['schema_version']})")
@@ -46,9 +48,9 @@ def _main(argv):
 
 
 def main(argv: list[str] | None = None) -> int:
-    return lcm.db.run(_main, argv)
+    return lcm.cli.run(_main, argv)
 
 
 if __name__ == "__main__":
-    lcm.db.freeze_imports()
+    lcm.cli.freeze_imports()
     sys.exit(main())

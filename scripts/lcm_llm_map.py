@@ -24,18 +24,18 @@ from __future__ import annotations
 
 import sys
 
-import lcm.db
+import lcm.cli
 import lcm.llm
 from lcm.maps import job
 from lcm.maps.run import llm_map
 
 
 def _main(argv):
-    p = lcm.db.parser(__doc__)
+    p = lcm.cli.parser(__doc__)
     job.add_map_args(p, concurrency=16, timeout=120.0)
     p.add_argument("--max-tokens", type=job.positive_int, default=1024, metavar="N",
                    help="answer length cap per call (default 1024)")
-    p.add_argument("--api-retries", type=lcm.db.int_arg(0, 20), default=lcm.llm.DEFAULT_MAX_RETRIES, metavar="N",
+    p.add_argument("--api-retries", type=lcm.cli.int_arg(0, 20), default=lcm.llm.DEFAULT_MAX_RETRIES, metavar="N",
                    help="SDK retries per call on 429, 5xx and timeouts, with backoff "
                         f"(default {lcm.llm.DEFAULT_MAX_RETRIES})")
     p.add_argument("--batch", action="store_true", help="use the Message Batches API (anthropic backend only)")
@@ -43,14 +43,14 @@ def _main(argv):
                    help="first wait between batch status checks; doubles up to 60 s (default 10)")
     args = p.parse_args(argv)
     result = llm_map(args)
-    lcm.db.print_json(result)
+    lcm.cli.print_json(result)
     return job.dry_run_code(result)
 
 
 def main(argv: list[str] | None = None) -> int:
-    return lcm.db.run(_main, argv)
+    return lcm.cli.run(_main, argv)
 
 
 if __name__ == "__main__":
-    lcm.db.freeze_imports()
+    lcm.cli.freeze_imports()
     sys.exit(main())

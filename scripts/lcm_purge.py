@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import sys
 
+import lcm.cli
 import lcm.db
 import lcm.purge
 
@@ -65,7 +66,7 @@ def _print(doc: dict, done: bool) -> None:
 
 
 def _main(argv):
-    p = lcm.db.parser(__doc__)
+    p = lcm.cli.parser(__doc__)
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--session", metavar="ID", help="every message of this session (id or unique prefix)")
     which.add_argument("--message", metavar="UUID", help="one message, by transcript uuid")
@@ -80,14 +81,14 @@ def _main(argv):
     doc = lcm.purge.purge(conn, sel) if args.yes else lcm.purge.plan(conn, sel)
     doc["removed"] = args.yes
     if args.json:
-        lcm.db.print_json(doc)
+        lcm.cli.print_json(doc)
     else:
         _print(doc, doc["removed"])
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    return lcm.db.run(_main, argv)
+    return lcm.cli.run(_main, argv)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import sys
 
+import lcm.cli
+import lcm.config
 import lcm.db
 import lcm.notes
 
@@ -33,7 +35,7 @@ def _where(note: dict) -> str:
 
 
 def _main(argv):
-    p = lcm.db.parser(__doc__)
+    p = lcm.cli.parser(__doc__)
     p.add_argument("text", nargs="*", metavar="TEXT", help="the note (several words are joined with spaces)")
     action = p.add_mutually_exclusive_group()
     action.add_argument("--list", action="store_true", help="list the notes that apply here")
@@ -42,7 +44,7 @@ def _main(argv):
     scope.add_argument("--project", metavar="DIR", help="the project the note belongs to (default: the current one)")
     scope.add_argument("--global", dest="everywhere", action="store_true", help="a note for every project")
     scope.add_argument("--all", action="store_true", help="with --list: every note of every project")
-    lcm.db.add_limit_arg(p)
+    lcm.cli.add_limit_arg(p)
     args = p.parse_args(argv)
     if (args.list or args.forget) and args.text:
         p.error("TEXT pins a note: leave it out with --list or --forget")
@@ -56,7 +58,7 @@ def _main(argv):
     if args.forget:
         note = lcm.notes.forget(conn, args.forget)
         if args.json:
-            lcm.db.print_json({"forgotten": note})
+            lcm.cli.print_json({"forgotten": note})
         else:
             print(f"Forgot {note['id']} ({_where(note)}): {lcm.notes.note_line(note)[2:]}")
         return 0
@@ -64,9 +66,9 @@ def _main(argv):
         return _list(conn, args)
     project = None if args.everywhere else lcm.notes.normalize_project(args.project) if args.project \
         else lcm.notes.current_project(conn)
-    note, created = lcm.notes.add(conn, " ".join(args.text), project, lcm.db.current_session_id())
+    note, created = lcm.notes.add(conn, " ".join(args.text), project, lcm.config.current_session_id())
     if args.json:
-        lcm.db.print_json({"note": note, "created": created})
+        lcm.cli.print_json({"note": note, "created": created})
     else:
         print(f"{'Pinned' if created else 'Already pinned'} {note['id']} for {_where(note)}.")
         print(f"New sessions {'there' if note['project'] else 'everywhere'} start with it; lcm_remember.py --list shows the notes,"
@@ -80,11 +82,11 @@ def _list(conn, args) -> int:
         scope = "global notes" if args.everywhere else "notes of every project"
     else:
         project = lcm.notes.normalize_project(args.project) if args.project else lcm.notes.current_project(conn)
-        notes = lcm.notes.for_project(conn, project, limit=lcm.db.LIMIT_MAX + 1)
+        notes = lcm.notes.for_project(conn, project, limit=lcm.cli.LIMIT_MAX + 1)
         total, notes = len(notes), notes[:args.limit]
         scope = f"notes for {project} (its own and global ones)"
     if args.json:
-        lcm.db.print_json({"notes": notes, "count": len(notes), "total": total, "has_more": total > len(notes)})
+        lcm.cli.print_json({"notes": notes, "count": len(notes), "total": total, "has_more": total > len(notes)})
         return 0
     if not notes:
         print(f"No {scope}." + ("" if args.all else " (--all lists every project's)"))
@@ -95,15 +97,15 @@ def _list(conn, args) -> int:
     if total > len(notes):
         flags = ["--all"] if args.all else ["--global"] if args.everywhere else \
             ["--project", args.project] if args.project else []
-        more = lcm.db.command_line("lcm_remember.py", "--list", *flags, "--limit", str(min(total, lcm.db.LIMIT_MAX)))
+        more = lcm.cli.command_line("lcm_remember.py", "--list", *flags, "--limit", str(min(total, lcm.cli.LIMIT_MAX)))
         print(f"... {total - len(notes)} more: {more}")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    return lcm.db.run(_main, argv)
+    return lcm.cli.run(_main, argv)
 
 
 if __name__ == "__main__":
-    lcm.db.freeze_imports()
+    lcm.cli.freeze_imports()
     sys.exit(main())

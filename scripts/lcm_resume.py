@@ -23,11 +23,13 @@ import stat
 import sys
 from pathlib import Path
 
+import lcm.cli
+import lcm.config
 import lcm.db
 import lcm.mask
 import lcm.worklog
 from lcm.checkpoint import FILE_NAME, FORMAT_VERSION, MARKER, workspace_root
-from lcm.db import LcmError
+from lcm.errors import LcmError
 
 MARKER_LINE = re.compile(r"^<!--\s*" + re.escape(MARKER) + r"\s*(.*?)\s*-->\s*$")
 NEEDED = ("session_id", "vault", "last_message_id", "created_at")
@@ -111,7 +113,7 @@ def check_against_vault(conn, meta: dict, source: str, vault: Path) -> list[str]
 
 
 class Budget:
-    """Collects lines while the text stays under a token budget (lcm.db.estimate_tokens)."""
+    """Collects lines while the text stays under a token budget (lcm.config.estimate_tokens)."""
 
     NOTE = "- ... {} more not shown (raise --max-tokens, or read the checkpoint file)"
 
@@ -180,36 +182,36 @@ def reconstruct(conn, meta: dict, source: str, text: str, warnings: list[str], m
     rendered = "\n".join(out.lines + footer) + "\n"
     return {"session_id": sid, "title": title, "checkpoint": {**meta, "source": source},
             "warnings": warnings, "state": state, "newer": newer, "top_summaries": top,
-            "text": rendered, "tokens": lcm.db.estimate_tokens(rendered)}
+            "text": rendered, "tokens": lcm.config.estimate_tokens(rendered)}
 
 
 def _main(argv):
-    p = lcm.db.parser(__doc__)
+    p = lcm.cli.parser(__doc__)
     which = p.add_mutually_exclusive_group()
     which.add_argument("--checkpoint", metavar="PATH", help=f"checkpoint file (default: {FILE_NAME} at the workspace root)")
     which.add_argument("--session", metavar="ID", help="resume from the newest checkpoint the vault keeps for this session")
-    p.add_argument("--max-tokens", type=lcm.db.int_arg(1), default=2000, metavar="N", help="bound of the reconstruction (default 2000)")
+    p.add_argument("--max-tokens", type=lcm.cli.int_arg(1), default=2000, metavar="N", help="bound of the reconstruction (default 2000)")
     args = p.parse_args(argv)
     if args.max_tokens < 200:
         p.error("--max-tokens must be at least 200")
     conn = lcm.db.connect(args.db, create=False)
-    session = lcm.db.resolve_session(conn, args.session) if args.session else None
+    session = lcm.cli.resolve_session(conn, args.session) if args.session else None
     text, source = load(conn, args.checkpoint, session)
     meta = parse_checkpoint(text, source)
-    warnings = check_against_vault(conn, meta, source, lcm.db.db_path(args.db).resolve())
+    warnings = check_against_vault(conn, meta, source, lcm.config.db_path(args.db).resolve())
     # a checkpoint written before masking, or edited by hand, may hold secrets: masked before use
     result = lcm.mask.mask_tree(reconstruct(conn, meta, source, lcm.mask.mask(text), warnings, args.max_tokens))
     if args.json:
-        lcm.db.print_json(result)
+        lcm.cli.print_json(result)
     else:
         sys.stdout.write(result["text"])
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    return lcm.db.run(_main, argv)
+    return lcm.cli.run(_main, argv)
 
 
 if __name__ == "__main__":
-    lcm.db.freeze_imports()
+    lcm.cli.freeze_imports()
     sys.exit(main())

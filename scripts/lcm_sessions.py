@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import sys
 
+import lcm.cli
 import lcm.db
 import lcm.search
 import lcm.sessions
@@ -44,9 +45,9 @@ def _print_list(sessions: list[dict], total: int, args) -> None:
               f" {plural(s['summaries'], 'summary').replace('ys', 'ies')}{extra}  {s['project'] or '?'}  {s['title']}")
     if total > len(sessions):
         flags = [w for k, v in (("project", args.project), ("since", args.since)) if v for w in (f"--{k}", v)]
-        more = lcm.db.command_line("lcm_sessions.py", *flags, "--limit", str(min(total, lcm.db.LIMIT_MAX)))
+        more = lcm.cli.command_line("lcm_sessions.py", *flags, "--limit", str(min(total, lcm.cli.LIMIT_MAX)))
         print(f"... {total - len(sessions)} more: {more}")
-    print(f"Next: {lcm.db.command_line('lcm_sessions.py', lcm.db.Positional(sessions[0]['id'][:8]))}")
+    print(f"Next: {lcm.cli.command_line('lcm_sessions.py', lcm.cli.Positional(sessions[0]['id'][:8]))}")
 
 
 def _tree_lines(nodes: list[dict], indent: int = 0) -> list[str]:
@@ -84,31 +85,31 @@ def _print_one(s: dict) -> None:
     print("\n".join(f"  {line}" for line in tree[:TREE_LINES]) or "  none yet (nothing compacted)")
     if len(tree) > TREE_LINES or s["summary_tree_truncated"]:
         print(f"  ... more: lcm_describe.py --session {s['id']}")
-    print("Next: " + lcm.db.command_line("lcm_export.py", "--session", s["id"][:8], "--format", "markdown"))
-    print("      " + lcm.db.command_line("lcm_describe.py", "--session", s["id"]))
+    print("Next: " + lcm.cli.command_line("lcm_export.py", "--session", s["id"][:8], "--format", "markdown"))
+    print("      " + lcm.cli.command_line("lcm_describe.py", "--session", s["id"]))
 
 
 def _main(argv):
-    p = lcm.db.parser(__doc__)
+    p = lcm.cli.parser(__doc__)
     p.add_argument("session", nargs="?", metavar="ID", help="show this session (id or unique prefix)")
     p.add_argument("--project", metavar="DIR", help="only sessions whose cwd is DIR or below it")
     p.add_argument("--since", metavar="WHEN", help="only sessions active since WHEN (ISO date/time or 3h 2d 1w)")
-    lcm.db.add_limit_arg(p)
+    lcm.cli.add_limit_arg(p)
     args = p.parse_args(argv)
     if args.session and (args.project or args.since):
         p.error("ID shows one session: --project and --since filter the list")
     conn = lcm.db.connect(args.db, create=False, readonly=True)
     if args.session:
-        view = lcm.sessions.session_view(conn, lcm.db.resolve_session(conn, args.session))
+        view = lcm.sessions.session_view(conn, lcm.cli.resolve_session(conn, args.session))
         if args.json:
-            lcm.db.print_json(view)
+            lcm.cli.print_json(view)
         else:
             _print_one(view)
         return 0
     since = lcm.search.parse_when(args.since, "--since")
     sessions, total = lcm.sessions.list_sessions(conn, project=args.project, since=since, limit=args.limit)
     if args.json:
-        lcm.db.print_json({"sessions": sessions, "count": len(sessions), "total": total,
+        lcm.cli.print_json({"sessions": sessions, "count": len(sessions), "total": total,
                            "has_more": total > len(sessions)})
     else:
         _print_list(sessions, total, args)
@@ -116,9 +117,9 @@ def _main(argv):
 
 
 def main(argv: list[str] | None = None) -> int:
-    return lcm.db.run(_main, argv)
+    return lcm.cli.run(_main, argv)
 
 
 if __name__ == "__main__":
-    lcm.db.freeze_imports()
+    lcm.cli.freeze_imports()
     sys.exit(main())

@@ -16,22 +16,24 @@ from __future__ import annotations
 
 import sys
 
+import lcm.cli
+import lcm.config
 import lcm.db
 import lcm.status
 
 
 def _main(argv):
-    p = lcm.db.parser(__doc__)
-    lcm.db.add_session_arg(p)
+    p = lcm.cli.parser(__doc__)
+    lcm.cli.add_session_arg(p)
     p.add_argument("--check-fts", action="store_true",
                    help="full FTS5 integrity check even on a large vault (re-reads all text)")
     args = p.parse_args(argv)
-    lcm.db.validate_config()
+    lcm.config.validate_config()
     conn = lcm.db.connect(args.db, create=False)
-    session = lcm.db.resolve_session(conn, args.session) if args.session else None
+    session = lcm.cli.resolve_session(conn, args.session) if args.session else None
     s = lcm.status.status(conn, session, check_fts=True if args.check_fts else None)
     if args.json:
-        lcm.db.print_json(s)
+        lcm.cli.print_json(s)
         return 0
     depth = "-" if s["max_depth"] is None else s["max_depth"]
     print(f"Vault {s['db']} ({s['db_bytes'] / 1e6:.1f} MB): {s['sessions']} sessions, {s['messages']} messages"
@@ -50,9 +52,9 @@ def _main(argv):
 
 
 def main(argv: list[str] | None = None) -> int:
-    return lcm.db.run(_main, argv)
+    return lcm.cli.run(_main, argv)
 
 
 if __name__ == "__main__":
-    lcm.db.freeze_imports()
+    lcm.cli.freeze_imports()
     sys.exit(main())

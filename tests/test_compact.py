@@ -19,7 +19,10 @@ import lcm.compact
 
 import lcm_compact
 import lcm.dag
+import lcm.config
 import lcm.db
+import lcm.errors
+import lcm.schema
 import lcm.extract
 import lcm.ingest
 import lcm.llm
@@ -87,7 +90,7 @@ def check_dag(conn, session_id: str, tail: int, complete: bool = True) -> dict:
     nodes = {r["id"]: r for r in conn.execute("SELECT * FROM summaries WHERE session_id = ?", (session_id,))}
     covered = {}
     for node in nodes.values():
-        assert node["token_count"] == lcm.db.estimate_tokens(node["content"])
+        assert node["token_count"] == lcm.config.estimate_tokens(node["content"])
         assert 0 <= node["token_count"] < node["source_token_count"], node["id"]
         assert node["level"] in lcm.compact.LEVELS
         sources = conn.execute("SELECT * FROM summary_sources WHERE summary_id = ? ORDER BY ord",
@@ -127,7 +130,7 @@ def check_dag(conn, session_id: str, tail: int, complete: bool = True) -> dict:
     in_tail = set(main[max(len(main) - tail, 0):]) if tail else set()
     assert not any(m in covered for m in in_tail), "the fresh tail is never compacted"
     if complete:  # what is left before the tail is a remainder under the minimum leaf size
-        minimum = min(lcm.db.config("LCM_LEAF_MIN_TOKENS"), lcm.db.config("LCM_LEAF_CHUNK_TOKENS"))
+        minimum = min(lcm.config.get("LCM_LEAF_MIN_TOKENS"), lcm.config.get("LCM_LEAF_CHUNK_TOKENS"))
         start = position[min(in_tail, key=position.get)] if in_tail else len(seq)
         left: dict[str, int] = {}
         for r in rows[:start]:
@@ -314,7 +317,7 @@ def test_until_under_stops_at_the_target(tmp_path, monkeypatch, capsys):
 
 def test_session_lock_excludes_a_second_compaction(tmp_path):
     with lcm.compact.session_lock("s1"):
-        with pytest.raises(lcm.db.LcmError, match="another compaction"):
+        with pytest.raises(lcm.errors.LcmError, match="another compaction"):
             with lcm.compact.session_lock("s1", blocking=False):
                 pass
         with lcm.compact.session_lock("s2", blocking=False):
@@ -399,10 +402,10 @@ def test_extractive_summary_tells_a_coding_story(tmp_path, monkeypatch):
     assert text == lcm.extract.summarize_messages(rows, "messages #1-#9", 400), "deterministic"
     for budget in (150, 80, 60):
         small = lcm.extract.summarize_messages(rows, "messages #1-#9", budget)
-        assert lcm.db.estimate_tokens(small) <= budget and "Files: " in small
+        assert lcm.config.estimate_tokens(small) <= budget and "Files: " in small
     assert lcm.extract.summarize_messages(rows, "messages #1-#9", 5) is None, "too small: caller truncates"
     merged = lcm.extract.summarize_summaries([text, text], "2 summaries", 300)
-    assert "/p/cli.py (edited)" in merged and lcm.db.estimate_tokens(merged) <= 300
+    assert "/p/cli.py (edited)" in merged and lcm.config.estimate_tokens(merged) <= 300
 
 
 def test_extractive_summary_keeps_what_the_user_typed_not_the_ide_context(tmp_path):
@@ -485,7 +488,7 @@ def test_each_depth_gets_its_own_prompt(tmp_path, monkeypatch, fake_api, capsys)
         assert FakeAnthropic.system_text(body) == system and body["model"] == "claude-haiku-4-5"
         assert "<conversation>" in FakeAnthropic.user_text(body) or "<summaries>" in FakeAnthropic.user_text(body)
     leaf_body = next(b for b in fake_api.requests if prompt_of(b) == "leaf")
-    assert f"about {lcm.db.config('LCM_LEAF_TARGET_TOKENS')} tokens" in FakeAnthropic.user_text(leaf_body)
+    assert f"about {lcm.config.get('LCM_LEAF_TARGET_TOKENS')} tokens" in FakeAnthropic.user_text(leaf_body)
     check_dag(conn, t.session_id, 2)
 
 
@@ -504,7 +507,7 @@ def test_longer_answer_escalates_to_aggressive_then_truncation(tmp_path, monkeyp
     result = run_json(capsys, "--session", t.session_id, "--full")
     assert result["levels"]["aggressive"] == 1 and result["model_calls"] == 2
     assert [prompt_of(b) for b in fake_api.requests] == ["leaf", "leaf-aggressive"]
-    half = lcm.db.config("LCM_LEAF_TARGET_TOKENS") // 2
+    half = lcm.config.get("LCM_LEAF_TARGET_TOKENS") // 2
     assert f"at most {half} tokens" in FakeAnthropic.user_text(fake_api.requests[1])
     assert conn.execute("SELECT level FROM summaries").fetchone()[0] == "aggressive"
 
@@ -643,7 +646,7 @@ def test_upgrade_rewrites_extractive_summaries_in_place(tmp_path, monkeypatch, c
     assert all(r["level"] == "normal" and r["content"].startswith("upgraded") for r in rows if r["id"] in extractive)
     assert all(r["level"] == "truncated" for r in rows if r["id"] not in extractive)
     check_dag(conn, t.session_id, 2)
-    if lcm.db.fts_enabled(conn):
+    if lcm.schema.fts_enabled(conn):
         hits = conn.execute("SELECT COUNT(*) FROM summaries_fts WHERE summaries_fts MATCH 'zebraword'").fetchone()[0]
         assert hits == len(extractive)
         assert conn.execute("SELECT COUNT(*) FROM summaries_fts WHERE summaries_fts MATCH 'extractive'").fetchone()[0] == 0

@@ -5,20 +5,23 @@ import sqlite3
 
 import pytest
 
+import lcm.cli
+import lcm.config
 import lcm.db
-from lcm.db import LcmError
+import lcm.schema
+from lcm.errors import LcmError
 
 
 def test_vault_location_precedence(tmp_path, monkeypatch, isolated_home):
-    assert lcm.db.db_path() == isolated_home / ".claude-lcm" / "lcm.db"
+    assert lcm.config.db_path() == isolated_home / ".claude-lcm" / "lcm.db"
     monkeypatch.delenv("LCM_HOME")
-    assert lcm.db.db_path() == isolated_home / ".claude-lcm" / "lcm.db"
+    assert lcm.config.db_path() == isolated_home / ".claude-lcm" / "lcm.db"
     monkeypatch.setenv("LCM_HOME", str(tmp_path / "h"))
-    assert lcm.db.db_path() == tmp_path / "h" / "lcm.db"
-    assert lcm.db.files_dir() == tmp_path / "h" / "files"
+    assert lcm.config.db_path() == tmp_path / "h" / "lcm.db"
+    assert lcm.config.files_dir() == tmp_path / "h" / "files"
     monkeypatch.setenv("LCM_DB", str(tmp_path / "x.db"))
-    assert lcm.db.db_path() == tmp_path / "x.db"
-    assert lcm.db.db_path(str(tmp_path / "y.db")) == tmp_path / "y.db"
+    assert lcm.config.db_path() == tmp_path / "x.db"
+    assert lcm.config.db_path(str(tmp_path / "y.db")) == tmp_path / "y.db"
 
 
 @pytest.mark.parametrize("name,raw", [
@@ -29,30 +32,30 @@ def test_vault_location_precedence(tmp_path, monkeypatch, isolated_home):
 def test_invalid_settings_name_the_variable(monkeypatch, name, raw):
     monkeypatch.setenv(name, raw)
     with pytest.raises(LcmError) as exc:
-        lcm.db.validate_config()
+        lcm.config.validate_config()
     assert name in exc.value.message and name in exc.value.hint
 
 
 def test_settings_parse_and_default(monkeypatch):
-    assert lcm.db.config("LCM_CONTEXT_THRESHOLD") == 0.75
+    assert lcm.config.get("LCM_CONTEXT_THRESHOLD") == 0.75
     monkeypatch.setenv("LCM_CONTEXT_THRESHOLD", "0.5")
     monkeypatch.setenv("LCM_INDEX_THINKING", "off")
     monkeypatch.setenv("LCM_LLM", " None ")
-    assert lcm.db.config("LCM_CONTEXT_THRESHOLD") == 0.5
-    assert lcm.db.config("LCM_INDEX_THINKING") is False
-    assert lcm.db.config("LCM_LLM") == "none"
+    assert lcm.config.get("LCM_CONTEXT_THRESHOLD") == 0.5
+    assert lcm.config.get("LCM_INDEX_THINKING") is False
+    assert lcm.config.get("LCM_LLM") == "none"
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "")
-    assert lcm.db.config("LCM_FRESH_TAIL_COUNT") == 32
+    assert lcm.config.get("LCM_FRESH_TAIL_COUNT") == 32
 
 
 def test_connect_creates_private_vault_and_migrates_once(vault):
     conn = lcm.db.connect()
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == lcm.db.SCHEMA_VERSION
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == lcm.schema.SCHEMA_VERSION
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
     assert vault.stat().st_mode & 0o777 == 0o600
     assert vault.parent.stat().st_mode & 0o777 == 0o700
-    assert lcm.db.migrate(conn) == 0
+    assert lcm.schema.migrate(conn) == 0
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert {"sessions", "transcripts", "messages", "summaries", "summary_sources", "files"} <= tables
 
@@ -67,7 +70,7 @@ def test_missing_vault_refused_without_create(vault):
 def test_newer_schema_refused_even_read_only(vault):
     lcm.db.connect().close()
     raw = sqlite3.connect(vault)
-    raw.execute(f"PRAGMA user_version = {lcm.db.SCHEMA_VERSION + 1}")
+    raw.execute(f"PRAGMA user_version = {lcm.schema.SCHEMA_VERSION + 1}")
     raw.close()
     for kwargs in ({}, {"readonly": True}):
         with pytest.raises(LcmError) as exc:
@@ -93,25 +96,25 @@ def test_transaction_rolls_back_on_error():
 
 
 def test_ids_tokens_time():
-    assert lcm.db.new_id("sum").startswith("sum_") and len(lcm.db.new_id("sum")) == 20
-    assert lcm.db.new_id("file") != lcm.db.new_id("file")
-    assert lcm.db.estimate_tokens("") == 0 and lcm.db.estimate_tokens("abcde") == 2
-    assert lcm.db.now_iso().endswith("Z")
+    assert lcm.config.new_id("sum").startswith("sum_") and len(lcm.config.new_id("sum")) == 20
+    assert lcm.config.new_id("file") != lcm.config.new_id("file")
+    assert lcm.config.estimate_tokens("") == 0 and lcm.config.estimate_tokens("abcde") == 2
+    assert lcm.config.now_iso().endswith("Z")
 
 
 def test_run_turns_errors_into_exit_one(capsys):
     def failing(argv):
         raise LcmError("it broke", "do the other thing")
-    assert lcm.db.run(failing, []) == 1
+    assert lcm.cli.run(failing, []) == 1
     assert capsys.readouterr().err == "Error: it broke\nHint: do the other thing\n"
 
 
 def test_current_session_id(monkeypatch):
-    assert lcm.db.current_session_id() is None
+    assert lcm.config.current_session_id() is None
     monkeypatch.setenv("CLAUDE_CODE_SESSION_ID", "b")
-    assert lcm.db.current_session_id() == "b"
+    assert lcm.config.current_session_id() == "b"
     monkeypatch.setenv("LCM_SESSION_ID", "a")
-    assert lcm.db.current_session_id() == "a"
+    assert lcm.config.current_session_id() == "a"
 
 
 def test_uncreatable_vault_is_a_clear_error(tmp_path, monkeypatch):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-import lcm.db
+import lcm.config
 
 ROOT = Path(__file__).resolve().parent.parent
 SKILL = ROOT / "SKILL.md"
@@ -154,7 +154,7 @@ def test_every_relative_link_resolves(doc):
 def test_readme_documents_every_setting():
     assert README.exists(), "README.md is missing"
     text = README.read_text(encoding="utf-8")
-    missing = [name for name in lcm.db.SETTINGS if name not in text]
+    missing = [name for name in lcm.config.SETTINGS if name not in text]
     assert not missing, f"README.md does not document: {missing}"
     for name in ("LCM_DB", "LCM_HOME", "LCM_SESSION_ID", "LCM_SCRIPTS"):
         assert name in text, name

@@ -7,11 +7,11 @@ import sqlite3
 
 import pytest
 
-import lcm.db
+import lcm.config
 import lcm_compact
 import lcm_ingest
 import lcm_remember
-from lcm.db import LcmError
+from lcm.errors import LcmError
 from test_hooks import run_hook, session_start, start_env, stop
 from transcripts import Transcript, coding_session
 
@@ -109,16 +109,16 @@ def test_compaction_skips_excluded_projects(capsys, client, own, monkeypatch, va
 def test_invalid_exclude_names_the_variable(monkeypatch, raw):
     monkeypatch.setenv("LCM_EXCLUDE", raw)
     with pytest.raises(LcmError) as exc:
-        lcm.db.validate_config()
+        lcm.config.validate_config()
     assert "LCM_EXCLUDE" in exc.value.message and "LCM_EXCLUDE" in exc.value.hint
 
 
 def test_exclude_matches_the_directory_and_below(monkeypatch):
     monkeypatch.setenv("LCM_EXCLUDE", "/work/clients/*:~/secret")
     home = lcm.db.os.path.expanduser("~")
-    assert lcm.db.excluded("/work/clients/acme") and lcm.db.excluded("/work/clients/acme/src/deep")
-    assert lcm.db.excluded(f"{home}/secret/x") and lcm.db.excluded(f"{home}/secret")
-    assert not lcm.db.excluded("/work/clientsX") and not lcm.db.excluded(f"{home}/secretive")
-    assert not lcm.db.excluded(None) and not lcm.db.excluded("")
+    assert lcm.config.excluded("/work/clients/acme") and lcm.config.excluded("/work/clients/acme/src/deep")
+    assert lcm.config.excluded(f"{home}/secret/x") and lcm.config.excluded(f"{home}/secret")
+    assert not lcm.config.excluded("/work/clientsX") and not lcm.config.excluded(f"{home}/secretive")
+    assert not lcm.config.excluded(None) and not lcm.config.excluded("")
     monkeypatch.delenv("LCM_EXCLUDE")
-    assert not lcm.db.excluded("/work/clients/acme")
+    assert not lcm.config.excluded("/work/clients/acme")

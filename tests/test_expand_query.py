@@ -16,7 +16,7 @@ import lcm.grants
 import lcm.ingest
 from conftest import SCRIPTS, shared_data
 from fake_anthropic import fake_api, fake_claude  # noqa: F401  (pytest fixtures)
-from lcm.db import LcmError
+from lcm.errors import LcmError
 from transcripts import Transcript
 
 FILLER = " ".join(["the build keeps the audio worklet in its own chunk"] * 30)   # ~400 tokens a message

@@ -9,7 +9,10 @@ import time
 
 import pytest
 
+import lcm.config
 import lcm.db
+import lcm.errors
+import lcm.schema
 import lcm_grep
 import lcm.ingest
 import lcm.search
@@ -162,8 +165,8 @@ def test_scope_filters(grep_vault, capsys, monkeypatch):
 
 
 def test_relative_dates_and_bad_dates():
-    assert lcm.search.parse_when("2d", "--since") < lcm.search.parse_when("3h", "--since") < lcm.db.now_iso()
-    with pytest.raises(lcm.db.LcmError) as exc:
+    assert lcm.search.parse_when("2d", "--since") < lcm.search.parse_when("3h", "--since") < lcm.config.now_iso()
+    with pytest.raises(lcm.errors.LcmError) as exc:
         lcm.search.parse_when("yesterday", "--since")
     assert "--since 2d" in exc.value.hint
 
@@ -193,7 +196,7 @@ def test_substring_fallback_without_fts5(grep_vault, capsys):
     for statement in ("DROP TRIGGER messages_fts_ai", "DROP TRIGGER messages_fts_ad", "DROP TABLE messages_fts",
                       "DROP TRIGGER summaries_fts_ai", "DROP TRIGGER summaries_fts_ad", "DROP TABLE summaries_fts"):
         grep_vault.execute(statement)
-    assert not lcm.db.fts_enabled(grep_vault)
+    assert not lcm.schema.fts_enabled(grep_vault)
     doc = grep_json(capsys, "cat named Luna")
     assert "adopted a cat named Luna" in doc["results"][0]["snippet"]
     code, _out, err = run(capsys, "cat", "--mode", "full_text")

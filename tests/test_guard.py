@@ -11,7 +11,7 @@ import lcm.db
 import lcm_expand_query
 import lcm.guard
 from conftest import SCRIPTS
-from lcm.db import LcmError
+from lcm.errors import LcmError
 
 SCOPE = ["--delegated-scope", "find the retry constant in the March sessions",
          "--kept-work", "I edit config.py with the answer"]

@@ -493,17 +493,16 @@ def test_hooks_json_runs_every_hook_file(tmp_path):
         assert any(f'"${{CLAUDE_PLUGIN_ROOT}}/hooks/{name}.py"' in c for c in commands), name
 
 
-# -- the cheap compaction check agrees with lcm.compact ------------------------
+# -- the hooks' compaction check: due exactly when a compaction has work ------------------------
 
 @pytest.mark.parametrize("turns,chunk,fanout,tail,precompact", [
     (10, "20000", "4", "32", None), (10, "300", "4", "4", None), (40, "400", "4", "4", "full"),
     (40, "400", "2", "4", "incremental"), (40, "400", "8", "4", "full"), (3, "100", "2", "0", "full"),
     (40, "400", "100", "4", "full"), (40, "2000", "3", "4", "full"),
 ])
-def test_hook_compaction_check_agrees_with_lcm_compact(turns, chunk, fanout, tail, precompact,
+def test_compaction_is_due_exactly_when_an_incremental_pass_summarises(turns, chunk, fanout, tail, precompact,
                                                        projects, monkeypatch):
     sys.path.insert(0, str(HOOKS))
-    import hooklib
     import lcm.compact
     import lcm.db
     import lcm.ingest
@@ -518,5 +517,8 @@ def test_hook_compaction_check_agrees_with_lcm_compact(turns, chunk, fanout, tai
         monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", "100")  # leaves only, then restore
         lcm.compact.compact(conn, t.session_id, mode=precompact)
         monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", fanout)
-    expected = lcm.compact.compaction_due(conn, t.session_id)
-    assert hooklib.compaction_due(conn, t.session_id) == expected
+    due = lcm.compact.compaction_due(conn, t.session_id)
+    count = "SELECT count(*) FROM summaries WHERE session_id = ?"
+    before = conn.execute(count, (t.session_id,)).fetchone()[0]
+    lcm.compact.compact(conn, t.session_id, mode="incremental")
+    assert due == (conn.execute(count, (t.session_id,)).fetchone()[0] > before)

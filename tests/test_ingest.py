@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import lcm.db
+import lcm.schema
 import lcm.ingest
 import lcm_ingest
 from conftest import SCRIPTS, shared_data
@@ -514,7 +515,7 @@ def test_invalid_setting_changes_nothing(capsys, vault, populated, monkeypatch):
 
 def test_newer_vault_schema_is_refused(capsys, vault, populated):
     conn = sqlite3.connect(vault)
-    conn.execute(f"PRAGMA user_version = {lcm.db.SCHEMA_VERSION + 5}")
+    conn.execute(f"PRAGMA user_version = {lcm.schema.SCHEMA_VERSION + 5}")
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # into the file snapshot() hashes, now, not at some later close
     conn.close()
     assert_refused(capsys, vault, [populated.path], ["schema version", "newer"])

@@ -10,6 +10,7 @@ import time
 import pytest
 
 import lcm.db
+import lcm.errors
 import lcm.llm
 from fake_anthropic import FakeAnthropic, fake_api, fake_claude  # noqa: F401 (fixtures)
 from lcm.llm import ModelConfigError, ModelError
@@ -34,7 +35,7 @@ def test_backend_explicit_and_invalid(monkeypatch):
     monkeypatch.setenv("LCM_LLM", "none")
     assert lcm.llm.resolve_backend() == "none"
     monkeypatch.setenv("LCM_LLM", "gpt")
-    with pytest.raises(lcm.db.LcmError, match="LCM_LLM"):
+    with pytest.raises(lcm.errors.LcmError, match="LCM_LLM"):
         lcm.llm.resolve_backend()
 
 

@@ -11,6 +11,7 @@ import sqlite3
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import lcm.config
 import lcm.db
 import lcm.ingest
 import lcm.mask
@@ -181,7 +182,7 @@ def test_json_escaped_lines_stay_valid_json():
 
 
 def test_redact_txt_adds_patterns_and_a_bad_line_is_reported_not_fatal(capsys):
-    home = lcm.db.lcm_home()
+    home = lcm.config.lcm_home()
     home.mkdir(parents=True, exist_ok=True)
     (home / "redact.txt").write_text("# internal ticket ids and hosts\nACME-\\d{6}\n\n(unclosed\nx*\n"
                                      "corp-db-[a-z]+\\.internal\n")

@@ -9,7 +9,10 @@ import sqlite3
 
 import pytest
 
+import lcm.config
 import lcm.db
+import lcm.errors
+import lcm.schema
 import lcm.order
 import lcm_compact
 import lcm.ingest
@@ -42,7 +45,7 @@ def compact_full(monkeypatch, capsys, *args) -> sqlite3.Connection:
     monkeypatch.setenv("LCM_LLM", "none")
     assert lcm_compact.main([*args, "--full", "--json"]) == 0, capsys.readouterr().err
     capsys.readouterr()
-    conn = sqlite3.connect(lcm.db.db_path())
+    conn = sqlite3.connect(lcm.config.db_path())
     conn.row_factory = sqlite3.Row
     return conn
 
@@ -137,10 +140,10 @@ def test_an_old_vault_migrates_to_the_conversation_order(tmp_path, monkeypatch):
     want = [r[0] for r in conn.execute("SELECT uuid FROM messages ORDER BY session_id, seq")]
     old_path = tmp_path / "old.db"
     # the schema as it was before this migration (later migrations may follow it in the list)
-    before = next(i for i, m in enumerate(lcm.db.MIGRATIONS) if lcm.db._place_sidechains in m)
+    before = next(i for i, m in enumerate(lcm.schema.MIGRATIONS) if lcm.schema._place_sidechains in m)
     with monkeypatch.context() as m:
-        m.setattr(lcm.db, "MIGRATIONS", lcm.db.MIGRATIONS[:before])
-        m.setattr(lcm.db, "SCHEMA_VERSION", before)
+        m.setattr(lcm.schema, "MIGRATIONS", lcm.schema.MIGRATIONS[:before])
+        m.setattr(lcm.schema, "SCHEMA_VERSION", before)
         lcm.db.connect(str(old_path)).close()
     columns = ", ".join(r[1] for r in sqlite3.connect(old_path).execute("PRAGMA table_info(messages)"))
     conn.execute("ATTACH DATABASE ? AS old", (str(old_path),))
@@ -180,7 +183,7 @@ def test_summaries_built_on_ingest_order_are_rebuilt(monkeypatch, capsys):
 
 
 def test_an_sqlite_without_generated_columns_is_an_error_that_says_so(tmp_path, monkeypatch):
-    monkeypatch.setattr(lcm.db.sqlite3, "sqlite_version_info", (3, 30, 1))
-    monkeypatch.setattr(lcm.db.sqlite3, "sqlite_version", "3.30.1")
-    with pytest.raises(lcm.db.LcmError, match="needs SQLite 3.31 or newer .* has SQLite 3.30.1"):
+    monkeypatch.setattr(lcm.schema.sqlite3, "sqlite_version_info", (3, 30, 1))
+    monkeypatch.setattr(lcm.schema.sqlite3, "sqlite_version", "3.30.1")
+    with pytest.raises(lcm.errors.LcmError, match="needs SQLite 3.31 or newer .* has SQLite 3.30.1"):
         lcm.db.connect(str(tmp_path / "v.db"))

@@ -10,7 +10,9 @@ import sys
 
 import pytest
 
+import lcm.config
 import lcm.db
+import lcm.schema
 import lcm.grants
 import lcm.ingest
 import lcm_checkpoint
@@ -106,9 +108,9 @@ def test_older_vaults_get_the_neighbour_index_and_search_works_before_they_do(ch
     doc = grep_json(capsys, "Which city am I moving to?", "--all-sessions")
     assert any("lease in Rotterdam" in r["snippet"] for r in doc["results"])
     # a vault made before the index migration gets it on its next write connection
-    mine = next(i for i, m in enumerate(lcm.db.MIGRATIONS) if any("messages_talk" in str(s) for s in m))
+    mine = next(i for i, m in enumerate(lcm.schema.MIGRATIONS) if any("messages_talk" in str(s) for s in m))
     old = sqlite3.connect(tmp_path / "old.db")
-    for step in [s for m in lcm.db.MIGRATIONS[:mine] for s in m]:
+    for step in [s for m in lcm.schema.MIGRATIONS[:mine] for s in m]:
         step(old) if callable(step) else old.execute(step)
     old.execute(f"PRAGMA user_version = {mine}")
     old.commit()
@@ -135,7 +137,7 @@ def test_session_prefixes_work_everywhere_and_bad_ones_are_errors(chats, capsys,
     assert code == 0, err
     code, out, err = call(lcm_compact.main, capsys, "--session", "bbbb3333", "--dry-run", "--json")
     assert code == 0 and "bbbb3333-0000-4000-8000-000000000003" in out, err
-    checkpoint = str(lcm.db.lcm_home() / "cp.md")
+    checkpoint = str(lcm.config.lcm_home() / "cp.md")
     code, out, err = call(lcm_checkpoint.main, capsys, "--session", "bbbb", "--output", checkpoint, "--json")
     assert code == 0 and "bbbb3333-0000-4000-8000-000000000003" in out, err
     code, out, err = call(lcm_resume.main, capsys, "--session", "bbbb3333")

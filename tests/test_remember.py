@@ -146,8 +146,8 @@ def test_refuses_empty_and_oversized_notes(capsys, vault):
 
 def test_notes_are_found_without_fts5(capsys, vault, monkeypatch):
     """A vault whose SQLite lacks FTS5 still finds notes (the LIKE fallback)."""
-    import lcm.db
-    monkeypatch.setattr(lcm.db, "has_fts5", lambda conn: False)
+    import lcm.schema
+    monkeypatch.setattr(lcm.schema, "has_fts5", lambda conn: False)
     remember(capsys, "--global", "the deploy key lives in 1Password")
     conn = sqlite3.connect(vault)
     assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name LIKE 'notes_fts%'").fetchone()[0] == 0

@@ -10,10 +10,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-import lcm.db
+import lcm.cli
+import lcm.config
 import lcm.mask
 import lcm.worklog
-from lcm.db import LcmError
+from lcm.errors import LcmError
 
 FILE_NAME = ".lcm-checkpoint.md"
 MARKER = "lcm-checkpoint:"
@@ -31,8 +32,8 @@ def workspace_root() -> Path:
 def resolve_session(conn, explicit: str | None) -> str:
     """--session, else the current session, else the newest session of this project."""
     if explicit:
-        return lcm.db.resolve_session(conn, explicit)
-    session_id = lcm.db.current_session_id()
+        return lcm.cli.resolve_session(conn, explicit)
+    session_id = lcm.config.current_session_id()
     if session_id:
         if not conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)).fetchone():
             raise LcmError(f"session {session_id} is not in the vault",
@@ -50,7 +51,7 @@ def resolve_session(conn, explicit: str | None) -> str:
 def foreign_reason(conn, session_id: str) -> str | None:
     """Why the workspace's checkpoint file is not this session's to write, or None when it is:
     the current session ($LCM_SESSION_ID), or one whose directory is the workspace root."""
-    current = lcm.db.current_session_id()
+    current = lcm.config.current_session_id()
     if current == session_id:
         return None
     row = conn.execute("SELECT project FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
@@ -98,7 +99,7 @@ def build(conn, session_id: str, vault: Path, use_llm: bool) -> tuple[dict, str]
     summaries = conn.execute("SELECT count(*) FROM summaries WHERE session_id = ?", (session_id,)).fetchone()[0]
     meta = {"version": FORMAT_VERSION, "session_id": session_id, "vault": str(vault),
             "project": session["project"], "last_message_id": log["last_message_id"],
-            "created_at": lcm.db.now_iso()}
+            "created_at": lcm.config.now_iso()}
     body = lcm.worklog.render(lcm.worklog.sections(log, top))
     story = narrative(conn, session_id, body) if use_llm else None
     head = [

@@ -9,12 +9,15 @@ import json
 import time
 
 import lcm.dag
+import lcm.config
 import lcm.db
+import lcm.schema
 import lcm.extract
 import lcm.llm
 import lcm.mask
 import lcm.prompts
-from lcm.db import LcmError, estimate_tokens
+from lcm.config import estimate_tokens
+from lcm.errors import LcmError
 
 TRUNCATE_TOKENS = 512
 LEVELS = ("normal", "aggressive", "truncated", "extractive")
@@ -90,11 +93,11 @@ class Compactor:
         self.created: list[str] = []
         self.leaf_created = self.condensed_created = 0
         self.stopped: str | None = None
-        self.tail = lcm.db.config("LCM_FRESH_TAIL_COUNT")
-        self.chunk_cap = lcm.db.config("LCM_LEAF_CHUNK_TOKENS")
-        self.leaf_target = lcm.db.config("LCM_LEAF_TARGET_TOKENS")
-        self.condensed_target = lcm.db.config("LCM_CONDENSED_TARGET_TOKENS")
-        self.leaf_min = min(lcm.db.config("LCM_LEAF_MIN_TOKENS"), self.chunk_cap)  # never above a chunk
+        self.tail = lcm.config.get("LCM_FRESH_TAIL_COUNT")
+        self.chunk_cap = lcm.config.get("LCM_LEAF_CHUNK_TOKENS")
+        self.leaf_target = lcm.config.get("LCM_LEAF_TARGET_TOKENS")
+        self.condensed_target = lcm.config.get("LCM_CONDENSED_TARGET_TOKENS")
+        self.leaf_min = min(lcm.config.get("LCM_LEAF_MIN_TOKENS"), self.chunk_cap)  # never above a chunk
         self.body: list[dict] | None = None
         self.upgraded = 0
         self.not_upgraded: list[str] = []
@@ -158,7 +161,7 @@ class Compactor:
             0, source, source_tokens, span, self._previous(0, rows[0]["id"]),
             lambda budget: lcm.extract.summarize_messages(rows, span, budget))
         file_ids = sorted(set(FILE_ID.findall(source))) if "file_" in source else []
-        node_id = lcm.db.new_id("sum")
+        node_id = lcm.config.new_id("sum")
         with _atomic(self.conn):
             self._insert(node_id, "leaf", 0, content, source_tokens, level, model,
                          rows[0]["id"], rows[-1]["id"], min(times) if times else None, max(times) if times else None,
@@ -187,7 +190,7 @@ class Compactor:
             depth, source, source_tokens, span, self._previous(depth, children[0]["first_message_id"]),
             lambda budget: lcm.extract.summarize_summaries([c["content"] for c in children], span, budget))
         file_ids = sorted({f for c in children for f in json.loads(c["file_ids"] or "[]")})
-        node_id = lcm.db.new_id("sum")
+        node_id = lcm.config.new_id("sum")
         with _atomic(self.conn):
             last = max(children, key=lambda c: c["last_seq"])  # a sub-agent's leaf may end inside its call's
             self._insert(node_id, "condensed", depth, content, source_tokens, level, model,
@@ -239,14 +242,14 @@ class Compactor:
             return node["id"]
         content = lcm.mask.mask(content)
         with _atomic(self.conn):
-            if lcm.db.fts_enabled(self.conn):  # external-content FTS: swap the indexed text by hand
+            if lcm.schema.fts_enabled(self.conn):  # external-content FTS: swap the indexed text by hand
                 self.conn.execute("INSERT INTO summaries_fts (summaries_fts, rowid, content)"
                                   " SELECT 'delete', rowid, content FROM summaries WHERE id = ?", (node["id"],))
             self.conn.execute(
                 "UPDATE summaries SET content = ?, token_count = ?, source_token_count = ?, level = ?, model = ?"
                 " WHERE id = ? AND level = 'extractive'",
                 (content, estimate_tokens(content), source_tokens, level, model, node["id"]))
-            if lcm.db.fts_enabled(self.conn):
+            if lcm.schema.fts_enabled(self.conn):
                 self.conn.execute("INSERT INTO summaries_fts (rowid, content) SELECT rowid, content FROM summaries"
                                   " WHERE id = ?", (node["id"],))
         self.upgraded += 1
@@ -261,7 +264,7 @@ class Compactor:
             " model, first_message_id, last_message_id, earliest_at, latest_at, descendant_count, file_ids,"
             " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (node_id, self.session_id, kind, depth, content, estimate_tokens(content), source_tokens, level, model,
-             first, last, earliest, latest, descendants, json.dumps(file_ids), lcm.db.now_iso()))
+             first, last, earliest, latest, descendants, json.dumps(file_ids), lcm.config.now_iso()))
 
     def _count(self, node_id: str, level: str) -> None:
         self.created.append(node_id)
@@ -287,7 +290,7 @@ def compact(conn, session_id: str, *, mode: str = "incremental", until_under: in
         raise LcmError("--upgrade rewrites extractive summaries with a model, and no model backend is available",
                        lcm.llm.NO_BACKEND_HINT.replace(", or set LCM_LLM=none for extractive summaries without a model", ""))
     if max_calls is None:
-        max_calls = lcm.db.config("LCM_MAX_SUMMARY_CALLS")
+        max_calls = lcm.config.get("LCM_MAX_SUMMARY_CALLS")
     started = time.monotonic()
     with session_lock(session_id):
         if not dry_run and mode != "upgrade":

@@ -8,7 +8,7 @@ one place to change when a conversation-order column exists. Library only.
 """
 from __future__ import annotations
 
-import lcm.db
+import lcm.schema
 
 NEIGHBOUR_WINDOW = 16     # messages looked at on either side of a hit to find its neighbours
 # A coding turn's answer comes after many tool calls: the prompt that opened a turn and the last
@@ -29,7 +29,7 @@ def neighbours(conn, rowids, k: int = 2) -> dict[int, list[tuple[int, int]]]:
     """{message id: [(neighbour id, distance)]}: the k nearest conversational messages before and
     after each of `rowids`.
 
-    Conversational (lcm.db.TALK_WHERE): a typed prompt or an assistant's text; tool calls, tool
+    Conversational (lcm.schema.TALK_WHERE): a typed prompt or an assistant's text; tool calls, tool
     results, meta and empty lines are skipped. Same session and thread (main or one sub-agent),
     message id order (a session's transcript order), within NEIGHBOUR_WINDOW ids. A prompt or
     reply also has its turn's ends as neighbours: the prompt that opened the turn and the last
@@ -38,7 +38,7 @@ def neighbours(conn, rowids, k: int = 2) -> dict[int, list[tuple[int, int]]]:
     """
     source = _talk_source(conn)
     talk = (f"SELECT id, agent_id, role FROM {source} WHERE session_id = ? AND id BETWEEN ? AND ?"
-            f" AND {lcm.db.TALK_WHERE}")
+            f" AND {lcm.schema.TALK_WHERE}")
     out = {}
     for rowid in rowids:
         own = conn.execute("SELECT session_id, agent_id FROM messages WHERE id = ?", (rowid,)).fetchone()

@@ -14,10 +14,10 @@ import math
 import os
 import re
 
-import lcm.db
+import lcm.config
 import lcm.mask
 import lcm.order
-from lcm.db import LcmError
+from lcm.errors import LcmError
 
 # how far past a chunk to look for the results of its tool calls
 LOOKAHEAD_MESSAGES = 64
@@ -268,7 +268,7 @@ def condense_group(tops: list, gap, fanout: int | None = None):
     Taking exactly `fanout` children keeps the tree balanced and each condensed input at about
     fanout x the child target, whether the children came one run at a time or all at once.
     """
-    fanout = fanout or lcm.db.config("LCM_CONDENSED_MIN_FANOUT")
+    fanout = fanout or lcm.config.get("LCM_CONDENSED_MIN_FANOUT")
     if fanout < 2:
         fanout = 2  # one child would only re-wrap the same summary
     runs: list[list] = []
@@ -305,7 +305,7 @@ def session_lock(session_id: str, blocking: bool = True):
     Here rather than in lcm.compact so a hook can see a compaction running without loading it."""
     import fcntl
     import zlib
-    locks = lcm.db.lcm_home() / "locks"
+    locks = lcm.config.lcm_home() / "locks"
     locks.mkdir(parents=True, exist_ok=True, mode=0o700)
     name = f"{re.sub(r'[^A-Za-z0-9_-]', '_', session_id)[:80]}-{zlib.crc32(session_id.encode()):08x}"
     fd = os.open(locks / f"compact-{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)

@@ -14,9 +14,11 @@ import sqlite3
 import tempfile
 import time
 
+import lcm.config
 import lcm.db
+import lcm.schema
 import lcm.purge
-from lcm.db import LcmError
+from lcm.errors import LcmError
 
 HOOK_EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "SubagentStop", "PreCompact", "PostCompact",
                "SessionEnd")
@@ -37,8 +39,8 @@ def integrity(conn) -> dict:
     rows = [r[0] for r in conn.execute("PRAGMA integrity_check(100)")]
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     doc = {"result": "ok" if rows == ["ok"] else rows, "schema_version": version,
-           "code_schema_version": lcm.db.SCHEMA_VERSION, "purge_guard": purge_guard(conn)}
-    doc["status"] = _status(rows != ["ok"] or version > lcm.db.SCHEMA_VERSION or not doc["purge_guard"])
+           "code_schema_version": lcm.schema.SCHEMA_VERSION, "purge_guard": purge_guard(conn)}
+    doc["status"] = _status(rows != ["ok"] or version > lcm.schema.SCHEMA_VERSION or not doc["purge_guard"])
     return doc
 
 
@@ -69,7 +71,7 @@ def fts(conn) -> dict:
             tables[table] = f"damaged: {exc}"
     damaged = [t for t, v in tables.items() if v.startswith("damaged")]
     return {"status": _status(bool(damaged)), "tables": tables, "damaged": damaged,
-            "available": bool(tables) or lcm.db.has_fts5(conn)}
+            "available": bool(tables) or lcm.schema.has_fts5(conn)}
 
 
 DAG_CHECKS = (
@@ -149,7 +151,7 @@ def disk_at(path: str) -> dict:
         except OSError:
             return 0
     files_bytes = 0
-    for directory, _dirs, names in os.walk(lcm.db.files_dir()):
+    for directory, _dirs, names in os.walk(lcm.config.files_dir()):
         files_bytes += sum(size(os.path.join(directory, n)) for n in names)
     try:
         free = shutil.disk_usage(os.path.dirname(path) or ".").free
@@ -179,7 +181,7 @@ def stage_dirs() -> list[str]:
 def lock_files() -> tuple[list[str], list[str]]:
     """(held, idle) lock files under $LCM_HOME/locks. A lock is an flock the OS releases when its
     holder dies, so an idle file is only litter."""
-    directory = lcm.db.lcm_home() / "locks"
+    directory = lcm.config.lcm_home() / "locks"
     held, idle = [], []
     try:
         names = sorted(os.listdir(directory))
@@ -245,7 +247,7 @@ def _iso(seconds: float) -> str:
 
 def hooks(conn) -> dict:
     """Installed? And when did each event last run (stamps the hooks leave), and last fail (lcm.log)?"""
-    home = lcm.db.lcm_home()
+    home = lcm.config.lcm_home()
     last_run = {}
     for event in HOOK_EVENTS:
         try:
@@ -274,7 +276,7 @@ def backend() -> dict:
     import lcm.llm
     try:
         chosen = lcm.llm.resolve_backend()
-        choice = lcm.db.config("LCM_LLM")
+        choice = lcm.config.get("LCM_LLM")
     except LcmError as exc:
         return {"status": "problem", "backend": None, "reason": exc.message, "hint": exc.hint}
     key = bool(os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN"))

@@ -7,10 +7,9 @@ from __future__ import annotations
 import os
 import re
 
-import lcm.db
 import lcm.grants
 import lcm.mask
-from lcm.db import LcmError
+from lcm.errors import LcmError
 
 SUMMARY_ID = re.compile(r"sum_[0-9a-f]{16}")
 FIND_HINT = "find ids with lcm_grep.py QUERY, or list a session's summaries with lcm_describe.py --session ID"

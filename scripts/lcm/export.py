@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-import lcm.db
+import lcm.config
 import lcm.mask
 import lcm.sessions
 from lcm.extract import typed_text
@@ -102,7 +102,7 @@ def markdown(conn, session_id: str, masked: bool = True) -> Iterator[str]:
         f"- Project: {row['project'] or 'unknown'}",
         f"- Time: {row['first_at'] or '?'} .. {row['last_at'] or '?'}",
         f"- Messages: {count}; summaries: {sum(len(v) for v in summaries.values())}",
-        f"- Exported {lcm.db.now_iso()} by lcm_export.py", ""]) + "\n"
+        f"- Exported {lcm.config.now_iso()} by lcm_export.py", ""]) + "\n"
     speaker = None
     warmups: set = set()  # sub-agents Claude Code only primed ("Warmup"): no part of the work
     for m in conn.execute("SELECT id, raw, type, role, subtype, is_meta, is_sidechain, agent_id, created_at"

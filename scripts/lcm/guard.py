@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 
-from lcm.db import LcmError, config
+from lcm.config import get as config
+from lcm.errors import LcmError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # names for annotations only

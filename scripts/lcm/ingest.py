@@ -8,11 +8,13 @@ import os
 import sys
 import time
 
+import lcm.config
 import lcm.db
+import lcm.schema
 import lcm.mask
 import lcm.order
 import lcm.transcript as lt
-from lcm.db import LcmError
+from lcm.errors import LcmError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # names for annotations only
@@ -90,7 +92,7 @@ def _externalize_large(conn, batch: lt.Batch) -> None:
         name = (file.get("filePath") if isinstance(file, dict) else None) or (
             result.get("filePath") if isinstance(result, dict) else None)
         for i, text in enumerate(blocks):
-            if len(text) > 4 * lcm.db.config("LCM_LARGE_FILE_THRESHOLD"):
+            if len(text) > 4 * lcm.config.get("LCM_LARGE_FILE_THRESHOLD"):
                 label = lt.safe_text(name) if isinstance(name, str) else f"{entry['type']} block {i} of {uuid}"
                 # the stored copy is searchable text like the rest: masked (the original line keeps the bytes)
                 blocks[i] = lcm.files.externalize(conn, session_id=sid, message_uuid=uuid, name=lcm.mask.mask(label),
@@ -98,10 +100,10 @@ def _externalize_large(conn, batch: lt.Batch) -> None:
         content = lcm.mask.mask(lt.safe_text("\n".join(b for b in blocks if b)))
         if batch.staged:
             conn.execute("UPDATE lcm_stage.ingest_stage SET content = ?, token_count = ? WHERE rowid = ?",
-                         (content, lcm.db.estimate_tokens(content), batch.stage_start + index + 1))
+                         (content, lcm.config.estimate_tokens(content), batch.stage_start + index + 1))
         else:
             row = batch.rows[index]
-            batch.rows[index] = row[:14] + (content, lcm.db.estimate_tokens(content)) + row[16:]
+            batch.rows[index] = row[:14] + (content, lcm.config.estimate_tokens(content)) + row[16:]
 
 
 def _insert_rows(conn, rows: list[tuple]) -> int:
@@ -202,7 +204,7 @@ def _write(conn, batch: lt.Batch, patience: float | None = None) -> dict:
         if not overtaken:
             conn.execute(UPSERT_TRANSCRIPT, (batch.path, batch.msg_sid, batch.agent_id, end, end,
                                              batch.head_hash, batch.malformed_before + len(batch.malformed),
-                                             batch.line_no, lcm.db.now_iso()))
+                                             batch.line_no, lcm.config.now_iso()))
         touched = {sid for sid, s in batch.sessions.items() if s.messages}
         if not batch.staged and (added or batch.agent_calls):  # staged rows: after _store_group's flush
             lcm.order.place_threads(conn, touched, recheck=bool(batch.agent_calls))
@@ -214,7 +216,7 @@ def _write(conn, batch: lt.Batch, patience: float | None = None) -> dict:
 
 def _settings() -> tuple[bool, int]:
     # estimate_tokens is ceil(chars / 4), so "more tokens than the threshold" = more than 4x chars
-    return lcm.db.config("LCM_INDEX_THINKING"), 4 * lcm.db.config("LCM_LARGE_FILE_THRESHOLD")
+    return lcm.config.get("LCM_INDEX_THINKING"), 4 * lcm.config.get("LCM_LARGE_FILE_THRESHOLD")
 
 
 def ingest_file(conn, path, patience: float | None = None) -> dict:
@@ -433,7 +435,7 @@ def without_excluded(files: list[str]) -> tuple[list[str], int]:
     many were left out. Without LCM_EXCLUDE no file is opened."""
     if not (os.environ.get("LCM_EXCLUDE") or "").strip():
         return files, 0
-    kept = [path for path in files if not lcm.db.excluded(lt.transcript_cwd(path))]
+    kept = [path for path in files if not lcm.config.excluded(lt.transcript_cwd(path))]
     return kept, len(files) - len(kept)
 
 
@@ -470,7 +472,7 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
     conn.execute("PRAGMA cache_size = -262144")
     checkpointer = _Checkpointer(conn)
     turns = _Turns(conn)
-    fts = lcm.db.fts_enabled(conn)
+    fts = lcm.schema.fts_enabled(conn)
     from collections import deque
     ahead: deque = deque()
     seen = 0

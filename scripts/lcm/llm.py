@@ -23,10 +23,10 @@ import signal
 import subprocess
 from dataclasses import dataclass
 
-import lcm.db
+import lcm.config
 import lcm.guard
 import lcm.mask
-from lcm.db import LcmError
+from lcm.errors import LcmError
 
 DEFAULT_MODEL = "claude-haiku-4-5"
 DEFAULT_TIMEOUT = 120.0
@@ -74,7 +74,7 @@ def claude_executable(environ: dict | None = None) -> str | None:
 def resolve_backend(environ: dict | None = None) -> str:
     """"anthropic" | "claude" | "none": LCM_LLM, or for auto the first backend that can work."""
     env = os.environ if environ is None else environ
-    choice = lcm.db.config("LCM_LLM", env)
+    choice = lcm.config.get("LCM_LLM", env)
     if choice != "auto":
         return choice
     if (env.get("ANTHROPIC_API_KEY") or env.get("ANTHROPIC_AUTH_TOKEN")) and sdk_available():
@@ -103,7 +103,7 @@ def session_model(conn, session_id: str | None) -> str | None:
 
 def resolve_model(conn=None, session_id: str | None = None) -> str:
     """LCM_SUMMARY_MODEL, else the session's own model, else DEFAULT_MODEL."""
-    return lcm.db.config("LCM_SUMMARY_MODEL") or session_model(conn, session_id) or DEFAULT_MODEL
+    return lcm.config.get("LCM_SUMMARY_MODEL") or session_model(conn, session_id) or DEFAULT_MODEL
 
 
 # ---------------------------------------------------------------------------
@@ -502,7 +502,7 @@ def map_needs_a_model(command: str, environ: dict | None = None) -> ModelConfigE
     """The error for a map tool when LCM_LLM resolves to none: its hint leads to a backend that
     works (never to LCM_LLM=none, which is what stops it)."""
     env = os.environ if environ is None else environ
-    if lcm.db.config("LCM_LLM", env) == "none":
+    if lcm.config.get("LCM_LLM", env) == "none":
         return ModelConfigError(f"{command} needs a model, and LCM_LLM=none turns models off",
                                 "unset LCM_LLM (or set LCM_LLM=anthropic with ANTHROPIC_API_KEY, or LCM_LLM=claude "
                                 "with Claude Code logged in), then run the same command again")

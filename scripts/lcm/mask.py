@@ -463,6 +463,7 @@ def remask_content(conn, batch: int = 2000) -> dict:
 
     Returns {table: rows changed}. Running it again changes nothing.
     """
+    import lcm.config
     import lcm.db
     global _user
     _user = None  # read redact.txt afresh: this often runs because a pattern was just added
@@ -488,7 +489,7 @@ def remask_content(conn, batch: int = 2000) -> dict:
                                      (rowid, old))
                     if table in ("messages", "summaries"):
                         conn.execute(f"UPDATE {table} SET {column} = ?, token_count = ? WHERE rowid = ?",
-                                     (new, lcm.db.estimate_tokens(new), rowid))
+                                     (new, lcm.config.estimate_tokens(new), rowid))
                     else:
                         conn.execute(f"UPDATE {table} SET {column} = ? WHERE rowid = ?", (new, rowid))
                     if index:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 
+import lcm.config
 import lcm.db
 import lcm.mask
-from lcm.db import LcmError
+from lcm.errors import LcmError
 
 # a note is a fact to keep, not a document: many must fit in the startup context
 MAX_NOTE_CHARS = 2000
@@ -41,7 +42,7 @@ def project_chain(path: str) -> list[str]:
 def current_project(conn) -> str:
     """The project of the current session ($LCM_SESSION_ID), else Claude Code's project
     directory, else the working directory."""
-    sid = lcm.db.current_session_id()
+    sid = lcm.config.current_session_id()
     row = sid and conn.execute("SELECT project FROM sessions WHERE session_id = ?", (sid,)).fetchone()
     if row and row["project"]:
         return row["project"]
@@ -72,8 +73,8 @@ def add(conn, text: str, project: str | None, session_id: str | None) -> tuple[d
         row = conn.execute(f"SELECT {COLUMNS} FROM notes WHERE content = ? AND project IS ?", (text, project)).fetchone()
         if row is not None:
             return _note(row), False
-        note = {"id": lcm.db.new_id("note"), "content": text, "project": project, "session_id": session_id,
-                "created_at": lcm.db.now_iso()}
+        note = {"id": lcm.config.new_id("note"), "content": text, "project": project, "session_id": session_id,
+                "created_at": lcm.config.now_iso()}
         conn.execute(f"INSERT INTO notes ({COLUMNS}) VALUES (:id, :content, :project, :session_id, :created_at)", note)
     return note, True
 

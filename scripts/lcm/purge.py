@@ -14,8 +14,11 @@ from __future__ import annotations
 import os
 import re
 
+import lcm.cli
+import lcm.config
 import lcm.db
-from lcm.db import LcmError
+import lcm.schema
+from lcm.errors import LcmError
 
 # the externalised files of the messages in temp.purge_messages
 FILES_OF_PURGE = "message_uuid IN (SELECT uuid FROM messages WHERE id IN (SELECT id FROM temp.purge_messages))"
@@ -53,7 +56,7 @@ def select(conn, *, session: str | None = None, message: str | None = None, matc
            regex: bool = False) -> Selection:
     """The messages one criterion names (exactly one of session, message, match)."""
     if session is not None:
-        sid = lcm.db.resolve_session(conn, session)
+        sid = lcm.cli.resolve_session(conn, session)
         sel = Selection(f"session {sid}")
         sel.message_ids = [r[0] for r in conn.execute("SELECT id FROM messages WHERE session_id = ? ORDER BY id",
                                                       (sid,))]
@@ -219,8 +222,8 @@ def purge(conn, sel: Selection) -> dict:
             doc = plan(conn, sel)
             checkpoints = _doomed_checkpoints(conn, sel)
             uuids = [r[0] for r in conn.execute("SELECT uuid FROM messages WHERE id IN (SELECT id FROM temp.purge_messages)")]
-            now = lcm.db.now_iso()
-            conn.execute(lcm.db.PURGED_TRIGGER)
+            now = lcm.config.now_iso()
+            conn.execute(lcm.schema.PURGED_TRIGGER)
             conn.executemany("INSERT OR IGNORE INTO purged (uuid, purged_at) VALUES (?, ?)", ((u, now) for u in uuids))
             dropped = drop_summaries(conn)
             files = conn.execute(f"SELECT id, path FROM files WHERE {FILES_OF_PURGE}").fetchall()

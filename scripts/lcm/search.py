@@ -14,10 +14,13 @@ import sqlite3
 import time
 from datetime import datetime, timedelta, timezone
 
+import lcm.cli
+import lcm.config
 import lcm.db
+import lcm.schema
 import lcm.mask
 import lcm.query
-from lcm.db import LcmError
+from lcm.errors import LcmError
 
 CANDIDATES = 50           # BM25 candidates reranked per query (and per page beyond them)
 DF_CAP = 8001             # document frequencies are counted up to here, estimated beyond
@@ -78,7 +81,7 @@ def resolve_scope(conn, session, project, all_sessions):
     """(session, project) to filter on; the default is the current session's project."""
     if all_sessions or session or project:
         return session, (os.path.abspath(os.path.expanduser(project)) if project else None)
-    current = lcm.db.current_session_id()
+    current = lcm.config.current_session_id()
     if not current:
         return None, None
     row = conn.execute("SELECT project FROM sessions WHERE session_id = ?", (current,)).fetchone()
@@ -93,7 +96,7 @@ class Source:
 
     def __init__(self, conn, kind, session, project, since, before, role, typed=False, sessions=None):
         self.kind = kind
-        self.has_fts = lcm.db.fts_enabled(conn)
+        self.has_fts = lcm.schema.fts_enabled(conn)
         if kind == "note":
             self.table, self.fts, self.key = "notes", "notes_fts", "rowid"
             cols = "t.rowid AS rowid_, t.id, t.session_id, t.project, t.created_at, t.content"
@@ -337,7 +340,7 @@ def rank_messages(conn, text: str, ids: list[int]) -> dict[int, float]:
     terms = lcm.query.parse_query(text)
     wanted = set(ids)
     scores: dict[int, float] = {}
-    fts_terms = [t for t in terms if t.fts] if lcm.db.fts_enabled(conn) else []
+    fts_terms = [t for t in terms if t.fts] if lcm.schema.fts_enabled(conn) else []
     if fts_terms:
         expr = " OR ".join(t.fts for t in fts_terms)
         # FTS5 meets `rowid IN (...)` with one full MATCH per id (seconds on a big vault), but a
@@ -546,7 +549,7 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
     if limit < 1 or offset < 0:
         raise LcmError("--limit must be >= 1 and --offset >= 0", "e.g. --limit 20 --offset 40")
     if session:
-        session = lcm.db.resolve_session(conn, session)
+        session = lcm.cli.resolve_session(conn, session)
     defaulted = not (all_sessions or session or project or sessions is not None)
     session, project = resolve_scope(conn, session, project, all_sessions or sessions is not None)
     if sessions is not None:

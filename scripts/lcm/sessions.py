@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 
-import lcm.db
 import lcm.mask
 import lcm.worklog
 

@@ -8,7 +8,8 @@ import json
 import os
 import sqlite3
 
-import lcm.db
+import lcm.config
+import lcm.schema
 
 DEFAULT_WINDOW = 200_000
 LARGE_WINDOW = 1_000_000
@@ -76,7 +77,7 @@ def fts_ok(conn, full: bool | None = None) -> bool | None:
     1M-message vault); the default runs it up to FULL_CHECK_MAX_ROWS messages, and above that
     checks that every row is indexed and that the index answers a query.
     """
-    if not lcm.db.fts_enabled(conn):
+    if not lcm.schema.fts_enabled(conn):
         return None
     tables = (("messages_fts", "messages", "id"), ("summaries_fts", "summaries", "rowid"))
     try:
@@ -97,7 +98,7 @@ def fts_ok(conn, full: bool | None = None) -> bool | None:
 
 
 def _pick_session(conn, session_id: str | None) -> str | None:
-    session_id = session_id or lcm.db.current_session_id()
+    session_id = session_id or lcm.config.current_session_id()
     if session_id:
         return session_id
     row = conn.execute("SELECT session_id FROM sessions ORDER BY last_at DESC LIMIT 1").fetchone()
@@ -123,7 +124,7 @@ def status(conn, session_id: str | None = None, check_fts: bool | None = None) -
     window = context_window(model)
     if tokens is not None and tokens > window:
         window = LARGE_WINDOW  # more than 200k in use: the session must be on a 1M window
-    threshold = int(lcm.db.config("LCM_CONTEXT_THRESHOLD") * window)
+    threshold = int(lcm.config.get("LCM_CONTEXT_THRESHOLD") * window)
     return {
         "db": path, "db_bytes": size, "sessions": counts[0], "messages": counts[1],
         "summaries": counts[3], "max_depth": counts[4], "raw_tokens": counts[2],

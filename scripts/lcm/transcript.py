@@ -16,10 +16,10 @@ try:
 except ImportError:
     from hashlib import sha1
 
-import lcm.db
+import lcm.config
 import lcm.mask
 import lcm.order
-from lcm.db import LcmError
+from lcm.errors import LcmError
 
 # Entries of these types with a uuid are conversation messages; everything else is metadata.
 CONVERSATION_TYPES = frozenset(("user", "assistant", "system"))
@@ -346,7 +346,7 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
     path, rows, sessions, line_no = batch.path, batch.rows, batch.sessions, batch.line_no
     file_sid = batch.msg_sid if batch.is_agent_file and batch.msg_sid else batch.guess_sid
     fallback_sid = batch.guess_sid or os.path.basename(path)
-    estimate, mask = lcm.db.estimate_tokens, lcm.mask.mask
+    estimate, mask = lcm.config.estimate_tokens, lcm.mask.mask
     for line in lines:
         line_no += 1
         try:

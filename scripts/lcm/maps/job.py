@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-import lcm.db
+import lcm.cli
+import lcm.config
 import lcm.mask
-from lcm.db import LcmError
+from lcm.errors import LcmError
 
 
 @dataclass
@@ -69,8 +70,8 @@ def add_map_args(p, *, concurrency: int, timeout: float, max_attempts: int = 3) 
                    help="validate, count and estimate; no model call, nothing written")
 
 
-positive_int = lcm.db.int_arg(1)  # bounded: a huge count is a usage error, not a crash later
-positive_seconds = lcm.db.seconds_arg  # finite and above 0
+positive_int = lcm.cli.int_arg(1)  # bounded: a huge count is a usage error, not a crash later
+positive_seconds = lcm.cli.seconds_arg  # finite and above 0
 
 
 def dry_run_code(result: dict) -> int:
@@ -222,8 +223,8 @@ def cost_usd(model: str | None, input_tokens: int, output_tokens: int, batch: bo
 
 def estimate_input_tokens(job: MapJob, fixed_text: str) -> int:
     """Estimated prompt tokens of the whole job: the fixed part once per item plus each item."""
-    per_item_fixed = lcm.db.estimate_tokens(fixed_text)
+    per_item_fixed = lcm.config.estimate_tokens(fixed_text)
     total = 0
     for _index, value in iter_items(job.input_path):
-        total += per_item_fixed + lcm.db.estimate_tokens(item_text(value))
+        total += per_item_fixed + lcm.config.estimate_tokens(item_text(value))
     return total

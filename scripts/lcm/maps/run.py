@@ -8,7 +8,7 @@ from pathlib import Path
 
 import lcm.db
 import lcm.llm
-from lcm.db import LcmError
+from lcm.errors import LcmError
 from lcm.maps import backends, job as jobs, state as states
 from lcm.maps.batches import BatchRun
 from lcm.maps.tools import FileTools

@@ -12,7 +12,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Callable
 
 import lcm.llm
-from lcm.db import LcmError
+from lcm.errors import LcmError
 from lcm.maps.job import MapJob, Outcome, iter_items
 from lcm.maps.state import RunState
 

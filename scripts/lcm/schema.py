@@ -1,0 +1,371 @@
+"""The vault's schema: an append-only list of migrations keyed by PRAGMA user_version, and the
+runner that applies them. Add a migration by appending to MIGRATIONS; never edit a released one.
+"""
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+from lcm.errors import LcmError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # names for annotations only
+    from pathlib import Path
+
+
+# ---------------------------------------------------------------------------
+# Schema: an append-only list. Never edit a released migration; add one.
+# ---------------------------------------------------------------------------
+
+# A conversational message: a typed prompt or an assistant's text, not a tool call (flat text
+# `Name {input}`), tool result, harness-injected or empty line. The WHERE of the partial index
+# messages_talk: a query must repeat it verbatim to use the index, and it never changes.
+TALK_WHERE = ("is_meta = 0 AND token_count > 0 AND (role = 'user' AND instr(raw, 'tool_use_id') = 0"
+              " OR role = 'assistant' AND NOT (substr(content, instr(content, ' '), 2) = ' {'"
+              " AND instr(substr(content, 1, 80), ' ') > 0))")
+
+
+def _notes_fts(conn: sqlite3.Connection) -> None:
+    """Full-text index of the notes, where SQLite has FTS5 (else lcm_grep falls back to LIKE)."""
+    if not has_fts5(conn):
+        return
+    conn.execute("""CREATE VIRTUAL TABLE notes_fts USING fts5(
+        content, content='notes', content_rowid='rowid', tokenize='porter unicode61')""")
+    conn.execute("""CREATE TRIGGER notes_fts_ai AFTER INSERT ON notes BEGIN
+        INSERT INTO notes_fts(rowid, content) VALUES (new.rowid, new.content);
+    END""")
+    conn.execute("""CREATE TRIGGER notes_fts_ad AFTER DELETE ON notes BEGIN
+        INSERT INTO notes_fts(notes_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
+    END""")
+
+
+def _require_sqlite(version: tuple, feature: str) -> None:
+    if sqlite3.sqlite_version_info < version:
+        raise LcmError(f"this vault needs SQLite {'.'.join(map(str, version))} or newer ({feature});"
+                       f" this Python has SQLite {sqlite3.sqlite_version}",
+                       "run lcm with a Python built against a newer SQLite (python.org builds, Homebrew, uv)")
+
+
+def _place_sidechains(conn: sqlite3.Connection) -> None:
+    """Give the sub-agent messages of an existing vault their place in the conversation order
+    (their calls are read from the stored lines; lcm/order.py has the rules)."""
+    import lcm.order  # imports only this module
+    lcm.order.place_existing(conn)
+
+
+# A migration is a list of SQL statements; a function in it runs SQL that depends on the build
+# (FTS5). Each migration runs in one transaction.
+MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
+    # 1: the vault
+    [
+        """CREATE TABLE sessions (
+            session_id TEXT PRIMARY KEY,        -- Claude Code's sessionId
+            project TEXT,                       -- cwd of the session
+            title TEXT,                         -- from ai-title / summary / custom-title lines
+            transcript_path TEXT,               -- the main <session>.jsonl
+            model TEXT,                         -- model of the latest assistant message
+            first_at TEXT,                      -- earliest message timestamp
+            last_at TEXT                        -- latest message timestamp
+        )""",
+        """CREATE TABLE transcripts (
+            path TEXT PRIMARY KEY,              -- absolute path of a .jsonl file
+            session_id TEXT,                    -- session its lines belong to
+            agent_id TEXT,                      -- set for subagent transcripts
+            byte_offset INTEGER NOT NULL DEFAULT 0,  -- bytes consumed (whole lines only)
+            size INTEGER NOT NULL DEFAULT 0,    -- file size at last read
+            head_hash TEXT,                     -- hash of the first line: detects a replaced file
+            malformed_lines INTEGER NOT NULL DEFAULT 0,
+            updated_at TEXT
+        )""",
+        """CREATE TABLE messages (
+            id INTEGER PRIMARY KEY,             -- ingest order; defines a session's sequence
+            uuid TEXT NOT NULL UNIQUE,          -- transcript uuid: the dedup key and public address
+            session_id TEXT NOT NULL,
+            parent_uuid TEXT,
+            type TEXT NOT NULL,                 -- user | assistant | system
+            role TEXT NOT NULL,                 -- message.role, else the type
+            subtype TEXT,                       -- system subtype (compact_boundary, ...)
+            created_at TEXT,                    -- transcript timestamp
+            cwd TEXT,
+            git_branch TEXT,
+            model TEXT,                         -- assistant model
+            api_message_id TEXT,                -- message.id: one API response spans several lines
+            is_sidechain INTEGER NOT NULL DEFAULT 0,
+            agent_id TEXT,                      -- subagent id for sidechain lines
+            is_meta INTEGER NOT NULL DEFAULT 0, -- harness-injected user text
+            content TEXT NOT NULL,              -- flat searchable text of every block
+            token_count INTEGER NOT NULL,       -- estimate_tokens(content)
+            raw BLOB NOT NULL,                  -- the original transcript line, byte for byte, no newline
+            transcript_path TEXT,
+            line_no INTEGER                     -- 1-based line in transcript_path
+        )""",
+        "CREATE INDEX messages_session ON messages(session_id, id)",
+        "CREATE INDEX messages_created ON messages(created_at)",
+        """CREATE TABLE compactions (
+            id INTEGER PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            source TEXT NOT NULL,               -- transcript (compact_boundary line) | hook (PostCompact)
+            uuid TEXT UNIQUE,                   -- boundary line uuid, when from a transcript
+            trigger TEXT,                       -- manual | auto
+            pre_tokens INTEGER,
+            post_tokens INTEGER,
+            created_at TEXT
+        )""",
+        """CREATE TABLE summaries (
+            id TEXT PRIMARY KEY,                -- sum_ + 16 hex
+            session_id TEXT NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('leaf', 'condensed')),
+            depth INTEGER NOT NULL,             -- 0 for leaves
+            content TEXT NOT NULL,
+            token_count INTEGER NOT NULL,
+            source_token_count INTEGER NOT NULL,
+            level TEXT NOT NULL,                -- normal | aggressive | truncated | extractive
+            model TEXT,                         -- model that wrote it, NULL when extractive
+            parent_id TEXT REFERENCES summaries(id),  -- at most one parent
+            first_message_id INTEGER NOT NULL,  -- span covered, in messages.id order
+            last_message_id INTEGER NOT NULL,
+            earliest_at TEXT,
+            latest_at TEXT,
+            descendant_count INTEGER NOT NULL DEFAULT 0,  -- messages covered
+            file_ids TEXT NOT NULL DEFAULT '[]',          -- JSON list of file_ ids mentioned
+            created_at TEXT NOT NULL
+        )""",
+        "CREATE INDEX summaries_session ON summaries(session_id, depth, first_message_id)",
+        "CREATE INDEX summaries_parent ON summaries(parent_id)",
+        """CREATE TABLE summary_sources (
+            summary_id TEXT NOT NULL REFERENCES summaries(id),
+            ord INTEGER NOT NULL,               -- position inside the summary
+            message_id INTEGER REFERENCES messages(id),  -- set for a leaf
+            child_id TEXT REFERENCES summaries(id),      -- set for a condensed node
+            PRIMARY KEY (summary_id, ord)
+        )""",
+        # a message belongs to at most one leaf
+        "CREATE UNIQUE INDEX summary_sources_message ON summary_sources(message_id) WHERE message_id IS NOT NULL",
+        "CREATE UNIQUE INDEX summary_sources_child ON summary_sources(child_id) WHERE child_id IS NOT NULL",
+        """CREATE TABLE files (
+            id TEXT PRIMARY KEY,                -- file_ + 16 hex
+            session_id TEXT,
+            message_uuid TEXT,                  -- message whose block was externalised
+            name TEXT,                          -- file path or a label for pasted/tool output
+            kind TEXT,                          -- json | csv | code | text ...
+            byte_size INTEGER NOT NULL,
+            token_count INTEGER NOT NULL,
+            sha256 TEXT NOT NULL,
+            path TEXT NOT NULL,                 -- where the content lives under $LCM_HOME/files
+            exploration TEXT NOT NULL,          -- type-aware summary of the content
+            created_at TEXT NOT NULL
+        )""",
+        "CREATE INDEX files_message ON files(message_uuid)",
+        """CREATE TABLE grants (
+            id TEXT PRIMARY KEY,                -- grant_ + 16 hex
+            session_ids TEXT NOT NULL,          -- JSON list: sessions in scope
+            node_ids TEXT NOT NULL,             -- JSON list: summary ids / uuids in scope (empty = whole sessions)
+            token_cap INTEGER NOT NULL,
+            tokens_used INTEGER NOT NULL DEFAULT 0,
+            expires_at TEXT NOT NULL,
+            revoked_at TEXT,
+            created_at TEXT NOT NULL
+        )""",
+        """CREATE TABLE checkpoints (
+            id INTEGER PRIMARY KEY,
+            session_id TEXT,
+            project TEXT,
+            path TEXT,                          -- file it was written to
+            content TEXT NOT NULL,              -- the whole markdown, kept even when the file is overwritten
+            last_message_id INTEGER,            -- newest message it saw
+            created_at TEXT NOT NULL
+        )""",
+        """CREATE TABLE map_runs (
+            id TEXT PRIMARY KEY,                -- map_ + 16 hex
+            kind TEXT NOT NULL,                 -- llm | agentic
+            input_path TEXT NOT NULL,
+            input_sha256 TEXT NOT NULL,
+            output_path TEXT NOT NULL,
+            prompt TEXT NOT NULL,
+            schema TEXT,                        -- JSON schema text, if any
+            model TEXT,
+            options TEXT NOT NULL DEFAULT '{}', -- JSON of the remaining options
+            status TEXT NOT NULL,               -- running | done | failed
+            total INTEGER NOT NULL,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        )""",
+        """CREATE TABLE map_items (
+            run_id TEXT NOT NULL REFERENCES map_runs(id),
+            item_index INTEGER NOT NULL,
+            status TEXT NOT NULL,               -- pending | ok | error
+            attempts INTEGER NOT NULL DEFAULT 0,
+            result TEXT,                        -- JSON of the validated result
+            error TEXT,
+            input_tokens INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL DEFAULT 0,
+            updated_at TEXT,
+            PRIMARY KEY (run_id, item_index)
+        )""",
+    ],
+    # 2: lines consumed per transcript, so an incremental read knows the line number at byte_offset
+    [
+        "ALTER TABLE transcripts ADD COLUMN line_count INTEGER NOT NULL DEFAULT 0",
+    ],
+    # 3: notes pinned with lcm_remember.py
+    [
+        """CREATE TABLE notes (
+            id TEXT PRIMARY KEY,                -- note_ + 16 hex
+            content TEXT NOT NULL,              -- the note as pinned
+            project TEXT,                       -- directory it applies in (and below); NULL = every project
+            session_id TEXT,                    -- session it was pinned in, if known
+            created_at TEXT NOT NULL
+        )""",
+        "CREATE INDEX notes_project ON notes(project, created_at)",
+        _notes_fts,
+    ],
+    # 4: a session's conversation order (lcm/order.py): ORDER BY seq is the main thread in
+    # transcript order with each sub-agent's run right after the tool call that started it
+    [
+        lambda conn: _require_sqlite((3, 31), "generated columns"),
+        # sub-agent (sidechain) message: its seq, set by lcm.order.place_threads at ingest
+        "ALTER TABLE messages ADD COLUMN placed_at INTEGER",
+        # '' = the session's main thread, else the id of the sub-agent whose run this is
+        "ALTER TABLE messages ADD COLUMN thread TEXT GENERATED ALWAYS AS"
+        " (CASE WHEN is_sidechain THEN coalesce(agent_id, 'sidechain') ELSE '' END) VIRTUAL",
+        # conversation order: within a session, ORDER BY seq is the conversation (main thread:
+        # id << 32; a sub-agent's message: placed_at, inside the gap after its call's message).
+        # Neighbours in one thread: same session_id and thread, adjacent seq (index messages_seq)
+        "ALTER TABLE messages ADD COLUMN seq INTEGER GENERATED ALWAYS AS"
+        " (CASE WHEN is_sidechain THEN placed_at ELSE id * 4294967296 END) VIRTUAL",
+        # a session in conversation order: its main-thread tail, raw tokens after the newest leaf
+        "CREATE INDEX messages_seq ON messages(session_id, seq)",
+        # sidechain rows still waiting for their place: ingest's check is one index probe
+        "CREATE INDEX messages_unplaced ON messages(session_id) WHERE is_sidechain = 1 AND placed_at IS NULL",
+        """CREATE TABLE agent_calls (
+            tool_use_id TEXT PRIMARY KEY,       -- a Task/Agent tool call
+            session_id TEXT,
+            call_uuid TEXT,                     -- message holding its tool_use block
+            agent_id TEXT                       -- sub-agent it started (toolUseResult.agentId, or the agent's meta.json)
+        )""",
+        "CREATE INDEX agent_calls_agent ON agent_calls(session_id, agent_id)",
+        """CREATE TABLE threads (
+            session_id TEXT NOT NULL,
+            thread TEXT NOT NULL,               -- messages.thread of a sub-agent run
+            anchor_id INTEGER NOT NULL,         -- messages.id of the main-thread message it follows (0: none yet)
+            exact INTEGER NOT NULL,             -- 1: the anchor holds the call that started it; 0: placed by time
+            base INTEGER NOT NULL,              -- placed_at of its messages = base + line number
+            PRIMARY KEY (session_id, thread)
+        )""",
+        # 'ingest': made when a session's order was ingest order; the next compaction rebuilds it
+        "ALTER TABLE summaries ADD COLUMN built_on TEXT NOT NULL DEFAULT 'conversation'",
+        "UPDATE summaries SET built_on = 'ingest' WHERE session_id IN (SELECT DISTINCT m.session_id FROM"
+        " summary_sources s JOIN messages m ON m.id = s.message_id WHERE m.is_sidechain = 1)",
+        _place_sidechains,
+    ],
+    # 5: the conversational messages (typed prompts, assistant text) of each session in order, so
+    # search finds a hit's neighbours from this small index without reading whole rows
+    [
+        f"CREATE INDEX IF NOT EXISTS messages_talk ON messages(session_id, id, agent_id, role) WHERE {TALK_WHERE}",
+    ],
+    # 6: messages lcm_purge.py removed, refused if a transcript offers them again (PURGED_TRIGGER)
+    [
+        """CREATE TABLE IF NOT EXISTS purged (
+            uuid TEXT PRIMARY KEY,              -- transcript uuid of a purged message
+            purged_at TEXT NOT NULL
+        ) WITHOUT ROWID""",
+    ],
+    # 7: facts about the vault as a whole
+    [
+        """CREATE TABLE vault_meta (
+            key TEXT PRIMARY KEY,
+            value                               -- masked_from_message: messages.id from which content
+        ) WITHOUT ROWID""",                     # was masked when stored (lcm/mask.py); older rows are masked on output
+        "INSERT INTO vault_meta VALUES ('masked_from_message', (SELECT coalesce(max(id), 0) + 1 FROM messages))",
+    ],
+]
+
+# Every insert path (hook, bulk import, a re-read from byte 0) goes through this trigger. The
+# first purge creates it rather than a migration: on every row it costs bulk ingest ~15%
+# (measured at 100k messages), a price only a vault that has purged something needs to pay.
+PURGED_TRIGGER = """CREATE TRIGGER IF NOT EXISTS messages_purged BEFORE INSERT ON messages
+    WHEN EXISTS (SELECT 1 FROM purged WHERE uuid = new.uuid)
+BEGIN SELECT RAISE(IGNORE); END"""
+
+# FTS5 is optional in some SQLite builds; these run only where it exists.
+FTS_MIGRATION: list[str] = [
+    # porter stemming over unicode61 for natural-language recall
+    """CREATE VIRTUAL TABLE messages_fts USING fts5(
+        content, content='messages', content_rowid='id', tokenize='porter unicode61')""",
+    """CREATE TRIGGER messages_fts_ai AFTER INSERT ON messages BEGIN
+        INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+    END""",
+    """CREATE TRIGGER messages_fts_ad AFTER DELETE ON messages BEGIN
+        INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+    END""",
+    """CREATE VIRTUAL TABLE summaries_fts USING fts5(
+        content, content='summaries', content_rowid='rowid', tokenize='porter unicode61')""",
+    """CREATE TRIGGER summaries_fts_ai AFTER INSERT ON summaries BEGIN
+        INSERT INTO summaries_fts(rowid, content) VALUES (new.rowid, new.content);
+    END""",
+    """CREATE TRIGGER summaries_fts_ad AFTER DELETE ON summaries BEGIN
+        INSERT INTO summaries_fts(summaries_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
+    END""",
+]
+
+SCHEMA_VERSION = len(MIGRATIONS)
+PAGE_SIZE = 16384  # of new vaults (an existing vault keeps its own)
+
+
+def has_fts5(conn: sqlite3.Connection) -> bool:
+    try:
+        conn.execute("CREATE VIRTUAL TABLE temp._lcm_probe USING fts5(x)")
+        conn.execute("DROP TABLE temp._lcm_probe")
+        return True
+    except sqlite3.OperationalError:
+        return False
+
+
+def fts_enabled(conn: sqlite3.Connection) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type='table' AND name='messages_fts'"
+    ).fetchone()
+    return row is not None
+
+
+def _schema_version(conn: sqlite3.Connection) -> int:
+    return conn.execute("PRAGMA user_version").fetchone()[0]
+
+
+def migrate(conn: sqlite3.Connection, path: Path | str = "vault") -> int:
+    """Bring the vault to SCHEMA_VERSION, one transaction per migration.
+
+    Returns the number of migrations applied. A vault newer than this code is refused.
+    """
+    version = _schema_version(conn)
+    if version > SCHEMA_VERSION:
+        raise LcmError(
+            f"{path} has schema version {version}, newer than this lcm ({SCHEMA_VERSION})",
+            "upgrade lcm, or point --db / LCM_DB at another vault",
+        )
+    if version == SCHEMA_VERSION:
+        return 0
+    applied = 0
+    while True:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # another process may have migrated while we waited for the write lock
+            version = _schema_version(conn)
+            if version >= SCHEMA_VERSION:
+                conn.execute("COMMIT")
+                return applied
+            for statement in MIGRATIONS[version]:
+                if callable(statement):
+                    statement(conn)
+                else:
+                    conn.execute(statement)
+            if version == 0 and has_fts5(conn):
+                for statement in FTS_MIGRATION:
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {version + 1}")
+            conn.execute("COMMIT")
+            applied += 1
+        except BaseException:
+            if conn.in_transaction:  # SQLite has already rolled back after some errors (disk full)
+                conn.execute("ROLLBACK")
+            raise
