@@ -124,7 +124,8 @@ def _print_session(doc) -> None:
     for line in lines[:TREE_LINES]:
         w(line + "\n")
     if len(lines) > TREE_LINES:
-        w(f"... {len(lines) - TREE_LINES} more lines: lcm_describe.py --session {doc['session_id']} --json\n")
+        w(f"... {len(lines) - TREE_LINES} more lines: "
+          f"{lcm.cli.command_line('lcm_describe.py', '--session', doc['session_id'], '--json')}\n")
     items = doc["context_items"]
     n_msg = sum(1 for i in items if i["type"] == "message")
     w(f"context items: {len(items) - n_msg} summaries + {n_msg} messages not yet summarised\n")
@@ -189,7 +190,8 @@ def _main(argv):
         doc = describe_summary(conn, row) if kind == "summary" else describe_message(conn, row)
         if kind == "message" and len(doc["content"]) > args.max_tokens * 4:
             doc["content"] = doc["content"][: args.max_tokens * 4] + (
-                f"\n[... cut at {args.max_tokens} tokens: lcm_expand.py {args.id} --raw prints it all]")
+                f"\n[... cut at {args.max_tokens} tokens: "
+                f"{lcm.cli.command_line('lcm_expand.py', lcm.cli.Positional(args.id), '--raw')} prints it all]")
     lcm.cli.print_json(doc) if args.json else _print_node(doc)
     return 0
 

@@ -154,9 +154,9 @@ def reconstruct(conn, meta: dict, source: str, text: str, warnings: list[str], m
     top = lcm.worklog.top_summaries(conn, sid)
     title = conn.execute("SELECT title FROM sessions WHERE session_id = ?", (sid,)).fetchone()["title"]
     story = re.search(r"^## Narrative \(model-written\)\n(.*?)(?=^## |\Z)", text, re.S | re.M)
-    footer = ["", '## Drill further (scripts in "$LCM_SCRIPTS")',
-              f'- lcm_grep.py "TERM" --session {sid} | lcm_describe.py ID | '
-              'lcm_expand_query.py --prompt "QUESTION" --query "TERM"']
+    footer = ["", "## Drill further",
+              lcm.cli.runnable(f'- lcm_grep.py "TERM" --session {sid} | lcm_describe.py ID | '
+                               'lcm_expand_query.py --prompt "QUESTION" --query "TERM"')]
     # the footer, and a line naming the sections left out, are always printed
     out = Budget(max_tokens, reserve=sum(len(ln) + 1 for ln in footer) + 100)
     out.add(f"# Resuming session {sid}" + (f": {lcm.worklog.clip(title, 80)}" if title else ""))

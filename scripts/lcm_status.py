@@ -39,15 +39,15 @@ def _main(argv):
     print(f"Vault {s['db']} ({s['db_bytes'] / 1e6:.1f} MB): {s['sessions']} sessions, {s['messages']} messages"
           f" (~{s['raw_tokens']} tokens), {s['summaries']} summaries, max depth {depth}")
     if s["session_id"] is None:
-        print("Session: none yet (run lcm_ingest.py --all)")
+        print(lcm.cli.runnable("Session: none yet (run lcm_ingest.py --all)"))
     elif s["context_tokens"] is None:
         print(f"Session {s['session_id']}: context size unknown (no assistant usage recorded)")
     else:
-        verdict = "compaction recommended (lcm_compact.py)" if s["compaction_recommended"] else "no compaction needed"
+        verdict = lcm.cli.runnable("compaction recommended (lcm_compact.py)") if s["compaction_recommended"] else "no compaction needed"
         print(f"Session {s['session_id']}: context {s['context_tokens']} / {s['context_window']} tokens,"
               f" threshold {s['threshold']}: {verdict}")
     fts = {True: "ok", False: "DAMAGED (lcm_doctor.py --fix backs up the vault, then rebuilds it)", None: "unavailable (LIKE search)"}[s["fts_ok"]]
-    print(f"Full-text index: {fts}")
+    print(lcm.cli.runnable(f"Full-text index: {fts}"))
     return 0
 
 
