@@ -47,7 +47,12 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
 
     summary, _, details = (doc or "").strip().partition("\n\n")
     width = _help_width()
+    # the name usage lines and hints show: `lcm grep` under the lcm command, else the script's
+    # own file name (also when main() is called in-process, where argv[0] is someone else's)
+    caller = sys._getframe(1).f_globals.get("__file__")
+    prog = sys.argv[0] if sys.argv and sys.argv[0].startswith("lcm ") else os.path.basename(caller or sys.argv[0])
     p = Parser(
+        prog=prog,
         description=summary,
         epilog=runnable(details.strip()) or None,
         # the width given up front: argparse would import shutil (several ms) to find it
