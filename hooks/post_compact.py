@@ -33,7 +33,7 @@ def handle(payload: dict):
     before = None
     try:
         import lcm.status
-        before = lcm.status.context_tokens(conn, sid)  # last usage seen, before the new lines
+        before = lcm.status.claude_context_tokens(conn, sid)  # last usage seen, before the new lines
     except ImportError:
         pass
     hooklib.try_ingest(conn, payload.get("transcript_path"))

@@ -129,7 +129,7 @@ def remask(conn, doc: dict) -> None:
         doc["not_fixed"].append("the vault cannot be written here, so its stored text was not masked again")
         return
     doc["backup"] = doc["backup"] or lcm.doctor.backup(conn, doc["db"])
-    changed = lcm.mask.remask_content(conn)
+    changed = lcm.doctor.remask_content(conn)
     doc["fixed"].append("masked the stored text again: " + (", ".join(
         f"{n} {table} rows" for table, n in changed.items() if n) or "nothing needed it"))
 

@@ -27,6 +27,7 @@ import lcm.cli
 import lcm.config
 import lcm.db
 import lcm.mask
+import lcm.text
 import lcm.worklog
 from lcm.checkpoint import FILE_NAME, FORMAT_VERSION, MARKER, workspace_root
 from lcm.errors import LcmError
@@ -159,14 +160,14 @@ def reconstruct(conn, meta: dict, source: str, text: str, warnings: list[str], m
                                'lcm_expand_query.py --prompt "QUESTION" --query "TERM"')]
     # the footer, and a line naming the sections left out, are always printed
     out = Budget(max_tokens, reserve=sum(len(ln) + 1 for ln in footer) + 100)
-    out.add(f"# Resuming session {sid}" + (f": {lcm.worklog.clip(title, 80)}" if title else ""))
+    out.add(f"# Resuming session {sid}" + (f": {lcm.text.one_line(title, 80)}" if title else ""))
     out.add(f"From {source}, written {meta['created_at']}; state as of message id {last} "
             f"({state['message_count']} messages).")
     for warning in warnings:
         out.add(f"WARNING: {warning}")
     if newer["message_count"]:
         out.add(f"WARNING: the vault holds {newer['message_count']} newer messages of this session than the checkpoint.")
-        out.block("Since the checkpoint", [f"- request: {lcm.worklog.clip(r['text'], 300)} ({r['uuid']})"
+        out.block("Since the checkpoint", [f"- request: {lcm.text.one_line(r['text'], 300)} ({r['uuid']})"
                                            for r in reversed(newer["user_requests"])]
                   + [f"- edited: {f}" for f in newer["files_edited"] + newer["files_created"]]
                   + [f"- todo [{t['status']}] {t['content']}" for t in newer["open_todos"]])
@@ -178,7 +179,7 @@ def reconstruct(conn, meta: dict, source: str, text: str, warnings: list[str], m
     for heading, lines in secs[5:]:
         out.block(heading, lines)
     if out.skipped:
-        footer[0:0] = ["", lcm.worklog.clip(f"Not shown for space: {', '.join(out.skipped)} (raise --max-tokens).", 98)]
+        footer[0:0] = ["", lcm.text.one_line(f"Not shown for space: {', '.join(out.skipped)} (raise --max-tokens).", 98)]
     rendered = "\n".join(out.lines + footer) + "\n"
     return {"session_id": sid, "title": title, "checkpoint": {**meta, "source": source},
             "warnings": warnings, "state": state, "newer": newer, "top_summaries": top,

@@ -24,6 +24,7 @@ import lcm.cli
 import lcm.db
 import lcm.search
 import lcm.sessions
+import lcm.text
 from lcm.sessions import plural
 
 FILES_SHOWN = 15
@@ -78,7 +79,7 @@ def _print_one(s: dict) -> None:
         print(f"Files created ({len(s['files_created'])}):")
         print("\n".join(_capped([f"  {f}" for f in s["files_created"]], FILES_SHOWN, "files")))
     print(f"Commands ({s['command_count']}, {s['failed_command_count']} failed; newest last):")
-    commands = [f"  {'FAILED ' if c['failed'] else ''}{lcm.sessions.one_line(c['command'], 160)}" for c in s["commands"]]
+    commands = [f"  {'FAILED ' if c['failed'] else ''}{lcm.text.one_line(c['command'], 160)}" for c in s["commands"]]
     print("\n".join(_capped(commands, COMMANDS_SHOWN, "commands")) or "  none")
     tree = _tree_lines(s["summary_tree"])
     print(f"Summaries ({s['summaries']}):")

@@ -307,7 +307,7 @@ def test_until_under_stops_at_the_target(tmp_path, monkeypatch, capsys):
     t = session_with(tmp_path, turns=20)
     conn = lcm.db.connect()
     ingest(conn, t.path)
-    before = lcm.compact.context_tokens(conn, t.session_id)
+    before = lcm.compact.active_context_tokens(conn, t.session_id)
     target = before * 9 // 10
     result = run_json(capsys, "--session", t.session_id, "--until-under", str(target))
     assert result["tokens_after"] <= target < result["tokens_before"]

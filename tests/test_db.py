@@ -124,3 +124,40 @@ def test_uncreatable_vault_is_a_clear_error(tmp_path, monkeypatch):
     with pytest.raises(LcmError) as exc:
         lcm.db.connect()
     assert "cannot create vault" in exc.value.message and exc.value.hint
+
+
+def _schema(path) -> dict:
+    """Every table's columns (name, type, not null, default, primary key) and every index's,
+    trigger's and view's SQL, whitespace folded: what a query or a write can tell apart."""
+    conn = sqlite3.connect(path)
+    found = {}
+    for kind, name, sql in conn.execute("SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"):
+        if kind == "table":
+            found[(kind, name)] = [tuple(c)[1:] for c in conn.execute(f'PRAGMA table_info("{name}")')]
+        else:
+            found[(kind, name)] = " ".join((sql or "").split())
+    conn.close()
+    return found
+
+
+def test_a_vault_migrated_from_the_first_schema_equals_a_fresh_one(tmp_path, monkeypatch):
+    """Every migration in order leads where a new vault starts: same tables and columns, same
+    indexes, triggers and full-text tables, same schema version."""
+    old = tmp_path / "old.db"
+    with monkeypatch.context() as m:  # a vault as the first release made it
+        m.setattr(lcm.schema, "MIGRATIONS", lcm.schema.MIGRATIONS[:1])
+        m.setattr(lcm.schema, "SCHEMA_VERSION", 1)
+        lcm.db.connect(str(old)).close()
+    assert sqlite3.connect(old).execute("PRAGMA user_version").fetchone()[0] == 1
+    lcm.db.connect(str(old)).close()  # every later migration, as an upgrade runs them
+    fresh = tmp_path / "fresh.db"
+    lcm.db.connect(str(fresh)).close()
+    old_schema, fresh_schema = _schema(old), _schema(fresh)
+    assert sorted(old_schema) == sorted(fresh_schema)
+    for key in fresh_schema:
+        if key[0] == "table":  # ALTER TABLE appends columns: compare them as a set
+            assert sorted(old_schema[key]) == sorted(fresh_schema[key]), key
+        else:
+            assert old_schema[key] == fresh_schema[key], key
+    for path in (old, fresh):
+        assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == lcm.schema.SCHEMA_VERSION

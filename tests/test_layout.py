@@ -98,3 +98,37 @@ def test_what_hooks_import_loads_nothing_but_the_standard_library_and_the_packag
     loaded = set(proc.stdout.split())
     outside = loaded - set(sys.stdlib_module_names) - {"lcm", "__main__"} - HOOK_MODULES
     assert not outside, f"loaded by the hooks' imports: {sorted(outside)}"
+
+
+def package_modules() -> dict[str, Path]:
+    """lcm's modules by dotted name: lcm.db, lcm.maps.worker, ..."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(SCRIPTS).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def test_the_package_has_no_import_cycle():
+    """Layers run one way (storage, reading and search, compaction and the model seam): no module
+    reaches, even lazily inside a function, a module that reaches back to it."""
+    modules = package_modules()
+    graph = {name: {dep for dep in (".".join(n.split(".")[:i]) for n in imported_modules(path)
+                                    for i in range(2, n.count(".") + 2))
+                    if dep in modules and dep != name}
+             for name, path in modules.items()}
+    state: dict[str, int] = {}  # 1 on the path being walked, 2 done
+
+    def walk(name: str, path: list[str]) -> list[str] | None:
+        state[name] = 1
+        for dep in sorted(graph[name]):
+            if state.get(dep) == 1:
+                return path + [name, dep]
+            if dep not in state and (cycle := walk(dep, path + [name])):
+                return cycle
+        state[name] = 2
+        return None
+
+    for name in sorted(graph):
+        if name not in state and (cycle := walk(name, [])):
+            pytest.fail("import cycle: " + " -> ".join(cycle[cycle.index(cycle[-1]):]))

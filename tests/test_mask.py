@@ -13,6 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 import lcm.config
 import lcm.db
+import lcm.doctor
 import lcm.ingest
 import lcm.mask
 import lcm_checkpoint
@@ -388,7 +389,7 @@ def test_a_vault_filled_before_masking_still_masks_every_output(planted, capsys,
     for body in fake_api.requests:
         assert not leaks(body), f"a request body leaks {leaks(body)}"
 
-    changed = lcm.mask.remask_content(conn)
+    changed = lcm.doctor.remask_content(conn)
     assert changed["messages"] == 3 and changed["summaries"] >= 1  # prompt, Bash call, its result
     stored = " ".join(r[0] for r in conn.execute("SELECT content FROM messages UNION ALL SELECT content FROM summaries"
                                                  " UNION ALL SELECT coalesce(title, '') FROM sessions"))
@@ -399,7 +400,7 @@ def test_a_vault_filled_before_masking_still_masks_every_output(planted, capsys,
     assert hits["count"] == 0
     fp = hashlib.sha256(SECRETS["aws_id"].encode()).hexdigest()[:4]
     assert json.loads(run(lcm_grep, [fp, "--all-sessions", "--json"], capsys))["count"] >= 1
-    assert not any(lcm.mask.remask_content(conn).values())  # a second run changes nothing
+    assert not any(lcm.doctor.remask_content(conn).values())  # a second run changes nothing
     assert lcm.db.masked_from_message(conn) > conn.execute("SELECT max(id) FROM messages").fetchone()[0]
 
 

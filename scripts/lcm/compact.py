@@ -26,7 +26,7 @@ FILE_ID = lcm.extract.FILE_ID
 
 # the DAG readers other modules call through lcm.compact (hooks, status)
 active_context = lcm.dag.active_context
-context_tokens = lcm.dag.context_tokens
+active_context_tokens = lcm.dag.active_context_tokens
 render_context = lcm.dag.render_context
 
 
@@ -296,7 +296,7 @@ def compact(conn, session_id: str, *, mode: str = "incremental", until_under: in
         if not dry_run and mode != "upgrade":
             rebuild_stale(conn, session_id)
         work = Compactor(conn, session_id, "none" if dry_run else backend, model, max_calls)
-        before = context_tokens(conn, session_id)
+        before = active_context_tokens(conn, session_id)
         if dry_run:
             conn.execute("BEGIN IMMEDIATE")
         try:
@@ -305,7 +305,7 @@ def compact(conn, session_id: str, *, mode: str = "incremental", until_under: in
                                              " AND level = 'extractive'", (session_id,)).fetchone()[0]
             else:
                 _passes(work, mode, until_under, started, time_budget)
-            after = context_tokens(conn, session_id)
+            after = active_context_tokens(conn, session_id)
         finally:
             if dry_run:
                 conn.execute("ROLLBACK")
@@ -352,7 +352,7 @@ def _passes(work: Compactor, mode: str, until_under: int | None, started: float,
             pass
         return
     if until_under is not None:
-        while context_tokens(work.conn, work.session_id) > until_under and not out_of_time():
+        while active_context_tokens(work.conn, work.session_id) > until_under and not out_of_time():
             if work.leaf_pass() is None and work.condense_pass() is None:
                 work.stopped = "nothing_left"
                 break

@@ -13,6 +13,7 @@ import lcm.config
 import lcm.mask
 import lcm.sessions
 from lcm.extract import typed_text
+from lcm.text import content_blocks, one_line
 
 LABEL_CHARS = 120   # a tool call or result folded to one line
 
@@ -23,17 +24,13 @@ def jsonl(conn, session_id: str) -> Iterator[bytes]:
         yield (raw if isinstance(raw, bytes) else str(raw).encode("utf-8", "surrogatepass")) + b"\n"
 
 
-def _clip(text, limit: int = LABEL_CHARS) -> str:
-    return lcm.sessions.one_line(text, limit)
-
-
 def _call_text(block: dict, limit: int = LABEL_CHARS) -> str:
     """`Bash: pytest -q`: a tool call by the input field that says most."""
     data = block.get("input") if isinstance(block.get("input"), dict) else {}
     for key in ("command", "file_path", "notebook_path", "pattern", "url", "query", "description", "prompt", "path"):
         if isinstance(data.get(key), str) and data[key].strip():
-            return f"{block.get('name') or 'tool'}: `{_clip(data[key], limit).replace('`', chr(39))}`"
-    return f"{block.get('name') or 'tool'}: {_clip(json.dumps(data, ensure_ascii=False), limit)}"
+            return f"{block.get('name') or 'tool'}: `{one_line(data[key], limit).replace('`', chr(39))}`"
+    return f"{block.get('name') or 'tool'}: {one_line(json.dumps(data, ensure_ascii=False), limit)}"
 
 
 def _call_label(block: dict) -> str:
@@ -76,15 +73,13 @@ def _result_label(block: dict, of: str | None = None) -> str:
     size = f" ({len(lines)} lines)" if len(lines) > 1 else ""
     failed = " (error)" if block.get("is_error") is True else ""
     named = f" of {of}" if of else ""
-    return f"  - result{named}{failed}{size}: {_clip(lines[0]) if lines else '(empty)'}"
+    return f"  - result{named}{failed}{size}: {one_line(lines[0], LABEL_CHARS) if lines else '(empty)'}"
 
 
 def _message(entry: dict, row, calls: Calls) -> tuple[str | None, list[str]]:
     """(speaker, markdown lines) of one stored message; speaker None for what is not shown."""
     message = entry.get("message") if isinstance(entry.get("message"), dict) else {}
-    content = message.get("content", entry.get("content"))
-    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else \
-        [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+    blocks = content_blocks(entry)
     if row["type"] == "system":
         if row["subtype"] == "compact_boundary":
             return None, ["", "_(Claude Code compacted the conversation here)_"]

@@ -13,6 +13,7 @@ import json
 import re
 
 import lcm.mask
+from lcm.text import content_blocks
 
 
 EDIT_TOOLS = {"Edit": "edited", "MultiEdit": "edited", "NotebookEdit": "edited", "Write": "written"}
@@ -88,11 +89,7 @@ def raw_blocks(raw) -> tuple[dict, list]:
         return {}, []
     if not isinstance(entry, dict):
         return {}, []
-    message = entry.get("message")
-    content = message.get("content") if isinstance(message, dict) else entry.get("content")
-    if isinstance(content, str):
-        return entry, [{"type": "text", "text": content}]
-    return entry, [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+    return entry, content_blocks(entry)
 
 
 def _result_text(block: dict) -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 
 import lcm.config
+from lcm.text import content_blocks
 
 ANCHOR_SHIFT = 32
 SLOT_SHIFT = 22
@@ -37,7 +38,7 @@ def calls_of_entry(entry: dict, sid: str, uuid: str) -> list[tuple]:
     out = []
     result = entry.get("toolUseResult")
     agent = result.get("agentId") if type(result) is dict else None
-    for block in _blocks(entry):
+    for block in content_blocks(entry):
         kind = block.get("type")
         if kind == "tool_use" and block.get("name") in AGENT_TOOLS and isinstance(block.get("id"), str):
             out.append((block["id"], sid, uuid, None))
@@ -58,12 +59,6 @@ def calls_of_meta(path: str, sid: str | None, agent_id: str | None) -> list[tupl
         return []
     tool_use = meta.get("toolUseId") if isinstance(meta, dict) else None
     return [(tool_use, sid, None, agent_id)] if isinstance(tool_use, str) and tool_use else []
-
-
-def _blocks(entry: dict) -> list:
-    message = entry.get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
 
 
 def store_calls(conn, rows: list[tuple]) -> None:

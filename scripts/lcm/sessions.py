@@ -9,17 +9,14 @@ import json
 import os
 
 import lcm.mask
+import lcm.text
 import lcm.worklog
+from lcm.text import one_line
 
 TITLE_CHARS = 80
 PROMPT_SCAN = 50    # user lines of a session searched for its first real prompt
 TREE_NODES = 200    # summaries in a one-session view's tree (--json); the text shows fewer
 WARMUP = "Warmup"  # the prompt Claude Code sends a sub-agent to warm its cache, not a task
-
-
-def one_line(text: str, limit: int) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def plural(count: int, word: str) -> str:
@@ -65,11 +62,12 @@ def _counts(conn, row) -> dict:
             "summaries": summaries, "has_checkpoint": checkpoint is not None}
 
 
-def list_sessions(conn, *, project: str | None = None, since: str | None = None,
-                  limit: int = 20) -> tuple[list[dict], int]:
-    """(sessions newest first, at most `limit`, and how many match in all).
+def list_sessions(conn, *, project: str | None = None, since: str | None = None, text: str | None = None,
+                  limit: int = 20, offset: int = 0) -> tuple[list[dict], int]:
+    """(sessions newest first, at most `limit` from `offset`, and how many match in all).
 
-    project: that directory or any below it; since: a comparable ISO time (last activity).
+    project: that directory or any below it; since: a comparable ISO time (last activity);
+    text: words the stored title contains (case-insensitive).
     """
     where, params = [], []
     if project:
@@ -81,19 +79,14 @@ def list_sessions(conn, *, project: str | None = None, since: str | None = None,
     if since:
         where.append("last_at >= ?")
         params.append(since)
+    if text:
+        where.append("instr(lower(title), ?) > 0")
+        params.append(text.lower())
     clause = " WHERE " + " AND ".join(where) if where else ""
     total = conn.execute("SELECT count(*) FROM sessions" + clause, params).fetchone()[0]
-    rows = conn.execute("SELECT * FROM sessions" + clause + " ORDER BY last_at DESC, session_id LIMIT ?",
-                        [*params, limit]).fetchall()
+    rows = conn.execute("SELECT * FROM sessions" + clause + " ORDER BY last_at DESC, session_id LIMIT ? OFFSET ?",
+                        [*params, limit, offset]).fetchall()
     return [_counts(conn, row) for row in rows], total
-
-
-def _head(content: str) -> str:
-    """The first line of a summary that says something: not its [label] (an extractive summary
-    opens with one) nor a section heading ("Asked:")."""
-    lines = [ln.strip() for ln in lcm.mask.mask(content).splitlines() if ln.strip()]
-    said = [ln for ln in lines if not ln.startswith("[") and not ln.endswith(":")]
-    return one_line((said or lines or [""])[0].removeprefix("- "), 160)
 
 
 def summary_tree(conn, session_id: str, max_nodes: int = TREE_NODES) -> tuple[list[dict], int]:
@@ -109,7 +102,7 @@ def summary_tree(conn, session_id: str, max_nodes: int = TREE_NODES) -> tuple[li
         " ORDER BY depth DESC, (SELECT seq FROM messages WHERE id = first_message_id) LIMIT ?",  # conversation order
         (session_id, max_nodes)).fetchall()
     nodes = {r["id"]: {"id": r["id"], "kind": r["kind"], "depth": r["depth"], "messages": r["descendant_count"],
-                       "earliest_at": r["earliest_at"], "latest_at": r["latest_at"], "head": _head(r["head"]),
+                       "earliest_at": r["earliest_at"], "latest_at": r["latest_at"], "head": lcm.text.summary_head(r["head"]),
                        "children": []} for r in rows}
     roots = []
     for r in rows:  # parents come first (deeper), children in conversation order

@@ -52,7 +52,7 @@ def _latest_usage(conn, session_id: str) -> tuple[int | None, str | None, int]:
     return None, None, 0
 
 
-def context_tokens(conn, session_id: str) -> int | None:
+def claude_context_tokens(conn, session_id: str) -> int | None:
     """Tokens in the session's context now, from its latest assistant usage; None if unknown.
 
     After a compaction newer than that response, the boundary's postTokens (if recorded) is used.
@@ -116,7 +116,7 @@ def status(conn, session_id: str | None = None, check_fts: bool | None = None) -
     session_id = _pick_session(conn, session_id)
     tokens = model = None
     if session_id:
-        tokens = context_tokens(conn, session_id)
+        tokens = claude_context_tokens(conn, session_id)
         model = _latest_usage(conn, session_id)[1]
         if model is None:
             row = conn.execute("SELECT model FROM sessions WHERE session_id = ?", (session_id,)).fetchone()

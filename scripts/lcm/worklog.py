@@ -15,6 +15,7 @@ import sqlite3
 
 import lcm.mask
 from lcm.extract import typed_text
+from lcm.text import content_blocks, one_line, summary_head
 
 FILE_TOOLS = ("Edit", "Write", "MultiEdit", "NotebookEdit")
 # a failed look-around (a missing file, a stopped shell) is exploration, not an error left to fix
@@ -28,13 +29,6 @@ DECISION = re.compile(r"\b(let's|lets|decid\w*|go(?:ing)? with|instead of|switch
 QUESTION = re.compile(r"\?|\bwould you\b|\bwhich\b|\blet me ask\b", re.I)
 KEEP = 50  # newest commands / errors kept in the returned lists
 SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-
-
-def _blocks(entry: dict) -> list:
-    content = (entry.get("message") or {}).get("content")
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    return [b for b in content or [] if isinstance(b, dict)]
 
 
 def _result_text(block: dict) -> str:
@@ -55,7 +49,7 @@ def user_request_text(entry: dict) -> str | None:
             or entry.get("isCompactSummary") or entry.get("isVisibleInTranscriptOnly"):
         return None
     texts = []
-    for block in _blocks(entry):
+    for block in content_blocks(entry):
         if block.get("type") != "text":
             continue
         text = typed_text(str(block.get("text", "")))
@@ -106,7 +100,7 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
         if text:
             requests.append({"uuid": row["uuid"], "at": entry.get("timestamp"), "text": text})
             decisions += [s for s in SENTENCE.split(text) if DECISION.search(s)]
-        for block in _blocks(entry):
+        for block in content_blocks(entry):
             kind = block.get("type")
             if kind == "text" and entry.get("type") == "assistant" and not entry.get("isSidechain"):
                 decisions += [s for s in SENTENCE.split(str(block.get("text", ""))) if DECISION.search(s)]
@@ -205,19 +199,7 @@ def top_summaries(conn: sqlite3.Connection, session_id: str, limit: int = 5) -> 
         " FROM summaries WHERE session_id = ? AND parent_id IS NULL"
         " ORDER BY depth DESC, (SELECT seq FROM messages WHERE id = first_message_id) LIMIT ?",
         (session_id, limit)).fetchall()
-    return [{**dict(r), "head": _summary_head(r["head"])} for r in rows]
-
-
-def _summary_head(content: str) -> str:
-    """The first line of a summary that says something (an extractive summary opens with a [label])."""
-    lines = [ln.strip() for ln in content.splitlines() if ln.strip()]
-    said = [ln for ln in lines if not ln.startswith("[")]
-    return _first_line(" ".join(said or lines), 160)
-
-
-def clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return [{**dict(r), "head": summary_head(r["head"])} for r in rows]
 
 
 def _capped(lines: list[str], cap: int, more: str) -> list[str]:
@@ -230,26 +212,26 @@ def _capped(lines: list[str], cap: int, more: str) -> list[str]:
 def sections(log: dict, top: list[dict], *, list_cap: int = 15, text_cap: int = 400) -> list[tuple[str, list[str]]]:
     """The worklog as markdown sections, most important first: (heading, bullet lines)."""
     out: list[tuple[str, list[str]]] = []
-    requests = [f"- {clip(r['text'], text_cap)} ({(r['at'] or '')[:16]}, {r['uuid']})"
+    requests = [f"- {one_line(r['text'], text_cap)} ({(r['at'] or '')[:16]}, {r['uuid']})"
                 for r in reversed(log["user_requests"])]
     if requests:
         requests[0] = "- LATEST: " + requests[0][2:]
     out.append(("Current task (latest user requests, newest first)", requests or ["- none found"]))
-    out.append(("Open todos", [f"- [{t['status']}] {clip(t['content'], 200)}" for t in log["open_todos"]]
+    out.append(("Open todos", [f"- [{t['status']}] {one_line(t['content'], 200)}" for t in log["open_todos"]]
                 or ["- none" if log["todos"] else "- no todo list in this session"]))
     out.append(("Files edited", _capped([f"- {f}" for f in log["files_edited"]], list_cap * 2, "files")
                 or ["- none"]))
     out.append(("Files created", _capped([f"- {f}" for f in log["files_created"]], list_cap * 2, "files")
                 or ["- none"]))
     out.append(("Unresolved errors", _capped(
-        [f"- {e['tool']} {clip(e['target'], 120)}: {clip(e['error'], 160)} ({e['uuid']})"
+        [f"- {e['tool']} {one_line(e['target'], 120)}: {one_line(e['error'], 160)} ({e['uuid']})"
          for e in log["unresolved_errors"]], list_cap // 2, "errors") or ["- none"]))
     out.append((f"Commands run ({log['command_count']}, {log['failed_command_count']} failed; newest last)", _capped(
-        [f"- {'FAILED ' if c['failed'] else 'REJECTED by user ' if c['rejected'] else ''}`{clip(c['command'], 160)}`"
-         + (f": {clip(c['error'], 120)}" if c["failed"] else "") for c in log["commands"]],
+        [f"- {'FAILED ' if c['failed'] else 'REJECTED by user ' if c['rejected'] else ''}`{one_line(c['command'], 160)}`"
+         + (f": {one_line(c['error'], 120)}" if c["failed"] else "") for c in log["commands"]],
         list_cap, "commands") or ["- none"]))
     out.append(("Decisions (sentences that state a choice; heuristic)",
-                [f"- {clip(d, 200)}" for d in log["decisions"]] or ["- none found"]))
+                [f"- {one_line(d, 200)}" for d in log["decisions"]] or ["- none found"]))
     out.append(("Top of the summary DAG", [
         f"- {s['id']} ({s['kind']}, depth {s['depth']}, {s['descendant_count']} messages,"
         f" {(s['earliest_at'] or '')[:16]} .. {(s['latest_at'] or '')[:16]}): {s['head']}" for s in top]

@@ -1,0 +1,40 @@
+"""Small helpers every reader shares: a value on one bounded line, the line of a summary that says
+what it is about, and the content blocks of a transcript entry."""
+from __future__ import annotations
+
+import re
+
+import lcm.mask
+
+# terminal escapes: CSI (colours, cursor), OSC (titles, links) and the two-byte ones
+ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+
+
+def one_line(text, limit: int) -> str:
+    """`text` with its whitespace folded to single spaces, cut to `limit` characters with "..."."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def strip_ansi(text: str) -> str:
+    """`text` without terminal colour and cursor escapes (tool output captured from a terminal)."""
+    return ANSI.sub("", text) if "\x1b" in text else text
+
+
+def summary_head(content: str, limit: int = 160) -> str:
+    """The first line of a summary that says something, masked: not its [label] (an extractive
+    summary opens with one) nor a section heading ("Asked:")."""
+    lines = [ln.strip() for ln in lcm.mask.mask(content or "").splitlines() if ln.strip()]
+    said = [ln for ln in lines if not ln.startswith("[") and not ln.endswith(":")]
+    return one_line((said or lines or [""])[0].removeprefix("- "), limit)
+
+
+def content_blocks(entry: dict) -> list[dict]:
+    """The content blocks of a transcript entry, tolerant of anything odd: a string content is one
+    text block, a list keeps its dict blocks, anything else is none. The message's content, else
+    (system lines, older versions) the entry's own."""
+    message = entry.get("message")
+    content = message.get("content") if isinstance(message, dict) else entry.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []

@@ -1,0 +1,359 @@
+"""The viewer's pages, rendered as HTML from a read-only connection. Every string a page shows is
+masked (lcm.mask) and escaped; nothing here can write to the vault."""
+from __future__ import annotations
+
+import html
+import json
+import re
+from urllib.parse import quote, urlencode
+
+import lcm.mask
+import lcm.search
+import lcm.sessions
+from lcm.errors import LcmError
+from lcm.text import content_blocks, one_line, strip_ansi
+
+SESSIONS_PAGE = 50     # sessions a list page shows
+MESSAGES_PAGE = 200    # messages a session page shows: a long session pages
+SEARCH_RESULTS = 50
+DAG_NODES = 3000       # summaries drawn at most; a larger DAG draws its upper levels
+NODE_W, NODE_H, GAP_X, ROW_H = 120, 34, 8, 70
+
+
+class NotFound(LcmError):
+    """A page for an id the vault does not hold: 404."""
+
+
+def esc(value) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def shown(text) -> str:
+    """Masked, then escaped: the only way text reaches a page."""
+    return esc(lcm.mask.mask(strip_ansi("" if text is None else str(text))))
+
+
+def link(path: str, **query) -> str:
+    query = {k: v for k, v in query.items() if v not in (None, "", 0)}
+    return esc(path + ("?" + urlencode(query) if query else ""))
+
+
+def layout(title: str, body: str, *, query: str = "", wide: bool = False) -> str:
+    return (
+        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        "<meta name=viewport content='width=device-width, initial-scale=1'>"
+        f"<title>{shown(title)} - lcm</title><link rel=stylesheet href='/static/app.css'>"
+        "<script src='/static/app.js' defer></script></head><body>"
+        "<header><a class=brand href='/'>lcm</a><a href='/'>Sessions</a>"
+        f"<form action='/search' method=get role=search><input type=search name=q value='{esc(query)}'"
+        " placeholder='Search every session' aria-label=Search> <button>Search</button></form></header>"
+        f"<main{' class=wide' if wide else ''}>{body}</main></body></html>")
+
+
+def _when(value) -> str:
+    return esc((value or "")[:16].replace("T", " "))
+
+
+# -- sessions -----------------------------------------------------------------------------------
+
+def sessions_page(conn, params: dict) -> str:
+    project, text = params.get("project", ""), params.get("q", "")
+    page = _page_number(params)
+    rows, total = lcm.sessions.list_sessions(conn, project=project or None, text=text or None,
+                                             limit=SESSIONS_PAGE, offset=page * SESSIONS_PAGE)
+    body = [f"<h1>Sessions</h1><form class=filters method=get action='/'>"
+            f"<input type=text name=q value='{esc(text)}' placeholder='Title contains' aria-label='Title contains'>"
+            f"<input type=text name=project value='{esc(project)}' placeholder='Project directory'"
+            " aria-label='Project directory'><button>Filter</button></form>",
+            f"<p class=muted>{total} session{'s' if total != 1 else ''}</p>"]
+    if rows:
+        body.append("<table><thead><tr><th>Title</th><th>Project</th><th>Last active</th>"
+                    "<th>Messages</th><th>Summaries</th></tr></thead><tbody>")
+        for s in rows:
+            body.append(f"<tr><td><a class=session href='{link('/s/' + quote(s['id'], safe=''))}'>{shown(s['title'])}</a>"
+                        f"<div class=meta>{esc(s['id'][:8])}</div></td><td>{shown(s['project'])}</td>"
+                        f"<td>{_when(s['last_at'])}</td><td class=num>{s['messages']}</td>"
+                        f"<td class=num>{s['summaries']}</td></tr>")
+        body.append("</tbody></table>")
+    body.append(_pager("/", page, total, SESSIONS_PAGE, q=text, project=project))
+    return layout("Sessions", "".join(body))
+
+
+def _page_number(params: dict) -> int:
+    raw = params.get("page", "0")
+    return int(raw) if raw.isdigit() and len(raw) < 7 else 0
+
+
+def _pager(path: str, page: int, total: int, size: int, **query) -> str:
+    parts = []
+    if page:
+        parts.append(f"<a rel=prev href='{link(path, page=page - 1, **query)}'>Newer</a>")
+    if (page + 1) * size < total:
+        parts.append(f"<a rel=next href='{link(path, page=page + 1, **query)}'>Older</a>"
+                     if path == "/" else f"<a rel=next href='{link(path, page=page + 1, **query)}'>Next page</a>")
+    return f"<nav class=pager>{''.join(parts)}</nav>" if parts else ""
+
+
+# -- a session's conversation -------------------------------------------------------------------
+
+def _session_row(conn, session_id: str):
+    row = conn.execute("SELECT * FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"no session {session_id!r}")
+    return row
+
+
+def session_page(conn, session_id: str, params: dict) -> str:
+    row = _session_row(conn, session_id)
+    total = conn.execute("SELECT count(*) FROM messages WHERE session_id = ?", (session_id,)).fetchone()[0]
+    page = _page_number(params)
+    at = params.get("at")
+    if at:  # the page holding that message, so a search hit's link lands on it
+        found = conn.execute("SELECT seq FROM messages WHERE uuid = ? AND session_id = ?", (at, session_id)).fetchone()
+        if found:
+            before = conn.execute("SELECT count(*) FROM messages WHERE session_id = ? AND seq < ?",
+                                  (session_id, found[0])).fetchone()[0]
+            page = before // MESSAGES_PAGE
+    rows = conn.execute("SELECT id, uuid, role, type, subtype, created_at, thread, is_meta, model, raw"
+                        " FROM messages WHERE session_id = ? ORDER BY seq LIMIT ? OFFSET ?",
+                        (session_id, MESSAGES_PAGE, page * MESSAGES_PAGE)).fetchall()
+    title = lcm.sessions.title(conn, session_id, row["title"], total)
+    sid = quote(session_id, safe="")
+    body = [f"<h1>{shown(title)}</h1><p class=meta>{esc(session_id)} &middot; {shown(row['project'])} &middot; "
+            f"{_when(row['first_at'])} to {_when(row['last_at'])} &middot; {total} messages &middot; "
+            f"<a href='{link('/s/' + sid + '/dag')}'>Summary DAG</a></p>",
+            _pager(f"/s/{sid}", page, total, MESSAGES_PAGE), conversation(rows),
+            _pager(f"/s/{sid}", page, total, MESSAGES_PAGE)]
+    return layout(title, "".join(body))
+
+
+def conversation(rows) -> str:
+    """Messages in order: each sub-agent run folded under a <details>, each tool call collapsed
+    with its result (the result-only user lines are shown inside their call, not again)."""
+    entries = [(r, _entry(r["raw"])) for r in rows]
+    results = {}
+    for _row, entry in entries:
+        for block in content_blocks(entry):
+            if block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str):
+                results[block["tool_use_id"]] = block
+    calls = {b.get("id") for _r, e in entries for b in content_blocks(e) if b.get("type") == "tool_use"}
+    out, run, run_thread = [], [], None
+
+    def close_run():
+        if run:
+            out.append(f"<details class=agent><summary>Sub-agent {esc(run_thread[:12])} "
+                       f"({len(run)} messages)</summary>{''.join(run)}</details>")
+            run.clear()
+
+    for row, entry in entries:
+        piece = message_html(row, entry, results, calls)
+        if not piece:
+            continue
+        if row["thread"]:
+            if run_thread != row["thread"]:
+                close_run()
+                run_thread = row["thread"]
+            run.append(piece)
+        else:
+            close_run()
+            run_thread = None
+            out.append(piece)
+    close_run()
+    return "".join(out) or "<p class=muted>No messages on this page.</p>"
+
+
+def _entry(raw) -> dict:
+    try:
+        entry = json.loads(raw)
+    except (ValueError, TypeError, RecursionError):
+        return {}
+    return entry if isinstance(entry, dict) else {}
+
+
+def message_html(row, entry: dict, results: dict, calls: set) -> str:
+    blocks = content_blocks(entry)
+    parts = []
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "text":
+            parts.append(f"<div class=text>{shown(block.get('text'))}</div>")
+        elif kind == "thinking":
+            parts.append(f"<details class=tool><summary>Thinking</summary><div class=text>"
+                         f"{shown(block.get('thinking'))}</div></details>")
+        elif kind == "tool_use":
+            parts.append(tool_html(block, results.get(block.get("id"))))
+        elif kind == "tool_result":
+            if block.get("tool_use_id") in calls:
+                continue  # shown inside its call
+            parts.append(f"<details class=tool><summary>Tool result</summary>{result_html(block)}</details>")
+        elif kind == "image":
+            parts.append("<div class=muted>[image]</div>")
+    if not parts:
+        if row["type"] == "system" and row["subtype"] == "compact_boundary":
+            parts.append("<div class=muted>Claude Code compacted the conversation here.</div>")
+        else:
+            return ""
+    role = row["role"] if row["role"] in ("user", "assistant") else "system"
+    who = {"user": "You" if not row["is_meta"] else "Harness", "assistant": "Claude"}.get(role, "System")
+    return (f"<article class='msg {role}' id='m-{esc(row['uuid'])}'><div class=meta><b>{who}</b>"
+            f"<span>{_when(row['created_at'])}</span><span>{esc(row['uuid'][:8])}</span></div>{''.join(parts)}</article>")
+
+
+def _label(block: dict) -> str:
+    data = block.get("input") if isinstance(block.get("input"), dict) else {}
+    for key in ("command", "file_path", "pattern", "url", "query", "description", "prompt", "path"):
+        if isinstance(data.get(key), str) and data[key].strip():
+            return one_line(lcm.mask.mask(data[key]), 100)
+    return ""
+
+
+def tool_html(block: dict, result: dict | None) -> str:
+    failed = bool(result and result.get("is_error"))
+    name = block.get("name") or "tool"
+    data = lcm.mask.mask_tree(block.get("input"))  # decoded strings masked before they are dumped
+    body = f"<pre>{esc(json.dumps(data, ensure_ascii=False, indent=1))}</pre>"
+    if result is not None:
+        body += f"<div class=meta>{'failed' if failed else 'result'}</div>{result_html(result)}"
+    return (f"<details class=tool><summary><b>{esc(name)}</b> {esc(_label(block))}"
+            f"{' <span class=failed>failed</span>' if failed else ''}</summary>{body}</details>")
+
+
+def result_html(block: dict) -> str:
+    content = block.get("content")
+    if isinstance(content, list):
+        content = "\n".join(str(c.get("text", "[image]" if c.get("type") == "image" else ""))
+                            for c in content if isinstance(c, dict))
+    return f"<pre>{shown(content)}</pre>"
+
+
+# -- the summary DAG ----------------------------------------------------------------------------
+
+def dag_page(conn, session_id: str, params: dict) -> str:
+    row = _session_row(conn, session_id)
+    nodes = conn.execute(
+        "SELECT s.id, s.kind, s.depth, s.parent_id, s.token_count, s.descendant_count, s.level,"
+        " s.earliest_at, s.latest_at, m.seq AS first_seq FROM summaries s JOIN messages m ON m.id = s.first_message_id"
+        " WHERE s.session_id = ? ORDER BY s.depth DESC, m.seq LIMIT ?", (session_id, DAG_NODES)).fetchall()
+    title = lcm.sessions.title(conn, session_id, row["title"], 0)
+    sid = quote(session_id, safe="")
+    head = (f"<h1>Summary DAG: {shown(title)}</h1><p class=meta><a href='{link('/s/' + sid)}'>Conversation</a>"
+            f" &middot; {len(nodes)} summaries &middot; depth by row, the newest to the right; click a node</p>")
+    if not nodes:
+        return layout(title, head + "<p>No summaries yet: this session has not been compacted.</p>")
+    return layout(title, head + f"<div class=dag><div class=canvas>{dag_svg(nodes)}</div>"
+                  "<aside id=panel><p class=muted>Click a node to see its text and its sources.</p></aside></div>",
+                  wide=True)
+
+
+def dag_svg(nodes) -> str:
+    """Rows by depth (the deepest on top); leaves left to right in conversation order; a parent
+    centred over its children."""
+    by_id = {n["id"]: n for n in nodes}
+    children: dict[str, list] = {}
+    for n in nodes:
+        if n["parent_id"] in by_id:
+            children.setdefault(n["parent_id"], []).append(n)
+    top = max(n["depth"] for n in nodes)
+    x: dict[str, float] = {}
+    slot = 0
+    for n in sorted(nodes, key=lambda n: (n["depth"], n["first_seq"])):  # shallow first, in order
+        kids = children.get(n["id"])
+        if kids and all(k["id"] in x for k in kids):
+            x[n["id"]] = sum(x[k["id"]] for k in kids) / len(kids)
+        else:
+            x[n["id"]] = slot * (NODE_W + GAP_X)
+            slot += 1
+    width = int(max(x.values()) + NODE_W + 2 * GAP_X)
+    height = (top + 1) * ROW_H + 10
+    y = {n["id"]: 5 + (top - n["depth"]) * ROW_H for n in nodes}
+    lines, boxes = [], []
+    for n in nodes:
+        parent = n["parent_id"]
+        if parent in by_id:
+            lines.append(f"<line x1='{x[parent] + NODE_W / 2 + GAP_X:.0f}' y1='{y[parent] + NODE_H}'"
+                         f" x2='{x[n['id']] + NODE_W / 2 + GAP_X:.0f}' y2='{y[n['id']]}'/>")
+        classes = "node leaf" if n["kind"] == "leaf" else "node"
+        if n["level"] in ("extractive", "truncated", "fallback"):
+            classes += " fallback"
+        label = f"d{n['depth']} {n['descendant_count']} msgs {n['token_count']} tok"
+        tip = f"{n['id']} ({n['kind']}, {n['level']}): {(n['earliest_at'] or '')[:16]} to {(n['latest_at'] or '')[:16]}"
+        boxes.append(f"<a class='{classes}' href='{link('/n/' + n['id'])}' data-id='{esc(n['id'])}'>"
+                     f"<title>{esc(tip)}</title><rect x='{x[n['id']] + GAP_X:.0f}' y='{y[n['id']]}' rx=4"
+                     f" width='{NODE_W}' height='{NODE_H}'/><text x='{x[n['id']] + GAP_X + 6:.0f}'"
+                     f" y='{y[n['id']] + 14}'>{esc(n['id'][:12])}</text><text x='{x[n['id']] + GAP_X + 6:.0f}'"
+                     f" y='{y[n['id']] + 28}'>{esc(label)}</text></a>")
+    return (f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}'"
+            f" viewBox='0 0 {width} {height}' role=img aria-label='summary DAG'>{''.join(lines)}{''.join(boxes)}</svg>")
+
+
+def node_page(conn, node_id: str, params: dict) -> str:
+    node = conn.execute("SELECT * FROM summaries WHERE id = ?", (node_id,)).fetchone()
+    if node is None:
+        raise NotFound(f"no summary {node_id!r}")
+    sid = quote(node["session_id"], safe="")
+    parts = [f"<h2>{esc(node['id'])}</h2><p class=meta>{esc(node['kind'])}, depth {node['depth']}, "
+             f"{esc(node['level'])} &middot; {node['token_count']} tokens from {node['source_token_count']} &middot; "
+             f"{node['descendant_count']} messages &middot; {_when(node['earliest_at'])} to {_when(node['latest_at'])}"
+             + (f" &middot; parent <a class=node href='{link('/n/' + node['parent_id'])}'>{esc(node['parent_id'])}</a>"
+                if node["parent_id"] else "") + "</p>",
+             f"<div class=text>{shown(node['content'])}</div>"]
+    if node["kind"] == "condensed":
+        kids = conn.execute("SELECT s.id, s.depth, s.descendant_count, substr(s.content, 1, 300) AS head"
+                            " FROM summary_sources x JOIN summaries s ON s.id = x.child_id"
+                            " WHERE x.summary_id = ? ORDER BY x.ord", (node_id,)).fetchall()
+        parts.append(f"<h3>Sources: {len(kids)} summaries</h3><ul>" + "".join(
+            f"<li><a class=node href='{link('/n/' + k['id'])}'>{esc(k['id'])}</a> "
+            f"<span class=meta>depth {k['depth']}, {k['descendant_count']} messages</span>"
+            f"<div>{shown(one_line(k['head'], 200))}</div></li>" for k in kids) + "</ul>")
+    else:
+        rows = conn.execute(
+            "SELECT m.id, m.uuid, m.role, m.type, m.subtype, m.created_at, m.thread, m.is_meta, m.model, m.raw"
+            " FROM summary_sources x JOIN messages m ON m.id = x.message_id WHERE x.summary_id = ? ORDER BY m.seq",
+            (node_id,)).fetchall()
+        parts.append(f"<h3>Sources: {len(rows)} messages</h3>")
+        for row in rows:
+            entry = _entry(row["raw"])
+            piece = message_html(row, entry, {}, set()) or (
+                f"<article class='msg system' id='m-{esc(row['uuid'])}'><div class=meta>{esc(row['uuid'][:8])}</div></article>")
+            original = esc(lcm.mask.mask_bytes(row["raw"]).decode("utf-8", "replace"))
+            parts.append(piece.replace("</article>",
+                         f"<div class=meta><a href='{link('/s/' + sid, at=row['uuid'])}#m-{esc(row['uuid'])}'>in the"
+                         f" conversation</a></div><details><summary class=meta>Original line (masked)</summary>"
+                         f"<pre>{original}</pre></details></article>", 1))
+    fragment = "".join(parts)
+    if params.get("part") == "1":
+        return fragment
+    return layout(node["id"], f"<p class=meta><a href='{link('/s/' + sid + '/dag')}'>Back to the DAG</a></p>" + fragment)
+
+
+# -- search -------------------------------------------------------------------------------------
+
+def search_page(conn, params: dict) -> str:
+    query = params.get("q", "").strip()
+    if not query:
+        return layout("Search", "<h1>Search</h1><p class=muted>Type words, a phrase or an id in the box above.</p>")
+    doc = lcm.search.search(conn, query, all_sessions=True, limit=SEARCH_RESULTS)
+    words = [w for w in re.findall(r"\w+", query) if len(w) > 1]
+    finder = re.compile("|".join(re.escape(html.escape(w)) for w in sorted(words, key=len, reverse=True)),
+                        re.I) if words else None
+    body = [f"<h1>Search: {esc(query)}</h1><p class=muted>{doc['count']} result{'s' if doc['count'] != 1 else ''}"
+            f"{' (more not shown)' if doc.get('has_more') else ''}</p>"]
+    titles: dict[str, str] = {}
+    for hit in doc["results"]:
+        sid = hit.get("session_id") or ""
+        if sid and sid not in titles:
+            srow = conn.execute("SELECT title FROM sessions WHERE session_id = ?", (sid,)).fetchone()
+            titles[sid] = lcm.sessions.title(conn, sid, srow["title"] if srow else None, 0)
+        snippet = shown(hit["snippet"])
+        if finder:
+            snippet = finder.sub(lambda m: f"<mark>{m.group(0)}</mark>", snippet)
+        if hit["type"] == "message":
+            target = f"{link('/s/' + quote(sid, safe=''), at=hit['uuid'])}#m-{esc(hit['uuid'])}"
+        elif hit["type"] == "summary":
+            target = link("/n/" + hit["id"])
+        else:
+            target = link("/s/" + quote(sid, safe="")) if sid else ""
+        head = f"<a class=hit-link href='{target}'>{esc(hit['type'])} {esc(hit['id'][:12])}</a>" if target else esc(hit["type"])
+        body.append(f"<div class=hit>{head} <span class=meta>{shown(titles.get(sid, ''))} &middot; "
+                    f"{_when(hit.get('created_at'))}</span><div>{snippet}</div></div>")
+    return layout(f"Search: {query}", "".join(body), query=query)
