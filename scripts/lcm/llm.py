@@ -355,7 +355,7 @@ def json_output_format(schema: dict | None) -> dict | None:
         return None
 
 
-def _text_of(content) -> str:
+def _content_text(content) -> str:
     return "".join(block.text for block in content if getattr(block, "type", "") == "text")
 
 
@@ -393,7 +393,7 @@ def map_message(client, params: dict, timeout: float) -> tuple[str, int, int]:
             raise ModelConfigError("no Anthropic credentials found", NO_BACKEND_HINT) from None
         raise
     usage = response.usage
-    return _text_of(response.content), usage.input_tokens or 0, usage.output_tokens or 0
+    return _content_text(response.content), usage.input_tokens or 0, usage.output_tokens or 0
 
 
 def _call_before(client, params: dict, deadline: float, timeout: float, retries: int):
@@ -425,7 +425,7 @@ def _call_before(client, params: dict, deadline: float, timeout: float, retries:
     raise ModelError(f"timed out after {timeout:g}s")
 
 
-def _block_param(block) -> dict | None:
+def _map_block_param(block) -> dict | None:
     if block.type == "text":
         return {"type": "text", "text": block.text} if block.text else None
     if block.type == "tool_use":
@@ -445,11 +445,11 @@ def map_tool_loop(client, params: dict, messages: list, run_tool, *, max_turns: 
         response = _call_before(client, {**params, "messages": messages}, deadline, timeout, retries)
         tally.input_tokens += response.usage.input_tokens or 0
         tally.output_tokens += response.usage.output_tokens or 0
-        content = [_block_param(block) for block in response.content]
+        content = [_map_block_param(block) for block in response.content]
         messages.append({"role": "assistant", "content": [c for c in content if c] or "(empty)"})
         calls = [block for block in response.content if block.type == "tool_use"]
         if not calls:
-            return _text_of(response.content)
+            return _content_text(response.content)
         tally.tool_turns += 1
         if tally.tool_turns > max_turns:
             raise TurnLimitReached(f"no final answer within --max-turns {max_turns}")
@@ -489,7 +489,7 @@ def batch_results(client, batch_id: str):
         result = line.result
         if result.type == "succeeded":
             message = result.message
-            yield BatchResult(line.custom_id, "succeeded", _text_of(message.content),
+            yield BatchResult(line.custom_id, "succeeded", _content_text(message.content),
                               message.usage.input_tokens or 0, message.usage.output_tokens or 0)
         elif result.type == "errored":
             error = result.error.error
