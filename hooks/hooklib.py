@@ -249,7 +249,7 @@ def detach(script: str, args: list[str], payload: dict) -> None:
 
 def run_detached(event: str, sid: str, script: str, args: list[str]) -> int:
     """Run scripts/<script> as detached work: its failure (exit status, `Error:`/`Hint:` text or
-    exception) becomes one line in lcm.log, since nobody sees its stderr."""
+    exception) or its `Warning:` becomes one line in lcm.log, since nobody sees its stderr."""
     import io
     import runpy
     setup_path()
@@ -265,9 +265,11 @@ def run_detached(event: str, sid: str, script: str, args: list[str]) -> int:
         captured.write(f"{type(exc).__name__}: {exc}")
     finally:
         sys.stderr = sys.__stderr__
-    if code:
-        log(event, {"session_id": sid}, f"detached {script} {' '.join(args)} failed (exit {code}): "
-                                        + captured.getvalue().strip()[-2000:])
+    text = captured.getvalue().strip()
+    # a compaction whose model failed succeeds (fallback summaries) but says why on stderr
+    if code or "Warning:" in text:
+        outcome = f"failed (exit {code})" if code else "finished with a warning"
+        log(event, {"session_id": sid}, f"detached {script} {' '.join(args)} {outcome}: " + text[-2000:])
     return code
 
 

@@ -59,6 +59,8 @@ def compact_now(conn, sid: str, compaction) -> None:
     result = compaction.compact(conn, sid, mode="full", time_budget=TIME_BUDGET_SECONDS)
     if isinstance(result, dict) and result.get("stopped") == "time_budget":
         note(f"compaction stopped at its {TIME_BUDGET_SECONDS}s budget; the rest runs on a later Stop")
+    if isinstance(result, dict) and result.get("model_failure"):
+        note(f"the model failed ({result['model_failure']}): summaries written at level fallback")
 
 
 def handle(payload: dict):
@@ -69,10 +71,9 @@ def handle(payload: dict):
         return None
     try:
         import lcm.compact
-    except ImportError:
-        note("lcm/compact.py is missing: no compaction before Claude Code's")
-    else:
         compact_now(conn, sid, lcm.compact)
+    except Exception as exc:  # noqa: BLE001 - the instructions below matter more than this pass
+        note(f"compaction before Claude Code's failed: {type(exc).__name__}: {getattr(exc, 'message', exc)}")
     if not hooklib.flag("LCM_INJECT"):
         return None
     # plain text, not JSON: PreCompact has no hookSpecificOutput, stdout joins the custom instructions

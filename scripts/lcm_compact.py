@@ -6,14 +6,18 @@ Condensed pass: at the shallowest depth with LCM_CONDENSED_MIN_FANOUT adjacent s
 a parent, the oldest that many become one summary a level up. Every node escalates until it is shorter than its
 source: 1 = details kept at the target size, 2 = bullets at half the target, 3 = the source cut
 to 512 tokens; with LCM_LLM=none the first level is a deterministic extractive summary.
+A model that fails (unreachable, refused key, overloaded) never fails the run: its summaries are
+written extractively at level "fallback" (one failed call per run, not one per chunk), and a
+later run with a working model upgrades them in place, keeping their ids (the text replaced
+stays in summary_versions).
 
 Usage:
   python3 scripts/lcm_compact.py [--session ID | --all] [--full | --until-under TOKENS | --upgrade] [--dry-run] [--json]
 
 Modes: incremental (default: one leaf pass when the raw tokens outside the fresh tail exceed
 LCM_LEAF_CHUNK_TOKENS, then condensation), --full (until nothing is eligible), --until-under
-(until the active context is under TOKENS), --upgrade (rewrite extractive summaries with the
-model, keeping their ids), --dry-run (say what would happen, write nothing).
+(until the active context is under TOKENS), --upgrade (rewrite extractive and fallback summaries
+with the model, keeping their ids), --dry-run (say what would happen, write nothing).
 
 Examples:
   python3 "$LCM_SCRIPTS/lcm_compact.py" --json
@@ -29,6 +33,7 @@ import lcm.cli
 import lcm.config
 import lcm.db
 import lcm.compact
+import lcm.llm
 from lcm.errors import LcmError
 
 
@@ -60,19 +65,27 @@ def _main(argv):
         sessions = [session]
     mode = "full" if args.full else "upgrade" if args.upgrade else "incremental"
     results, calls_left = [], lcm.config.get("LCM_MAX_SUMMARY_CALLS")
+    breaker = lcm.llm.Breaker()  # one failing backend is found once per run, not once per session
     for session in sessions:  # one spend guard for the whole run, across sessions
         results.append(lcm.compact.compact(conn, session, mode=mode, until_under=args.until_under, dry_run=args.dry_run,
-                               time_budget=args.time_budget, max_calls=calls_left))
+                               time_budget=args.time_budget, max_calls=calls_left, breaker=breaker))
         calls_left -= results[-1]["model_calls"]
         if results[-1]["stopped"] in ("call_limit", "time_budget"):
             break
+    if breaker.failure is not None:
+        fallback = sum(r["levels"]["fallback"] for r in results)
+        done = (f"{fallback} summaries were written without it (level fallback); a later run with a working"
+                " model upgrades them" if fallback else "the fallback summaries wait for a run with a working model")
+        sys.stderr.write(f"Warning: the model failed ({breaker.failure.message}); {done}\n"
+                         f"Hint: {breaker.failure.hint}\n")
     if args.json:
         if args.all:
             total = {k: sum(r[k] for r in results) for k in
                      ("leaf_created", "condensed_created", "upgraded", "model_calls", "tokens_before",
                       "tokens_after")}
             total["levels"] = {k: sum(r["levels"][k] for r in results) for k in lcm.compact.LEVELS}
-            lcm.cli.print_json({**total, "sessions": results, "count": len(results)})
+            lcm.cli.print_json({**total, "sessions": results, "count": len(results),
+                                "model_failure": breaker.failure.message if breaker.failure else None})
         else:
             lcm.cli.print_json(results[0])
         return 0

@@ -168,9 +168,12 @@ def _print(doc: dict) -> None:
                 f"{x['summary_id']} {x['problems'][0]}" for x in g["faults"][:3]))
         out.write(_line(g["status"], "summary DAG", text))
         b = doc["fallback"]
-        text = f"{b['extractive']} extractive, {b['truncated']} truncated summaries"
+        text = f"{b['extractive']} extractive, {b['fallback']} fallback, {b['truncated']} truncated summaries"
+        if b["fallback"]:
+            text += (f" (fallback: the model failed while writing them: {', '.join(b['fallback_ids'][:3])}"
+                     + (" ..." if b["fallback"] > 3 else "") + ")")
         if b["upgradable"]:
-            text += (f"; a model ({b['backend']}) can now rewrite the extractive ones: lcm_compact.py --upgrade"
+            text += (f"; a model ({b['backend']}) can now rewrite them: lcm_compact.py --upgrade"
                      f" --session {b['sessions'][0]}" + (" (and each other session listed by --json)" if len(b['sessions']) > 1 else ""))
         out.write(_line(b["status"], "fallback summaries", text))
     st = doc["stale"]

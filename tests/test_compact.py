@@ -528,18 +528,20 @@ def test_rate_limit_and_overload_are_retried(tmp_path, monkeypatch, fake_api, ca
     assert len(fake_api.requests) == 3 and result["model_calls"] == 1
 
 
-def test_auth_failure_writes_nothing_and_says_what_to_fix(tmp_path, monkeypatch, fake_api, capsys):
+def test_refused_key_falls_back_and_says_what_to_fix(tmp_path, monkeypatch, fake_api, capsys):
     conn, t = one_leaf_session(tmp_path, monkeypatch)
     fake_api.enqueue(status=401)
-    assert lcm_compact.main(["--session", t.session_id, "--full"]) == 1
+    assert lcm_compact.main(["--session", t.session_id, "--full"]) == 0
     err = capsys.readouterr().err
-    assert "refused the credentials" in err and "ANTHROPIC_API_KEY" in err and "LCM_LLM=none" in err
+    assert "refused the credentials" in err and "ANTHROPIC_API_KEY" in err and "level fallback" in err
     assert "Traceback" not in err
-    assert conn.execute("SELECT COUNT(*) FROM summaries").fetchone()[0] == 0
-    assert conn.execute("SELECT COUNT(*) FROM summary_sources").fetchone()[0] == 0
+    rows = conn.execute("SELECT * FROM summaries").fetchall()
+    assert [r["level"] for r in rows] == ["fallback"] and rows[0]["model"] is None
+    assert len(fake_api.requests) == 1          # a refused key is not retried
+    check_dag(conn, t.session_id, 0)
 
 
-def test_persistent_overload_stops_the_run_keeping_finished_nodes(tmp_path, monkeypatch, fake_api, capsys):
+def test_persistent_overload_falls_back_once_and_a_later_run_upgrades(tmp_path, monkeypatch, fake_api, capsys):
     monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "100")
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "0")
     t = session_with(tmp_path, turns=8)
@@ -548,13 +550,32 @@ def test_persistent_overload_stops_the_run_keeping_finished_nodes(tmp_path, monk
     fake_api.enqueue("first\nFiles: none\nExpand for details about: x")
     for _ in range(lcm.llm.DEFAULT_MAX_RETRIES + 1):
         fake_api.enqueue(status=529)
-    assert lcm_compact.main(["--session", t.session_id, "--full"]) == 1
+    assert lcm_compact.main(["--session", t.session_id, "--full"]) == 0
     err = capsys.readouterr().err
-    assert "529" in err and "retry later" in err and "Traceback" not in err
-    assert check_dag(conn, t.session_id, 0, complete=False)["nodes"] == 1
-    fake_api.respond(lambda body: "later\nFiles: none\nExpand for details about: x")
-    lcm.compact.compact(conn, t.session_id, mode="full")
+    assert "529" in err and "Traceback" not in err
+    # the breaker: one failed call (with the SDK's retries), then no request for the other chunks
+    assert len(fake_api.requests) == 1 + lcm.llm.DEFAULT_MAX_RETRIES + 1
     check_dag(conn, t.session_id, 0)
+    levels = dict(conn.execute("SELECT level, count(*) FROM summaries GROUP BY level").fetchall())
+    assert levels.get("normal") == 1 and levels["fallback"] >= 2
+    before = {r["id"]: r for r in conn.execute("SELECT * FROM summaries WHERE level = 'fallback'")}
+    tree = conn.execute("SELECT summary_id, ord, message_id, child_id FROM summary_sources ORDER BY 1, 2").fetchall()
+    parents = dict(conn.execute("SELECT id, parent_id FROM summaries").fetchall())
+
+    fake_api.respond(lambda body: "later\nFiles: none\nExpand for details about: x")
+    result = lcm.compact.compact(conn, t.session_id, mode="incremental")
+    assert result["upgraded"] == len(before) and result["model_failure"] is None
+    after = {r["id"]: r for r in conn.execute("SELECT * FROM summaries")}
+    assert all(after[i]["level"] == "normal" and after[i]["content"].startswith("later") for i in before)
+    # the DAG is the same graph: same ids, same sources, same parents; the old texts are kept
+    assert conn.execute("SELECT summary_id, ord, message_id, child_id FROM summary_sources ORDER BY 1, 2").fetchall() == tree
+    assert dict(conn.execute("SELECT id, parent_id FROM summaries").fetchall()) == parents
+    kept = {r["summary_id"]: r for r in conn.execute("SELECT * FROM summary_versions")}
+    assert set(kept) == set(before)
+    assert all(kept[i]["content"] == before[i]["content"] and kept[i]["level"] == "fallback" for i in before)
+    check_dag(conn, t.session_id, 0)
+    again = lcm.compact.compact(conn, t.session_id, mode="incremental")
+    assert again["upgraded"] == 0 and again["model_calls"] == 0
 
 
 def test_spend_guard_caps_model_calls(tmp_path, monkeypatch, fake_api, capsys):

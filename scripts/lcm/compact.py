@@ -20,7 +20,11 @@ from lcm.config import estimate_tokens
 from lcm.errors import LcmError
 
 TRUNCATE_TOKENS = 512
-LEVELS = ("normal", "aggressive", "truncated", "extractive")
+# normal/aggressive: the model's (levels 1 and 2); truncated: level 3, the source cut short;
+# extractive: written without a model by choice (LCM_LLM=none); fallback: the model failed during
+# the pass, so the extractive text (or the cut) stands in until a later run upgrades it
+LEVELS = ("normal", "aggressive", "truncated", "extractive", "fallback")
+UPGRADABLE = ("extractive", "fallback")  # what --upgrade rewrites; a normal run upgrades 'fallback' only
 FILE_ID = lcm.extract.FILE_ID
 
 
@@ -85,9 +89,12 @@ def _condensed_source(depth: int, children) -> tuple[str, str]:
 
 
 class Compactor:
-    def __init__(self, conn, session_id: str, backend: str, model: str | None, max_calls: int):
+    def __init__(self, conn, session_id: str, backend: str, model: str | None, max_calls: int,
+                 breaker: lcm.llm.Breaker | None = None, deadline: float | None = None):
         self.conn, self.session_id, self.backend, self.model = conn, session_id, backend, model
         self.max_calls = max_calls
+        self.breaker = breaker or lcm.llm.Breaker()  # shared by the sessions of one --all run
+        self.deadline = deadline
         self.calls = 0
         self.levels = dict.fromkeys(LEVELS, 0)
         self.created: list[str] = []
@@ -121,6 +128,8 @@ class Compactor:
             text = extractive(min(target, source_tokens - 1))
             if text and estimate_tokens(text) < source_tokens:
                 return text, "extractive", None
+        elif self.breaker.failure is not None:  # the backend failed earlier in this pass: no new call
+            return self._fallback(source, span, source_tokens, target, extractive)
         else:
             system = lcm.prompts.prompt("system")
             for level, goal in ((1, target), (2, max(target // 2, 1))):
@@ -130,11 +139,33 @@ class Compactor:
                 body = lcm.prompts.fill(lcm.prompts.prompt(lcm.prompts.prompt_name(depth, level)),
                                         target_tokens=goal, span=span, previous=previous or "none", source=source)
                 self.calls += 1
-                done = lcm.llm.complete(system, body, max_tokens=2 * goal, model=self.model, backend=self.backend)
+                try:
+                    done = self.breaker.complete(system, body, max_tokens=2 * goal, model=self.model,
+                                                 backend=self.backend, **self._call_limits())
+                except lcm.llm.ModelError:
+                    return self._fallback(source, span, source_tokens, target, extractive)
                 text = done.text.strip()
                 if text and estimate_tokens(text) < source_tokens:
                     return text, ("normal" if level == 1 else "aggressive"), done.model
         return lcm.extract.truncate(source, span, min(TRUNCATE_TOKENS, source_tokens - 1)), "truncated", None
+
+    def _fallback(self, source, span, source_tokens, target, extractive) -> tuple[str, str, str | None]:
+        """The model failed (this call or earlier in the pass): the extractive summary, else the
+        level-3 cut, at level 'fallback' so a later run with a working model upgrades it. An
+        upgrade has nothing to fall back to (extractive is None): its node stays as it is."""
+        if extractive is not None:
+            text = extractive(min(target, source_tokens - 1))
+            if text and estimate_tokens(text) < source_tokens:
+                return text, "fallback", None
+        return lcm.extract.truncate(source, span, min(TRUNCATE_TOKENS, source_tokens - 1)), "fallback", None
+
+    def _call_limits(self) -> dict:
+        """A pass under a time budget (the PreCompact hook) gives each call what is left of it,
+        with one retry, so a hung API cannot hold the pass far past its budget."""
+        if self.deadline is None:
+            return {}
+        return {"timeout": max(1.0, min(lcm.llm.DEFAULT_TIMEOUT, (self.deadline - time.monotonic()) / 2)),
+                "max_retries": 1}
 
     def _previous(self, depth: int, before_message_id: int) -> str:
         """The summary at this depth that ends last before the given message, in conversation order."""
@@ -208,19 +239,21 @@ class Compactor:
         self._count(node_id, level)
         return node_id
 
-    def upgrade_pass(self) -> str | None:
-        """Rewrite the oldest, shallowest extractive summary with the model, in place.
+    def upgrade_pass(self, levels: tuple = UPGRADABLE) -> str | None:
+        """Rewrite the oldest, shallowest summary at one of `levels` with the model, in place.
 
         Children go before their parents, so a parent is rebuilt from upgraded children. The
-        node keeps its id, place and sources; only its text, level and model change. A model
-        answer that cannot beat the source leaves the extractive text as it is.
+        node keeps its id, place, parent and sources (the DAG and every id that points at it
+        stay valid); its text, level and model change, and the text it had is kept in
+        summary_versions, so nothing written is lost. A model answer that cannot beat the
+        source, or a model failure, leaves the node as it is.
         """
         skip = ",".join("?" * len(self.not_upgraded))
         node = self.conn.execute(
-            "SELECT * FROM summaries WHERE session_id = ? AND level = 'extractive'"
+            f"SELECT * FROM summaries WHERE session_id = ? AND level IN ({','.join('?' * len(levels))})"
             + (f" AND id NOT IN ({skip})" if skip else "")
             + " ORDER BY depth, (SELECT seq FROM messages WHERE id = first_message_id) LIMIT 1",
-            (self.session_id, *self.not_upgraded)).fetchone()
+            (self.session_id, *levels, *self.not_upgraded)).fetchone()
         if node is None:
             return None
         if node["kind"] == "leaf":
@@ -237,17 +270,21 @@ class Compactor:
             source_tokens = max(sum(c["token_count"] for c in children), 1)
         content, level, model = self.summarise(node["depth"], source, source_tokens, span,
                                                self._previous(node["depth"], node["first_message_id"]), None)
-        if level == "truncated":
+        if level in ("truncated", "fallback"):
             self.not_upgraded.append(node["id"])
             return node["id"]
         content = lcm.mask.mask(content)
         with _atomic(self.conn):
+            self.conn.execute(
+                "INSERT INTO summary_versions (summary_id, content, level, model, token_count, written_at, replaced_at)"
+                " SELECT id, content, level, model, token_count, created_at, ? FROM summaries WHERE id = ?",
+                (lcm.config.now_iso(), node["id"]))
             if lcm.schema.fts_enabled(self.conn):  # external-content FTS: swap the indexed text by hand
                 self.conn.execute("INSERT INTO summaries_fts (summaries_fts, rowid, content)"
                                   " SELECT 'delete', rowid, content FROM summaries WHERE id = ?", (node["id"],))
             self.conn.execute(
                 "UPDATE summaries SET content = ?, token_count = ?, source_token_count = ?, level = ?, model = ?"
-                " WHERE id = ? AND level = 'extractive'",
+                " WHERE id = ? AND level IN ('extractive', 'fallback')",
                 (content, estimate_tokens(content), source_tokens, level, model, node["id"]))
             if lcm.schema.fts_enabled(self.conn):
                 self.conn.execute("INSERT INTO summaries_fts (rowid, content) SELECT rowid, content FROM summaries"
@@ -276,11 +313,16 @@ class Compactor:
 # ---------------------------------------------------------------------------
 
 def compact(conn, session_id: str, *, mode: str = "incremental", until_under: int | None = None,
-            dry_run: bool = False, time_budget: float | None = None, max_calls: int | None = None) -> dict:
+            dry_run: bool = False, time_budget: float | None = None, max_calls: int | None = None,
+            breaker: lcm.llm.Breaker | None = None) -> dict:
     """Run one compaction of a session under its lock; returns the --json document.
 
-    mode: "incremental" | "full" | "upgrade" (rewrite extractive summaries with the model).
+    mode: "incremental" | "full" | "upgrade" (rewrite extractive and fallback summaries with the model).
     max_calls: the spend guard for this run (default LCM_MAX_SUMMARY_CALLS).
+    A model that fails never fails the pass: its summaries are written at level 'fallback'
+    (model_failure says why), and the breaker (shared across the sessions of one run) keeps
+    every later call of the pass from trying again. A later run with a working model upgrades
+    them first-come, within the same spend guard.
     """
     if conn.execute("SELECT 1 FROM messages WHERE session_id = ? LIMIT 1", (session_id,)).fetchone() is None:
         raise LcmError(f"no messages for session {session_id}", "list sessions with lcm_sessions.py, or ingest first")
@@ -295,14 +337,15 @@ def compact(conn, session_id: str, *, mode: str = "incremental", until_under: in
     with session_lock(session_id):
         if not dry_run and mode != "upgrade":
             rebuild_stale(conn, session_id)
-        work = Compactor(conn, session_id, "none" if dry_run else backend, model, max_calls)
+        work = Compactor(conn, session_id, "none" if dry_run else backend, model, max_calls, breaker,
+                         None if time_budget is None else started + time_budget)
         before = active_context_tokens(conn, session_id)
         if dry_run:
             conn.execute("BEGIN IMMEDIATE")
         try:
             if mode == "upgrade" and dry_run:
                 work.upgraded = conn.execute("SELECT COUNT(*) FROM summaries WHERE session_id = ?"
-                                             " AND level = 'extractive'", (session_id,)).fetchone()[0]
+                                             " AND level IN ('extractive', 'fallback')", (session_id,)).fetchone()[0]
             else:
                 _passes(work, mode, until_under, started, time_budget)
             after = active_context_tokens(conn, session_id)
@@ -314,6 +357,7 @@ def compact(conn, session_id: str, *, mode: str = "incremental", until_under: in
               "tokens_before": before, "tokens_after": after, "mode": mode if until_under is None else "until_under",
               "backend": backend, "model": model, "max_model_calls": work.max_calls, "stopped": work.stopped,
               "upgraded": work.upgraded, "dry_run": dry_run, "created": [] if dry_run else work.created,
+              "model_failure": work.breaker.failure.message if work.breaker.failure else None,
               "seconds": round(time.monotonic() - started, 3)}
     if dry_run:
         nodes = work.leaf_created + work.condensed_created
@@ -324,6 +368,15 @@ def compact(conn, session_id: str, *, mode: str = "incremental", until_under: in
             result.update(would_upgrade=work.upgraded, upgraded=0,
                           model_calls_needed=f"{work.upgraded}-{2 * work.upgraded}")
     return result
+
+
+def fallback_summaries(conn, limit: int | None = None) -> list[dict]:
+    """Summaries written without the model because it failed during their pass (level
+    'fallback'), oldest first: what `lcm_compact.py --upgrade` (or any run with a working model)
+    rewrites. For lcm_doctor.py."""
+    rows = conn.execute("SELECT id, session_id, kind, depth, created_at FROM summaries WHERE level = 'fallback'"
+                        " ORDER BY created_at, id" + (" LIMIT ?" if limit else ""), (limit,) if limit else ())
+    return [dict(r) for r in rows]
 
 
 def rebuild_stale(conn, session_id: str) -> int:
@@ -348,7 +401,7 @@ def _passes(work: Compactor, mode: str, until_under: int | None, started: float,
         return work.stopped is not None
 
     if mode == "upgrade":
-        while not out_of_time() and work.upgrade_pass():
+        while not out_of_time() and work.breaker.failure is None and work.upgrade_pass():
             pass
         return
     if until_under is not None:
@@ -364,4 +417,9 @@ def _passes(work: Compactor, mode: str, until_under: int | None, started: float,
         while work.raw_tokens() > work.chunk_cap and not out_of_time() and work.leaf_pass():
             pass
     while not out_of_time() and work.condense_pass():
+        pass
+    # summaries an earlier pass wrote while the model was failing: now that it may work, upgrade
+    # them (after the due work, so a budgeted pass spends its time on what lowers the context first)
+    while work.backend != "none" and work.breaker.failure is None and not out_of_time() \
+            and work.upgrade_pass(levels=("fallback",)):
         pass

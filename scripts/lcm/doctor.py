@@ -14,6 +14,7 @@ import sqlite3
 import tempfile
 import time
 
+import lcm.compact
 import lcm.config
 import lcm.db
 import lcm.mask
@@ -128,14 +129,18 @@ def dag(conn) -> dict:
 
 
 def fallback_levels(conn, backend: dict) -> dict:
-    """Summaries written without a model (extractive) or cut short (truncated)."""
-    counts = dict(conn.execute("SELECT level, count(*) FROM summaries WHERE level IN ('extractive', 'truncated')"
-                               " GROUP BY level").fetchall())
+    """Summaries written without a model (extractive by choice, or fallback: the model failed
+    during their pass) or cut short (truncated)."""
+    counts = dict(conn.execute("SELECT level, count(*) FROM summaries WHERE level IN ('extractive', 'fallback',"
+                               " 'truncated') GROUP BY level").fetchall())
     sessions = [r[0] for r in conn.execute(
-        "SELECT session_id FROM summaries WHERE level = 'extractive' GROUP BY session_id"
+        "SELECT session_id FROM summaries WHERE level IN ('extractive', 'fallback') GROUP BY session_id"
         " ORDER BY count(*) DESC LIMIT ?", (LISTED,))]
-    upgradable = counts.get("extractive", 0) if backend["backend"] not in ("none", None) else 0
-    return {"status": _status(False, upgradable > 0), "extractive": counts.get("extractive", 0),
+    without = counts.get("extractive", 0) + counts.get("fallback", 0)
+    upgradable = without if backend["backend"] not in ("none", None) else 0
+    return {"status": _status(False, upgradable > 0 or counts.get("fallback", 0) > 0),
+            "extractive": counts.get("extractive", 0), "fallback": counts.get("fallback", 0),
+            "fallback_ids": [r["id"] for r in lcm.compact.fallback_summaries(conn, LISTED)],
             "truncated": counts.get("truncated", 0), "upgradable": upgradable, "backend": backend["backend"],
             "sessions": sessions}
 

@@ -21,6 +21,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 from dataclasses import dataclass
 
 import lcm.config
@@ -46,6 +47,10 @@ class ModelError(LcmError):
 
 class ModelConfigError(ModelError):
     """Missing or refused credentials, unknown model, missing backend: retrying cannot help."""
+
+
+class ModelRequestError(ModelError):
+    """The API refused this one request (too long, malformed): the backend itself works."""
 
 
 @dataclass
@@ -85,16 +90,21 @@ def resolve_backend(environ: dict | None = None) -> str:
 
 
 def session_model(conn, session_id: str | None) -> str | None:
-    """Model of the session's latest real assistant message (None when unknown)."""
+    """Model of the session's main thread (its latest real assistant message), None when unknown.
+
+    Sub-agent messages are skipped: they often run a smaller model (Haiku under an Opus session),
+    and "inherit the session's model" means the model the person was talking to.
+    """
     if conn is None or not session_id:
         return None
     row = conn.execute(
-        "SELECT model FROM messages WHERE session_id = ? AND model IS NOT NULL AND model != ''"
-        " AND model NOT LIKE '<%' ORDER BY id DESC LIMIT 1",  # '<synthetic>' marks harness messages
+        "SELECT model FROM messages WHERE session_id = ? AND is_sidechain = 0 AND model IS NOT NULL"
+        " AND model != '' AND model NOT LIKE '<%' ORDER BY id DESC LIMIT 1",  # '<synthetic>': harness lines
         (session_id,),
     ).fetchone()
     if row:
         return row[0]
+    # ingest records the main thread's model per session too (a vault whose rows lack it)
     row = conn.execute("SELECT model FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
     if row and row[0] and not row[0].startswith("<"):
         return row[0]
@@ -140,16 +150,14 @@ def _api_message(exc) -> str:
     return str(exc)
 
 
-def _anthropic_complete(system, messages, *, max_tokens, model, timeout, max_retries) -> Completion:
+def _create(params: dict, *, timeout: float, max_retries: int):
+    """One Messages API call (params masked by the caller); SDK errors become ModelError."""
     client = anthropic_client(timeout=timeout, max_retries=max_retries)
     import anthropic
 
     base = os.environ.get("ANTHROPIC_BASE_URL") or "the Anthropic API"
-    kwargs = {"model": model, "max_tokens": max_tokens, "messages": messages}
-    if system:
-        kwargs["system"] = system
     try:
-        response = client.messages.create(**kwargs)
+        return client.messages.create(**params)
     except TypeError as exc:  # the SDK found no credentials at all
         if "authentication" in str(exc).lower():
             raise ModelConfigError("no Anthropic credentials found", NO_BACKEND_HINT) from None
@@ -162,11 +170,11 @@ def _anthropic_complete(system, messages, *, max_tokens, model, timeout, max_ret
         ) from None
     except anthropic.NotFoundError as exc:
         raise ModelConfigError(
-            f"{base} does not know model {model!r} ({_api_message(exc)})",
+            f"{base} does not know model {params.get('model')!r} ({_api_message(exc)})",
             "set LCM_SUMMARY_MODEL to a model your key can use, e.g. claude-haiku-4-5",
         ) from None
     except anthropic.BadRequestError as exc:
-        raise ModelError(f"{base} rejected the request: {_api_message(exc)}",
+        raise ModelRequestError(f"{base} rejected the request: {_api_message(exc)}",
                          "the prompt may be too long for the model; lower LCM_LEAF_CHUNK_TOKENS") from None
     except anthropic.APITimeoutError:
         raise ModelError(f"{base} did not answer within {timeout:g}s ({max_retries} retries)",
@@ -179,10 +187,20 @@ def _anthropic_complete(system, messages, *, max_tokens, model, timeout, max_ret
             f"{base} failed with {exc.status_code} after {max_retries} retries: {_api_message(exc)}",
             "the API is busy or failing; retry later, or set LCM_LLM=none for extractive summaries",
         ) from None
-    text = "".join(block.text for block in response.content if getattr(block, "type", "") == "text")
+
+
+def _text_of(response) -> str:
+    return "".join(block.text for block in response.content if getattr(block, "type", "") == "text")
+
+
+def _anthropic_complete(system, messages, *, max_tokens, model, timeout, max_retries) -> Completion:
+    params = {"model": model, "max_tokens": max_tokens, "messages": messages}
+    if system:
+        params["system"] = system
+    response = _create(params, timeout=timeout, max_retries=max_retries)
     usage = response.usage
-    return Completion(text=text, input_tokens=usage.input_tokens or 0, output_tokens=usage.output_tokens or 0,
-                      model=response.model or model, backend="anthropic")
+    return Completion(text=_text_of(response), input_tokens=usage.input_tokens or 0,
+                      output_tokens=usage.output_tokens or 0, model=response.model or model, backend="anthropic")
 
 
 def masked_params(params: dict) -> dict:
@@ -319,19 +337,112 @@ def complete(system: str | None, messages, *, max_tokens: int, model: str | None
     raise ModelConfigError("no model backend is available (LCM_LLM resolves to none)", NO_BACKEND_HINT)
 
 
+class Breaker:
+    """A circuit breaker over complete() for one pass of many calls (a compaction).
+
+    The first failure of the backend itself (unreachable, refused key, overloaded past the
+    retries) opens it: every later call of the pass raises that failure at once, so a dead API
+    costs one call's retries, not one per chunk. A refused request (ModelRequestError: this
+    prompt, not the backend) leaves it closed.
+    """
+
+    def __init__(self):
+        self.failure: ModelError | None = None
+
+    def complete(self, *args, **kwargs) -> Completion:
+        if self.failure is not None:
+            raise self.failure
+        try:
+            return complete(*args, **kwargs)
+        except ModelRequestError:
+            raise
+        except ModelError as exc:
+            self.failure = exc
+            raise
+
+
 # ---------------------------------------------------------------------------
-# Calls the map tools make (lcm/maps): one Messages call per attempt with the errors sorted into
-# "this item failed" and "every item would fail"; a bounded tool loop with a deadline; the
-# Message Batches API. Kept apart from complete(): a map item must see why a call failed to
-# decide whether retrying helps, and its answers are SDK content blocks, not one text.
+# Tool loops (anthropic backend): the model calls tools that the caller runs in-process
+# ---------------------------------------------------------------------------
+
+@dataclass
+class ToolLoop:
+    """The end of a tool loop. `messages` is the whole conversation, the model's last turn
+    included, so a caller can append a user turn (e.g. feedback on a malformed answer) and
+    call tool_loop again to continue it."""
+    text: str
+    messages: list
+    turns: int                 # model calls made
+    input_tokens: int
+    output_tokens: int
+    model: str
+    stopped: str               # "answer" | "max_turns" (the model still wanted a tool)
+
+
+def _block_param(block) -> dict | None:
+    """A response content block as a request parameter (the model's turn, sent back to it)."""
+    if block.type == "text":
+        return {"type": "text", "text": block.text} if block.text else None
+    if block.type == "tool_use":
+        return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+    return None
+
+
+def tool_loop(system: str | None, messages, tools: list[dict], run_tool, *, max_turns: int, max_tokens: int,
+              model: str | None = None, force_answer: bool = True, deadline: float | None = None,
+              timeout: float = DEFAULT_TIMEOUT, max_retries: int = DEFAULT_MAX_RETRIES,
+              max_tool_output_chars: int = 100_000) -> ToolLoop:
+    """Let the model call `tools` until it answers, over at most `max_turns` model calls.
+
+    run_tool(name, input) -> (text, is_error) runs one call; an exception it raises ends the
+    loop (the caller's to handle). force_answer: the last allowed call offers no tool
+    (tool_choice none), so the loop ends with an answer; otherwise a tool call on the last
+    turn ends it with stopped="max_turns". deadline (time.monotonic()) bounds the whole loop:
+    each call's timeout is what is left. Everything sent is masked, tool results included.
+    Raises ModelError / ModelConfigError as complete() does.
+    """
+    messages = [{"role": "user", "content": messages}] if isinstance(messages, str) else list(messages)
+    model = model or DEFAULT_MODEL
+    used_in = used_out = 0
+    used_model = model
+    for turn in range(1, max_turns + 1):
+        params = {"model": model, "max_tokens": max_tokens, "tools": tools, "messages": messages}
+        if system:
+            params["system"] = system
+        if force_answer and turn == max_turns:
+            params["tool_choice"] = {"type": "none"}
+        call_timeout = timeout
+        if deadline is not None:
+            call_timeout = min(timeout, deadline - time.monotonic())
+            if call_timeout <= 0:
+                raise ModelError(f"no answer within the time allowed ({turn - 1} model calls made)",
+                                 "raise the timeout, or ask a narrower question")
+        response = _create(masked_params(params), timeout=call_timeout, max_retries=max_retries)
+        used_in += response.usage.input_tokens or 0
+        used_out += response.usage.output_tokens or 0
+        used_model = response.model or model
+        turn_blocks = [b for b in (_block_param(block) for block in response.content) if b]
+        messages.append({"role": "assistant", "content": turn_blocks or "(empty)"})
+        calls = [block for block in response.content if block.type == "tool_use"]
+        if not calls or turn == max_turns:
+            return ToolLoop(text=_text_of(response).strip(), messages=messages, turns=turn, input_tokens=used_in,
+                            output_tokens=used_out, model=used_model, stopped="max_turns" if calls else "answer")
+        results = []
+        for call in calls:
+            text, is_error = run_tool(call.name, dict(call.input or {}))
+            results.append({"type": "tool_result", "tool_use_id": call.id,
+                            "content": str(text)[:max_tool_output_chars], "is_error": bool(is_error)})
+        messages.append({"role": "user", "content": results})
+    raise ValueError("max_turns must be at least 1")
+
+
+# ---------------------------------------------------------------------------
+# Calls the map tools make (lcm/maps): one call whose errors say whether the item or every item
+# failed; a tool loop held to the item's deadline with a backoff of its own; Message Batches
 # ---------------------------------------------------------------------------
 
 class StructuredOutputRefused(ModelError):
     """The model refused `output_config` (structured outputs): send the plain prompt instead."""
-
-
-class TurnLimitReached(ModelError):
-    """A tool loop used up its tool-using turns without a final answer."""
 
 
 _STRUCTURED_WORDS = ("output_config", "output_format", "output format", "structured output", "json_schema")
@@ -353,10 +464,6 @@ def json_output_format(schema: dict | None) -> dict | None:
         return {"type": "json_schema", "schema": transform_schema(schema)}
     except Exception:
         return None
-
-
-def _content_text(content) -> str:
-    return "".join(block.text for block in content if getattr(block, "type", "") == "text")
 
 
 def _map_call_error(exc, timeout: float) -> ModelError:
@@ -393,7 +500,7 @@ def map_message(client, params: dict, timeout: float) -> tuple[str, int, int]:
             raise ModelConfigError("no Anthropic credentials found", NO_BACKEND_HINT) from None
         raise
     usage = response.usage
-    return _content_text(response.content), usage.input_tokens or 0, usage.output_tokens or 0
+    return _text_of(response), usage.input_tokens or 0, usage.output_tokens or 0
 
 
 def _call_before(client, params: dict, deadline: float, timeout: float, retries: int):
@@ -425,34 +532,26 @@ def _call_before(client, params: dict, deadline: float, timeout: float, retries:
     raise ModelError(f"timed out after {timeout:g}s")
 
 
-def _map_block_param(block) -> dict | None:
-    if block.type == "text":
-        return {"type": "text", "text": block.text} if block.text else None
-    if block.type == "tool_use":
-        return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
-    return None
-
-
 def map_tool_loop(client, params: dict, messages: list, run_tool, *, max_turns: int, deadline: float,
                   timeout: float, retries: int, tally) -> str:
     """Call the model with tools until it answers without one; return that answer's text.
 
     `messages` grows in place (so a retry continues the same conversation), `run_tool(name,
     input) -> (output, is_error)` runs one call, `tally.tool_turns` counts tool-using turns across
-    calls and `tally.input_tokens/output_tokens` what was spent. Raises TurnLimitReached after
+    calls and `tally.input_tokens/output_tokens` what was spent. Raises ModelError after
     `max_turns` tool-using turns, ModelConfigError or ModelError when a call fails."""
     while True:
         response = _call_before(client, {**params, "messages": messages}, deadline, timeout, retries)
         tally.input_tokens += response.usage.input_tokens or 0
         tally.output_tokens += response.usage.output_tokens or 0
-        content = [_map_block_param(block) for block in response.content]
+        content = [_block_param(block) for block in response.content]
         messages.append({"role": "assistant", "content": [c for c in content if c] or "(empty)"})
         calls = [block for block in response.content if block.type == "tool_use"]
         if not calls:
-            return _content_text(response.content)
+            return _text_of(response)
         tally.tool_turns += 1
         if tally.tool_turns > max_turns:
-            raise TurnLimitReached(f"no final answer within --max-turns {max_turns}")
+            raise ModelError(f"no final answer within --max-turns {max_turns}")
         results = []
         for call in calls:
             output, is_error = run_tool(call.name, dict(call.input or {}))
@@ -489,26 +588,10 @@ def batch_results(client, batch_id: str):
         result = line.result
         if result.type == "succeeded":
             message = result.message
-            yield BatchResult(line.custom_id, "succeeded", _content_text(message.content),
+            yield BatchResult(line.custom_id, "succeeded", _text_of(message),
                               message.usage.input_tokens or 0, message.usage.output_tokens or 0)
         elif result.type == "errored":
             error = result.error.error
             yield BatchResult(line.custom_id, "errored", error_type=error.type, error_message=error.message)
         else:
             yield BatchResult(line.custom_id, result.type)
-
-
-def map_needs_a_model(command: str, environ: dict | None = None) -> ModelConfigError:
-    """The error for a map tool when LCM_LLM resolves to none: its hint leads to a backend that
-    works (never to LCM_LLM=none, which is what stops it)."""
-    env = os.environ if environ is None else environ
-    if lcm.config.get("LCM_LLM", env) == "none":
-        return ModelConfigError(f"{command} needs a model, and LCM_LLM=none turns models off",
-                                "unset LCM_LLM (or set LCM_LLM=anthropic with ANTHROPIC_API_KEY, or LCM_LLM=claude "
-                                "with Claude Code logged in), then run the same command again")
-    if (env.get("ANTHROPIC_API_KEY") or env.get("ANTHROPIC_AUTH_TOKEN")) and not sdk_available():
-        return ModelConfigError(f"{command} needs a model: ANTHROPIC_API_KEY is set but the anthropic package "
-                                "is not installed", "python3 -m pip install anthropic, then run the same command again")
-    return ModelConfigError(f"{command} needs a model, and none is reachable: no ANTHROPIC_API_KEY and no "
-                            "`claude` on PATH", "set ANTHROPIC_API_KEY (and pip install anthropic), or install "
-                            "Claude Code and log in (`claude`, then /login)")

@@ -278,6 +278,24 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
         ) WITHOUT ROWID""",                     # was masked when stored (lcm/mask.py); older rows are masked on output
         "INSERT INTO vault_meta VALUES ('masked_from_message', (SELECT coalesce(max(id), 0) + 1 FROM messages))",
     ],
+    # 8: the earlier texts of summaries that an upgrade rewrote (extractive or fallback -> model):
+    # the node keeps its id and place in the DAG, and the text it replaced stays here
+    [
+        """CREATE TABLE summary_versions (
+            summary_id TEXT NOT NULL,           -- summaries.id (no FK: deleting a summary drops these by trigger)
+            content TEXT NOT NULL,              -- the text the summary had before the upgrade
+            level TEXT NOT NULL,                -- its level then (extractive | fallback)
+            model TEXT,                         -- its model then (NULL: written without one)
+            token_count INTEGER NOT NULL,
+            written_at TEXT NOT NULL,           -- when that text was written
+            replaced_at TEXT NOT NULL           -- when the upgrade replaced it
+        )""",
+        "CREATE INDEX summary_versions_summary ON summary_versions(summary_id)",
+        # a purge (or a rebuild) that deletes a summary takes its earlier texts with it
+        """CREATE TRIGGER summary_versions_ad AFTER DELETE ON summaries BEGIN
+            DELETE FROM summary_versions WHERE summary_id = old.id;
+        END""",
+    ],
 ]
 
 # Every insert path (hook, bulk import, a re-read from byte 0) goes through this trigger. The

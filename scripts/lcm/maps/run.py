@@ -4,8 +4,10 @@ Each returns the one JSON document its command prints (the summary, or the --dry
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+import lcm.config
 import lcm.db
 import lcm.llm
 from lcm.errors import LcmError
@@ -17,10 +19,28 @@ from lcm.maps.worker import run_items
 ASSUMED_ANSWER_TOKENS = 200   # per item, for the --dry-run estimate; --max-tokens is the ceiling
 
 
+def needs_a_model(command: str) -> lcm.llm.ModelConfigError:
+    """The error for a map tool when LCM_LLM resolves to none: its hint leads to a backend that
+    works (never to LCM_LLM=none, which is what stops it)."""
+    env = os.environ
+    if lcm.config.get("LCM_LLM", env) == "none":
+        return lcm.llm.ModelConfigError(
+            f"{command} needs a model, and LCM_LLM=none turns models off",
+            "unset LCM_LLM (or set LCM_LLM=anthropic with ANTHROPIC_API_KEY, or LCM_LLM=claude with Claude Code "
+            "logged in), then run the same command again")
+    if (env.get("ANTHROPIC_API_KEY") or env.get("ANTHROPIC_AUTH_TOKEN")) and not lcm.llm.sdk_available():
+        return lcm.llm.ModelConfigError(
+            f"{command} needs a model: ANTHROPIC_API_KEY is set but the anthropic package is not installed",
+            "python3 -m pip install anthropic, then run the same command again")
+    return lcm.llm.ModelConfigError(
+        f"{command} needs a model, and none is reachable: no ANTHROPIC_API_KEY and no `claude` on PATH",
+        "set ANTHROPIC_API_KEY (and pip install anthropic), or install Claude Code and log in (`claude`, then /login)")
+
+
 def _not_ready(document: dict, command: str) -> dict:
     """A --dry-run of a job no backend could run says so instead of estimating quietly."""
     if document["backend"] == "none":
-        error = lcm.llm.map_needs_a_model(command)
+        error = needs_a_model(command)
         document.update(ready=False, problem=error.message, hint=error.hint)
     else:
         document["ready"] = True
@@ -57,7 +77,7 @@ def llm_map(args) -> dict:
             "first_request": lcm.llm.masked_params(requests.params(job.first_item, [])),
         }, "lcm_llm_map.py")
     if backend == "none":
-        raise lcm.llm.map_needs_a_model("lcm_llm_map.py")
+        raise needs_a_model("lcm_llm_map.py")
     if args.batch and backend != "anthropic":
         raise LcmError("--batch needs the anthropic backend (an API key)",
                        "set ANTHROPIC_API_KEY, or drop --batch to run the items one call each")
@@ -98,7 +118,7 @@ def agentic_map(args) -> dict:
             "first_request": {"system": system, "prompt": jobs.item_text(job.first_item)},
         }, "lcm_agentic_map.py")
     if backend == "none":
-        raise lcm.llm.map_needs_a_model("lcm_agentic_map.py")
+        raise needs_a_model("lcm_agentic_map.py")
 
     def go(state) -> None:
         if backend == "anthropic":
