@@ -5,6 +5,7 @@ project's pinned notes on start. In an LCM_EXCLUDE project it only exports the v
 from __future__ import annotations
 
 import os
+import stat
 
 import hooklib
 from hooklib import note
@@ -23,35 +24,49 @@ DRILL_DOWN = (
 OUR_EXPORTS = ("LCM_SCRIPTS", "LCM_SESSION_ID", "LCM_DB")
 
 
-def shell_quote(value: str) -> str:
-    """One shell word on one line, whatever the value holds: the file is rewritten line by line,
-    so a newline inside quotes would leave its second half behind as a command of its own."""
-    if not any(c < " " or c == "\x7f" for c in value):
-        return "'" + value.replace("'", "'\"'\"'") + "'"  # as shlex.quote, without its import
-    # ANSI-C quoting (bash, zsh): control characters as escapes, the rest as it is
-    escaped = "".join(f"\\x{ord(c):02x}" if c < " " or c == "\x7f" else "\\" + c if c in "\\'" else c
-                      for c in value)
-    return f"$'{escaped}'"
+def shell_quote(value: str) -> bytes:
+    """One bash word on one line, whatever the value holds. Printable ASCII goes in single quotes;
+    anything else in ANSI-C quotes with every byte outside printable ASCII as a \\xHH escape, so the
+    file holds no newline, no Unicode line separator (U+2028, U+0085, ...) and no byte a reader
+    could split on: each value comes back byte for byte (its UTF-8), never as a command."""
+    data = value.encode("utf-8", "surrogatepass")
+    if all(0x20 <= b < 0x7f for b in data):
+        return b"'" + data.replace(b"'", b"'\"'\"'") + b"'"  # as shlex.quote, without its import
+    escaped = b"".join(b"\\" + bytes([b]) if b in b"\\'" else bytes([b]) if 0x20 <= b < 0x7f
+                       else b"\\x%02x" % b for b in data)
+    return b"$'" + escaped + b"'"
 
 
 def write_env_file(path: str, values: dict[str, str]) -> None:
     """Put one `export NAME=value` per variable in the env file, replacing our earlier lines.
 
     Claude Code reuses the file across startup -> resume -> compact of one session, so a plain
-    append would stack duplicates; lines that are not ours are kept as they are.
+    append would stack duplicates. The file is read and written as bytes, split on b"\\n" alone
+    (as bash reads it): the lines of other tools stay byte for byte, whatever they hold. A value
+    bash cannot hold (a NUL) is not exported. The file keeps its mode, and a symlink stays a
+    symlink: the new text replaces its target.
     """
+    path = os.path.realpath(path)
     try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
+        st = os.stat(path)
     except FileNotFoundError:
-        lines = []
-    kept = [line for line in lines
-            if not any(line.startswith(f"export {name}=") for name in OUR_EXPORTS)]
-    kept += [f"export {name}={shell_quote(value)}" for name, value in values.items()]
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        old, mode = b"", 0o600
+    else:
+        if not stat.S_ISREG(st.st_mode):  # a FIFO would hang the hook, a device never end
+            note(f"CLAUDE_ENV_FILE is not a regular file, left alone: {path}")
+            return
+        with open(path, "rb") as f:
+            old = f.read()
+        mode = st.st_mode & 0o7777
+    ours = tuple(f"export {name}=".encode() for name in OUR_EXPORTS)
+    lines = old.split(b"\n")
+    kept = [line for line in (lines[:-1] if lines[-1] == b"" else lines) if not line.startswith(ours)]
+    kept += [f"export {name}=".encode() + shell_quote(value) for name, value in values.items() if "\0" not in value]
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.lcm-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write("\n".join(kept) + "\n")
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
+        os.fchmod(f.fileno(), mode)
+        f.write(b"\n".join(kept) + b"\n")
     os.replace(tmp, path)
 
 

@@ -61,7 +61,7 @@ def _main(argv):
     if args.raw:
         out = sys.stdout.buffer
         for r in rows:
-            out.write((bytes(r["raw"]) if args.unmasked else lcm.mask.mask_bytes(r["raw"])) + b"\n")
+            out.write((bytes(r["raw"]) if args.unmasked else lcm.mask.mask_line(r["raw"])) + b"\n")
         out.flush()
         sys.stderr.write(more)  # stdout stays pure JSONL
         return 0

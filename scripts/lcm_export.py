@@ -36,7 +36,7 @@ def pieces(conn, session_id: str, fmt: str, masked: bool) -> object:
     """The export as a stream of bytes, secrets masked unless masked=False (--unmasked)."""
     if fmt == "jsonl":
         for line in lcm.export.jsonl(conn, session_id):
-            yield lcm.mask.mask_bytes(line) if masked else line
+            yield lcm.mask.mask_line(line) if masked else line
     else:
         for text in lcm.export.markdown(conn, session_id, masked=masked):
             yield (lcm.mask.mask(text) if masked else text).encode("utf-8", "surrogatepass")

@@ -201,7 +201,7 @@ def _main(argv):
     meta = parse_checkpoint(text, source)
     warnings = check_against_vault(conn, meta, source, lcm.config.db_path(args.db).resolve())
     # a checkpoint written before masking, or edited by hand, may hold secrets: masked before use
-    result = lcm.mask.mask_tree(reconstruct(conn, meta, source, lcm.mask.mask(text), warnings, args.max_tokens))
+    result = lcm.mask.mask_json(reconstruct(conn, meta, source, lcm.mask.mask(text), warnings, args.max_tokens))
     if args.json:
         lcm.cli.print_json(result)
     else:

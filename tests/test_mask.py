@@ -13,9 +13,9 @@ from hypothesis import given, settings, strategies as st
 
 import lcm.config
 import lcm.db
-import lcm.doctor
 import lcm.ingest
 import lcm.mask
+import lcm.doctor
 import lcm_checkpoint
 import lcm_compact
 import lcm_describe
@@ -79,6 +79,20 @@ CAUGHT = [  # (text, kind, the secret part that must be gone)
     ('auth_token = "8c1f2a9bdeadbeef77"', "token", "8c1f2a9bdeadbeef77"),
     ("https://api.example.com/v1?access_token=ya29x0Yz9876&page=2", "token", "ya29x0Yz9876"),
     ("note <private>my home address is 12 Elm St</private> end", "private", "12 Elm St"),
+    ("note <PRIVATE>my home address is 12 Elm St</Private> end", "private", "12 Elm St"),
+    ("note <private>my home address is 12 Elm St, and the rest", "private", "12 Elm St"),  # unclosed
+    ("mysql -h db.internal -u root -pHunter2Pass app < dump.sql", "password", "Hunter2Pass"),
+    ("mysqldump -uroot -p'Hunter2Pass' app", "password", "Hunter2Pass"),
+    ("curl -sS -u admin:Hunter2Pass https://api.example.com/v1", "password", "Hunter2Pass"),
+    ("curl https://x.example.com \\\n  --user 'admin:Hunter2Pass' -o out", "password", "Hunter2Pass"),
+    ("curl -H 'Authorization: Bearer 0123456789abcdefABCDEF' -u ann:Hunter2Pass x", "password", "Hunter2Pass"),
+    ("-H 'Authorization: Basic YWRtaW46SHVudGVyMlBhc3M='", "basic-auth", "YWRtaW46SHVudGVy"),
+    ("DefaultEndpointsProtocol=https;AccountName=acme;AccountKey=" + "Q2hlY2tNeUtleQ" * 6 + "==;EndpointSuffix=x",
+     "azure-key", "Q2hlY2tNeUtleQ"),
+    ("HF_TOKEN=hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567", "huggingface-token", "AbCdEfGhIjKlMnOp"),
+    ("//registry.npmjs.org/:_authToken=npm_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789", "npm-token", "AbCdEfGhIjKlMnOp"),
+    ("SENDGRID_API_KEY=SG.AbCdEfGhIjKlMnOpQrStUv.AbCdEfGhIjKlMnOpQrStUvWxYz0123456789abcdefg", "sendgrid-key",
+     "AbCdEfGhIjKlMnOpQrStUvWxYz01"),
 ]
 
 
@@ -119,6 +133,13 @@ ORDINARY = [
     "OLDPWD=/home/me/project",
     "TOKEN_FILE=/run/secrets/token",
     "sum_0123456789abcdef file_0123456789abcdef 7acd37a8-2745-4b58-a8a9-46164b22ad9e",
+    "mysql -u root -p app",  # -p alone: mysql asks for the password
+    "mysql -u root -p$DB_PASS app",
+    "curl -u admin https://x.example.com",  # no password: curl asks
+    'curl -u "$USER:$PASS" https://x.example.com',
+    "HTTP Basic authentication is enabled; use basic auth only over TLS",
+    "the npm_config_cache and hf_hub_download helpers, msg.send()",
+    "Use private tags",
 ]
 
 
@@ -162,8 +183,8 @@ def test_text_in_any_script_masks_the_same_secret_the_same_way():
 
 
 def test_block_kinds_end_where_they_should():
-    assert mask("<private>a</private> then <private>b") == (
-        f"{lcm.mask.token('private', '<private>a</private>')} then <private>b")  # an unclosed tag is text
+    assert mask("<private>a</private> then <PRIVATE>b\nmore") == (  # any case; unclosed: to the end
+        f"{lcm.mask.token('private', '<private>a</private>')} then {lcm.mask.token('private', '<PRIVATE>b' + chr(10) + 'more')}")
     cut = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIOFpart\n"
     masked = mask(PEM + "\nnext: " + cut + "-- output truncated")
     assert masked.startswith("[secret:private-key:") and "\nnext: [secret:private-key:" in masked
@@ -175,11 +196,11 @@ def test_block_kinds_end_where_they_should():
 def test_json_escaped_lines_stay_valid_json():
     entry = {"command": 'export PASSWORD="hunter2!" && echo ' + PEM, "key": "sk-ant-api03-" + "Q" * 40}
     line = json.dumps(entry).encode()
-    masked = lcm.mask.mask_bytes(line)
+    masked = lcm.mask.mask_line(line)
     assert b"hunter2" not in masked and b"plantedkeymaterial" not in masked and b"QQQQ" not in masked
     assert json.loads(masked)["command"].startswith('export PASSWORD="[secret:password:')
     plain = b'{"type":"user","message":{"content":"nothing to hide"}}'
-    assert lcm.mask.mask_bytes(plain) == plain
+    assert lcm.mask.mask_line(plain) == plain
 
 
 def test_redact_txt_adds_patterns_and_a_bad_line_is_reported_not_fatal(capsys):
@@ -200,8 +221,115 @@ def test_text_without_candidates_is_returned_as_is():
     text = "plain words about the parser, module_3.py and 42 tests " * 50
     assert mask(text) is text
     assert not lcm.mask.may_contain(text)
-    assert lcm.mask.mask_tree({"a": [text, 3, None], "b": "password=hunter2!"}) == {
+    assert lcm.mask.mask_json({"a": [text, 3, None], "b": "password=hunter2!"}) == {
         "a": [text, 3, None], "b": mask("password=hunter2!")}
+
+
+# -- every kind, in every place a string can sit, beside every character ----------------------
+
+SAMPLES = [  # (kind, text holding the secret, the secret): one per rule; a new kind adds a row
+    ("anthropic-key", "sk-ant-api03-Zx9Zx9Zx9Zx9Zx9Zx9Zx9Zx9Zx9Zx9Zx9-AA", "sk-ant-api03-Zx9Zx9Zx9Zx9Zx9Zx9"),
+    ("openai-key", "sk-proj-4bC9xYz012345678901234abcd", "sk-proj-4bC9xYz012345678901234abcd"),
+    ("aws-key", "AKIAQ3EXAMPLEKEY7ZZZ", "AKIAQ3EXAMPLEKEY7ZZZ"),
+    ("aws-secret", "aws_secret_access_key = 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", "wJalrXUtnFEMI/K7MDENG"),
+    ("github-token", "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8", "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"),
+    ("gitlab-token", "glpat-Ab12Cd34Ef56Gh78Ij90", "glpat-Ab12Cd34Ef56Gh78Ij90"),
+    ("slack-token", "xoxb-123456789012-abcdefABCDEF", "xoxb-123456789012-abcdefABCDEF"),
+    ("slack-webhook", "https://hooks.slack.com/services/T0001/B0002/XXXXyyyyZZZZ", "T0001/B0002/XXXXyyyyZZZZ"),
+    ("stripe-key", "sk_live_4eC39HqLyjWDarjtT1zdp7dc", "sk_live_4eC39HqLyjWDarjtT1zdp7dc"),
+    ("google-key", "AIzaSyD-abcdefghijklmnopqrstuvwxyz012345", "AIzaSyD-abcdefghijklmnopqrstuvwxyz012345"),
+    ("huggingface-token", "hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567", "hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567"),
+    ("npm-token", "npm_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789", "npm_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"),
+    ("sendgrid-key", "SG.AbCdEfGhIjKlMnOpQrStUv.AbCdEfGhIjKlMnOpQrStUvWxYz0123456789abcdefg", "SG.AbCdEfGhIjKlMnOpQr"),
+    ("azure-key", "AccountKey=" + "Q2hlY2tNeUtleQ" * 6 + "==", "Q2hlY2tNeUtleQQ2hlY2tNeUtleQ"),
+    ("jwt", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJwbGFudGVkIn0.c2lnbmF0dXJlcGxhbnRlZA", "c2lnbmF0dXJlcGxhbnRlZA"),
+    ("token", "Authorization: Bearer 0123456789abcdefABCDEF.xyz", "0123456789abcdefABCDEF"),
+    ("basic-auth", "Authorization: Basic YWRtaW46SHVudGVyMlBhc3M=", "YWRtaW46SHVudGVyMlBhc3M"),
+    ("mysql", "mysql -u root -pHunter2Pass app", "Hunter2Pass"),
+    ("curl", "curl -s -u admin:Hunter2Pass https://api.example.com", "Hunter2Pass"),
+    ("url-password", "postgres://admin:Pa55word9x@db.internal:5432/app", "Pa55word9x"),
+    ("password", "DB_PASSWORD=correcthorse9", "correcthorse9"),
+    ("api-key", "X-Api-Key: q7w8e9r0t1y2u3", "q7w8e9r0t1y2u3"),
+    ("private-key", PEM, "plantedkeymaterial"),
+    ("private", "<PRIVATE>home: 12 Elm St</private>", "12 Elm St"),
+    ("private-unclosed", "<private>home: 12 Elm St", "12 Elm St"),
+]
+# what may touch a secret on either side: the ends of the string and every separator
+EDGES = ["", "\n", "\t", "\r", '"', "'", "\\", " ", "/", "\u2028", "\u2029", "\x85", "\x0b", "\x0c",
+         "\x1c", "\x1d", "\x1e", "\r\n"]
+
+
+def placed(where: str, s: str) -> dict:
+    """A transcript entry with the string s at one place a string can sit."""
+    def tool(tool_input):
+        return {"type": "assistant", "message": {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_1", "name": "Write", "input": tool_input}]}}
+    return {
+        "user text": {"type": "user", "message": {"role": "user", "content": s}},
+        "text block": {"type": "assistant", "message": {"content": [{"type": "text", "text": s}]}},
+        "thinking": {"type": "assistant", "message": {"content": [{"type": "thinking", "thinking": s}]}},
+        "tool input": tool({"command": s}),
+        "deep tool input": tool({"edits": [{"old": "a", "new": [{"k": {"v": ["x", s]}}]}]}),
+        "tool input key": tool({"env": {s: "1"}}),
+        "file path": tool({"file_path": f"/home/u/proj/{s}/.env", "content": "x"}),
+        "tool_result string": {"type": "user", "message": {"content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": s}]}},
+        "tool_result list": {"type": "user", "message": {"content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": s}]}]}},
+    }[where]
+
+
+PLACES = ["user text", "text block", "thinking", "tool input", "deep tool input", "tool input key", "file path",
+          "tool_result string", "tool_result list"]
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.sampled_from(SAMPLES), st.sampled_from(PLACES), st.sampled_from(EDGES), st.sampled_from(EDGES),
+       st.sampled_from(["", "key:", "see ", "export X=1;", "日本 "]), st.sampled_from(["", " done", ";ls", "\nnext"]))
+def test_every_kind_is_masked_in_every_place_beside_any_character(sample, where, left, right, before, after):
+    """The decoded strings are masked wherever they sit: as text, and in the JSON line of the
+    entry however it is escaped (a newline is `\\n` there, a separator `\\u2028`)."""
+    _kind, text, secret = sample
+    s = (before + left if left else "") + text + (right + after if right else "")
+    assert secret not in mask(s)
+    entry = placed(where, s)
+    assert secret not in json.dumps(lcm.mask.mask_json(entry), ensure_ascii=False)
+    for ascii_only in (False, True):
+        line = json.dumps(entry, ensure_ascii=ascii_only).encode()
+        masked = lcm.mask.mask_line(line)
+        assert secret.encode() not in masked and secret not in json.dumps(json.loads(masked), ensure_ascii=False)
+        assert secret not in mask(line.decode())  # text that quotes JSON: the escape is an edge too
+        assert lcm.mask.mask_line(masked) == masked  # idempotent
+
+
+def test_a_key_on_a_line_of_its_own_in_json_text_is_masked():
+    """The reported case: in JSON text a newline is the two characters \\n, so a vendor key on
+    its own line looked like it followed the letter n."""
+    for kind, text, secret in SAMPLES:
+        line = json.dumps({"t": "key:\n" + text})
+        assert secret not in mask(line), kind
+        assert secret.encode() not in lcm.mask.mask_line(line.encode()), kind
+
+
+def test_mask_line_keeps_every_other_byte_and_masks_a_named_value():
+    line = (b'{"n":12345678901234567890123,"s":"caf\\u00e9 \\ud800","cmd":"echo hi\\nsk-ant-api03-'
+            + b"Q" * 30 + b'" , "api_key" :  "q7w8e9r0t1y2u3",  "x":[1.50, true]}')
+    masked = lcm.mask.mask_line(line)
+    key = lcm.mask.token("anthropic-key", "sk-ant-api03-" + "Q" * 30)
+    assert masked == (b'{"n":12345678901234567890123,"s":"caf\\u00e9 \\ud800","cmd":"echo hi\\n' + key.encode()
+                      + b'" , "api_key" :  "' + lcm.mask.token("api-key", "q7w8e9r0t1y2u3").encode()
+                      + b'",  "x":[1.50, true]}')
+    assert lcm.mask.mask_json({"password": "s3cr3t pass", "token_count": 12, "name": "password"}) == {
+        "password": lcm.mask.token("password", "s3cr3t pass"), "token_count": 12, "name": "password"}
+    deep = current = []
+    for _ in range(5000):  # deeper than Python's recursion limit
+        current.append([])
+        current = current[0]
+    current.append("AKIAQ3EXAMPLEKEY7ZZZ")
+    out = lcm.mask.mask_json(deep)
+    for _ in range(5000):
+        out = out[0]
+    assert out == [lcm.mask.token("aws-key", "AKIAQ3EXAMPLEKEY7ZZZ")]
 
 
 # -- the planted-secrets test ---------------------------------------------------------------
@@ -374,7 +502,7 @@ def test_a_vault_filled_before_masking_still_masks_every_output(planted, capsys,
     the output-side masks still catch every secret; remask_content then cleans the stored text."""
     with monkeypatch.context() as m:
         m.setattr(lcm.mask, "mask", lambda text: text)
-        m.setattr(lcm.mask, "mask_tree", lambda value: value)
+        m.setattr(lcm.mask, "mask_json", lambda value: value)
         m.setenv("LCM_LLM", "none")
         run(lcm_ingest, [str(planted["projects"])], capsys)
         run(lcm_compact, ["--session", "s-secret", "--full"], capsys)
@@ -466,7 +594,7 @@ def test_an_upgraded_vault_masks_its_old_messages_and_trusts_only_what_was_maske
     redact.txt adds a pattern the stored text predates."""
     with monkeypatch.context() as m:  # the vault as an older lcm filled it: text stored unmasked
         m.setattr(lcm.mask, "mask", lambda text: text)
-        m.setattr(lcm.mask, "mask_tree", lambda value: value)
+        m.setattr(lcm.mask, "mask_json", lambda value: value)
         run(lcm_ingest, [str(planted["projects"])], capsys)
     conn = lcm.db.connect()
     with lcm.db.transaction(conn):

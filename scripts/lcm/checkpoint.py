@@ -125,7 +125,7 @@ def build(conn, session_id: str, vault: Path, use_llm: bool) -> tuple[dict, str]
     ]
     text = "\n".join(head) + "\n\n" + body + "\n\n" + "\n".join(resume) + "\n"
     # the file lands in the project (easy to commit): masked whole, whatever the vault holds
-    return lcm.mask.mask_tree({**meta, "title": session["title"], "message_count": log["message_count"],
+    return lcm.mask.mask_json({**meta, "title": session["title"], "message_count": log["message_count"],
                                "summary_count": summaries, "narrative": story, "worklog": log,
                                "top_summaries": top}), lcm.mask.mask(text)
 

@@ -145,7 +145,7 @@ def markdown(conn, session_id: str, masked: bool = True) -> Iterator[str]:
         except (ValueError, RecursionError):
             entry = None
         if masked and entry is not None and lcm.mask.may_contain(m["raw"]):
-            entry = lcm.mask.mask_tree(entry)
+            entry = lcm.mask.mask_json(entry)
         message = entry.get("message") if isinstance(entry, dict) else None
         if m["is_sidechain"] and isinstance(message, dict) and message.get("content") == lcm.sessions.WARMUP:
             warmups.add(m["agent_id"])

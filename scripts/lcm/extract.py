@@ -150,7 +150,7 @@ def facts_from_messages(rows) -> Facts:
     for row in rows:
         entry, blocks = raw_blocks(row["raw"])
         if blocks and lcm.mask.may_contain(row["raw"]):  # summaries quote commands and errors
-            blocks = lcm.mask.mask_tree(blocks)
+            blocks = lcm.mask.mask_json(blocks)
         if "file_" in (row["content"] or ""):
             facts.file_ids.extend(FILE_ID.findall(row["content"]))
         role = row["role"]

@@ -208,7 +208,7 @@ def masked_params(params: dict) -> dict:
     out = dict(params)
     for key in ("system", "messages"):
         if key in out:
-            out[key] = lcm.mask.mask_tree(out[key])
+            out[key] = lcm.mask.mask_json(out[key])
     return out
 
 
@@ -328,7 +328,7 @@ def complete(system: str | None, messages, *, max_tokens: int, model: str | None
     backend = backend or resolve_backend()
     if isinstance(messages, str):
         messages = [{"role": "user", "content": messages}]
-    system, messages = lcm.mask.mask(system), lcm.mask.mask_tree(messages)
+    system, messages = lcm.mask.mask(system), lcm.mask.mask_json(messages)
     if backend == "anthropic":
         return _anthropic_complete(system, messages, max_tokens=max_tokens, model=model or DEFAULT_MODEL,
                                    timeout=timeout, max_retries=max_retries)

@@ -1,91 +1,28 @@
 """Secret masking: what leaves the vault never carries an API key, a password or a private key.
 
-`mask(text)` replaces each secret it recognises by `[secret:KIND:FP]`, where FP is the first
-4 hex digits of the secret's SHA-256, so two mentions of one secret still match (and a search
-for the fingerprint finds both). It is applied to the searchable text at ingest and, as a safety
-net for vaults filled before masking existed, wherever text is printed, injected by a hook,
-written to a file or sent to a model. The vault keeps each transcript line's original bytes in
-`messages.raw`; `lcm_expand.py --raw --unmasked` is the one way to read them back unmasked.
+Two entry points; every exit (printed, injected by a hook, written to a file, sent to a model,
+and the searchable text made at ingest) goes through one of them:
+- `mask(text)` for plain text;
+- `mask_json(value)` for a decoded JSON value, `mask_line(raw)` for a JSON line: every string,
+  value or key, is masked after unescaping, and a string under a secret's name (`"password":
+  "..."`) whole. Escaped JSON is the wrong place to look: a newline there is the two characters
+  `\\n`, so a key on a line of its own reads as the end of a word. (`mask` still takes a JSON
+  escape as the edge of a token, for text that quotes JSON: older vaults, model output.)
+A secret becomes `[secret:KIND:FP]`, FP the first 4 hex digits of its SHA-256, so two mentions
+still match (and a search for the fingerprint finds both). The vault keeps each line's original
+bytes in `messages.raw`: `lcm_expand.py --raw --unmasked` is the one way back to them.
 
-Recognised: API keys and tokens of Anthropic, OpenAI, AWS (access key ids, and secret keys in
-assignments), GitHub, GitLab, Slack (tokens and webhook URLs), Stripe, Google; JWTs; Bearer
-tokens; PEM private key blocks; literal values assigned to password/secret/token/api_key-like
-names (`PASSWORD=...`, `"password": "..."`, `--password ...`, `user:password@` in URLs);
-`<private>...</private>` spans; and every regular expression of $LCM_HOME/redact.txt (one per
-line, `#` starts a comment; an invalid one is reported on stderr and ignored).
-
-Masking is idempotent (masked text masks to itself) and costs one pass of one regular
-expression over text that holds nothing to mask (about as much as json.loads of the line it
-came from); the patterns compile on first use. The module imports only `os` and `sys`: hooks
-import it on every turn.
+Recognised: the kinds of KINDS below, literal values assigned to secret-like names (`PASSWORD=`,
+`"api_key": "..."`, `--password x`), `<private>...</private>` in any case (unclosed: to the end of
+the string), and each regular expression of $LCM_HOME/redact.txt (one a line, `#` comments; a bad
+one is reported on stderr and ignored). Not recognised: a secret encoded (base64, hex) or cut
+across lines or strings. Masking is idempotent, and text with nothing to mask costs one pass of
+one regular expression. The module imports only `os` and `sys`: hooks import it on every turn.
 """
 from __future__ import annotations
 
 import os
 import sys
-
-# The pattern of each kind; _scan decides which of them run on a text. A pattern's group
-# `s` is the secret (else the whole match). Specific kinds come first, so the assignment rules
-# below find their values already masked.
-_PEM_BEGIN = r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
-_PEM_END = r"-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
-_PEM_BODY = r"(?:\\[nr]|[A-Za-z0-9+/=\s])*"  # base64 lines, newlines raw or JSON-escaped
-_PATTERNS = {
-    "private-key": _PEM_BEGIN,  # to its END line, else over the base64 lines that follow: _pem_blocks
-    "private": r"<private>",  # to the next </private>: _private_spans
-    "anthropic-key": r"(?<![\w-])sk-ant-[A-Za-z0-9_-]{20,}",
-    # sk-, sk-proj-, sk-svcacct-, sk-admin-: at least 20 more characters, one of them a digit
-    "openai-key": r"(?<![\w-])sk-(?!ant-)(?=[A-Za-z0-9_-]{0,200}\d)[A-Za-z0-9_-]{20,}",
-    "aws-key": r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])",
-    "aws-secret": (r"(?i)(?:aws[_-]?)?secret[_-]?(?:access[_-]?)?key\\?[\"']?\s*[:=]\s*\\?[\"']?"
-                   r"(?P<s>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"),
-    "github-token": r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})",
-    "gitlab-token": r"(?<![\w-])glpat-[A-Za-z0-9_-]{20,}",
-    "slack-token": r"(?<![\w-])xox[abposr]-[A-Za-z0-9-]{10,}",
-    "slack-webhook": r"hooks\.slack\.com/services/(?P<s>[A-Za-z0-9_/-]{8,})",
-    "stripe-key": r"(?<![A-Za-z0-9_])[sr]k_(?:live|test)_[A-Za-z0-9]{10,}",
-    "google-key": r"(?<![\w-])AIza[0-9A-Za-z_-]{35}",
-    "jwt": r"(?<![\w-])eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*",
-    "token": r"(?i)bearer\s+(?P<s>[A-Za-z0-9._~+/-]{16,}=*)",
-    "password": r"://[^\s:/@\"'\\<>]*:(?P<s>[^\s/@\"'\\<>]+)@",  # scheme://user:password@host
-}
-# Assignments (NAME = value, NAME: value, "NAME": "value", NAME := value, name: Type = value,
-# --NAME value) are found where _scan sees a keyword (pass, secret, token, credential, key):
-# _name_end tells a secret's name (password, db_password, clientSecret, api_key, X-Api-Key, ...)
-# from other words, and _VALUE, matched where the name ends, reads the separator and the value.
-_TYPE = r"[A-Za-z_][\w.]*(?:\[[^\]\n]{0,40}\]+)?"  # str, Optional[str], t.Dict[str, int]
-# (?a): \s and \w are ASCII only, so a value never ends inside a UTF-8 sequence (see _lowered)
-_VALUE = (r"(?a)(?![\w-])(?:(?P<sep>\\?[\"']?[ \t]*(?::[ \t]*" + _TYPE + r"(?:[ \t]*\|[ \t]*" + _TYPE + r")*[ \t]*(?==))?"
-          r"(?:=>|==|:=|=|:)[ \t]*)"
-          # a mask already there is a value too: the match must not fall back to another reading
-          r"(?:(?P<mk>\[secret:[a-z0-9-]+:[0-9a-f]{4}\])"
-          r"|\\?(?P<q>[\"'`])(?P<qs>(?:(?!(?P=q))[^\\\n])+)\\?(?P=q)|(?P<us>[^\s\"'`,;&(){}\[\]<>\\]+))"
-          r"|[ \t]+(?P<fs>[^\s\"'`\\-][^\s\"'`\\]*))")  # the value of --NAME value
-# One regular expression over the lowercased text that matches wherever a rule could apply: a
-# vendor token's prefix, a PEM header, a tag, or a secret's name followed by `=` or `:` (or, after
-# --, by a value). Text it does not match, nearly all text, costs one pass and is returned as is.
-# Each branch starts with a rarely used letter of its literal (lookbehinds check what precedes
-# it), so the engine tries few positions; a named group says what matched (_GROUPS).
-_SEP = r"""(?=\\?["']?[ \t]*[:=])"""
-_FLAG_NAME = (r"(?:(?P<fpass>passw(?:or)?d|passphrase)|(?P<fsecret>secret(?:[_-]?key)?)|(?P<ftoken>token)"
-              r"|(?P<fkey>(?:api|access|private)[_-]?key)|(?P<fcred>credentials?))")
-_KEY_BEHIND = "|".join(f"(?<={p}key)" for p in ("api", "api_", "api-", "access", "access_", "access-",
-                                                    "private", "private_", "private-"))
-# (each branch fails on its second letter at most positions: the lookbehinds come after it)
-_PREFILTER = (r"k(?:e(?:n(?<=token)(?P<tok>)" + _SEP + r"|y(?:" + _KEY_BEHIND + r")(?P<key>)" + _SEP + r")"
-              r"|-(?<=sk-)(?P<sk>)|_(?P<stripe>live_|test_)|ia(?<=akia)(?P<akia>)|s(?<=hooks)(?P<slack>\.slack))"
-              r"|cre(?:t(?<=secret)(?P<sec>)(?:(?:[_-]?key)?" + _SEP + r"|(?=[_-]?access[_-]?key))"
-              r"|d(?P<cred>entials?)" + _SEP + r")"
-              r"|p(?:ass(?P<pw>w(?:or)?d|phrase)" + _SEP + r"|rivate(?P<pem> key))"
-              r"|-(?<=--)[a-z0-9_-]{0,40}?" + _FLAG_NAME + r"(?=[ \t]+[^\s-])"
-              # every branch starts with a literal, outside any group: else the engine has no first
-              # letters to skip to, and tries every position (50x slower)
-              r"|g(?:(?P<gh>h[pousr]_|ithub_pat_)|(?P<glpat>lpat-))|x(?<=xox)(?P<xox>)|j(?<=eyj)(?P<jwt>)"
-              r"|z(?<=aiz)a(?P<aiza>)|<(?P<private>private>)|@(?P<at>)|b(?P<bearer>earer)")
-_MASK = r"\[secret:[a-z0-9-]+:[0-9a-f]{4}\]"
-# an unquoted value made of these alone reads as a name or an attribute (`token = self.tok`)
-_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_.")
-_DIGITS = frozenset("0123456789")
 
 _compiled: dict[str, object] = {}
 _user: list | None = None  # compiled patterns of redact.txt, loaded on first use
@@ -115,15 +52,199 @@ def _regex(source: str):
     return pattern
 
 
-def _replacer(kind: str):
+def _spans_masked(text: str, kind: str, spans: list) -> str:
+    out, done = [], 0
+    for start, end in spans:
+        out += [text[done:start], token(kind, text[start:end])]
+        done = end
+    return "".join(out) + text[done:] if out else text
+
+
+def _private_spans(text: str) -> str:
+    """<private>...</private> (any case) masked whole; an unclosed tag to the end of the text.
+    One pass over the tags: linear however many lack a close."""
+    spans, start = [], None
+    for m in _regex(r"(?i)<(/?)private>").finditer(text):
+        if start is None and not m.group(1):
+            start = m.start()
+        elif start is not None and m.group(1):
+            spans.append((start, m.end()))
+            start = None
+    if start is not None:
+        spans.append((start, len(text)))
+    return _spans_masked(text, "private", spans)
+
+
+_PEM_BEGIN = r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+_PEM_END = r"-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+_PEM_BODY = r"(?:\\[nr]|[A-Za-z0-9+/=\s])*"  # base64 lines, newlines raw or JSON-escaped
+
+
+def _pem_blocks(text: str) -> str:
+    """PEM private key blocks masked whole: from BEGIN to the next END line; without one (output
+    cut short), over the base64 lines that follow. Linear: every END is found once."""
+    ends = [m.end() for m in _regex(_PEM_END).finditer(text)]
+    body = _regex(_PEM_BODY)
+    spans, done = [], 0
+    for m in _regex(_PEM_BEGIN).finditer(text):
+        if m.start() < done:
+            continue  # inside the block before
+        end = next((e for e in ends if e > m.end()), None)  # few ENDs in any real text
+        done = end if end is not None else body.match(text, m.end()).end()
+        spans.append((m.start(), done))
+    return _spans_masked(text, "private-key", spans)
+
+
+def _basic_credentials(value: str) -> bool:
+    """Whether a `Basic ...` value is base64 of user:password (so `Basic authentication` is not);
+    what follows whole quads (`=/` of a path) is let be."""
+    import binascii
+    try:
+        plain = binascii.a2b_base64(value[:len(value) // 4 * 4]).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return ":" in plain and plain.isprintable()
+
+
+_VARIABLE = ("$", "%", "{{", "<")  # `-p$DB_PASS`: the value is elsewhere
+
+
+# A token may start where a word does not go on (`(?<![\w-])`, or a stricter class), or right
+# after a JSON escape: in text that quotes JSON, `\n` or `\u2028` before a key is not a letter.
+def _edge(lookbehind: str = r"(?<![\w-])") -> str:
+    return rf"(?:{lookbehind}|(?<=\\[nrtbf])|(?<=\\u[0-9a-fA-F]{{4}}))"
+
+
+_SPACE = r"(?:[ \t]|\\\r?\n)+"  # between shell words, a continued line included
+_WORDS = rf"(?:{_SPACE}[^\s;|&]+)*?{_SPACE}"  # the other arguments of a command, up to the one sought
+
+# Where to add a secret pattern: one row of KINDS, nothing else.
+#   (kind, triggers, pattern, check)
+#   kind      what the mask says: [secret:KIND:fp]
+#   triggers  lowercase literals that every match contains; the prefilter (built from them)
+#             looks for these first, and the pattern runs only on text that holds one
+#   pattern   a regular expression (group `s` = the secret when the match holds more; start it
+#             with _edge() so it also starts after a JSON escape), or a function text -> text
+#   check     None, or a function secret -> bool that must say yes
+# Rows run in order: specific kinds first, so the assignment rules below (names such as
+# `password` followed by a value) find their values already masked. Then add a sample to
+# SAMPLES in tests/test_mask.py: the property tests put it in every place a string can sit.
+# A new *name* for assigned values (like `passphrase`) is a branch of _NAMES and of _NAME_GROUPS.
+KINDS = [
+    ("private-key", ("private key",), _pem_blocks, None),
+    ("private", ("<private>",), _private_spans, None),
+    ("anthropic-key", ("sk-",), _edge() + r"sk-ant-[A-Za-z0-9_-]{20,}", None),
+    # sk-, sk-proj-, sk-svcacct-, sk-admin-: at least 20 more characters, one of them a digit
+    ("openai-key", ("sk-",), _edge() + r"sk-(?!ant-)(?=[A-Za-z0-9_-]{0,200}\d)[A-Za-z0-9_-]{20,}", None),
+    ("aws-key", ("akia",), _edge(r"(?<![A-Za-z0-9])") + r"(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])", None),
+    # its secret key is found by its name (_NAME_GROUPS "sec"): 40 characters of base64 alone are anything
+    ("aws-secret", (), (r"(?i)(?:aws[_-]?)?secret[_-]?(?:access[_-]?)?key\\?[\"']?\s*[:=]\s*\\?[\"']?"
+                        r"(?P<s>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"), None),
+    ("github-token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+     _edge(r"(?<![A-Za-z0-9_])") + r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})", None),
+    ("gitlab-token", ("glpat-",), _edge() + r"glpat-[A-Za-z0-9_-]{20,}", None),
+    ("slack-token", ("xox",), _edge() + r"xox[abposr]-[A-Za-z0-9-]{10,}", None),
+    ("slack-webhook", ("hooks.slack",), r"hooks\.slack\.com/services/(?P<s>[A-Za-z0-9_/-]{8,})", None),
+    ("stripe-key", ("sk_live_", "sk_test_", "rk_live_", "rk_test_"),
+     _edge(r"(?<![A-Za-z0-9_])") + r"[sr]k_(?:live|test)_[A-Za-z0-9]{10,}", None),
+    ("google-key", ("aiza",), _edge() + r"AIza[0-9A-Za-z_-]{35}", None),
+    ("huggingface-token", ("hf_",), _edge() + r"hf_[A-Za-z0-9]{30,}", None),
+    ("npm-token", ("npm_",), _edge() + r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])", None),
+    ("sendgrid-key", ("sg.",), _edge() + r"SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}", None),
+    ("azure-key", ("accountkey",), r"(?i)accountkey[ \t]*=[ \t]*(?P<s>[A-Za-z0-9+/]{20,}={0,2})", None),
+    ("jwt", ("eyj",), _edge() + r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*", None),
+    ("token", ("bearer",), r"(?i)bearer\s+(?P<s>[A-Za-z0-9._~+/-]{16,}=*)", None),
+    ("basic-auth", ("basic",), r"(?i)basic[ \t]+(?P<s>[A-Za-z0-9+/]{4,}=*[A-Za-z0-9+/=]*)", _basic_credentials),
+    ("password", ("mysql", "mariadb"), _edge() + r"(?:mysql|mariadb)[\w-]*" + _WORDS + r"-p(?P<s>[^\s;|&]+)",
+     lambda value: not value.startswith(_VARIABLE)),
+    ("password", ("curl",), _edge() + r"curl" + _WORDS + r"(?:-u|--user)(?:[ \t]+|=)?['\"]?[^\s:'\"]*:(?P<s>[^\s'\"]+)",
+     lambda value: not value.startswith(_VARIABLE)),
+    ("password", ("@",), r"://[^\s:/@\"'\\<>\[\]]*:(?P<s>[^\s/@\"'\\<>]+)@", None),  # scheme://user:password@host
+]
+
+# The prefilter: one regular expression over the lowercased text that matches wherever a rule
+# could apply. Text it does not match, nearly all text, costs one pass and is returned as is.
+# Each branch starts with the rarest letter of its literal (a lookbehind checks what precedes
+# it), so the engine skips to few positions; a named group says what matched. The vendor
+# branches are built from KINDS' triggers; the names of assigned secrets are written out here:
+# a name (pass, secret, token, credential, key) followed by `=` or `:` (or, after --, a value).
+_SEP = r"""(?=\\?["']?[ \t]*[:=])"""
+_FLAG_NAME = (r"(?:(?P<fpass>passw(?:or)?d|passphrase)|(?P<fsecret>secret(?:[_-]?key)?)|(?P<ftoken>token)"
+              r"|(?P<fkey>(?:api|access|private)[_-]?key)|(?P<fcred>credentials?))")
+_KEY_BEHIND = "|".join(f"(?<={p}key)" for p in ("api", "api_", "api-", "access", "access_", "access-",
+                                                    "private", "private_", "private-"))
+# by first letter (each fails on its second letter at most positions: the lookbehinds come after it)
+_NAMES = {
+    "k": r"e(?:n(?<=token)(?P<tok>)" + _SEP + r"|y(?:" + _KEY_BEHIND + r")(?P<key>)" + _SEP + r")",
+    "c": (r"re(?:t(?<=secret)(?P<sec>)(?:(?:[_-]?key)?" + _SEP + r"|(?=[_-]?access[_-]?key))"
+          r"|d(?P<cred>entials?)" + _SEP + r")"),
+    "p": r"ass(?P<pw>w(?:or)?d|phrase)" + _SEP,
+    "-": r"(?<=--)[a-z0-9_-]{0,40}?" + _FLAG_NAME + r"(?=[ \t]+[^\s-])",
+}
+# each name group: the keyword it holds, where that keyword starts (the group's start plus an
+# offset, from the group's place in its branch: `token` matches as k, e, n, then the empty group
+# tok; "end": the group's end minus 3) and the kinds whose pattern must run too
+_NAME_GROUPS = {
+    "tok": ("token", -5, ()), "key": ("key", -3, ()), "sec": ("secret", -6, ("aws-secret",)),
+    "cred": ("credential", -4, ()), "pw": ("pass", -4, ()), "fpass": ("pass", 0, ()),
+    "fsecret": ("secret", 0, ()), "ftoken": ("token", 0, ()), "fkey": ("key", "end", ()),
+    "fcred": ("credential", 0, ()),
+}
+# letters by how seldom text holds them, those other branches start with already first: the engine
+# stops at each position holding a first letter (each kind of this round's adds ~4% to the pass)
+_RARE_FIRST = "zqjx<@kbgpcvywfmu"
+
+
+def _prefilter(triggers: list[str]) -> str:
+    """One branch per first letter: the names' branches of that letter, then per literal a
+    lookbehind for what precedes the letter, the rest of the literal and its group t0, t1, ..."""
+    import re
+    by_letter = {letter: [body] for letter, body in _NAMES.items()}
+    for n, literal in enumerate(triggers):
+        at = min(range(len(literal)), key=lambda i: (_RARE_FIRST + literal[i]).index(literal[i]))
+        behind = f"(?<={re.escape(literal[:at + 1])})" if at else ""
+        by_letter.setdefault(literal[at], []).append(f"{behind}{re.escape(literal[at + 1:])}(?P<t{n}>)")
+    # every branch starts with a literal, outside any group: else the engine has no first
+    # letters to skip to, and tries every position (50x slower)
+    return "|".join(f"{re.escape(c)}(?:{'|'.join(rest)})" for c, rest in by_letter.items())
+
+
+_TRIGGERS = sorted({t for _k, triggers, _p, _c in KINDS for t in triggers})
+_TRIGGER_ROWS = {f"t{n}": {i for i, row in enumerate(KINDS) if t in row[1]} for n, t in enumerate(_TRIGGERS)}
+_NAME_ROWS = {g: {i for i, row in enumerate(KINDS) if row[0] in kinds} for g, (_w, _o, kinds) in _NAME_GROUPS.items()}
+_ASIA_ROW = [row[0] for row in KINDS].index("aws-key")
+_PREFILTER = None  # built on first use (re is imported then)
+_MASK = r"\[secret:[a-z0-9-]+:[0-9a-f]{4}\]"
+
+
+def _replacer(kind: str, check):
     def replace(m) -> str:
         if "s" not in m.re.groupindex or m.group("s") is None:
-            return token(kind, m.group(0))
+            return m.group(0) if check and not check(m.group(0)) else token(kind, m.group(0))
         secret = m.group("s")
+        if secret.startswith("[secret:") or (check and not check(secret)):
+            return m.group(0)  # masked already (`-p[secret:..]`): as it is, so masking twice changes nothing
         start, end = m.start("s") - m.start(), m.end("s") - m.start()
         whole = m.group(0)
         return whole[:start] + token(kind, secret) + whole[end:]
     return replace
+
+
+# Assignments (NAME = value, NAME: value, "NAME": "value", NAME := value, name: Type = value,
+# --NAME value) are found where _scan sees a name: _name_end tells a secret's name (password,
+# db_password, clientSecret, api_key, X-Api-Key, ...) from other words, and _VALUE, matched
+# where the name ends, reads the separator and the value.
+_TYPE = r"[A-Za-z_][\w.]*(?:\[[^\]\n]{0,40}\]+)?"  # str, Optional[str], t.Dict[str, int]
+# (?a): \s and \w are ASCII only, so a value never ends inside a UTF-8 sequence (see _lowered)
+_VALUE = (r"(?a)(?![\w-])(?:(?P<sep>\\?[\"']?[ \t]*(?::[ \t]*" + _TYPE + r"(?:[ \t]*\|[ \t]*" + _TYPE + r")*[ \t]*(?==))?"
+          r"(?:=>|==|:=|=|:)[ \t]*)"
+          # a mask already there is a value too: the match must not fall back to another reading
+          r"(?:(?P<mk>\[secret:[a-z0-9-]+:[0-9a-f]{4}\])"
+          r"|\\?(?P<q>[\"'`])(?P<qs>(?:(?!(?P=q))[^\\\n])+)\\?(?P=q)|(?P<us>[^\s\"'`,;&(){}\[\]<>\\]+))"
+          r"|[ \t]+(?P<fs>[^\s\"'`\\-][^\s\"'`\\]*))")  # the value of --NAME value
+# an unquoted value made of these alone reads as a name or an attribute (`token = self.tok`)
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_.")
+_DIGITS = frozenset("0123456789")
 
 
 def _kind_of(key: str) -> str:
@@ -190,7 +311,7 @@ def _assignments(text: str, low: str, found: list, utf8: bool) -> str:
     keyword)] from _scan. text and low are one character per byte (_lowered); utf8 says they
     are UTF-8 bytes read as Latin-1, so a value is decoded before it is judged and fingerprinted."""
     shielded = [m.span() for m in _regex(_MASK).finditer(text)] if "[secret:" in text else []
-    mask_ends = {start: end for start, end in shielded}
+    mask_ends = dict(shielded)
     starts = sorted(mask_ends)
     value_re = _regex(_VALUE)
     pieces, done = [], 0
@@ -237,6 +358,191 @@ def _assignments(text: str, low: str, found: list, utf8: bool) -> str:
         pieces += [text[done:m.start(group)], token(_kind_of(key), value)]
         done = m.end(group)
     return "".join(pieces) + text[done:] if pieces else text
+
+
+def _scan(text: str, low: str) -> tuple[set, list]:
+    """(rows of KINDS to run, [(position in low, keyword)] of secret names that may take a value)."""
+    global _PREFILTER
+    if _PREFILTER is None:
+        _PREFILTER = _prefilter(_TRIGGERS)
+    rows, found = set(), []
+    if "A" in text and "ASIA" in text:  # "asia" is common in lowercase text: not a trigger
+        rows.add(_ASIA_ROW)
+    pattern = _regex(_PREFILTER)
+    first = pattern.search(low)  # usually None: one pass, and done
+    for m in pattern.finditer(low, first.start()) if first else ():
+        group = m.lastgroup
+        if group in _TRIGGER_ROWS:
+            rows |= _TRIGGER_ROWS[group]
+            continue
+        keyword, offset, _kinds = _NAME_GROUPS[group]
+        rows |= _NAME_ROWS[group]
+        found.append((m.end(group) - 3 if offset == "end" else m.start(group) + offset, keyword))
+    return rows, found
+
+
+def _lowered(text: str) -> tuple[str, bytes | None]:
+    """(text lowercased with one character per byte, its UTF-8 bytes or None for ASCII text).
+
+    str.lower() is fast on ASCII only (else it consults Unicode tables for every character), and
+    a regular expression runs faster over one-byte strings: other text is read through its UTF-8
+    bytes (as Latin-1), which keep every ASCII character, all that the prefilter looks for, as is.
+    """
+    if text.isascii():
+        return text.lower(), None
+    data = text.encode("utf-8", "surrogatepass")
+    return data.lower().decode("latin-1"), data
+
+
+def _outside_masks(fn, text: str) -> str:
+    """fn(part) for each part of text outside the masks already in it: a mask is never masked
+    again, so masking masked text changes nothing."""
+    if "[secret:" not in text:
+        return fn(text)
+    parts = _regex("(" + _MASK + ")").split(text)  # odd items are the masks
+    return "".join(part if i % 2 else fn(part) for i, part in enumerate(parts))
+
+
+def mask(text):
+    """Plain text with every recognised secret replaced by [secret:KIND:FP]; anything else unchanged.
+
+    Returns the same object when nothing was masked. Non-strings are returned as they are.
+    """
+    if not isinstance(text, str) or not text:
+        return text
+    low, utf8 = _lowered(text)
+    patterns = _user if _user is not None else _load_user_patterns()
+    rows, found = _scan(text, low)
+    out = text
+    for i in sorted(rows):
+        kind, _triggers, how, check = KINDS[i]
+        # over the whole text, masks included: no pattern matches inside a mask, and a secret
+        # group that is one is left (_replacer), so `curl -H '[secret:..]' -u a:b` is still one command
+        out = how(out) if callable(how) else _regex(how).sub(_replacer(kind, check), out)
+    if found:
+        if out is not text:  # positions moved: find the names again
+            low, utf8 = _lowered(out)
+            found = _scan(out, low)[1]
+        data = out if utf8 is None else utf8.decode("latin-1")
+        masked = _assignments(data, low, found, utf8 is not None)
+        if masked is not data:
+            out = masked if utf8 is None else masked.encode("latin-1").decode("utf-8", "surrogatepass")
+    for pattern in patterns:
+        redacted = lambda m: token("redact", m.group(0)) if m.group(0) else ""  # noqa: E731
+        out = _outside_masks(lambda part: pattern.sub(redacted, part), out)
+    return text if out == text else out
+
+
+def _named_value(key, value):
+    """`"password": "hunter2"` in JSON: a string value under a secret's name, masked whole."""
+    if not (isinstance(key, str) and isinstance(value, str) and value) or value.startswith("[secret:"):
+        return value
+    probe = f'"{key}":'
+    low = _lowered(probe)[0]
+    for i, keyword in _scan(probe, low)[1]:
+        if _name_end(low, i, keyword) == len(probe) - 2 and _literal(value, key, '": "', True, False):
+            return token(_kind_of(key), value)
+    return value
+
+
+def mask_json(value):
+    """A decoded JSON value (dicts, lists, strings, as json.loads gives them) with every string
+    masked, keys included, and each string under a secret's name masked whole. The same object
+    when nothing changed, else a copy. Walks with a stack of its own: any depth is fine."""
+    if isinstance(value, str):
+        return mask(value)
+    if not isinstance(value, (dict, list, tuple)):
+        return value
+    # each frame: [node, its (key, child) pairs, next index, the new pairs, changed]
+    frames = [[value, list(value.items() if isinstance(value, dict) else enumerate(value)), 0, [], False]]
+    while True:
+        frame = frames[-1]
+        node, items, i, new = frame[0], frame[1], frame[2], frame[3]
+        if i == len(items):
+            frames.pop()
+            done = node if not frame[4] else dict(new) if isinstance(node, dict) else [v for _k, v in new]
+            if not frames:
+                return done
+            parent = frames[-1]
+            key = parent[1][parent[2] - 1][0]
+            masked_key = mask(key) if isinstance(parent[0], dict) else key
+            parent[3].append((masked_key, done))
+            parent[4] = parent[4] or done is not node or masked_key is not key
+            continue
+        frame[2] += 1
+        key, child = items[i]
+        if isinstance(child, (dict, list, tuple)):
+            frames.append([child, list(child.items() if isinstance(child, dict) else enumerate(child)), 0, [], False])
+            continue
+        named = isinstance(node, dict)
+        masked_key = mask(key) if named else key
+        masked = mask(child) if isinstance(child, str) else child
+        if named and masked is child:
+            masked = _named_value(key, child)
+        new.append((masked_key, masked))
+        frame[4] = frame[4] or masked is not child or masked_key is not key
+
+
+def mask_line(raw) -> bytes:
+    """A JSON line (bytes, as a transcript holds it) with every string masked as mask_json does;
+    the same bytes if none holds a secret. Strings are masked where they stand, everything else
+    (numbers, spacing, key order, escapes of untouched strings) is kept byte for byte; a line that
+    is not JSON after some point is masked as plain text from there."""
+    raw = bytes(raw)
+    if not may_contain(raw):
+        return raw
+    from json import dumps
+    from json.decoder import scanstring
+    text, space = raw.decode("utf-8", "surrogateescape"), _regex(r"[ \t\r\n]*")
+    out, done, pos, key, value_at = [], 0, 0, None, -1
+    while True:
+        start = text.find('"', pos)
+        if start < 0:
+            break
+        try:
+            value, end = scanstring(text, start + 1, False)
+        except ValueError:  # not JSON from here on
+            out, done = out + [text[done:start], mask(text[start:])], len(text)
+            break
+        after = space.match(text, end).end()
+        is_key = text.startswith(":", after)
+        masked = mask(value)
+        if masked is value and start == value_at:
+            masked = _named_value(key, value)
+        if masked is not value:
+            try:
+                piece = dumps(masked, ensure_ascii=False)
+                piece.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate: as an escape
+                piece = dumps(masked)
+            out += [text[done:start], piece]
+            done = end
+        if is_key:  # where its value starts, if that is a string
+            key, value_at = value, space.match(text, after + 1).end()
+        pos = end
+    masked = "".join(out) + text[done:]
+    return raw if masked == text else masked.encode("utf-8", "surrogateescape")
+
+
+def may_contain(data) -> bool:
+    """Whether masking could change this text, bytes or escaped JSON text (a quick test, for
+    callers that would otherwise walk a parsed structure). JSON escapes are allowed for: \\u may
+    hide any character, and a tab (`--password\\tx`) is one to the names."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        data = bytes(data).decode("latin-1")  # one char per byte: the ASCII tests see the same
+    if not isinstance(data, str):
+        return False
+    if "\\" in data:
+        if "\\u" in data:
+            return True
+        data = data.replace("\\t", "\t")
+    rows, found = _scan(data, _lowered(data)[0])
+    return bool(rows or found) or bool(_user if _user is not None else _load_user_patterns())
+
+
+def has_user_patterns() -> bool:
+    """Whether redact.txt adds patterns (text masked when stored may predate them)."""
+    return bool(_user if _user is not None else _load_user_patterns())
 
 
 def _load_user_patterns() -> list:
@@ -292,170 +598,3 @@ def _read_redact_file() -> list[tuple[int, object, str | None]]:
 def redact_problems() -> list[str]:
     """What is wrong in redact.txt, one message per bad line (for lcm_doctor.py)."""
     return [f"{redact_path()} line {n}: {error}" for n, _p, error in _read_redact_file() if error]
-
-
-def _user_replace(m) -> str:
-    return token("redact", m.group(0)) if m.group(0) else ""
-
-
-def _outside_masks(fn, text: str) -> str:
-    """fn(part) for each part of text outside the masks already in it: a mask is never masked
-    again, so masking masked text changes nothing."""
-    if "[secret:" not in text:
-        return fn(text)
-    parts = _regex("(" + _MASK + ")").split(text)  # odd items are the masks
-    return "".join(part if i % 2 else fn(part) for i, part in enumerate(parts))
-
-
-def _sub(pattern, replace, text: str) -> str:
-    return _outside_masks(lambda part: pattern.sub(replace, part), text)
-
-
-def _spans_masked(text: str, kind: str, spans: list) -> str:
-    out, done = [], 0
-    for start, end in spans:
-        out += [text[done:start], token(kind, text[start:end])]
-        done = end
-    return "".join(out) + text[done:] if out else text
-
-
-def _private_spans(text: str) -> str:
-    """<private>...</private> masked whole (str.find: linear however many tags lack a close)."""
-    spans, i = [], text.find("<private>")
-    while i >= 0:
-        j = text.find("</private>", i + 9)
-        if j < 0:
-            break
-        spans.append((i, j + 10))
-        i = text.find("<private>", j + 10)
-    return _spans_masked(text, "private", spans)
-
-
-def _pem_blocks(text: str) -> str:
-    """PEM private key blocks masked whole: from BEGIN to the next END line; without one (output
-    cut short), over the base64 lines that follow. Linear: every END is found once."""
-    ends = [m.end() for m in _regex(_PEM_END).finditer(text)]
-    body = _regex(_PEM_BODY)
-    spans, done = [], 0
-    for m in _regex(_PEM_BEGIN).finditer(text):
-        if m.start() < done:
-            continue  # inside the block before
-        end = next((e for e in ends if e > m.end()), None)  # few ENDs in any real text
-        done = end if end is not None else body.match(text, m.end()).end()
-        spans.append((m.start(), done))
-    return _spans_masked(text, "private-key", spans)
-
-
-_BLOCKS = {"private-key": _pem_blocks, "private": _private_spans}
-
-
-# What each named group of _PREFILTER means: the kinds whose pattern must run, and the keyword
-# of an assignment name with where that keyword starts: the group's start plus an offset (from
-# the group's place in its branch: `token` matches as k, e, n, then the empty group tok), or
-# for "end" its end minus 3.
-_GROUPS = {
-    "tok": ((), "token", -5), "key": ((), "key", -3), "sec": (("aws-secret",), "secret", -6),
-    "cred": ((), "credential", -4), "pw": ((), "pass", -4),
-    "fpass": ((), "pass", 0), "fsecret": ((), "secret", 0), "ftoken": ((), "token", 0),
-    "fkey": ((), "key", "end"), "fcred": ((), "credential", 0),
-    "pem": (("private-key",), None, 0), "sk": (("anthropic-key", "openai-key"), None, 0),
-    "stripe": (("stripe-key",), None, 0), "akia": (("aws-key",), None, 0),
-    "slack": (("slack-webhook",), None, 0), "gh": (("github-token",), None, 0),
-    "glpat": (("gitlab-token",), None, 0), "xox": (("slack-token",), None, 0), "jwt": (("jwt",), None, 0),
-    "aiza": (("google-key",), None, 0), "private": (("private",), None, 0), "at": (("password",), None, 0),
-    "bearer": (("token",), None, 0),
-}
-
-
-def _scan(text: str, low: str) -> tuple[set, list]:
-    """(kinds to run, [(position in low, keyword)] of secret names that may take a value)."""
-    kinds, found = set(), []
-    if "A" in text and "ASIA" in text:  # "asia" is common in lowercase text: not in _PREFILTER
-        kinds.add("aws-key")
-    pattern = _regex(_PREFILTER)
-    first = pattern.search(low)  # usually None: one pass, and done
-    for m in pattern.finditer(low, first.start()) if first else ():
-        group = m.lastgroup
-        more, keyword, offset = _GROUPS[group]
-        kinds.update(more)
-        if keyword is not None:
-            found.append((m.end(group) - 3 if offset == "end" else m.start(group) + offset, keyword))
-    return kinds, found
-
-
-def _lowered(text: str) -> tuple[str, bytes | None]:
-    """(text lowercased with one character per byte, its UTF-8 bytes or None for ASCII text).
-
-    str.lower() is fast on ASCII only (else it consults Unicode tables for every character), and
-    a regular expression runs faster over one-byte strings: other text is read through its UTF-8
-    bytes (as Latin-1), which keep every ASCII character, all that _PREFILTER looks for, as is.
-    """
-    if text.isascii():
-        return text.lower(), None
-    data = text.encode("utf-8", "surrogatepass")
-    return data.lower().decode("latin-1"), data
-
-
-def mask(text):
-    """text with every recognised secret replaced by [secret:KIND:FP]; anything else unchanged.
-
-    Returns the same object when nothing was masked. Non-strings are returned as they are.
-    """
-    if not isinstance(text, str) or not text:
-        return text
-    low, utf8 = _lowered(text)
-    patterns = _user if _user is not None else _load_user_patterns()
-    kinds, found = _scan(text, low)
-    out = text
-    for kind in _PATTERNS:
-        if kind in _BLOCKS and kind in kinds:
-            out = _outside_masks(_BLOCKS[kind], out)
-        elif kind in kinds:
-            out = _sub(_regex(_PATTERNS[kind]), _replacer(kind), out)
-    if found:
-        if out is not text:  # positions moved: find the names again
-            low, utf8 = _lowered(out)
-            found = _scan(out, low)[1]
-        data = out if utf8 is None else utf8.decode("latin-1")
-        masked = _assignments(data, low, found, utf8 is not None)
-        if masked is not data:
-            out = masked if utf8 is None else masked.encode("latin-1").decode("utf-8", "surrogatepass")
-    for pattern in patterns:
-        out = _sub(pattern, _user_replace, out)
-    return text if out == text else out
-
-
-def has_user_patterns() -> bool:
-    """Whether redact.txt adds patterns (text masked when stored may predate them)."""
-    return bool(_user if _user is not None else _load_user_patterns())
-
-
-def may_contain(data) -> bool:
-    """Whether mask() could change this text or bytes (a quick test, for callers that would
-    otherwise walk a parsed structure)."""
-    if isinstance(data, (bytes, bytearray, memoryview)):
-        data = bytes(data).decode("latin-1")  # one char per byte: the ASCII tests see the same
-    if not isinstance(data, str):
-        return False
-    kinds, found = _scan(data, _lowered(data)[0])
-    return bool(kinds or found) or bool(
-        _user if _user is not None else _load_user_patterns())
-
-
-def mask_tree(value):
-    """A copy of a JSON-like value (dicts, lists, strings) with every string masked."""
-    if isinstance(value, str):
-        return mask(value)
-    if isinstance(value, dict):
-        return {k: mask_tree(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [mask_tree(v) for v in value]
-    return value
-
-
-def mask_bytes(raw) -> bytes:
-    """An original transcript line (bytes) with its secrets masked; the same bytes if none."""
-    raw = bytes(raw)
-    text = raw.decode("utf-8", "surrogateescape")
-    masked = mask(text)
-    return raw if masked is text else masked.encode("utf-8", "surrogateescape")

@@ -346,7 +346,7 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
     path, rows, sessions, line_no = batch.path, batch.rows, batch.sessions, batch.line_no
     file_sid = batch.msg_sid if batch.is_agent_file and batch.msg_sid else batch.guess_sid
     fallback_sid = batch.guess_sid or os.path.basename(path)
-    estimate, mask = lcm.config.estimate_tokens, lcm.mask.mask
+    estimate, mask, mask_json, may_mask = lcm.config.estimate_tokens, lcm.mask.mask, lcm.mask.mask_json, lcm.mask.may_contain
     for line in lines:
         line_no += 1
         try:
@@ -375,10 +375,15 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
             continue
         sid = sid or file_sid or fallback_sid
         blocks = entry_blocks(entry, index_thinking)
+        content = "\n".join(b for b in blocks if b)
+        if may_mask(content):  # rare; search, snippets and summaries never see a secret
+            if "\\" in content:  # a tool input's JSON escapes (\n): mask its decoded strings
+                blocks = entry_blocks(mask_json(entry), index_thinking)
+                content = "\n".join(b for b in blocks if b)
+            content = mask(content)
         if any(len(b) > max_chars for b in blocks):
             blocks = [safe_text(b) for b in blocks]  # these go to files of their own
             batch.large.append((len(rows), blocks, entry, uuid, sid))
-        content = mask("\n".join(b for b in blocks if b))  # search, snippets and summaries never see a secret
         role, subtype, model, msg_id = message_fields(entry)
         sidechain = entry.get("isSidechain") is True
         # which Task/Agent call started which sub-agent (lcm/order.py): dict lookups, no text scan

@@ -95,7 +95,7 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
         except ValueError:
             continue
         if lcm.mask.may_contain(row["raw"]):  # what it extracts is printed and written to files
-            entry = lcm.mask.mask_tree(entry)
+            entry = lcm.mask.mask_json(entry)
         text = user_request_text(entry)
         if text:
             requests.append({"uuid": row["uuid"], "at": entry.get("timestamp"), "text": text})

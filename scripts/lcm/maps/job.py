@@ -191,7 +191,7 @@ def iter_items(path: Path, skip: Callable[[int], bool] | None = None) -> Iterato
 
 def item_text(value) -> str:
     """What the model sees of an item: a string as is, anything else as compact JSON; secrets masked."""
-    return lcm.mask.mask(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+    return lcm.mask.mask(value) if isinstance(value, str) else json.dumps(lcm.mask.mask_json(value), ensure_ascii=False)
 
 
 # ---------------------------------------------------------------------------

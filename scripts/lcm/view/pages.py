@@ -210,7 +210,7 @@ def _label(block: dict) -> str:
 def tool_html(block: dict, result: dict | None) -> str:
     failed = bool(result and result.get("is_error"))
     name = block.get("name") or "tool"
-    data = lcm.mask.mask_tree(block.get("input"))  # decoded strings masked before they are dumped
+    data = lcm.mask.mask_json(block.get("input"))  # decoded strings masked before they are dumped
     body = f"<pre>{esc(json.dumps(data, ensure_ascii=False, indent=1))}</pre>"
     if result is not None:
         body += f"<div class=meta>{'failed' if failed else 'result'}</div>{result_html(result)}"
@@ -315,7 +315,7 @@ def node_page(conn, node_id: str, params: dict) -> str:
             entry = _entry(row["raw"])
             piece = message_html(row, entry, {}, set()) or (
                 f"<article class='msg system' id='m-{esc(row['uuid'])}'><div class=meta>{esc(row['uuid'][:8])}</div></article>")
-            original = esc(lcm.mask.mask_bytes(row["raw"]).decode("utf-8", "replace"))
+            original = esc(lcm.mask.mask_line(row["raw"]).decode("utf-8", "replace"))
             parts.append(piece.replace("</article>",
                          f"<div class=meta><a href='{link('/s/' + sid, at=row['uuid'])}#m-{esc(row['uuid'])}'>in the"
                          f" conversation</a></div><details><summary class=meta>Original line (masked)</summary>"
