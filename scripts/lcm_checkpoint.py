@@ -20,7 +20,6 @@ Examples:
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 from pathlib import Path
 
@@ -80,8 +79,7 @@ def _main(argv):
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
     # the resume command for exactly this checkpoint: its file, else the vault's newest of the session
-    resume = (f'python3 "$LCM_SCRIPTS/lcm_resume.py" --checkpoint {shlex.quote(path)}' if path else
-              f'python3 "$LCM_SCRIPTS/lcm_resume.py" --session {session_id}')
+    resume = lcm.cli.command_line("lcm_resume.py", *(["--checkpoint", path] if path else ["--session", session_id]))
     info.update(checkpoint_id=cur.lastrowid, path=path, tokens=lcm.config.estimate_tokens(text), resume=resume,
                 not_written=skipped)
     if args.json:

@@ -54,7 +54,8 @@ def _print_session(doc) -> None:
     for line in lines[:TREE_LINES]:
         w(line + "\n")
     if len(lines) > TREE_LINES:
-        w(f"... {len(lines) - TREE_LINES} more lines: lcm_describe.py --session {doc['session_id']} --json\n")
+        w(f"... {len(lines) - TREE_LINES} more lines: "
+          f"{lcm.cli.command_line('lcm_describe.py', '--session', doc['session_id'], '--json')}\n")
     items = doc["context_items"]
     n_msg = sum(1 for i in items if i["type"] == "message")
     w(f"context items: {len(items) - n_msg} summaries + {n_msg} messages not yet summarised\n")

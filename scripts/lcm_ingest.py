@@ -49,6 +49,8 @@ def _main(argv):
             sys.stderr.write(f"No transcripts yet under {root}\n")
     lcm.ingest.transcript_files(paths)  # refuse a bad path before the vault is even created
     conn = lcm.db.connect(args.db)
+    # an empty vault before the import: a line skipped as known repeated one read in this import
+    was_empty = conn.execute("SELECT 1 FROM messages LIMIT 1").fetchone() is None
     result = lcm.ingest.ingest_paths(conn, paths, progress=not args.json)
     if args.json:
         lcm.cli.print_json(result)
@@ -69,7 +71,10 @@ def _main(argv):
     partly = result["excluded_lines"] and not result["excluded_files"]
     if partly:  # a session that moved into an excluded project: its lines from there on
         note += f"; left out {result['excluded_lines']} lines written in projects of LCM_EXCLUDE"
-    print(f"{result['messages_added']} new messages ({result['messages_skipped']} already stored) from "
+    skipped = result["messages_skipped"]
+    known = (f" ({skipped} repeated in more than one transcript)" if was_empty else f" ({skipped} already stored)"
+             ) if skipped else ""
+    print(f"{result['messages_added']} new messages{known} from "
           f"{result['files']} files, {result['sessions']} sessions in {result['seconds']}s{note}")
     return 0
 

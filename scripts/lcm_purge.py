@@ -73,7 +73,7 @@ def _print(doc: dict, done: bool) -> None:
         out.write("Summaries over the remaining messages are rebuilt by the next lcm_compact.py.\n")
     if not doc["wal_emptied"]:
         out.write("Note: another process has the vault open, so its write-ahead log still holds old pages;"
-                  " run lcm_purge.py with the same arguments again when it is idle.\n")
+                  " run the same command again when it is idle.\n")
     for path in doc["backups"]:
         out.write(f"Backup that still holds the purged text (delete it yourself): {path}\n")
 

@@ -74,8 +74,9 @@ def _main(argv):
         lcm.cli.print_json({"note": note, "created": created})
     else:
         print(f"{'Pinned' if created else 'Already pinned'} {note['id']} for {_where(note)}.")
-        print(f"New sessions {'there' if note['project'] else 'everywhere'} start with it; lcm_remember.py --list shows the notes,"
-              f" lcm_remember.py --forget {note['id']} removes it.")
+        print(f"New sessions {'there' if note['project'] else 'everywhere'} start with it;"
+              f" {lcm.cli.command_line('lcm_remember.py', '--list')} shows the notes,"
+              f" {lcm.cli.command_line('lcm_remember.py', '--forget', note['id'])} removes it.")
     return 0
 
 

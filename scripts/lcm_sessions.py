@@ -41,7 +41,7 @@ def _when(value: str | None) -> str:
 
 def _print_list(sessions: list[dict], total: int, args) -> None:
     if not sessions:
-        print("No sessions" + (" match" if args.project or args.since else " in the vault yet (run lcm_ingest.py --all)"))
+        print("No sessions" + (" match" if args.project or args.since else lcm.cli.runnable(" in the vault yet (run lcm_ingest.py --all)")))
         return
     for s in sessions:
         extra = ", checkpoint" if s["has_checkpoint"] else ""
@@ -88,7 +88,7 @@ def _print_one(s: dict) -> None:
     print(f"Summaries ({s['summaries']}):")
     print("\n".join(f"  {line}" for line in tree[:TREE_LINES]) or "  none yet (nothing compacted)")
     if len(tree) > TREE_LINES or s["summary_tree_truncated"]:
-        print(f"  ... more: lcm_describe.py --session {s['id']}")
+        print(f"  ... more: {lcm.cli.command_line('lcm_describe.py', '--session', s['id'])}")
     digest = s["digest"]
     if digest:
         print(f"Digest ({digest['level']}, written {_when(digest['created_at'])}):")

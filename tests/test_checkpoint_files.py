@@ -7,6 +7,8 @@ import re
 
 import pytest
 
+from conftest import command
+
 import lcm.db
 import lcm.ingest
 import lcm_checkpoint
@@ -61,7 +63,7 @@ def test_another_sessions_checkpoint_never_overwrites_this_projects_file(tmp_pat
     out = run(lcm_checkpoint, ["--session", "s-other"], capsys)
     assert (workspace / ".lcm-checkpoint.md").read_text() == mine
     assert "stored in the vault only" in out and "pass --output PATH" in out
-    assert 'Resume it in a new session with: python3 "$LCM_SCRIPTS/lcm_resume.py" --session s-other' in out
+    assert f'Resume it in a new session with: {command("lcm_resume.py", "--session", "s-other")}' in out
     assert checkpoints()[-1]["session_id"] == "s-other" and checkpoints()[-1]["path"] is None
     # unless --output says so
     target = tmp_path / "other.md"
@@ -78,7 +80,7 @@ def test_the_resume_hint_resumes_the_checkpoint_it_printed(tmp_path, workspace, 
     monkeypatch.setenv("LCM_SESSION_ID", "s-mine")
     for argv, session in (([], "s-mine"), (["--session", "s-other"], "s-other")):
         out = run(lcm_checkpoint, argv, capsys)
-        hint = re.search(r'lcm_resume.py" (.*)$', out, re.M).group(1).split()
+        hint = re.search(r'lcm_resume.py (.*)$', out, re.M).group(1).split()
         resumed = run(lcm_resume, hint, capsys)
         assert f"Resuming session {session}" in resumed, (hint, resumed[:200])
 

@@ -18,7 +18,7 @@ import lcm.ingest
 import lcm.search
 import lcm.rank
 import lcm.sources
-from conftest import SCRIPTS
+from conftest import command, SCRIPTS
 from transcripts import Transcript
 
 PASTE = ("Traceback (most recent call last): File \"app.py\", line 12, in <module> " * 70)[:5000]
@@ -144,7 +144,7 @@ def test_json_shape_and_covering_summary(grep_vault, capsys):
     doc = grep_json(capsys, "orders index", "--scope", "summaries")
     assert [r["type"] for r in doc["results"]] == ["summary"]
     code, out, _err = run(capsys, "orders index")
-    assert code == 0 and "in sum_00000000000000bb" in out and 'lcm_expand.py" sum_00000000000000bb' in out
+    assert code == 0 and "in sum_00000000000000bb" in out and command("lcm_expand.py", "sum_00000000000000bb") in out
 
 
 def test_scope_filters(grep_vault, capsys, monkeypatch):
@@ -179,7 +179,7 @@ def test_limit_offset_and_next_command(grep_vault, capsys):
     second = grep_json(capsys, "the", "--limit", "2", "--offset", "2")
     assert {r["id"] for r in first["results"]}.isdisjoint(r["id"] for r in second["results"])
     code, out, _err = run(capsys, "the", "--limit", "2")
-    assert '... more: python3 "$LCM_SCRIPTS/lcm_grep.py" the --limit 2 --offset 2' in out
+    assert f'... more: {command("lcm_grep.py", "the --limit 2 --offset 2")}' in out
 
 
 def test_regex_scan_is_bounded_in_time(grep_vault, tmp_path):

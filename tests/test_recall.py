@@ -22,7 +22,7 @@ import lcm_expand_query
 import lcm_grep
 import lcm_resume
 import lcm_status
-from conftest import SCRIPTS
+from conftest import command, SCRIPTS
 from transcripts import Transcript
 
 
@@ -162,7 +162,7 @@ def test_scope_is_named_and_stronger_hits_elsewhere_are_counted(chats, capsys, m
     assert all(r["session_id"].startswith("aaaa") for r in doc["results"])
     code, out, err = call(lcm_grep.main, capsys, "zookeeper quorum moving")
     assert out.startswith("Searched project /home/u/life (the current one).")
-    assert ('6 stronger match(es) in other projects: python3 "$LCM_SCRIPTS/lcm_grep.py" '
+    assert (f'6 stronger match(es) in other projects: {command("lcm_grep.py")} '
             "'zookeeper quorum moving' --all-sessions") in out
     assert grep_json(capsys, "zookeeper", "--all-sessions")["scope"] == {"kind": "all"}
 
@@ -181,8 +181,8 @@ def test_a_query_starting_with_a_dash_and_its_more_line(chats, capsys):
     code, out, err = call(lcm_grep.main, capsys, "--all-sessions", "--limit", "1", "--", "-zookeeper quorum")
     more = next(line for line in out.splitlines() if line.startswith("... more: "))
     assert more.endswith("--limit 1 --all-sessions --offset 1 -- '-zookeeper quorum'")
-    # runnable as printed: the shell expands $LCM_SCRIPTS and the command pages on
-    env = {**os.environ, "LCM_SCRIPTS": str(SCRIPTS)}
+    # runnable as printed, in a shell without lcm's variables: the command pages on
+    env = {k: v for k, v in os.environ.items() if k not in ("LCM_SCRIPTS", "LCM_SESSION_ID")}
     done = subprocess.run(more[len("... more: "):], shell=True, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "[1] " in done.stdout, done.stderr
 

@@ -80,7 +80,7 @@ def test_text_output_names_each_type(typed_vault, capsys):
     code, out, _ = run(capsys, lcm_grep, "quasar_flux_capacitor", "--db", typed_vault, "--all-sessions",
                        "--type", "file")
     assert code == 0 and "  file  " in out and "handlers.py" in out and "quasar_flux_capacitor" in out
-    assert 'lcm_describe.py" file_' in out  # the next command looks at the stored file
+    assert "lcm_describe.py file_" in out  # the next command looks at the stored file
 
 
 def test_an_unknown_type_is_an_error_with_the_list(typed_vault, capsys):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 
+import lcm.cli
 import lcm.expand
 import lcm.files
 import lcm.grants
@@ -99,5 +100,6 @@ def describe(conn, node_id: str, *, content: bool = False, max_tokens: int = 400
     doc = describe_message(conn, row)
     if len(doc["content"]) > max_tokens * 4:
         doc["content"] = doc["content"][: max_tokens * 4] + (
-            f"\n[... cut at {max_tokens} tokens: lcm_expand.py {node_id} --raw prints it all]")
+            f"\n[... cut at {max_tokens} tokens: "
+            f"{lcm.cli.command_line('lcm_expand.py', lcm.cli.Positional(node_id), '--raw')} prints it all]")
     return doc

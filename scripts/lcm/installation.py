@@ -12,11 +12,15 @@ import fcntl
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 
+import lcm.claude_cli
 import lcm.config
 import lcm.db
+import lcm.llm
 from lcm.errors import LcmError
 
 HOOK_EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "SubagentStop", "PreCompact", "PostCompact",
@@ -232,7 +236,7 @@ def hooks(conn) -> dict:
 
 def backend(probe: bool = True) -> dict:
     """The backend lcm would use now (as lcm.llm picks it from this environment), why, and whether
-    it works: checked by lcm.llm.probe_backend, at no cost, unless probe is False."""
+    it works: checked by probe_backend, at no cost, unless probe is False."""
     import lcm.llm
     try:
         chosen = lcm.llm.resolve_backend()
@@ -255,9 +259,81 @@ def backend(probe: bool = True) -> dict:
                    "export ANTHROPIC_API_KEY (with the anthropic package), or install Claude Code and run"
                    " `claude auth login`")
         return doc
-    result = lcm.llm.probe_backend(chosen) if probe else {"verified": None, "detail": "not probed", "hint": None}
+    result = probe_backend(chosen) if probe else {"verified": None, "detail": "not probed", "hint": None}
     doc.update(verified=result["verified"], detail=result["detail"], hint=result["hint"])
     doc["status"] = status(doc["verified"] is False, doc["verified"] is None)
     if doc["verified"] is None:
         doc["detail"] += " (unverified)"
     return doc
+
+
+# ---------------------------------------------------------------------------
+# Probing a backend: does it work now, at no cost? (the one SDK request is lcm.llm.probe_key)
+# ---------------------------------------------------------------------------
+
+PROBE_TIMEOUT = 8.0  # seconds a probe may take: doctor runs in a terminal, someone waits for it
+
+
+def probe_backend(backend: str, timeout: float = PROBE_TIMEOUT) -> dict:
+    """Whether `backend` would work now, checked by a request that costs nothing: for anthropic the
+    SDK is imported and the key lists one model (GET /v1/models); for claude the CLI reports its
+    login (`claude auth status`, offline). Returns {"verified": True | False | None, "detail",
+    "hint"}: False is a failure the person must act on, None a check that could not be made."""
+    if backend == "anthropic":
+        return _probe_anthropic(timeout)
+    if backend == "claude":
+        return _probe_claude(timeout)
+    return {"verified": None, "detail": "no model is used", "hint": None}
+
+
+def _probe_anthropic(timeout: float) -> dict:
+    import sys
+    if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
+        return {"verified": False, "detail": "neither ANTHROPIC_API_KEY nor ANTHROPIC_AUTH_TOKEN is set",
+                "hint": "export ANTHROPIC_API_KEY (console.anthropic.com/settings/keys), or set LCM_LLM=claude"
+                        " to use your Claude Code login"}
+    outcome, detail = lcm.llm.probe_key(timeout)
+    base = os.environ.get("ANTHROPIC_BASE_URL") or "api.anthropic.com"
+    if outcome == "package":
+        return {"verified": False, "detail": f"the anthropic package cannot be used by {sys.executable} ({detail})",
+                "hint": f"{sys.executable} -m pip install -r requirements.txt (the key is set: only the package"
+                        " is missing); or set LCM_LLM=claude to use your Claude Code login"}
+    if outcome == "refused":
+        return {"verified": False, "detail": f"{base} refused the key ({detail})",
+                "hint": "the key is wrong, revoked or for another organisation: create a new one at"
+                        " console.anthropic.com/settings/keys and export it as ANTHROPIC_API_KEY; or unset it and"
+                        " set LCM_LLM=claude to use your Claude Code login"}
+    if outcome == "status":  # a gateway without the models endpoint, an outage
+        return {"verified": None, "detail": f"{base} answered {detail} to the free models request,"
+                                            " so the key is unverified", "hint": None}
+    if outcome == "unreachable":
+        return {"verified": None, "detail": f"cannot reach {base} ({detail}), so the key is unverified",
+                "hint": "check the network or ANTHROPIC_BASE_URL"}
+    return {"verified": True, "detail": f"{base} accepted the key", "hint": None}
+
+
+def _probe_claude(timeout: float) -> dict:
+    exe = lcm.claude_cli.claude_executable()
+    if not exe:
+        return {"verified": False, "detail": "the claude CLI is not on PATH",
+                "hint": "install Claude Code (npm install -g @anthropic-ai/claude-code) or add its directory to"
+                        " PATH; or export ANTHROPIC_API_KEY to use the API"}
+    try:
+        proc = subprocess.run([exe, "auth", "status", "--json"], stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"verified": None, "detail": f"`claude auth status` did not answer ({type(exc).__name__})",
+                "hint": None}
+    try:
+        state = json.loads(proc.stdout)
+    except ValueError:
+        state = None
+    if not isinstance(state, dict) or "loggedIn" not in state:  # a CLI older than `auth status`
+        return {"verified": None, "detail": f"{exe} does not report its login (an older Claude Code?)",
+                "hint": "update Claude Code to check its login here"}
+    if state["loggedIn"] is not True:
+        return {"verified": False, "detail": f"{exe} is not logged in",
+                "hint": "run `claude auth login` in a terminal (or start `claude` and type /login); or export"
+                        " ANTHROPIC_API_KEY to use the API"}
+    how = state.get("authMethod") or "unknown method"
+    return {"verified": True, "detail": f"{exe} is logged in ({how})", "hint": None}
