@@ -236,7 +236,10 @@ def _replacer(kind: str, check):
 # where the name ends, reads the separator and the value.
 _TYPE = r"[A-Za-z_][\w.]*(?:\[[^\]\n]{0,40}\]+)?"  # str, Optional[str], t.Dict[str, int]
 # (?a): \s and \w are ASCII only, so a value never ends inside a UTF-8 sequence (see _lowered)
-_VALUE = (r"(?a)(?![\w-])(?:(?P<sep>\\?[\"']?[ \t]*(?::[ \t]*" + _TYPE + r"(?:[ \t]*\|[ \t]*" + _TYPE + r")*[ \t]*(?==))?"
+# A type is read only where its `=` stands apart (` = `, `="`): in `password: cGFz==` or
+# `secret: ab=cd12` the `=` is part of the value, which is masked whole.
+_VALUE = (r"(?a)(?![\w-])(?:(?P<sep>\\?[\"']?[ \t]*(?::[ \t]*" + _TYPE + r"(?:[ \t]*\|[ \t]*" + _TYPE + r")*"
+          r"(?:[ \t]+(?==(?!=))|(?==[ \t\\\"'`])))?"
           r"(?:=>|==|:=|=|:)[ \t]*)"
           # a mask already there is a value too: the match must not fall back to another reading
           r"(?:(?P<mk>\[secret:[a-z0-9-]+:[0-9a-f]{4}\])"
