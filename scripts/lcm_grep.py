@@ -39,6 +39,7 @@ import sys
 import lcm.cli
 import lcm.db
 import lcm.errors
+import lcm.mask
 from lcm.search import search
 
 # ---------------------------------------------------------------------------
@@ -138,6 +139,7 @@ def _main(argv):
     if args.grant:  # a grant naming summaries covers only what lies below them
         doc["results"] = [r for r in doc["results"] if _in_grant(conn, args.grant, r["id"])]
         doc["count"] = len(doc["results"])
+    doc["query"] = lcm.mask.mask(doc["query"])  # echoed back: a secret searched for stays masked
     if doc.pop("widened", False):
         sys.stderr.write("Note: nothing in this project; these results come from all projects\n")
     if doc.pop("stopped_early", False):

@@ -35,3 +35,47 @@ def test_annotated_assignment_still_masks_only_the_value(code):
     assert "hunter2!" not in out and "abcd1234efgh" not in out
     assert out.startswith(code.split(":")[0] + ": ")
     assert "str" in out
+
+
+def _ingest_one(home, text="hello world"):
+    import json
+    project = home / ".claude" / "projects" / "-tmp-x"
+    project.mkdir(parents=True)
+    line = {"type": "user", "sessionId": "s1", "uuid": "u1", "timestamp": "2026-01-01T00:00:00Z",
+            "cwd": "/tmp/x", "message": {"role": "user", "content": text}}
+    (project / "s1.jsonl").write_text(json.dumps(line) + "\n")
+
+
+@pytest.mark.parametrize("argv", [
+    ("lcm_expand", K), ("lcm_describe", K), ("lcm_export", "--session", K), ("lcm_resume", "--session", K),
+    ("lcm_purge", "--message", K), ("lcm_grep", "--session", K, "x"), ("lcm_checkpoint", "--session", K),
+    ("lcm_grep", "--mode", K, "x"),   # an argparse usage error quotes the bad value
+])
+def test_errors_do_not_echo_a_secret(capsys, isolated_home, argv):
+    """An id or option pasted by mistake is often a secret: the `Error:` that repeats it goes to
+    the terminal and, run by Claude, into the transcript and to the model."""
+    _ingest_one(isolated_home)
+    assert run(capsys, "lcm_ingest", "--all")[0] == 0
+    with pytest.raises(SystemExit) if argv[1] == "--mode" else _nothing():
+        code, out, err = run(capsys, *argv)
+        assert code == 1
+    out, err = capsys.readouterr() if argv[1] == "--mode" else (out, err)
+    assert K not in out + err
+    assert "secret:anthropic-key" in out + err
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+@pytest.mark.parametrize("json_flag", [(), ("--json",)])
+def test_grep_without_a_match_does_not_echo_a_secret(capsys, isolated_home, json_flag):
+    _ingest_one(isolated_home)
+    assert run(capsys, "lcm_ingest", "--all")[0] == 0
+    code, out, err = run(capsys, "lcm_grep", *json_flag, K)
+    assert code == 0
+    assert K not in out + err

@@ -9,6 +9,7 @@ import sqlite3
 import sys
 from collections.abc import Callable, Iterable
 
+import lcm.mask
 from lcm.config import MAX_INT_ARG
 from lcm.db import storage_error
 from lcm.errors import LcmError
@@ -43,6 +44,9 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
     )
     p.add_argument("--db", metavar="PATH", help="vault file (default: $LCM_DB, $LCM_HOME/lcm.db, ~/.claude-lcm/lcm.db)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
+    usage_error = p.error
+    # a usage error quotes the bad value, and a value pasted by mistake is often a secret
+    p.error = lambda message: usage_error(lcm.mask.mask(message))
     return p
 
 
@@ -166,9 +170,10 @@ def _check_text(argv: list[str]) -> None:
 
 
 def _report(exc: LcmError) -> int:
-    sys.stderr.write(f"Error: {exc.message}\n")
+    # masked: an error often repeats what was typed (an id, a pattern), and that may be a secret
+    sys.stderr.write(f"Error: {lcm.mask.mask(exc.message)}\n")
     if exc.hint:
-        sys.stderr.write(f"Hint: {exc.hint}\n")
+        sys.stderr.write(f"Hint: {lcm.mask.mask(exc.hint)}\n")
     return 1
 
 
