@@ -79,3 +79,26 @@ def test_grep_without_a_match_does_not_echo_a_secret(capsys, isolated_home, json
     code, out, err = run(capsys, "lcm_grep", *json_flag, K)
     assert code == 0
     assert K not in out + err
+
+
+@pytest.fixture
+def fresh_redact():
+    lcm.mask.reload_user_patterns()
+    yield
+    lcm.mask.reload_user_patterns()
+
+
+def test_a_bad_redact_line_is_reported_without_repeating_it(capsys, isolated_home, fresh_redact):
+    """A redact.txt line is usually the secret itself, typed as a pattern: one that does not
+    compile (a stray parenthesis) or matches empty text is reported by line number, never echoed,
+    on the stderr of every command and in lcm_doctor.py's report."""
+    home = isolated_home / ".claude-lcm"
+    home.mkdir()
+    (home / "redact.txt").write_text("prod-db-Xq7!pw(\n(?:zz-hunter-77)?\n")
+    _ingest_one(isolated_home)
+    code, out, err = run(capsys, "lcm_ingest", "--all")
+    assert code == 0
+    code, out2, err2 = run(capsys, "lcm_doctor")
+    everything = out + err + out2 + err2
+    assert "redact.txt line 1" in everything and "redact.txt line 2" in everything
+    assert "prod-db-Xq7!pw" not in everything and "zz-hunter-77" not in everything

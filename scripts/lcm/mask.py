@@ -588,11 +588,13 @@ def _read_redact_file() -> list[tuple[int, object, str | None]]:
             continue
         try:
             pattern = re.compile(source)
+        # a line is often the secret itself, typed as a pattern: reported by its number, never shown
         except (re.error, RecursionError, OverflowError) as exc:
-            out.append((number, None, f"invalid regular expression {source!r}: {exc}"))
+            out.append((number, None, f"invalid regular expression ({getattr(exc, 'msg', None) or type(exc).__name__}"
+                                      + (f" at position {exc.pos}" if getattr(exc, "pos", None) is not None else "") + ")"))
             continue
         if pattern.fullmatch(""):
-            out.append((number, None, f"{source!r} matches the empty string"))
+            out.append((number, None, "the pattern matches the empty string"))
             continue
         out.append((number, pattern, None))
     return out
