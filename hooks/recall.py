@@ -17,6 +17,7 @@ def recall_text(conn, prompt, session_id, cwd, *, hits: int, max_chars: int, min
     if not isinstance(prompt, str) or not worth_searching(prompt, min_words):
         return None
     import lcm.search
+    import lcm.text
     scope = {"project": cwd} if cwd else {"all_sessions": True}
     found = lcm.search.search(conn, prompt[:QUERY_CHARS], limit=hits * 3, **scope)
     lines = []
@@ -26,8 +27,8 @@ def recall_text(conn, prompt, session_id, cwd, *, hits: int, max_chars: int, min
                 and not hit.get("covering_summary_id")):
             continue
         snippet = " ".join(str(hit.get("snippet") or "").split())[:SNIPPET_CHARS]
-        # old transcript text (a fetched page, a file) is quoted: it cannot open or close a tag
-        snippet = snippet.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        # old transcript text (a fetched page, a file): it cannot open or close a tag
+        snippet = lcm.text.untagged(snippet)
         when = str(hit.get("created_at") or "")[:16].replace("T", " ")
         where = hit.get("covering_summary_id") or hit.get("id")
         lines.append(f"- [{when} {hit.get('role') or hit.get('type')}, {where}] {snippet}")
