@@ -163,3 +163,29 @@ def test_context_after_compaction_quotes_summary_text(tmp_path, isolated_home, m
     assert "Please read this page" in context, "the hostile turn is summarised (as text)"
     assert context.count("</lcm_context>") == 1 and context.count("</summary>") == context.count("<summary ")
     assert "<system-reminder" not in context and "</system-reminder" not in context
+
+
+def test_the_viewer_does_not_echo_a_secret_typed_in_a_box_or_an_address(capsys, isolated_home):
+    """A person checks whether a key was stored by searching for it, or follows a link holding one:
+    the page repeats what was asked (heading, search box, filter, a not-found message); the viewer
+    shows everything masked, and that includes what it echoes."""
+    import http.client
+    from urllib.parse import quote
+
+    import lcm.db
+    from lcm.view.server import Viewer
+    _ingest_one(isolated_home)
+    assert run(capsys, "lcm_ingest", "--all")[0] == 0
+    server = Viewer(str(lcm.db.db_path_str(None)))
+    server.start()
+    try:
+        for path in (f"/search?q={K}", f"/?q={K}", f"/?project={K}", f"/s/{K}", f"/n/{K}", f"/s/{K}/dag"):
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+            conn.request("GET", path.replace(K, quote(K)), headers={
+                "Host": f"127.0.0.1:{server.port}", "Cookie": f"lcm_view={server.token}"})
+            body = conn.getresponse().read().decode()
+            conn.close()
+            assert K not in body, path
+    finally:
+        server.shutdown()
+        server.server_close()
