@@ -32,6 +32,9 @@ import sys
 import lcm.cli
 import lcm.config
 import lcm.db
+import lcm.resolve
+import lcm.grants
+import lcm.exclude
 import lcm.compact
 import lcm.llm
 from lcm.errors import LcmError
@@ -50,16 +53,15 @@ def _main(argv):
     args = p.parse_args(argv)
     lcm.config.validate_config()
     conn = lcm.db.connect(args.db)
+    lcm.grants.scope(conn).refuse("lcm_compact.py (it writes summaries)")
     if args.all:
         sessions = [r[0] for r in conn.execute("SELECT DISTINCT session_id FROM messages ORDER BY session_id")]
         projects = dict(conn.execute("SELECT session_id, project FROM sessions").fetchall())
-        sessions = [s for s in sessions if not lcm.config.excluded(projects.get(s))]  # LCM_EXCLUDE: left alone
+        sessions = [s for s in sessions if not lcm.exclude.excluded(projects.get(s))]  # LCM_EXCLUDE: left alone
     else:
-        session = lcm.cli.resolve_session(conn, args.session) if args.session else lcm.config.current_session_id()
-        if not session:
-            raise LcmError("no session given", "pass --session ID (lcm_sessions.py lists them) or --all")
+        session = lcm.resolve.session(conn, args.session)
         row = conn.execute("SELECT project FROM sessions WHERE session_id = ?", (session,)).fetchone()
-        if row and lcm.config.excluded(row[0]):
+        if row and lcm.exclude.excluded(row[0]):
             raise LcmError(f"session {session} belongs to {row[0]}, a project LCM_EXCLUDE keeps out of lcm",
                            "remove the glob that matches it from LCM_EXCLUDE to compact this session")
         sessions = [session]

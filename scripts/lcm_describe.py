@@ -18,13 +18,13 @@ Examples:
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 
 import lcm.cli
 import lcm.config
 import lcm.db
+import lcm.resolve
 import lcm.expand
 import lcm.files
 import lcm.grants
@@ -168,24 +168,18 @@ def _main(argv):
     if args.max_tokens < 1 or args.offset < 0:
         raise LcmError("--max-tokens must be >= 1 and --offset >= 0", "e.g. --max-tokens 4000 --offset 0")
     conn = lcm.db.connect(args.db, create=False, readonly=True)
-    grant = os.environ.get("LCM_GRANT")
+    scope = lcm.grants.scope(conn)
     if args.id is None:
-        session = lcm.cli.resolve_session(conn, args.session) if args.session else lcm.config.current_session_id()
-        if not session:
-            raise LcmError("nothing to describe", "pass an ID (sum_..., file_..., uuid) or --session ID")
-        if grant:
-            lcm.grants.check_scope_session(conn, grant, session)
-        doc = describe_session(conn, session)
+        doc = describe_session(conn, lcm.resolve.session(conn, args.session))
         lcm.cli.print_json(doc) if args.json else _print_session(doc)
         return 0
     if args.id.startswith("file_"):
         doc = describe_file(conn, args.id, args.content, args.max_tokens, args.offset)
-        if grant and doc["message_uuid"]:
-            lcm.grants.check_scope(conn, grant, doc["message_uuid"])
+        if scope.limited:  # a stored file is read as part of its message
+            scope.check_node(doc["message_uuid"] or args.id)
     else:
         kind, row = lcm.expand.resolve_node(conn, args.id)
-        if grant:
-            lcm.grants.check_scope(conn, grant, args.id)
+        scope.check_node(args.id)
         doc = describe_summary(conn, row) if kind == "summary" else describe_message(conn, row)
         if kind == "message" and len(doc["content"]) > args.max_tokens * 4:
             doc["content"] = doc["content"][: args.max_tokens * 4] + (

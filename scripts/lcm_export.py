@@ -26,6 +26,8 @@ import tempfile
 import lcm.cli
 import lcm.config
 import lcm.db
+import lcm.resolve
+import lcm.grants
 import lcm.export
 import lcm.mask
 import lcm.sessions
@@ -76,11 +78,9 @@ def _main(argv):
     if args.json and not args.output:
         p.error("--json reports a written file: give --output FILE (without it the export itself is the output)")
     conn = lcm.db.connect(args.db, create=False, readonly=True)
-    given = args.session or lcm.config.current_session_id()
-    if not given:
-        raise LcmError("no session given and no current session ($LCM_SESSION_ID)",
-                       "pass --session ID (lcm_sessions.py lists them)")
-    session_id = lcm.cli.resolve_session(conn, given)
+    if args.unmasked:
+        lcm.grants.scope(conn).refuse("--unmasked", "export without --unmasked: secrets stay masked")
+    session_id = lcm.resolve.session(conn, args.session, whole=True)
     stream = pieces(conn, session_id, args.format, not args.unmasked)
     if not args.output:
         out = sys.stdout.buffer

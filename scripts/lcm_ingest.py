@@ -10,8 +10,8 @@ assistant and system entry is stored with its original line byte for byte, dedup
 its uuid; a re-run reads only the bytes added since the last one. Malformed lines, and files
 that cannot be read (a dangling symlink, a FIFO, a file deleted meanwhile), are reported on
 stderr and skipped, never fatal. Imports of one vault may run in parallel: each waits its turn.
-Transcripts of projects matching LCM_EXCLUDE (colon-separated path globs) are skipped, and
-counted in the output.
+Lines written in projects matching LCM_EXCLUDE (colon-separated path globs; each line's cwd,
+symlinks resolved) are left out, and counted in the output.
 
 Examples:
   python3 "$LCM_SCRIPTS/lcm_ingest.py" --all
@@ -66,6 +66,9 @@ def _main(argv):
         note += f"; {len(result['skipped_files'])} unreadable files skipped"
     if result["excluded_files"]:
         note += f"; skipped {result['excluded_files']} transcripts of projects in LCM_EXCLUDE"
+    partly = result["excluded_lines"] and not result["excluded_files"]
+    if partly:  # a session that moved into an excluded project: its lines from there on
+        note += f"; left out {result['excluded_lines']} lines written in projects of LCM_EXCLUDE"
     print(f"{result['messages_added']} new messages ({result['messages_skipped']} already stored) from "
           f"{result['files']} files, {result['sessions']} sessions in {result['seconds']}s{note}")
     return 0

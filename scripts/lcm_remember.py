@@ -26,6 +26,7 @@ import sys
 import lcm.cli
 import lcm.config
 import lcm.db
+import lcm.grants
 import lcm.notes
 
 
@@ -55,6 +56,8 @@ def _main(argv):
     if args.forget and (args.project or args.everywhere):
         p.error("--forget takes only the note's id")
     conn = lcm.db.connect(args.db, create=not (args.list or args.forget))
+    if not args.list:
+        lcm.grants.scope(conn).refuse("pinning or forgetting a note")
     if args.forget:
         note = lcm.notes.forget(conn, args.forget)
         if args.json:
@@ -85,6 +88,10 @@ def _list(conn, args) -> int:
         notes = lcm.notes.for_project(conn, project, limit=lcm.cli.LIMIT_MAX + 1)
         total, notes = len(notes), notes[:args.limit]
         scope = f"notes for {project} (its own and global ones)"
+    within = lcm.grants.scope(conn)
+    if within.limited:  # a grant covers the notes pinned in its sessions, when it names no narrower ids
+        kept = [n for n in notes if not within.nodes and within.allows_session(n["session_id"])]
+        notes, total = kept, total - (len(notes) - len(kept))
     if args.json:
         lcm.cli.print_json({"notes": notes, "count": len(notes), "total": total, "has_more": total > len(notes)})
         return 0

@@ -26,6 +26,8 @@ from pathlib import Path
 import lcm.cli
 import lcm.config
 import lcm.db
+import lcm.resolve
+import lcm.grants
 import lcm.mask
 import lcm.text
 import lcm.worklog
@@ -196,9 +198,11 @@ def _main(argv):
     if args.max_tokens < 200:
         p.error("--max-tokens must be at least 200")
     conn = lcm.db.connect(args.db, create=False)
-    session = lcm.cli.resolve_session(conn, args.session) if args.session else None
+    session = lcm.resolve.session(conn, args.session, whole=True) if args.session else None
     text, source = load(conn, args.checkpoint, session)
     meta = parse_checkpoint(text, source)
+    if meta.get("session_id") and not session:  # a checkpoint file names its session: the grant must cover it
+        lcm.grants.scope(conn).check_session(meta["session_id"], whole=True)
     warnings = check_against_vault(conn, meta, source, lcm.config.db_path(args.db).resolve())
     # a checkpoint written before masking, or edited by hand, may hold secrets: masked before use
     result = lcm.mask.mask_json(reconstruct(conn, meta, source, lcm.mask.mask(text), warnings, args.max_tokens))

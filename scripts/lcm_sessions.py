@@ -22,6 +22,8 @@ import sys
 
 import lcm.cli
 import lcm.db
+import lcm.resolve
+import lcm.grants
 import lcm.search
 import lcm.sessions
 import lcm.text
@@ -101,14 +103,15 @@ def _main(argv):
         p.error("ID shows one session: --project and --since filter the list")
     conn = lcm.db.connect(args.db, create=False, readonly=True)
     if args.session:
-        view = lcm.sessions.session_view(conn, lcm.cli.resolve_session(conn, args.session))
+        view = lcm.sessions.session_view(conn, lcm.resolve.session(conn, args.session, whole=True))
         if args.json:
             lcm.cli.print_json(view)
         else:
             _print_one(view)
         return 0
     since = lcm.search.parse_when(args.since, "--since")
-    sessions, total = lcm.sessions.list_sessions(conn, project=args.project, since=since, limit=args.limit)
+    sessions, total = lcm.sessions.list_sessions(conn, project=args.project, since=since, limit=args.limit,
+                                                 within=lcm.grants.scope(conn).sessions)
     if args.json:
         lcm.cli.print_json({"sessions": sessions, "count": len(sessions), "total": total,
                            "has_more": total > len(sessions)})

@@ -19,6 +19,7 @@ import sys
 import lcm.cli
 import lcm.config
 import lcm.db
+import lcm.resolve
 import lcm.status
 
 
@@ -30,7 +31,7 @@ def _main(argv):
     args = p.parse_args(argv)
     lcm.config.validate_config()
     conn = lcm.db.connect(args.db, create=False)
-    session = lcm.cli.resolve_session(conn, args.session) if args.session else None
+    session = lcm.resolve.session(conn, args.session, required=False)
     s = lcm.status.status(conn, session, check_fts=True if args.check_fts else None)
     if args.json:
         lcm.cli.print_json(s)

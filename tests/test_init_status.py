@@ -24,6 +24,12 @@ STATUS_KEYS = {"db", "db_bytes", "sessions", "messages", "summaries", "max_depth
                "context_tokens", "context_window", "threshold", "compaction_recommended", "fts_ok"}
 
 
+@pytest.fixture(autouse=True)
+def in_the_project(monkeypatch):
+    """Commands run in the transcripts' project (its newest session is the default one)."""
+    monkeypatch.setenv("CLAUDE_PROJECT_DIR", "/home/user/proj")
+
+
 def call(module, capsys, *argv):
     code = module.main([str(a) for a in argv])
     out, err = capsys.readouterr()
@@ -176,8 +182,10 @@ def test_session_choice_env_then_most_recent(capsys, tmp_path, monkeypatch):
     assert status_json(capsys)["context_tokens"] == 1001
 
 
-def test_status_on_real_transcripts(capsys):
+def test_status_on_real_transcripts(capsys, monkeypatch):
     ingest(shared_data("claude-projects"))
+    newest = lcm.db.connect().execute("SELECT project FROM sessions ORDER BY last_at DESC LIMIT 1").fetchone()[0]
+    monkeypatch.setenv("CLAUDE_PROJECT_DIR", newest)
     s = status_json(capsys)
     assert s["messages"] == 2855 and s["sessions"] > 10 and s["raw_tokens"] > 0
     assert s["fts_ok"] is True and s["summaries"] == 0 and s["max_depth"] is None

@@ -251,3 +251,38 @@ def test_drill_down_without_a_model_reaches_an_answer_past_routine_messages(tmp_
     assert "Cited:" not in out
     # 40 TodoWrite snapshots differ only in a status or two: they fold into one excerpt
     assert sum("TodoWrite" in line for line in out.splitlines() if line[:1].isdigit()) <= 1
+
+
+def _exchange_vault(tmp_path, vault):
+    t = Transcript(tmp_path / "projects", session_id="exch-1", cwd="/home/u/app")
+    for i in range(6):  # other talk about limits and exports, never together
+        t.user(f"what is the memory limit of worker {i}?")
+        t.assistant_text(f"Worker {i} has a limit of {i + 1} GB.")
+        t.user(f"is the csv export of report {i} done?")
+        t.assistant_text("Yes, the export finished.")
+    t.user("the nightly export job keeps timing out again")
+    t.assistant_text("I raised its ceiling to 900 seconds and it passed.")
+    t.write()
+    lcm.ingest.ingest_paths(lcm.db.connect(str(vault)), [tmp_path / "projects"])
+
+
+def test_an_exchange_holding_the_words_between_its_turns_is_found(tmp_path, vault, capsys, monkeypatch):
+    """The question's words are split between a prompt and its reply: the reply that answers
+    ranks among the first results through the exchange they form, not through its own words."""
+    _exchange_vault(tmp_path, vault)
+    doc = grep_json(capsys, "nightly export timing ceiling raised", "--all-sessions")
+    assert any("900 seconds" in r["snippet"] for r in doc["results"][:2]), [r["snippet"] for r in doc["results"]]
+
+
+def test_a_question_hands_its_score_to_its_answer(tmp_path, vault, capsys):
+    t = Transcript(tmp_path / "projects", session_id="ask-1", cwd="/home/u/app")
+    for i in range(5):
+        t.user(f"please tidy module {i}")
+        t.assistant_text(f"Module {i} tidied.")
+    t.assistant_text("Which region should the staging cluster run in?")
+    t.user("Frankfurt, close to our customers.")
+    t.assistant_text("Staging cluster region set.")
+    t.write()
+    lcm.ingest.ingest_paths(lcm.db.connect(str(vault)), [tmp_path / "projects"])
+    doc = grep_json(capsys, "which region does the staging cluster run in", "--all-sessions")
+    assert "Frankfurt" in doc["results"][1]["snippet"] or "Frankfurt" in doc["results"][0]["snippet"]

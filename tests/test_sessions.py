@@ -128,6 +128,10 @@ def test_one_session_view_shows_its_work_and_writes_nothing(capsys, tmp_path, mo
     summaries = conn.execute("SELECT id, parent_id, depth FROM summaries").fetchall()
     assert any(depth > 0 for _, _, depth in summaries)
     conn.close()
+    import gc
+    gc.collect()  # the in-process compaction's connection closes now (a last close checkpoints), not mid-test
+    live = sqlite3.connect(vault)  # ... while another connection stays open, as a live session's hooks keep it
+    live.execute("SELECT count(*) FROM sessions").fetchone()
     before = {p: p.stat().st_mtime_ns for p in vault.parent.iterdir()}
     view = sessions_json(capsys, t.session_id[:8])
     assert {p: p.stat().st_mtime_ns for p in vault.parent.iterdir()} == before  # read-only

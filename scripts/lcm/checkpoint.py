@@ -29,25 +29,6 @@ def workspace_root() -> Path:
     return Path(os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd())
 
 
-def resolve_session(conn, explicit: str | None) -> str:
-    """--session, else the current session, else the newest session of this project."""
-    if explicit:
-        return lcm.cli.resolve_session(conn, explicit)
-    session_id = lcm.config.current_session_id()
-    if session_id:
-        if not conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)).fetchone():
-            raise LcmError(f"session {session_id} is not in the vault",
-                           "run lcm_ingest.py on its transcript (or --all), or check the id with lcm_sessions.py")
-        return session_id
-    project = str(workspace_root())
-    row = conn.execute("SELECT session_id FROM sessions WHERE project = ? ORDER BY last_at DESC LIMIT 1",
-                       (project,)).fetchone()
-    if row is None:
-        raise LcmError(f"no current session and no session of project {project} in the vault",
-                       "pass --session ID (lcm_sessions.py lists sessions), or run lcm_ingest.py --all first")
-    return row["session_id"]
-
-
 def foreign_reason(conn, session_id: str) -> str | None:
     """Why the workspace's checkpoint file is not this session's to write, or None when it is:
     the current session ($LCM_SESSION_ID), or one whose directory is the workspace root."""

@@ -54,28 +54,6 @@ def add_session_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--session", metavar="ID", help="session id or a unique prefix of it (default: $LCM_SESSION_ID)")
 
 
-def resolve_session(conn: sqlite3.Connection, text: str) -> str:
-    """The stored session id that `text` names: the id itself or a unique prefix of it (8 printed
-    characters are enough). LcmError when no session or several sessions match."""
-    text = text.strip()
-    if not text:
-        raise LcmError("--session is empty", SESSIONS_HINT)
-    if conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (text,)).fetchone():
-        return text
-    # a range on the primary key, not LIKE: ids may hold _ and %, and the index does the work
-    found = [r[0] for r in conn.execute(
-        "SELECT session_id FROM sessions WHERE session_id > ? AND session_id < ? ORDER BY session_id LIMIT 4",
-        (text, text + "\U0010ffff"))]
-    if len(found) == 1:
-        return found[0]
-    if not found:
-        raise LcmError(f"no session {text!r} in the vault", SESSIONS_HINT)
-    shown = ", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
-    raise LcmError(f"session prefix {text!r} is ambiguous: it starts {shown}",
-                   "give more characters of the id; " + SESSIONS_HINT)
-
-
-SESSIONS_HINT = 'python3 "$LCM_SCRIPTS/lcm_sessions.py" lists the stored sessions and their ids'
 LIMIT_MAX = 200  # the most results one page may hold: every output must fit an agent's context
 
 

@@ -113,26 +113,6 @@ def get(name: str, environ: dict | None = None):
         ) from None
 
 
-def excluded(path: str | None, environ: dict | None = None) -> bool:
-    """Whether the project directory `path`, or a directory above it, matches LCM_EXCLUDE.
-
-    Cheap enough for every hook: without LCM_EXCLUDE nothing is imported or parsed.
-    """
-    env = os.environ if environ is None else environ
-    if not path or not (env.get("LCM_EXCLUDE") or "").strip():
-        return False
-    globs = get("LCM_EXCLUDE", environ)
-    from fnmatch import fnmatchcase  # here: only a user who set LCM_EXCLUDE pays for it
-    path = os.path.abspath(os.path.expanduser(path))
-    while True:
-        if any(fnmatchcase(path, glob) for glob in globs):
-            return True
-        parent = os.path.dirname(path)
-        if parent == path:
-            return False
-        path = parent
-
-
 def validate_config(environ: dict | None = None) -> None:
     """Check every LCM_* setting at once so a typo fails before any work starts."""
     for name in SETTINGS:

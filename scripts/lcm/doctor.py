@@ -333,9 +333,13 @@ def copy_file(path: str) -> str:
 
 
 def rebuild_fts(conn, tables: list[str]) -> None:
+    import lcm.indexes  # the indexes derived from the messages are remade by their own module
     with lcm.db.transaction(conn):
         for table in tables:
-            conn.execute(f'INSERT INTO "{table}"("{table}") VALUES (\'rebuild\')')
+            if table not in lcm.indexes.DERIVED:
+                conn.execute(f'INSERT INTO "{table}"("{table}") VALUES (\'rebuild\')')
+        if set(tables) & set(lcm.indexes.DERIVED):
+            lcm.indexes.rebuild(conn)
 
 
 def drop_broken_summaries(conn, ids: list[str]) -> int:
@@ -411,6 +415,10 @@ def remask_content(conn, batch: int = 2000) -> dict:
                 break
             last = rows[-1][0]
         changed[table] = count
+    if changed.get("messages"):  # the search indexes derived from the old text, made anew
+        from lcm import indexes
+        with lcm.db.transaction(conn):
+            indexes.rebuild(conn)
     if "vault_meta" in tables:  # every message's text is masked now: output need not mask it again
         with lcm.db.transaction(conn):
             conn.execute("UPDATE vault_meta SET value = (SELECT coalesce(max(id), 0) + 1 FROM messages)"

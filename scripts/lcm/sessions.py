@@ -63,13 +63,17 @@ def _counts(conn, row) -> dict:
 
 
 def list_sessions(conn, *, project: str | None = None, since: str | None = None, text: str | None = None,
-                  limit: int = 20, offset: int = 0) -> tuple[list[dict], int]:
+                  limit: int = 20, offset: int = 0, within: list[str] | None = None) -> tuple[list[dict], int]:
     """(sessions newest first, at most `limit` from `offset`, and how many match in all).
 
     project: that directory or any below it; since: a comparable ISO time (last activity);
-    text: words the stored title contains (case-insensitive).
+    text: words the stored title contains (case-insensitive); within: only these ids (an
+    expansion grant's sessions, lcm.grants.Scope.sessions).
     """
     where, params = [], []
+    if within is not None:
+        where.append(f"session_id IN ({','.join('?' * len(within))})" if within else "0")
+        params += within
     if project:
         project = os.path.abspath(os.path.expanduser(project)).rstrip("/") or "/"
         # a prefix test, not LIKE: SQLite refuses LIKE patterns over 50,000 bytes

@@ -97,14 +97,6 @@ def fts_ok(conn, full: bool | None = None) -> bool | None:
         return False
 
 
-def _pick_session(conn, session_id: str | None) -> str | None:
-    session_id = session_id or lcm.config.current_session_id()
-    if session_id:
-        return session_id
-    row = conn.execute("SELECT session_id FROM sessions ORDER BY last_at DESC LIMIT 1").fetchone()
-    return row["session_id"] if row else None
-
-
 def status(conn, session_id: str | None = None, check_fts: bool | None = None) -> dict:
     """The --json document: vault totals plus the chosen session's context figures."""
     path = conn.execute("PRAGMA database_list").fetchone()["file"]
@@ -113,7 +105,6 @@ def status(conn, session_id: str | None = None, check_fts: bool | None = None) -
         "SELECT (SELECT count(*) FROM sessions), (SELECT count(*) FROM messages),"
         " (SELECT coalesce(sum(token_count), 0) FROM messages),"
         " (SELECT count(*) FROM summaries), (SELECT max(depth) FROM summaries)").fetchone()
-    session_id = _pick_session(conn, session_id)
     tokens = model = None
     if session_id:
         tokens = claude_context_tokens(conn, session_id)
