@@ -189,3 +189,29 @@ def test_the_viewer_does_not_echo_a_secret_typed_in_a_box_or_an_address(capsys, 
     finally:
         server.shutdown()
         server.server_close()
+
+
+
+@pytest.mark.parametrize("odd", ["a#b", "q?x"])
+def test_purge_regex_reads_the_vault_in_a_directory_named_with_uri_characters(capsys, isolated_home, tmp_path, odd):
+    """purge --regex scans in a child process that opens the vault by a `file:` URI: a `#` or `?`
+    in its path, unquoted, opened another file (`/x/a` for `/x/a#b/lcm.db`), found nothing there
+    and left a stray empty file behind."""
+    import shutil
+    import sqlite3
+
+    import lcm.db
+    import lcm.purge
+    _ingest_one(isolated_home, "hello world unique-word-42")
+    assert run(capsys, "lcm_ingest", "--all")[0] == 0
+    (tmp_path / odd).mkdir()
+    moved = tmp_path / odd / "lcm.db"
+    src = sqlite3.connect(lcm.db.db_path_str(None))
+    dst = sqlite3.connect(moved)
+    src.backup(dst)
+    src.close(), dst.close()
+    conn = sqlite3.connect(f"file:{str(moved).replace('?', '%3f').replace('#', '%23')}", uri=True)
+    sel = lcm.purge.select(conn, match="unique-word-4[0-9]", regex=True)
+    assert len(sel.message_ids) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["home", odd])
+    shutil.rmtree(tmp_path / odd)
