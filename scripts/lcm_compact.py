@@ -52,7 +52,8 @@ def _main(argv):
     p.add_argument("--time-budget", type=lcm.cli.seconds_arg, metavar="SECONDS", help="start no new summary after this long")
     args = p.parse_args(argv)
     lcm.config.validate_config()
-    conn = lcm.db.connect(args.db)
+    # a dry run writes in a transaction it rolls back, so it opens for writing, but makes no vault
+    conn = lcm.db.connect(args.db, create=not args.dry_run)
     lcm.grants.scope(conn).refuse("lcm_compact.py (it writes summaries)")
     if args.all:
         sessions = [r[0] for r in conn.execute("SELECT DISTINCT session_id FROM messages ORDER BY session_id")]

@@ -55,7 +55,7 @@ def _main(argv):
         p.error("--all goes with --list")
     if args.forget and (args.project or args.everywhere):
         p.error("--forget takes only the note's id")
-    conn = lcm.db.connect(args.db, create=not (args.list or args.forget))
+    conn = lcm.db.connect(args.db, create=not (args.list or args.forget), readonly=args.list)
     if not args.list:
         lcm.grants.scope(conn).refuse("pinning or forgetting a note")
     if args.forget:

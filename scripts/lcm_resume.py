@@ -197,7 +197,7 @@ def _main(argv):
     args = p.parse_args(argv)
     if args.max_tokens < 200:
         p.error("--max-tokens must be at least 200")
-    conn = lcm.db.connect(args.db, create=False)
+    conn = lcm.db.connect(args.db, create=False, readonly=True)
     session = lcm.resolve.session(conn, args.session, whole=True) if args.session else None
     text, source = load(conn, args.checkpoint, session)
     meta = parse_checkpoint(text, source)

@@ -30,7 +30,7 @@ def _main(argv):
                    help="full FTS5 integrity check even on a large vault (re-reads all text)")
     args = p.parse_args(argv)
     lcm.config.validate_config()
-    conn = lcm.db.connect(args.db, create=False)
+    conn = lcm.db.connect(args.db, create=False, readonly=True)
     session = lcm.resolve.session(conn, args.session, required=False)
     s = lcm.status.status(conn, session, check_fts=True if args.check_fts else None)
     if args.json:

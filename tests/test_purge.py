@@ -27,8 +27,8 @@ TAIL = b"phonequokka"  # the index compresses a term's prefix against its neighb
 def private_stage_dirs(tmp_path, monkeypatch):
     """lcm_doctor looks for dead imports' stage directories here, not in the machine's /dev/shm
     (where other processes' imports come and go)."""
-    import lcm.doctor
-    monkeypatch.setattr(lcm.doctor, "stage_parents", lambda: [str(tmp_path)])
+    import lcm.installation
+    monkeypatch.setattr(lcm.installation, "stage_parents", lambda: [str(tmp_path)])
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 
 import lcm.mask
 from lcm.config import MAX_INT_ARG
-from lcm.db import storage_error
+from lcm.db import older_vault, storage_error
 from lcm.errors import LcmError
 
 TYPE_CHECKING = False
@@ -155,6 +155,18 @@ def _report(exc: LcmError) -> int:
     return 1
 
 
+def _older_vault_error(exc: sqlite3.Error) -> LcmError | None:
+    """A query that needs a table or column an older vault, opened read-only, lacks: name the
+    writing command that upgrades it (a reading command never migrates)."""
+    older = older_vault(exc)
+    if older is None:
+        return None
+    path, version = older
+    return LcmError(f"{path} was written by an older lcm (schema {version}; this command needs a newer one)",
+                    f"upgrade it once, keeping every message: {command_line('lcm_init.py', '--db', path)}"
+                    " (the hooks also do it when the next Claude Code session starts)")
+
+
 def run(main: Callable[[list[str] | None], int], argv: Iterable[str] | None = None) -> int:
     """Call main, turning an LcmError, and a storage failure with a known cause (disk full,
     read-only, permissions, damage), into `Error: ... / Hint: ...` on stderr and exit 1.
@@ -178,7 +190,7 @@ def run(main: Callable[[list[str] | None], int], argv: Iterable[str] | None = No
     except LcmError as exc:
         return _report(exc)
     except (sqlite3.Error, OSError) as exc:
-        error = storage_error(exc)
+        error = storage_error(exc) or (_older_vault_error(exc) if isinstance(exc, sqlite3.Error) else None)
         if error is None and isinstance(exc, OSError) and isinstance(exc.filename, str):
             # a path the user gave that cannot be used: too long, missing, a directory, ...
             name = exc.filename if len(exc.filename) <= 200 else exc.filename[:200] + "..."

@@ -434,3 +434,80 @@ def tool_loop(system: str | None, messages, tools: list[dict], run_tool, *, max_
                             "content": str(text)[:max_tool_output_chars], "is_error": bool(is_error)})
         messages.append({"role": "user", "content": results})
     raise ValueError("max_turns must be at least 1")
+
+
+# ---------------------------------------------------------------------------
+# Probing a backend (lcm_doctor.py): does it work now, at no cost?
+# ---------------------------------------------------------------------------
+
+PROBE_TIMEOUT = 8.0  # seconds a probe may take: doctor runs in a terminal, someone waits for it
+
+
+def probe_backend(backend: str, timeout: float = PROBE_TIMEOUT) -> dict:
+    """Whether `backend` would work now, checked by a request that costs nothing: for anthropic the
+    SDK is imported and the key lists one model (GET /v1/models); for claude the CLI reports its
+    login (`claude auth status`, offline). Returns {"verified": True | False | None, "detail",
+    "hint"}: False is a failure the person must act on, None a check that could not be made."""
+    if backend == "anthropic":
+        return _probe_anthropic(timeout)
+    if backend == "claude":
+        return _probe_claude(timeout)
+    return {"verified": None, "detail": "no model is used", "hint": None}
+
+
+def _probe_anthropic(timeout: float) -> dict:
+    import sys
+    if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
+        return {"verified": False, "detail": "neither ANTHROPIC_API_KEY nor ANTHROPIC_AUTH_TOKEN is set",
+                "hint": "export ANTHROPIC_API_KEY (console.anthropic.com/settings/keys), or set LCM_LLM=claude"
+                        " to use your Claude Code login"}
+    try:
+        import anthropic
+        client = anthropic.Anthropic(timeout=timeout, max_retries=0)
+    except Exception as exc:  # noqa: BLE001 - a broken install fails in many ways; each means "cannot import"
+        return {"verified": False, "detail": f"the anthropic package cannot be used by {sys.executable}"
+                                             f" ({type(exc).__name__}: {exc})",
+                "hint": f"{sys.executable} -m pip install -r requirements.txt (the key is set: only the package"
+                        " is missing); or set LCM_LLM=claude to use your Claude Code login"}
+    base = os.environ.get("ANTHROPIC_BASE_URL") or "api.anthropic.com"
+    try:
+        client.models.list(limit=1)
+    except (anthropic.AuthenticationError, anthropic.PermissionDeniedError) as exc:
+        return {"verified": False, "detail": f"{base} refused the key ({exc.status_code} {_api_message(exc)})",
+                "hint": "the key is wrong, revoked or for another organisation: create a new one at"
+                        " console.anthropic.com/settings/keys and export it as ANTHROPIC_API_KEY; or unset it and"
+                        " set LCM_LLM=claude to use your Claude Code login"}
+    except anthropic.APIStatusError as exc:  # a gateway without the models endpoint, an outage
+        return {"verified": None, "detail": f"{base} answered {exc.status_code} to the free models request,"
+                                            " so the key is unverified", "hint": None}
+    except anthropic.APIError as exc:  # no connection, timeout
+        return {"verified": None, "detail": f"cannot reach {base} ({type(exc).__name__}), so the key is unverified",
+                "hint": "check the network or ANTHROPIC_BASE_URL"}
+    return {"verified": True, "detail": f"{base} accepted the key", "hint": None}
+
+
+def _probe_claude(timeout: float) -> dict:
+    exe = claude_executable()
+    if not exe:
+        return {"verified": False, "detail": "the claude CLI is not on PATH",
+                "hint": "install Claude Code (npm install -g @anthropic-ai/claude-code) or add its directory to"
+                        " PATH; or export ANTHROPIC_API_KEY to use the API"}
+    try:
+        proc = subprocess.run([exe, "auth", "status", "--json"], stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"verified": None, "detail": f"`claude auth status` did not answer ({type(exc).__name__})",
+                "hint": None}
+    try:
+        state = json.loads(proc.stdout)
+    except ValueError:
+        state = None
+    if not isinstance(state, dict) or "loggedIn" not in state:  # a CLI older than `auth status`
+        return {"verified": None, "detail": f"{exe} does not report its login (an older Claude Code?)",
+                "hint": "update Claude Code to check its login here"}
+    if state["loggedIn"] is not True:
+        return {"verified": False, "detail": f"{exe} is not logged in",
+                "hint": "run `claude auth login` in a terminal (or start `claude` and type /login); or export"
+                        " ANTHROPIC_API_KEY to use the API"}
+    how = state.get("authMethod") or "unknown method"
+    return {"verified": True, "detail": f"{exe} is logged in ({how})", "hint": None}

@@ -85,8 +85,12 @@ def fts_ok(conn, full: bool | None = None) -> bool | None:
             full = (conn.execute("SELECT max(id) FROM messages").fetchone()[0] or 0) <= FULL_CHECK_MAX_ROWS
         for fts, table, key in tables:
             if full:
-                conn.execute(f"INSERT INTO {fts}({fts}, rank) VALUES ('integrity-check', 1)")
-                continue
+                try:
+                    conn.execute(f"INSERT INTO {fts}({fts}, rank) VALUES ('integrity-check', 1)")
+                    continue
+                except sqlite3.OperationalError as exc:  # a read-only handle cannot run the full check
+                    if "readonly" not in str(exc):
+                        raise
             indexed = conn.execute(f"SELECT count(*), max(id) FROM {fts}_docsize").fetchone()
             stored = conn.execute(f"SELECT count(*), max({key}) FROM {table}").fetchone()
             if tuple(indexed) != tuple(stored):

@@ -1,0 +1,263 @@
+"""What surrounds the vault, as lcm_doctor.py checks it: files killed imports left behind, where
+Claude Code loads the plugin from, whether the hooks ran for the sessions recorded since, and
+whether the model backend works now.
+
+Each check returns a dict with a `status` ("ok", "warn" or "problem") and, for a problem, a
+`hint` that leads somewhere new: never "run the same command again", never advice about a
+setting that is not the cause.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import tempfile
+import time
+
+import lcm.config
+import lcm.db
+from lcm.errors import LcmError
+
+HOOK_EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "SubagentStop", "PreCompact", "PostCompact",
+               "SessionEnd")
+# A transcript may gain lines after the session's last hook ran (Claude Code appends its title and
+# summary lines on exit): only a session written this long after the newest stamp went unseen.
+HOOK_SLACK_SECONDS = 600
+LISTED = 20
+
+
+def status(problem: bool, warn: bool = False) -> str:
+    return "problem" if problem else "warn" if warn else "ok"
+
+
+def iso(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+# ---------------------------------------------------------------------------
+# Stage directories and lock files
+# ---------------------------------------------------------------------------
+
+def stage_parents() -> list[str]:
+    """Where bulk imports make their stage directories (lcm.ingest: /dev/shm, else the temp dir)."""
+    return sorted({"/dev/shm", tempfile.gettempdir()})
+
+
+def stage_dirs() -> list[str]:
+    """Stage directories of bulk imports whose process is gone."""
+    return sorted(path for parent in stage_parents() for path in lcm.db.stale_stages(parent))
+
+
+def _idle(path: str) -> bool | None:
+    """Whether nobody holds the flock on `path` (None: it cannot be opened). A lock is an flock
+    the OS releases when its holder dies, so an idle file is only litter."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def stale() -> dict:
+    directory = lcm.config.lcm_home() / "locks"
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        names = []
+    held, idle = [], []
+    for name in names:
+        state = _idle(str(directory / name))
+        if state is not None:
+            (idle if state else held).append(str(directory / name))
+    dirs = stage_dirs()
+    return {"status": status(bool(dirs)), "stage_dirs": dirs, "locks_held": held, "locks_idle": idle}
+
+
+def remove_stale(doc: dict) -> list[str]:
+    """Delete dead imports' stage directories and lock files still idle; returns what went."""
+    removed = []
+    for path in doc["stage_dirs"]:
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    for path in doc["locks_idle"]:
+        if _idle(path):  # still idle: nobody waits on this file
+            try:
+                os.remove(path)
+                removed.append(path)
+            except OSError:
+                pass
+    return removed
+
+
+# ---------------------------------------------------------------------------
+# The plugin and its hooks
+# ---------------------------------------------------------------------------
+
+def claude_dir() -> str:
+    base = os.environ.get("CLAUDE_CONFIG_DIR")
+    return os.path.expanduser(base) if base else os.path.join(os.path.expanduser("~"), ".claude")
+
+
+def _json(path: str):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def _is_plugin(directory: str) -> bool:
+    return os.path.isfile(os.path.join(directory, "hooks", "hooks.json")) and os.path.isfile(
+        os.path.join(directory, "scripts", "lcm_grep.py"))
+
+
+def plugin_sources() -> list[dict]:
+    """Each place Claude Code loads lcm from, and whether it is still there: an enabled lcm plugin
+    (its install path, and the directory of a local marketplace, which Claude Code re-reads and
+    newer versions load in place), a clone in the skills directory, hook commands in settings."""
+    root = claude_dir()
+    settings_path = os.path.join(root, "settings.json")
+    settings = _json(settings_path)
+    settings = settings if isinstance(settings, dict) else {}
+    installed = _json(os.path.join(root, "plugins", "installed_plugins.json"))
+    installed = installed.get("plugins") if isinstance(installed, dict) else None
+    markets = _json(os.path.join(root, "plugins", "known_marketplaces.json"))
+    markets = markets if isinstance(markets, dict) else {}
+    found = []
+    enabled = settings.get("enabledPlugins")
+    for name, on in (enabled.items() if isinstance(enabled, dict) else ()):
+        if on is not True or name.split("@")[0] != "lcm":
+            continue
+        where = {"what": f"plugin {name} (enabled in {settings_path})", "paths": [], "missing": []}
+        records = installed.get(name) if isinstance(installed, dict) else None
+        for record in records if isinstance(records, list) else ():
+            if isinstance(record, dict) and isinstance(record.get("installPath"), str):
+                where["paths"].append(record["installPath"])
+        market = markets.get(name.partition("@")[2])
+        source = market.get("source") if isinstance(market, dict) else None
+        if isinstance(source, dict) and source.get("source") == "directory" and isinstance(source.get("path"), str):
+            where["paths"].append(source["path"])  # a local clone: the plugin lives (or is copied from) there
+        where["paths"] = list(dict.fromkeys(where["paths"]))  # a local clone is often both
+        where["missing"] = [p for p in where["paths"] if not _is_plugin(p)]
+        found.append(where)
+    if "session_start.py" in json.dumps(settings.get("hooks", {})):
+        found.append({"what": f"hook commands in {settings_path}", "paths": [], "missing": []})
+    skills = os.path.join(root, "skills")
+    for name in sorted(os.listdir(skills)) if os.path.isdir(skills) else []:
+        if _is_plugin(os.path.join(skills, name)):
+            found.append({"what": f"skills-directory plugin {os.path.join(skills, name)}", "paths": [
+                os.path.join(skills, name)], "missing": []})
+    return found
+
+
+def _sessions_since(seconds: float | None) -> list[str]:
+    """Transcripts of main sessions written after `seconds` (all when None), newest first."""
+    projects = os.path.join(claude_dir(), "projects")
+    found = []
+    try:
+        folders = list(os.scandir(projects))
+    except OSError:
+        return []
+    for folder in folders:
+        try:
+            entries = list(os.scandir(folder.path)) if folder.is_dir() else []
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.name.endswith(".jsonl") and entry.is_file():
+                    mtime = entry.stat().st_mtime
+                    if seconds is None or mtime > seconds:
+                        found.append((mtime, entry.path))
+            except OSError:
+                continue
+    return [path for _mtime, path in sorted(found, reverse=True)]
+
+
+def hooks(conn) -> dict:
+    """Where lcm is loaded from, when each hook last ran (the stamps hooks leave under
+    $LCM_HOME/last-run) and last failed (lcm.log), and the sessions Claude Code recorded since
+    the newest stamp: a session no hook saw means the hooks are not running."""
+    home = lcm.config.lcm_home()
+    stamps = {}
+    for event in HOOK_EVENTS:
+        try:
+            stamps[event] = os.path.getmtime(home / "last-run" / event)
+        except OSError:
+            stamps[event] = None
+    last_error = {}
+    try:
+        with open(home / "lcm.log", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                parts = line.split(" ", 3)
+                if len(parts) == 4 and parts[1] in HOOK_EVENTS and "error:" in parts[3]:
+                    last_error[parts[1]] = f"{parts[0]} {parts[3].strip()}"[:300]
+    except OSError:
+        pass
+    sources = plugin_sources()
+    newest = max((t for t in stamps.values() if t), default=None)
+    unseen = _sessions_since(None if newest is None else newest + HOOK_SLACK_SECONDS)
+    missing = [p for s in sources for p in s["missing"]]
+    doc = {"installed": [s["what"] for s in sources], "sources": sources, "missing_sources": missing,
+           "last_run": {e: iso(t) if t else None for e, t in stamps.items()}, "last_error": last_error,
+           "unseen_sessions": len(unseen), "unseen_examples": unseen[:3],
+           "last_ingest": conn.execute("SELECT max(updated_at) FROM transcripts").fetchone()[0] if conn else None}
+    disabled = lcm.config.get("LCM_DISABLE") if os.environ.get("LCM_DISABLE") else False
+    if missing:
+        doc["problem"] = (f"Claude Code loads lcm from {missing[0]}, which no longer holds the plugin (moved or"
+                          " deleted): nothing is captured")
+        doc["hint"] = ("put the clone back there; or, from where the clone is now, run `claude plugin marketplace"
+                       " add .` and `claude plugin install lcm@<marketplace>` (`claude plugin list` shows the error)")
+    elif unseen and (sources or newest):
+        since = f"since the last hook run ({iso(newest)})" if newest else "and no hook has ever run"
+        doc["problem"] = f"Claude Code recorded {len(unseen)} sessions {since} that no lcm hook saw"
+        doc["hint"] = ("LCM_DISABLE is set: unset it to capture again" if disabled else
+                       "`claude plugin list` shows whether lcm is enabled and why it failed to load; "
+                       "`claude --debug hooks` shows each hook run; meanwhile lcm_ingest.py --all stores"
+                       " those sessions")
+    doc["status"] = status("problem" in doc, not sources or newest is None or bool(last_error))
+    return doc
+
+
+# ---------------------------------------------------------------------------
+# The model backend
+# ---------------------------------------------------------------------------
+
+def backend(probe: bool = True) -> dict:
+    """The backend lcm would use now (as lcm.llm picks it from this environment), why, and whether
+    it works: checked by lcm.llm.probe_backend, at no cost, unless probe is False."""
+    import lcm.llm
+    try:
+        chosen = lcm.llm.resolve_backend()
+        choice = lcm.config.get("LCM_LLM")
+    except LcmError as exc:
+        return {"status": "problem", "backend": None, "reason": exc.message, "hint": exc.hint, "verified": False}
+    key = bool(os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN"))
+    how = f"LCM_LLM={choice}" if choice != "auto" else "LCM_LLM=auto picked it"
+    doc = {"backend": chosen, "reason": how, "verified": None, "hint": None}
+    if key and choice == "auto" and chosen != "anthropic" and not lcm.llm.sdk_available():
+        # a key is set, so the API is meant; the package is what is missing, not the key
+        import sys
+        doc.update(status="problem", verified=False, detail="ANTHROPIC_API_KEY is set but the anthropic package is"
+                   f" not installed for {sys.executable}", hint=f"{sys.executable} -m pip install -r requirements.txt"
+                   " (in the lcm clone); or set LCM_LLM=claude to use your Claude Code login on purpose")
+        return doc
+    if chosen == "none":
+        doc.update(status="warn", detail="summaries stay extractive until a model is available",
+                   hint="unset LCM_LLM (or set it to auto) to let lcm use a model" if choice == "none" else
+                   "export ANTHROPIC_API_KEY (with the anthropic package), or install Claude Code and run"
+                   " `claude auth login`")
+        return doc
+    result = lcm.llm.probe_backend(chosen) if probe else {"verified": None, "detail": "not probed", "hint": None}
+    doc.update(verified=result["verified"], detail=result["detail"], hint=result["hint"])
+    doc["status"] = status(doc["verified"] is False, doc["verified"] is None)
+    if doc["verified"] is None:
+        doc["detail"] += " (unverified)"
+    return doc
