@@ -214,9 +214,7 @@ def _scan_child(pipe, beat, db: str, home: str, source: str, flags: int) -> None
     import sqlite3
     try:
         pattern = re.compile(source, flags)
-        # quoted: a ? or # in the path would start the URI's parameters and open another file
-        path = db.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        conn = sqlite3.connect(lcm.db.file_uri(db, "mode=ro"), uri=True)  # quoted: a # in the path is not a fragment
         pipe.send(("ok", _scan(conn, home, pattern=pattern, beat=beat)))
     except BaseException as exc:  # noqa: BLE001 - reported by the parent, without the pattern
         pipe.send(("error", type(exc).__name__))
