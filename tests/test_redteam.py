@@ -236,3 +236,19 @@ def test_doctor_reads_a_vault_in_a_directory_named_with_uri_characters(capsys, i
     code, out, err = run(capsys, "lcm_purge", "--match", "unique-word-4[0-9]", "--regex")
     assert code == 0 and "Would remove 1 message" in out, out + err
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["home", odd]), "a file was made beside the vault's directory"
+
+
+@pytest.mark.parametrize("pattern", [r"\b", r"(?=a)", r"\B", r"(?<=o)"])
+def test_purge_regex_of_only_zero_width_matches_removes_nothing(capsys, isolated_home, pattern):
+    """`x*` (it matches empty text) is refused; a zero-width pattern that needs context (`\\b`, a
+    lookahead) matched no text of its own yet selected every message holding a word boundary:
+    `--yes` wiped whole sessions while forgetting no text. A hit is a non-empty match."""
+    import sqlite3
+
+    import lcm.db
+    _ingest_one(isolated_home, "hello world, nothing to forget here")
+    assert run(capsys, "lcm_ingest", "--all")[0] == 0
+    code, out, err = run(capsys, "lcm_purge", "--match", pattern, "--regex", "--yes")
+    assert code in (0, 1), out + err
+    count = sqlite3.connect(lcm.db.db_path_str(None)).execute("SELECT count(*) FROM messages").fetchone()[0]
+    assert count == 1
