@@ -252,3 +252,18 @@ def test_purge_regex_of_only_zero_width_matches_removes_nothing(capsys, isolated
     assert code in (0, 1), out + err
     count = sqlite3.connect(lcm.db.db_path_str(None)).execute("SELECT count(*) FROM messages").fetchone()[0]
     assert count == 1
+
+
+@pytest.mark.parametrize("word", ["curl", "mysql"])
+def test_masking_a_long_line_of_commands_is_not_quadratic(word):
+    """The `curl -u` and `mysql -p` rules read the arguments after the command word: unbounded,
+    every mention on one long line (a minified file, a one-line log a page returned) re-read the
+    rest of the line, and 200 KB took minutes, holding the hook that ingests it. A hang test,
+    not a timing one: the old code needs far more than the limit given here."""
+    import subprocess
+    import sys
+
+    from conftest import SCRIPTS
+    code = (f"import sys; sys.path.insert(0, {str(SCRIPTS)!r}); import lcm.mask;"
+            f" lcm.mask.mask({word + ' x '!r} * 30000)")
+    subprocess.run([sys.executable, "-c", code], timeout=30, check=True)

@@ -116,7 +116,7 @@ def _edge(lookbehind: str = r"(?<![\w-])") -> str:
 
 
 _SPACE = r"(?:[ \t]|\\\r?\n)+"  # between shell words, a continued line included
-_WORDS = rf"(?:{_SPACE}[^\s;|&]+)*?{_SPACE}"  # the other arguments of a command, up to the one sought
+_WORDS = rf"(?:{_SPACE}[^\s;|&]+){{0,40}}?{_SPACE}"  # the other arguments of a command, up to the one sought
 
 # Where to add a secret pattern: one row of KINDS, nothing else.
 #   (kind, triggers, pattern, check)
