@@ -74,6 +74,8 @@ def _main(argv):
                 (session_id, info["project"], path, text, info["last_message_id"], info["created_at"]))
             if tmp is not None:
                 os.replace(tmp, output)  # inside the transaction: a failed rename stores nothing
+        if output is not None and output.name == lcm.checkpoint.FILE_NAME:
+            lcm.checkpoint.keep_out_of_git(output)
     finally:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)

@@ -17,7 +17,9 @@ Usage:
 Modes: incremental (default: one leaf pass when the raw tokens outside the fresh tail exceed
 LCM_LEAF_CHUNK_TOKENS, then condensation), --full (until nothing is eligible), --until-under
 (until the active context is under TOKENS), --upgrade (rewrite extractive and fallback summaries
-with the model, keeping their ids), --dry-run (say what would happen, write nothing).
+with the model, keeping their ids), --dry-run (say what would happen, write nothing). --digest
+then writes each session's digest (what was done, decided, found and what failed; the SessionEnd
+hook asks for it), by the model when one answers, else extractive.
 
 Examples:
   python3 "$LCM_SCRIPTS/lcm_compact.py" --json
@@ -36,6 +38,7 @@ import lcm.resolve
 import lcm.grants
 import lcm.exclude
 import lcm.compact
+import lcm.digest
 import lcm.llm
 from lcm.errors import LcmError
 
@@ -50,6 +53,8 @@ def _main(argv):
     how.add_argument("--upgrade", action="store_true", help="rewrite extractive summaries with the model, in place")
     p.add_argument("--dry-run", action="store_true", help="report what would be summarised; write nothing")
     p.add_argument("--time-budget", type=lcm.cli.seconds_arg, metavar="SECONDS", help="start no new summary after this long")
+    p.add_argument("--digest", action="store_true",
+                   help="then write each session's digest (lcm/digest.py; the SessionEnd hook passes it)")
     args = p.parse_args(argv)
     lcm.config.validate_config()
     # a dry run writes in a transaction it rolls back, so it opens for writing, but makes no vault
@@ -73,6 +78,8 @@ def _main(argv):
         results.append(lcm.compact.compact(conn, session, mode=mode, until_under=args.until_under, dry_run=args.dry_run,
                                time_budget=args.time_budget, max_calls=calls_left, breaker=breaker))
         calls_left -= results[-1]["model_calls"]
+        if args.digest and not args.dry_run:
+            results[-1]["digest"] = lcm.digest.write(conn, session)["level"]
         if results[-1]["stopped"] in ("call_limit", "time_budget"):
             break
     if breaker.failure is not None:
@@ -103,7 +110,8 @@ def _main(argv):
               f"{' (' + levels + ')' if levels else ''}; context {r['tokens_before']} -> {r['tokens_after']} tokens;"
               f" {r['model_calls']}/{r['max_model_calls']} model calls ({r['backend']})"
               + (f"; upgraded {r['upgraded']}" if r["upgraded"] else "")
-              + (f"; stopped: {r['stopped']}" if r["stopped"] else ""))
+              + (f"; stopped: {r['stopped']}" if r["stopped"] else "")
+              + (f"; {r['digest']} digest written" if r.get("digest") else ""))
     if quiet:
         print(f"{len(quiet)} more sessions: nothing to do")
     return 0

@@ -17,7 +17,8 @@ Without --yes nothing is removed: it prints what would go (counts and a few exam
 
 With --yes it removes the messages (rows, original lines, search index entries), the summaries
 built on them and those summaries' ancestors (the next lcm_compact.py summarises what remains),
-their externalised files under $LCM_HOME/files, the checkpoints that may quote them, and
+their externalised files under $LCM_HOME/files, the checkpoints and session digests that may
+quote them, and
 leaves no copy in the vault's free pages or its write-ahead log. Purged messages are remembered
 by uuid, so a transcript still on disk never imports them again; delete the transcript itself
 (under ~/.claude/projects) if it must go too. Backups that lcm_doctor.py made beside the

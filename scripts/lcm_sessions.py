@@ -8,7 +8,8 @@ A list line: short id, first and last activity, messages, summaries, "checkpoint
 was written, project, title. The title is the transcript's own (Claude Code's ai-title or a
 custom /rename), else the first prompt a person typed. ID (a full session id or a unique
 prefix, 8 characters are printed) shows one session: title, time range, files it edited and
-created, commands it ran and its summaries' tree. WHEN is an ISO date/time or an age: 3h, 2d, 1w.
+created, commands it ran, its summaries' tree and its digest (what was done, decided, found and
+what failed; written when the session ends). WHEN is an ISO date/time or an age: 3h, 2d, 1w.
 
 Examples:
   python3 "$LCM_SCRIPTS/lcm_sessions.py"
@@ -88,6 +89,13 @@ def _print_one(s: dict) -> None:
     print("\n".join(f"  {line}" for line in tree[:TREE_LINES]) or "  none yet (nothing compacted)")
     if len(tree) > TREE_LINES or s["summary_tree_truncated"]:
         print(f"  ... more: lcm_describe.py --session {s['id']}")
+    digest = s["digest"]
+    if digest:
+        print(f"Digest ({digest['level']}, written {_when(digest['created_at'])}):")
+        print("\n".join(f"  {line}" if line else "" for line in digest["text"].splitlines()[1:]).strip("\n"))
+    else:
+        print("Digest: none yet (written when the session ends, or: "
+              + lcm.cli.command_line("lcm_compact.py", "--session", s["id"], "--digest") + ")")
     print("Next: " + lcm.cli.command_line("lcm_export.py", "--session", s["id"][:8], "--format", "markdown"))
     print("      " + lcm.cli.command_line("lcm_describe.py", "--session", s["id"]))
 

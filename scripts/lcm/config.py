@@ -76,7 +76,8 @@ def _path_globs(raw: str) -> tuple[str, ...]:
 
 # name -> (parser, default, meaning). The README's configuration table mirrors this.
 SETTINGS: dict[str, tuple[Callable[[str], object], object, str]] = {
-    "LCM_CONTEXT_THRESHOLD": (_fraction, 0.75, "fraction of the model window above which lcm_status.py recommends compaction"),
+    "LCM_CONTEXT_THRESHOLD": (_fraction, 0.75, "fraction of Claude Code's context window above which lcm_status.py suggests /compact"),
+    "LCM_CONTEXT_WINDOW": (_non_negative_int, 0, "Claude Code's context window in tokens, for lcm_status.py; 0 = from the model id and the usage seen"),
     "LCM_FRESH_TAIL_COUNT": (_non_negative_int, 32, "newest messages never compacted"),
     "LCM_LEAF_CHUNK_TOKENS": (_positive_int, 20000, "most source tokens in one leaf summary"),
     "LCM_LEAF_MIN_TOKENS": (_positive_int, 2000, "fewest source tokens in a leaf summary (at most LCM_LEAF_CHUNK_TOKENS); a smaller remainder waits"),

@@ -398,6 +398,16 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
         )""",
         _credit_leaf_titles,
     ],
+    # 12: session digests (lcm/digest.py), written when a session ends: its decisions, bugs found,
+    # failed approaches and what was done; one per session, rewritten when the session goes on
+    [
+        """CREATE TABLE IF NOT EXISTS digests (
+            session_id TEXT PRIMARY KEY,        -- sessions.session_id
+            text TEXT NOT NULL,                 -- markdown, masked
+            level TEXT NOT NULL,                -- 'model' | 'extractive'
+            created_at TEXT NOT NULL            -- ISO-8601 UTC of the last write
+        )""",
+    ],
 ]
 
 # Every insert path (hook, bulk import, a re-read from byte 0) goes through this trigger. The

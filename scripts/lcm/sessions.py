@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 
+import lcm.digest
 import lcm.mask
 import lcm.text
 import lcm.worklog
@@ -126,5 +127,6 @@ def session_view(conn, session_id: str) -> dict:
                 files_edited=log["files_edited"], files_created=log["files_created"],
                 command_count=log["command_count"], failed_command_count=log["failed_command_count"],
                 commands=[{"command": c["command"], "failed": c["failed"]} for c in log["commands"]],
-                summary_tree=tree, summary_tree_truncated=summaries > TREE_NODES)
+                summary_tree=tree, summary_tree_truncated=summaries > TREE_NODES,
+                digest=lcm.digest.get(conn, session_id))
     return view

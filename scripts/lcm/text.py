@@ -7,7 +7,9 @@ import re
 import lcm.mask
 
 # terminal escapes: CSI (colours, cursor), OSC (titles, links) and the two-byte ones
-ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+# CSI sequences (colours, cursor moves, also in their one-byte 0x9b form), OSC sequences (titles,
+# hyperlinks) and the remaining two-character escapes
+ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])|\x9b[0-?]*[ -/]*[@-~]")
 
 
 def one_line(text, limit: int) -> str:
@@ -27,8 +29,13 @@ def untagged(text: str) -> str:
 
 
 def strip_ansi(text: str) -> str:
-    """`text` without terminal colour and cursor escapes (tool output captured from a terminal)."""
-    return ANSI.sub("", text) if "\x1b" in text else text
+    """`text` without terminal colour and cursor escapes (tool output captured from a terminal),
+    nor a stray escape character left of a cut one; a carriage return (a progress bar redrawing
+    its line) becomes a line break."""
+    if "\x1b" not in text and "\x9b" not in text and "\r" not in text:
+        return text
+    text = ANSI.sub("", text).replace("\x1b", "").replace("\x9b", "")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def summary_head(content: str, limit: int = 160) -> str:
