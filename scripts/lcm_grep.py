@@ -42,6 +42,7 @@ import sys
 import lcm.cli
 import lcm.db
 import lcm.grants
+import lcm.mask
 import lcm.resolve
 import lcm.search_text
 import lcm.sources
@@ -76,6 +77,7 @@ def _main(argv):
                  project=args.project, all_sessions=args.all_sessions, since=args.since,
                  before=args.before, role=args.role, typed=args.typed, limit=args.limit, offset=args.offset,
                  types=args.type, sessions=within.sessions, within=within if within.limited else None)
+    doc["query"] = lcm.mask.mask(doc["query"])  # echoed back: a secret searched for stays masked
     if doc.pop("widened", False):
         sys.stderr.write("Note: nothing in this project; these results come from all projects\n")
     if doc.pop("stopped_early", False):

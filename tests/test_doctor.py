@@ -219,7 +219,7 @@ def test_a_bad_redact_pattern_is_reported_and_remask_masks_what_was_stored_befor
     redact = isolated_home / ".claude-lcm" / "redact.txt"
     redact.write_text("zorblax-\\d+\n(unclosed\n")
     code, doc = _doctor(capsys)
-    assert doc["masking"]["status"] == "warn" and "(unclosed" in " ".join(doc["masking"]["redact_problems"])
+    assert doc["masking"]["status"] == "warn" and "redact.txt line 2" in " ".join(doc["masking"]["redact_problems"])
 
     stored = lambda: sqlite3.connect(vault).execute("SELECT group_concat(content) FROM messages").fetchone()[0]  # noqa: E731
     assert "zorblax-4471" in stored()  # stored before the pattern existed

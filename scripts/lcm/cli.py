@@ -9,6 +9,7 @@ import sqlite3
 import sys
 from collections.abc import Callable, Iterable
 
+import lcm.mask
 from lcm.config import MAX_INT_ARG
 from lcm.db import older_vault, storage_error
 from lcm.errors import LcmError
@@ -61,6 +62,9 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
     p.add_argument("--db", metavar="PATH", help="vault file (default: $LCM_DB, $LCM_HOME/lcm.db, ~/.claude-lcm/lcm.db)")
     p.add_argument("--json", action="store_true",
                    help="print one JSON document (an error too: {\"error\", \"hint\"} on stdout)")
+    usage_error = p.error
+    # a usage error quotes the bad value, and a value pasted by mistake is often a secret
+    p.error = lambda message: usage_error(lcm.mask.mask(message))
     return p
 
 
@@ -241,12 +245,14 @@ def _wants_json(argv: list[str]) -> bool:
 def _report(exc: LcmError, as_json: bool = False) -> int:
     """Error: and Hint: on stderr; with --json also {"error", "hint"} on stdout, where a program
     reading the result finds one JSON document whether the command worked or not."""
-    hint = runnable(exc.hint) if exc.hint else exc.hint
-    sys.stderr.write(f"Error: {exc.message}\n")
+    # masked: an error often repeats what was typed (an id, a pattern), and that may be a secret
+    message = lcm.mask.mask(exc.message)
+    hint = lcm.mask.mask(runnable(exc.hint)) if exc.hint else exc.hint
+    sys.stderr.write(f"Error: {message}\n")
     if hint:
         sys.stderr.write(f"Hint: {hint}\n")
     if as_json:
-        print_json({"error": exc.message, "hint": hint})
+        print_json({"error": message, "hint": hint})
     return 1
 
 

@@ -84,10 +84,15 @@ def check_tables(conn: sqlite3.Connection, path: str, fresh: bool = False) -> No
                    NOT_A_VAULT_HINT + "; lcm never writes into another application's database")
 
 
-def _uri(path: str, readonly: bool) -> str:
-    """A file: URI for `path`: ? and # in a file name would otherwise start SQLite's parameters."""
+def file_uri(path: str, query: str = "") -> str:
+    """A file: URI for `path` (with `query`, e.g. "mode=ro"): ? and # in a file name would
+    otherwise start SQLite's parameters and name another file, and %XX would be decoded."""
     quoted = path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
-    return f"file:{quoted}?mode=ro" if readonly else f"file:{quoted}"
+    return f"file:{quoted}" + (f"?{query}" if query else "")
+
+
+def _uri(path: str, readonly: bool) -> str:
+    return file_uri(path, "mode=ro" if readonly else "")
 
 
 def _create(path: str) -> None:

@@ -50,7 +50,7 @@ def _open(path: str):
         if getattr(exc, "cause", None) not in ("readonly", "cantopen", "permission"):
             raise
     # a read-only filesystem: SQLite cannot even make the -shm file; read the file as it is
-    conn = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    conn = sqlite3.connect(lcm.db.file_uri(path, "mode=ro&immutable=1"), uri=True)
     conn.row_factory = sqlite3.Row
     lcm.db.check_tables(conn, path)
     return conn, None
@@ -92,7 +92,7 @@ def _vault_checks(conn, path: str, doc: dict) -> None:
 def _rw(path: str):
     """A write-capable handle for FTS5's integrity-check (an INSERT that writes nothing)."""
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=2.0, isolation_level=None)
+        conn = sqlite3.connect(lcm.db.file_uri(path, "mode=rw"), uri=True, timeout=2.0, isolation_level=None)
         conn.execute("PRAGMA busy_timeout = 2000")
         return conn
     except sqlite3.Error:

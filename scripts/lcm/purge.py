@@ -145,7 +145,11 @@ def _scan(conn, home: str, literal: str | None = None, pattern: re.Pattern | Non
     """Every stored text that holds `literal` (SQL narrows the rows first) or that `pattern`
     matches: {kind: ids}. `beat` (a shared counter) ticks once per text, so the process running
     a --regex can tell a slow pattern from a large vault."""
-    found = pattern.search if pattern is not None else (lambda text: literal in text)
+    def found(text) -> bool:
+        if pattern is None:
+            return literal in text
+        # a hit is a non-empty match: `\b` or a lookahead alone names no text, only places
+        return any(m.end() > m.start() for m in pattern.finditer(text))
 
     def hit(text) -> bool:
         if beat is not None:
@@ -214,7 +218,7 @@ def _scan_child(pipe, beat, db: str, home: str, source: str, flags: int) -> None
     import sqlite3
     try:
         pattern = re.compile(source, flags)
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        conn = sqlite3.connect(lcm.db.file_uri(db, "mode=ro"), uri=True)  # quoted: a # in the path is not a fragment
         pipe.send(("ok", _scan(conn, home, pattern=pattern, beat=beat)))
     except BaseException as exc:  # noqa: BLE001 - reported by the parent, without the pattern
         pipe.send(("error", type(exc).__name__))

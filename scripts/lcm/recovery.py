@@ -25,7 +25,7 @@ def _readable_rows(path: str, query: str) -> list[tuple] | None:
     """The rows of `query` that the damaged file still gives, up to the first unreadable page;
     None when not even that (no such table, a header SQLite refuses)."""
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+        conn = sqlite3.connect(lcm.db.file_uri(path, "mode=ro&immutable=1"), uri=True)
     except sqlite3.Error:
         return None
     rows: list[tuple] = []

@@ -18,6 +18,16 @@ def one_line(text, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+TAG_START = re.compile(r"<(?=[/!?A-Za-z])")
+
+
+def untagged(text: str) -> str:
+    """`text` to inject into Claude's context between lcm's own tags: a `<` that would start a tag
+    (`</lcm_context>`, `<system-reminder>`) becomes `‹`, so transcript text (a fetched page, a file)
+    cannot close the frame around it or open one of its own; `a < b`, `a -> b` stay as they are."""
+    return TAG_START.sub("\u2039", text) if "<" in text else text
+
+
 def strip_ansi(text: str) -> str:
     """`text` without terminal colour and cursor escapes (tool output captured from a terminal),
     nor a stray escape character left of a cut one; a carriage return (a progress bar redrawing

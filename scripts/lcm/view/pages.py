@@ -29,7 +29,8 @@ def esc(value) -> str:
 
 
 def shown(text) -> str:
-    """Masked, then escaped: the only way text reaches a page."""
+    """Masked, then escaped: the only way text reaches a page (what a person typed included: a
+    search for a key must not print the key)."""
     return esc(lcm.mask.mask(strip_ansi("" if text is None else str(text))))
 
 
@@ -45,7 +46,7 @@ def layout(title: str, body: str, *, query: str = "", wide: bool = False) -> str
         f"<title>{shown(title)} - lcm</title><link rel=stylesheet href='/static/app.css'>"
         "<script src='/static/app.js' defer></script></head><body>"
         "<header><a class=brand href='/'>lcm</a><a href='/'>Sessions</a>"
-        f"<form action='/search' method=get role=search><input type=search name=q value='{esc(query)}'"
+        f"<form action='/search' method=get role=search><input type=search name=q value='{shown(query)}'"
         " placeholder='Search every session' aria-label=Search> <button>Search</button></form></header>"
         f"<main{' class=wide' if wide else ''}>{body}</main></body></html>")
 
@@ -62,8 +63,8 @@ def sessions_page(conn, params: dict) -> str:
     rows, total = lcm.sessions.list_sessions(conn, project=project or None, text=text or None,
                                              limit=SESSIONS_PAGE, offset=page * SESSIONS_PAGE)
     body = [f"<h1>Sessions</h1><form class=filters method=get action='/'>"
-            f"<input type=text name=q value='{esc(text)}' placeholder='Title contains' aria-label='Title contains'>"
-            f"<input type=text name=project value='{esc(project)}' placeholder='Project directory'"
+            f"<input type=text name=q value='{shown(text)}' placeholder='Title contains' aria-label='Title contains'>"
+            f"<input type=text name=project value='{shown(project)}' placeholder='Project directory'"
             " aria-label='Project directory'><button>Filter</button></form>",
             f"<p class=muted>{total} session{'s' if total != 1 else ''}</p>"]
     if rows:
@@ -336,7 +337,7 @@ def search_page(conn, params: dict) -> str:
     words = [w for w in re.findall(r"\w+", query) if len(w) > 1]
     finder = re.compile("|".join(re.escape(html.escape(w)) for w in sorted(words, key=len, reverse=True)),
                         re.I) if words else None
-    body = [f"<h1>Search: {esc(query)}</h1><p class=muted>{doc['count']} result{'s' if doc['count'] != 1 else ''}"
+    body = [f"<h1>Search: {shown(query)}</h1><p class=muted>{doc['count']} result{'s' if doc['count'] != 1 else ''}"
             f"{' (more not shown)' if doc.get('has_more') else ''}</p>"]
     titles: dict[str, str] = {}
     for hit in doc["results"]:
