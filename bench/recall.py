@@ -33,9 +33,21 @@ prototype only). Adjacent words glued into one extra term (COMPOUNDS): coding 0.
 (coding 0.84), every hit lending (0.79), weights 0.6/0.3 (persona 0.92 but coding 0.895),
 neighbours by raw message distance instead of conversational turns (coding 0.79).
 
+Conversational units (issue 20), measured 2026-11-25, recall@10 natural / known-item / chat:
+all three off 0.807 / 0.956 / 0.943 (the ranking before); all three on 0.830 / 0.963 / 0.957,
+no set lower by more than 0.01 (persona 0.875 -> 0.868, paraphrase 0.188 -> 0.438, neighbour
+0.807 -> 0.836, personal 0.925 -> 0.950, half-remembered 0.959 -> 0.969, the rest equal).
+Each one left out (--set COVERAGE_BY_RARITY=false | QUESTION_HANDOFF=0 | EXCHANGE_WEIGHT=0):
+  rarity-weighted coverage  0.830 / 0.948 / 0.971: it keeps coding at 0.947 (0.921 without) and
+                            persona at 0.868 (0.826); it costs neighbour (0.879 without it).
+                            Linear in the share it cost neighbour 0.05: the share is cubed.
+  a question hands forward  0.810 / 0.963 / 0.957: persona 0.826 -> 0.868 with it.
+  exchange windows          0.810 / 0.963 / 0.943: neighbour 0.764 -> 0.836, paraphrase 0.188
+                            -> 0.438, personal +0.025 with them; persona 0.924 -> 0.868.
+
 Usage:
   python3 bench/recall.py [--set NAME=VALUE ...] [--show-misses]
-Prints one JSON line. `--set` overrides a constant of lcm.search (or lcm.query.NAME,
+Prints one JSON line. `--set` overrides a constant of lcm.rank (or lcm.query.NAME, lcm.search.NAME,
 lcm.conversation.NAME) to try a ranking idea, e.g. --set NEAR_PAIRS=true --set 'ROLE_WEIGHT={}'
 --set lcm.conversation.TURN_SCAN=0.
 
@@ -457,12 +469,12 @@ def auto(conn, question, project=None, limit=10):
 
 def auto_before(conn, question, project=None, limit=10):
     """auto as it ranked before conversational neighbours lent their scores (the old code's order)."""
-    import lcm.search
-    saved, lcm.search.NEIGHBOUR_SOURCES = lcm.search.NEIGHBOUR_SOURCES, 0
+    import lcm.rank
+    saved, lcm.rank.NEIGHBOUR_SOURCES = lcm.rank.NEIGHBOUR_SOURCES, 0
     try:
         return auto(conn, question, project, limit)
     finally:
-        lcm.search.NEIGHBOUR_SOURCES = saved
+        lcm.rank.NEIGHBOUR_SOURCES = saved
 
 
 def gold_sets(conn, golds):
@@ -504,7 +516,7 @@ GROUPS = {"natural": ("persona", "neighbour", "paraphrase"), "known_item": ("cod
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override an lcm.search constant")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override an lcm.rank constant")
     p.add_argument("--show-misses", action="store_true")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
@@ -514,14 +526,16 @@ def main(argv=None):
         import lcm.db
         import lcm.ingest
         import lcm.query
+        import lcm.rank
         import lcm.search
         import recall_sets
-        for setting in args.set:  # NAME=JSON (a lcm.search constant), or lcm.query.NAME=JSON
+        for setting in args.set:  # NAME=JSON (a lcm.rank constant), or lcm.query.NAME=JSON
             name, value = setting.split("=", 1)
             module, _, name = name.rpartition(".")
             value = json.loads(value)
             import lcm.conversation
-            target = {"lcm.query": lcm.query, "lcm.conversation": lcm.conversation}.get(module, lcm.search)
+            target = {"lcm.query": lcm.query, "lcm.conversation": lcm.conversation,
+                      "lcm.search": lcm.search}.get(module, lcm.rank)
             setattr(target, name, frozenset(value) if name == "STOPWORDS" else value)
         projects = Path(tmp) / "projects"
         sets = {"personal": build_personal(projects), "holdout": build_holdout(projects),

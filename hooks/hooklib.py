@@ -156,8 +156,8 @@ def excluded(payload: dict) -> bool:
     such a session is never captured, injected or compacted."""
     if not (os.environ.get("LCM_EXCLUDE") or "").strip():
         return False
-    import lcm.config
-    return any(lcm.config.excluded(path) for path in (payload.get("cwd"), os.environ.get("CLAUDE_PROJECT_DIR"))
+    import lcm.exclude
+    return any(lcm.exclude.excluded(path) for path in (payload.get("cwd"), os.environ.get("CLAUDE_PROJECT_DIR"))
                if isinstance(path, str))
 
 

@@ -1,5 +1,5 @@
 """SessionEnd: final ingest, then detach a checkpoint (kept in the vault only: nothing is written
-into the user's project) and a compaction.
+into the user's project) and a compaction followed by the session's digest (lcm/digest.py).
 
 Claude Code gives all SessionEnd hooks of a plugin a shared 1.5 s, so nothing slow runs here:
 the checkpoint and the compaction run in their own processes after the hook has exited.
@@ -22,8 +22,8 @@ def handle(payload: dict):
     count = conn.execute("SELECT count(*) FROM messages WHERE session_id = ?", (sid,)).fetchone()[0]
     if count >= CHECKPOINT_MIN_MESSAGES:
         hooklib.detach("lcm_checkpoint.py", ["--session", sid, "--vault-only"], payload)
-    if count:
-        hooklib.detach("lcm_compact.py", ["--session", sid], payload)
+    if count:  # the digest follows the compaction, so a model-written one can read its summaries
+        hooklib.detach("lcm_compact.py", ["--session", sid, "--digest"], payload)
     return None
 
 

@@ -119,13 +119,46 @@ def export_env(payload: dict) -> None:
         note("CLAUDE_ENV_FILE is not set: LCM_SCRIPTS not exported to the Bash tool")
 
 
+def vault_unusable(payload: dict, exc) -> dict | None:
+    """Tell Claude, once per session, that the vault cannot be opened and what to run: the hooks
+    store nothing until it is recovered, and only lcm.log would say so otherwise."""
+    note(f"vault unusable: {exc.message}")
+    told = os.path.join(hooklib.lcm_home(), "last-run", "vault-unusable-told")
+    sid = hooklib.session_id(payload)
+    try:
+        with open(told, encoding="utf-8") as f:
+            seen = f.read().splitlines()
+    except OSError:
+        seen = []
+    if sid in seen or not hooklib.flag("LCM_INJECT"):
+        return None
+    try:
+        os.makedirs(os.path.dirname(told), mode=0o700, exist_ok=True)
+        with open(told, "w", encoding="utf-8") as f:
+            f.write("\n".join((seen + [sid])[-100:]) + "\n")
+    except OSError:
+        return None  # better silent than the same notice at every start
+    return hooklib.context_output(EVENT, (
+        f"lcm: the lcm vault cannot be used ({exc.message}), so nothing of this session is being stored or"
+        ' searchable. Tell the user, and offer to run python3 "$LCM_SCRIPTS/lcm_doctor.py": it says what is'
+        " wrong and how to recover (for a damaged vault, `--fix` moves the file aside and rebuilds the vault"
+        " from the transcripts still on disk)."))
+
+
 def handle(payload: dict):
     sid = hooklib.session_id(payload)
-    conn = hooklib.connect()
+    if not hooklib.flag("LCM_SUBAGENT"):
+        export_env(payload)  # first: the commands stay usable even when the vault cannot be opened
+    from lcm.errors import LcmError
+    try:
+        conn = hooklib.connect()
+    except LcmError as exc:
+        if hooklib.flag("LCM_SUBAGENT") or getattr(exc, "cause", None) == "busy":
+            raise
+        return vault_unusable(payload, exc)
     if hooklib.flag("LCM_SUBAGENT"):
         hooklib.try_ingest(conn, payload.get("transcript_path"))
         return None
-    export_env(payload)
     hooklib.try_ingest(conn, payload.get("transcript_path"))
     if not hooklib.flag("LCM_INJECT"):
         return None

@@ -7,7 +7,7 @@ import hooklib
 
 EVENT = "UserPromptSubmit"
 RECALL_HITS = 3
-RECALL_CHARS = 1500          # the whole injection, far below Claude Code's 10,000-character cap
+RECALL_CHARS = 2400          # the whole injection (~600 tokens), far below Claude Code's 10,000-character cap
 MIN_RECALL_WORDS = 3         # "yes", "go on", "/compact" are not worth a search
 
 

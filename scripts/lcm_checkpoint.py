@@ -20,13 +20,13 @@ Examples:
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 from pathlib import Path
 
 import lcm.cli
 import lcm.config
 import lcm.db
+import lcm.resolve
 import lcm.checkpoint
 from lcm.errors import LcmError
 
@@ -49,7 +49,7 @@ def _main(argv):
     if output is not None and not output.parent.is_dir():
         raise LcmError(f"cannot write {output}: {output.parent} is not a directory", "pass --output PATH in an existing directory")
     conn = lcm.db.connect(args.db, create=False)
-    session_id = lcm.checkpoint.resolve_session(conn, args.session)
+    session_id = lcm.resolve.session(conn, args.session, whole=True)
     default_file = lcm.checkpoint.workspace_root() / lcm.checkpoint.FILE_NAME
     skipped = None  # why the default file was not written
     if output is None and not to_stdout and not args.vault_only:
@@ -73,12 +73,13 @@ def _main(argv):
                 (session_id, info["project"], path, text, info["last_message_id"], info["created_at"]))
             if tmp is not None:
                 os.replace(tmp, output)  # inside the transaction: a failed rename stores nothing
+        if output is not None and output.name == lcm.checkpoint.FILE_NAME:
+            lcm.checkpoint.keep_out_of_git(output)
     finally:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
     # the resume command for exactly this checkpoint: its file, else the vault's newest of the session
-    resume = (f'python3 "$LCM_SCRIPTS/lcm_resume.py" --checkpoint {shlex.quote(path)}' if path else
-              f'python3 "$LCM_SCRIPTS/lcm_resume.py" --session {session_id}')
+    resume = lcm.cli.command_line("lcm_resume.py", *(["--checkpoint", path] if path else ["--session", session_id]))
     info.update(checkpoint_id=cur.lastrowid, path=path, tokens=lcm.config.estimate_tokens(text), resume=resume,
                 not_written=skipped)
     if args.json:

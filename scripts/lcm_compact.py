@@ -18,14 +18,12 @@ Usage:
 Modes: incremental (default: one leaf pass when the raw tokens outside the fresh tail exceed
 LCM_LEAF_CHUNK_TOKENS, then condensation), --full (until nothing is eligible), --until-under
 (until the active context is under TOKENS), --upgrade (rewrite extractive and fallback summaries
-with the model, keeping their ids), --dry-run (say what would happen, write nothing).
+with the model, keeping their ids), --dry-run (say what would happen, write nothing). --digest
+then writes each session's digest (what was done, decided, found and what failed; the SessionEnd
+hook asks for it), by the model when one answers, else extractive.
 
---pack stores original lines compressed, many lines of a transcript to a block (nothing is lost:
-every line reads back byte for byte). The hooks start it detached; by hand it also converts a
-vault from before blocks, online (hooks keep writing meanwhile) and resumable after a kill.
-Without --all the newest lines of a file being written wait until it is idle; --vacuum then
-returns the freed space to the disk (writers wait while it runs; it needs free disk about the
-size of the packed vault).
+--pack compresses stored lines into blocks (byte for byte back), online and resumably; without
+--all a file still being written waits until idle; --vacuum returns freed space to the disk.
 
 Examples:
   python3 "$LCM_SCRIPTS/lcm_compact.py" --json
@@ -41,7 +39,11 @@ import sys
 import lcm.cli
 import lcm.config
 import lcm.db
+import lcm.resolve
+import lcm.grants
+import lcm.exclude
 import lcm.compact
+import lcm.digest
 import lcm.llm
 from lcm.errors import LcmError
 
@@ -58,23 +60,25 @@ def _main(argv):
     p.add_argument("--time-budget", type=lcm.cli.seconds_arg, metavar="SECONDS", help="start no new summary after this long")
     how.add_argument("--pack", action="store_true", help="compress stored lines into blocks (with --all: every line now)")
     p.add_argument("--vacuum", action="store_true", help="with --pack: give the freed space back to the disk")
+    p.add_argument("--digest", action="store_true",
+                   help="then write each session's digest (lcm/digest.py; the SessionEnd hook passes it)")
     args = p.parse_args(argv)
     if args.vacuum and not args.pack:
         p.error("--vacuum goes with --pack")
     if args.pack:
         return _pack(args)
     lcm.config.validate_config()
-    conn = lcm.db.connect(args.db)
+    # a dry run writes in a transaction it rolls back, so it opens for writing, but makes no vault
+    conn = lcm.db.connect(args.db, create=not args.dry_run)
+    lcm.grants.scope(conn).refuse("lcm_compact.py (it writes summaries)")
     if args.all:
         sessions = [r[0] for r in conn.execute("SELECT DISTINCT session_id FROM messages ORDER BY session_id")]
         projects = dict(conn.execute("SELECT session_id, project FROM sessions").fetchall())
-        sessions = [s for s in sessions if not lcm.config.excluded(projects.get(s))]  # LCM_EXCLUDE: left alone
+        sessions = [s for s in sessions if not lcm.exclude.excluded(projects.get(s))]  # LCM_EXCLUDE: left alone
     else:
-        session = lcm.cli.resolve_session(conn, args.session) if args.session else lcm.config.current_session_id()
-        if not session:
-            raise LcmError("no session given", "pass --session ID (lcm_sessions.py lists them) or --all")
+        session = lcm.resolve.session(conn, args.session)
         row = conn.execute("SELECT project FROM sessions WHERE session_id = ?", (session,)).fetchone()
-        if row and lcm.config.excluded(row[0]):
+        if row and lcm.exclude.excluded(row[0]):
             raise LcmError(f"session {session} belongs to {row[0]}, a project LCM_EXCLUDE keeps out of lcm",
                            "remove the glob that matches it from LCM_EXCLUDE to compact this session")
         sessions = [session]
@@ -85,6 +89,8 @@ def _main(argv):
         results.append(lcm.compact.compact(conn, session, mode=mode, until_under=args.until_under, dry_run=args.dry_run,
                                time_budget=args.time_budget, max_calls=calls_left, breaker=breaker))
         calls_left -= results[-1]["model_calls"]
+        if args.digest and not args.dry_run:
+            results[-1]["digest"] = lcm.digest.write(conn, session)["level"]
         if results[-1]["stopped"] in ("call_limit", "time_budget"):
             break
     if breaker.failure is not None:
@@ -115,7 +121,8 @@ def _main(argv):
               f"{' (' + levels + ')' if levels else ''}; context {r['tokens_before']} -> {r['tokens_after']} tokens;"
               f" {r['model_calls']}/{r['max_model_calls']} model calls ({r['backend']})"
               + (f"; upgraded {r['upgraded']}" if r["upgraded"] else "")
-              + (f"; stopped: {r['stopped']}" if r["stopped"] else ""))
+              + (f"; stopped: {r['stopped']}" if r["stopped"] else "")
+              + (f"; {r['digest']} digest written" if r.get("digest") else ""))
     if quiet:
         print(f"{len(quiet)} more sessions: nothing to do")
     return 0
@@ -123,21 +130,15 @@ def _main(argv):
 
 def _pack(args) -> int:
     import lcm.pack
-    if args.session or args.dry_run:
-        raise LcmError("--pack works on the whole vault", "drop --session and --dry-run")
+    if args.session or args.dry_run or args.digest:
+        raise LcmError("--pack works on the whole vault", "drop --session, --dry-run and --digest")
     conn = lcm.db.connect(args.db, create=False)  # by hand (no budget): waits for a run the hooks started
-    doc = lcm.pack.pack(conn, everything=args.all, time_budget=args.time_budget, progress=not args.json,
-                        wait=args.time_budget is None)
-    if args.vacuum:
-        doc["vacuum"] = lcm.pack.vacuum(conn)
-    doc.update(lcm.pack.ratio(conn))
+    doc = lcm.pack.run(conn, everything=args.all, time_budget=args.time_budget, progress=not args.json,
+                       then_vacuum=args.vacuum)
     if args.json:
         lcm.cli.print_json(doc)
-        return 0
-    print(f"packed {doc['packed_lines']} lines ({doc['packed_bytes']} bytes) into {doc['blocks']} blocks in"
-          f" {doc['seconds']} s; {doc['plain_lines']} lines still plain" + (f" ({doc['stopped']})" if doc["stopped"] else "")
-          + f"\nvault {doc['vault_bytes']} bytes for {doc['transcript_bytes']} bytes of transcripts (ratio"
-          f" {doc['ratio']}; {doc['free_bytes']} bytes free inside: --vacuum gives them back)")
+    else:
+        print(lcm.pack.report_text(doc))
     return 0
 
 

@@ -17,87 +17,17 @@ Examples:
 """
 from __future__ import annotations
 
-import json
-import os
-import re
 import sys
 
 import lcm.cli
 import lcm.config
 import lcm.db
-import lcm.expand
-import lcm.files
+import lcm.describe
 import lcm.grants
-import lcm.mask
+import lcm.resolve
 from lcm.errors import LcmError
 
 TREE_LINES = 200  # text tree of a session stays readable; --json has everything
-
-
-def describe_summary(conn, row) -> dict:
-    sources = conn.execute(
-        "SELECT coalesce(m.uuid, s.child_id) FROM summary_sources s LEFT JOIN messages m ON m.id = s.message_id"
-        " WHERE s.summary_id = ? ORDER BY s.ord", (row["id"],)).fetchall()
-    return {"type": "summary", "id": row["id"], "session_id": row["session_id"], "kind": row["kind"],
-            "depth": row["depth"], "earliest_at": row["earliest_at"], "latest_at": row["latest_at"],
-            "token_count": row["token_count"], "source_token_count": row["source_token_count"],
-            "level": row["level"], "model": row["model"], "parent_id": row["parent_id"],
-            "descendant_count": row["descendant_count"], "source_ids": [r[0] for r in sources],
-            "file_ids": json.loads(row["file_ids"] or "[]"), "created_at": row["created_at"],
-            "content": lcm.mask.mask(row["content"])}
-
-
-def describe_file(conn, file_id, content=False, max_tokens=4000, offset=0) -> dict:
-    if not re.fullmatch(r"file_[0-9a-f]{16}", file_id):
-        raise LcmError(f"malformed file id {file_id!r}", "file ids are file_ + 16 hex digits; find them with lcm_grep.py QUERY")
-    row = conn.execute("SELECT * FROM files WHERE id = ?", (file_id,)).fetchone()
-    if row is None:
-        raise LcmError(f"no file {file_id} in this vault", "file references appear in messages: lcm_grep.py 'file_'")
-    doc = {"type": "file", "id": row["id"], "name": row["name"], "kind": row["kind"],
-           "byte_size": row["byte_size"], "token_count": row["token_count"], "session_id": row["session_id"],
-           "message_uuid": row["message_uuid"], "created_at": row["created_at"],
-           "exploration": lcm.mask.mask(row["exploration"])}
-    if content:
-        text = lcm.mask.mask(lcm.files.read_content(row))  # whole, so a page never cuts a secret
-        end = offset + max_tokens * 4
-        doc.update(content=text[offset:end], offset=offset, has_more=end < len(text),
-                   next_offset=end if end < len(text) else None)
-    return doc
-
-
-def describe_message(conn, row) -> dict:
-    cover = conn.execute("SELECT summary_id FROM summary_sources WHERE message_id = ?", (row["id"],)).fetchone()
-    files = [r[0] for r in conn.execute("SELECT id FROM files WHERE message_uuid = ?", (row["uuid"],))]
-    return {"type": "message", "id": row["uuid"], "uuid": row["uuid"], "session_id": row["session_id"],
-            "role": row["role"], "created_at": row["created_at"], "token_count": row["token_count"],
-            "covering_summary_id": cover[0] if cover else None, "file_ids": files,
-            "content": lcm.mask.mask(row["content"])}
-
-
-def describe_session(conn, session_id) -> dict:
-    if not conn.execute("SELECT 1 FROM messages WHERE session_id = ? LIMIT 1", (session_id,)).fetchone() and \
-            not conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)).fetchone():
-        raise LcmError(f"no session {session_id!r} in this vault", "list sessions with lcm_sessions.py, or ingest with lcm_ingest.py")
-    summaries = []
-    rows = conn.execute("SELECT s.* FROM summaries s JOIN messages f ON f.id = s.first_message_id"
-                        " WHERE s.session_id = ? ORDER BY s.depth DESC, f.seq",
-                        (session_id,)).fetchall()
-    for row in rows:
-        d = describe_summary(conn, row)
-        summaries.append({k: d[k] for k in ("id", "kind", "depth", "parent_id", "source_ids", "token_count",
-                                            "source_token_count", "level", "earliest_at", "latest_at")})
-    return {"session_id": session_id, "summaries": summaries, "context_items": context_items(conn, session_id)}
-
-
-def context_items(conn, session_id) -> list[dict]:
-    """Top summaries and the messages no summary covers yet, in conversation order."""
-    tops = conn.execute("SELECT s.id, f.seq FROM summaries s JOIN messages f ON f.id = s.first_message_id"
-                        " WHERE s.session_id = ? AND s.parent_id IS NULL", (session_id,)).fetchall()
-    loose = conn.execute(
-        "SELECT m.uuid, m.seq FROM messages m LEFT JOIN summary_sources s ON s.message_id = m.id"
-        " WHERE m.session_id = ? AND s.summary_id IS NULL", (session_id,)).fetchall()
-    items = [(r[1] or 0, "summary", r[0]) for r in tops] + [(r[1] or 0, "message", r[0]) for r in loose]
-    return [{"type": t, "id": i} for _pos, t, i in sorted(items)]
 
 
 # ---------------------------------------------------------------------------
@@ -124,7 +54,8 @@ def _print_session(doc) -> None:
     for line in lines[:TREE_LINES]:
         w(line + "\n")
     if len(lines) > TREE_LINES:
-        w(f"... {len(lines) - TREE_LINES} more lines: lcm_describe.py --session {doc['session_id']} --json\n")
+        w(f"... {len(lines) - TREE_LINES} more lines: "
+          f"{lcm.cli.command_line('lcm_describe.py', '--session', doc['session_id'], '--json')}\n")
     items = doc["context_items"]
     n_msg = sum(1 for i in items if i["type"] == "message")
     w(f"context items: {len(items) - n_msg} summaries + {n_msg} messages not yet summarised\n")
@@ -168,28 +99,13 @@ def _main(argv):
     if args.max_tokens < 1 or args.offset < 0:
         raise LcmError("--max-tokens must be >= 1 and --offset >= 0", "e.g. --max-tokens 4000 --offset 0")
     conn = lcm.db.connect(args.db, create=False, readonly=True)
-    grant = os.environ.get("LCM_GRANT")
+    scope = lcm.grants.scope(conn)
     if args.id is None:
-        session = lcm.cli.resolve_session(conn, args.session) if args.session else lcm.config.current_session_id()
-        if not session:
-            raise LcmError("nothing to describe", "pass an ID (sum_..., file_..., uuid) or --session ID")
-        if grant:
-            lcm.grants.check_scope_session(conn, grant, session)
-        doc = describe_session(conn, session)
+        doc = lcm.describe.describe_session(conn, lcm.resolve.session(conn, args.session))
         lcm.cli.print_json(doc) if args.json else _print_session(doc)
         return 0
-    if args.id.startswith("file_"):
-        doc = describe_file(conn, args.id, args.content, args.max_tokens, args.offset)
-        if grant and doc["message_uuid"]:
-            lcm.grants.check_scope(conn, grant, doc["message_uuid"])
-    else:
-        kind, row = lcm.expand.resolve_node(conn, args.id)
-        if grant:
-            lcm.grants.check_scope(conn, grant, args.id)
-        doc = describe_summary(conn, row) if kind == "summary" else describe_message(conn, row)
-        if kind == "message" and len(doc["content"]) > args.max_tokens * 4:
-            doc["content"] = doc["content"][: args.max_tokens * 4] + (
-                f"\n[... cut at {args.max_tokens} tokens: lcm_expand.py {args.id} --raw prints it all]")
+    doc = lcm.describe.describe(conn, args.id, content=args.content, max_tokens=args.max_tokens, offset=args.offset,
+                                scope=scope)
     lcm.cli.print_json(doc) if args.json else _print_node(doc)
     return 0
 

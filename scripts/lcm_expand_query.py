@@ -30,6 +30,7 @@ import lcm.answer
 import lcm.cli
 import lcm.config
 import lcm.db
+import lcm.grants
 import lcm.guard
 
 
@@ -51,6 +52,8 @@ def _main(argv):
     if cap <= 0:
         p.error("--max-tokens must be a positive integer")
     conn = lcm.db.connect(args.db, create=False)
+    # a new grant from inside one would reach past it
+    lcm.grants.scope(conn).refuse("lcm_expand_query.py", "use lcm_expand.py ID for the ids the grant names")
     result = lcm.answer.answer(conn, args.prompt, query=args.query, ids=args.summary_ids, session=args.session,
                                all_sessions=args.all_sessions, cap=cap, db_path=lcm.config.db_path(args.db).resolve(),
                                warn=lambda text: sys.stderr.write(f"Warning: {text}\n"))

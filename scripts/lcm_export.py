@@ -3,6 +3,7 @@
 Usage:
   python3 scripts/lcm_export.py [--session ID] [--format markdown|jsonl] [--output FILE]
                                 [--unmasked] [--json]
+  python3 scripts/lcm_export.py [--session ID] --archive DIR [--json]
 
 --session is a session id or a unique prefix (lcm_sessions.py lists them), default the current
 session ($LCM_SESSION_ID). markdown (the default): the prompts and replies in order, each tool
@@ -10,11 +11,14 @@ call and its result folded to one line, the session's summaries as headings wher
 jsonl: one line per stored message, the original transcript line. Secrets are masked in both,
 as in everything lcm prints; --unmasked writes the exact stored bytes. Without --output the
 export goes to stdout; with it, the file is written whole (0600) or not at all, and --json
-reports what was written.
+reports what was written. --archive DIR appends the session's digest (what was done, decided,
+found and what failed) to DIR/YYYY-MM-DD.md, the day the session last ran: a dated archive,
+append-only, one entry per session (a second run adds nothing).
 
 Examples:
   python3 "$LCM_SCRIPTS/lcm_export.py" --format markdown --output session.md
   python3 "$LCM_SCRIPTS/lcm_export.py" --session 3f2c1a9b --format jsonl > session.jsonl
+  python3 "$LCM_SCRIPTS/lcm_export.py" --session 3f2c1a9b --archive ~/notes/sessions
   python3 "$LCM_SCRIPTS/lcm_export.py" --session 3f2c1a9b --format jsonl --unmasked --output exact.jsonl --json
 """
 from __future__ import annotations
@@ -26,6 +30,9 @@ import tempfile
 import lcm.cli
 import lcm.config
 import lcm.db
+import lcm.digest
+import lcm.grants
+import lcm.resolve
 import lcm.export
 import lcm.mask
 import lcm.sessions
@@ -72,15 +79,24 @@ def _main(argv):
     p.add_argument("--format", choices=["markdown", "jsonl"], default="markdown", help="default: markdown")
     p.add_argument("--output", metavar="FILE", help="write here instead of stdout")
     p.add_argument("--unmasked", action="store_true", help="the exact stored bytes, secrets included")
+    p.add_argument("--archive", metavar="DIR", help="append the session's digest to DIR/YYYY-MM-DD.md instead")
     args = p.parse_args(argv)
-    if args.json and not args.output:
+    if args.archive and (args.output or args.unmasked or args.format != "markdown"):
+        p.error("--archive writes the session's markdown digest to DIR/YYYY-MM-DD.md: no --output, --unmasked or jsonl")
+    if args.json and not (args.output or args.archive):
         p.error("--json reports a written file: give --output FILE (without it the export itself is the output)")
     conn = lcm.db.connect(args.db, create=False, readonly=True)
-    given = args.session or lcm.config.current_session_id()
-    if not given:
-        raise LcmError("no session given and no current session ($LCM_SESSION_ID)",
-                       "pass --session ID (lcm_sessions.py lists them)")
-    session_id = lcm.cli.resolve_session(conn, given)
+    if args.unmasked:
+        lcm.grants.scope(conn).refuse("--unmasked", "export without --unmasked: secrets stay masked")
+    session_id = lcm.resolve.session(conn, args.session, whole=True)
+    if args.archive:
+        doc = lcm.digest.archive(conn, session_id, args.archive)
+        if args.json:
+            lcm.cli.print_json(doc)
+        else:
+            print(f"{'Appended the' if doc['written'] else 'Already archived:'} {doc['level']} digest of session"
+                  f" {session_id} {'to' if doc['written'] else 'in'} {doc['archive']}")
+        return 0
     stream = pieces(conn, session_id, args.format, not args.unmasked)
     if not args.output:
         out = sys.stdout.buffer

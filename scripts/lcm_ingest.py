@@ -10,8 +10,8 @@ assistant and system entry is stored with its original line byte for byte, dedup
 its uuid; a re-run reads only the bytes added since the last one. Malformed lines, and files
 that cannot be read (a dangling symlink, a FIFO, a file deleted meanwhile), are reported on
 stderr and skipped, never fatal. Imports of one vault may run in parallel: each waits its turn.
-Transcripts of projects matching LCM_EXCLUDE (colon-separated path globs) are skipped, and
-counted in the output.
+Lines written in projects matching LCM_EXCLUDE (colon-separated path globs; each line's cwd,
+symlinks resolved) are left out, and counted in the output.
 
 Examples:
   python3 "$LCM_SCRIPTS/lcm_ingest.py" --all
@@ -49,6 +49,8 @@ def _main(argv):
             sys.stderr.write(f"No transcripts yet under {root}\n")
     lcm.ingest.transcript_files(paths)  # refuse a bad path before the vault is even created
     conn = lcm.db.connect(args.db)
+    # an empty vault before the import: a line skipped as known repeated one read in this import
+    was_empty = conn.execute("SELECT 1 FROM messages LIMIT 1").fetchone() is None
     result = lcm.ingest.ingest_paths(conn, paths, progress=not args.json)
     if args.json:
         lcm.cli.print_json(result)
@@ -66,7 +68,13 @@ def _main(argv):
         note += f"; {len(result['skipped_files'])} unreadable files skipped"
     if result["excluded_files"]:
         note += f"; skipped {result['excluded_files']} transcripts of projects in LCM_EXCLUDE"
-    print(f"{result['messages_added']} new messages ({result['messages_skipped']} already stored) from "
+    partly = result["excluded_lines"] and not result["excluded_files"]
+    if partly:  # a session that moved into an excluded project: its lines from there on
+        note += f"; left out {result['excluded_lines']} lines written in projects of LCM_EXCLUDE"
+    skipped = result["messages_skipped"]
+    known = (f" ({skipped} repeated in more than one transcript)" if was_empty else f" ({skipped} already stored)"
+             ) if skipped else ""
+    print(f"{result['messages_added']} new messages{known} from "
           f"{result['files']} files, {result['sessions']} sessions in {result['seconds']}s{note}")
     return 0
 

@@ -6,13 +6,19 @@ Usage:
 Without --yes nothing is removed: it prints what would go (counts and a few examples).
   --session ID    every message of a session (its id or a unique prefix of it)
   --message UUID  one message, by its transcript uuid (as lcm_grep.py prints it)
-  --match TEXT    every message whose stored text or original transcript line contains TEXT
-                  (case-sensitive substring), and every pinned note (lcm_remember.py) that does;
-                  with --regex, TEXT is a Python regular expression
+  --match TEXT    every message whose visible text contains TEXT (case-sensitive substring of
+                  the message text, thinking, tool inputs and outputs; never metadata such as
+                  gitBranch or cwd), and every summary, checkpoint, pinned note, session title,
+                  stored lcm_llm_map prompt or answer and lcm.log line that does; with --hidden,
+                  also messages that hold TEXT only in tool data Claude Code keeps but does
+                  not show (an edited file's earlier contents); with --regex,
+                  TEXT is a Python regular expression (refused when it takes over 2 s on one
+                  text). TEXT is never printed back, not even in an error.
 
 With --yes it removes the messages (rows, original lines, search index entries), the summaries
 built on them and those summaries' ancestors (the next lcm_compact.py summarises what remains),
-their externalised files under $LCM_HOME/files, the checkpoints that may quote them, and
+their externalised files under $LCM_HOME/files, the checkpoints and session digests that may
+quote them, and
 leaves no copy in the vault's free pages or its write-ahead log. Purged messages are remembered
 by uuid, so a transcript still on disk never imports them again; delete the transcript itself
 (under ~/.claude/projects) if it must go too. Backups that lcm_doctor.py made beside the
@@ -29,6 +35,7 @@ import sys
 
 import lcm.cli
 import lcm.db
+import lcm.grants
 import lcm.purge
 
 
@@ -39,18 +46,24 @@ def _n(count: int, one: str, many: str | None = None) -> str:
 def _print(doc: dict, done: bool) -> None:
     out = sys.stdout
     verb = "Removed" if done else "Would remove"
-    if not doc["messages"] and not doc["summaries"] and not doc["notes"]:
+    if not any(doc.get(k) for k in ("messages", "summaries", "notes", "titles", "map_items", "log_lines")):
         out.write(f"Nothing to remove: no {doc['what']}.\n")
+        _hidden_note(doc, done)
         return
     out.write(f"{verb} {_n(doc['messages'], 'message')} of {_n(len(doc['sessions']), 'session')}, "
               f"{_n(doc['summaries'], 'summary', 'summaries')}, {_n(doc['files'], 'stored file')} and "
               f"{_n(doc['checkpoints'], 'checkpoint')}" + (f", {_n(doc['notes'], 'pinned note')}" if doc["notes"] else "")
               + f" ({doc['what']}).\n")
+    extra = [_n(doc.get(k, 0), one) for k, one in (("titles", "session title"), ("map_items", "stored map item"),
+                                                    ("log_lines", "lcm.log line")) if doc.get(k)]
+    if extra:
+        out.write(f"{'Also removed' if done else 'Also'}: {', '.join(extra)}.\n")
     for ex in doc["examples"]:
         when = (ex["created_at"] or "")[:16].replace("T", " ")
         out.write(f"  {ex['uuid']}  {ex['role']}  {when}  session {ex['session_id'][:8]}  {ex['preview']}\n")
     if doc["messages"] > len(doc["examples"]):
         out.write(f"  ... {doc['messages'] - len(doc['examples'])} more\n")
+    _hidden_note(doc, done)
     for path in doc["checkpoint_files"]:
         out.write(f"Checkpoint file that may quote them (not deleted): {path}\n")
     if not done:
@@ -60,9 +73,17 @@ def _print(doc: dict, done: bool) -> None:
         out.write("Summaries over the remaining messages are rebuilt by the next lcm_compact.py.\n")
     if not doc["wal_emptied"]:
         out.write("Note: another process has the vault open, so its write-ahead log still holds old pages;"
-                  " run lcm_purge.py with the same arguments again when it is idle.\n")
+                  " run the same command again when it is idle.\n")
     for path in doc["backups"]:
         out.write(f"Backup that still holds the purged text (delete it yourself): {path}\n")
+
+
+def _hidden_note(doc: dict, done: bool) -> None:
+    count = doc.get("hidden_only")
+    if count:
+        sys.stdout.write(f"{_n(count, 'more message')} {'holds' if count == 1 else 'hold'} it only in tool data a"
+                         " person does not see (an edited file's earlier contents, a todo list) and"
+                         f" {'stayed' if done else 'would stay'}: add --hidden to remove them too.\n")
 
 
 def _main(argv):
@@ -70,14 +91,18 @@ def _main(argv):
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--session", metavar="ID", help="every message of this session (id or unique prefix)")
     which.add_argument("--message", metavar="UUID", help="one message, by transcript uuid")
-    which.add_argument("--match", metavar="TEXT", help="messages whose text or original line contains TEXT")
+    which.add_argument("--match", metavar="TEXT", help="messages whose visible text contains TEXT")
     p.add_argument("--regex", action="store_true", help="--match TEXT is a Python regular expression")
+    p.add_argument("--hidden", action="store_true",
+                   help="with --match: also messages that hold TEXT only in tool data a person does not see")
     p.add_argument("--yes", action="store_true", help="really remove (without it: only show what would go)")
     args = p.parse_args(argv)
-    if args.regex and args.match is None:
-        p.error("--regex goes with --match")
-    conn = lcm.db.connect(args.db, create=False)
-    sel = lcm.purge.select(conn, session=args.session, message=args.message, match=args.match, regex=args.regex)
+    if (args.regex or args.hidden) and args.match is None:
+        p.error("--regex and --hidden go with --match")
+    conn = lcm.db.connect(args.db, create=False, readonly=not args.yes)  # a dry run only reads
+    lcm.grants.scope(conn).refuse("lcm_purge.py")
+    sel = lcm.purge.select(conn, session=args.session, message=args.message, match=args.match, regex=args.regex,
+                           hidden=args.hidden)
     doc = lcm.purge.purge(conn, sel) if args.yes else lcm.purge.plan(conn, sel)
     doc["removed"] = args.yes
     if args.json:

@@ -26,6 +26,7 @@ import sys
 import lcm.cli
 import lcm.config
 import lcm.db
+import lcm.grants
 import lcm.notes
 
 
@@ -54,7 +55,9 @@ def _main(argv):
         p.error("--all goes with --list")
     if args.forget and (args.project or args.everywhere):
         p.error("--forget takes only the note's id")
-    conn = lcm.db.connect(args.db, create=not (args.list or args.forget))
+    conn = lcm.db.connect(args.db, create=not (args.list or args.forget), readonly=args.list)
+    if not args.list:
+        lcm.grants.scope(conn).refuse("pinning or forgetting a note")
     if args.forget:
         note = lcm.notes.forget(conn, args.forget)
         if args.json:
@@ -71,8 +74,9 @@ def _main(argv):
         lcm.cli.print_json({"note": note, "created": created})
     else:
         print(f"{'Pinned' if created else 'Already pinned'} {note['id']} for {_where(note)}.")
-        print(f"New sessions {'there' if note['project'] else 'everywhere'} start with it; lcm_remember.py --list shows the notes,"
-              f" lcm_remember.py --forget {note['id']} removes it.")
+        print(f"New sessions {'there' if note['project'] else 'everywhere'} start with it;"
+              f" {lcm.cli.command_line('lcm_remember.py', '--list')} shows the notes,"
+              f" {lcm.cli.command_line('lcm_remember.py', '--forget', note['id'])} removes it.")
     return 0
 
 
@@ -85,6 +89,10 @@ def _list(conn, args) -> int:
         notes = lcm.notes.for_project(conn, project, limit=lcm.cli.LIMIT_MAX + 1)
         total, notes = len(notes), notes[:args.limit]
         scope = f"notes for {project} (its own and global ones)"
+    within = lcm.grants.scope(conn)
+    if within.limited:  # a grant covers the notes pinned in its sessions, when it names no narrower ids
+        kept = [n for n in notes if not within.nodes and within.allows_session(n["session_id"])]
+        notes, total = kept, total - (len(notes) - len(kept))
     if args.json:
         lcm.cli.print_json({"notes": notes, "count": len(notes), "total": total, "has_more": total > len(notes)})
         return 0

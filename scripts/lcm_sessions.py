@@ -8,7 +8,8 @@ A list line: short id, first and last activity, messages, summaries, "checkpoint
 was written, project, title. The title is the transcript's own (Claude Code's ai-title or a
 custom /rename), else the first prompt a person typed. ID (a full session id or a unique
 prefix, 8 characters are printed) shows one session: title, time range, files it edited and
-created, commands it ran and its summaries' tree. WHEN is an ISO date/time or an age: 3h, 2d, 1w.
+created, commands it ran, its summaries' tree and its digest (what was done, decided, found and
+what failed; written when the session ends). WHEN is an ISO date/time or an age: 3h, 2d, 1w.
 
 Examples:
   python3 "$LCM_SCRIPTS/lcm_sessions.py"
@@ -22,6 +23,8 @@ import sys
 
 import lcm.cli
 import lcm.db
+import lcm.resolve
+import lcm.grants
 import lcm.search
 import lcm.sessions
 import lcm.text
@@ -38,7 +41,7 @@ def _when(value: str | None) -> str:
 
 def _print_list(sessions: list[dict], total: int, args) -> None:
     if not sessions:
-        print("No sessions" + (" match" if args.project or args.since else " in the vault yet (run lcm_ingest.py --all)"))
+        print("No sessions" + (" match" if args.project or args.since else lcm.cli.runnable(" in the vault yet (run lcm_ingest.py --all)")))
         return
     for s in sessions:
         extra = ", checkpoint" if s["has_checkpoint"] else ""
@@ -85,7 +88,14 @@ def _print_one(s: dict) -> None:
     print(f"Summaries ({s['summaries']}):")
     print("\n".join(f"  {line}" for line in tree[:TREE_LINES]) or "  none yet (nothing compacted)")
     if len(tree) > TREE_LINES or s["summary_tree_truncated"]:
-        print(f"  ... more: lcm_describe.py --session {s['id']}")
+        print(f"  ... more: {lcm.cli.command_line('lcm_describe.py', '--session', s['id'])}")
+    digest = s["digest"]
+    if digest:
+        print(f"Digest ({digest['level']}, written {_when(digest['created_at'])}):")
+        print("\n".join(f"  {line}" if line else "" for line in digest["text"].splitlines()[1:]).strip("\n"))
+    else:
+        print("Digest: none yet (written when the session ends, or: "
+              + lcm.cli.command_line("lcm_compact.py", "--session", s["id"], "--digest") + ")")
     print("Next: " + lcm.cli.command_line("lcm_export.py", "--session", s["id"][:8], "--format", "markdown"))
     print("      " + lcm.cli.command_line("lcm_describe.py", "--session", s["id"]))
 
@@ -101,14 +111,15 @@ def _main(argv):
         p.error("ID shows one session: --project and --since filter the list")
     conn = lcm.db.connect(args.db, create=False, readonly=True)
     if args.session:
-        view = lcm.sessions.session_view(conn, lcm.cli.resolve_session(conn, args.session))
+        view = lcm.sessions.session_view(conn, lcm.resolve.session(conn, args.session, whole=True))
         if args.json:
             lcm.cli.print_json(view)
         else:
             _print_one(view)
         return 0
     since = lcm.search.parse_when(args.since, "--since")
-    sessions, total = lcm.sessions.list_sessions(conn, project=args.project, since=since, limit=args.limit)
+    sessions, total = lcm.sessions.list_sessions(conn, project=args.project, since=since, limit=args.limit,
+                                                 within=lcm.grants.scope(conn).sessions)
     if args.json:
         lcm.cli.print_json({"sessions": sessions, "count": len(sessions), "total": total,
                            "has_more": total > len(sessions)})

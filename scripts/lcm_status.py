@@ -4,9 +4,15 @@ Usage:
   python3 scripts/lcm_status.py [--session ID] [--db PATH] [--json]
 
 The session is --session, else $LCM_SESSION_ID / $CLAUDE_CODE_SESSION_ID, else the most
-recently active one. Its context size is the `usage` of its latest assistant response
-(input + cache reads + cache writes + output, once per API message id); compaction is
-recommended above LCM_CONTEXT_THRESHOLD x the model's context window.
+recently active one (the output says which and why). Two figures, two different things:
+  Claude Code's context  the `usage` of the session's latest assistant response (input + cache
+                         reads + cache writes + output, once per API message id) against the
+                         window (LCM_CONTEXT_WINDOW, else 1,000,000 for a 1M model id or when
+                         more than 200,000 tokens were in use, else 200,000). Only Claude Code's
+                         /compact (or its automatic compaction) lowers it; above
+                         LCM_CONTEXT_THRESHOLD of the window, /compact is suggested.
+  lcm's view             lcm's summaries of the session plus the messages they do not cover yet:
+                         what lcm re-injects after a compaction. lcm_compact.py lowers it.
 
 Examples:
   python3 "$LCM_SCRIPTS/lcm_status.py"
@@ -19,6 +25,7 @@ import sys
 import lcm.cli
 import lcm.config
 import lcm.db
+import lcm.resolve
 import lcm.status
 
 
@@ -29,25 +36,32 @@ def _main(argv):
                    help="full FTS5 integrity check even on a large vault (re-reads all text)")
     args = p.parse_args(argv)
     lcm.config.validate_config()
-    conn = lcm.db.connect(args.db, create=False)
-    session = lcm.cli.resolve_session(conn, args.session) if args.session else None
-    s = lcm.status.status(conn, session, check_fts=True if args.check_fts else None)
+    conn = lcm.db.connect(args.db, create=False, readonly=True)
+    session = lcm.resolve.session(conn, args.session, required=False)
+    s = lcm.status.status(conn, session, check_fts=True if args.check_fts else None, given=args.session is not None)
     if args.json:
         lcm.cli.print_json(s)
         return 0
     depth = "-" if s["max_depth"] is None else s["max_depth"]
-    print(f"Vault {s['db']} ({s['db_bytes'] / 1e6:.1f} MB): {s['sessions']} sessions, {s['messages']} messages"
+    fts = {True: "full-text index ok", False: "full-text index DAMAGED: lcm_doctor.py --fix backs up the vault,"
+           " then rebuilds it", None: "no full-text index: LIKE search"}[s["fts_ok"]]
+    print(f"Vault {s['db']} ({s['db_bytes'] / 1e6:.1f} MB, {fts}): {s['sessions']} sessions, {s['messages']} messages"
           f" (~{s['raw_tokens']} tokens), {s['summaries']} summaries, max depth {depth}")
     if s["session_id"] is None:
-        print("Session: none yet (run lcm_ingest.py --all)")
-    elif s["context_tokens"] is None:
-        print(f"Session {s['session_id']}: context size unknown (no assistant usage recorded)")
+        print(lcm.cli.runnable("Session: none yet (run lcm_ingest.py --all)"))
+        return 0
+    title = f' "{s["session_title"]}"' if s["session_title"] else ""
+    print(f"Session {s['session_id']}{title}: {s['session_reason']}")
+    if s["context_tokens"] is None:
+        print("Claude Code's context: unknown (no assistant usage recorded yet)")
     else:
-        verdict = "compaction recommended (lcm_compact.py)" if s["compaction_recommended"] else "no compaction needed"
-        print(f"Session {s['session_id']}: context {s['context_tokens']} / {s['context_window']} tokens,"
-              f" threshold {s['threshold']}: {verdict}")
-    fts = {True: "ok", False: "DAMAGED (lcm_doctor.py --fix backs up the vault, then rebuilds it)", None: "unavailable (LIKE search)"}[s["fts_ok"]]
-    print(f"Full-text index: {fts}")
+        share = 100 * s["context_tokens"] / s["context_window"]
+        verdict = (f"above {s['threshold']} (LCM_CONTEXT_THRESHOLD): run /compact in Claude Code when it suits you;"
+                   " lcm keeps every message" if s["compaction_recommended"] else "nothing to do")
+        print(f"Claude Code's context: {s['context_tokens']} of {s['context_window']} tokens ({share:.0f}%;"
+              f" window from {s['context_window_source']}). Only Claude Code's /compact lowers it: {verdict}")
+    print(f"lcm's view of this session: {s['lcm_context_tokens']} tokens of summaries and not yet summarised"
+          " messages. lcm_compact.py lowers it (what lcm re-injects after a compaction), not Claude Code's context")
     return 0
 
 

@@ -12,6 +12,11 @@ SCRIPTS = ROOT / "scripts"
 SHARED_DATA = ROOT.parent / "shared" / "data"
 sys.path.insert(0, str(SCRIPTS))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# Commands print `lcm <verb> ...` when an `lcm` is on PATH, else `python3 <scripts>/lcm_<verb>.py`
+# (lcm.cli.command_prefix). The tests expect the second: an `lcm` installed on this machine must
+# not change what they see. Done before any test imports lcm.cli, which decides once.
+os.environ["PATH"] = os.pathsep.join(
+    d for d in os.environ.get("PATH", "").split(os.pathsep) if not (d and os.path.isfile(os.path.join(d, "lcm"))))
 
 # Hypothesis keeps its examples outside the clone (by default in ./.hypothesis), so installing the
 # plugin from a clone that ran the tests does not copy them; read before a test changes HOME
@@ -47,6 +52,11 @@ def isolated_home(tmp_path, monkeypatch):
 def vault(isolated_home):
     """Path of this test's vault (created on first connect)."""
     return isolated_home / ".claude-lcm" / "lcm.db"
+
+
+def command(script: str, *args: str) -> str:
+    """How commands print `script ARGS` in these tests (no `lcm` on PATH): python3 and its full path."""
+    return " ".join(["python3", str(SCRIPTS / script), *args])
 
 
 def run(capsys, module, *argv) -> tuple[int, str, str]:

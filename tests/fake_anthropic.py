@@ -87,7 +87,9 @@ class FakeAnthropic:
         self.routes: dict[tuple[str, str], Callable[["FakeAnthropic", Request], Reply]] = {
             ("POST", "/v1/messages"): FakeAnthropic.handle_messages,
             ("POST", "/v1/messages/count_tokens"): FakeAnthropic.handle_count_tokens,
+            ("GET", "/v1/models"): FakeAnthropic.handle_models,
         }
+        self.refused_keys: set[str] = set()     # requests carrying one of these keys (x-api-key or Bearer) get a 401
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.server: ThreadingHTTPServer | None = None
@@ -166,6 +168,11 @@ class FakeAnthropic:
             reply.body = self.message_json(reply, body)
         return reply
 
+    def handle_models(self, request: Request) -> Reply:
+        """GET /v1/models: the free request lcm_doctor.py checks a key with."""
+        model = {"type": "model", "id": self.model, "display_name": "Fake model", "created_at": "2026-01-01T00:00:00Z"}
+        return Reply(body={"data": [model], "has_more": False, "first_id": self.model, "last_id": self.model})
+
     def handle_count_tokens(self, request: Request) -> Reply:
         return Reply(body={"input_tokens": max(1, len(json.dumps(request.body or {})) // 4)})
 
@@ -206,7 +213,10 @@ class FakeAnthropic:
                 with fake.lock:
                     fake.log.append(request)
                 handler = fake.routes.get((method, path))
-                if handler is None:
+                key = request.headers.get("x-api-key") or request.headers.get("authorization", "").removeprefix("Bearer ")
+                if key in fake.refused_keys:
+                    reply = Reply(status=401, error_message="invalid x-api-key")
+                elif handler is None:
                     reply = Reply(status=404, error_message=f"no route {method} {path}")
                 else:
                     reply = handler(fake, request)
@@ -313,6 +323,12 @@ def main():
     if "--version" in argv:
         print("2.1.330 (Claude Code)")
         return 0
+    if argv[:2] == ["auth", "status"]:  # as 2.1.x answers offline: JSON, exit 1 when logged out
+        auth = os.path.join(HERE, "claude_auth.json")
+        state = json.load(open(auth)) if os.path.exists(auth) else {{"loggedIn": True, "authMethod": "claude.ai",
+                                                                     "apiProvider": "firstParty"}}
+        print(json.dumps(state, indent=2))
+        return 0 if state.get("loggedIn") else 1
     prompt = argv[argv.index("--") + 1] if "--" in argv else None
     stdin = None
     if prompt is None and not sys.stdin.isatty():
@@ -378,6 +394,12 @@ class FakeClaude:
         queue = json.loads(self.queue_path.read_text() or "[]") if self.queue_path.exists() else []
         queue.append({"result": result, **kw})
         self.queue_path.write_text(json.dumps(queue))
+        return self
+
+    def log_out(self) -> "FakeClaude":
+        """Make `claude auth status` report no login, as the real CLI does before /login."""
+        (self.dir / "claude_auth.json").write_text(json.dumps(
+            {"loggedIn": False, "authMethod": "none", "apiProvider": "firstParty"}))
         return self
 
     def calls(self) -> list[dict]:

@@ -7,6 +7,8 @@ import re
 
 import pytest
 
+from conftest import command
+
 import lcm.db
 import lcm.ingest
 import lcm_checkpoint
@@ -61,7 +63,7 @@ def test_another_sessions_checkpoint_never_overwrites_this_projects_file(tmp_pat
     out = run(lcm_checkpoint, ["--session", "s-other"], capsys)
     assert (workspace / ".lcm-checkpoint.md").read_text() == mine
     assert "stored in the vault only" in out and "pass --output PATH" in out
-    assert 'Resume it in a new session with: python3 "$LCM_SCRIPTS/lcm_resume.py" --session s-other' in out
+    assert f'Resume it in a new session with: {command("lcm_resume.py", "--session", "s-other")}' in out
     assert checkpoints()[-1]["session_id"] == "s-other" and checkpoints()[-1]["path"] is None
     # unless --output says so
     target = tmp_path / "other.md"
@@ -78,6 +80,49 @@ def test_the_resume_hint_resumes_the_checkpoint_it_printed(tmp_path, workspace, 
     monkeypatch.setenv("LCM_SESSION_ID", "s-mine")
     for argv, session in (([], "s-mine"), (["--session", "s-other"], "s-other")):
         out = run(lcm_checkpoint, argv, capsys)
-        hint = re.search(r'lcm_resume.py" (.*)$', out, re.M).group(1).split()
+        hint = re.search(r'lcm_resume.py (.*)$', out, re.M).group(1).split()
         resumed = run(lcm_resume, hint, capsys)
         assert f"Resuming session {session}" in resumed, (hint, resumed[:200])
+
+
+def git(*args, cwd):
+    import subprocess
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
+                          env={"HOME": str(cwd), "PATH": "/usr/bin:/bin:/usr/local/bin", "GIT_AUTHOR_NAME": "t",
+                               "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+                               "GIT_COMMITTER_EMAIL": "t@example.com"}).stdout
+
+
+def test_the_checkpoint_file_stays_out_of_git_status(tmp_path, capsys, monkeypatch):
+    """In a repository and in a linked worktree (where .git is a file), the checkpoint is kept
+    out of `git status` through the local .git/info/exclude, written once; .gitignore is never
+    touched; outside a repository nothing changes."""
+    import shutil
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git("init", "-q", cwd=repo)
+    (repo / ".gitignore").write_text("build/\n")
+    (repo / "app.py").write_text("print('hi')\n")
+    git("add", ".", cwd=repo)
+    git("commit", "-qm", "start", cwd=repo)
+    linked = tmp_path / "linked"
+    git("worktree", "add", "-q", str(linked), cwd=repo)
+    assert (linked / ".git").is_file()
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    for i, root in enumerate((repo, linked, plain)):
+        stored(tmp_path / f"t{i}", f"s-{i}", str(root))
+        monkeypatch.setenv("CLAUDE_PROJECT_DIR", str(root))
+        monkeypatch.chdir(root)
+        for _ in range(2):  # a second checkpoint adds nothing to the exclude file
+            run(lcm_checkpoint, ["--session", f"s-{i}"], capsys)
+        assert (root / ".lcm-checkpoint.md").is_file()
+    for root in (repo, linked):
+        assert git("status", "--porcelain", cwd=root) == ""
+        assert git("status", "--porcelain", "--ignored", cwd=root).count(".lcm-checkpoint.md") == 1
+    exclude = (repo / ".git" / "info" / "exclude").read_text()
+    assert exclude.count(".lcm-checkpoint.md") == 1
+    assert (repo / ".gitignore").read_text() == "build/\n" and (linked / ".gitignore").read_text() == "build/\n"
+    assert sorted(p.name for p in plain.iterdir()) == [".lcm-checkpoint.md"]

@@ -14,7 +14,7 @@ import lcm_describe
 import lcm.expand
 import lcm_expand
 import lcm.ingest
-from conftest import SCRIPTS
+from conftest import command, SCRIPTS
 from transcripts import Transcript, coding_session
 
 
@@ -107,13 +107,13 @@ def test_max_tokens_cuts_with_next_page_command(tmp_path, monkeypatch, capsys):
     top = conn.execute("SELECT id FROM summaries WHERE parent_id IS NULL").fetchone()[0]
     code, out, _err = run(capsys, lcm_expand, top, "--full", "--max-tokens", "100")
     assert code == 0
-    assert f'more: python3 "$LCM_SCRIPTS/lcm_expand.py" {top} --full --max-tokens 100 --offset ' in out.splitlines()[-1]
+    assert f'more: {command("lcm_expand.py", top, "--full --max-tokens 100 --offset")} ' in out.splitlines()[-1]
     nxt = int(out.splitlines()[-1].rsplit(" ", 1)[1])
     doc = json.loads(run(capsys, lcm_expand, top, "--full", "--max-tokens", "100", "--offset", str(nxt), "--json")[1])
     assert doc["offset"] == nxt and doc["count"] >= 1
     code, out, err = run(capsys, lcm_expand, top, "--raw", "--max-tokens", "100")
     assert all(json.loads(line)["uuid"] for line in out.splitlines())  # stdout stays pure JSONL
-    assert f"lcm_expand.py\" {top} --raw --max-tokens 100 --offset" in err
+    assert command("lcm_expand.py", top, "--raw --max-tokens 100 --offset") in err
     code, out, err = run(capsys, lcm_expand, top, "--full", "--offset", "100000")
     assert code == 1 and "past the end" in err and f"lcm_expand.py {top} --full --offset 0" in err
 
@@ -141,7 +141,7 @@ def test_describe_summary_message_and_session(tmp_path, monkeypatch, capsys):
         assert key in doc
     assert doc["parent_id"] == leaf["parent_id"] and doc["source_ids"] == covered_uuids(conn, leaf["id"])
     code, out, _err = run(capsys, lcm_describe, leaf["id"])
-    assert code == 0 and f'Next: python3 "$LCM_SCRIPTS/lcm_expand.py" {leaf["id"]}' in out
+    assert code == 0 and f'Next: {command("lcm_expand.py", leaf["id"])}' in out
 
     uuid = doc["source_ids"][0]
     msg = json.loads(run(capsys, lcm_describe, uuid, "--json")[1])
@@ -177,7 +177,7 @@ def test_describe_file_with_bounded_content(tmp_path, monkeypatch, capsys, vault
     doc = json.loads(run(capsys, lcm_describe, row["id"], "--content", "--max-tokens", "100", "--json")[1])
     assert len(doc["content"]) == 400 and doc["has_more"] and doc["next_offset"] == 400
     code, out, _err = run(capsys, lcm_describe, row["id"], "--content", "--max-tokens", "100")
-    assert f'lcm_describe.py" {row["id"]} --content --offset 400' in out
+    assert command("lcm_describe.py", row["id"], "--content --offset 400") in out
 
 
 @pytest.mark.parametrize("module", [lcm_expand, lcm_describe])

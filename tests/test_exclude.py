@@ -3,11 +3,15 @@ hooks or by lcm_ingest.py --all (which says how many transcripts it skipped)."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import lcm.config
+import lcm.exclude
 import lcm_compact
 import lcm_ingest
 import lcm_remember
@@ -115,10 +119,97 @@ def test_invalid_exclude_names_the_variable(monkeypatch, raw):
 
 def test_exclude_matches_the_directory_and_below(monkeypatch):
     monkeypatch.setenv("LCM_EXCLUDE", "/work/clients/*:~/secret")
-    home = lcm.db.os.path.expanduser("~")
-    assert lcm.config.excluded("/work/clients/acme") and lcm.config.excluded("/work/clients/acme/src/deep")
-    assert lcm.config.excluded(f"{home}/secret/x") and lcm.config.excluded(f"{home}/secret")
-    assert not lcm.config.excluded("/work/clientsX") and not lcm.config.excluded(f"{home}/secretive")
-    assert not lcm.config.excluded(None) and not lcm.config.excluded("")
+    home = os.path.expanduser("~")
+    assert lcm.exclude.excluded("/work/clients/acme") and lcm.exclude.excluded("/work/clients/acme/src/deep")
+    assert lcm.exclude.excluded(f"{home}/secret/x") and lcm.exclude.excluded(f"{home}/secret")
+    assert not lcm.exclude.excluded("/work/clientsX") and not lcm.exclude.excluded(f"{home}/secretive")
+    assert not lcm.exclude.excluded(None) and not lcm.exclude.excluded("")
     monkeypatch.delenv("LCM_EXCLUDE")
-    assert not lcm.config.excluded("/work/clients/acme")
+    assert not lcm.exclude.excluded("/work/clients/acme")
+
+
+# --- symlinks and sessions that move (issue 18.3) ------------------------------------------
+
+@pytest.fixture
+def linked(tmp_path):
+    """/data/acme (real) and clients/acme -> ../data/acme (the person's view of it)."""
+    real = tmp_path / "data" / "acme"
+    (real / "src").mkdir(parents=True)
+    (tmp_path / "clients").mkdir()
+    (tmp_path / "clients" / "acme").symlink_to(real, target_is_directory=True)
+    return tmp_path / "clients" / "acme", real
+
+
+@pytest.mark.parametrize("glob_side, cwd_side", [("link", "real"), ("real", "link"), ("link", "link")])
+def test_a_symlinked_project_is_excluded_from_either_side(linked, tmp_path, vault, glob_side, cwd_side):
+    link, real = linked
+    glob = str(tmp_path / "clients" / "*") if glob_side == "link" else str(real)
+    cwd = real if cwd_side == "real" else link  # Claude Code records the physical path
+    t = coding_session(tmp_path / "config" / "projects", turns=2, cwd=str(cwd / "src"))
+    t.write()
+    assert run_hook("stop", stop(t), {"LCM_EXCLUDE": glob}).returncode == 0
+    assert messages(vault, t.session_id) == 0
+
+
+def test_a_session_that_moves_into_an_excluded_project_stops_being_captured(capsys, linked, tmp_path,
+                                                                             monkeypatch, vault):
+    link, real = linked
+    outside = tmp_path / "mine"
+    outside.mkdir()
+    t = Transcript(tmp_path / "config" / "projects", cwd=str(outside))
+    t.user("start somewhere harmless")
+    t.assistant_text("ok, in the harmless project")
+    t.cwd = str(real / "src")  # `cd` into the client's tree: Claude Code records the new cwd per line
+    t.user("now read the CLIENTSECRET config")
+    t.assistant_text("the CLIENTSECRET config says hello")
+    t.write()
+    excluded = {"LCM_EXCLUDE": str(tmp_path / "clients" / "*")}
+    payload = dict(stop(t), cwd=str(outside))  # the hook's payload may still name the start
+    assert run_hook("stop", payload, excluded).returncode == 0
+    assert messages(vault, t.session_id) == 2
+    raw = b"".join(bytes(r[0]) for r in sqlite3.connect(vault).execute("SELECT raw FROM messages"))
+    assert b"CLIENTSECRET" not in raw
+    # the bulk path (a parser process for 8+ files) decides per line too
+    for i in range(8):
+        coding_session(tmp_path / "config" / "projects", turns=1, cwd=str(outside / f"p{i}")).write()
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("LCM_EXCLUDE", excluded["LCM_EXCLUDE"])
+    code, out, err = run(capsys, lcm_ingest, "--all", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["excluded_lines"] == 2 and doc["excluded_files"] == 0
+    raw = b"".join(bytes(r[0]) for r in sqlite3.connect(vault).execute("SELECT raw FROM messages"))
+    assert b"CLIENTSECRET" not in raw and messages(vault) == 2 + 8 * 7
+    monkeypatch.delenv("LCM_EXCLUDE")  # lifting the exclusion imports what it held back
+    run(capsys, lcm_ingest, "--all")
+    assert messages(vault, t.session_id) == 4
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(depth=st.integers(0, 3), glob_via_link=st.booleans(), cwd_via_link=st.booleans(),
+       wildcard=st.sampled_from(["none", "star", "question"]), trailing_slash=st.booleans(),
+       dotted=st.booleans())
+def test_exclusion_holds_over_path_shapes(tmp_path_factory, depth, glob_via_link, cwd_via_link, wildcard,
+                                          trailing_slash, dotted):
+    """Whatever way the glob and the cwd spell the project (through a link or not, a wildcard,
+    a trailing slash, `..` in the cwd, a subdirectory), it is excluded and its sibling is not."""
+    base = tmp_path_factory.mktemp("shapes")
+    real = base / "vol" / "clients" / "acme"
+    sibling = base / "vol" / "clients" / "other"
+    sub = real.joinpath(*[f"d{i}" for i in range(depth)])
+    sub.mkdir(parents=True)
+    sibling.mkdir()
+    (base / "home").mkdir()
+    (base / "home" / "clients").symlink_to(base / "vol" / "clients", target_is_directory=True)
+    root = (base / "home" / "clients") if glob_via_link else (base / "vol" / "clients")
+    name = {"none": "acme", "star": "*", "question": "ac?e"}[wildcard]
+    glob = str(root / name) + ("/" if trailing_slash else "")
+    cwd_root = (base / "home" / "clients" / "acme") if cwd_via_link else real
+    cwd = str(cwd_root.joinpath(*[f"d{i}" for i in range(depth)]))
+    if dotted:
+        cwd = str(cwd_root / ".." / "acme") + cwd[len(str(cwd_root)):]
+    env = {"LCM_EXCLUDE": glob}
+    assert lcm.exclude.excluded(cwd, env)
+    assert lcm.exclude.excluded(cwd, env)  # decided once per process, the same answer again
+    assert not lcm.exclude.excluded(str(sibling), env) or wildcard == "star"
+    assert not lcm.exclude.excluded(str(base / "vol" / "clientsX"), env)

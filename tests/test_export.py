@@ -127,7 +127,7 @@ def test_output_json_report_and_errors(capsys, tmp_path, session):
     code, _, err = run(capsys, lcm_export, "--session", "nope")
     assert code == 1 and "Error: no session 'nope'" in err and "lcm_sessions.py" in err
     code, _, err = run(capsys, lcm_export)
-    assert code == 1 and "no session given" in err
+    assert code == 1 and "no current session" in err
     code, _, err = run(capsys, lcm_export, "--session", session.session_id, "--output", tmp_path / "no" / "x.md")
     assert code == 1 and "is not a directory" in err and not (tmp_path / "no").exists()
     with pytest.raises(SystemExit):

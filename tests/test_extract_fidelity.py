@@ -5,6 +5,7 @@ from __future__ import annotations
 import lcm.db
 import lcm.extract
 import lcm.ingest
+from fake_anthropic import FakeAnthropic, fake_api  # noqa: F401 (fixture)
 from transcripts import Transcript
 
 PYTEST_OUTPUT = "\n".join(
@@ -72,3 +73,65 @@ def test_key_line_rules():
     assert lcm.extract.key_line("npm ERR! code E404\nnpm error: 404 Not Found") == "npm error: 404 Not Found"
     assert lcm.extract.key_line("Exit code 127\n(eval):1: command not found: pytest") == \
         "Exit code 127: (eval):1: command not found: pytest"
+
+
+def coloured_session(tmp_path) -> Transcript:
+    t = Transcript(tmp_path / "projects")
+    t.user("make the build pass")
+    run = t.tool_use("Bash", {"command": "npx tsc --noEmit --pretty"})
+    t.tool_result(run, "\x1b[96msrc/app.ts\x1b[0m:\x1b[93m3\x1b[0m:\x1b[93m7\x1b[0m - \x1b[91merror\x1b[0m"
+                       "\x1b[90m TS2304: \x1b[0mCannot find name 'fetchUser'.\r\n\x1b[1m1 error\x1b[22m", is_error=True)
+    t.assistant_text("\x1b[32mDecided to import fetchUser from api.ts instead of redefining it.\x1b[0m")
+    for i in range(6):
+        run = t.tool_use("Bash", {"command": f"npm test -- --color part{i}"})
+        t.tool_result(run, f"\x1b[32m\u2713\x1b[39m part {i} passed " + "\x1b[2m.\x1b[22m" * 400)
+    t.write()
+    return t
+
+
+def test_no_ansi_escape_reaches_a_summary_or_the_summariser(tmp_path, monkeypatch, capsys, fake_api):
+    """Terminal colour codes never reach a summary: not the extractive one, not what a model
+    reads, and not a model's answer that echoes them back."""
+    import lcm_compact
+    from conftest import run
+    monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "0")
+    monkeypatch.setenv("LCM_LEAF_MIN_TOKENS", "1")
+    t = coloured_session(tmp_path)
+    lcm.ingest.ingest_paths(lcm.db.connect(), [t.path])
+    monkeypatch.setenv("LCM_LLM", "none")
+    assert run(capsys, lcm_compact, "--session", t.session_id, "--full")[0] == 0
+    conn = lcm.db.connect()
+    texts = [r[0] for r in conn.execute("SELECT content FROM summaries")]
+    assert texts and not any("\x1b" in s for s in texts)
+    joined = "\n".join(texts)
+    assert "src/app.ts:3:7 - error TS2304: Cannot find name 'fetchUser'." in joined
+    assert "Decided to import fetchUser from api.ts instead of redefining it." in joined
+
+    other = coloured_session(tmp_path / "b")
+    lcm.ingest.ingest_paths(conn, [other.path])
+    monkeypatch.setenv("LCM_LLM", "anthropic")
+    fake_api.respond(lambda body: "Echo \x1b[31m" + FakeAnthropic.user_text(body)[-300:] + "\x1b[0m")
+    assert run(capsys, lcm_compact, "--session", other.session_id, "--full")[0] == 0
+    assert fake_api.requests and not any("\x1b" in FakeAnthropic.user_text(b) for b in fake_api.requests)
+    rows = conn.execute("SELECT content FROM summaries WHERE session_id = ?", (other.session_id,)).fetchall()
+    assert rows and not any("\x1b" in r[0] for r in rows)
+
+
+def test_rejection_reasons_and_findings_are_kept(tmp_path):
+    t = Transcript(tmp_path / "projects")
+    t.user("set up the workspace")
+    run = t.tool_use("Bash", {"command": "npm install"})
+    t.tool_result(run, "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it "
+                       "was a file edit, the new_string was NOT written to the file). The user provided the "
+                       "following reason for the rejection:  use pnpm", is_error=True)
+    t.assistant_text("Understood. Turns out the repo already has a pnpm-lock.yaml, so I'll use pnpm.\n\n"
+                     "Let me check the lock file first.")
+    t.write()
+    conn = lcm.db.connect()
+    lcm.ingest.ingest_paths(conn, [t.path])
+    rows = conn.execute("SELECT m.*, m.thread FROM messages m ORDER BY seq").fetchall()
+    text = lcm.extract.summarize_messages(rows, "test", 1200)
+    assert "rejected by the user (`npm install`): use pnpm" in text
+    assert "- (user) use pnpm" in text
+    decisions = text.split("Decisions:")[1]
+    assert "so I'll use pnpm." in decisions and "Let me check" not in text.split("Ended:")[0]

@@ -16,7 +16,9 @@ import lcm.schema
 import lcm_grep
 import lcm.ingest
 import lcm.search
-from conftest import SCRIPTS
+import lcm.rank
+import lcm.sources
+from conftest import command, SCRIPTS
 from transcripts import Transcript
 
 PASTE = ("Traceback (most recent call last): File \"app.py\", line 12, in <module> " * 70)[:5000]
@@ -131,7 +133,7 @@ def test_json_shape_and_covering_summary(grep_vault, capsys):
                                ("sum_00000000000000bb", ord_, mid))
     doc = grep_json(capsys, "orders index")
     keys = {"type", "id", "session_id", "uuid", "role", "created_at", "snippet", "score", "covering_summary_id",
-            "kind", "depth", "next_to"}
+            "kind", "depth", "next_to", "coverage"}
     assert all(set(r) == keys for r in doc["results"])
     summary = next(r for r in doc["results"] if r["type"] == "summary")
     assert (summary["kind"], summary["depth"]) == ("leaf", 0)
@@ -142,7 +144,7 @@ def test_json_shape_and_covering_summary(grep_vault, capsys):
     doc = grep_json(capsys, "orders index", "--scope", "summaries")
     assert [r["type"] for r in doc["results"]] == ["summary"]
     code, out, _err = run(capsys, "orders index")
-    assert code == 0 and "in sum_00000000000000bb" in out and 'lcm_expand.py" sum_00000000000000bb' in out
+    assert code == 0 and "in sum_00000000000000bb" in out and command("lcm_expand.py", "sum_00000000000000bb") in out
 
 
 def test_scope_filters(grep_vault, capsys, monkeypatch):
@@ -177,7 +179,7 @@ def test_limit_offset_and_next_command(grep_vault, capsys):
     second = grep_json(capsys, "the", "--limit", "2", "--offset", "2")
     assert {r["id"] for r in first["results"]}.isdisjoint(r["id"] for r in second["results"])
     code, out, _err = run(capsys, "the", "--limit", "2")
-    assert '... more: python3 "$LCM_SCRIPTS/lcm_grep.py" the --limit 2 --offset 2' in out
+    assert f'... more: {command("lcm_grep.py", "the --limit 2 --offset 2")}' in out
 
 
 def test_regex_scan_is_bounded_in_time(grep_vault, tmp_path):
@@ -231,9 +233,9 @@ def test_big_vault_paths_with_small_budgets(tmp_path, vault, capsys, monkeypatch
     t.write()
     conn = lcm.db.connect(str(vault))
     lcm.ingest.ingest_paths(conn, [tmp_path / "projects"])
-    monkeypatch.setattr(lcm.search, "DF_CAP", 11)
-    monkeypatch.setattr(lcm.search, "RANK_BUDGET", 10)
-    monkeypatch.setattr(lcm.search, "RANK_WINDOW", 5)
+    monkeypatch.setattr(lcm.rank, "DF_CAP", 11)
+    monkeypatch.setattr(lcm.rank, "RANK_BUDGET", 10)
+    monkeypatch.setattr(lcm.rank, "RANK_WINDOW", 5)
     doc = lcm.search.search(conn, "deploy", limit=3)
     lines = [int(r["snippet"].split(":")[0].rsplit(" ", 1)[1]) for r in doc["results"]]
     assert doc["count"] == 3 and min(lines) >= 115  # ranked among the newest RANK_WINDOW matches
@@ -241,7 +243,7 @@ def test_big_vault_paths_with_small_budgets(tmp_path, vault, capsys, monkeypatch
     assert "flamingo incident" in doc["results"][0]["snippet"]  # the rare word leads, old or not
     doc = lcm.search.search(conn, "deploy", mode="full_text", limit=3)
     assert doc["count"] == 3
-    assert lcm.search._df(conn, lcm.search.Source(conn, "message", None, None, None, None, None),
+    assert lcm.rank.df(conn, lcm.sources.Source(conn, "message", None, None, None, None, None),
                           '"deploy"', 121) >= 100  # estimated past the cap, not stuck at 11
 
 

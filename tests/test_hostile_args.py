@@ -222,7 +222,7 @@ DISCARD = re.compile(r"move it aside|rebuild|delete|remove", re.IGNORECASE)
 
 def test_full_disk_names_the_cause(workdir, tmp_path, monkeypatch, capsys):
     small = tmp_path / "small"
-    mount_tmpfs(small, "2m")
+    mount_tmpfs(small, "4m")  # an empty vault and its WAL while it is made take about 2.4 MB
     try:
         monkeypatch.setenv("LCM_DB", str(small / "lcm.db"))
         assert lcm_ingest.main([str(workdir / "projects")]) == 0  # the vault fits; the next import does not
@@ -233,6 +233,20 @@ def test_full_disk_names_the_cause(workdir, tmp_path, monkeypatch, capsys):
         code, err = _call("lcm_ingest", [str(tmp_path / "big")], capsys)
         assert code == 1 and err.startswith("Error: ") and "is full" in err, err
         assert "free some space" in err and not DISCARD.search(err)
+    finally:
+        subprocess.run(["umount", "-l", str(small)])
+
+
+def test_a_vault_that_does_not_fit_is_not_made_at_all(workdir, tmp_path, monkeypatch, capsys):
+    """A disk too small for even the empty vault: "full", and no cut-off file that every later
+    command would call damaged."""
+    small = tmp_path / "tiny"
+    mount_tmpfs(small, "2m")
+    try:
+        monkeypatch.setenv("LCM_DB", str(small / "lcm.db"))
+        code, err = _call("lcm_ingest", [str(workdir / "projects")], capsys)
+        assert code == 1 and "is full" in err and "damaged" not in err.split("Hint:")[0], err
+        assert not any(small.iterdir()), sorted(p.name for p in small.iterdir())
     finally:
         subprocess.run(["umount", "-l", str(small)])
 

@@ -24,6 +24,12 @@ STATUS_KEYS = {"db", "db_bytes", "sessions", "messages", "summaries", "max_depth
                "context_tokens", "context_window", "threshold", "compaction_recommended", "fts_ok"}
 
 
+@pytest.fixture(autouse=True)
+def in_the_project(monkeypatch):
+    """Commands run in the transcripts' project (its newest session is the default one)."""
+    monkeypatch.setenv("CLAUDE_PROJECT_DIR", "/home/user/proj")
+
+
 def call(module, capsys, *argv):
     code = module.main([str(a) for a in argv])
     out, err = capsys.readouterr()
@@ -176,8 +182,10 @@ def test_session_choice_env_then_most_recent(capsys, tmp_path, monkeypatch):
     assert status_json(capsys)["context_tokens"] == 1001
 
 
-def test_status_on_real_transcripts(capsys):
+def test_status_on_real_transcripts(capsys, monkeypatch):
     ingest(shared_data("claude-projects"))
+    newest = lcm.db.connect().execute("SELECT project FROM sessions ORDER BY last_at DESC LIMIT 1").fetchone()[0]
+    monkeypatch.setenv("CLAUDE_PROJECT_DIR", newest)
     s = status_json(capsys)
     assert s["messages"] == 2855 and s["sessions"] > 10 and s["raw_tokens"] > 0
     assert s["fts_ok"] is True and s["summaries"] == 0 and s["max_depth"] is None
@@ -257,3 +265,69 @@ def test_large_vault_gets_a_quick_fts_check_unless_asked(capsys, tmp_path, vault
     conn.commit()
     conn.close()
     assert status_json(capsys)["fts_ok"] is False  # the quick check sees a row missing from the index
+
+
+# -- status: what each figure is, which session, which window -----------------------------------
+
+def test_status_says_which_session_and_why(capsys, tmp_path, monkeypatch):
+    old = Transcript(tmp_path / "projects", start="2026-01-01T00:00:00Z")
+    old.assistant_text("a", usage=usage(1, 1000))
+    new = Transcript(tmp_path / "projects", start="2026-02-01T00:00:00Z")
+    new.assistant_text("b", usage=usage(1, 2000))
+    old.write(), new.write()
+    ingest(tmp_path / "projects")
+    code, out, _ = call(lcm_status, capsys)
+    assert code == 0 and f"Session {new.session_id}" in out
+    assert "the newest session of this project: no current session is set (--session ID picks another)" in out
+    monkeypatch.setenv("LCM_SESSION_ID", old.session_id)
+    s = status_json(capsys)
+    assert s["session_id"] == old.session_id and s["session_reason"] == "the current session ($LCM_SESSION_ID)"
+    assert status_json(capsys, "--session", new.session_id)["session_reason"] == "given by --session"
+
+
+def test_status_explains_both_figures_and_never_sends_claude_code_context_to_lcm_compact(capsys, tmp_path,
+                                                                                        monkeypatch):
+    """Claude Code's own context is lowered only by /compact: above the threshold the advice is
+    /compact, never lcm_compact.py; lcm's own figure is the one lcm_compact.py lowers, and it
+    does go down when lcm compacts."""
+    import lcm_compact
+    monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "2")
+    monkeypatch.setenv("LCM_LEAF_MIN_TOKENS", "1")
+    monkeypatch.setenv("LCM_LLM", "none")
+    t = coding_session(tmp_path / "projects", turns=12)
+    t.assistant_text("done", usage=usage(1, 180_000))
+    t.write()
+    ingest(t.path)
+    code, out, _ = call(lcm_status, capsys)
+    assert code == 0 and "lcm_compact.py (" not in out and "compaction recommended" not in out
+    claude_line = next(ln for ln in out.splitlines() if ln.startswith("Claude Code's context:"))
+    assert "180001 of 200000 tokens (90%" in claude_line and "run /compact in Claude Code" in claude_line
+    lcm_line = next(ln for ln in out.splitlines() if ln.startswith("lcm's view"))
+    assert "lcm_compact.py lowers it" in lcm_line and "not Claude Code's context" in lcm_line
+    before = status_json(capsys)
+    assert call(lcm_compact, capsys, "--session", t.session_id, "--full")[0] == 0
+    after = status_json(capsys)
+    assert after["lcm_context_tokens"] < before["lcm_context_tokens"]
+    assert after["context_tokens"] == before["context_tokens"] and after["compaction_recommended"] is True
+
+
+def test_context_window_from_the_setting_the_model_id_or_the_usage(capsys, tmp_path, monkeypatch):
+    t = Transcript(tmp_path / "projects")
+    t.assistant_text("hi", usage=usage(1, 150_000))
+    t.write()
+    ingest(t.path)
+    s = status_json(capsys)
+    assert (s["context_window"], s["compaction_recommended"]) == (200_000, True)
+    assert s["context_window_source"].startswith("default")
+    monkeypatch.setenv("LCM_CONTEXT_WINDOW", "1000000")
+    s = status_json(capsys)
+    assert (s["context_window"], s["threshold"], s["compaction_recommended"]) == (1_000_000, 750_000, False)
+    assert s["context_window_source"] == "LCM_CONTEXT_WINDOW"
+    code, out, _ = call(lcm_status, capsys)
+    assert "150001 of 1000000 tokens (15%; window from LCM_CONTEXT_WINDOW)" in out
+    monkeypatch.delenv("LCM_CONTEXT_WINDOW")
+    assert lcm.status.window_and_source("claude-opus-4-6[1m]") == (1_000_000, "model id claude-opus-4-6[1m]")
+    assert lcm.status.window_and_source("claude-opus-4-6", 300_000) == (1_000_000, "300000 tokens seen in use")
+    monkeypatch.setenv("LCM_CONTEXT_WINDOW", "a lot")
+    code, _, err = call(lcm_status, capsys)
+    assert code == 1 and "LCM_CONTEXT_WINDOW" in err

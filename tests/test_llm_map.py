@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import sqlite3
@@ -383,3 +384,93 @@ def test_prompt_file_and_resuming_a_finished_run_makes_no_call(tmp_path, fake_ap
     assert len(fake_api.requests) == 2 and (tmp_path / "out.jsonl").read_text() == first
     assert lcm_llm_map.main(argv[:4] + ["--prompt-file", str(tmp_path / "missing.txt")]) == 1
     assert "cannot read prompt file" in capsys.readouterr().err
+
+
+# -- what a person reads: file modes, errors that show the answer, hints that lead somewhere ------
+
+def test_output_file_is_private_like_every_lcm_file(tmp_path, fake_api, capsys):
+    (tmp_path / "out.jsonl").write_text("an older, world-readable result\n")
+    os.chmod(tmp_path / "out.jsonl", 0o644)
+    fake_api.respond(lambda body: json.dumps({"n": first_item(body)["n"], "double": 0}))
+    old_umask = os.umask(0o022)
+    try:
+        assert run_map(tmp_path, items=[{"n": 1}, {"n": 2}]) == 0
+    finally:
+        os.umask(old_umask)
+    assert (tmp_path / "out.jsonl").stat().st_mode & 0o777 == 0o600
+    assert len(read_output(tmp_path / "out.jsonl")) == 2
+
+
+def test_an_answer_that_is_not_json_is_quoted_in_the_error(tmp_path, fake_api, capsys):
+    fake_api.respond(lambda body: "Sure! The double of n is 4, as requested.")
+    assert run_map(tmp_path, "--max-attempts", "2", items=[{"n": 2}]) == 0
+    error = read_output(tmp_path / "out.jsonl")[0]["error"]
+    assert "not valid JSON" in error and '"Sure! The double of n is 4' in error and "2 attempts" in error
+
+
+def test_a_run_that_failed_before_any_item_is_not_offered_for_resume(tmp_path, fake_api, capsys):
+    fake_api.respond(lambda body: Reply(status=401))
+    assert run_map(tmp_path, items=[{"n": 1}]) == 1
+    capsys.readouterr()
+    fake_api.respond(lambda body: json.dumps({"n": 1, "double": 2}))
+    assert run_map(tmp_path) == 0
+    err = capsys.readouterr().err
+    assert "failed before any item was done" in err and "--resume would continue" not in err
+
+
+def test_a_run_stopped_halfway_is_offered_for_resume_with_its_count(tmp_path, fake_api, capsys, vault):
+    fake_api.respond(lambda body: json.dumps({"n": 1, "double": 2}))
+    assert run_map(tmp_path, items=[{"n": 1}, {"n": 2}]) == 0
+    conn = sqlite3.connect(vault)
+    with conn:  # as a crash would leave it: one item done, the run still marked running
+        conn.execute("UPDATE map_runs SET status = 'running'")
+        conn.execute("DELETE FROM map_items WHERE item_index = 1")
+    conn.close()
+    capsys.readouterr()
+    assert run_map(tmp_path) == 0
+    assert "did not finish (1 of 2 items ok); --resume would continue it" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("env, expected", [
+    ({"LCM_LLM": "none"}, "unset LCM_LLM"),
+    ({"ANTHROPIC_API_KEY": "sk-test", "PATH": "/nonexistent"}, None),  # filled in below
+    ({"PATH": "/nonexistent"}, "set ANTHROPIC_API_KEY"),
+])
+def test_without_a_backend_the_hint_leads_to_one_not_back_to_none(tmp_path, monkeypatch, capsys, env, expected):
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    if "ANTHROPIC_API_KEY" in env:
+        pytest.importorskip("anthropic")  # with the SDK present the key alone makes a backend
+        monkeypatch.setattr(lcm_llm_map.lcm.llm, "sdk_available", lambda: False)
+        expected = "pip install anthropic"
+    assert run_map(tmp_path, items=[{"n": 1}]) == 1
+    err = capsys.readouterr().err
+    assert "needs a model" in err and expected in err
+    assert "LCM_LLM=none" not in err.split("Hint:")[1]
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_dry_run_without_a_backend_says_the_run_would_fail(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("LCM_LLM", "none")
+    assert run_map(tmp_path, "--dry-run", items=[{"n": 1}, {"n": 2}]) == 1
+    out, err = capsys.readouterr()
+    report = json.loads(out)
+    assert report["backend"] == "none" and report["ready"] is False and report["total"] == 2
+    assert "LCM_LLM=none turns models off" in report["problem"] and "unset LCM_LLM" in report["hint"]
+    assert err.startswith("Error: ") and "Hint: unset LCM_LLM" in err
+
+
+def test_map_commands_only_parse_and_print():
+    """Issue 19: the map scripts parse, call lcm.maps, print; the logic lives in lcm/maps/, one job a
+    module, and every model call in lcm/llm.py (no map module imports anthropic)."""
+    scripts = SCRIPT.parent
+    for name in ("lcm_llm_map.py", "lcm_agentic_map.py"):
+        assert len((scripts / name).read_text().splitlines()) <= 150, name
+    modules = sorted((scripts / "lcm" / "maps").glob("*.py"))
+    assert {m.stem for m in modules} >= {"job", "state", "worker", "backends", "batches", "tools", "run"}
+    for module in modules + [scripts / "lcm" / "llm.py"]:
+        text = module.read_text()
+        assert len(text.splitlines()) <= 600, module.name
+        if module.name != "llm.py":
+            assert not re.search(r"^\s*(import anthropic|from anthropic)", text, re.M), module.name
+            assert ".messages." not in text, f"{module.name} calls the SDK itself"

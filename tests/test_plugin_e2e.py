@@ -323,7 +323,9 @@ def test_no_hook_failed_during_the_real_sessions(claude_run):
 
 def test_always_on_cost_is_at_most_150_tokens(tmp_path):
     """What every session pays for lcm before using it (the skill's name and description), as
-    `claude plugin details` estimates it."""
+    `claude plugin details` estimates it for the skill. The slash commands add nothing: they are
+    `disable-model-invocation`, so the model's skill listing leaves them out (checked by
+    test_slash_command_runs_lcm_from_the_installed_plugin), though 2.1.197's estimate counts them."""
     claude = require_claude()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "LCM_", "ANTHROPIC_"))}
     env.update({"HOME": str(tmp_path), "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"})
@@ -333,7 +335,7 @@ def test_always_on_cost_is_at_most_150_tokens(tmp_path):
                               timeout=CALL_TIMEOUT)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         out = proc.stdout
-    cost = re.search(r"Always-on:\s*~?([\d,]+) tok", out)
+    cost = re.search(r"^\s*lcm\s+~?([\d,]+)\s", out, re.MULTILINE)  # the skill's row of "Per-component"
     assert cost, out
     assert int(cost.group(1).replace(",", "")) <= 150, out
 
@@ -389,3 +391,64 @@ def test_a_clone_used_as_the_readme_says_installs_small(tmp_path):
     assert (path / "hooks" / "hooks.json").is_file() and (path / "scripts" / "lcm_grep.py").is_file()
     assert not [f for f in files if f.name == "pyvenv.cfg" or {".pytest_cache", ".hypothesis"} & set(f.parts)]
     assert size <= INSTALLED_LIMIT, f"installed plugin is {size / 2**20:.1f} MB: {path}"
+
+
+SLASH_COMMANDS = ("search", "remember", "sessions", "status", "checkpoint")
+
+
+def test_slash_command_runs_lcm_from_the_installed_plugin(tmp_path):
+    """Installed from the local marketplace: the plugin carries commands/ and bin/lcm; `/lcm:status`
+    runs `lcm status` (its `!` line, through the PATH Claude Code gives the Bash tool) and its output
+    reaches the model; a Bash tool call finds `lcm` on PATH; the commands stay out of the model's
+    always-on skill listing."""
+    claude = require_claude()
+    for name in ("cc-home", "cc-tmp", "proj"):
+        (tmp_path / name).mkdir()
+
+    def with_lcm_call(body: dict):
+        if "RUNLCM" in FakeAnthropic.user_text(body) and not any(
+                isinstance(b, dict) and b.get("type") == "tool_result" for b in last_turn(body).get("content") or []):
+            return {"text": "Checking.", "tool_use": [{"name": "Bash", "input": {
+                "command": "command -v lcm; lcm sessions --json", "description": "find lcm"}}]}
+        return responder(body)
+
+    with StreamingFake() as api:
+        api.respond(with_lcm_call)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "LCM_", "ANTHROPIC_"))}
+        env.update(api.env())
+        env.update({"HOME": str(tmp_path / "cc-home"), "TMPDIR": str(tmp_path / "cc-tmp"),
+                    "LCM_HOME": str(tmp_path / "lcm"), "LCM_LLM": "none",
+                    "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"})
+
+        def run(*args: str) -> subprocess.CompletedProcess:
+            proc = subprocess.run([claude, *args], cwd=tmp_path / "proj", env=env, capture_output=True,
+                                  text=True, timeout=CALL_TIMEOUT)
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            return proc
+
+        run("plugin", "marketplace", "add", str(ROOT))
+        run("plugin", "install", "lcm@lcm-tools")
+        installed = json.loads((tmp_path / "cc-home" / ".claude" / "plugins" / "installed_plugins.json").read_text())
+        path = Path(installed["plugins"]["lcm@lcm-tools"][0]["installPath"])
+        assert all((path / "commands" / f"{name}.md").is_file() for name in SLASH_COMMANDS)
+        assert os.access(path / "bin" / "lcm", os.X_OK)
+
+        run("-p", "--output-format", "json", "--", "/lcm:status")
+        status_sent = json.dumps(api.requests)
+        seen = len(api.requests)
+        run("-p", "--output-format", "json", "--allowedTools", "Bash", "--", "RUNLCM where is lcm")
+        tool_sent = json.dumps(api.requests[seen:])
+    vault = tmp_path / "lcm" / "lcm.db"
+    # the `!` line ran: the model was sent lcm status's own report (the vault it opened)
+    assert "<command-name>/lcm:status</command-name>" in status_sent
+    assert f"Vault {vault}" in status_sent, status_sent[-3000:]
+    # the Bash tool found the plugin's bin/lcm on its PATH (2.1.197 puts the marketplace's own
+    # directory there, not the cache copy), and it ran: `lcm sessions --json` answered
+    results = re.findall(r'"tool_result", "content": "(.{0,400})', tool_sent)
+    assert results, tool_sent[-3000:]
+    found = results[0].split("\\n")[0]
+    assert found in (f"{path}/bin/lcm", f"{ROOT}/bin/lcm"), results
+    assert '\\"count\\": ' in results[0], results
+    # the person's commands are not in the model's always-on listing; the skill is
+    assert "lcm:lcm" in status_sent
+    assert not [name for name in SLASH_COMMANDS if f"- lcm:{name}:" in status_sent]

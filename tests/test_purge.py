@@ -14,6 +14,7 @@ import lcm_grep
 import lcm_ingest
 import lcm_purge
 import lcm_remember
+from fake_anthropic import fake_api  # noqa: F401 (fixture)
 from transcripts import Transcript
 
 SECRET = "sk-ant-api03-PurgeMeQx7Zt41Lk9"  # a key: masked in the searchable text, kept in the raw line
@@ -26,8 +27,8 @@ TAIL = b"phonequokka"  # the index compresses a term's prefix against its neighb
 def private_stage_dirs(tmp_path, monkeypatch):
     """lcm_doctor looks for dead imports' stage directories here, not in the machine's /dev/shm
     (where other processes' imports come and go)."""
-    import lcm.doctor
-    monkeypatch.setattr(lcm.doctor, "stage_parents", lambda: [str(tmp_path)])
+    import lcm.installation
+    monkeypatch.setattr(lcm.installation, "stage_parents", lambda: [str(tmp_path)])
 
 
 @pytest.fixture
@@ -84,9 +85,9 @@ def _traces(vault) -> list[str]:
     return found
 
 
-def _grep_count(capsys, query) -> int:
+def _grep_count(capsys, query, *options) -> int:
     capsys.readouterr()
-    assert lcm_grep.main([query, "--all-sessions", "--json"]) == 0
+    assert lcm_grep.main([query, "--all-sessions", "--json", *options]) == 0
     return len(json.loads(capsys.readouterr().out)["results"])
 
 
@@ -219,7 +220,28 @@ def test_doctor_restores_a_lost_purge_guard(vault_with_secret, capsys):
     conn.commit()
     conn.close()
     assert lcm_ingest.main(["--all"]) == 0
-    assert _grep_count(capsys, TOKEN) == 0
+    # the purged messages stay out (a checkpoint quoting their command without the key survives
+    # a --match of the key: it is searchable as a checkpoint)
+    assert _grep_count(capsys, TOKEN, "--scope", "messages") == 0
+
+
+def test_match_forgets_a_summary_whose_earlier_text_held_it(vault_with_secret, capsys):
+    """An upgraded summary keeps the text it replaced (summary_versions): that copy counts."""
+    conn = _db(vault_with_secret)
+    sid = conn.execute("SELECT id FROM summaries WHERE session_id LIKE 'bbbb%' LIMIT 1").fetchone()[0]
+    conn.execute("INSERT INTO summary_versions (summary_id, content, level, model, token_count, written_at,"
+                 " replaced_at) VALUES (?, ?, 'extractive', NULL, 5, '2026-11-20', '2026-11-21')",
+                 (sid, f"an older summary that named {WORD}"))
+    conn.commit()
+    conn.close()
+    assert lcm_purge.main(["--match", WORD, "--yes"]) == 0
+    capsys.readouterr()
+    conn = _db(vault_with_secret)
+    assert conn.execute("SELECT count(*) FROM summaries WHERE id = ?", (sid,)).fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM summary_versions").fetchone()[0] == 0
+    conn.close()
+    for name, data in _all_bytes(vault_with_secret, vault_with_secret.parent).items():
+        assert WORD.encode() not in data, name
 
 
 def test_match_also_forgets_pinned_notes(vault_with_secret, capsys):
@@ -238,3 +260,183 @@ def test_regex_match(vault_with_secret, capsys):
     assert doc["messages"] == 3 and doc["checkpoints"] >= 0
     assert _traces(vault_with_secret) == []
     assert _db(vault_with_secret).execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+# --- issue 18.4: every copy of the text goes, and only what a person sees is matched ----------
+
+WORD = "Quetzalbrindle"  # private, not a secret to the masks: stored and printed as it is
+
+
+def _all_bytes(vault, home) -> dict[str, bytes]:
+    """Every file lcm keeps: the vault, its -wal, files/ and the hooks' log."""
+    paths = [vault, vault.with_name(vault.name + "-wal"), home / "lcm.log", home / "lcm.log.1",
+             *(vault.parent / "files").glob("*")]
+    return {p.name: p.read_bytes() for p in paths if p.exists()}
+
+
+def test_match_forgets_titles_log_lines_and_map_prompts(env, isolated_home, vault, capsys, tmp_path, fake_api,
+                                                        monkeypatch):
+    import lcm_llm_map
+    import lcm_sessions
+    projects = isolated_home / ".claude" / "projects"
+    t = Transcript(projects, session_id="cccc3333-titled-session")
+    t.user(f"plan the {WORD} launch")
+    t.assistant_text(f"the {WORD} launch is planned")
+    t.user("and something else entirely")
+    t.title(f"Planning the {WORD} launch")
+    t.raw_line(json.dumps({"type": "summary", "summary": f"{WORD} retro", "leafUuid": "not-stored-yet"}))
+    t.write()
+    _session(projects, "dddd4444-other-session", turns=3)
+    assert lcm_ingest.main(["--all"]) == 0
+    home = vault.parent
+    with open(home / "lcm.log", "a") as f:  # what a failing hook may have logged
+        f.write(f"2026-11-25T10:00:00Z Stop session=cccc3333 error: could not parse {WORD}\n"
+                "2026-11-25T10:00:01Z Stop session=dddd4444 error: unrelated\n")
+    items = write_items_for_map(tmp_path)
+    monkeypatch.setenv("LCM_LLM", "anthropic")
+    assert lcm_llm_map.main(["--input", str(items), "--output", str(tmp_path / "out.jsonl"),
+                             "--prompt", f"Say whether this is about {WORD}"]) == 0
+    capsys.readouterr()
+    assert all(WORD.encode() in b for name, b in _all_bytes(vault, home).items() if name in ("lcm.db", "lcm.log"))
+    assert lcm_purge.main(["--match", WORD]) == 0
+    out = capsys.readouterr().out
+    assert "Would remove 2 messages" in out and WORD not in out
+    assert lcm_purge.main(["--match", WORD, "--yes", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["titles"] == 2 and doc["log_lines"] == 1 and doc["map_items"] >= 1
+    for name, data in _all_bytes(vault, home).items():
+        assert WORD.encode() not in data, name
+    assert "unrelated" in (home / "lcm.log").read_text()  # other log lines stay
+    assert lcm_sessions.main(["--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    titles = [s["title"] for s in listed["sessions"] if s["id"].startswith("cccc")]
+    assert titles == ["and something else entirely"]  # the first prompt left stands in
+    assert lcm_doctor.main([]) == 0, capsys.readouterr().out
+
+
+def write_items_for_map(tmp_path):
+    path = tmp_path / "items.jsonl"
+    path.write_text("".join(json.dumps({"n": i}) + "\n" for i in range(2)))
+    return path
+
+
+def test_match_reads_what_a_person_sees_not_metadata(isolated_home, vault, capsys):
+    """Every test transcript line records gitBranch "main"; only visible text counts."""
+    t = Transcript(isolated_home / ".claude" / "projects", session_id="eeee5555-branchy")
+    t.user("merge the feature into main tonight")                      # text
+    call = t.tool_use("Bash", {"command": "git checkout main"})         # tool input
+    t.tool_result(call, "Switched to branch 'main'")                    # tool output
+    t.thinking("the main risk is the migration")                        # thinking
+    t.user("run the tests")                                             # none of these
+    t.assistant_text("All 40 tests pass.")
+    t.tool_use("Read", {"file_path": "/src/app.py"})
+    t.write()
+    assert lcm_ingest.main(["--all"]) == 0
+    capsys.readouterr()
+    assert lcm_purge.main(["--match", "main", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["messages"] == 4
+    # a field name is not text either: "command" is the Bash input's key
+    assert lcm_purge.main(["--match", "command", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["messages"] == 0
+
+
+def _visible(entry: dict) -> str:
+    """The test's own reading of a line's visible text: message text, thinking, tool input
+    values and tool results (not the toolUseResult Claude Code keeps beside them unseen)."""
+    def strings(v):
+        if isinstance(v, str):
+            yield v
+        elif isinstance(v, dict):
+            for x in v.values():
+                yield from strings(x)
+        elif isinstance(v, list):
+            for x in v:
+                yield from strings(x)
+    message = entry.get("message")
+    content = message.get("content") if isinstance(message, dict) else message
+    if message is None:
+        content = entry.get("content")
+    parts = []
+    for block in content if isinstance(content, list) else [content]:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict):
+            if block.get("type") in ("tool_use", "server_tool_use"):
+                parts += strings(block.get("input"))
+            elif block.get("type") in ("tool_result", "web_search_tool_result"):
+                inner = block.get("content")
+                for b in inner if isinstance(inner, list) else [inner]:
+                    parts += [b] if isinstance(b, str) else [b.get("text", "")] if isinstance(b, dict) else []
+            else:
+                parts += [block[k] for k in ("text", "thinking", "title") if isinstance(block.get(k), str)]
+    return "\n".join(parts)
+
+
+def test_match_main_on_the_shared_data_selects_visible_text_only(capsys, vault):
+    from conftest import shared_data
+    data = shared_data("claude-projects")
+    assert lcm_ingest.main([str(data)]) == 0
+    capsys.readouterr()
+    assert lcm_purge.main(["--match", "main", "--json"]) == 0
+    selected = json.loads(capsys.readouterr().out)["messages"]
+    conn = _db(vault)
+    visible = metadata = anywhere = 0
+    for (raw,) in conn.execute("SELECT raw FROM messages"):
+        entry = json.loads(raw)
+        visible += "main" in _visible(entry)
+        metadata += entry.get("gitBranch") == "main"
+        anywhere += b"main" in bytes(raw)
+    assert selected == visible and 0 < visible < metadata < anywhere
+    assert lcm_purge.main(["--match", "main", "--hidden", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert visible < doc["messages"] < anywhere  # unseen tool data too, metadata still never
+
+
+def test_a_pathological_regex_is_refused_cleanly_and_never_echoed(isolated_home, vault, capsys, monkeypatch):
+    import time
+
+    import lcm.purge
+    monkeypatch.setattr(lcm.purge, "REGEX_SECONDS", 1.0)
+    t = Transcript(isolated_home / ".claude" / "projects", session_id="ffff6666-slow")
+    t.user("a" * 40 + "!")
+    t.write()
+    assert lcm_ingest.main(["--all"]) == 0
+    capsys.readouterr()
+    pattern = r"(a+)+$"
+    started = time.monotonic()
+    assert lcm_purge.main(["--match", pattern, "--regex", "--yes"]) == 1
+    assert time.monotonic() - started < 30
+    out, err = capsys.readouterr()
+    assert err.startswith("Error: ") and "Hint: " in err and "(a+)+$" not in err + out
+    assert _db(vault).execute("SELECT count(*) FROM messages").fetchone()[0] == 1  # nothing removed
+
+
+@pytest.mark.parametrize("pattern", ["(unclosed-secret-XYZ", "(?:secret-XYZ)?"])
+def test_regex_errors_never_repeat_the_pattern(vault_with_secret, capsys, pattern):
+    assert lcm_purge.main(["--match", pattern, "--regex"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Error: ") and "secret-XYZ" not in err
+
+
+def test_text_only_in_unseen_tool_data_stays_unless_asked(isolated_home, vault, capsys):
+    """An Edit's result keeps the whole earlier file (toolUseResult.originalFile), which the
+    person never saw: by default that message stays and the output says so; --hidden takes it."""
+    t = Transcript(isolated_home / ".claude" / "projects", session_id="gggg7777-edit")
+    call = t.tool_use("Edit", {"file_path": "/src/settings.py", "old_string": "DEBUG = True",
+                               "new_string": "DEBUG = False"})
+    t.tool_result(call, "The file /src/settings.py has been updated.",
+                  toolUseResult={"filePath": "/src/settings.py",
+                                 "originalFile": f"DEBUG = True\nTOKEN = '{WORD}'\n"})
+    t.user("thanks")
+    t.write()
+    assert lcm_ingest.main(["--all"]) == 0
+    capsys.readouterr()
+    assert lcm_purge.main(["--match", WORD, "--yes"]) == 0
+    out = capsys.readouterr().out
+    assert "1 more message holds it only in tool data" in out and "--hidden" in out and WORD not in out
+    assert _db(vault).execute("SELECT count(*) FROM messages").fetchone()[0] == 3
+    assert lcm_purge.main(["--match", WORD, "--hidden", "--yes"]) == 0
+    capsys.readouterr()
+    for name, data in _all_bytes(vault, vault.parent).items():
+        assert WORD.encode() not in data, name
+    assert _db(vault).execute("SELECT count(*) FROM messages").fetchone()[0] == 2

@@ -22,7 +22,7 @@ import lcm_expand_query
 import lcm_grep
 import lcm_resume
 import lcm_status
-from conftest import SCRIPTS
+from conftest import command, SCRIPTS
 from transcripts import Transcript
 
 
@@ -162,7 +162,7 @@ def test_scope_is_named_and_stronger_hits_elsewhere_are_counted(chats, capsys, m
     assert all(r["session_id"].startswith("aaaa") for r in doc["results"])
     code, out, err = call(lcm_grep.main, capsys, "zookeeper quorum moving")
     assert out.startswith("Searched project /home/u/life (the current one).")
-    assert ('6 stronger match(es) in other projects: python3 "$LCM_SCRIPTS/lcm_grep.py" '
+    assert (f'6 stronger match(es) in other projects: {command("lcm_grep.py")} '
             "'zookeeper quorum moving' --all-sessions") in out
     assert grep_json(capsys, "zookeeper", "--all-sessions")["scope"] == {"kind": "all"}
 
@@ -181,8 +181,8 @@ def test_a_query_starting_with_a_dash_and_its_more_line(chats, capsys):
     code, out, err = call(lcm_grep.main, capsys, "--all-sessions", "--limit", "1", "--", "-zookeeper quorum")
     more = next(line for line in out.splitlines() if line.startswith("... more: "))
     assert more.endswith("--limit 1 --all-sessions --offset 1 -- '-zookeeper quorum'")
-    # runnable as printed: the shell expands $LCM_SCRIPTS and the command pages on
-    env = {**os.environ, "LCM_SCRIPTS": str(SCRIPTS)}
+    # runnable as printed, in a shell without lcm's variables: the command pages on
+    env = {k: v for k, v in os.environ.items() if k not in ("LCM_SCRIPTS", "LCM_SESSION_ID")}
     done = subprocess.run(more[len("... more: "):], shell=True, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "[1] " in done.stdout, done.stderr
 
@@ -251,3 +251,38 @@ def test_drill_down_without_a_model_reaches_an_answer_past_routine_messages(tmp_
     assert "Cited:" not in out
     # 40 TodoWrite snapshots differ only in a status or two: they fold into one excerpt
     assert sum("TodoWrite" in line for line in out.splitlines() if line[:1].isdigit()) <= 1
+
+
+def _exchange_vault(tmp_path, vault):
+    t = Transcript(tmp_path / "projects", session_id="exch-1", cwd="/home/u/app")
+    for i in range(6):  # other talk about limits and exports, never together
+        t.user(f"what is the memory limit of worker {i}?")
+        t.assistant_text(f"Worker {i} has a limit of {i + 1} GB.")
+        t.user(f"is the csv export of report {i} done?")
+        t.assistant_text("Yes, the export finished.")
+    t.user("the nightly export job keeps timing out again")
+    t.assistant_text("I raised its ceiling to 900 seconds and it passed.")
+    t.write()
+    lcm.ingest.ingest_paths(lcm.db.connect(str(vault)), [tmp_path / "projects"])
+
+
+def test_an_exchange_holding_the_words_between_its_turns_is_found(tmp_path, vault, capsys, monkeypatch):
+    """The question's words are split between a prompt and its reply: the reply that answers
+    ranks among the first results through the exchange they form, not through its own words."""
+    _exchange_vault(tmp_path, vault)
+    doc = grep_json(capsys, "nightly export timing ceiling raised", "--all-sessions")
+    assert any("900 seconds" in r["snippet"] for r in doc["results"][:2]), [r["snippet"] for r in doc["results"]]
+
+
+def test_a_question_hands_its_score_to_its_answer(tmp_path, vault, capsys):
+    t = Transcript(tmp_path / "projects", session_id="ask-1", cwd="/home/u/app")
+    for i in range(5):
+        t.user(f"please tidy module {i}")
+        t.assistant_text(f"Module {i} tidied.")
+    t.assistant_text("Which region should the staging cluster run in?")
+    t.user("Frankfurt, close to our customers.")
+    t.assistant_text("Staging cluster region set.")
+    t.write()
+    lcm.ingest.ingest_paths(lcm.db.connect(str(vault)), [tmp_path / "projects"])
+    doc = grep_json(capsys, "which region does the staging cluster run in", "--all-sessions")
+    assert "Frankfurt" in doc["results"][1]["snippet"] or "Frankfurt" in doc["results"][0]["snippet"]

@@ -14,7 +14,7 @@ import pytest
 import lcm_compact
 import lcm_ingest
 import lcm_sessions
-from conftest import ROOT, SCRIPTS, shared_data
+from conftest import command, ROOT, SCRIPTS, shared_data
 from transcripts import Transcript, coding_session
 
 
@@ -54,8 +54,8 @@ def test_every_session_of_the_shared_data_is_listed_with_a_title(capsys, vault):
     code, out, _ = run(capsys, lcm_sessions)
     lines = out.splitlines()
     assert code == 0 and len(lines) == 20 + 2
-    assert lines[-2].startswith(f'... {len(stored) - 20} more: python3 "$LCM_SCRIPTS/lcm_sessions.py" --limit ')
-    assert re.fullmatch(r'Next: python3 "\$LCM_SCRIPTS/lcm_sessions.py" [0-9a-f]{8}', lines[-1])
+    assert lines[-2].startswith(f'... {len(stored) - 20} more: {command("lcm_sessions.py", "--limit")} ')
+    assert re.fullmatch(re.escape(f'Next: {command("lcm_sessions.py")} ') + '[0-9a-f]{8}', lines[-1])
 
 
 def titled(tmp_path, **kw) -> Transcript:
@@ -128,6 +128,10 @@ def test_one_session_view_shows_its_work_and_writes_nothing(capsys, tmp_path, mo
     summaries = conn.execute("SELECT id, parent_id, depth FROM summaries").fetchall()
     assert any(depth > 0 for _, _, depth in summaries)
     conn.close()
+    import gc
+    gc.collect()  # the in-process compaction's connection closes now (a last close checkpoints), not mid-test
+    live = sqlite3.connect(vault)  # ... while another connection stays open, as a live session's hooks keep it
+    live.execute("SELECT count(*) FROM sessions").fetchone()
     before = {p: p.stat().st_mtime_ns for p in vault.parent.iterdir()}
     view = sessions_json(capsys, t.session_id[:8])
     assert {p: p.stat().st_mtime_ns for p in vault.parent.iterdir()} == before  # read-only
@@ -149,8 +153,8 @@ def test_one_session_view_shows_its_work_and_writes_nothing(capsys, tmp_path, mo
     assert code == 0 and out.startswith("Parser cases\n")
     assert "FAILED pytest tests/test_module_0.py -q" in out and "/home/user/proj/module_7.py" in out
     assert all(s[0] in out for s in summaries if s[1] is None)
-    assert out.splitlines()[-2] == f'Next: python3 "$LCM_SCRIPTS/lcm_export.py" --session {t.session_id[:8]} --format markdown'
-    assert out.splitlines()[-1].endswith(f'lcm_describe.py" --session {t.session_id}')
+    assert out.splitlines()[-2] == f'Next: {command("lcm_export.py", "--session", t.session_id[:8], "--format markdown")}'
+    assert out.splitlines()[-1].endswith(f'lcm_describe.py --session {t.session_id}')
 
 
 def test_session_ids_resolve_by_unique_prefix(capsys, tmp_path):
@@ -207,7 +211,7 @@ def test_help_examples_run_as_printed(script, tmp_path, isolated_home):
     t = coding_session(tmp_path / "projects", turns=2, cwd=str(work), start=start,
                        session_id="3f2c1a9b-1111-4222-8333-444455556666")
     t.write()
-    env = {**os.environ, "LCM_SCRIPTS": str(SCRIPTS), "LCM_SESSION_ID": t.session_id}
+    env = {**{k: v for k, v in os.environ.items() if k != "LCM_SCRIPTS"}, "LCM_SESSION_ID": t.session_id}
     subprocess.run([sys.executable, str(SCRIPTS / "lcm_ingest.py"), str(t.path)], env=env, check=True,
                    capture_output=True)
     import lcm.db

@@ -238,6 +238,47 @@ def test_every_reader_answers_the_same_after_packing(vault, capsys, monkeypatch)
         assert after[key] == before[key], key
 
 
+def _main_readers(capsys, conn) -> dict:
+    """What the readers main gained while packing was built print for the vault: the viewer's
+    session and summary pages, a purge's dry run (it reads lines through line_text), and again
+    export jsonl, expand --raw --unmasked, describe and grep."""
+    import lcm.view.pages as pages
+    out = {}
+    for (sid,) in conn.execute("SELECT session_id FROM sessions ORDER BY session_id").fetchall():
+        count = conn.execute("SELECT count(*) FROM messages WHERE session_id = ?", (sid,)).fetchone()[0]
+        for page in range(0, count // pages.MESSAGES_PAGE + 1):
+            out[("view", sid, page)] = pages.session_page(conn, sid, {"page": str(page)})
+        out[("export", sid)] = run(capsys, "lcm_export", "--session", sid, "--format", "jsonl", "--unmasked")[:2]
+        out[("describe", sid)] = run(capsys, "lcm_describe", "--session", sid, "--json")[:2]
+    for (node,) in conn.execute("SELECT id FROM summaries WHERE kind = 'leaf' ORDER BY id LIMIT 20").fetchall():
+        out[("view-node", node)] = pages.node_page(conn, node, {})
+    for (uuid,) in conn.execute("SELECT uuid FROM messages ORDER BY id").fetchall()[::97]:
+        out[("expand-raw", uuid)] = _expand_raw(uuid)
+    for text in ("sqlite", "tool_use_id", "Traceback"):
+        out[("grep", text)] = run(capsys, "lcm_grep", text, "--json", "--all-sessions")[:2]
+        out[("purge-dry-run", text)] = run(capsys, "lcm_purge", "--match", text, "--json")[:2]
+    # a --regex runs in a process of its own, on its own connection
+    out["purge-regex"] = run(capsys, "lcm_purge", "--match", "Trace[b]ack|sql[i]te", "--regex", "--json")[:2]
+    return out
+
+
+def test_viewer_export_expand_describe_grep_and_purge_read_packed_lines_like_plain_ones(vault, capsys, monkeypatch):
+    monkeypatch.setenv("LCM_LLM", "none")
+    _ingest(vault, dirs=("claude-projects",))
+    conn = lcm.db.connect(str(vault))
+    code, _, err = run(capsys, "lcm_compact", "--all", "--full")
+    assert code == 0, err
+    before = _main_readers(capsys, conn)
+    hits = json.loads(before["purge-regex"][1])
+    assert before["purge-regex"][0] == 0 and hits["messages"] > 0, hits  # the scan found lines to compare
+    assert lcm.pack.pack(conn, everything=True)["pending_lines"] == 0
+    assert conn.execute("SELECT count(*) FROM messages WHERE block_id IS NULL").fetchone()[0] == 0
+    after = _main_readers(capsys, conn)
+    assert before.keys() == after.keys()
+    for key in before:
+        assert after[key] == before[key], key
+
+
 def _every_stream(data: bytes):
     """Whatever zlib can inflate from any zlib header in `data` (a block's codec byte is followed
     by one): the test does not trust the blocks table to list every copy."""

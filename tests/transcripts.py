@@ -29,6 +29,7 @@ class Transcript:
         self.session_id = session_id or (parent.session_id if parent else str(uuidlib.uuid4()))
         self.cwd = cwd
         self.model = model
+        self.version = "2.1.330"  # the Claude Code version each line names (older layouts: "2.0.x")
         self.agent_id = agent_id
         self.time = datetime.fromisoformat(start.replace("Z", "+00:00"))
         self.last_uuid: str | None = None
@@ -54,7 +55,7 @@ class Transcript:
             "userType": "external",
             "cwd": self.cwd,
             "sessionId": self.session_id,
-            "version": "2.1.330",
+            "version": self.version,
             "gitBranch": "main",
             "type": type_,
             "uuid": str(uuidlib.uuid4()),

@@ -14,6 +14,7 @@ import os
 import re
 from pathlib import Path
 
+import lcm.claude_cli
 import lcm.config
 import lcm.grants
 import lcm.llm
@@ -411,7 +412,7 @@ def answer_with_claude(exp: Expansion, prompt: str, db: Path, model: str) -> str
              + "\n".join(f"python3 {scripts}/lcm_{verb}.py {arg}" for verb, arg in
                          (("describe", "ID"), ("expand", "ID"), ("grep", "'WORDS'"))))
     env = {**os.environ, "LCM_GRANT": exp.grant_id, "LCM_DB": str(db)}
-    result = lcm.llm.run_claude(prompt + guide, system=SYSTEM, model=model, max_turns=MAX_TURNS, tools="Bash",
+    result = lcm.claude_cli.run_claude(prompt + guide, system=SYSTEM, model=model, max_turns=MAX_TURNS, tools="Bash",
                                 allowed_tools=tools, env=env, timeout=300)
     return str(result.get("result") or "").strip()
 

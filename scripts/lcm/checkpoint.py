@@ -1,18 +1,23 @@
 """Checkpoints: a session's state written as markdown that a later session can resume from.
 
-The command is scripts/lcm_checkpoint.py; hooks and other commands import this module.
+One format, written and read here: `build` writes it (scripts/lcm_checkpoint.py), `resume`
+reads it back against the vault (scripts/lcm_resume.py); hooks and other commands import it.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
+import stat
 import sys
 import tempfile
 from pathlib import Path
 
 import lcm.cli
 import lcm.config
+import lcm.grants
 import lcm.mask
+import lcm.text
 import lcm.worklog
 from lcm.errors import LcmError
 
@@ -27,25 +32,6 @@ NARRATIVE_SYSTEM = (
 
 def workspace_root() -> Path:
     return Path(os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd())
-
-
-def resolve_session(conn, explicit: str | None) -> str:
-    """--session, else the current session, else the newest session of this project."""
-    if explicit:
-        return lcm.cli.resolve_session(conn, explicit)
-    session_id = lcm.config.current_session_id()
-    if session_id:
-        if not conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)).fetchone():
-            raise LcmError(f"session {session_id} is not in the vault",
-                           "run lcm_ingest.py on its transcript (or --all), or check the id with lcm_sessions.py")
-        return session_id
-    project = str(workspace_root())
-    row = conn.execute("SELECT session_id FROM sessions WHERE project = ? ORDER BY last_at DESC LIMIT 1",
-                       (project,)).fetchone()
-    if row is None:
-        raise LcmError(f"no current session and no session of project {project} in the vault",
-                       "pass --session ID (lcm_sessions.py lists sessions), or run lcm_ingest.py --all first")
-    return row["session_id"]
 
 
 def foreign_reason(conn, session_id: str) -> str | None:
@@ -130,6 +116,55 @@ def build(conn, session_id: str, vault: Path, use_llm: bool) -> tuple[dict, str]
                                "top_summaries": top}), lcm.mask.mask(text)
 
 
+def git_exclude_file(directory: Path) -> Path | None:
+    """The info/exclude file of the git repository holding `directory`, or None outside one.
+    Read from the files git keeps (no git process): `.git` is the git directory, or in a linked
+    worktree or submodule a file `gitdir: PATH`; a worktree's git directory names the shared
+    one in its `commondir` file, and git reads info/exclude from the shared one."""
+    for folder in (directory, *directory.parents):
+        dot_git = folder / ".git"
+        if dot_git.is_dir():
+            return dot_git / "info" / "exclude"
+        if dot_git.is_file():
+            try:
+                line = dot_git.read_text(encoding="utf-8", errors="replace").strip()
+            except OSError:
+                return None
+            if not line.startswith("gitdir:"):
+                return None
+            git_dir = (folder / line[len("gitdir:"):].strip()).resolve()
+            common = git_dir / "commondir"
+            if common.is_file():
+                try:
+                    git_dir = (git_dir / common.read_text(encoding="utf-8").strip()).resolve()
+                except OSError:
+                    return None
+            return git_dir / "info" / "exclude"
+    return None
+
+
+def keep_out_of_git(path: Path) -> str | None:
+    """Add the checkpoint's file name to its repository's local .git/info/exclude (never to
+    .gitignore, which the person commits), so it does not show in `git status`. Returns the
+    exclude file changed, or None (not in a repository, already excluded, or not writable:
+    the checkpoint is worth more than the tidy status)."""
+    exclude = git_exclude_file(path.resolve().parent)
+    if exclude is None or not exclude.parent.parent.is_dir():
+        return None
+    try:
+        text = exclude.read_text(encoding="utf-8", errors="replace") if exclude.exists() else ""
+        if FILE_NAME in (ln.strip() for ln in text.splitlines()):
+            return None
+        exclude.parent.mkdir(exist_ok=True)
+        with open(exclude, "a", encoding="utf-8") as f:
+            if text and not text.endswith("\n"):
+                f.write("\n")
+            f.write(f"# lcm's checkpoint file (lcm_checkpoint.py), kept out of git status\n{FILE_NAME}\n")
+    except OSError:
+        return None
+    return str(exclude)
+
+
 def write_atomic(path: Path, text: str) -> str:
     """Write to a temporary file beside `path`; the caller os.replace()s it into place."""
     fd, tmp = tempfile.mkstemp(prefix=".lcm-checkpoint.", suffix=".tmp", dir=path.parent)
@@ -138,3 +173,174 @@ def write_atomic(path: Path, text: str) -> str:
         f.flush()
         os.fsync(f.fileno())
     return tmp
+
+
+# ---------------------------------------------------------------------------
+# Reading a checkpoint back (lcm_resume.py)
+# ---------------------------------------------------------------------------
+
+MARKER_LINE = re.compile(r"^<!--\s*" + re.escape(MARKER) + r"\s*(.*?)\s*-->\s*$")
+NEEDED = ("session_id", "vault", "last_message_id", "created_at")
+MAX_CHECKPOINT_BYTES = 4 << 20  # a checkpoint is a few KB; this bounds what a wrong path can cost
+
+
+def parse_checkpoint(text: str, source: str) -> dict:
+    """The marker of a checkpoint written by lcm_checkpoint.py; an LcmError for anything else."""
+    fix = "resume from the copy the vault keeps with --session ID, or write a fresh one with lcm_checkpoint.py"
+    head = text.lstrip("\ufeff").splitlines()[:3]
+    match = next((m for m in map(MARKER_LINE.match, head) if m), None)
+    if match is None:
+        raise LcmError(f"{source} is not an lcm checkpoint (no '<!-- {MARKER} ... -->' line at the top)", fix)
+    try:
+        meta = json.loads(match.group(1))
+    except ValueError:
+        raise LcmError(f"{source} is corrupt: its {MARKER} marker is not valid JSON", fix) from None
+    if not isinstance(meta, dict) or any(k not in meta for k in NEEDED) \
+            or not isinstance(meta.get("last_message_id"), (int, type(None))):
+        raise LcmError(f"{source} is corrupt: its {MARKER} marker lacks " + ", ".join(NEEDED), fix)
+    if meta.get("version") != FORMAT_VERSION:
+        raise LcmError(f"{source} has checkpoint format {meta.get('version')!r}, this lcm reads {FORMAT_VERSION}",
+                       "upgrade lcm, or write a fresh checkpoint with lcm_checkpoint.py")
+    return meta
+
+
+def read_checkpoint_file(path: Path) -> str:
+    """The text of a checkpoint file: a regular file (a FIFO would block, /dev/zero never end)
+    of at most MAX_CHECKPOINT_BYTES."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # opening a FIFO must not wait
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise LcmError(f"checkpoint {path} is not a regular file",
+                           "pass the path of a .lcm-checkpoint.md file, or --session ID to use the vault's copy")
+        data = f.read(MAX_CHECKPOINT_BYTES + 1)
+    if len(data) > MAX_CHECKPOINT_BYTES:
+        raise LcmError(f"checkpoint {path} is too large to be one (over {MAX_CHECKPOINT_BYTES >> 20} MB)",
+                       "pass the path of a .lcm-checkpoint.md file, or --session ID to use the vault's copy")
+    return data.decode("utf-8")
+
+
+def load(conn, checkpoint: str | None, session: str | None) -> tuple[str, str]:
+    """(text, source) of the checkpoint to resume from."""
+    if checkpoint:
+        path = Path(checkpoint).expanduser()
+        try:
+            return read_checkpoint_file(path), str(path)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise LcmError(f"cannot read checkpoint {path}: {getattr(exc, 'strerror', None) or exc}",
+                           "check the path, or pass --session ID to use the copy kept in the vault") from None
+    if not session:
+        path = workspace_root() / FILE_NAME
+        if path.is_file():
+            return load(conn, str(path), None)
+    where, params = ("session_id = ?", (session,)) if session else ("project = ?", (str(workspace_root()),))
+    row = conn.execute(f"SELECT id, content FROM checkpoints WHERE {where} ORDER BY id DESC LIMIT 1",
+                       params).fetchone()
+    if row is None:
+        raise LcmError(f"no checkpoint found for {'session ' + session if session else workspace_root()}",
+                       "write one with lcm_checkpoint.py before ending a session, or pass --checkpoint PATH")
+    return row["content"], f"vault checkpoint {row['id']}"
+
+
+def check_against_vault(conn, meta: dict, source: str, vault: Path) -> list[str]:
+    """Refuse a checkpoint whose session the vault lacks; warnings for lesser mismatches."""
+    warnings = []
+    foreign = Path(meta["vault"]).resolve() != vault
+    if conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (meta["session_id"],)).fetchone() is None:
+        if foreign:
+            raise LcmError(f"{source} belongs to another vault ({meta['vault']}); session {meta['session_id']}"
+                           f" is not in {vault}", f"pass --db {meta['vault']}, or ingest that session's transcript")
+        raise LcmError(f"session {meta['session_id']} of {source} is not in the vault {vault}",
+                       "re-import its transcript with lcm_ingest.py --all, or write a new checkpoint")
+    if foreign:
+        warnings.append(f"the checkpoint was written for vault {meta['vault']}; reading {vault}")
+    newest = conn.execute("SELECT max(id) FROM messages WHERE session_id = ?", (meta["session_id"],)).fetchone()[0]
+    if meta["last_message_id"] and (newest or 0) < meta["last_message_id"]:
+        warnings.append(f"the vault holds fewer messages of this session than the checkpoint saw"
+                        f" (last id {newest}, checkpoint {meta['last_message_id']}): was it rebuilt?")
+    return warnings
+
+
+class Budget:
+    """Collects lines while the text stays under a token budget (lcm.config.estimate_tokens)."""
+
+    NOTE = "- ... {} more not shown (raise --max-tokens, or read the checkpoint file)"
+
+    def __init__(self, max_tokens: int, reserve: int):
+        self.chars = max_tokens * 4 - reserve
+        self.lines: list[str] = []
+        self.skipped: list[str] = []
+
+    def add(self, line: str) -> bool:
+        if len(line) + 1 > self.chars:
+            return False
+        self.lines.append(line)
+        self.chars -= len(line) + 1
+        return True
+
+    def block(self, heading: str, lines: list[str]) -> None:
+        """A section, cut with a note when the budget ends; skipped whole if not even one line fits."""
+        if not lines:
+            return
+        if len(heading) + len(lines[0]) + 6 > self.chars:
+            self.skipped.append(heading.split(" (")[0])
+            return
+        self.add("")
+        self.add(f"## {heading}")
+        note = len(self.NOTE) + 4
+        for i, line in enumerate(lines):
+            room = len(line) + 1 + (0 if i == len(lines) - 1 else note)
+            if i > 0 and room > self.chars:
+                self.add(self.NOTE.format(len(lines) - i))
+                return
+            self.add(line)
+
+
+def reconstruct(conn, meta: dict, source: str, text: str, warnings: list[str], max_tokens: int) -> dict:
+    sid, last = meta["session_id"], meta["last_message_id"]
+    state = lcm.worklog.worklog(conn, sid, upto_id=last)
+    newer = lcm.worklog.worklog(conn, sid, after_id=last or 0)
+    top = lcm.worklog.top_summaries(conn, sid)
+    title = conn.execute("SELECT title FROM sessions WHERE session_id = ?", (sid,)).fetchone()["title"]
+    story = re.search(r"^## Narrative \(model-written\)\n(.*?)(?=^## |\Z)", text, re.S | re.M)
+    footer = ["", '## Drill further (scripts in "$LCM_SCRIPTS")',
+              f'- lcm_grep.py "TERM" --session {sid} | lcm_describe.py ID | '
+              'lcm_expand_query.py --prompt "QUESTION" --query "TERM"']
+    # the footer, and a line naming the sections left out, are always printed
+    out = Budget(max_tokens, reserve=sum(len(ln) + 1 for ln in footer) + 100)
+    out.add(f"# Resuming session {sid}" + (f": {lcm.text.one_line(title, 80)}" if title else ""))
+    out.add(f"From {source}, written {meta['created_at']}; state as of message id {last} "
+            f"({state['message_count']} messages).")
+    for warning in warnings:
+        out.add(f"WARNING: {warning}")
+    if newer["message_count"]:
+        out.add(f"WARNING: the vault holds {newer['message_count']} newer messages of this session than the checkpoint.")
+        out.block("Since the checkpoint", [f"- request: {lcm.text.one_line(r['text'], 300)} ({r['uuid']})"
+                                           for r in reversed(newer["user_requests"])]
+                  + [f"- edited: {f}" for f in newer["files_edited"] + newer["files_created"]]
+                  + [f"- todo [{t['status']}] {t['content']}" for t in newer["open_todos"]])
+    secs = lcm.worklog.sections(state, top, list_cap=10, text_cap=300)
+    for heading, lines in secs[:5]:
+        out.block(heading, lines)
+    if story:
+        out.block("Narrative (model-written, from the checkpoint)", story.group(1).strip().splitlines())
+    for heading, lines in secs[5:]:
+        out.block(heading, lines)
+    if out.skipped:
+        footer[0:0] = ["", lcm.text.one_line(f"Not shown for space: {', '.join(out.skipped)} (raise --max-tokens).", 98)]
+    rendered = "\n".join(out.lines + footer) + "\n"
+    return {"session_id": sid, "title": title, "checkpoint": {**meta, "source": source},
+            "warnings": warnings, "state": state, "newer": newer, "top_summaries": top,
+            "text": rendered, "tokens": lcm.config.estimate_tokens(rendered)}
+
+
+def resume(conn, checkpoint: str | None, session: str | None, vault: Path, max_tokens: int) -> dict:
+    """The state a checkpoint recorded, re-read from the vault within max_tokens: the one call
+    of lcm_resume.py. checkpoint: a file (default: the workspace's, else the vault's newest of
+    the workspace's project); session: the vault's newest checkpoint of that session."""
+    text, source = load(conn, checkpoint, session)
+    meta = parse_checkpoint(text, source)
+    if meta.get("session_id") and not session:  # a checkpoint file names its session: the grant must cover it
+        lcm.grants.scope(conn).check_session(meta["session_id"], whole=True)
+    warnings = check_against_vault(conn, meta, source, vault)
+    # a checkpoint written before masking, or edited by hand, may hold secrets: masked before use
+    return lcm.mask.mask_json(reconstruct(conn, meta, source, lcm.mask.mask(text), warnings, max_tokens))

@@ -9,8 +9,9 @@ import sqlite3
 import sys
 from collections.abc import Callable, Iterable
 
+import lcm.mask
 from lcm.config import MAX_INT_ARG
-from lcm.db import storage_error
+from lcm.db import older_vault, storage_error
 from lcm.errors import LcmError
 
 TYPE_CHECKING = False
@@ -31,47 +32,60 @@ def _help_width() -> int:
 
 
 def parser(doc: str | None) -> argparse.ArgumentParser:
-    """An ArgumentParser whose --help is the script's docstring, with --db and --json."""
+    """An ArgumentParser whose --help is the script's docstring, with --db and --json.
+
+    The description is the docstring's first paragraph (however many lines it wraps over), the
+    examples in the rest are shown runnable here (see command_prefix), and a usage error ends
+    with a Hint: line, like every other error."""
     import argparse
-    summary, _, details = (doc or "").strip().partition("\n")
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str):
+            self.print_usage(sys.stderr)
+            sys.stderr.write(f"{self.prog}: error: {message}\n"
+                             f"Hint: {help_command(self.prog)} shows every option, with examples\n")
+            raise UsageError(2, message, self.prog)
+
+    summary, _, details = (doc or "").strip().partition("\n\n")
     width = _help_width()
-    p = argparse.ArgumentParser(
+    # the name usage lines and hints show: `lcm grep` under the lcm command, else the script's
+    # own file name (also when main() is called in-process, where argv[0] is someone else's)
+    caller = sys._getframe(1).f_globals.get("__file__")
+    prog = sys.argv[0] if sys.argv and sys.argv[0].startswith("lcm ") else os.path.basename(caller or sys.argv[0])
+    p = Parser(
+        prog=prog,
         description=summary,
-        epilog=details.strip() or None,
+        epilog=runnable(details.strip()) or None,
         # the width given up front: argparse would import shutil (several ms) to find it
         formatter_class=lambda prog: argparse.RawDescriptionHelpFormatter(prog, width=width),
     )
     p.add_argument("--db", metavar="PATH", help="vault file (default: $LCM_DB, $LCM_HOME/lcm.db, ~/.claude-lcm/lcm.db)")
-    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON document (an error too: {\"error\", \"hint\"} on stdout)")
+    usage_error = p.error
+    # a usage error quotes the bad value, and a value pasted by mistake is often a secret
+    p.error = lambda message: usage_error(lcm.mask.mask(message))
     return p
+
+
+def help_command(prog: str) -> str:
+    """The runnable `--help` command of a script started as `prog` (lcm_grep.py, or lcm grep)."""
+    return (command_prefix(prog) if prog.endswith(".py") else prog) + " --help"
+
+
+class UsageError(SystemExit):
+    """argparse's exit on bad usage (status 2), keeping the message for a --json error document."""
+
+    def __init__(self, code: int, message: str, prog: str):
+        super().__init__(code)
+        self.message = message
+        self.prog = prog
 
 
 def add_session_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--session", metavar="ID", help="session id or a unique prefix of it (default: $LCM_SESSION_ID)")
 
 
-def resolve_session(conn: sqlite3.Connection, text: str) -> str:
-    """The stored session id that `text` names: the id itself or a unique prefix of it (8 printed
-    characters are enough). LcmError when no session or several sessions match."""
-    text = text.strip()
-    if not text:
-        raise LcmError("--session is empty", SESSIONS_HINT)
-    if conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (text,)).fetchone():
-        return text
-    # a range on the primary key, not LIKE: ids may hold _ and %, and the index does the work
-    found = [r[0] for r in conn.execute(
-        "SELECT session_id FROM sessions WHERE session_id > ? AND session_id < ? ORDER BY session_id LIMIT 4",
-        (text, text + "\U0010ffff"))]
-    if len(found) == 1:
-        return found[0]
-    if not found:
-        raise LcmError(f"no session {text!r} in the vault", SESSIONS_HINT)
-    shown = ", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
-    raise LcmError(f"session prefix {text!r} is ambiguous: it starts {shown}",
-                   "give more characters of the id; " + SESSIONS_HINT)
-
-
-SESSIONS_HINT = 'python3 "$LCM_SCRIPTS/lcm_sessions.py" lists the stored sessions and their ids'
 LIMIT_MAX = 200  # the most results one page may hold: every output must fit an agent's context
 
 
@@ -121,8 +135,63 @@ def shell_quote(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 
 
+_LCM_ON_PATH: list[bool] = []  # computed once per process
+
+
+def lcm_on_path() -> bool:
+    """True when an executable `lcm` is on PATH (the installed command, or the plugin's bin/lcm
+    inside Claude Code's Bash tool)."""
+    if not _LCM_ON_PATH:
+        _LCM_ON_PATH.append(any(
+            os.path.isfile(os.path.join(d, "lcm")) and os.access(os.path.join(d, "lcm"), os.X_OK)
+            for d in os.environ.get("PATH", "").split(os.pathsep) if d))
+    return _LCM_ON_PATH[0]
+
+
+SCRIPTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # beside this package
+
+
+def command_prefix(script: str) -> str:
+    """How to start `script` so that the line runs where it is printed: `lcm <verb>` when `lcm`
+    is on PATH, else python3 and the script's full path (which needs no variable set). The one
+    rule every printed command follows."""
+    if lcm_on_path():
+        return "lcm " + script[len("lcm_"):-len(".py")].replace("_", "-")
+    return "python3 " + shell_quote(os.path.join(SCRIPTS_DIR, script))
+
+
+def runnable(text: str) -> str:
+    """`text` with every command it names written as command_prefix does: a script named bare
+    (`lcm_init.py --all`) or through `python3 "$LCM_SCRIPTS/lcm_x.py"` (as docstrings show them)
+    becomes `lcm init --all` or `python3 /path/to/scripts/lcm_init.py --all`. Used on hints and
+    help examples, so that what they name runs in the shell that printed them."""
+    if "lcm_" not in text:
+        return text
+    parts, i = [], 0
+    while (start := text.find("lcm_", i)) != -1:
+        end = start + 4
+        while end < len(text) and (text[end].islower() or text[end] == "_"):
+            end += 1
+        script = text[start:end] + ".py"
+        named = end > start + 4 and text.startswith(".py", end) and not text[end + 3:end + 4].isalnum()
+        quoted = text[max(0, start - len(_QUOTED)):start] == _QUOTED and text[end + 3:end + 4] == '"'
+        if named and quoted:
+            parts += [text[i:start - len(_QUOTED)], command_prefix(script)]
+            i = end + 4
+        elif named and not (start and (text[start - 1].isalnum() or text[start - 1] in "_/.-")):
+            parts += [text[i:start], command_prefix(script)]
+            i = end + 3
+        else:
+            parts.append(text[i:end])
+            i = end
+    return "".join(parts) + text[i:]
+
+
+_QUOTED = 'python3 "$LCM_SCRIPTS/'
+
+
 def command_line(script: str, *args: str) -> str:
-    """A command a user or agent can paste and run as is: python3 "$LCM_SCRIPTS/<script>" ARGS.
+    """A command a user or agent can paste and run as is: command_prefix(script) ARGS.
     Arguments are quoted; one that starts with '-' but is not an option goes after `--`."""
     positional = [shell_quote(a) for a in args if isinstance(a, Positional)]
     options = [shell_quote(str(a)) for a in args if not isinstance(a, Positional)]
@@ -130,11 +199,14 @@ def command_line(script: str, *args: str) -> str:
         words = options + ["--"] + positional
     else:
         words = positional + options
-    return " ".join([f'python3 "$LCM_SCRIPTS/{script}"'] + words)
+    return " ".join([command_prefix(script)] + words)
 
 
 class Positional(str):
     """An argument of command_line that is a positional value (an id, a query), not an option."""
+
+
+SESSIONS_HINT = command_line("lcm_sessions.py") + " lists the stored sessions and their ids"
 
 
 def print_json(data) -> None:
@@ -165,11 +237,35 @@ def _check_text(argv: list[str]) -> None:
                            "pass ids, text and paths as UTF-8 (rename a file whose name is not)") from None
 
 
-def _report(exc: LcmError) -> int:
-    sys.stderr.write(f"Error: {exc.message}\n")
-    if exc.hint:
-        sys.stderr.write(f"Hint: {exc.hint}\n")
+def _wants_json(argv: list[str]) -> bool:
+    """--json among the options (not after `--`, where it would be a query)."""
+    return "--json" in (argv[:argv.index("--")] if "--" in argv else argv)
+
+
+def _report(exc: LcmError, as_json: bool = False) -> int:
+    """Error: and Hint: on stderr; with --json also {"error", "hint"} on stdout, where a program
+    reading the result finds one JSON document whether the command worked or not."""
+    # masked: an error often repeats what was typed (an id, a pattern), and that may be a secret
+    message = lcm.mask.mask(exc.message)
+    hint = lcm.mask.mask(runnable(exc.hint)) if exc.hint else exc.hint
+    sys.stderr.write(f"Error: {message}\n")
+    if hint:
+        sys.stderr.write(f"Hint: {hint}\n")
+    if as_json:
+        print_json({"error": message, "hint": hint})
     return 1
+
+
+def _older_vault_error(exc: sqlite3.Error) -> LcmError | None:
+    """A query that needs a table or column an older vault, opened read-only, lacks: name the
+    writing command that upgrades it (a reading command never migrates)."""
+    older = older_vault(exc)
+    if older is None:
+        return None
+    path, version = older
+    return LcmError(f"{path} was written by an older lcm (schema {version}; this command needs a newer one)",
+                    f"upgrade it once, keeping every message: {command_line('lcm_init.py', '--db', path)}"
+                    " (the hooks also do it when the next Claude Code session starts)")
 
 
 def run(main: Callable[[list[str] | None], int], argv: Iterable[str] | None = None) -> int:
@@ -178,8 +274,10 @@ def run(main: Callable[[list[str] | None], int], argv: Iterable[str] | None = No
 
     A closed stdout (`| head`) ends the command quietly with 141, as SIGPIPE would.
     """
+    as_json = False
     try:
         args = None if argv is None else list(argv)
+        as_json = _wants_json(sys.argv[1:] if args is None else args)
         _check_text(sys.argv[1:] if args is None else args)
         code = main(args)
         sys.stdout.flush()  # here, where a closed pipe is caught, not at interpreter exit
@@ -192,17 +290,21 @@ def run(main: Callable[[list[str] | None], int], argv: Iterable[str] | None = No
         except (OSError, ValueError):
             pass
         return 141  # 128 + SIGPIPE, what `grep | head` reports
+    except UsageError as exc:
+        if as_json:
+            print_json({"error": exc.message, "hint": f"{help_command(exc.prog)} shows every option, with examples"})
+        raise
     except LcmError as exc:
-        return _report(exc)
+        return _report(exc, as_json)
     except (sqlite3.Error, OSError) as exc:
-        error = storage_error(exc)
+        error = storage_error(exc) or (_older_vault_error(exc) if isinstance(exc, sqlite3.Error) else None)
         if error is None and isinstance(exc, OSError) and isinstance(exc.filename, str):
             # a path the user gave that cannot be used: too long, missing, a directory, ...
             name = exc.filename if len(exc.filename) <= 200 else exc.filename[:200] + "..."
             error = LcmError(f"{name}: {exc.strerror}", "check the path")
         if error is None:
             raise
-        return _report(error)
+        return _report(error, as_json)
     except KeyboardInterrupt:
         sys.stderr.write("Error: interrupted\n")
         return 130

@@ -73,7 +73,7 @@ def _leaf_source(rows) -> tuple[str, str]:
     source = "\n\n".join(
         f"[#{r['id']} {r['role']}{' sub-agent ' + r['thread'] if r['thread'] else ''} {r['created_at'] or ''}]\n"
         f"{r['content']}" for r in rows)
-    return span, source
+    return span, lcm.extract.strip_ansi(source)  # terminal colour codes mean nothing to a summariser
 
 
 def _condensed_source(depth: int, children) -> tuple[str, str]:
@@ -144,7 +144,7 @@ class Compactor:
                                                  backend=self.backend, **self._call_limits())
                 except lcm.llm.ModelError:
                     return self._fallback(source, span, source_tokens, target, extractive)
-                text = done.text.strip()
+                text = lcm.extract.strip_ansi(done.text).strip()
                 if text and estimate_tokens(text) < source_tokens:
                     return text, ("normal" if level == 1 else "aggressive"), done.model
         return lcm.extract.truncate(source, span, min(TRUNCATE_TOKENS, source_tokens - 1)), "truncated", None

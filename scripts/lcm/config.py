@@ -76,7 +76,8 @@ def _path_globs(raw: str) -> tuple[str, ...]:
 
 # name -> (parser, default, meaning). The README's configuration table mirrors this.
 SETTINGS: dict[str, tuple[Callable[[str], object], object, str]] = {
-    "LCM_CONTEXT_THRESHOLD": (_fraction, 0.75, "fraction of the model window above which lcm_status.py recommends compaction"),
+    "LCM_CONTEXT_THRESHOLD": (_fraction, 0.75, "fraction of Claude Code's context window above which lcm_status.py suggests /compact"),
+    "LCM_CONTEXT_WINDOW": (_non_negative_int, 0, "Claude Code's context window in tokens, for lcm_status.py; 0 = from the model id and the usage seen"),
     "LCM_FRESH_TAIL_COUNT": (_non_negative_int, 32, "newest messages never compacted"),
     "LCM_LEAF_CHUNK_TOKENS": (_positive_int, 20000, "most source tokens in one leaf summary"),
     "LCM_LEAF_MIN_TOKENS": (_positive_int, 2000, "fewest source tokens in a leaf summary (at most LCM_LEAF_CHUNK_TOKENS); a smaller remainder waits"),
@@ -111,26 +112,6 @@ def get(name: str, environ: dict | None = None):
             f"invalid {name}={raw!r}: {exc}",
             f"fix or unset {name} (default {default!r})",
         ) from None
-
-
-def excluded(path: str | None, environ: dict | None = None) -> bool:
-    """Whether the project directory `path`, or a directory above it, matches LCM_EXCLUDE.
-
-    Cheap enough for every hook: without LCM_EXCLUDE nothing is imported or parsed.
-    """
-    env = os.environ if environ is None else environ
-    if not path or not (env.get("LCM_EXCLUDE") or "").strip():
-        return False
-    globs = get("LCM_EXCLUDE", environ)
-    from fnmatch import fnmatchcase  # here: only a user who set LCM_EXCLUDE pays for it
-    path = os.path.abspath(os.path.expanduser(path))
-    while True:
-        if any(fnmatchcase(path, glob) for glob in globs):
-            return True
-        parent = os.path.dirname(path)
-        if parent == path:
-            return False
-        path = parent
 
 
 def validate_config(environ: dict | None = None) -> None:

@@ -72,3 +72,37 @@ def _turn_ends(conn, talk: str, rowid: int, sid: str, agent) -> list[tuple[int, 
     last = one(max(rowid, prompt), nxt - 1 if nxt else rowid + TURN_SCAN, "assistant", "DESC")
     ends = [(prompt, 1 if last == rowid else 2)]
     return ends + ([(last, 1 if prompt == rowid else 2)] if last else [])
+
+
+def answers(conn, rowids) -> dict[int, int]:
+    """{message id: the next turn of the other speaker} for each of `rowids` that has one within
+    NEIGHBOUR_WINDOW ids: the reply a question gets (a prompt's first reply, or the person's
+    answer to the assistant's question)."""
+    source = _talk_source(conn)
+    out = {}
+    for rowid in rowids:
+        own = conn.execute("SELECT session_id, agent_id, role FROM messages WHERE id = ?", (rowid,)).fetchone()
+        if own is None:
+            continue
+        row = conn.execute(f"SELECT id FROM {source} WHERE session_id = ? AND id > ? AND id <= ?"
+                           f" AND {lcm.schema.TALK_WHERE} AND agent_id IS ? AND role != ? ORDER BY id LIMIT 1",
+                           (own[0], rowid, rowid + NEIGHBOUR_WINDOW, own[1], own[2])).fetchone()
+        if row:
+            out[rowid] = row[0]
+    return out
+
+
+def window_members(conn, ends) -> dict[int, list[int]]:
+    """{id of an exchange window's last turn: the ids of the turns in that window} (lcm.indexes
+    builds the windows the same way: that turn and the prompts and replies before it)."""
+    from lcm.indexes import EXCHANGE_TURNS
+    source = _talk_source(conn)
+    out = {}
+    for end in ends:
+        own = conn.execute("SELECT session_id, agent_id FROM messages WHERE id = ?", (end,)).fetchone()
+        if own is None:
+            continue
+        out[end] = [r[0] for r in conn.execute(
+            f"SELECT id FROM {source} WHERE session_id = ? AND id <= ? AND {lcm.schema.TALK_WHERE}"
+            f" AND agent_id IS ? ORDER BY id DESC LIMIT ?", (own[0], end, own[1], EXCHANGE_TURNS))]
+    return out

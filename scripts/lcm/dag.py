@@ -18,6 +18,7 @@ import lcm.config
 import lcm.mask
 import lcm.order
 import lcm.store
+import lcm.text
 from lcm.errors import LcmError
 
 # how far past a chunk to look for the results of its tool calls
@@ -77,7 +78,8 @@ def quoteattr(value: str) -> str:
 
 def render_context(conn, session_id: str, max_chars: int = 8000) -> str:
     """The active context's summaries for injection, at most max_chars long: XML-like tags
-    around plain text (Claude reads it as text, so nothing is entity-escaped).
+    around plain text. A summary keeps words of the messages (a fetched page, a file): its body
+    goes through lcm.text.untagged, so it cannot close these tags or open one of its own.
 
     Each summary gets an equal share of the room left; a cut body names the command that shows
     the rest, and summaries that do not fit at all are counted in an <omitted> element.
@@ -101,6 +103,7 @@ def render_context(conn, session_id: str, max_chars: int = 8000) -> str:
                     f" latest_at={quoteattr(item['latest_at'] or '')}>")
         share = room // (len(summaries) - i) - len(open_tag) - len("</summary>") - 3
         body = lcm.mask.mask(item["content"])  # before the cut: a cut must not split a secret
+        body = lcm.text.untagged(body)
         if len(body) > share:
             cut = f"... (cut; lcm_expand.py {item['id']})"
             if share < len(cut) + 40:

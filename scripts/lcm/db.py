@@ -1,5 +1,6 @@
-"""Opening the vault and writing to it: connect(), transactions, and storage errors that name
-their real cause (disk full, read-only, permissions, busy, damaged).
+"""Opening the vault and writing to it: the guard every vault is opened through (connect()),
+transactions, and storage errors that name their real cause (disk full, read-only, permissions,
+busy, damaged).
 """
 from __future__ import annotations
 
@@ -12,54 +13,187 @@ from lcm.config import db_path_str
 from lcm.errors import LcmError
 
 
-def connect(explicit: str | None = None, *, create: bool = True, readonly: bool = False) -> sqlite3.Connection:
-    """Open (and if needed create and migrate) the vault.
+# ---------------------------------------------------------------------------
+# Opening: one guard for every vault
+# ---------------------------------------------------------------------------
 
-    create=False refuses a missing vault with a hint instead of making an empty one.
-    """
+VAULT_TABLES = {"sessions", "transcripts", "messages"}  # made by migration 1: together, they say "lcm vault"
+# text of lcm's own schema, found in the first pages of a vault whose header was broken
+VAULT_MARKS = (b"transcript_path TEXT", b"head_hash TEXT")
+NOT_A_VAULT_HINT = ("pass --db the path of an lcm vault (by default $LCM_HOME/lcm.db); lcm makes a new vault"
+                    " itself at a path where no file exists yet")
+_older: tuple[str, int] | None = None  # an older vault opened read-only: (path, its schema version)
+
+
+def _own_place(path: str) -> bool:
+    """Whether `path` is where lcm keeps its vault when not told otherwise ($LCM_DB or
+    $LCM_HOME/lcm.db): a file there is lcm's own, even a damaged or empty one."""
+    try:
+        return os.path.samefile(path, db_path_str())
+    except OSError:
+        return False
+
+
+def _lcm_marks(path: str) -> bool:
+    """Whether lcm's schema text is in the file's first pages (read only once SQLite refused it)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 18)
+    except OSError:
+        return False
+    return all(mark in head for mark in VAULT_MARKS)
+
+
+def _damaged(path: str, what: str) -> LcmError:
+    error = LcmError(f"{path} is damaged ({what})",
+                     "run lcm_doctor.py: it checks the vault, and with --fix backs it up before repairing anything")
+    error.cause = "corrupt"
+    return error
+
+
+def check_vault_file(path: str, write: bool) -> None:
+    """Refuse what is not a vault file by its type, before SQLite opens it: a FIFO would hang
+    the open, a device or directory is no database, and SQLite would make a vault of an empty
+    file. An empty file where lcm keeps its vault is what a creation killed before SQLite's
+    first write leaves (lcm older than _create): a writer takes it. Only stat(): opening and
+    closing the file here would drop the POSIX locks another connection of this process holds."""
+    import stat
+    st = os.stat(path)
+    if stat.S_ISDIR(st.st_mode):
+        raise LcmError(f"{path} is a directory, not a vault",
+                       f"pass --db the vault file itself, e.g. {os.path.join(path, 'lcm.db')}")
+    if not stat.S_ISREG(st.st_mode):
+        what = ("a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
+                else "a device")
+        raise LcmError(f"{path} is {what}, not an lcm vault", NOT_A_VAULT_HINT)
+    if st.st_size == 0 and not (write and _own_place(path)):
+        raise LcmError(f"{path} is an empty file, not an lcm vault",
+                       "lcm_init.py or lcm_ingest.py --all makes the vault there" if _own_place(path)
+                       else NOT_A_VAULT_HINT)
+
+
+def check_tables(conn: sqlite3.Connection, path: str, fresh: bool = False) -> None:
+    """Refuse an SQLite database that is not an lcm vault, before anything is written to it.
+    fresh: the caller may make a vault of a database without tables (one it just created)."""
+    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if VAULT_TABLES <= names or (fresh and not names):
+        return
+    if not names:
+        raise LcmError(f"{path} is an empty SQLite database, not an lcm vault", NOT_A_VAULT_HINT)
+    shown = ", ".join(sorted(names)[:4]) + (", ..." if len(names) > 4 else "")
+    raise LcmError(f"{path} is another application's SQLite database (tables {shown}), not an lcm vault",
+                   NOT_A_VAULT_HINT + "; lcm never writes into another application's database")
+
+
+def file_uri(path: str, query: str = "") -> str:
+    """A file: URI for `path` (with `query`, e.g. "mode=ro"): ? and # in a file name would
+    otherwise start SQLite's parameters and name another file, and %XX would be decoded."""
+    quoted = path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+    return f"file:{quoted}" + (f"?{query}" if query else "")
+
+
+def _uri(path: str, readonly: bool) -> str:
+    return file_uri(path, "mode=ro" if readonly else "")
+
+
+def _create(path: str) -> None:
+    """Make a new vault at `path` whole or not at all: built beside it under a temporary name,
+    then linked into place, so a process killed mid-way never leaves an empty or half-made file
+    that the guard would have to refuse. Another process that made it first wins."""
+    tmp = f"{path}.new-{os.getpid()}"
+    try:
+        os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
+        # the file is 0600 before SQLite opens it with the umask's mode
+        os.close(os.open(tmp, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, 0o600))
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            # before anything is written: 16 KB pages hold a typical transcript line (3-4 KB)
+            # plus its text without an overflow chain; measured -15% bulk ingest time, grep alike
+            conn.execute(f"PRAGMA page_size = {lcm.schema.PAGE_SIZE}")
+            conn.execute("PRAGMA journal_mode = WAL")  # stored in the file: the vault is born in WAL mode
+            lcm.schema.migrate(conn, path)
+            # the WAL into the file, checked: close() would checkpoint too, but silently, and a
+            # full disk would then leave a cut-off file to link into place
+            busy, log, done = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if busy or log != done or conn.execute("PRAGMA quick_check").fetchone()[0] != "ok":
+                raise sqlite3.OperationalError("database or disk is full")
+        finally:
+            conn.close()
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        except OSError:  # a filesystem without hard links
+            if not os.path.exists(path):
+                os.replace(tmp, path)
+    except OSError as exc:
+        raise (storage_error(exc, path, "cannot create vault") or LcmError(
+            f"cannot create vault {path}: {exc.strerror}", "check that its directory can be made, or set LCM_DB")) from None
+    except sqlite3.Error as exc:
+        raise (storage_error(exc, path, "cannot create vault") or LcmError(
+            f"cannot create vault {path}: {exc}", "check the disk and its directory, or set LCM_DB")) from None
+    finally:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            try:
+                os.remove(tmp + suffix)
+            except OSError:
+                pass
+
+
+def connect(explicit: str | None = None, *, create: bool = True, readonly: bool = False) -> sqlite3.Connection:
+    """Open the vault through the guard: what is not an lcm vault is refused (check_vault_file,
+    check_tables) before SQLite writes a byte. readonly: a command that only reads opens it with
+    mode=ro and never creates, migrates or changes a file (an older vault is read as it is; a
+    query that needs a newer table becomes an error naming the upgrade). Else it is created if
+    missing (unless create=False) and migrated."""
+    global _vault, _older
     path = db_path_str(explicit)
     remove_stale_stages("/dev/shm")
-    new = not os.path.exists(path)
-    if new:
+    if not os.path.exists(path):
         if not create or readonly:
             raise LcmError(f"no vault at {path}", "run lcm_init.py or lcm_ingest.py --all first, or pass --db")
-        try:
-            os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
-            # create the file 0600 before SQLite opens it with the umask's mode
-            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-        except OSError as exc:
-            raise (storage_error(exc, path, "cannot create vault") or LcmError(
-                f"cannot create vault {path}: {exc.strerror}", "check that its directory can be made, or set LCM_DB")) from None
-    global _vault
+        _create(path)
+    check_vault_file(path, write=not readonly)
     _vault = path
     try:
-        uri = f"file:{path}?mode=ro" if readonly else f"file:{path}"
         # isolation_level=None: we issue BEGIN ourselves, so nothing commits behind our back
-        conn = sqlite3.connect(uri, uri=True, timeout=10.0, isolation_level=None)
+        conn = sqlite3.connect(_uri(path, readonly), uri=True, timeout=10.0, isolation_level=None)
         conn.row_factory = sqlite3.Row
         lcm.store.install(conn)  # lcm_line(): original lines, packed or not
         # wait for a concurrent writer (a hook, a background compaction) instead of failing
         conn.execute("PRAGMA busy_timeout = 10000")
         # summary_sources and friends rely on references being real
         conn.execute("PRAGMA foreign_keys = ON")
-        if new:
-            # before anything is written: 16 KB pages hold a typical transcript line (3-4 KB)
-            # plus its text without an overflow chain; measured -15% bulk ingest time, grep alike
-            conn.execute(f"PRAGMA page_size = {lcm.schema.PAGE_SIZE}")
+        check_tables(conn, path, fresh=not readonly and _own_place(path))
+        version = lcm.schema._schema_version(conn)
         if not readonly:
             # readers never block the writer; hooks write while Claude greps
             conn.execute("PRAGMA journal_mode = WAL")
             # WAL + NORMAL is durable across application crashes and much faster
             conn.execute("PRAGMA synchronous = NORMAL")
             lcm.schema.migrate(conn, path)
-        elif lcm.schema._schema_version(conn) > lcm.schema.SCHEMA_VERSION:
+        elif version > lcm.schema.SCHEMA_VERSION:
             lcm.schema.migrate(conn, path)  # raises the "newer schema" error
-        else:
-            lcm.store.before_blocks(conn)  # read-only and not migrated yet: lines are all plain
+        elif version < lcm.schema.SCHEMA_VERSION:
+            _older = (path, version)
+            lcm.store.before_blocks(conn)  # read-only and not migrated to blocks yet: lines are all plain
     except sqlite3.Error as exc:
-        raise (storage_error(exc, path, "cannot open vault") or LcmError(
+        error = storage_error(exc, path, "cannot open vault")
+        if error is not None and error.cause == "corrupt":
+            if not (_own_place(path) or _lcm_marks(path)):
+                raise LcmError(f"{path} is not an lcm vault (SQLite cannot read it: {exc})", NOT_A_VAULT_HINT) from None
+            raise _damaged(path, str(exc)) from None
+        raise (error or LcmError(
             f"cannot open vault {path}: {exc}", "lcm_doctor.py checks the vault and says what is wrong")) from None
     return conn
+
+
+def older_vault(exc: sqlite3.Error) -> tuple[str, int] | None:
+    """(path, schema version) when `exc` is a query that failed on an older vault opened
+    read-only (a table or column added since): lcm.cli names the writing command that upgrades it."""
+    if _older is None or not str(exc).startswith(("no such table", "no such column")):
+        return None
+    return _older
 
 
 STAGE_PREFIX = "lcm-ingest-"  # + pid + "-": a bulk import's stage directory (see lcm.ingest)

@@ -1,40 +1,276 @@
-"""Health checks of an lcm installation, and the repairs lcm_doctor.py --fix makes.
+"""lcm_doctor.py's work: examine(...) checks a vault and what surrounds it, repair(...) fixes
+what can be fixed, after one backup at most.
 
-Each check returns a dict with a `status` ("ok", "warn" or "problem") and its findings. Only a
-problem makes lcm_doctor.py exit 1; a warning is advice (a model could upgrade summaries, the
-hooks have not run yet). A repair that writes the vault runs only after a backup.
+Each check is a dict with a `status` ("ok", "warn" or "problem") and its findings. Only a
+problem makes lcm_doctor.py exit 1; a warning is advice. Examining never changes the vault: it
+is opened read-only (the full-text check needs a write-capable handle and changes nothing).
+A vault SQLite cannot read is not patched in place: the recovery (lcm.recovery) keeps the
+damaged file aside and rebuilds from the transcripts on disk.
 """
 from __future__ import annotations
 
-import fcntl
-import json
+import errno
+import filecmp
+import glob
 import os
+import re
 import shutil
 import sqlite3
-import tempfile
 import time
 
 import lcm.compact
 import lcm.config
 import lcm.db
+import lcm.ingest
+import lcm.installation
 import lcm.mask
-import lcm.schema
 import lcm.purge
+import lcm.recovery
+import lcm.schema
+import lcm.store
 from lcm.errors import LcmError
 
-HOOK_EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "SubagentStop", "PreCompact", "PostCompact",
-               "SessionEnd")
 LOW_DISK_BYTES = 64 << 20     # less free space than this: writes will soon fail
 LISTED = 20                   # findings listed per check
-
-
-def _status(problem: bool, warn: bool = False) -> str:
-    return "problem" if problem else "warn" if warn else "ok"
+CHECKS = ("schema", "fts", "dag", "stale", "fallback", "masking", "hooks", "backend", "disk", "storage")
+_status = lcm.installation.status
 
 
 # ---------------------------------------------------------------------------
-# The vault
+# Examine
 # ---------------------------------------------------------------------------
+
+def _open(path: str):
+    """(read-only connection or None, the LcmError of a damaged vault). Anything the guard
+    refuses as not a vault is raised: doctor never offers to move another application's file."""
+    try:
+        return lcm.db.connect(path, create=False, readonly=True), None
+    except LcmError as exc:
+        if getattr(exc, "cause", None) == "corrupt":
+            return None, exc
+        if getattr(exc, "cause", None) not in ("readonly", "cantopen", "permission"):
+            raise
+    # a read-only filesystem: SQLite cannot even make the -shm file; read the file as it is
+    conn = sqlite3.connect(lcm.db.file_uri(path, "mode=ro&immutable=1"), uri=True)
+    conn.row_factory = sqlite3.Row
+    lcm.store.install(conn)  # lcm_line(): packed lines read like plain ones
+    lcm.db.check_tables(conn, path)
+    lcm.store.before_blocks(conn)
+    return conn, None
+
+
+def _write_problem(path: str) -> str | None:
+    """Why the vault cannot be written here (read-only filesystem, permissions), or None."""
+    cause = lcm.db._path_cause(path, os.path.dirname(path) or ".")
+    if cause not in ("readonly", "permission"):
+        return None
+    error = lcm.db.storage_error(OSError(errno.EROFS if cause == "readonly" else errno.EACCES, cause), path)
+    return f"{error.message} ({error.hint})"
+
+
+def _vault_checks(conn, path: str, doc: dict) -> None:
+    check = integrity(conn)
+    doc["integrity"] = check["result"]
+    s = doc["schema"] = {"version": check["schema_version"], "current": check["code_schema_version"],
+                         "purge_guard": check["purge_guard"]}
+    s["status"] = _status(s["version"] > s["current"] or not s["purge_guard"], s["version"] < s["current"])
+    doc["_integrity_status"] = check["status"]
+    writable = None if doc.get("access") else _rw(path)
+    try:
+        doc["fts"] = fts(writable or conn)
+    finally:
+        if writable is not None:
+            writable.close()
+    try:
+        doc["dag"] = dag(conn)
+        doc["fallback"] = fallback_levels(conn, doc["backend"])
+    except sqlite3.OperationalError as exc:  # a vault of an older schema lacks columns the checks read
+        doc["dag"] = {"status": "warn", "summaries": 0, "broken": 0, "faults": [], "not_checked": str(exc)}
+        doc["fallback"] = {"status": "ok", "extractive": 0, "fallback": 0, "fallback_ids": [], "truncated": 0,
+                           "upgradable": 0, "sessions": [], "backend": doc["backend"]["backend"]}
+    doc["storage"] = storage(conn)
+    if lcm.recovery.interrupted(conn):
+        doc["rebuild_interrupted"] = True
+
+
+def _rw(path: str):
+    """A write-capable handle for FTS5's integrity-check (an INSERT that writes nothing)."""
+    try:
+        conn = sqlite3.connect(lcm.db.file_uri(path, "mode=rw"), uri=True, timeout=2.0, isolation_level=None)
+        conn.execute("PRAGMA busy_timeout = 2000")
+        return conn
+    except sqlite3.Error:
+        return None
+
+
+def examine(db_arg: str | None = None, probe: bool = True) -> dict:
+    """Every check, read-only. probe=False skips the model backend's live probe."""
+    path = str(lcm.config.db_path(db_arg))
+    conn, why = _open(path)
+    doc = {"db": path, "integrity": None, "backup": None, "fixed": [], "not_fixed": [], "recovery": None}
+    doc["backend"] = lcm.installation.backend(probe)
+    doc["stale"] = lcm.installation.stale()
+    bad = lcm.mask.redact_problems()  # a pattern that cannot be used masks nothing: say so
+    doc["masking"] = {"status": "warn" if bad else "ok", "redact_problems": bad}
+    try:
+        if conn is not None:
+            try:
+                doc["access"] = _write_problem(path)
+                _vault_checks(conn, path, doc)
+                doc["hooks"] = lcm.installation.hooks(conn)
+            except sqlite3.DatabaseError as exc:  # pages past the header are damaged
+                why = lcm.db.storage_error(exc, path)
+                if why is None or getattr(why, "cause", None) != "corrupt":
+                    raise
+                for key in ("access", "schema", "fts", "dag", "fallback", "storage", "_integrity_status"):
+                    doc.pop(key, None)
+                conn.close()
+                conn = None
+        if conn is not None and doc["integrity"] != "ok" and not _index_only(doc["integrity"]):
+            why = LcmError(f"{path} is damaged: " + "; ".join(doc["integrity"][:3]))  # beyond what REINDEX mends
+            why.cause = "corrupt"
+        if why is not None and getattr(why, "cause", None) == "corrupt":
+            doc["damage"] = why.message
+            doc["recovery"] = lcm.recovery.plan(path)
+            doc["integrity"] = doc["integrity"] if isinstance(doc["integrity"], list) else [why.message]
+        if "hooks" not in doc:
+            doc["hooks"] = lcm.installation.hooks(None)
+        doc["disk"] = disk_at(path)
+    finally:
+        if conn is not None:
+            conn.close()
+    doc["problems"] = count_problems(doc)
+    return doc
+
+
+# what PRAGMA integrity_check says about an index whose table is sound: REINDEX rebuilds it
+INDEX_ONLY = re.compile(r"^(row \d+ missing from index|wrong # of entries in index|non-unique entry in index)")
+
+
+def _index_only(rows: list[str]) -> bool:
+    return all(INDEX_ONLY.match(row) for row in rows)
+
+
+def count_problems(doc: dict) -> int:
+    statuses = [doc[k]["status"] for k in CHECKS if k in doc]
+    return (statuses.count("problem") + bool(doc.get("damage")) + bool(doc.get("access"))
+            + (doc.get("_integrity_status") == "problem") + bool(doc.get("rebuild_interrupted")))
+
+
+def fixable(doc: dict) -> bool:
+    """Whether --fix would repair something (a full disk or a read-only vault it cannot)."""
+    if doc.get("access"):
+        return bool(doc["stale"]["stage_dirs"])
+    return bool(doc.get("damage") or doc.get("rebuild_interrupted")) or any(
+        doc.get(k, {}).get("status") == "problem" for k in ("fts", "dag", "stale")) or (
+        doc.get("_integrity_status") == "problem")
+
+
+def recovery_text(r: dict) -> str:
+    """The recovery as lcm_doctor.py prints it: what --fix would do, or what it did."""
+    if r.get("moved_to"):
+        return (f"Recovered: {r['messages']} messages of {r['sessions']} sessions read again from {r['files']}"
+                f" transcripts; the damaged vault is kept as {r['moved_to']}\nNot recovered: "
+                + "; ".join(r["lost"]) + "\n")
+    known = (f"{r['transcripts_recorded'] - r['transcripts_gone']} of the {r['transcripts_recorded']} transcripts"
+             " it recorded are still on disk" if r["transcripts_recorded"] is not None else
+             "the transcripts it recorded cannot be read from it")
+    return (f"Recovery: lcm_doctor.py --fix moves the damaged file aside (kept, nothing deleted) and builds a new"
+            f" vault from the transcripts under {r['projects_root']} ({known}).\nIt cannot bring back: "
+            + "; ".join(r["lost"]) + "\n")
+
+
+# ---------------------------------------------------------------------------
+# Repair
+# ---------------------------------------------------------------------------
+
+def repair(doc: dict, remask: bool = False, fix: bool = True) -> dict:
+    """Repair what examine() found (and with remask, mask text stored before masking); returns
+    a fresh examine() with what was done in `backup`, `fixed`, `not_fixed` and `recovery`."""
+    path = doc["db"]
+    done = {"backup": None, "fixed": [], "not_fixed": [], "recovery": None}
+    if fix:
+        removed = lcm.installation.remove_stale(doc["stale"])
+        if removed:
+            done["fixed"].append(f"removed {len(removed)} stale stage directories and idle lock files")
+    if doc.get("access") and (fix or remask):
+        done["not_fixed"].append("the vault is read-only here, so nothing in it was repaired")
+    elif doc.get("damage"):
+        if fix:
+            _recover(path, done, keep_damaged=True)
+        else:
+            done["not_fixed"].append("the vault is damaged, so its text was not masked again: --fix recovers it first")
+    elif fix or remask:
+        if fix and doc["integrity"] != "ok":
+            # a byte copy, made before the vault is opened here: closing a second handle on the file
+            # would drop the locks of the connection below (the backup API may stop at the damage)
+            done["backup"] = copy_file(path)
+        conn = lcm.db.connect(path, create=False)
+        try:
+            if fix:
+                _repair_in_place(conn, path, doc, done)
+            if remask and done["recovery"] is None:
+                done["backup"] = done["backup"] or backup(conn, path)
+                changed = remask_content(conn)
+                done["fixed"].append("masked the stored text again: " + (", ".join(
+                    f"{n} {table} rows" for table, n in changed.items() if n) or "nothing needed it"))
+        finally:
+            conn.close()
+        if done.get("_rebuild"):
+            _recover(path, done, keep_damaged=False)
+    done.pop("_rebuild", None)
+    if not (done["fixed"] or done["recovery"]):
+        return {**doc, **done}
+    after = examine(path, probe=False)  # the state after the repairs; the backend was probed already
+    after.update(done, backend=doc["backend"])
+    after["problems"] = count_problems(after)
+    return after
+
+
+def _repair_in_place(conn, path: str, doc: dict, done: dict) -> None:
+    damaged = doc["integrity"] != "ok"
+    if damaged or doc["fts"]["damaged"] or doc["dag"]["broken"] or not doc["schema"]["purge_guard"]:
+        done["backup"] = done["backup"] or backup(conn, path)
+    try:
+        if damaged:
+            conn.execute("REINDEX")  # rebuilds every index from its table: the usual damage
+            done["fixed"].append("rebuilt every index (REINDEX)")
+        if doc["fts"]["damaged"] or damaged:
+            tables = list(doc["fts"]["tables"])
+            rebuild_fts(conn, tables)
+            done["fixed"].append("rebuilt the full-text indexes " + ", ".join(tables))
+        still = damaged and [r[0] for r in conn.execute("PRAGMA integrity_check(1)")] != ["ok"]
+    except sqlite3.DatabaseError:
+        still = True
+    if still:
+        done["_rebuild"] = True  # the tables themselves are damaged: rebuild; the backup is the copy kept
+        return
+    if not doc["schema"]["purge_guard"]:
+        conn.execute(lcm.schema.PURGED_TRIGGER)
+        done["fixed"].append("restored the trigger that keeps purged messages out of the vault")
+    if doc["dag"]["broken"]:
+        ids = [r[0] for q in DAG_CHECKS for r in conn.execute(q[1])]
+        dropped = drop_broken_summaries(conn, ids)
+        done["fixed"].append(f"deleted {dropped} summaries that broke the DAG's rules, with their ancestors"
+                             " (lcm_compact.py summarises their messages again)")
+    if doc.get("rebuild_interrupted"):
+        result = _finish_rebuild(conn)
+        done["fixed"].append(f"finished the interrupted rebuild: {result} messages read from the transcripts")
+
+
+def _finish_rebuild(conn) -> int:
+    root = lcm.recovery.projects_root()
+    added = lcm.ingest.ingest_paths(conn, [root])["messages_added"] if os.path.isdir(root) else 0
+    with lcm.db.transaction(conn):
+        conn.execute("DELETE FROM vault_meta WHERE key = 'rebuild'")
+    return added
+
+
+def _recover(path: str, done: dict, keep_damaged: bool) -> None:
+    result = lcm.recovery.rebuild(path, keep_damaged=keep_damaged)
+    result["moved_to"] = result["moved_to"] or done["backup"]
+    done["recovery"] = result  # lcm_doctor.py prints it as "Recovered: ..." (recovery_text)
+
 
 def integrity(conn) -> dict:
     """PRAGMA integrity_check and the schema version."""
@@ -158,11 +394,6 @@ def fallback_levels(conn, backend: dict) -> dict:
             "sessions": sessions}
 
 
-def disk(conn) -> dict:
-    path = conn.execute("PRAGMA database_list").fetchone()[2]
-    return disk_at(path)
-
-
 def disk_at(path: str) -> dict:
     def size(p):
         try:
@@ -180,137 +411,6 @@ def disk_at(path: str) -> dict:
     doc = {"path": path, "vault_bytes": vault, "wal_bytes": size(path + "-wal"), "files_bytes": files_bytes,
            "free_bytes": free}
     doc["status"] = _status(free is not None and free < LOW_DISK_BYTES, free is not None and free < vault)
-    return doc
-
-
-# ---------------------------------------------------------------------------
-# Around the vault: stage files, locks, hooks, the model backend
-# ---------------------------------------------------------------------------
-
-def stage_parents() -> list[str]:
-    """Where bulk imports make their stage directories (lcm.ingest: /dev/shm, else the temp dir)."""
-    return sorted({"/dev/shm", tempfile.gettempdir()})
-
-
-def stage_dirs() -> list[str]:
-    """Stage directories of bulk imports whose process is gone."""
-    return sorted(path for parent in stage_parents() for path in lcm.db.stale_stages(parent))
-
-
-def lock_files() -> tuple[list[str], list[str]]:
-    """(held, idle) lock files under $LCM_HOME/locks. A lock is an flock the OS releases when its
-    holder dies, so an idle file is only litter."""
-    directory = lcm.config.lcm_home() / "locks"
-    held, idle = [], []
-    try:
-        names = sorted(os.listdir(directory))
-    except OSError:
-        return held, idle
-    for name in names:
-        path = str(directory / name)
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            idle.append(path)
-        except BlockingIOError:
-            held.append(path)
-        finally:
-            os.close(fd)
-    return held, idle
-
-
-def stale() -> dict:
-    dirs = stage_dirs()
-    held, idle = lock_files()
-    return {"status": _status(bool(dirs)), "stage_dirs": dirs, "locks_held": held, "locks_idle": idle}
-
-
-def _claude_dir() -> str:
-    base = os.environ.get("CLAUDE_CONFIG_DIR")
-    return os.path.expanduser(base) if base else os.path.join(os.path.expanduser("~"), ".claude")
-
-
-def hooks_installed() -> list[str]:
-    """Where Claude Code would find lcm's hooks: an enabled lcm plugin, a skills-directory
-    clone, or hook commands in settings.json that run lcm's hook scripts."""
-    where = []
-    root = _claude_dir()
-    settings = os.path.join(root, "settings.json")
-    try:
-        with open(settings, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        data = {}
-    if isinstance(data, dict):
-        enabled = data.get("enabledPlugins")
-        if isinstance(enabled, dict):
-            where += [f"plugin {name} (enabled in {settings})" for name, on in enabled.items()
-                      if on is True and name.split("@")[0] == "lcm"]
-        if "session_start.py" in json.dumps(data.get("hooks", {})):
-            where.append(f"hook commands in {settings}")
-    skills = os.path.join(root, "skills")
-    for name in sorted(os.listdir(skills)) if os.path.isdir(skills) else []:
-        clone = os.path.join(skills, name)
-        if os.path.isfile(os.path.join(clone, "hooks", "hooks.json")) and os.path.isfile(
-                os.path.join(clone, "scripts", "lcm_grep.py")):
-            where.append(f"skills-directory plugin {clone}")
-    return where
-
-
-def _iso(seconds: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
-
-
-def hooks(conn) -> dict:
-    """Installed? And when did each event last run (stamps the hooks leave), and last fail (lcm.log)?"""
-    home = lcm.config.lcm_home()
-    last_run = {}
-    for event in HOOK_EVENTS:
-        try:
-            last_run[event] = _iso(os.path.getmtime(home / "last-run" / event))
-        except OSError:
-            last_run[event] = None
-    last_error = {}
-    try:
-        with open(home / "lcm.log", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                parts = line.split(" ", 3)
-                if len(parts) == 4 and parts[1] in HOOK_EVENTS and "error:" in parts[3]:
-                    last_error[parts[1]] = f"{parts[0]} {parts[3].strip()}"[:300]
-    except OSError:
-        pass
-    last_ingest = conn.execute("SELECT max(updated_at) FROM transcripts").fetchone()[0] if conn else None
-    where = hooks_installed()
-    ran = any(last_run.values())
-    doc = {"installed": where, "last_run": last_run, "last_error": last_error, "last_ingest": last_ingest}
-    doc["status"] = _status(False, not where or not ran or bool(last_error))
-    return doc
-
-
-def backend() -> dict:
-    """The model backend lcm would use now (as lcm_llm picks it, from this environment) and why."""
-    import lcm.llm
-    try:
-        chosen = lcm.llm.resolve_backend()
-        choice = lcm.config.get("LCM_LLM")
-    except LcmError as exc:
-        return {"status": "problem", "backend": None, "reason": exc.message, "hint": exc.hint}
-    key = bool(os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN"))
-    sdk = lcm.llm.sdk_available()
-    cli = lcm.llm.claude_executable()
-    facts = (f"API key {'set' if key else 'not set'}, anthropic SDK {'installed' if sdk else 'not installed'}, "
-             f"claude CLI {cli or 'not on PATH'}")
-    problem = ((chosen == "anthropic" and not (key and sdk)) or (chosen == "claude" and not cli))
-    how = "LCM_LLM" if choice != "auto" else "LCM_LLM=auto picked it"
-    doc = {"backend": chosen, "reason": f"{how}; {facts}", "status": _status(problem, chosen == "none")}
-    if problem:
-        doc["hint"] = lcm.llm.NO_BACKEND_HINT
-    elif chosen == "none":
-        doc["hint"] = "summaries stay extractive until a model is available: " + lcm.llm.NO_BACKEND_HINT.replace(
-            ", or set LCM_LLM=none for extractive summaries without a model", "")
     return doc
 
 
@@ -335,8 +435,19 @@ def backup(conn, path: str) -> str:
     return target
 
 
+def _same_bytes(a: str, b: str) -> bool:
+    if not (os.path.exists(a) and os.path.exists(b)):
+        return not (os.path.exists(a) or os.path.exists(b))
+    return filecmp.cmp(a, b, shallow=False)
+
+
 def copy_file(path: str) -> str:
-    """A byte copy of a vault SQLite cannot open (and of its -wal), beside it."""
+    """A byte copy of a damaged vault (and its -wal) beside it, unless an earlier run already
+    left one: however often --fix runs, one copy of the same damaged file is enough."""
+    for earlier in sorted(glob.glob(glob.escape(path) + ".backup-*") + glob.glob(glob.escape(path) + ".damaged-*")):
+        if not earlier.endswith(("-wal", "-shm")) and _same_bytes(earlier, path) and _same_bytes(
+                earlier + "-wal", path + "-wal"):
+            return earlier
     target = f"{path}.backup-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     for suffix in ("", "-wal"):
         if os.path.exists(path + suffix):
@@ -346,9 +457,13 @@ def copy_file(path: str) -> str:
 
 
 def rebuild_fts(conn, tables: list[str]) -> None:
+    import lcm.indexes  # the indexes derived from the messages are remade by their own module
     with lcm.db.transaction(conn):
         for table in tables:
-            conn.execute(f'INSERT INTO "{table}"("{table}") VALUES (\'rebuild\')')
+            if table not in lcm.indexes.DERIVED:
+                conn.execute(f'INSERT INTO "{table}"("{table}") VALUES (\'rebuild\')')
+        if set(tables) & set(lcm.indexes.DERIVED):
+            lcm.indexes.rebuild(conn)
 
 
 def drop_broken_summaries(conn, ids: list[str]) -> int:
@@ -360,28 +475,6 @@ def drop_broken_summaries(conn, ids: list[str]) -> int:
         conn.executemany("INSERT OR IGNORE INTO temp.purge_summaries VALUES (?)", ((i,) for i in ids))
         lcm.purge.add_ancestors(conn)
         return lcm.purge.drop_summaries(conn)
-
-
-def remove_stale(doc: dict) -> list[str]:
-    """Delete dead imports' stage directories and idle lock files; returns what went."""
-    removed = []
-    for path in doc["stage_dirs"]:
-        shutil.rmtree(path, ignore_errors=True)
-        removed.append(path)
-    for path in doc["locks_idle"]:
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # still idle: nobody waits on this file
-            os.remove(path)
-            removed.append(path)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-    return removed
 
 
 def remask_content(conn, batch: int = 2000) -> dict:
@@ -424,6 +517,10 @@ def remask_content(conn, batch: int = 2000) -> dict:
                 break
             last = rows[-1][0]
         changed[table] = count
+    if changed.get("messages"):  # the search indexes derived from the old text, made anew
+        from lcm import indexes
+        with lcm.db.transaction(conn):
+            indexes.rebuild(conn)
     if "vault_meta" in tables:  # every message's text is masked now: output need not mask it again
         with lcm.db.transaction(conn):
             conn.execute("UPDATE vault_meta SET value = (SELECT coalesce(max(id), 0) + 1 FROM messages)"

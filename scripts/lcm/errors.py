@@ -1,5 +1,6 @@
 """The one error type of lcm: an expected failure, printed by lcm.cli.run as `Error: message`
-and `Hint: hint` with exit 1. Nothing else lives here, so every module can import it."""
+and `Hint: hint` with exit 1, and the kinds of it that callers tell apart (a model call that
+failed). Nothing else lives here, so every module can import it."""
 
 
 class LcmError(Exception):
@@ -9,3 +10,15 @@ class LcmError(Exception):
         super().__init__(message)
         self.message = message
         self.hint = hint
+
+
+class ModelError(LcmError):
+    """A model call failed (after the retries the backend allows)."""
+
+
+class ModelConfigError(ModelError):
+    """Missing or refused credentials, unknown model, missing backend: retrying cannot help."""
+
+
+class ModelRequestError(ModelError):
+    """The API refused this one request (too long, malformed): the backend itself works."""

@@ -26,16 +26,47 @@ def jsonl(conn, session_id: str) -> Iterator[bytes]:
         yield lcm.store.as_bytes(raw) + b"\n"
 
 
-def _call_label(block: dict) -> str:
-    """`- Bash: pytest -q`: a tool call on one line, by the input field that says most."""
+def _call_text(block: dict, limit: int = LABEL_CHARS) -> str:
+    """`Bash: pytest -q`: a tool call by the input field that says most."""
     data = block.get("input") if isinstance(block.get("input"), dict) else {}
     for key in ("command", "file_path", "notebook_path", "pattern", "url", "query", "description", "prompt", "path"):
         if isinstance(data.get(key), str) and data[key].strip():
-            return f"- {block.get('name') or 'tool'}: `{one_line(data[key], LABEL_CHARS).replace('`', chr(39))}`"
-    return f"- {block.get('name') or 'tool'}: {one_line(json.dumps(data, ensure_ascii=False), LABEL_CHARS)}"
+            return f"{block.get('name') or 'tool'}: `{one_line(data[key], limit).replace('`', chr(39))}`"
+    return f"{block.get('name') or 'tool'}: {one_line(json.dumps(data, ensure_ascii=False), limit)}"
 
 
-def _result_label(block: dict) -> str:
+def _call_label(block: dict) -> str:
+    return "- " + _call_text(block)
+
+
+class Calls:
+    """Tool calls shown and still waiting for their result. Parallel calls (one assistant turn
+    calling several tools) are all listed before any result comes back: each result then names
+    its own call, or it would read as the last call's."""
+
+    def __init__(self):
+        self.waiting: dict[str, str] = {}  # tool_use_id -> short label
+        self.parallel: set[str] = set()    # ids called while another call still waited
+
+    def called(self, block: dict) -> None:
+        if isinstance(block.get("id"), str):
+            self.waiting[block["id"]] = _call_text(block, 40)
+            if len(self.waiting) > 1:
+                self.parallel.update(self.waiting)
+
+    def answered(self, block: dict) -> str | None:
+        """The call to name in this result's line; None for a lone call's result."""
+        ident = block.get("tool_use_id")
+        if not isinstance(ident, str) or ident not in self.waiting:
+            return None
+        label = self.waiting.pop(ident)
+        if ident in self.parallel:
+            self.parallel.discard(ident)
+            return label
+        return None
+
+
+def _result_label(block: dict, of: str | None = None) -> str:
     content = block.get("content")
     if isinstance(content, list):
         content = "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
@@ -43,10 +74,11 @@ def _result_label(block: dict) -> str:
     lines = [ln for ln in text.splitlines() if ln.strip()]
     size = f" ({len(lines)} lines)" if len(lines) > 1 else ""
     failed = " (error)" if block.get("is_error") is True else ""
-    return f"  - result{failed}{size}: {one_line(lines[0], LABEL_CHARS) if lines else '(empty)'}"
+    named = f" of {of}" if of else ""
+    return f"  - result{named}{failed}{size}: {one_line(lines[0], LABEL_CHARS) if lines else '(empty)'}"
 
 
-def _message(entry: dict, row) -> tuple[str | None, list[str]]:
+def _message(entry: dict, row, calls: Calls) -> tuple[str | None, list[str]]:
     """(speaker, markdown lines) of one stored message; speaker None for what is not shown."""
     message = entry.get("message") if isinstance(entry.get("message"), dict) else {}
     blocks = content_blocks(entry)
@@ -66,10 +98,11 @@ def _message(entry: dict, row) -> tuple[str | None, list[str]]:
             if text.strip():
                 out += ["", text.strip()]
         elif kind in ("tool_use", "server_tool_use"):
+            calls.called(block)
             out.append(_call_label(block))
         elif kind in ("tool_result", "web_search_tool_result"):
             speaker = "Assistant" + sub  # a result belongs to the assistant's turn, not to what the user said
-            out.append(_result_label(block))
+            out.append(_result_label(block, calls.answered(block)))
         elif kind == "image":
             out += ["", "_(image)_"]
     return (speaker if out else None), out
@@ -101,6 +134,7 @@ def markdown(conn, session_id: str, masked: bool = True) -> Iterator[str]:
         f"- Messages: {count}; summaries: {sum(len(v) for v in summaries.values())}",
         f"- Exported {lcm.config.now_iso()} by lcm_export.py", ""]) + "\n"
     speaker = None
+    calls = Calls()
     warmups: set = set()  # sub-agents Claude Code only primed ("Warmup"): no part of the work
     for m in conn.execute(f"SELECT id, {lcm.store.LINE} AS raw, type, role, subtype, is_meta, is_sidechain, agent_id, created_at"
                           " FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)):  # conversation order
@@ -119,7 +153,7 @@ def markdown(conn, session_id: str, masked: bool = True) -> Iterator[str]:
             warmups.add(m["agent_id"])
         if m["is_sidechain"] and m["agent_id"] in warmups:
             entry = None
-        who, body = _message(entry, m) if isinstance(entry, dict) else (None, [])
+        who, body = _message(entry, m, calls) if isinstance(entry, dict) else (None, [])
         if who is None:
             speaker = None if body else speaker
         elif who != speaker:

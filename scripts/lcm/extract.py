@@ -1,84 +1,110 @@
 """Deterministic extractive summaries for LCM_LLM=none: no model, same input, same output.
 
-Built for coding sessions: what the user asked, choices the assistant stated (not narration of
-its next step), files created or edited (from Edit/Write/MultiEdit/NotebookEdit tool calls),
-commands run with their outcome, the line that says what each failure was (pytest's FAILED/E
-lines, an exception, error:/fatal:), the final state of the todo list, and where the stretch
-ended. The text always fits the token budget it is given, so the
-caller can make it strictly shorter than its source. Stdlib only.
+Built for coding sessions: what the user asked, choices stated by the assistant or the person
+(not narration of the next step, options or questions), causes found and fixes that worked, files
+created or edited (from Edit/Write/MultiEdit/NotebookEdit tool calls), commands run with their
+outcome, the line that says what each failure was (lcm/failures.py: compilers, test runners,
+package managers, containers, stack traces), the final state of the todo list, and where the
+stretch ended. No terminal escape codes. The text always fits the token budget it is given, so
+the caller can make it strictly shorter than its source; failures get whatever room the other
+sections leave. Stdlib only.
 """
 from __future__ import annotations
 
 import json
 import re
 
+import lcm.failures
 import lcm.mask
-from lcm.text import content_blocks
+from lcm.text import content_blocks, one_line
 
 
 EDIT_TOOLS = {"Edit": "edited", "MultiEdit": "edited", "NotebookEdit": "edited", "Write": "written"}
 READ_TOOLS = {"Read": "read", "NotebookRead": "read"}
-# assistant sentences that record a choice or a finding
-DECISION_WORDS = re.compile(
-    r"\b(decided|decide|decision|instead|because|rather than|the (?:fix|cause|problem|issue|bug|reason) (?:is|was)|"
-    r"root cause|chose|choose|switch(?:ed)? to|going with|the plan is|must|won't|will not|cannot|"
-    r"works now|fixed|resolved|turns out)\b", re.I)
-# narration of the next step ("Now I'll implement X", "Let me check Y"): not a choice, unless it
-# says why or what instead
-NARRATION = re.compile(r"^\W*(?:now|next|first|then|okay|ok|great|perfect)?[,!.]?\s*"
-                       r"(?:let me|let's|i'll|i will|i'm going to|i am going to|we'll|we need to)\b", re.I)
-CHOICE = re.compile(r"\b(instead|because|rather than|decided|chose)\b", re.I)
-# the line of a failed tool result that says what failed, best first
-PYTEST_FAILED = re.compile(r"^(FAILED|ERROR) \S+")
-PYTEST_E = re.compile(r"^E\s+\S")
-EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b:?")
-ERROR_WORD = re.compile(r"\b(?:error|fatal):|^ERROR\b", re.I)
-EXIT_CODE = re.compile(r"^Exit code \d+$")
-PYTEST_SUMMARY = re.compile(r"^=+ .* in [\d.]+s\b.*=+$")
-TOOL_ERROR_TAGS = re.compile(r"</?tool_use_error>")
-SENTENCE = re.compile(r"(?<=[.!?])\s+")
+# A decision states a choice: "we'll use X", "decided to", "going with", "switching to", "instead
+# of X, Y", "let's use ...". Narration of the next step ("Now I'll add X", "Let me check", "I'll
+# use grep to find Y") is not one, nor an option weighed ("we could use X"), a question, or a
+# condition ("if we switch ...").
+DECIDED = re.compile(
+    r"\b(?:decided|decide to|decision (?:is|was)|going with|settled? on|opted (?:for|to)|opting for|chose|"
+    r"switch(?:ed|ing)? (?:to|over to|back to)|stick(?:ing)? with|(?:the|our) (?:plan|approach|choice) (?:is|will be))",
+    re.I)
+# "instead of X" / "rather than X" is a choice when someone makes it ("we subscribe instead of
+# polling", "Instead of polling, ..."), not when it describes what code does ("runs on the audio
+# thread instead of the main thread")
+ALTERNATIVE = re.compile(r"\b(?:instead|rather than)\b", re.I)
+CHOOSER = re.compile(r"\b(?:we|i|let's|us|our)\b|^\W*(?:instead of|use|keep|switch|go with|drop|prefer|stick)\b",
+                     re.I)
+WILL_CHOOSE = re.compile(
+    r"\b(?:we'll|we will|i'll|i will|let's|let us|we're going to|i'm going to|we should|we need to) "
+    r"(?:use|keep|go with|switch|stick with|adopt|prefer|avoid|drop|not|rely on|pin|revert|replace|leave)\b", re.I)
+NEXT_STEP = re.compile(r"^\W*(?:now|next|first|then|okay|ok|great|perfect|finally)\b", re.I)
+NOT_A_DECISION = re.compile(
+    r"^\W*(?:if|whether|unless)\b|\b(?:we|i|you|one) (?:could|might|may)\b|"
+    r"\b(?:we|i|you) would(?! rather)\b|\b(?:haven't|have not|not yet|hasn't been)\b.*\bdecid|"
+    r"\b(?:use|using) (?:the )?[\w-]+(?: tool| command)? to (?:find|check|see|look|read|search|locate|"
+    r"verify|inspect|run|get|view|list|explore)\b|\?\s*$", re.I)
+# a finding: the cause of a bug or what fixed it
+FINDING = re.compile(r"\b(?:root cause|the (?:real )?(?:cause|problem|issue|bug|culprit|reason) (?:is|was)|"
+                     r"turns out|turned out|the fix (?:is|was)|(?:caused|broken) by|fixed by)\b", re.I)
+SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+MARKDOWN_LEAD = re.compile(r"^\s*(?:[-*+>]|\d+[.)]|#+)\s+|\*\*")
 FILE_ID = re.compile(r"file_[0-9a-f]{16}(?![0-9a-z_])")  # no leading \b: it would defeat the fast literal scan
-SECTION_NAMES = ("Asked", "Errors", "Decisions", "Commands")
+SECTION_NAMES = ("Asked", "Errors", "Decisions", "Found", "Commands")
 
 
 def _one_line(text: str, limit: int) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: max(limit - 3, 1)] + "..."
+    """lcm.text.one_line of the text without its terminal escape codes: a summary holds none."""
+    return one_line(lcm.failures.strip_ansi(str(text)), limit)
 
 
-def key_line(text: str) -> str:
-    """The line of a failed tool result that says what failed: pytest's first FAILED line (with
-    how many more), else its first `E` line; the exception line closing a traceback; the first
-    line saying error:/fatal:; a test run's closing summary line; else the first line."""
-    lines = [ln.strip() for ln in TOOL_ERROR_TAGS.sub("\n", text).splitlines() if ln.strip()]
-    if not lines:
-        return "error"
-    failed = [ln for ln in lines if PYTEST_FAILED.match(ln)]
-    if failed:
-        return failed[0] + (f" (+{len(failed) - 1} more failed)" if len(failed) > 1 else "")
-    for pattern in (PYTEST_E,):
-        hit = next((ln for ln in lines if pattern.match(ln)), None)
-        if hit:
-            return hit
-    if any(ln.startswith("Traceback (most recent call last)") for ln in lines):
-        hit = next((ln for ln in reversed(lines) if EXCEPTION_LINE.match(ln)), None)
-        if hit:
-            return hit
-    hit = next((ln for ln in lines if ERROR_WORD.search(ln)), None)
-    if hit:
-        return hit
-    # a test run that failed without a FAILED line says why in its closing "=== ... in 0.4s ===" line
-    hit = next((ln for ln in reversed(lines) if PYTEST_SUMMARY.match(ln)), None)
-    if hit:
-        return hit
-    if EXIT_CODE.match(lines[0]) and len(lines) > 1:  # Bash's "Exit code 127" alone says little
-        return f"{lines[0]}: {lines[1]}"
-    return lines[0]
+key_line = lcm.failures.key_line
+strip_ansi = lcm.failures.strip_ansi
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of a text that may state a choice or a finding (none when it holds none of
+    their words), markdown list marks and emphasis removed."""
+    lowered = text.lower()
+    if not any(hint in lowered for hint in CHOICE_HINTS) and not any(hint in lowered for hint in FINDING_HINTS):
+        return []
+    out = []
+    for part in SENTENCE.split(text):
+        part = part.strip()
+        if part[:1] in "-*+>#0123456789" or "**" in part:
+            part = MARKDOWN_LEAD.sub("", part).strip()
+        if len(part) > 12:
+            out.append(part)
+    return out
+
+
+# words without which none of the patterns above can match: a substring test (tens of
+# nanoseconds) spares most sentences the case-insensitive regexes (tens of microseconds each);
+# compaction reads every sentence of every assistant message (bench/compact.py)
+CHOICE_HINTS = ("decid", "decision", "going with", "settle", "opted", "opting", "chose", "switch", "stick",
+                "plan is", "plan will", "approach is", "approach will", "choice is", "choice will", "instead",
+                "rather than", "we'll ", "we will ", "i'll ", "i will ", "let's ", "let us ", "going to ",
+                "we should ", "need to ")
+FINDING_HINTS = ("root cause", " cause is", " cause was", "caused by", "problem is", "problem was", "issue is",
+                 "issue was", "bug is", "bug was", "culprit", "reason is", "reason was", "turns out", "turned out",
+                 "fix is", "fix was", "fixed by", "broken by")
 
 
 def is_choice(sentence: str) -> bool:
-    """A sentence that records a choice or finding, not narration of the next step."""
-    return bool(DECISION_WORDS.search(sentence)) and (not NARRATION.match(sentence) or bool(CHOICE.search(sentence)))
+    """A sentence that states a choice, not narration of the next step, an option or a question."""
+    lowered = sentence.lower()
+    if not any(hint in lowered for hint in CHOICE_HINTS):
+        return False
+    chosen = DECIDED.search(sentence) or (ALTERNATIVE.search(sentence) and CHOOSER.search(sentence)) or (
+        WILL_CHOOSE.search(sentence) and not NEXT_STEP.match(sentence))
+    return bool(chosen) and not NOT_A_DECISION.search(sentence)
+
+
+def is_finding(sentence: str) -> bool:
+    """A sentence that says what caused a problem or what fixed it."""
+    lowered = sentence.lower()
+    return any(hint in lowered for hint in FINDING_HINTS) and bool(FINDING.search(sentence)) \
+        and not sentence.rstrip().endswith("?")
 
 
 def raw_blocks(raw) -> tuple[dict, list]:
@@ -119,6 +145,7 @@ class Facts:
     def __init__(self):
         self.asked: list[str] = []
         self.decisions: list[str] = []
+        self.found: list[str] = []         # causes found, fixes that worked
         self.commands: list[str] = []
         self.errors: list[str] = []
         self.files: dict[str, str] = {}    # path -> action, first-seen order
@@ -160,11 +187,17 @@ def facts_from_messages(rows) -> Facts:
                 text = typed_text(str(block.get("text") or ""))
                 if text:
                     facts.asked.append(text)
+                    # a choice the person stated ("use pnpm", "let's keep the name") is a decision too
+                    facts.decisions.extend(f"(user) {s}" for s in sentences(text) if is_choice(s))
             elif kind == "text" and role == "assistant":
                 text = block.get("text") or ""
                 if text.strip() and _thread(row) == own:  # a folded sub-agent's last words are not the end
                     facts.ended = text
-                    facts.decisions.extend(s for s in SENTENCE.split(text) if is_choice(s))
+                    for sentence in sentences(text):
+                        if is_choice(sentence):
+                            facts.decisions.append(sentence)
+                        elif is_finding(sentence):
+                            facts.found.append(sentence)
             elif kind == "tool_use":
                 name, data = block.get("name") or "tool", block.get("input") or {}
                 if not isinstance(data, dict):
@@ -188,7 +221,11 @@ def facts_from_messages(rows) -> Facts:
                 name, label = calls.get(tool_id, ("tool", "a tool call"))
                 text = _result_text(block)
                 if text.startswith("The user doesn't want to"):
-                    facts.errors.append(f"rejected by the user ({_one_line(label, 60)})")
+                    reason = text.partition("reason for the rejection:")[2].strip()
+                    facts.errors.append(f"rejected by the user ({_one_line(label, 60)})"
+                                        + (f": {reason}" if reason else ""))
+                    if reason:
+                        facts.decisions.append(f"(user) {reason}")
                 else:  # what failed first: a width cut must not lose it to the command's text
                     facts.errors.append(f"{_one_line(key_line(text), 200)} ({_one_line(label, 60)})")
                 if tool_id in command_index:
@@ -208,8 +245,8 @@ def todo_line(todos: list) -> str:
 def facts_from_summaries(contents: list[str]) -> Facts:
     """Merge child summaries: extractive ones section by section, others by their opening line."""
     facts = Facts()
-    targets = {"Asked": facts.asked, "Decisions": facts.decisions, "Commands": facts.commands,
-               "Errors": facts.errors}
+    targets = {"Asked": facts.asked, "Decisions": facts.decisions, "Found": facts.found,
+               "Commands": facts.commands, "Errors": facts.errors}
     for content in contents:
         section = None
         parsed_any = False
@@ -252,7 +289,7 @@ def _dedupe(items: list[str]) -> list[str]:
 def render(facts: Facts, header: str, expand_hint: str, budget_tokens: int) -> str | None:
     """The summary text, never above budget_tokens (estimate_tokens); None if it cannot fit."""
     budget = max(budget_tokens, 1) * 4
-    asked, decisions = _dedupe(facts.asked), _dedupe(facts.decisions)
+    asked, decisions, found = _dedupe(facts.asked), _dedupe(facts.decisions), _dedupe(facts.found)
     # failed commands first: they are what a reader needs; then the rest in order
     commands = _dedupe([c for c in facts.commands if c.endswith("(failed)")] +
                        [c for c in facts.commands if not c.endswith("(failed)")])
@@ -262,26 +299,37 @@ def render(facts: Facts, header: str, expand_hint: str, budget_tokens: int) -> s
     footer = f"Expand for details about: {expand_hint}"
     # shrink item count and width together until the text fits
     for items, width in ((8, 240), (6, 160), (4, 120), (3, 90), (2, 70), (1, 60), (1, 40), (0, 0)):
-        parts = [header]
-        # what failed is the fact a reader most needs: the errors get twice the room
-        for name, values, room in zip(SECTION_NAMES, (asked, errors, decisions, commands),
-                                      (items, 2 * items, items, items)):
-            if values and room:
-                shown = values[:room] if name != "Asked" or len(values) <= room else \
-                    values[: room - 1] + values[-1:]  # keep the last request too
-                parts.append(f"{name}:")
-                parts.extend(f"- {_one_line(v, width)}" for v in shown)
-                if len(values) > len(shown):
-                    parts.append(f"- ... {len(values) - len(shown)} more")
+        sections = {}
+        for name, values in zip(SECTION_NAMES, (asked, errors, decisions, found, commands)):
+            if not values or not items:
+                continue
+            if name == "Errors":  # what failed is the fact a reader most needs: filled last, below
+                continue
+            shown = values[:items] if name != "Asked" or len(values) <= items else \
+                values[: items - 1] + values[-1:]  # keep the last request too
+            sections[name] = [f"{name}:"] + [f"- {_one_line(v, width)}" for v in shown] + (
+                [f"- ... {len(values) - len(shown)} more"] if len(values) > len(shown) else [])
+        tail = []
         if facts.todos and items:
-            parts.append(f"Todos: {_one_line(facts.todos, width * 3)}")
+            tail.append(f"Todos: {_one_line(facts.todos, width * 3)}")
         if facts.ended and items:
-            parts.append(f"Ended: {_one_line(facts.ended, width * 2)}")
-        parts.append(f"Files: {files}" if items else f"Files: {_one_line(files, 200)}")
+            tail.append(f"Ended: {_one_line(facts.ended, width * 2)}")
+        tail.append(f"Files: {files}" if items else f"Files: {_one_line(files, 200)}")
         if stored:
-            parts.append("Stored files: " + " ".join(stored[: max(items, 1) * 4]))
-        parts.append(footer)
-        text = "\n".join(parts)
+            tail.append("Stored files: " + " ".join(stored[: max(items, 1) * 4]))
+        tail.append(footer)
+        if errors and items:
+            # every failure whose line fits in what the other sections leave (at least 2 per item)
+            lines = [f"- {_one_line(e, max(width, 100))}" for e in errors]
+            used = len(header) + sum(len(ln) + 1 for part in (*sections.values(), tail) for ln in part) + 8
+            room, shown = budget - used - len("- ... 9999 more") - 1, 0
+            while shown < len(lines) and (shown < 2 * items or room >= len(lines[shown]) + 1):
+                room -= len(lines[shown]) + 1
+                shown += 1
+            sections["Errors"] = ["Errors:"] + lines[:shown] + (
+                [f"- ... {len(errors) - shown} more"] if shown < len(errors) else [])
+        parts = [header] + [ln for name in SECTION_NAMES for ln in sections.get(name, [])] + tail
+        text = lcm.failures.strip_ansi("\n".join(parts))
         if len(text) <= budget:
             return text
     return None  # not even the headline fits: the caller falls back to plain truncation

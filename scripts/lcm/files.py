@@ -43,8 +43,22 @@ def _clip(line: str, width: int = LINE_CHARS) -> str:
     return line if len(line) <= width else line[: width - 3] + "..."
 
 
+# Claude Code's Read result numbers each line (`    12→def main():`, or `12\t...` as cat -n does)
+LINE_NUMBER = re.compile(r"^ *\d+(?:→|\t)", re.MULTILINE)
+
+
+def without_line_numbers(content: str) -> str:
+    """The file as written when most of its opening lines carry a Read-style line number, else
+    `content` unchanged: outlines and kinds are read through the prefix."""
+    head = [line for line in content[:4000].splitlines()[:20] if line.strip()]
+    if not head or sum(1 for line in head if LINE_NUMBER.match(line)) < 0.8 * len(head):
+        return content
+    return LINE_NUMBER.sub("", content)
+
+
 def detect_kind(name: str, content: str) -> str:
     """json | csv | tsv | code | markdown | text, from the name first, then the content."""
+    content = without_line_numbers(content)
     ext = os.path.splitext(name or "")[1].lower()
     if ext in (".json", ".jsonl", ".ndjson", ".geojson"):
         return "json"
@@ -148,6 +162,7 @@ def _summarize_text(content: str) -> list[str]:
 
 def exploration_summary(kind: str, content: str) -> str:
     """A bounded, type-aware description of the content."""
+    content = without_line_numbers(content)
     if kind == "json":
         lines = _summarize_json(content)
     elif kind in ("csv", "tsv"):

@@ -12,6 +12,7 @@ import lcm.config
 import lcm.db
 import lcm.schema
 import lcm.mask
+import lcm.indexes
 import lcm.order
 import lcm.transcript as lt
 import lcm.turns
@@ -26,6 +27,7 @@ PARSE_PROCESS_MIN_FILES = 8  # fewer files are parsed inline: a worker process i
 GROUP_BYTES = 48 << 20  # bulk ingest: unread transcript bytes per transaction (~14k messages)
 GROUPS_AHEAD = 2  # groups parsed ahead of the writer (each waits as a stage file)
 WAL_LIMIT = 512 << 20  # bulk ingest lets the WAL grow this large before it waits for a checkpoint
+CATCH_UP_BUDGET = 5000  # message ids a hook adds to the derived search indexes beyond its own (a migrated vault)
 
 MESSAGE_COLUMNS = ("uuid, session_id, parent_uuid, type, role, subtype, created_at, cwd, git_branch, model,"
                    " api_message_id, is_sidechain, agent_id, is_meta, content, token_count, raw,"
@@ -83,8 +85,9 @@ def _externalize_large(conn, batch: lt.Batch) -> None:
         # in the group's stage file, before this batch's own rows (bulk ingest)
         earlier = batch.staged and conn.execute(
             "SELECT 1 FROM lcm_stage.ingest_stage WHERE uuid = ? AND rowid <= ?", (uuid, batch.stage_start)).fetchone()
-        if uuid in done or earlier or conn.execute("SELECT 1 FROM messages WHERE uuid = ?", (uuid,)).fetchone():
-            continue
+        if uuid in done or earlier or conn.execute("SELECT 1 FROM messages WHERE uuid = ? UNION ALL SELECT 1"
+                                                   " FROM purged WHERE uuid = ?", (uuid, uuid)).fetchone():
+            continue  # stored already, or purged (its insert will be refused: no file for it)
         done.add(uuid)
         result = entry.get("toolUseResult")
         file = result.get("file") if isinstance(result, dict) else None
@@ -164,7 +167,9 @@ def _write(conn, batch: lt.Batch, patience: float | None = None) -> dict:
     """
     row = batch.row
     result = {"path": batch.path, "session_id": batch.msg_sid, "messages_added": 0, "messages_skipped": 0,
-              "malformed_lines": 0, "malformed": [],
+              "malformed_lines": 0, "malformed": [], "excluded_lines": batch.excluded, "version": batch.version,
+              # read from its start and every conversation line was in LCM_EXCLUDE: not counted in `files`
+              "excluded_file": bool(batch.excluded) and not (batch.offset or batch.rows or batch.staged),
               "sessions": [row["session_id"]] if row and row["session_id"] else []}
     if batch.unchanged:
         return result
@@ -205,12 +210,29 @@ def _write(conn, batch: lt.Batch, patience: float | None = None) -> dict:
                                              batch.head_hash, batch.malformed_before + len(batch.malformed),
                                              batch.line_no, lcm.config.now_iso()))
         touched = {sid for sid, s in batch.sessions.items() if s.messages}
+        if batch.leaf_titles:
+            conn.executemany("INSERT OR IGNORE INTO leaf_titles (leaf_uuid, title) VALUES (?, ?)", batch.leaf_titles)
         if not batch.staged and (added or batch.agent_calls):  # staged rows: after _store_group's flush
             lcm.order.place_threads(conn, touched, recheck=bool(batch.agent_calls))
+        if added and not batch.staged:  # a hook's few lines: a bounded share of any backlog too
+            lcm.indexes.catch_up(conn, budget=CATCH_UP_BUDGET)
+        if not batch.staged and (added or batch.leaf_titles):
+            place_leaf_titles(conn)
     result.update(messages_added=added, messages_skipped=len(batch.rows) - added,
                   malformed_lines=len(batch.malformed), malformed=batch.malformed,
                   sessions=sorted(touched | set(result["sessions"])))
     return result
+
+
+def place_leaf_titles(conn) -> None:
+    """Title each session that now holds the leaf of a waiting summary line (table leaf_titles),
+    unless it has a title already (its own ai-title or custom title outranks these), and forget
+    those lines. A summary line may come before its leaf: it waits here until the leaf is stored.
+    Costs one indexed probe when nothing waits (a hook's common case)."""
+    if conn.execute("SELECT 1 FROM leaf_titles LIMIT 1").fetchone() is None:
+        return
+    for sql in lcm.schema.PLACE_LEAF_TITLES:
+        conn.execute(sql)
 
 
 def _settings() -> tuple[bool, int]:
@@ -230,34 +252,86 @@ def ingest_file(conn, path, patience: float | None = None) -> dict:
 
 def ingest_session(conn, transcript_path, patience: float | None = None) -> dict:
     """ingest_file for a session's main transcript and each of its subagent transcripts
-    (`<session>/subagents/agent-*.jsonl`), so lines a sub-agent wrote after its own hook ran are
-    caught by the next hook of the main session. Returns ingest_paths-style totals; a subagent
-    file that cannot be read (a FIFO, vanished) is listed in skipped_files.
+    (`<session>/subagents/agent-*.jsonl`, or for CLIs up to 2.0 `agent-*.jsonl` beside the
+    session file), so lines a sub-agent wrote after its own hook ran are caught by the next hook
+    of the main session. Returns ingest_paths-style totals; a subagent file that cannot be read
+    (a FIFO, vanished) is listed in skipped_files.
 
     With patience (hooks), VaultBusy when another writer holds the vault longer than that: the
     lines stay unread, and the next call stores them (the byte offset did not move).
     """
     path = os.path.abspath(os.fspath(transcript_path))
-    paths = [path]
+    total = {"files": 1, "messages_added": 0, "messages_skipped": 0, "malformed_lines": 0,
+             "excluded_lines": 0, "malformed": [], "skipped_files": []}
+    deadline = None if patience is None else time.monotonic() + patience
+
+    def one(p: str) -> dict:
+        result = ingest_file(conn, p, None if deadline is None else max(deadline - time.monotonic(), 0.05))
+        for key in ("messages_added", "messages_skipped", "malformed_lines", "excluded_lines"):
+            total[key] += result[key]
+        total["malformed"] += result["malformed"]
+        return result
+
+    main = one(path)
+    paths = []
     subagents = os.path.join(path[:-6] if path.endswith(".jsonl") else path, "subagents")
     if os.path.isdir(subagents):
         paths += sorted(os.path.join(subagents, n) for n in os.listdir(subagents)
                         if n.startswith("agent-") and n.endswith(".jsonl"))
-    total = {"files": len(paths), "messages_added": 0, "messages_skipped": 0, "malformed_lines": 0,
-             "malformed": [], "skipped_files": []}
-    deadline = None if patience is None else time.monotonic() + patience
+    if _older_layout(main) and os.path.basename(os.path.dirname(path)) != "subagents":
+        paths += [p for p in changed_agents_beside(conn, path) if p != path]
+    total["files"] += len(paths)
     for p in paths:
         try:
-            one = ingest_file(conn, p, None if deadline is None else max(deadline - time.monotonic(), 0.05))
+            one(p)
         except LcmError as exc:
-            if p == path or isinstance(exc, VaultBusy):
+            if isinstance(exc, VaultBusy):
                 raise
             total["skipped_files"].append({"path": p, "reason": exc.message})
-            continue
-        for key in ("messages_added", "messages_skipped", "malformed_lines"):
-            total[key] += one[key]
-        total["malformed"] += one["malformed"]
     return total
+
+
+def _older_layout(result: dict) -> bool:
+    """Whether the new lines just read come from a CLI that kept sub-agent transcripts beside
+    the session file (up to 2.0; from 2.1 they live in `<session>/subagents/`). A turn with no
+    new line says nothing: its agents' lines are complete before the turn's own (a Task result
+    comes after the agent's last line), so the next turn's hook finds them."""
+    if not result.get("messages_added") and not result.get("messages_skipped"):
+        return False
+    version = result.get("version")
+    try:
+        return tuple(int(part) for part in version.split(".")[:2]) < (2, 1)
+    except (AttributeError, ValueError):
+        return True  # no version, or one we cannot read: look, it costs a directory listing
+
+
+def changed_agents_beside(conn, path: str) -> list[str]:
+    """The older layout's sub-agent transcripts (`agent-*.jsonl` beside the session file) that
+    are new or changed since the vault read them. Their lines name their own session, so one
+    that belongs to another session of the project is stored there, which is right too.
+
+    Cheap enough for every hook: one directory listing, one range query on `transcripts` and a
+    stat per agent file; an unchanged file is never opened.
+    """
+    directory = os.path.dirname(path)
+    try:
+        with os.scandir(directory) as it:
+            agents = [e for e in it if e.name.startswith("agent-") and e.name.endswith(".jsonl")]
+    except OSError:
+        return []
+    if not agents:
+        return []
+    prefix = os.path.join(directory, "agent-")
+    known = dict(conn.execute("SELECT path, size FROM transcripts WHERE path >= ? AND path < ?",
+                              (prefix, prefix + "\U0010ffff")).fetchall())
+    changed = []
+    for entry in agents:
+        try:
+            if entry.is_file() and known.get(entry.path) != entry.stat().st_size:  # a FIFO is never opened
+                changed.append(entry.path)
+        except OSError:
+            continue  # vanished meanwhile
+    return sorted(changed)
 
 
 def transcript_files(paths, skipped: list | None = None) -> list[str]:
@@ -298,15 +372,6 @@ def transcript_files(paths, skipped: list | None = None) -> list[str]:
     return list(files)
 
 
-def without_excluded(files: list[str]) -> tuple[list[str], int]:
-    """The files whose project (the cwd their entries record) is not in LCM_EXCLUDE, and how
-    many were left out. Without LCM_EXCLUDE no file is opened."""
-    if not (os.environ.get("LCM_EXCLUDE") or "").strip():
-        return files, 0
-    kept = [path for path in files if not lcm.config.excluded(lt.transcript_cwd(path))]
-    return kept, len(files) - len(kept)
-
-
 def ingest_paths(conn, paths, progress: bool = False) -> dict:
     """Ingest transcript files and directories; returns the --json document.
 
@@ -315,9 +380,10 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
     """
     started = time.perf_counter()
     skipped: list[dict] = []
-    files, excluded = without_excluded(transcript_files(paths, skipped))
+    files = transcript_files(paths, skipped)
     total = {"files": len(files), "messages_added": 0, "messages_skipped": 0, "malformed_lines": 0,
-             "sessions": 0, "seconds": 0.0, "excluded_files": excluded, "malformed": [], "skipped_files": skipped}
+             "sessions": 0, "seconds": 0.0, "excluded_files": 0, "excluded_lines": 0, "malformed": [],
+             "skipped_files": skipped}
     sessions: set[str] = set()
     settings = _settings()
     own = not conn.in_transaction
@@ -329,6 +395,7 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
                 skipped.append({"path": path, "reason": exc.message})
                 continue
             _count(total, sessions, _write(conn, batch))
+        total["files"] -= total["excluded_files"]
         total["sessions"] = len(sessions)
         total["seconds"] = round(time.perf_counter() - started, 3)
         return total
@@ -378,6 +445,7 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
         turns.close()
         checkpointer.close()
     total["messages_skipped"] = seen - total["messages_added"]
+    total["files"] -= total["excluded_files"]
     conn.execute("PRAGMA cache_size = -2000")  # back to SQLite's default for later writes
     total["sessions"] = len(sessions)
     total["seconds"] = round(time.perf_counter() - started, 3)
@@ -395,8 +463,9 @@ def _set_fts_hashsize(conn, size: int) -> None:
 
 def _count(total: dict, sessions: set, one: dict) -> None:
     """Add one file's _write result to the ingest totals."""
-    for key in ("messages_added", "messages_skipped", "malformed_lines"):
+    for key in ("messages_added", "messages_skipped", "malformed_lines", "excluded_lines"):
         total[key] += one[key]
+    total["excluded_files"] += one["excluded_file"]
     total["malformed"].extend(one["malformed"])
     sessions.update(one["sessions"])
 
@@ -535,6 +604,8 @@ def _commit_placed(conn, flushed: set, recheck: bool) -> None:
     commit: no reader sees a message without its place."""
     if flushed:
         lcm.order.place_threads(conn, flushed, recheck=recheck)
+    lcm.indexes.catch_up(conn)  # the search indexes derived from the messages (lcm/indexes.py)
+    place_leaf_titles(conn)
     conn.execute("COMMIT")
 
 

@@ -16,41 +16,23 @@ never at module level: hooks import lcm scripts on every turn.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
-import shutil
-import signal
-import subprocess
 import time
 from dataclasses import dataclass
 
+import lcm.claude_cli
 import lcm.config
 import lcm.guard
 import lcm.mask
-from lcm.errors import LcmError
+from lcm.claude_cli import NO_BACKEND_HINT  # noqa: F401 (callers use lcm.llm.NO_BACKEND_HINT)
+from lcm.errors import LcmError, ModelConfigError, ModelError, ModelRequestError  # noqa: F401 (callers use lcm.llm.X)
 
 DEFAULT_MODEL = "claude-haiku-4-5"
 DEFAULT_TIMEOUT = 120.0
 # The SDK backs off exponentially (0.5 s doubling, capped at 8 s) or as the server's
 # retry-after header says; four retries ride out a short overload without stalling a hook.
 DEFAULT_MAX_RETRIES = 4
-# One argv string may not exceed 128 KiB on Linux; longer prompts go through stdin.
-MAX_PROMPT_ARG_BYTES = 100_000
 
-NO_BACKEND_HINT = ("set ANTHROPIC_API_KEY, or log in to Claude Code so `claude -p` works (LCM_LLM=claude), "
-                   "or set LCM_LLM=none for extractive summaries without a model")
-
-
-class ModelError(LcmError):
-    """A model call failed (after the retries the backend allows)."""
-
-
-class ModelConfigError(ModelError):
-    """Missing or refused credentials, unknown model, missing backend: retrying cannot help."""
-
-
-class ModelRequestError(ModelError):
-    """The API refused this one request (too long, malformed): the backend itself works."""
 
 
 @dataclass
@@ -71,11 +53,6 @@ def sdk_available() -> bool:
     return importlib.util.find_spec("anthropic") is not None
 
 
-def claude_executable(environ: dict | None = None) -> str | None:
-    env = os.environ if environ is None else environ
-    return shutil.which("claude", path=env.get("PATH"))
-
-
 def resolve_backend(environ: dict | None = None) -> str:
     """"anthropic" | "claude" | "none": LCM_LLM, or for auto the first backend that can work."""
     env = os.environ if environ is None else environ
@@ -84,7 +61,7 @@ def resolve_backend(environ: dict | None = None) -> str:
         return choice
     if (env.get("ANTHROPIC_API_KEY") or env.get("ANTHROPIC_AUTH_TOKEN")) and sdk_available():
         return "anthropic"
-    if claude_executable(env):
+    if lcm.claude_cli.claude_executable(env):
         return "claude"
     return "none"
 
@@ -216,96 +193,8 @@ def masked_params(params: dict) -> dict:
 # claude backend
 # ---------------------------------------------------------------------------
 
-def _auth_failure(message: str) -> bool:
-    lowered = message.lower()
-    return any(word in lowered for word in ("/login", "not logged in", "invalid api key", "authentication",
-                                             "unauthorized", "oauth"))
-
-
-def run_claude(prompt: str, *, system: str | None = None, model: str | None = None, max_turns: int | None = 1,
-               tools: str | list | None = "", allowed_tools: str | list | None = None,
-               json_schema: dict | str | None = None, timeout: float = DEFAULT_TIMEOUT,
-               env: dict | None = None, cwd: str | None = None) -> dict:
-    """Run `claude -p --output-format json` once and return its parsed result object.
-
-    No user/project settings are loaded (so no plugins or hooks run inside it), nothing is
-    persisted as a session, and LCM_SUBAGENT=1 marks the child as lcm's own sub-agent.
-    A timeout kills the child's whole process group. Failures raise ModelError.
-    """
-    prompt, system = lcm.mask.mask(prompt), lcm.mask.mask(system)  # what a model reads never holds a secret
-    child_env = lcm.guard.child_env(env)
-    exe = claude_executable(child_env)
-    if not exe:
-        raise ModelConfigError("the claude CLI is not on PATH",
-                               "install Claude Code (npm install -g @anthropic-ai/claude-code), or " + NO_BACKEND_HINT)
-    argv = [exe, "-p", "--output-format", "json", "--setting-sources", "", "--no-session-persistence"]
-    if model:
-        argv += ["--model", model]
-    if max_turns:
-        argv += ["--max-turns", str(max_turns)]
-    if tools is not None:
-        argv += ["--tools", tools if isinstance(tools, str) else ",".join(tools)]
-    if allowed_tools:
-        argv += ["--allowedTools", allowed_tools if isinstance(allowed_tools, str) else " ".join(allowed_tools)]
-    if system:
-        argv += ["--append-system-prompt", system]
-    if json_schema is not None:
-        argv += ["--json-schema", json_schema if isinstance(json_schema, str) else json.dumps(json_schema)]
-    stdin_text = None
-    if len(prompt.encode("utf-8")) <= MAX_PROMPT_ARG_BYTES:
-        argv += ["--", prompt]
-    else:
-        stdin_text = prompt  # `claude -p` reads the prompt from stdin when none is given
-    try:
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env, cwd=cwd,
-                                text=True, encoding="utf-8", errors="replace", start_new_session=True)
-    except OSError as exc:
-        raise ModelConfigError(f"cannot start {exe}: {exc.strerror}", "check the claude installation") from None
-    try:
-        out, err = proc.communicate(stdin_text, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            proc.kill()
-        proc.communicate()
-        raise ModelError(f"claude -p did not finish within {timeout:g}s and was killed",
-                         "retry, raise the timeout, or set LCM_LLM=none") from None
-    result = None
-    try:
-        parsed = json.loads(out) if out.strip() else None
-        result = parsed if isinstance(parsed, dict) else None
-    except json.JSONDecodeError:
-        pass
-    if result is None or proc.returncode != 0 or result.get("is_error"):
-        detail = ""
-        if result is not None:
-            detail = str(result.get("result") or result.get("subtype") or "")
-        detail = detail or (err or out or "").strip()[-500:] or f"exit status {proc.returncode}"
-        if _auth_failure(detail):
-            raise ModelConfigError(f"claude -p is not logged in: {detail}",
-                                   "run `claude` once and /login, or set ANTHROPIC_API_KEY, or LCM_LLM=none")
-        raise ModelError(f"claude -p failed (exit {proc.returncode}): {detail}",
-                         "run the same `claude -p` by hand to see why, or set LCM_LLM=none")
-    return result
-
-
-def _flatten_messages(messages) -> str:
-    """One prompt string from Messages-API style messages (for the CLI backend)."""
-    if isinstance(messages, str):
-        return messages
-    parts = []
-    for message in messages:
-        content = message.get("content")
-        if isinstance(content, list):
-            content = "\n".join(b.get("text", "") for b in content if isinstance(b, dict))
-        parts.append(str(content))
-    return "\n\n".join(parts)
-
-
 def _claude_complete(system, messages, *, max_tokens, model, timeout) -> Completion:
-    result = run_claude(_flatten_messages(messages), system=system, model=model, max_turns=1, tools="",
+    result = lcm.claude_cli.run_claude(lcm.claude_cli._flatten_messages(messages), system=system, model=model, max_turns=1, tools="",
                         timeout=timeout)
     usage = result.get("usage") or {}
     used_model = next(iter(result.get("modelUsage") or {}), None) or model or "claude"
@@ -434,3 +323,188 @@ def tool_loop(system: str | None, messages, tools: list[dict], run_tool, *, max_
                             "content": str(text)[:max_tool_output_chars], "is_error": bool(is_error)})
         messages.append({"role": "user", "content": results})
     raise ValueError("max_turns must be at least 1")
+
+
+# ---------------------------------------------------------------------------
+# Probing the key (lcm.installation, for lcm_doctor.py): one request that costs nothing
+# ---------------------------------------------------------------------------
+
+def probe_key(timeout: float) -> tuple[str, str]:
+    """(outcome, detail) of listing one model with the configured key (GET /v1/models):
+    "ok"; "refused" (401/403); "status" (another HTTP answer: a gateway without the endpoint, an
+    outage); "unreachable" (no connection, timeout); "package" (the SDK cannot be used)."""
+    try:
+        import anthropic
+        client = anthropic.Anthropic(timeout=timeout, max_retries=0)
+    except Exception as exc:  # noqa: BLE001 - a broken install fails in many ways; each means "cannot import"
+        return "package", f"{type(exc).__name__}: {exc}"
+    try:
+        client.models.list(limit=1)
+    except (anthropic.AuthenticationError, anthropic.PermissionDeniedError) as exc:
+        return "refused", f"{exc.status_code} {_api_message(exc)}"
+    except anthropic.APIStatusError as exc:
+        return "status", str(exc.status_code)
+    except anthropic.APIError as exc:
+        return "unreachable", type(exc).__name__
+    return "ok", ""
+
+
+# ---------------------------------------------------------------------------
+# Calls the map tools make (lcm/maps): one call whose errors say whether the item or every item
+# failed; a tool loop held to the item's deadline with a backoff of its own; Message Batches
+# ---------------------------------------------------------------------------
+
+class StructuredOutputRefused(ModelError):
+    """The model refused `output_config` (structured outputs): send the plain prompt instead."""
+
+
+_STRUCTURED_WORDS = ("output_config", "output_format", "output format", "structured output", "json_schema")
+
+
+def refuses_structured_output(message: str) -> bool:
+    """True when an API error message is about structured outputs (so dropping them may help)."""
+    lowered = message.lower()
+    return any(word in lowered for word in _STRUCTURED_WORDS)
+
+
+def json_output_format(schema: dict | None) -> dict | None:
+    """`output_config.format` for a JSON Schema, in the API's strict subset; None when the
+    schema cannot be expressed there (the prompt alone then asks for the shape)."""
+    if schema is None:
+        return None
+    try:
+        from anthropic import transform_schema
+        return {"type": "json_schema", "schema": transform_schema(schema)}
+    except Exception:
+        return None
+
+
+def _map_call_error(exc, timeout: float) -> ModelError:
+    """The map tools' reading of a failed call: ModelConfigError when no item can succeed."""
+    import anthropic
+    detail = _api_message(exc)
+    if isinstance(exc, (anthropic.AuthenticationError, anthropic.PermissionDeniedError)):
+        return ModelConfigError(f"the API refused the credentials ({exc.status_code} {detail})",
+                                "check ANTHROPIC_API_KEY, then rerun with --resume")
+    if isinstance(exc, anthropic.NotFoundError):
+        return ModelConfigError(f"the API does not know this model ({detail})",
+                                "pass --model with a model your key can use, then rerun with --resume")
+    if isinstance(exc, anthropic.BadRequestError) and refuses_structured_output(str(exc.body or exc)):
+        return StructuredOutputRefused(f"API error {exc.status_code} after retries: {detail}")
+    if isinstance(exc, anthropic.APITimeoutError):
+        return ModelError(f"no answer within {timeout:g}s (the call was retried)")
+    if isinstance(exc, anthropic.APIStatusError):
+        return ModelError(f"API error {exc.status_code} after retries: {detail}")
+    if isinstance(exc, anthropic.APIConnectionError):
+        return ModelError(f"cannot reach the API: {exc}")
+    raise exc
+
+
+def map_message(client, params: dict, timeout: float) -> tuple[str, int, int]:
+    """One Messages call (the client's own retries included): (answer text, input tokens, output
+    tokens). Raises ModelConfigError, StructuredOutputRefused, or ModelError for this item."""
+    import anthropic
+    try:
+        response = client.messages.create(**masked_params(params))
+    except anthropic.APIError as exc:
+        raise _map_call_error(exc, timeout) from None
+    except TypeError as exc:  # the SDK found no credentials at all
+        if "authentication" in str(exc).lower():
+            raise ModelConfigError("no Anthropic credentials found", NO_BACKEND_HINT) from None
+        raise
+    usage = response.usage
+    return _text_of(response), usage.input_tokens or 0, usage.output_tokens or 0
+
+
+def _call_before(client, params: dict, deadline: float, timeout: float, retries: int):
+    """One Messages call that gives up at `deadline`, with its own backoff (the client has none)."""
+    import time
+
+    import anthropic
+    for attempt in range(retries + 1):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        try:
+            return client.with_options(timeout=remaining, max_retries=0).messages.create(**masked_params(params))
+        except (anthropic.AuthenticationError, anthropic.PermissionDeniedError, anthropic.NotFoundError) as exc:
+            raise ModelConfigError(f"the API refused the request ({exc.status_code}): {exc}",
+                                   "check ANTHROPIC_API_KEY and --model, then rerun with --resume") from None
+        except anthropic.APITimeoutError:
+            break
+        except (anthropic.RateLimitError, anthropic.InternalServerError, anthropic.APIConnectionError) as exc:
+            if attempt == retries:
+                raise ModelError(f"API error after {retries} retries: {exc}") from None
+            wait = min(0.5 * 2 ** attempt, 8.0)
+            response = getattr(exc, "response", None)
+            if response is not None and response.headers.get("retry-after-ms"):
+                wait = float(response.headers["retry-after-ms"]) / 1000
+            time.sleep(max(0.0, min(wait, deadline - time.monotonic())))
+        except anthropic.APIStatusError as exc:
+            raise ModelError(f"API error {exc.status_code}: {exc}") from None
+    raise ModelError(f"timed out after {timeout:g}s")
+
+
+def map_tool_loop(client, params: dict, messages: list, run_tool, *, max_turns: int, deadline: float,
+                  timeout: float, retries: int, tally) -> str:
+    """Call the model with tools until it answers without one; return that answer's text.
+
+    `messages` grows in place (so a retry continues the same conversation), `run_tool(name,
+    input) -> (output, is_error)` runs one call, `tally.tool_turns` counts tool-using turns across
+    calls and `tally.input_tokens/output_tokens` what was spent. Raises ModelError after
+    `max_turns` tool-using turns, ModelConfigError or ModelError when a call fails."""
+    while True:
+        response = _call_before(client, {**params, "messages": messages}, deadline, timeout, retries)
+        tally.input_tokens += response.usage.input_tokens or 0
+        tally.output_tokens += response.usage.output_tokens or 0
+        content = [_block_param(block) for block in response.content]
+        messages.append({"role": "assistant", "content": [c for c in content if c] or "(empty)"})
+        calls = [block for block in response.content if block.type == "tool_use"]
+        if not calls:
+            return _text_of(response)
+        tally.tool_turns += 1
+        if tally.tool_turns > max_turns:
+            raise ModelError(f"no final answer within --max-turns {max_turns}")
+        results = []
+        for call in calls:
+            output, is_error = run_tool(call.name, dict(call.input or {}))
+            results.append({"type": "tool_result", "tool_use_id": call.id, "content": output, "is_error": is_error})
+        messages.append({"role": "user", "content": results})
+
+
+@dataclass
+class BatchResult:
+    """One line of a Message Batch's results, read out of the SDK's objects."""
+    custom_id: str
+    kind: str                 # succeeded | errored | canceled | expired
+    text: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    error_type: str = ""
+    error_message: str = ""
+
+
+def batch_submit(client, requests: list[dict]) -> str:
+    """Create a Message Batch of {"custom_id", "params"} requests (params already masked); its id."""
+    return client.messages.batches.create(requests=requests).id
+
+
+def batch_status(client, batch_id: str) -> tuple[str, int]:
+    """(processing_status, requests still processing) of a Message Batch."""
+    batch = client.messages.batches.retrieve(batch_id)
+    return batch.processing_status, batch.request_counts.processing
+
+
+def batch_results(client, batch_id: str):
+    """Yield a BatchResult for every request of an ended Message Batch (in the API's order)."""
+    for line in client.messages.batches.results(batch_id):
+        result = line.result
+        if result.type == "succeeded":
+            message = result.message
+            yield BatchResult(line.custom_id, "succeeded", _text_of(message),
+                              message.usage.input_tokens or 0, message.usage.output_tokens or 0)
+        elif result.type == "errored":
+            error = result.error.error
+            yield BatchResult(line.custom_id, "errored", error_type=error.type, error_message=error.message)
+        else:
+            yield BatchResult(line.custom_id, result.type)

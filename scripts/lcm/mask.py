@@ -116,7 +116,7 @@ def _edge(lookbehind: str = r"(?<![\w-])") -> str:
 
 
 _SPACE = r"(?:[ \t]|\\\r?\n)+"  # between shell words, a continued line included
-_WORDS = rf"(?:{_SPACE}[^\s;|&]+)*?{_SPACE}"  # the other arguments of a command, up to the one sought
+_WORDS = rf"(?:{_SPACE}[^\s;|&]+){{0,40}}?{_SPACE}"  # the other arguments of a command, up to the one sought
 
 # Where to add a secret pattern: one row of KINDS, nothing else.
 #   (kind, triggers, pattern, check)
@@ -236,7 +236,10 @@ def _replacer(kind: str, check):
 # where the name ends, reads the separator and the value.
 _TYPE = r"[A-Za-z_][\w.]*(?:\[[^\]\n]{0,40}\]+)?"  # str, Optional[str], t.Dict[str, int]
 # (?a): \s and \w are ASCII only, so a value never ends inside a UTF-8 sequence (see _lowered)
-_VALUE = (r"(?a)(?![\w-])(?:(?P<sep>\\?[\"']?[ \t]*(?::[ \t]*" + _TYPE + r"(?:[ \t]*\|[ \t]*" + _TYPE + r")*[ \t]*(?==))?"
+# A type is read only where its `=` stands apart (` = `, `="`): in `password: cGFz==` or
+# `secret: ab=cd12` the `=` is part of the value, which is masked whole.
+_VALUE = (r"(?a)(?![\w-])(?:(?P<sep>\\?[\"']?[ \t]*(?::[ \t]*" + _TYPE + r"(?:[ \t]*\|[ \t]*" + _TYPE + r")*"
+          r"(?:[ \t]+(?==(?!=))|(?==[ \t\\\"'`])))?"
           r"(?:=>|==|:=|=|:)[ \t]*)"
           # a mask already there is a value too: the match must not fall back to another reading
           r"(?:(?P<mk>\[secret:[a-z0-9-]+:[0-9a-f]{4}\])"
@@ -585,11 +588,13 @@ def _read_redact_file() -> list[tuple[int, object, str | None]]:
             continue
         try:
             pattern = re.compile(source)
+        # a line is often the secret itself, typed as a pattern: reported by its number, never shown
         except (re.error, RecursionError, OverflowError) as exc:
-            out.append((number, None, f"invalid regular expression {source!r}: {exc}"))
+            out.append((number, None, f"invalid regular expression ({getattr(exc, 'msg', None) or type(exc).__name__}"
+                                      + (f" at position {exc.pos}" if getattr(exc, "pos", None) is not None else "") + ")"))
             continue
         if pattern.fullmatch(""):
-            out.append((number, None, f"{source!r} matches the empty string"))
+            out.append((number, None, "the pattern matches the empty string"))
             continue
         out.append((number, pattern, None))
     return out

@@ -243,3 +243,21 @@ def ratio(conn) -> dict:
     plain = pending(conn)
     return {"vault_bytes": vault, "transcript_bytes": transcripts, "free_bytes": free,
             "ratio": round(vault / transcripts, 3) if transcripts else None, "plain_lines": plain}
+
+
+def run(conn, *, everything: bool, time_budget: float | None, progress: bool, then_vacuum: bool) -> dict:
+    """lcm_compact.py --pack: pack (a run by hand, without a budget, waits for one the hooks
+    started), then VACUUM when asked; the counts with the vault's ratio."""
+    doc = pack(conn, everything=everything, time_budget=time_budget, progress=progress, wait=time_budget is None)
+    if then_vacuum:
+        doc["vacuum"] = vacuum(conn)
+    doc.update(ratio(conn))
+    return doc
+
+
+def report_text(doc: dict) -> str:
+    """lcm_compact.py --pack's report for a person (its --json prints `doc` itself)."""
+    return (f"packed {doc['packed_lines']} lines ({doc['packed_bytes']} bytes) into {doc['blocks']} blocks in"
+            f" {doc['seconds']} s; {doc['plain_lines']} lines still plain" + (f" ({doc['stopped']})" if doc["stopped"] else "")
+            + f"\nvault {doc['vault_bytes']} bytes for {doc['transcript_bytes']} bytes of transcripts (ratio"
+            f" {doc['ratio']}; {doc['free_bytes']} bytes free inside: --vacuum gives them back)")

@@ -1,5 +1,9 @@
 """Forgetting: the one path that deletes messages from the vault.
 
+--match compares the text a person sees (line_text: message text, thinking, tool input and
+output; with --hidden also the tool data Claude Code keeps unseen), never a line's metadata, and finds every other stored copy too: summaries, checkpoints,
+pinned notes, session titles, map runs' prompts and answers, session digests and lcm.log lines.
+
 A purge removes the chosen messages (their rows, raw lines and full-text entries), every summary
 built on them and that summary's ancestors (their other children become parentless again and
 their other messages uncovered, so the next lcm_compact.py summarises what remains), their
@@ -17,6 +21,8 @@ import re
 import lcm.cli
 import lcm.config
 import lcm.db
+import lcm.indexes
+import lcm.resolve
 import lcm.schema
 import lcm.store
 from lcm.errors import LcmError
@@ -25,6 +31,9 @@ from lcm.errors import LcmError
 FILES_OF_PURGE = "message_uuid IN (SELECT uuid FROM messages WHERE id IN (SELECT id FROM temp.purge_messages))"
 EXAMPLES = 5  # messages shown by a dry run
 PREVIEW_CHARS = 80
+REGEX_SECONDS = 2.0  # longest a --regex may spend on one text before it is refused (a sound
+                     # pattern reads a megabyte in milliseconds; nested repetition never ends)
+LOG_NAMES = ("lcm.log", "lcm.log.1")  # the hooks' log and the one rotated copy it keeps
 
 
 class Selection:
@@ -35,29 +44,236 @@ class Selection:
         self.message_ids: list[int] = []
         self.sessions: set[str] = set()    # sessions with a purged message
         self.whole_sessions: set[str] = set()  # sessions purged entirely (--session)
-        self.pattern: re.Pattern | None = None
-        self.literal: str | None = None
+        self.matched = False               # chosen by --match: the hits below come from _scan
+        self.summaries: list[str] = []     # summaries whose own text matches
+        self.checkpoints: list[int] = []
+        self.notes: list[str] = []
+        self.titles: list[str] = []        # sessions whose stored title matches
+        self.leaf_titles: list[str] = []   # leafUuids of waiting titles that match
+        self.map_runs: list[str] = []      # lcm_llm_map / agentic_map runs whose prompt matches
+        self.map_items: list[tuple] = []   # (run_id, item_index) whose stored answer matches
+        self.digests: list[str] = []       # session digests (table digests, where present)
+        self.log_lines: dict[str, list[int]] = {}  # lcm.log file name -> matching line numbers
+        self.previews: dict[int, str] = {}  # message id -> preview with the text blanked
+        self.hidden_only: list[int] = []   # messages holding the text only in hidden tool data (kept)
 
 
-def _matches(conn, literal: str | None, pattern: re.Pattern | None) -> list[int]:
+# ---------------------------------------------------------------------------
+# What a person sees: the one place a purge reads stored lines
+# ---------------------------------------------------------------------------
+
+def _strings(value, out: list[str]) -> None:
+    """Every string value inside a JSON value (not its keys: they are field names)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def _block_text(block, out: list[str]) -> None:
+    if isinstance(block, str):
+        out.append(block)
+        return
+    if not isinstance(block, dict):
+        return
+    kind = block.get("type")
+    if kind in ("tool_use", "server_tool_use"):
+        _strings(block.get("input"), out)
+    elif kind in ("tool_result", "web_search_tool_result"):
+        content = block.get("content")
+        for inner in content if isinstance(content, list) else [content]:
+            _block_text(inner, out)
+    else:
+        for key in ("text", "thinking", "title"):
+            if isinstance(block.get(key), str):
+                out.append(block[key])
+
+
+def line_text(raw) -> tuple[str, str]:
+    """(visible, hidden) text of one stored transcript line.
+
+    visible: what a person sees of it: the message's text, thinking, tool inputs and tool
+    results. hidden: tool data Claude Code keeps beside a result but does not show (its
+    `toolUseResult`: an edited file's earlier contents, a todo list). Neither holds metadata such
+    as gitBranch, cwd, ids or field names, so `--match main` cannot pick every message of a
+    session on branch main. `raw` is the original line (lcm.store.LINE): a change to how lines are
+    stored changes only here.
+    """
+    import lcm.transcript
+    try:
+        entry = lcm.transcript.loads(bytes(raw))
+    except (ValueError, RecursionError):
+        return "", ""
+    if not isinstance(entry, dict):
+        return "", ""
+    visible: list[str] = []
+    hidden: list[str] = []
+    message = entry.get("message")
+    content = message.get("content") if isinstance(message, dict) else message
+    if content is None and message is None:
+        content = entry.get("content")  # system lines keep their text at the top level
+    try:
+        for block in content if isinstance(content, list) else [content]:
+            _block_text(block, visible)
+        _strings(entry.get("toolUseResult"), hidden)
+    except RecursionError:
+        pass
+    return "\n".join(visible), "\n".join(hidden)
+
+
+# ---------------------------------------------------------------------------
+# Finding every stored copy of the text
+# ---------------------------------------------------------------------------
+
+def _json_forms(literal: str) -> list[bytes]:
+    """How `literal` can appear inside a JSON line: as is, and escaped (quotes, newlines,
+    non-ASCII as \\uXXXX): a cheap SQL filter before line_text decides."""
+    import json
+    forms = [literal, json.dumps(literal, ensure_ascii=False)[1:-1], json.dumps(literal)[1:-1]]
+    return list(dict.fromkeys(f.encode("utf-8", "surrogatepass") for f in forms))
+
+
+def _has_table(conn, name: str) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
+
+
+def _scan(conn, home: str, literal: str | None = None, pattern: re.Pattern | None = None, beat=None) -> dict:
+    """Every stored text that holds `literal` (SQL narrows the rows first) or that `pattern`
+    matches: {kind: ids}. `beat` (a shared counter) ticks once per text, so the process running
+    a --regex can tell a slow pattern from a large vault."""
+    def found(text) -> bool:
+        if pattern is None:
+            return literal in text
+        # a hit is a non-empty match: `\b` or a lookahead alone names no text, only places
+        return any(m.end() > m.start() for m in pattern.finditer(text))
+
+    def hit(text) -> bool:
+        if beat is not None:
+            beat.value += 1
+        return isinstance(text, str) and found(text)
+
+    def rows(table, key, columns):
+        cols = ", ".join(columns)
+        where = " OR ".join(f"instr({c}, ?) > 0" for c in columns) if literal is not None else "1"
+        sql = f"SELECT {key}, {cols} FROM {table} WHERE {where}"
+        return conn.execute(sql, [literal] * len(columns) if literal is not None else [])
+
     if literal is not None:
-        # substring of the searchable text or of the original line (which may hold more: fields
-        # that are not indexed, thinking when LCM_INDEX_THINKING=0)
-        return [r[0] for r in conn.execute(
-            f"SELECT id FROM messages WHERE instr(content, ?) > 0 OR instr({lcm.store.LINE}, ?) > 0 ORDER BY id",
-            (literal, literal.encode("utf-8", "surrogatepass")))]
-    ids = []
-    for row in conn.execute(f"SELECT id, content, {lcm.store.LINE} FROM messages ORDER BY id"):
-        if pattern.search(row[1]) or pattern.search(bytes(row[2]).decode("utf-8", "surrogateescape")):
-            ids.append(row[0])
-    return ids
+        forms = _json_forms(literal)
+        where = " OR ".join([f"instr({lcm.store.LINE}, ?) > 0"] * len(forms) + ["instr(content, ?) > 0"])
+        candidates = conn.execute(f"SELECT id, {lcm.store.LINE} FROM messages WHERE {where} ORDER BY id",
+                                  [*forms, literal])
+    else:
+        candidates = conn.execute(f"SELECT id, {lcm.store.LINE} FROM messages ORDER BY id")
+    messages, hidden_only = [], []
+    for mid, raw in candidates:
+        visible, hidden = line_text(raw)
+        if hit(visible):
+            messages.append(mid)
+        elif hit(hidden):
+            hidden_only.append(mid)
+    doc = {
+        "messages": messages,
+        "hidden_only": hidden_only,
+        # a summary goes when its text or an earlier text of it (summary_versions) holds the match
+        "summaries": sorted({r[0] for r in rows("summaries", "id", ["content"]) if hit(r[1])} | (
+            {r[0] for r in rows("summary_versions", "summary_id", ["content"]) if hit(r[1])}
+            if _has_table(conn, "summary_versions") else set())),
+        "checkpoints": [r[0] for r in rows("checkpoints", "id", ["content"]) if hit(r[1])],
+        "notes": [r[0] for r in rows("notes", "id", ["content"]) if hit(r[1])],
+        "titles": [r[0] for r in rows("sessions", "session_id", ["title"]) if hit(r[1])],
+        # a title waiting for its session (lcm.ingest.place_leaf_titles)
+        "leaf_titles": ([r[0] for r in rows("leaf_titles", "leaf_uuid", ["title"]) if hit(r[1])]
+                        if _has_table(conn, "leaf_titles") else []),
+        "map_runs": [r[0] for r in rows("map_runs", "id", ["prompt", "schema", "options"]) if any(map(hit, r[1:]))],
+        "map_items": [(r[0], r[1]) for r in conn.execute(
+            "SELECT run_id, item_index, result, error FROM map_items" + (
+                " WHERE instr(result, ?) > 0 OR instr(error, ?) > 0" if literal is not None else ""),
+            [literal, literal] if literal is not None else []) if hit(r[2]) or hit(r[3])],
+        "digests": ([r[0] for r in rows("digests", "session_id", ["text"]) if hit(r[1])]
+                    if _has_table(conn, "digests") else []),
+        "log_lines": {},
+    }
+    for name in LOG_NAMES:
+        try:
+            with open(os.path.join(home, name), encoding="utf-8", errors="surrogateescape") as f:
+                lines = [i for i, line in enumerate(f) if hit(line)]
+        except OSError:
+            continue
+        if lines:
+            doc["log_lines"][name] = lines
+    doc["previews"] = {}
+    shown = sorted(messages + hidden_only)[:EXAMPLES]  # a dry run's examples, with or without --hidden
+    for mid, content in conn.execute(f"SELECT id, content FROM messages WHERE id IN ({','.join('?' * len(shown))})",
+                                     shown):
+        doc["previews"][mid] = _preview(content, literal, pattern)
+    return doc
+
+
+def _scan_child(pipe, beat, db: str, home: str, source: str, flags: int) -> None:
+    """Body of the process that runs a --regex over the vault (see _scan_regex)."""
+    import sqlite3
+    try:
+        pattern = re.compile(source, flags)
+        conn = sqlite3.connect(lcm.db.file_uri(db, "mode=ro"), uri=True)  # quoted: a # in the path is not a fragment
+        lcm.store.install(conn)  # packed lines read through lcm_line() here too
+        pipe.send(("ok", _scan(conn, home, pattern=pattern, beat=beat)))
+    except BaseException as exc:  # noqa: BLE001 - reported by the parent, without the pattern
+        pipe.send(("error", type(exc).__name__))
+    finally:
+        pipe.close()
+
+
+def _scan_regex(conn, home: str, pattern: re.Pattern) -> dict:
+    """_scan with a regular expression, in a process of its own that is stopped when one text
+    takes longer than REGEX_SECONDS: Python's re cannot be interrupted, and a pattern with
+    nested repetition ((a+)+$) would otherwise hang the command for ever."""
+    import multiprocessing
+    import sys
+    import time
+    db = conn.execute("PRAGMA database_list").fetchone()[2]
+    ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+    beat = ctx.Value("q", 0, lock=False)
+    receive, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_scan_child, args=(send, beat, db, home, pattern.pattern, pattern.flags), daemon=True)
+    proc.start()
+    send.close()
+    seen, since = -1, time.monotonic()
+    try:
+        while not receive.poll(0.02):
+            if not proc.is_alive() and not receive.poll(0):
+                raise LcmError("the regular expression search stopped unexpectedly",
+                               "try again; if it repeats, use --match without --regex")
+            if beat.value != seen:
+                seen, since = beat.value, time.monotonic()
+            elif time.monotonic() - since > REGEX_SECONDS:
+                raise LcmError(f"the regular expression took over {REGEX_SECONDS:g} s on one stored text,"
+                               " so it was stopped and nothing was removed",
+                               "simplify it: nested repetition such as (a+)+ or (.*)* can take for ever;"
+                               " or give the plain text with --match and no --regex")
+        status, doc = receive.recv()
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join()
+        receive.close()
+    if status != "ok":
+        raise LcmError(f"the regular expression search failed ({doc})", "use --match without --regex")
+    return doc
 
 
 def select(conn, *, session: str | None = None, message: str | None = None, match: str | None = None,
-           regex: bool = False) -> Selection:
-    """The messages one criterion names (exactly one of session, message, match)."""
+           regex: bool = False, hidden: bool = False) -> Selection:
+    """The messages one criterion names (exactly one of session, message, match). With match,
+    a message holding the text only in hidden tool data (see line_text) is chosen with
+    hidden=True, else counted in `hidden_only`."""
     if session is not None:
-        sid = lcm.cli.resolve_session(conn, session)
+        sid = lcm.resolve.by_id(conn, session)
         sel = Selection(f"session {sid}")
         sel.message_ids = [r[0] for r in conn.execute("SELECT id FROM messages WHERE session_id = ? ORDER BY id",
                                                       (sid,))]
@@ -72,21 +288,28 @@ def select(conn, *, session: str | None = None, message: str | None = None, matc
     else:
         if not match:
             raise LcmError("--match needs a non-empty pattern", "give the text to forget")
-        # the pattern itself is not echoed: it is often the secret being forgotten
+        # the pattern itself is never echoed, not even in an error: it is often the secret
         sel = Selection("messages matching the given regular expression" if regex else
                         "messages containing the given text")
+        home = str(lcm.config.lcm_home())
         if regex:
             try:
-                sel.pattern = re.compile(match)
+                pattern = re.compile(match)
             except re.error as exc:
-                raise LcmError(f"invalid regular expression {match!r}: {exc}",
+                raise LcmError(f"invalid regular expression ({exc.msg} at position {exc.pos})",
                                "escape special characters, or drop --regex to match the text as given") from None
-            if sel.pattern.search(""):
-                raise LcmError(f"the regular expression {match!r} matches empty text, so every message",
+            if pattern.search(""):
+                raise LcmError("the regular expression matches empty text, so every message",
                                "make it match the text to forget, e.g. sk-ant-[A-Za-z0-9_-]+")
+            hits = _scan_regex(conn, home, pattern)
         else:
-            sel.literal = match
-        sel.message_ids = _matches(conn, sel.literal, sel.pattern)
+            hits = _scan(conn, home, literal=match)
+        sel.matched = True
+        sel.message_ids = sorted(hits["messages"] + hits["hidden_only"]) if hidden else hits["messages"]
+        sel.hidden_only = [] if hidden else hits["hidden_only"]
+        for key in ("summaries", "checkpoints", "notes", "titles", "leaf_titles", "map_runs", "map_items", "digests",
+                    "log_lines", "previews"):
+            setattr(sel, key, hits[key])
     for chunk in _chunks(sel.message_ids):
         sel.sessions.update(r[0] for r in conn.execute(
             f"SELECT DISTINCT session_id FROM messages WHERE id IN ({','.join('?' * len(chunk))})", chunk))
@@ -110,12 +333,8 @@ def _load_temp(conn, sel: Selection) -> None:
     if sel.whole_sessions:
         conn.executemany("INSERT OR IGNORE INTO temp.purge_summaries SELECT id FROM summaries WHERE session_id = ?",
                          ((s,) for s in sel.whole_sessions))
-    if sel.literal is not None:  # a summary may quote the text even if its messages were phrased otherwise
-        conn.execute("INSERT OR IGNORE INTO temp.purge_summaries SELECT id FROM summaries WHERE instr(content, ?) > 0",
-                     (sel.literal,))
-    elif sel.pattern is not None:
-        conn.executemany("INSERT OR IGNORE INTO temp.purge_summaries VALUES (?)",
-                         ((r[0],) for r in conn.execute("SELECT id, content FROM summaries") if sel.pattern.search(r[1])))
+    # a summary may quote the text even if its messages were phrased otherwise
+    conn.executemany("INSERT OR IGNORE INTO temp.purge_summaries VALUES (?)", ((i,) for i in sel.summaries))
     add_ancestors(conn)
 
 
@@ -140,11 +359,13 @@ def _doomed_checkpoints(conn, sel: Selection) -> list:
     """(id, path) of the checkpoints that may quote the purged messages: those of a purged
     session, those containing the --match text, and for one message those of its session
     written after it."""
-    if sel.pattern is not None:
-        return [r[:2] for r in conn.execute("SELECT id, path, content FROM checkpoints") if sel.pattern.search(r[2])]
-    if sel.literal is not None:
-        where, args = "instr(content, ?) > 0", [sel.literal]
-    elif sel.whole_sessions:
+    if sel.matched:
+        rows = []
+        for chunk in _chunks(sel.checkpoints):
+            rows += conn.execute(f"SELECT id, path FROM checkpoints WHERE id IN ({','.join('?' * len(chunk))})",
+                                 chunk).fetchall()
+        return rows
+    if sel.whole_sessions:
         where, args = "session_id = ?", [next(iter(sel.whole_sessions))]
     else:
         where, args = ("session_id = ? AND (last_message_id IS NULL OR last_message_id >= ?)",
@@ -152,23 +373,21 @@ def _doomed_checkpoints(conn, sel: Selection) -> list:
     return conn.execute(f"SELECT id, path FROM checkpoints WHERE {where}", args).fetchall()
 
 
-def _doomed_notes(conn, sel: Selection) -> list[str]:
-    """Ids of pinned notes (lcm_remember.py) that contain the --match text."""
-    if sel.literal is not None:
-        return [r[0] for r in conn.execute("SELECT id FROM notes WHERE instr(content, ?) > 0", (sel.literal,))]
-    if sel.pattern is not None:
-        return [r[0] for r in conn.execute("SELECT id, content FROM notes") if sel.pattern.search(r[1])]
-    return []  # notes outlive their session on purpose: lcm_remember.py --forget ID removes one
+def _doomed_digests(conn, sel: Selection) -> list[str]:
+    """Sessions whose digest (lcm_sessions.py ID) goes: it may quote what is purged."""
+    if not _has_table(conn, "digests"):
+        return []
+    return sorted(set(sel.digests) | sel.whole_sessions | (set() if sel.matched else sel.sessions))
 
 
 def plan(conn, sel: Selection) -> dict:
     """What a purge of `sel` removes: the dry run's document (counts and a few examples)."""
     _load_temp(conn, sel)
     examples = []
-    for row in conn.execute("SELECT m.uuid, m.session_id, m.role, m.created_at, m.content FROM messages m"
-                            " JOIN temp.purge_messages p ON p.id = m.id ORDER BY m.id LIMIT ?", (EXAMPLES,)):
+    for *row, mid in conn.execute("SELECT m.uuid, m.session_id, m.role, m.created_at, m.content, m.id FROM messages m"
+                                  " JOIN temp.purge_messages p ON p.id = m.id ORDER BY m.id LIMIT ?", (EXAMPLES,)):
         examples.append({"uuid": row[0], "session_id": row[1], "role": row[2], "created_at": row[3],
-                         "preview": _preview(row[4], sel)})
+                         "preview": sel.previews.get(mid) or _preview(row[4], None, None)})
     files = conn.execute(f"SELECT count(*) FROM files WHERE {FILES_OF_PURGE}").fetchone()[0]
     checkpoints = _doomed_checkpoints(conn, sel)
     return {
@@ -178,18 +397,22 @@ def plan(conn, sel: Selection) -> dict:
         "summaries": conn.execute("SELECT count(*) FROM temp.purge_summaries").fetchone()[0],
         "files": files,
         "checkpoints": len(checkpoints),
-        "notes": len(_doomed_notes(conn, sel)),
+        "notes": len(sel.notes),
+        "titles": len(sel.titles) + len(sel.leaf_titles),
+        "hidden_only": len(sel.hidden_only),
+        "map_items": len(sel.map_runs) + len(sel.map_items),
+        "log_lines": sum(map(len, sel.log_lines.values())),
         "checkpoint_files": sorted({r[1] for r in checkpoints if r[1] and os.path.isfile(r[1])}),
         "examples": examples,
     }
 
 
-def _preview(text: str, sel: Selection) -> str:
+def _preview(text: str, literal: str | None, pattern: re.Pattern | None) -> str:
     """A short look at a message, with the purged text itself blanked."""
-    if sel.literal is not None:
-        text = text.replace(sel.literal, "[purged text]")
-    elif sel.pattern is not None:
-        text = sel.pattern.sub("[purged text]", text)
+    if literal is not None:
+        text = text.replace(literal, "[purged text]")
+    elif pattern is not None:
+        text = pattern.sub("[purged text]", text)
     try:
         import lcm.mask  # the secret masking of every printed text, where present
         text = lcm.mask.mask(text)
@@ -228,26 +451,43 @@ def purge(conn, sel: Selection) -> dict:
             conn.executemany("INSERT OR IGNORE INTO purged (uuid, purged_at) VALUES (?, ?)", ((u, now) for u in uuids))
             dropped = drop_summaries(conn)
             files = conn.execute(f"SELECT id, path FROM files WHERE {FILES_OF_PURGE}").fetchall()
+            lcm.indexes.forget_files(conn, [r[0] for r in conn.execute(
+                f"SELECT rowid FROM files WHERE {FILES_OF_PURGE}")])
             conn.executemany("DELETE FROM files WHERE id = ?", ((r[0],) for r in files))
             conn.executemany("DELETE FROM checkpoints WHERE id = ?", ((r[0],) for r in checkpoints))
-            notes = _doomed_notes(conn, sel)
+            notes = sel.notes
             conn.executemany("DELETE FROM notes WHERE id = ?", ((i,) for i in notes))
+            # a title names the session in every list: it goes, and the first prompt left stands in
+            conn.executemany("UPDATE sessions SET title = NULL WHERE session_id = ?", ((s,) for s in sel.titles))
+            for leaf in sel.leaf_titles:
+                conn.execute("DELETE FROM leaf_titles WHERE leaf_uuid = ?", (leaf,))
+            conn.executemany("DELETE FROM map_items WHERE run_id = ? AND item_index = ?", sel.map_items)
+            for run in sel.map_runs:  # a run's prompt is in every item's request: the whole run goes
+                conn.execute("DELETE FROM map_items WHERE run_id = ?", (run,))
+                conn.execute("DELETE FROM map_runs WHERE id = ?", (run,))
+            for sid in _doomed_digests(conn, sel):
+                conn.execute("DELETE FROM digests WHERE session_id = ?", (sid,))
             conn.executemany("DELETE FROM compactions WHERE uuid = ?", ((u,) for u in uuids))
             conn.executemany("DELETE FROM agent_calls WHERE call_uuid = ?", ((u,) for u in uuids))
             for sid in sel.whole_sessions:
                 for table in ("compactions", "agent_calls", "threads"):
                     conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (sid,))
+            # the exchange windows (lcm.indexes) hold their text until told exactly what to forget
+            purged = [r[0] for r in conn.execute("SELECT id FROM temp.purge_messages")]
+            rewindow = lcm.indexes.forget(conn, purged)
             # a packed line's block is rewritten without it: no compressed copy survives
-            lcm.store.remove_lines(conn, [r[0] for r in conn.execute("SELECT id FROM temp.purge_messages")])
+            lcm.store.remove_lines(conn, purged)
             conn.execute("DELETE FROM messages WHERE id IN (SELECT id FROM temp.purge_messages)")
+            lcm.indexes.reindex(conn, rewindow)
             for sid in sel.sessions:  # a session with nothing left is forgotten too
                 conn.execute("DELETE FROM sessions WHERE session_id = ? AND NOT EXISTS"
                              " (SELECT 1 FROM messages WHERE session_id = ?)", (sid, sid))
             # FTS5 keeps a deleted row's terms in its old segments until they are merged
-            if uuids or dropped or notes:
+            if uuids or dropped or notes or sel.titles or sel.leaf_titles or sel.map_runs or sel.map_items:
                 for table in fts_tables(conn):
                     conn.execute(f"INSERT INTO \"{table}\"(\"{table}\") VALUES ('optimize')")
         doc["files_removed"] = _remove_files(conn, [r[1] for r in files])
+        doc["log_lines_removed"] = _forget_log_lines(str(lcm.config.lcm_home()), sel.log_lines)
         doc["wal_emptied"] = _empty_wal(conn)
     doc["backups"] = backups_beside(conn)
     return doc
@@ -270,6 +510,27 @@ def _remove_files(conn, paths: list[str]) -> int:
             removed += 1
         except FileNotFoundError:
             pass
+    return removed
+
+
+def _forget_log_lines(home: str, lines: dict[str, list[int]]) -> int:
+    """Rewrite lcm.log (and its rotated copy) without the matching lines; returns how many went.
+    The new file replaces the old one atomically with the same 0600 mode; a line a hook appends
+    meanwhile may be lost with it, never a line of the purge's."""
+    removed = 0
+    for name, numbers in lines.items():
+        path, drop = os.path.join(home, name), set(numbers)
+        try:
+            with open(path, "rb") as f:
+                kept = [line for i, line in enumerate(f) if i not in drop]
+        except OSError:
+            continue
+        tmp = path + ".purge"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.writelines(kept)
+        os.replace(tmp, path)
+        removed += len(drop)
     return removed
 
 

@@ -47,11 +47,95 @@ def _require_sqlite(version: tuple, feature: str) -> None:
                        "run lcm with a Python built against a newer SQLite (python.org builds, Homebrew, uv)")
 
 
+def has_trigram(conn: sqlite3.Connection) -> bool:
+    """FTS5's trigram tokenizer: SQLite 3.34 and later, when built with FTS5."""
+    if sqlite3.sqlite_version_info < (3, 34):
+        return False
+    try:
+        conn.execute("CREATE VIRTUAL TABLE temp._lcm_trigram USING fts5(x, tokenize='trigram')")
+        conn.execute("DROP TABLE temp._lcm_trigram")
+        return True
+    except sqlite3.OperationalError:
+        return False
+
+
+def _search_indexes(conn: sqlite3.Connection) -> None:
+    """The indexes lcm/indexes.py derives from the messages and files; it fills them at the next
+    ingest, from the marks set here (a vault's whole past first). Safe to run twice (a vault
+    built while this had another number meets it again)."""
+    if not fts_enabled(conn):
+        return  # no FTS5: search falls back to substring scans
+    if has_trigram(conn):
+        # small and stored (not contentless) so that deleting a message can delete its runs
+        conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS messages_cjk USING fts5(runs, tokenize='trigram')")
+        conn.execute("CREATE TRIGGER IF NOT EXISTS messages_cjk_ad AFTER DELETE ON messages BEGIN"
+                     " DELETE FROM messages_cjk WHERE rowid = old.id; END")
+    # contentless: the windows are rebuilt from the messages, never shown
+    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS exchange_fts USING fts5(text, content='', tokenize='porter unicode61')")
+    # contentless: the text of externalised blocks stays on disk under $LCM_HOME/files
+    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS files_fts USING fts5(text, content='', tokenize='porter unicode61')")
+    conn.execute("INSERT OR IGNORE INTO vault_meta VALUES ('indexed_through', 0)")  # messages.id
+    conn.execute("INSERT OR IGNORE INTO vault_meta VALUES ('files_indexed_through', 0)")  # files.rowid
+
+
 def _place_sidechains(conn: sqlite3.Connection) -> None:
     """Give the sub-agent messages of an existing vault their place in the conversation order
     (their calls are read from the stored lines; lcm/order.py has the rules)."""
     import lcm.order  # imports only this module
     lcm.order.place_existing(conn)
+
+
+# Title the sessions holding the leaf of a waiting older-CLI summary line (table leaf_titles), where
+# they have no title yet, then forget those lines (lcm.ingest.place_leaf_titles, migration 10).
+PLACE_LEAF_TITLES = (
+    """UPDATE sessions SET title = (SELECT p.title FROM leaf_titles p JOIN messages m ON m.uuid = p.leaf_uuid
+        WHERE m.session_id = sessions.session_id ORDER BY p.rowid LIMIT 1)
+       WHERE title IS NULL AND session_id IN
+        (SELECT m.session_id FROM leaf_titles p JOIN messages m ON m.uuid = p.leaf_uuid)""",
+    "DELETE FROM leaf_titles WHERE leaf_uuid IN (SELECT uuid FROM messages)",
+)
+LEAF_TITLE_HEAD_BYTES = 1 << 20  # older CLIs wrote their summary lines at the top of a session file
+
+
+def _credit_leaf_titles(conn: sqlite3.Connection) -> None:
+    """A vault filled before migration 10 credited an older CLI's summary line to the session whose
+    file it sat in. Read the head of each stored session's transcript (where those lines sit),
+    take back a title that came from a line whose leaf is another session's, and give every such
+    line to the session that holds its leaf (or keep it waiting in leaf_titles). A transcript no
+    longer on disk keeps its title."""
+    import json
+
+    import lcm.mask
+    rows = conn.execute("SELECT session_id, title, transcript_path FROM sessions"
+                        " WHERE transcript_path IS NOT NULL").fetchall()
+    for sid, title, path in rows:
+        try:
+            with open(path, "rb") as f:
+                head = f.read(LEAF_TITLE_HEAD_BYTES)
+        except (OSError, ValueError):
+            continue
+        for line in head.split(b"\n"):
+            if b'"summary"' not in line or b"leafUuid" not in line:
+                continue
+            try:
+                entry = json.loads(line)
+            except (ValueError, RecursionError):
+                continue
+            if not isinstance(entry, dict) or entry.get("type") != "summary":
+                continue
+            text, leaf = entry.get("summary"), entry.get("leafUuid")
+            if not isinstance(text, str) or not text.strip() or not isinstance(leaf, str):
+                continue
+            text = lcm.mask.mask(text.strip().encode("utf-8", "backslashreplace").decode("utf-8"))
+            owner = conn.execute("SELECT session_id FROM messages WHERE uuid = ?", (leaf,)).fetchone()
+            if owner is not None and owner[0] == sid:
+                continue  # its own summary: rightly its title
+            if title == text:
+                conn.execute("UPDATE sessions SET title = NULL WHERE session_id = ?", (sid,))
+                title = None
+            conn.execute("INSERT OR IGNORE INTO leaf_titles (leaf_uuid, title) VALUES (?, ?)", (leaf, text))
+    for sql in PLACE_LEAF_TITLES:
+        conn.execute(sql)
 
 
 # A migration is a list of SQL statements; a function in it runs SQL that depends on the build
@@ -302,7 +386,30 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
     [
         "UPDATE vault_meta SET value = (SELECT coalesce(max(id), 0) + 1 FROM messages) WHERE key = 'masked_from_message'",
     ],
-    # 10: original lines packed into compressed blocks (lcm/store.py has the format, lcm/pack.py packs)
+    # 10: search indexes derived from the messages (lcm/indexes.py): trigram over CJK runs,
+    # sliding windows of a conversation's prompts and replies, externalised file text
+    [
+        _search_indexes,
+    ],
+    # 11: titles of older CLIs' summary lines whose leaf message is not stored yet (lcm.ingest)
+    [
+        """CREATE TABLE leaf_titles (
+            leaf_uuid TEXT PRIMARY KEY,         -- the summary line's leafUuid: its session owns the title
+            title TEXT NOT NULL                 -- masked
+        )""",
+        _credit_leaf_titles,
+    ],
+    # 12: session digests (lcm/digest.py), written when a session ends: its decisions, bugs found,
+    # failed approaches and what was done; one per session, rewritten when the session goes on
+    [
+        """CREATE TABLE IF NOT EXISTS digests (
+            session_id TEXT PRIMARY KEY,        -- sessions.session_id
+            text TEXT NOT NULL,                 -- markdown, masked
+            level TEXT NOT NULL,                -- 'model' | 'extractive'
+            created_at TEXT NOT NULL            -- ISO-8601 UTC of the last write
+        )""",
+    ],
+    # 13: original lines packed into compressed blocks (lcm/store.py has the format, lcm/pack.py packs)
     lcm.store.MIGRATION,
 ]
 

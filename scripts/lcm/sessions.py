@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 
+import lcm.digest
 import lcm.mask
 import lcm.store
 import lcm.text
@@ -64,13 +65,17 @@ def _counts(conn, row) -> dict:
 
 
 def list_sessions(conn, *, project: str | None = None, since: str | None = None, text: str | None = None,
-                  limit: int = 20, offset: int = 0) -> tuple[list[dict], int]:
+                  limit: int = 20, offset: int = 0, within: list[str] | None = None) -> tuple[list[dict], int]:
     """(sessions newest first, at most `limit` from `offset`, and how many match in all).
 
     project: that directory or any below it; since: a comparable ISO time (last activity);
-    text: words the stored title contains (case-insensitive).
+    text: words the stored title contains (case-insensitive); within: only these ids (an
+    expansion grant's sessions, lcm.grants.Scope.sessions).
     """
     where, params = [], []
+    if within is not None:
+        where.append(f"session_id IN ({','.join('?' * len(within))})" if within else "0")
+        params += within
     if project:
         project = os.path.abspath(os.path.expanduser(project)).rstrip("/") or "/"
         # a prefix test, not LIKE: SQLite refuses LIKE patterns over 50,000 bytes
@@ -123,5 +128,6 @@ def session_view(conn, session_id: str) -> dict:
                 files_edited=log["files_edited"], files_created=log["files_created"],
                 command_count=log["command_count"], failed_command_count=log["failed_command_count"],
                 commands=[{"command": c["command"], "failed": c["failed"]} for c in log["commands"]],
-                summary_tree=tree, summary_tree_truncated=summaries > TREE_NODES)
+                summary_tree=tree, summary_tree_truncated=summaries > TREE_NODES,
+                digest=lcm.digest.get(conn, session_id))
     return view

@@ -9,6 +9,7 @@ import os
 import sqlite3
 
 import lcm.config
+import lcm.dag
 import lcm.schema
 import lcm.store
 
@@ -21,10 +22,24 @@ RECENT_ASSISTANT_LINES = 50  # how far back to look past synthetic/zero-usage re
 FULL_CHECK_MAX_ROWS = 50_000  # above this, fts_ok is a quick consistency check unless --check-fts
 
 
-def context_window(model: str | None) -> int:
-    """Context window of a model id: 1,000,000 for the 1M variants, else 200,000."""
+def context_window(model: str | None, tokens: int | None = None) -> int:
+    """Claude Code's context window for this model id and the tokens seen in use."""
+    return window_and_source(model, tokens)[0]
+
+
+def window_and_source(model: str | None, tokens: int | None = None) -> tuple[int, str]:
+    """(Claude Code's context window, how it was found): LCM_CONTEXT_WINDOW when set; 1,000,000
+    for a model id of a 1M variant, or when more than 200,000 tokens were seen in use (no
+    smaller window could hold them); else 200,000."""
+    setting = lcm.config.get("LCM_CONTEXT_WINDOW")
+    if setting:
+        return setting, "LCM_CONTEXT_WINDOW"
     lowered = (model or "").lower()
-    return LARGE_WINDOW if any(m in lowered for m in ONE_MILLION_MARKERS) else DEFAULT_WINDOW
+    if any(m in lowered for m in ONE_MILLION_MARKERS):
+        return LARGE_WINDOW, f"model id {model}"
+    if tokens is not None and tokens > DEFAULT_WINDOW:
+        return LARGE_WINDOW, f"{tokens} tokens seen in use"
+    return DEFAULT_WINDOW, "default (set LCM_CONTEXT_WINDOW if yours differs)"
 
 
 def _usage_total(usage) -> int:
@@ -86,8 +101,12 @@ def fts_ok(conn, full: bool | None = None) -> bool | None:
             full = (conn.execute("SELECT max(id) FROM messages").fetchone()[0] or 0) <= FULL_CHECK_MAX_ROWS
         for fts, table, key in tables:
             if full:
-                conn.execute(f"INSERT INTO {fts}({fts}, rank) VALUES ('integrity-check', 1)")
-                continue
+                try:
+                    conn.execute(f"INSERT INTO {fts}({fts}, rank) VALUES ('integrity-check', 1)")
+                    continue
+                except sqlite3.OperationalError as exc:  # a read-only handle cannot run the full check
+                    if "readonly" not in str(exc):
+                        raise
             indexed = conn.execute(f"SELECT count(*), max(id) FROM {fts}_docsize").fetchone()
             stored = conn.execute(f"SELECT count(*), max({key}) FROM {table}").fetchone()
             if tuple(indexed) != tuple(stored):
@@ -98,38 +117,48 @@ def fts_ok(conn, full: bool | None = None) -> bool | None:
         return False
 
 
-def _pick_session(conn, session_id: str | None) -> str | None:
-    session_id = session_id or lcm.config.current_session_id()
-    if session_id:
-        return session_id
-    row = conn.execute("SELECT session_id FROM sessions ORDER BY last_at DESC LIMIT 1").fetchone()
-    return row["session_id"] if row else None
+def _reason(session_id: str | None, given: bool) -> str:
+    """Why this session is the one shown (lcm.resolve chose it)."""
+    if session_id is None:
+        return ""
+    if given:
+        return "given by --session"
+    if session_id == lcm.config.current_session_id():
+        return "the current session ($LCM_SESSION_ID)"
+    return "the newest session of this project: no current session is set (--session ID picks another)"
 
 
-def status(conn, session_id: str | None = None, check_fts: bool | None = None) -> dict:
-    """The --json document: vault totals plus the chosen session's context figures."""
+def status(conn, session_id: str | None = None, check_fts: bool | None = None, given: bool = False) -> dict:
+    """The --json document: vault totals plus the chosen session's two context figures.
+
+    context_tokens is Claude Code's own context (its latest response's usage): only Claude
+    Code's compaction (/compact, or its automatic one) lowers it. lcm_context_tokens is lcm's
+    view of the same session (its summaries plus the messages they do not cover yet): what lcm
+    re-injects after a compaction; lcm_compact.py lowers it, Claude Code's figure not at all.
+    """
     path = conn.execute("PRAGMA database_list").fetchone()["file"]
     size = sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
     counts = conn.execute(
         "SELECT (SELECT count(*) FROM sessions), (SELECT count(*) FROM messages),"
         " (SELECT coalesce(sum(token_count), 0) FROM messages),"
         " (SELECT count(*) FROM summaries), (SELECT max(depth) FROM summaries)").fetchone()
-    session_id = _pick_session(conn, session_id)
-    tokens = model = None
+    why = _reason(session_id, given)
+    tokens = model = title = lcm_tokens = None
     if session_id:
         tokens = claude_context_tokens(conn, session_id)
         model = _latest_usage(conn, session_id)[1]
-        if model is None:
-            row = conn.execute("SELECT model FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
-            model = row["model"] if row else None
-    window = context_window(model)
-    if tokens is not None and tokens > window:
-        window = LARGE_WINDOW  # more than 200k in use: the session must be on a 1M window
+        row = conn.execute("SELECT model, title FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+        if row is not None:
+            model, title = model or row["model"], row["title"]
+        lcm_tokens = lcm.dag.active_context_tokens(conn, session_id)
+    window, window_source = window_and_source(model, tokens)
     threshold = int(lcm.config.get("LCM_CONTEXT_THRESHOLD") * window)
     return {
         "db": path, "db_bytes": size, "sessions": counts[0], "messages": counts[1],
         "summaries": counts[3], "max_depth": counts[4], "raw_tokens": counts[2],
-        "session_id": session_id, "context_tokens": tokens, "context_window": window,
+        "session_id": session_id, "session_reason": why, "session_title": title, "model": model,
+        "context_tokens": tokens, "context_window": window, "context_window_source": window_source,
         "threshold": threshold, "compaction_recommended": tokens is not None and tokens >= threshold,
+        "lcm_context_tokens": lcm_tokens,
         "fts_ok": fts_ok(conn, check_fts),
     }

@@ -29,8 +29,19 @@ TOOL_MARK = b"tool_use_id"
 LINE = "lcm_line(raw, block_id, block_pos)"  # a message's original line, in SQL
 CACHE_BLOCKS = 8  # decoded blocks each connection keeps (a page of expand or export stays in 1-2)
 
+def _add_columns(conn: sqlite3.Connection) -> None:
+    """messages.block_id and block_pos, unless there already: a vault taken back to an earlier
+    schema version (its newer tables dropped, user_version lowered) keeps the columns it had."""
+    have = {r[1] for r in conn.execute("PRAGMA main.table_info(messages)")}
+    # the block holding this message's original line (NULL: raw holds the line itself)
+    if "block_id" not in have:
+        conn.execute("ALTER TABLE messages ADD COLUMN block_id INTEGER")
+    if "block_pos" not in have:
+        conn.execute("ALTER TABLE messages ADD COLUMN block_pos INTEGER")  # its place in that block, from 0
+
+
 MIGRATION = [
-    """CREATE TABLE blocks (
+    """CREATE TABLE IF NOT EXISTS blocks (
         id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: a decoded block may be cached
         session_id TEXT NOT NULL,
         transcript_path TEXT,               -- the file its lines came from (once here, not on every row)
@@ -40,10 +51,8 @@ MIGRATION = [
         line_bytes INTEGER NOT NULL,        -- the lines' total length before compression
         data BLOB NOT NULL                  -- codec byte (ZLIB) + compressed framed lines
     )""",
-    "CREATE INDEX blocks_session ON blocks(session_id)",
-    # the block holding this message's original line (NULL: raw holds the line itself)
-    "ALTER TABLE messages ADD COLUMN block_id INTEGER",
-    "ALTER TABLE messages ADD COLUMN block_pos INTEGER",  # its place in that block, from 0
+    "CREATE INDEX IF NOT EXISTS blocks_session ON blocks(session_id)",
+    _add_columns,
     lambda conn: conn.execute(PLAIN_INDEX) if conn.execute("SELECT 1 FROM messages LIMIT 1").fetchone() is None
     else None,  # an old vault's gets built by its first packing run (see PLAIN_INDEX)
 ]

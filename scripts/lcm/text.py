@@ -7,7 +7,9 @@ import re
 import lcm.mask
 
 # terminal escapes: CSI (colours, cursor), OSC (titles, links) and the two-byte ones
-ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+# CSI sequences (colours, cursor moves, also in their one-byte 0x9b form), OSC sequences (titles,
+# hyperlinks) and the remaining two-character escapes
+ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])|\x9b[0-?]*[ -/]*[@-~]")
 
 
 def one_line(text, limit: int) -> str:
@@ -16,9 +18,24 @@ def one_line(text, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+TAG_START = re.compile(r"<(?=[/!?A-Za-z])")
+
+
+def untagged(text: str) -> str:
+    """`text` to inject into Claude's context between lcm's own tags: a `<` that would start a tag
+    (`</lcm_context>`, `<system-reminder>`) becomes `‹`, so transcript text (a fetched page, a file)
+    cannot close the frame around it or open one of its own; `a < b`, `a -> b` stay as they are."""
+    return TAG_START.sub("\u2039", text) if "<" in text else text
+
+
 def strip_ansi(text: str) -> str:
-    """`text` without terminal colour and cursor escapes (tool output captured from a terminal)."""
-    return ANSI.sub("", text) if "\x1b" in text else text
+    """`text` without terminal colour and cursor escapes (tool output captured from a terminal),
+    nor a stray escape character left of a cut one; a carriage return (a progress bar redrawing
+    its line) becomes a line break."""
+    if "\x1b" not in text and "\x9b" not in text and "\r" not in text:
+        return text
+    text = ANSI.sub("", text).replace("\x1b", "").replace("\x9b", "")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def summary_head(content: str, limit: int = 160) -> str:

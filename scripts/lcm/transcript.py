@@ -17,6 +17,7 @@ except ImportError:
     from hashlib import sha1
 
 import lcm.config
+import lcm.exclude
 import lcm.mask
 import lcm.order
 from lcm.errors import LcmError
@@ -295,8 +296,12 @@ class Batch:
         self.staged = 0  # bulk ingest: rows moved to a stage file (rows is then empty) ...
         self.stage_start = 0  # ... as that file's rows stage_start + 1 to stage_start + staged
         self.malformed: list[dict] = []
+        self.excluded = 0  # conversation lines left out: their cwd is in LCM_EXCLUDE
+        self.first_excluded: int | None = None  # index (in this read's lines) of the first of them
         self.compactions: list[tuple] = []
         self.agent_calls: list[tuple] = []  # rows for agent_calls: which Task/Agent call started which sub-agent
+        self.version: str | None = None  # the Claude Code version the newest conversation line names
+        self.leaf_titles: list[tuple] = []  # (leafUuid, title) of older CLIs' summary lines (lcm.ingest places them)
         self.sessions: dict[str | None, Session] = {}
         self.msg_sid = row["session_id"] if row else None  # session of the file's first message
         self.guess_sid, self.agent_id, self.is_agent_file = describe_path(path)
@@ -337,6 +342,13 @@ def read_new_lines(path: str, row: dict | None, index_thinking: bool, max_chars:
         except (ValueError, RecursionError):
             pass
     parse_lines(batch, lines, index_thinking, max_chars)
+    if batch.first_excluded is not None:
+        # the offset stops before the first excluded line: they are read again (and still left
+        # out) next time, so removing the glob later imports them; lines stored meanwhile dedupe
+        skipped = batch.first_excluded
+        batch.consumed = sum(len(line) + 1 for line in lines[:skipped])
+        batch.line_no -= len(lines) - skipped
+        batch.malformed = [bad for bad in batch.malformed if bad["line"] <= batch.line_no]
     if batch.is_agent_file and batch.rows:
         batch.agent_calls += map(safe_row, lcm.order.calls_of_meta(path, batch.msg_sid, batch.agent_id))
     return batch
@@ -347,6 +359,8 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
     file_sid = batch.msg_sid if batch.is_agent_file and batch.msg_sid else batch.guess_sid
     fallback_sid = batch.guess_sid or os.path.basename(path)
     estimate, mask, mask_json, may_mask = lcm.config.estimate_tokens, lcm.mask.mask, lcm.mask.mask_json, lcm.mask.may_contain
+    excluded = lcm.exclude.line_filter()  # None without LCM_EXCLUDE
+    cwd_out = False  # the last cwd seen was excluded: lines without one (titles) stay out too
     for line in lines:
         line_no += 1
         try:
@@ -363,9 +377,26 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
         sid = text_or_none(entry.get("sessionId"))
         if sid is not None and file_sid is None:
             file_sid = sid
+        if excluded is not None:
+            cwd = entry.get("cwd")
+            if isinstance(cwd, str) and cwd:
+                cwd_out = excluded(cwd)
+            if cwd_out:
+                if kind in CONVERSATION_TYPES:
+                    batch.excluded += 1
+                    if batch.first_excluded is None:
+                        batch.first_excluded = line_no - batch.line_no - 1
+                continue
         if kind not in CONVERSATION_TYPES:
             title = title_of(entry)
-            if title is not None:  # no sessionId (legacy summary): the file's session, decided later
+            if title is not None and kind == "summary":
+                # older CLIs: a summary line titles the session holding its leafUuid, which is often
+                # not the file it sits in (a resumed session's file opens with its parent's titles)
+                leaf = _uuid(entry.get("leafUuid"))
+                if leaf is not None:
+                    batch.leaf_titles.append((leaf, title[1]))
+                continue
+            if title is not None:  # no sessionId: the file's session, decided later
                 s = sessions.setdefault(sid, Session())
                 if title[0] >= s.title_rank:
                     s.title_rank, s.title = title
@@ -407,6 +438,9 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
                 s.first = created
             if s.last is None or created > s.last:
                 s.last = created
+        version = entry.get("version")
+        if type(version) is str:
+            batch.version = version
         if model and not sidechain and not model.startswith("<"):  # skip "<synthetic>"
             s.model = model
         if subtype == "compact_boundary":

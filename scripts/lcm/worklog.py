@@ -13,6 +13,8 @@ import json
 import re
 import sqlite3
 
+import lcm.extract
+import lcm.failures
 import lcm.mask
 import lcm.store
 from lcm.extract import typed_text
@@ -24,12 +26,7 @@ LOOK_TOOLS = ("Read", "Glob", "Grep", "LS", "WebFetch", "WebSearch", "BashOutput
               "TaskOutput", "ToolSearch")
 # the user said no: not an error to fix
 REJECTION = re.compile(r"^The user doesn't want to (proceed|take this action)")
-# a sentence that states a choice (heuristic; shown as such)
-DECISION = re.compile(r"\b(let's|lets|decid\w*|go(?:ing)? with|instead of|switch(?:ed|ing)? to|"
-                      r"chose|choose|we'll use|I'll use|prefer|won't|don't want)\b", re.I)
-QUESTION = re.compile(r"\?|\bwould you\b|\bwhich\b|\blet me ask\b", re.I)
 KEEP = 50  # newest commands / errors kept in the returned lists
-SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
 def _result_text(block: dict) -> str:
@@ -85,6 +82,7 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
     order: list[dict] = []           # calls in the order they were made
     requests: list[dict] = []
     decisions: list[str] = []
+    findings: list[str] = []         # causes found, fixes that worked
     todos: list[dict] | None = None
     tasks: dict[str, dict] = {}      # TaskCreate/TaskUpdate lists, keyed by task id
     count = last_id = 0
@@ -100,11 +98,16 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
         text = user_request_text(entry)
         if text:
             requests.append({"uuid": row["uuid"], "at": entry.get("timestamp"), "text": text})
-            decisions += [s for s in SENTENCE.split(text) if DECISION.search(s)]
+            decisions += [s for s in lcm.extract.sentences(text) if lcm.extract.is_choice(s)]
         for block in content_blocks(entry):
             kind = block.get("type")
             if kind == "text" and entry.get("type") == "assistant" and not entry.get("isSidechain"):
-                decisions += [s for s in SENTENCE.split(str(block.get("text", ""))) if DECISION.search(s)]
+                # the one rule of lcm.extract: a stated choice, not narration, an option or a question
+                for sentence in lcm.extract.sentences(str(block.get("text", ""))):
+                    if lcm.extract.is_choice(sentence):
+                        decisions.append(sentence)
+                    elif lcm.extract.is_finding(sentence):
+                        findings.append(sentence)
             elif kind == "tool_use":
                 tool_input = block.get("input") if isinstance(block.get("input"), dict) else {}
                 call = {"id": block.get("id"), "name": block.get("name"), "input": tool_input,
@@ -119,7 +122,11 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
                 text = _result_text(block)
                 if block.get("is_error"):
                     call["status"] = "rejected" if REJECTION.match(text) else "error"
-                    call["error"] = _first_line(text)
+                    # the line that says what failed, or for a rejection the person's reason
+                    call["error"] = (_first_line(text.partition("reason for the rejection:")[2]) if
+                                     call["status"] == "rejected" else _first_line(lcm.failures.key_line(text)))
+                    if call["status"] == "rejected" and call["error"]:  # the person's own choice
+                        decisions.append(f"(user, declining {call['name']}) {call['error']}")
                 else:
                     call["status"] = "ok"
                 result = entry.get("toolUseResult")
@@ -133,7 +140,9 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
                     task = tasks.get(str(call["input"].get("taskId")))
                     if task is not None and call["input"].get("status"):
                         task["status"] = call["input"]["status"]
-    return _summarise(order, requests, decisions, todos, tasks, count, last_id, request_limit)
+    log = _summarise(order, requests, decisions, todos, tasks, count, last_id, request_limit)
+    log["findings"] = _dedupe([_first_line(f) for f in findings])[-8:]
+    return log
 
 
 def _summarise(order, requests, decisions, todos, tasks, count, last_id, request_limit) -> dict:
@@ -151,7 +160,7 @@ def _summarise(order, requests, decisions, todos, tasks, count, last_id, request
         if name == "Bash" and not call["sidechain"] and call["key"]:
             commands.append({"command": call["key"], "failed": status == "error", "uuid": call["uuid"],
                              "rejected": status == "rejected",
-                             **({"error": call["error"]} if status == "error" else {})})
+                             **({"error": call["error"]} if status in ("error", "rejected") else {})})
         if status == "error" and name not in LOOK_TOOLS:
             # fixed by a later success of the same call (a command run again inside a longer one counts)
             fixed = any(c["name"] == name and c["status"] == "ok" and
@@ -169,8 +178,7 @@ def _summarise(order, requests, decisions, todos, tasks, count, last_id, request
         "last_message_id": last_id or None,
         "user_requests": requests[-request_limit:],
         "request_count": len(requests),
-        "decisions": _dedupe([_first_line(d).replace("**", "").lstrip("-> ") for d in decisions
-                              if not QUESTION.search(d)])[-8:],
+        "decisions": _dedupe([_first_line(d) for d in decisions])[-8:],
         "files_created": created,
         "files_edited": edited,
         "command_count": len(commands),
@@ -229,10 +237,13 @@ def sections(log: dict, top: list[dict], *, list_cap: int = 15, text_cap: int = 
          for e in log["unresolved_errors"]], list_cap // 2, "errors") or ["- none"]))
     out.append((f"Commands run ({log['command_count']}, {log['failed_command_count']} failed; newest last)", _capped(
         [f"- {'FAILED ' if c['failed'] else 'REJECTED by user ' if c['rejected'] else ''}`{one_line(c['command'], 160)}`"
-         + (f": {one_line(c['error'], 120)}" if c["failed"] else "") for c in log["commands"]],
+         + (f": {one_line(c['error'], 120)}" if c.get("error") else "") for c in log["commands"]],
         list_cap, "commands") or ["- none"]))
     out.append(("Decisions (sentences that state a choice; heuristic)",
                 [f"- {one_line(d, 200)}" for d in log["decisions"]] or ["- none found"]))
+    if log.get("findings"):
+        out.append(("Findings (causes found, fixes that worked; heuristic)",
+                    [f"- {one_line(f, 200)}" for f in log["findings"]]))
     out.append(("Top of the summary DAG", [
         f"- {s['id']} ({s['kind']}, depth {s['depth']}, {s['descendant_count']} messages,"
         f" {(s['earliest_at'] or '')[:16]} .. {(s['latest_at'] or '')[:16]}): {s['head']}" for s in top]

@@ -10,6 +10,7 @@ from urllib.parse import quote, urlencode
 import lcm.mask
 import lcm.search
 import lcm.sessions
+import lcm.store
 from lcm.errors import LcmError
 from lcm.text import content_blocks, one_line, strip_ansi
 
@@ -29,7 +30,8 @@ def esc(value) -> str:
 
 
 def shown(text) -> str:
-    """Masked, then escaped: the only way text reaches a page."""
+    """Masked, then escaped: the only way text reaches a page (what a person typed included: a
+    search for a key must not print the key)."""
     return esc(lcm.mask.mask(strip_ansi("" if text is None else str(text))))
 
 
@@ -45,7 +47,7 @@ def layout(title: str, body: str, *, query: str = "", wide: bool = False) -> str
         f"<title>{shown(title)} - lcm</title><link rel=stylesheet href='/static/app.css'>"
         "<script src='/static/app.js' defer></script></head><body>"
         "<header><a class=brand href='/'>lcm</a><a href='/'>Sessions</a>"
-        f"<form action='/search' method=get role=search><input type=search name=q value='{esc(query)}'"
+        f"<form action='/search' method=get role=search><input type=search name=q value='{shown(query)}'"
         " placeholder='Search every session' aria-label=Search> <button>Search</button></form></header>"
         f"<main{' class=wide' if wide else ''}>{body}</main></body></html>")
 
@@ -62,8 +64,8 @@ def sessions_page(conn, params: dict) -> str:
     rows, total = lcm.sessions.list_sessions(conn, project=project or None, text=text or None,
                                              limit=SESSIONS_PAGE, offset=page * SESSIONS_PAGE)
     body = [f"<h1>Sessions</h1><form class=filters method=get action='/'>"
-            f"<input type=text name=q value='{esc(text)}' placeholder='Title contains' aria-label='Title contains'>"
-            f"<input type=text name=project value='{esc(project)}' placeholder='Project directory'"
+            f"<input type=text name=q value='{shown(text)}' placeholder='Title contains' aria-label='Title contains'>"
+            f"<input type=text name=project value='{shown(project)}' placeholder='Project directory'"
             " aria-label='Project directory'><button>Filter</button></form>",
             f"<p class=muted>{total} session{'s' if total != 1 else ''}</p>"]
     if rows:
@@ -114,7 +116,7 @@ def session_page(conn, session_id: str, params: dict) -> str:
             before = conn.execute("SELECT count(*) FROM messages WHERE session_id = ? AND seq < ?",
                                   (session_id, found[0])).fetchone()[0]
             page = before // MESSAGES_PAGE
-    rows = conn.execute("SELECT id, uuid, role, type, subtype, created_at, thread, is_meta, model, raw"
+    rows = conn.execute(f"SELECT id, uuid, role, type, subtype, created_at, thread, is_meta, model, {lcm.store.LINE} AS raw"
                         " FROM messages WHERE session_id = ? ORDER BY seq LIMIT ? OFFSET ?",
                         (session_id, MESSAGES_PAGE, page * MESSAGES_PAGE)).fetchall()
     title = lcm.sessions.title(conn, session_id, row["title"], total)
@@ -307,7 +309,8 @@ def node_page(conn, node_id: str, params: dict) -> str:
             f"<div>{shown(one_line(k['head'], 200))}</div></li>" for k in kids) + "</ul>")
     else:
         rows = conn.execute(
-            "SELECT m.id, m.uuid, m.role, m.type, m.subtype, m.created_at, m.thread, m.is_meta, m.model, m.raw"
+            "SELECT m.id, m.uuid, m.role, m.type, m.subtype, m.created_at, m.thread, m.is_meta, m.model,"
+            " lcm_line(m.raw, m.block_id, m.block_pos) AS raw"  # lcm.store.LINE of `m`
             " FROM summary_sources x JOIN messages m ON m.id = x.message_id WHERE x.summary_id = ? ORDER BY m.seq",
             (node_id,)).fetchall()
         parts.append(f"<h3>Sources: {len(rows)} messages</h3>")
@@ -336,7 +339,7 @@ def search_page(conn, params: dict) -> str:
     words = [w for w in re.findall(r"\w+", query) if len(w) > 1]
     finder = re.compile("|".join(re.escape(html.escape(w)) for w in sorted(words, key=len, reverse=True)),
                         re.I) if words else None
-    body = [f"<h1>Search: {esc(query)}</h1><p class=muted>{doc['count']} result{'s' if doc['count'] != 1 else ''}"
+    body = [f"<h1>Search: {shown(query)}</h1><p class=muted>{doc['count']} result{'s' if doc['count'] != 1 else ''}"
             f"{' (more not shown)' if doc.get('has_more') else ''}</p>"]
     titles: dict[str, str] = {}
     for hit in doc["results"]:

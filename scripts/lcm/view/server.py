@@ -100,7 +100,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         try:
             body = self._page(path, params)
         except pages.NotFound as exc:
-            return self._send(HTTPStatus.NOT_FOUND, pages.layout("Not found", f"<h1>Not found</h1><p>{pages.esc(exc.message)}</p>")
+            return self._send(HTTPStatus.NOT_FOUND, pages.layout("Not found", f"<h1>Not found</h1><p>{pages.shown(exc.message)}</p>")
                               .encode(), "text/html; charset=utf-8", head=head)
         except (LcmError, sqlite3.Error) as exc:
             message = getattr(exc, "message", None) or str(exc)

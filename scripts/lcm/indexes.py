@@ -1,0 +1,200 @@
+"""Full-text indexes derived from the messages, kept up to date at ingest.
+
+messages_cjk  (trigram) the word runs unicode61 cannot split: a run of Chinese, Japanese or
+              Korean text is one unicode61 token, Latin words glued into it included
+              (`使用PostgreSQL作为` is one token), so neither a CJK substring nor the Latin word is
+              found through messages_fts. Only those runs are indexed, not whole messages, so a
+              vault of English work pays nothing and a mixed one pays for its CJK text alone.
+exchange_fts  (porter unicode61, contentless) short sliding windows of a conversation: each
+              prompt or reply with the EXCHANGE_TURNS - 1 prompts and replies before it (tool
+              calls and output left out). A question's words and its answer's words meet in one
+              window; lcm.rank gives a message the best score of a window it sits in.
+
+Both are filled by `catch_up`, inside the writer's transaction, for messages above the
+`indexed_through` mark in vault_meta (ids only grow). Library only.
+"""
+from __future__ import annotations
+
+import re
+
+import lcm.schema
+
+EXCHANGE_TURNS = 4        # turns per window: a question, its answer, and the turn on either side
+TURN_CHARS = 600          # of each turn in a window: the question or the answer is in its opening
+# lines, and the cap bounds the index (a long reply would otherwise be indexed four times)
+# CJK scripts (kana, CJK ideographs, hangul), as SQLite GLOB ranges and as a Python class
+CJK_CLASS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+CJK_CHAR = re.compile(f"[{CJK_CLASS}]")
+WORD = re.compile(r"\w+")
+
+
+def cjk_runs(text: str) -> str:
+    """The word runs of `text` holding CJK, space-separated. Found from each CJK character out to
+    the run's ends: one regex for whole runs backtracks on every word (18x slower, measured)."""
+    runs, end = [], 0
+    for m in CJK_CHAR.finditer(text):
+        if m.start() < end:
+            continue  # inside the run just taken
+        start = m.start()
+        while start > end and (text[start - 1].isalnum() or text[start - 1] == "_"):
+            start -= 1
+        end = WORD.match(text, m.start()).end()
+        runs.append(text[start:end])
+    return " ".join(runs)
+
+
+def _table(conn, name: str) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
+
+
+def _mark(conn, key: str) -> int | None:
+    row = conn.execute("SELECT value FROM vault_meta WHERE key = ?", (key,)).fetchone() \
+        if _table(conn, "vault_meta") else None
+    return None if row is None else row[0]
+
+
+def catch_up(conn, budget: int | None = None) -> None:
+    """Index what was stored since the last call (inside the caller's transaction): the messages
+    above the `indexed_through` mark (at most `budget` ids of them, so that a hook meeting a
+    vault just migrated pays a bounded share of its backfill), and new externalised files."""
+    files_mark = _mark(conn, "files_indexed_through")
+    if files_mark is not None and _table(conn, "files_fts"):
+        new = conn.execute("SELECT rowid, path FROM files WHERE rowid > ? ORDER BY rowid", (files_mark,)).fetchall()
+        for rowid, path in new:
+            text = _read(path)
+            if text is not None:
+                index_file(conn, rowid, text)
+        if new:
+            conn.execute("UPDATE vault_meta SET value = ? WHERE key = 'files_indexed_through'", (new[-1][0],))
+    mark = _mark(conn, "indexed_through")
+    if mark is None:
+        return  # a vault without these indexes (no FTS5, or not migrated yet)
+    top = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
+    if budget is not None:
+        top = min(top, mark + budget)
+    if top <= mark:
+        return
+    if _table(conn, "messages_cjk"):
+        # the test in Python: SQLite's GLOB over a character class is ~7x slower (measured)
+        conn.executemany("INSERT INTO messages_cjk(rowid, runs) VALUES (?, ?)", [
+            (rowid, cjk_runs(content)) for rowid, content in conn.execute(
+                "SELECT id, content FROM messages WHERE id > ? AND id <= ?", (mark, top)) if CJK_CHAR.search(content)])
+    if _table(conn, "exchange_fts"):
+        conn.executemany("INSERT INTO exchange_fts(rowid, text) VALUES (?, ?)", list(_windows(conn, mark, top)))
+    conn.execute("UPDATE vault_meta SET value = ? WHERE key = 'indexed_through'", (top,))
+
+
+def _windows(conn, mark: int, top: int):
+    """(id of a window's last turn, the window's text) for each prompt or reply in (mark, top]."""
+    talk = ("SELECT id, session_id, agent_id, substr(content, 1, ?) FROM messages INDEXED BY messages_talk"
+            f" WHERE {lcm.schema.TALK_WHERE}")
+    recent: dict = {}  # (session, thread) -> its last turns
+    rows = conn.execute(f"SELECT id, session_id, agent_id, substr(content, 1, ?) FROM messages"
+                        f" WHERE id > ? AND id <= ? AND {lcm.schema.TALK_WHERE} ORDER BY id",
+                        (TURN_CHARS, mark, top)).fetchall()
+    for rowid, sid, agent, text in rows:
+        key = (sid, agent)
+        turns = recent.get(key)
+        if turns is None:  # the turns before the mark, for the first windows of this thread
+            before = conn.execute(talk + " AND session_id = ? AND id <= ? AND agent_id IS ? ORDER BY id DESC LIMIT ?",
+                                  (TURN_CHARS, sid, mark, agent, EXCHANGE_TURNS - 1)).fetchall()
+            turns = [r[3] for r in reversed(before)]
+        turns = (turns + [text])[-EXCHANGE_TURNS:]
+        recent[key] = turns
+        yield rowid, "\n".join(turns)
+
+
+def _thread_turns(conn, sid: str, agent) -> list[tuple[int, str]]:
+    """[(id, opening of its text)] of every prompt and reply of one thread, in order."""
+    return conn.execute(f"SELECT id, substr(content, 1, ?) FROM messages INDEXED BY messages_talk WHERE"
+                        f" {lcm.schema.TALK_WHERE} AND session_id = ? AND agent_id IS ? ORDER BY id",
+                        (TURN_CHARS, sid, agent)).fetchall()
+
+
+def forget(conn, ids: list[int]) -> list[int]:
+    """Take every window holding one of the messages `ids` out of exchange_fts, before those
+    messages are deleted or rewritten (a contentless index is told the exact text it indexed,
+    rebuilt here from the messages as they still are). Returns the ends of those windows that
+    are not among `ids`: `reindex` gives them their new windows afterwards."""
+    if not ids or not _table(conn, "exchange_fts"):
+        return []
+    doomed, ends = set(ids), []
+    threads = set()
+    for i in range(0, len(ids), 500):
+        chunk = ids[i:i + 500]
+        threads.update(conn.execute(f"SELECT DISTINCT session_id, agent_id FROM messages WHERE id IN"
+                                    f" ({','.join('?' * len(chunk))})", chunk).fetchall())
+    mark = conn.execute("SELECT value FROM vault_meta WHERE key = 'indexed_through'").fetchone()[0]
+    for sid, agent in threads:
+        turns = _thread_turns(conn, sid, agent)
+        for i, (rowid, _) in enumerate(turns):
+            if rowid > mark or not any(t[0] in doomed for t in turns[max(0, i - EXCHANGE_TURNS + 1):i + 1]):
+                continue
+            text = "\n".join(t[1] for t in turns[max(0, i - EXCHANGE_TURNS + 1):i + 1])
+            conn.execute("INSERT INTO exchange_fts(exchange_fts, rowid, text) VALUES ('delete', ?, ?)", (rowid, text))
+            if rowid not in doomed:
+                ends.append(rowid)
+    return ends
+
+
+def reindex(conn, ends: list[int]) -> None:
+    """Index anew the windows ending at `ends` (after `forget` and the change)."""
+    for rowid in ends:
+        own = conn.execute("SELECT session_id, agent_id FROM messages WHERE id = ?", (rowid,)).fetchone()
+        if own is None:
+            continue
+        before = conn.execute(f"SELECT substr(content, 1, ?) FROM messages INDEXED BY messages_talk WHERE"
+                              f" {lcm.schema.TALK_WHERE} AND session_id = ? AND agent_id IS ? AND id <= ?"
+                              f" ORDER BY id DESC LIMIT ?", (TURN_CHARS, *own, rowid, EXCHANGE_TURNS)).fetchall()
+        conn.execute("INSERT INTO exchange_fts(rowid, text) VALUES (?, ?)",
+                     (rowid, "\n".join(r[0] for r in reversed(before))))
+
+
+DERIVED = ("messages_cjk", "exchange_fts", "files_fts")  # FTS5's own 'rebuild' cannot remake these
+
+
+def rebuild(conn) -> None:
+    """Every index of this module from scratch, inside the caller's transaction (after the
+    messages' text was rewritten, e.g. masked anew, or an index was found damaged)."""
+    if not _table(conn, "exchange_fts"):
+        return
+    conn.execute("INSERT INTO exchange_fts(exchange_fts) VALUES ('delete-all')")
+    if _table(conn, "messages_cjk"):
+        conn.execute("DELETE FROM messages_cjk")
+    conn.execute("UPDATE vault_meta SET value = 0 WHERE key = 'indexed_through'")
+    if _table(conn, "files_fts"):
+        conn.execute("INSERT INTO files_fts(files_fts) VALUES ('delete-all')")
+        conn.execute("UPDATE vault_meta SET value = 0 WHERE key = 'files_indexed_through'")
+    catch_up(conn)
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return None  # a file removed by hand: its outline in `files` is still searchable
+
+
+def index_file(conn, rowid: int, text: str) -> None:
+    """Index an externalised block's text under its `files` rowid (inside the caller's write)."""
+    conn.execute("INSERT INTO files_fts(rowid, text) VALUES (?, ?)", (rowid, text))
+
+
+def forget_files(conn, rowids: list[int]) -> None:
+    """Take externalised blocks out of files_fts before their `files` rows go. A contentless index
+    is told the text it indexed, read back from disk; if a file is gone, the index is rebuilt
+    from the files that remain."""
+    if not rowids or not _table(conn, "files_fts"):
+        return
+    doomed = set(rowids)
+    paths = dict(conn.execute("SELECT rowid, path FROM files").fetchall())
+    texts = {rowid: _read(paths.get(rowid, "")) for rowid in doomed}
+    if all(t is not None for t in texts.values()):
+        conn.executemany("INSERT INTO files_fts(files_fts, rowid, text) VALUES ('delete', ?, ?)", texts.items())
+        return
+    conn.execute("INSERT INTO files_fts(files_fts) VALUES ('delete-all')")
+    for rowid, path in paths.items():
+        text = None if rowid in doomed or rowid > (_mark(conn, "files_indexed_through") or 0) else _read(path)
+        if text is not None:
+            index_file(conn, rowid, text)

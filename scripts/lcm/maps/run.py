@@ -1,0 +1,132 @@
+"""The two map commands end to end: check the job, pick the backend, run the items, report.
+
+Each returns the one JSON document its command prints (the summary, or the --dry-run estimate).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import lcm.config
+import lcm.db
+import lcm.llm
+from lcm.errors import LcmError
+from lcm.maps import backends, job as jobs, state as states
+from lcm.maps.batches import BatchRun
+from lcm.maps.tools import FileTools
+from lcm.maps.worker import run_items
+
+ASSUMED_ANSWER_TOKENS = 200   # per item, for the --dry-run estimate; --max-tokens is the ceiling
+
+
+def needs_a_model(command: str) -> lcm.llm.ModelConfigError:
+    """The error for a map tool when LCM_LLM resolves to none: its hint leads to a backend that
+    works (never to LCM_LLM=none, which is what stops it)."""
+    env = os.environ
+    if lcm.config.get("LCM_LLM", env) == "none":
+        return lcm.llm.ModelConfigError(
+            f"{command} needs a model, and LCM_LLM=none turns models off",
+            "unset LCM_LLM (or set LCM_LLM=anthropic with ANTHROPIC_API_KEY, or LCM_LLM=claude with Claude Code "
+            "logged in), then run the same command again")
+    if (env.get("ANTHROPIC_API_KEY") or env.get("ANTHROPIC_AUTH_TOKEN")) and not lcm.llm.sdk_available():
+        return lcm.llm.ModelConfigError(
+            f"{command} needs a model: ANTHROPIC_API_KEY is set but the anthropic package is not installed",
+            "python3 -m pip install anthropic, then run the same command again")
+    return lcm.llm.ModelConfigError(
+        f"{command} needs a model, and none is reachable: no ANTHROPIC_API_KEY and no `claude` on PATH",
+        "set ANTHROPIC_API_KEY (and pip install anthropic), or install Claude Code and log in (`claude`, then /login)")
+
+
+def _not_ready(document: dict, command: str) -> dict:
+    """A --dry-run of a job no backend could run says so instead of estimating quietly."""
+    if document["backend"] == "none":
+        error = needs_a_model(command)
+        document.update(ready=False, problem=error.message, hint=error.hint)
+    else:
+        document["ready"] = True
+    return document
+
+
+def _run(job: jobs.MapJob, args, model: str, go) -> dict:
+    """Open (or resume) the run in the vault, call go(state), write OUT and the summary."""
+    conn = lcm.db.connect(args.db)
+    state = states.RunState.open(conn, job, model, args.resume)
+    try:
+        go(state)
+    except LcmError:
+        state.finish("failed")
+        raise
+    return states.report(state, job.output_path)
+
+
+def llm_map(args) -> dict:
+    job = jobs.prepare(args, "llm")
+    job.options = {"max_attempts": args.max_attempts, "max_tokens": args.max_tokens, "batch": args.batch}
+    backend = lcm.llm.resolve_backend()
+    model = args.model or lcm.llm.resolve_model()
+    requests = backends.Requests(job, model, args.max_tokens, backend)
+    if args.dry_run:
+        input_tokens = jobs.estimate_input_tokens(job, requests.system)
+        answer = min(args.max_tokens, ASSUMED_ANSWER_TOKENS)
+        return _not_ready({
+            "dry_run": True, "total": job.total, "backend": backend, "model": model, "batch": args.batch,
+            "estimated_input_tokens": input_tokens, "estimated_output_tokens": answer * job.total,
+            "estimated_cost_usd": jobs.cost_usd(model, input_tokens, answer * job.total, args.batch),
+            "max_cost_usd": jobs.cost_usd(model, input_tokens, args.max_tokens * job.total, args.batch),
+            "cost_note": f"list prices; output assumed {answer} tokens per item, max_cost_usd at --max-tokens",
+            "first_request": lcm.llm.masked_params(requests.params(job.first_item, [])),
+        }, "lcm_llm_map.py")
+    if backend == "none":
+        raise needs_a_model("lcm_llm_map.py")
+    if args.batch and backend != "anthropic":
+        raise LcmError("--batch needs the anthropic backend (an API key)",
+                       "set ANTHROPIC_API_KEY, or drop --batch to run the items one call each")
+
+    def go(state) -> None:
+        if backend == "anthropic":
+            client = lcm.llm.anthropic_client(timeout=args.timeout, max_retries=max(0, args.api_retries))
+            if args.batch:
+                BatchRun(job, state, client, requests, args.max_attempts, args.poll_interval).run()
+                return
+            start = backends.llm_api(client, requests, args.timeout)
+        else:
+            start = backends.llm_claude(requests, job.schema, args.timeout)
+        run_items(job, state, start, concurrency=args.concurrency, desc="llm_map", max_attempts=args.max_attempts)
+    return _run(job, args, model, go)
+
+
+def agentic_map(args) -> dict:
+    job = jobs.prepare(args, "agentic")
+    root = Path(args.cwd).expanduser().resolve()
+    if not root.is_dir():
+        raise LcmError(f"--cwd {args.cwd} is not a directory", "pass the directory the agents should work in")
+    job.options = {"max_attempts": args.max_attempts, "max_turns": args.max_turns, "allow_write": args.allow_write,
+                   "cwd": str(root)}
+    backend = lcm.llm.resolve_backend()
+    model = args.model or lcm.llm.resolve_model()
+    if args.dry_run:
+        system = backends.agent_system_prompt(job.prompt, job.schema, root, args.allow_write)
+        first_turn = jobs.estimate_input_tokens(job, system)
+        tools = (",".join(t["name"] for t in FileTools(root, args.allow_write).specs()) if backend == "anthropic"
+                 else backends.agent_cli_tools(args.allow_write))
+        return _not_ready({
+            "dry_run": True, "total": job.total, "backend": backend, "model": model, "read_only": not args.allow_write,
+            "tools": tools, "estimated_first_turn_input_tokens": first_turn,
+            "min_cost_usd": jobs.cost_usd(model, first_turn, ASSUMED_ANSWER_TOKENS * job.total),
+            "cost_note": f"each item may take up to {args.max_turns} turns, each re-sending its conversation; "
+                         "expect several times min_cost_usd",
+            "first_request": {"system": system, "prompt": jobs.item_text(job.first_item)},
+        }, "lcm_agentic_map.py")
+    if backend == "none":
+        raise needs_a_model("lcm_agentic_map.py")
+
+    def go(state) -> None:
+        if backend == "anthropic":
+            start = backends.agent_api(lcm.llm.anthropic_client(timeout=args.timeout, max_retries=0), job, root,
+                                       model, allow_write=args.allow_write, max_turns=args.max_turns,
+                                       max_tokens=args.max_tokens, timeout=args.timeout, retries=args.api_retries)
+        else:
+            start = backends.agent_claude(job, root, model, allow_write=args.allow_write, max_turns=args.max_turns,
+                                          timeout=args.timeout)
+        run_items(job, state, start, concurrency=args.concurrency, desc="agentic_map", max_attempts=args.max_attempts)
+    return _run(job, args, model, go)

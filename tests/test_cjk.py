@@ -1,0 +1,96 @@
+"""Every script is findable: a substring of Chinese, Japanese or Korean text, and a Latin word
+glued into it, finds its message first, and nothing that lacks the query ranks above it."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import lcm.db
+import lcm.indexes
+import lcm.schema
+import lcm.ingest
+import lcm_grep
+from conftest import run
+from transcripts import Transcript
+
+# (the message, a substring of it that is no word boundary for unicode61, its script)
+TARGETS = [
+    ("我们决定使用PostgreSQL作为主数据库，下周开始迁移。", "主数据库", "Chinese"),
+    ("明日の会議は東京オフィスで午後三時から始まります。", "東京オフィス", "Japanese"),
+    ("데이터베이스마이그레이션은 금요일에 배포합니다.", "마이그레이션", "Korean"),
+]
+# near misses: the same scripts, some of the same characters, not the query
+DISTRACTORS = [
+    "数据分析报告已经完成了。", "主要的问题是网络延迟。", "東京に住んでいます。", "オフィスの引っ越しは来月です。",
+    "데이터 분석은 끝났습니다.", "이그레이 씨가 전화했어요.", "We use MySQL for the staging database.",
+]
+
+
+@pytest.fixture
+def cjk_vault(tmp_path, vault):
+    t = Transcript(tmp_path / "projects", session_id="cjk-1", cwd="/home/u/app")
+    for text in DISTRACTORS[:4]:
+        t.user(text)
+        t.assistant_text("OK.")
+    for text, _, _ in TARGETS:
+        t.user(text)
+        t.assistant_text("了解。")
+    for text in DISTRACTORS[4:]:
+        t.user(text)
+        t.assistant_text("OK.")
+    t.write()
+    conn = lcm.db.connect(str(vault))
+    lcm.ingest.ingest_paths(conn, [tmp_path / "projects"])
+    return vault
+
+
+def _results(capsys, vault, query):
+    code, out, _ = run(capsys, lcm_grep, query, "--db", vault, "--all-sessions", "--json")
+    assert code == 0
+    return json.loads(out)["results"]
+
+
+def _holds(result, needle) -> bool:
+    return needle.lower() in result["snippet"].lower()
+
+
+@pytest.mark.parametrize("message,query,script", TARGETS, ids=[t[2] for t in TARGETS])
+def test_a_substring_in_each_script_finds_its_message_first(cjk_vault, capsys, message, query, script):
+    results = _results(capsys, cjk_vault, query)
+    assert results and results[0]["snippet"].startswith(message[:8]), (script, [r["snippet"] for r in results])
+    # nothing lacking the query outranks a message holding it
+    holding = [_holds(r, query) for r in results]
+    assert holding == sorted(holding, reverse=True)
+
+
+@pytest.mark.parametrize("query", ["PostgreSQL", "postgresql", "Postgre"])
+def test_a_latin_word_inside_cjk_text_is_found(cjk_vault, capsys, query):
+    results = _results(capsys, cjk_vault, query)
+    assert results and "PostgreSQL作为主数据库" in results[0]["snippet"]
+    assert not any("MySQL" in r["snippet"] for r in results[:1])
+
+
+def test_only_cjk_runs_go_to_the_trigram_index(cjk_vault):
+    """English text costs the trigram index nothing; a CJK message adds only its runs."""
+    conn = lcm.db.connect(str(cjk_vault), create=False, readonly=True)
+    if not lcm.schema.has_trigram(conn):
+        pytest.skip("this SQLite has no trigram tokenizer (3.34+): CJK falls back to substring scans")
+    runs = [r[0] for r in conn.execute("SELECT runs FROM messages_cjk")]
+    assert "我们决定使用PostgreSQL作为主数据库 下周开始迁移" in runs  # runs, not punctuation
+    assert not any("MySQL" in r or "OK" in r for r in runs)
+    assert len(runs) == 3 + 3 + 6  # the targets, their replies (了解), the CJK distractors
+
+
+def test_without_trigram_cjk_is_still_found_by_scanning(tmp_path, vault, capsys, monkeypatch):
+    """SQLite older than 3.34 (no trigram): the substring scan of before still finds CJK."""
+    monkeypatch.setattr(lcm.schema, "has_trigram", lambda conn: False)
+    t = Transcript(tmp_path / "projects", session_id="old-sqlite", cwd="/home/u/app")
+    t.user("明日の会議は東京オフィスで午後三時から始まります。")
+    t.user("東京に住んでいます。")
+    t.write()
+    conn = lcm.db.connect(str(vault))
+    lcm.ingest.ingest_paths(conn, [tmp_path / "projects"])
+    assert not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'messages_cjk'").fetchone()
+    results = _results(capsys, vault, "東京オフィス")
+    assert results[0]["snippet"].startswith("明日の会議")

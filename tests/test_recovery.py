@@ -1,0 +1,185 @@
+"""A damaged vault has a way back: doctor names the recovery, --fix carries it out (the damaged
+file kept aside, one copy at most), every message of the transcripts on disk is searchable
+again, and SessionStart still exports LCM_SCRIPTS and tells Claude once."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sqlite3
+
+import pytest
+
+import lcm_doctor
+import lcm_grep
+import lcm_ingest
+import lcm_remember
+from conftest import run, shared_data
+from test_hooks import run_hook, session_start, start_env
+from transcripts import Transcript, coding_session
+
+
+def _stored(vault) -> dict[str, bytes]:
+    conn = sqlite3.connect(vault)
+    try:
+        return {u: bytes(r) for u, r in conn.execute("SELECT uuid, raw FROM messages")}
+    finally:
+        conn.close()
+
+
+def _copies(vault) -> list[str]:
+    """Every file beside the vault that holds a copy of it (backups, files moved aside)."""
+    return sorted(p.name for p in vault.parent.iterdir()
+                  if re.search(r"\.(backup|damaged)-[0-9TZ]+$", p.name))
+
+
+def _unsearchable(vault) -> list[str]:
+    """uuids of stored messages that full-text search does not find by their longest word."""
+    conn = sqlite3.connect(vault)
+    missing = []
+    try:
+        for uuid, mid, content in conn.execute("SELECT uuid, id, content FROM messages"):
+            # whole tokens as unicode61 cuts them (letters and digits; anything else separates)
+            words = [w for w in re.findall(r"[^\W_]+", content or "") if w.isascii() and w.isalpha() and len(w) > 3]
+            if not words:
+                continue
+            word = max(words, key=len)
+            hits = {r[0] for r in conn.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?",
+                                                (f'"{word}"',))}
+            if mid not in hits:
+                missing.append(uuid)
+    finally:
+        conn.close()
+    return missing
+
+
+@pytest.fixture
+def filled(isolated_home, vault, capsys):
+    """The shared real transcripts in this test's ~/.claude/projects, imported."""
+    projects = isolated_home / ".claude" / "projects"
+    shutil.copytree(shared_data("claude-projects"), projects)
+    assert lcm_ingest.main(["--all", "--json"]) == 0
+    capsys.readouterr()
+    return projects
+
+
+def test_truncated_vault_is_rebuilt_from_the_transcripts_on_disk(filled, vault, monkeypatch, capsys):
+    monkeypatch.setenv("LCM_LLM", "none")
+    before = _stored(vault)
+    assert len(before) > 1000 and not _unsearchable(vault)  # the check itself holds on the intact vault
+    note = run(capsys, lcm_remember, "the staging box is called quokka")
+    assert note[0] == 0
+    # a transcript deleted since it was stored: its messages live only in the vault
+    gone = next(p for p in sorted(filled.rglob("*.jsonl")) if "subagents" not in str(p))
+    gone_lines = {json.loads(line).get("uuid") for line in gone.read_text().splitlines() if line.strip()}
+    gone.unlink()
+    conn = sqlite3.connect(vault)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    with open(vault, "r+b") as f:
+        f.truncate(os.path.getsize(vault) // 2)
+    damaged = vault.read_bytes()
+
+    code, out, err = run(capsys, lcm_grep, "parser")
+    assert code == 1 and "Traceback" not in err and "lcm_doctor.py" in err
+
+    code, out, err = run(capsys, lcm_doctor)
+    assert code == 1, err
+    assert not err, err
+    assert "--fix moves the damaged file aside" in out and "builds a new vault from the transcripts" in out
+    assert "cannot bring back" in out and "summaries" in out
+    assert vault.read_bytes() == damaged and _copies(vault) == []  # examining changed nothing
+
+    code, out, _ = run(capsys, lcm_doctor, "--fix")
+    assert code == 0, out
+    assert "Recovered:" in out and "Healthy." in out
+    copies = _copies(vault)
+    assert len(copies) == 1 and (vault.parent / copies[0]).read_bytes() == damaged  # kept, not copied twice
+    after = _stored(vault)
+    expected = {u: raw for u, raw in before.items() if u not in gone_lines}
+    assert {u: after.get(u) for u in expected} == expected  # byte for byte
+    assert not _unsearchable(vault)
+    code, out, _ = run(capsys, lcm_grep, "parser", "--all-sessions")
+    assert code == 0 and out.strip()
+
+    code, out, _ = run(capsys, lcm_doctor, "--fix")  # a second run has nothing to do and copies nothing
+    assert code == 0 and "Healthy." in out and _copies(vault) == copies
+
+
+@pytest.mark.parametrize("damage", ["header", "truncate"])
+def test_doctor_names_what_cannot_come_back(isolated_home, vault, damage, monkeypatch, capsys):
+    monkeypatch.setenv("LCM_LLM", "none")  # a logged-out `claude` on PATH (CI's) would be a problem of its own
+    projects = isolated_home / ".claude" / "projects"
+    t = coding_session(projects, turns=6, session_id="kept-session")
+    t.write()
+    assert lcm_ingest.main(["--all"]) == 0
+    assert run(capsys, lcm_remember, "deploys go through the blue pipeline")[0] == 0
+    conn = sqlite3.connect(vault)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    data = bytearray(vault.read_bytes())
+    if damage == "header":
+        data[:16] = b"\0" * 16
+    else:
+        data = data[:8192]
+    vault.write_bytes(bytes(data))
+
+    code, doc = _doctor_json(capsys)
+    assert code == 1 and doc["damage"] and doc["recovery"]
+    lost = " ".join(doc["recovery"]["lost"])
+    assert "summaries" in lost and "notes" in lost and "deleted" in lost
+    code, doc = _doctor_json(capsys, "--fix")
+    assert code == 0 and doc["recovery"]["moved_to"]
+    assert len(_copies(vault)) == 1
+    assert sorted(_stored(vault)) == sorted(e["uuid"] for e in t.entries if "uuid" in e)
+
+
+def test_a_purged_message_stays_out_when_the_purge_list_can_still_be_read(isolated_home, vault, monkeypatch, capsys):
+    monkeypatch.setenv("LCM_LLM", "none")
+    projects = isolated_home / ".claude" / "projects"
+    t = Transcript(projects, session_id="purge-session")
+    t.user("the old password was hunter2zebra")
+    t.assistant_text("noted")
+    t.write()
+    assert lcm_ingest.main(["--all"]) == 0
+    import lcm_purge
+    assert run(capsys, lcm_purge, "--match", "hunter2zebra", "--yes")[0] == 0
+    conn = sqlite3.connect(vault)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    page = conn.execute("PRAGMA page_size").fetchone()[0]
+    root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'messages'").fetchone()[0]
+    conn.close()
+    # damage the messages table's page: the schema and the purged list stay readable
+    with open(vault, "r+b") as f:
+        f.seek((root - 1) * page)
+        f.write(b"\xff" * page)
+    code, doc = _doctor_json(capsys, "--fix")
+    assert code == 0 and doc["recovery"]["purged_kept"] == 1
+    assert not any(b"hunter2zebra" in raw for raw in _stored(vault).values())
+
+
+def _doctor_json(capsys, *argv):
+    code, out, _ = run(capsys, lcm_doctor, *argv, "--json")
+    return code, json.loads(out)
+
+
+def test_session_start_on_a_damaged_vault_exports_and_tells_claude_once(isolated_home, vault, tmp_path):
+    project = tmp_path / "proj"
+    project.mkdir()
+    t = coding_session(tmp_path / "projects", turns=3, cwd=str(project))
+    t.write()
+    vault.parent.mkdir(parents=True, exist_ok=True)
+    vault.write_bytes(b"SQLite format 3\0" + b"\x13" * 5000)  # a broken header page
+    env_file = tmp_path / "session-env" / "sessionstart-hook-0.sh"
+    env = start_env(env_file, project)
+    first = run_hook("session_start", session_start(t), env)
+    assert first.returncode == 0 and first.stderr == ""
+    assert "LCM_SCRIPTS=" in env_file.read_text()
+    context = json.loads(first.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "lcm_doctor.py" in context and "nothing of this session is being stored" in context
+    again = run_hook("session_start", session_start(t, source="resume"), env)
+    assert again.returncode == 0 and again.stdout.strip() == ""  # once per session
+    other = coding_session(tmp_path / "projects", turns=1, cwd=str(project))
+    other.write()
+    assert "lcm_doctor.py" in run_hook("session_start", session_start(other), env).stdout
