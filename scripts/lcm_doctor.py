@@ -41,7 +41,7 @@ import sys
 
 import lcm.cli
 import lcm.doctor
-import lcm.mask
+import lcm.redact
 
 
 def _line(status: str, name: str, text: str) -> str:
@@ -108,7 +108,7 @@ def _print(doc: dict) -> None:
     out += _line(h["status"], "hooks", text)
     k = doc["masking"]
     out += _line(k["status"], "masking", "; ".join(k["redact_problems"][:3]) if k["redact_problems"]
-                 else "built-in patterns" + (" and redact.txt" if os.path.exists(lcm.mask.redact_path()) else ""))
+                 else "built-in patterns" + (" and redact.txt" if os.path.exists(lcm.redact.path()) else ""))
     m = doc["backend"]
     out += _line(m["status"], "model backend", f"{m['backend']} ({m['reason']}): {m.get('detail', '')}"
                  + (f"; {m['hint']}" if m.get("hint") else ""))

@@ -18,7 +18,7 @@ where `request` is a Request(method, path, headers, body) and a handler returns 
 make_fake_claude(dir): an executable `claude` (a Python script) that answers like
 `claude -p --output-format json` and logs every call (argv, stdin, prompt, LCM_* env) to
 `dir/claude_calls.jsonl`. Pytest fixtures: `fake_api`, `fake_claude` (on PATH).
-Other test modules use them with `from fake_anthropic import fake_api, fake_claude`.
+conftest.py loads this module as a pytest plugin, so every test can ask for them by name.
 """
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import lcm_agentic_map
-from fake_anthropic import Reply, fake_api, fake_claude, make_fake_claude  # noqa: F401 (fixtures)
+from fake_anthropic import Reply, make_fake_claude
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "lcm_agentic_map.py"
 SCHEMA = {"type": "object", "properties": {"lines": {"type": "integer"}}, "required": ["lines"]}

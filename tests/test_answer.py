@@ -12,7 +12,7 @@ import lcm.compact
 import lcm.db
 import lcm.ingest
 from conftest import run
-from fake_anthropic import fake_api  # noqa: F401  (pytest fixture)
+
 from transcripts import Transcript
 
 PASSING = "\n".join(f"tests/test_parser.py::test_case_{i} PASSED{' ' * 30}[{i:3d}%]" for i in range(80))

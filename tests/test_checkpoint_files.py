@@ -7,13 +7,20 @@ import re
 
 import pytest
 
-from conftest import command
+from conftest import command, run
 
 import lcm.db
 import lcm.ingest
 import lcm_checkpoint
 import lcm_resume
 from transcripts import coding_session
+
+
+def output(capsys, module, *argv) -> str:
+    """stdout of a command that must succeed."""
+    code, out, err = run(capsys, module, *argv)
+    assert code == 0, err
+    return out
 
 
 @pytest.fixture
@@ -32,11 +39,6 @@ def stored(tmp_path, session_id: str, cwd: str, turns: int = 2):
     return t
 
 
-def run(module, argv, capsys):
-    code = module.main(argv)
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    return out
 
 
 def checkpoints() -> list:
@@ -45,11 +47,11 @@ def checkpoints() -> list:
 
 def test_output_dash_prints_the_checkpoint_and_writes_no_file(tmp_path, workspace, capsys):
     stored(tmp_path, "s-mine", str(workspace))
-    out = run(lcm_checkpoint, ["--session", "s-mine", "--output", "-"], capsys)
+    out = output(capsys, lcm_checkpoint, "--session", "s-mine", "--output", "-")
     assert out.startswith("<!-- lcm-checkpoint: ") and "# lcm checkpoint" in out
     assert list(workspace.iterdir()) == []           # neither "-" nor .lcm-checkpoint.md
     assert [(r["session_id"], r["path"], r["content"]) for r in checkpoints()] == [("s-mine", None, out)]
-    doc = json.loads(run(lcm_checkpoint, ["--session", "s-mine", "--output", "-", "--json"], capsys))
+    doc = json.loads(output(capsys, lcm_checkpoint, "--session", "s-mine", "--output", "-", "--json"))
     assert doc["content"].startswith("<!-- lcm-checkpoint: ") and doc["path"] is None
 
 
@@ -57,20 +59,20 @@ def test_another_sessions_checkpoint_never_overwrites_this_projects_file(tmp_pat
     stored(tmp_path, "s-mine", str(workspace))
     stored(tmp_path, "s-other", "/home/user/elsewhere")
     monkeypatch.setenv("LCM_SESSION_ID", "s-mine")
-    run(lcm_checkpoint, [], capsys)
+    output(capsys, lcm_checkpoint)
     mine = (workspace / ".lcm-checkpoint.md").read_text()
     assert "s-mine" in mine
-    out = run(lcm_checkpoint, ["--session", "s-other"], capsys)
+    out = output(capsys, lcm_checkpoint, "--session", "s-other")
     assert (workspace / ".lcm-checkpoint.md").read_text() == mine
     assert "stored in the vault only" in out and "pass --output PATH" in out
     assert f'Resume it in a new session with: {command("lcm_resume.py", "--session", "s-other")}' in out
     assert checkpoints()[-1]["session_id"] == "s-other" and checkpoints()[-1]["path"] is None
     # unless --output says so
     target = tmp_path / "other.md"
-    run(lcm_checkpoint, ["--session", "s-other", "--output", str(target)], capsys)
+    output(capsys, lcm_checkpoint, "--session", "s-other", "--output", str(target))
     assert "s-other" in target.read_text()
     monkeypatch.delenv("LCM_SESSION_ID")              # no current session: the session's own project decides
-    out = run(lcm_checkpoint, ["--session", "s-other"], capsys)
+    out = output(capsys, lcm_checkpoint, "--session", "s-other")
     assert "belongs to /home/user/elsewhere" in out and (workspace / ".lcm-checkpoint.md").read_text() == mine
 
 
@@ -79,9 +81,9 @@ def test_the_resume_hint_resumes_the_checkpoint_it_printed(tmp_path, workspace, 
     stored(tmp_path, "s-other", "/home/user/elsewhere")
     monkeypatch.setenv("LCM_SESSION_ID", "s-mine")
     for argv, session in (([], "s-mine"), (["--session", "s-other"], "s-other")):
-        out = run(lcm_checkpoint, argv, capsys)
+        out = output(capsys, lcm_checkpoint, *argv)
         hint = re.search(r'lcm_resume.py (.*)$', out, re.M).group(1).split()
-        resumed = run(lcm_resume, hint, capsys)
+        resumed = output(capsys, lcm_resume, *hint)
         assert f"Resuming session {session}" in resumed, (hint, resumed[:200])
 
 
@@ -117,7 +119,7 @@ def test_the_checkpoint_file_stays_out_of_git_status(tmp_path, capsys, monkeypat
         monkeypatch.setenv("CLAUDE_PROJECT_DIR", str(root))
         monkeypatch.chdir(root)
         for _ in range(2):  # a second checkpoint adds nothing to the exclude file
-            run(lcm_checkpoint, ["--session", f"s-{i}"], capsys)
+            output(capsys, lcm_checkpoint, "--session", f"s-{i}")
         assert (root / ".lcm-checkpoint.md").is_file()
     for root in (repo, linked):
         assert git("status", "--porcelain", cwd=root) == ""

@@ -15,8 +15,8 @@ import lcm.config
 import lcm.db
 import lcm.ingest
 import lcm_resume
-from conftest import SCRIPTS, shared_data
-from fake_anthropic import fake_api  # noqa: F401  (pytest fixture)
+from conftest import run, SCRIPTS, shared_data
+
 from transcripts import Transcript, coding_session
 
 REAL_PROJECT = "-Users-dain-workspace-JSSoundRecorder"
@@ -24,11 +24,6 @@ REAL_SESSION = "7acd37a8-2745-4b58-a8a9-46164b22ad9e"   # edits, a todo list lef
 OTHER_PROJECT = "-Users-dain-workspace-claude-code-log-sample"
 OTHER_SESSION = "326189cf-5676-4237-8cde-1ce80aae4a9f"
 
-
-def run(module, argv, capsys):
-    code = module.main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture
@@ -59,7 +54,7 @@ def test_checkpoint_then_resume_in_a_new_session_on_real_transcripts(workspace, 
                        " ORDER BY depth DESC, first_message_id LIMIT 1", (REAL_SESSION,)).fetchone()
 
     monkeypatch.setenv("LCM_SESSION_ID", REAL_SESSION)
-    code, out, err = run(lcm_checkpoint, [], capsys)
+    code, out, err = run(capsys, lcm_checkpoint)
     assert code == 0, err
     checkpoint = (workspace / ".lcm-checkpoint.md").read_text()
     assert checkpoint.startswith("<!-- lcm-checkpoint: ")
@@ -67,7 +62,7 @@ def test_checkpoint_then_resume_in_a_new_session_on_real_transcripts(workspace, 
     assert f"- {top['id']} (condensed, depth {top['depth']}," in checkpoint   # the DAG's top, with its id
 
     monkeypatch.setenv("LCM_SESSION_ID", OTHER_SESSION)       # a new session on Monday
-    code, out, err = run(lcm_resume, ["--max-tokens", "1500"], capsys)
+    code, out, err = run(capsys, lcm_resume, "--max-tokens", "1500")
     assert code == 0, err
     assert lcm.config.estimate_tokens(out) <= 1500
     assert f"Resuming session {REAL_SESSION}" in out
@@ -79,7 +74,7 @@ def test_checkpoint_then_resume_in_a_new_session_on_real_transcripts(workspace, 
     assert "WARNING" not in out
     assert "lcm_expand_query.py" in out                     # says how to drill further
 
-    code, out, err = run(lcm_resume, ["--max-tokens", "400", "--json"], capsys)
+    code, out, err = run(capsys, lcm_resume, "--max-tokens", "400", "--json")
     doc = json.loads(out)
     assert code == 0 and doc["tokens"] <= 400 and lcm.config.estimate_tokens(doc["text"]) <= 400
     assert doc["session_id"] == REAL_SESSION
@@ -100,13 +95,13 @@ def coding(tmp_path, turns=4, cwd=None, **kw):
 def test_resume_warns_and_summarises_what_came_after_the_checkpoint(tmp_path, workspace, capsys):
     t = coding(tmp_path)
     ingest(t.path)
-    assert run(lcm_checkpoint, ["--session", "s-friday"], capsys)[0] == 0
+    assert run(capsys, lcm_checkpoint, "--session", "s-friday")[0] == 0
     t.user("Now rename parser.py to grammar.py and update the imports")
     call = t.tool_use("Write", {"file_path": "/home/user/proj/grammar.py", "content": "x = 1\n"})
     t.tool_result(call, "File created successfully at: /home/user/proj/grammar.py")
     t.write()
     ingest(t.path)
-    code, out, err = run(lcm_resume, [], capsys)
+    code, out, err = run(capsys, lcm_resume)
     assert code == 0, err
     assert "WARNING: the vault holds 3 newer messages" in out
     assert "rename parser.py to grammar.py" in out
@@ -119,12 +114,12 @@ def test_resume_warns_and_summarises_what_came_after_the_checkpoint(tmp_path, wo
 def test_checkpoint_over_an_existing_one_keeps_the_older_in_the_vault(tmp_path, workspace, capsys):
     t = coding(tmp_path, turns=2)
     conn = ingest(t.path)
-    assert run(lcm_checkpoint, ["--session", "s-friday", "--json"], capsys)[0] == 0
+    assert run(capsys, lcm_checkpoint, "--session", "s-friday", "--json")[0] == 0
     first = (workspace / ".lcm-checkpoint.md").read_text()
     t.user("also document module_1.py")
     t.write()
     ingest(t.path)
-    code, out, err = run(lcm_checkpoint, ["--session", "s-friday", "--json"], capsys)
+    code, out, err = run(capsys, lcm_checkpoint, "--session", "s-friday", "--json")
     assert code == 0, err
     second = (workspace / ".lcm-checkpoint.md").read_text()
     assert second != first and "also document module_1.py" in second
@@ -134,7 +129,7 @@ def test_checkpoint_over_an_existing_one_keeps_the_older_in_the_vault(tmp_path, 
     assert not [p for p in workspace.iterdir() if p.name != ".lcm-checkpoint.md"]   # no temp files left
 
     (workspace / ".lcm-checkpoint.md").unlink()   # the file is gone: the vault still resumes
-    code, out, err = run(lcm_resume, ["--session", "s-friday"], capsys)
+    code, out, err = run(capsys, lcm_resume, "--session", "s-friday")
     assert code == 0 and "LATEST: also document module_1.py" in out
 
 
@@ -148,7 +143,7 @@ def test_corrupt_checkpoint_file_is_an_error_with_a_hint(tmp_path, workspace, ca
     coding(tmp_path, turns=1)
     ingest(tmp_path / "projects")
     (workspace / ".lcm-checkpoint.md").write_text(content)
-    code, out, err = run(lcm_resume, [], capsys)
+    code, out, err = run(capsys, lcm_resume)
     assert code == 1 and out == ""
     assert err.startswith("Error: ") and message in err and "\nHint: " in err
 
@@ -159,7 +154,7 @@ def test_foreign_checkpoint_from_another_vault_is_an_error_with_a_hint(tmp_path,
     meta = {"version": 1, "session_id": "not-here", "vault": "/elsewhere/lcm.db", "project": "/x",
             "last_message_id": 12, "created_at": "2026-01-01T00:00:00Z"}
     (workspace / ".lcm-checkpoint.md").write_text(f"<!-- lcm-checkpoint: {json.dumps(meta)} -->\n# x\n")
-    code, out, err = run(lcm_resume, [], capsys)
+    code, out, err = run(capsys, lcm_resume)
     assert code == 1
     assert "belongs to another vault (/elsewhere/lcm.db)" in err and "Hint: pass --db /elsewhere/lcm.db" in err
 
@@ -167,12 +162,12 @@ def test_foreign_checkpoint_from_another_vault_is_an_error_with_a_hint(tmp_path,
 def test_checkpoint_needs_a_known_session_and_writes_nothing_otherwise(tmp_path, workspace, capsys):
     coding(tmp_path, turns=1, cwd="/home/user/proj")
     ingest(tmp_path / "projects")
-    code, out, err = run(lcm_checkpoint, [], capsys)      # no LCM_SESSION_ID, workspace has no session
+    code, out, err = run(capsys, lcm_checkpoint)      # no LCM_SESSION_ID, workspace has no session
     assert code == 1 and "Error: no current session" in err and "Hint: pass --session ID" in err
-    code, out, err = run(lcm_checkpoint, ["--session", "nope"], capsys)
+    code, out, err = run(capsys, lcm_checkpoint, "--session", "nope")
     assert code == 1 and "no session 'nope' in the vault" in err
     assert list(workspace.iterdir()) == []
-    code, out, err = run(lcm_resume, [], capsys)
+    code, out, err = run(capsys, lcm_resume)
     assert code == 1 and "no checkpoint found" in err and "lcm_checkpoint.py" in err
 
 
@@ -180,7 +175,7 @@ def test_checkpoint_defaults_to_the_newest_session_of_the_project(tmp_path, work
     t = coding_session(tmp_path / "projects", turns=1, session_id="s-here", cwd=str(workspace))
     t.write()
     ingest(t.path)
-    code, out, err = run(lcm_checkpoint, ["--json"], capsys)
+    code, out, err = run(capsys, lcm_checkpoint, "--json")
     assert code == 0, err
     assert json.loads(out)["session_id"] == "s-here"
 
@@ -208,7 +203,7 @@ def test_worklog_reads_tool_calls_todos_and_skips_harness_text(tmp_path, workspa
     t.assistant_text("I decided to keep the flag off by default.")
     t.write()
     ingest(t.path)
-    code, out, err = run(lcm_checkpoint, ["--session", "s-w", "--json"], capsys)
+    code, out, err = run(capsys, lcm_checkpoint, "--session", "s-w", "--json")
     log = json.loads(out)["worklog"]
     assert [r["text"] for r in log["user_requests"]] == ["Please add a --verbose flag to cli.py"]
     assert log["files_edited"] == ["/p/cli.py"]          # the failed README edit changed nothing
@@ -224,12 +219,12 @@ def test_llm_narrative_comes_from_the_model_seam(tmp_path, workspace, capsys, fa
     coding(tmp_path, turns=2)
     ingest(tmp_path / "projects")
     fake_api.enqueue(text="We were fixing the parser; case 0 still fails.")
-    code, out, err = run(lcm_checkpoint, ["--session", "s-friday", "--llm"], capsys)
+    code, out, err = run(capsys, lcm_checkpoint, "--session", "s-friday", "--llm")
     assert code == 0, err
     text = (workspace / ".lcm-checkpoint.md").read_text()
     assert "## Narrative (model-written)\nWe were fixing the parser; case 0 still fails." in text
     assert "module_1.py" in fake_api.user_text(fake_api.requests[0])
-    code, out, err = run(lcm_resume, [], capsys)
+    code, out, err = run(capsys, lcm_resume)
     assert "We were fixing the parser; case 0 still fails." in out
 
 
@@ -237,7 +232,7 @@ def test_llm_failure_still_writes_the_deterministic_checkpoint(tmp_path, workspa
     monkeypatch.setenv("LCM_LLM", "none")
     coding(tmp_path, turns=1)
     ingest(tmp_path / "projects")
-    code, out, err = run(lcm_checkpoint, ["--session", "s-friday", "--llm"], capsys)
+    code, out, err = run(capsys, lcm_checkpoint, "--session", "s-friday", "--llm")
     assert code == 0 and "Warning: narrative skipped" in err
     assert "## Narrative" not in (workspace / ".lcm-checkpoint.md").read_text()
 
@@ -258,14 +253,14 @@ def test_scripts_run_as_commands(tmp_path, workspace):
 def test_resume_stays_under_every_budget(tmp_path, workspace, capsys):
     t = coding(tmp_path, turns=40)
     ingest(t.path)
-    assert run(lcm_checkpoint, ["--session", "s-friday"], capsys)[0] == 0
+    assert run(capsys, lcm_checkpoint, "--session", "s-friday")[0] == 0
     for budget in (200, 237, 300, 450, 800, 1300, 2000, 5000):
-        code, out, err = run(lcm_resume, ["--max-tokens", str(budget)], capsys)
+        code, out, err = run(capsys, lcm_resume, "--max-tokens", str(budget))
         assert code == 0, err
         assert lcm.config.estimate_tokens(out) <= budget
         assert "Resuming session s-friday" in out and "## Drill further" in out
         assert "LATEST: Step 39" in out
-    assert "Not shown for space" in run(lcm_resume, ["--max-tokens", "200"], capsys)[1]
+    assert "Not shown for space" in run(capsys, lcm_resume, "--max-tokens", "200")[1]
     with pytest.raises(SystemExit) as usage:
         lcm_resume.main(["--max-tokens", "199"])
     assert usage.value.code == 2 and "at least 200" in capsys.readouterr().err
@@ -276,6 +271,6 @@ def test_checkpoint_first_stores_the_lines_the_hooks_have_not_ingested_yet(tmp_p
     ingest(t.path)
     t.user("one last thing: bump the version to 2.0")   # written by Claude Code, not yet ingested
     t.write()
-    code, out, err = run(lcm_checkpoint, ["--session", "s-friday"], capsys)
+    code, out, err = run(capsys, lcm_checkpoint, "--session", "s-friday")
     assert code == 0, err
     assert "LATEST: one last thing: bump the version to 2.0" in (workspace / ".lcm-checkpoint.md").read_text()

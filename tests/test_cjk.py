@@ -94,3 +94,9 @@ def test_without_trigram_cjk_is_still_found_by_scanning(tmp_path, vault, capsys,
     assert not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'messages_cjk'").fetchone()
     results = _results(capsys, vault, "東京オフィス")
     assert results[0]["snippet"].startswith("明日の会議")
+
+
+def test_a_cjk_code_point_that_is_no_letter_is_indexed_without_failing():
+    """U+FADA lies in the compatibility ideographs' range but is unassigned (not a word
+    character): Hypothesis found it stopping ingest."""
+    assert lcm.indexes.cjk_runs("\ufada x 我们") == "\ufada 我们"

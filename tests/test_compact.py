@@ -28,7 +28,7 @@ import lcm.ingest
 import lcm.llm
 import lcm.prompts
 from conftest import ROOT, shared_data
-from fake_anthropic import FakeAnthropic, fake_api, fake_claude  # noqa: F401 (fixtures)
+from fake_anthropic import FakeAnthropic
 from transcripts import Transcript, coding_session
 
 JSON_KEYS = {"session_id", "leaf_created", "condensed_created", "levels", "model_calls", "tokens_before",

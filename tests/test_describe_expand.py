@@ -14,7 +14,7 @@ import lcm_describe
 import lcm.expand
 import lcm_expand
 import lcm.ingest
-from conftest import command, SCRIPTS
+from conftest import command, run, SCRIPTS
 from transcripts import Transcript, coding_session
 
 
@@ -45,10 +45,6 @@ def original_lines(path) -> dict:
     return lines
 
 
-def run(capsys, module, *argv):
-    code = module.main([*argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def covered_uuids(conn, summary_id):

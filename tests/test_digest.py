@@ -18,7 +18,7 @@ import lcm_compact
 import lcm_export
 import lcm_sessions
 from conftest import ROOT, run, shared_data
-from fake_anthropic import FakeAnthropic, fake_api  # noqa: F401 (fixture)
+from fake_anthropic import FakeAnthropic
 from test_hooks import wait_for
 from transcripts import Transcript
 

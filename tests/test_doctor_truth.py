@@ -13,7 +13,7 @@ import pytest
 
 import lcm_doctor
 from conftest import ROOT, SCRIPTS, run
-from fake_anthropic import fake_api, fake_claude  # noqa: F401 - fixtures
+
 from test_plugin_e2e import require_claude  # found at collection, before a test's HOME and PATH change
 from transcripts import coding_session
 

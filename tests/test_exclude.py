@@ -18,12 +18,9 @@ import lcm_remember
 from lcm.errors import LcmError
 from test_hooks import run_hook, session_start, start_env, stop
 from transcripts import Transcript, coding_session
+from conftest import run
 
 
-def run(capsys, module, *argv):
-    code = module.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ import lcm.db
 import lcm_expand_query
 import lcm.grants
 import lcm.ingest
-from conftest import SCRIPTS, shared_data
-from fake_anthropic import fake_api, fake_claude  # noqa: F401  (pytest fixtures)
+from conftest import run, SCRIPTS, shared_data
+
 from lcm.errors import LcmError
 from transcripts import Transcript
 
@@ -63,11 +63,6 @@ def dag(tmp_path, vault):
     return {"conn": conn, "uuids": uuids, "top": "sum_cccccccccccccccc", "leaves": list(leaves)}
 
 
-def run(argv, capsys):
-    code = lcm_expand_query.main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
-
 
 def all_request_text(api) -> str:
     return "\n".join(json.dumps(body) for body in api.requests)
@@ -77,8 +72,8 @@ def test_question_sources_and_cap_reach_the_model_and_nothing_past_the_cap(dag, 
     monkeypatch.setenv("LCM_LLM", "anthropic")
     fact = dag["uuids"][2]
     fake_api.enqueue(text=f"RETRY_DELAY was set to 750 ms [{fact}] (see also [sum_0000000000000bad]).")
-    code, out, err = run(["--prompt", "Which retry delay did we pick?", "--summary-ids", dag["top"],
-                          "--max-tokens", "1200", "--json"], capsys)
+    code, out, err = run(capsys, lcm_expand_query, "--prompt", "Which retry delay did we pick?", "--summary-ids", dag["top"],
+                          "--max-tokens", "1200", "--json")
     assert code == 0, err
     doc = json.loads(out)
     assert set(doc) >= {"answer", "cited_ids", "expanded_summary_count", "total_source_tokens", "truncated"}
@@ -109,8 +104,8 @@ def test_tool_loop_expands_under_the_grant_and_only_inside_its_scope(dag, fake_a
     later = dag["uuids"][7]
     fake_api.enqueue(tool_use=[{"name": "lcm_expand", "input": {"id": later}}])
     fake_api.enqueue(text=f"Later work happened [{later}].")
-    code, out, err = run(["--prompt", "What came later?", "--summary-ids", dag["top"],
-                          "--max-tokens", "2000", "--json"], capsys)
+    code, out, err = run(capsys, lcm_expand_query, "--prompt", "What came later?", "--summary-ids", dag["top"],
+                          "--max-tokens", "2000", "--json")
     assert code == 0, err
     doc = json.loads(out)
     assert doc["cited_ids"] == [later]
@@ -124,7 +119,7 @@ def test_tool_loop_expands_under_the_grant_and_only_inside_its_scope(dag, fake_a
     before = len(fake_api.requests)
     fake_api.enqueue(tool_use=[{"name": "lcm_expand", "input": {"id": dag["leaves"][1]}}])
     fake_api.enqueue(text="Cannot tell.")
-    code, out, err = run(["--prompt", "q", "--summary-ids", dag["leaves"][0], "--json"], capsys)
+    code, out, err = run(capsys, lcm_expand_query, "--prompt", "q", "--summary-ids", dag["leaves"][0], "--json")
     assert code == 0, err
     tool_turn = json.dumps(fake_api.requests[-1]["messages"][-1])
     assert "is outside grant" in tool_turn
@@ -135,7 +130,7 @@ def test_tool_loop_is_refused_past_the_cap_and_bounded_in_turns(dag, fake_api, m
     monkeypatch.setenv("LCM_LLM", "anthropic")
     fake_api.respond(lambda body: {"tool_use": [{"name": "lcm_expand", "input": {"id": dag["leaves"][1]}}]}
                      if body.get("tool_choice", {}).get("type") != "none" else {"text": "Cannot tell."})
-    code, out, err = run(["--prompt", "q", "--summary-ids", dag["top"], "--max-tokens", "500", "--json"], capsys)
+    code, out, err = run(capsys, lcm_expand_query, "--prompt", "q", "--summary-ids", dag["top"], "--max-tokens", "500", "--json")
     assert code == 0, err
     assert len(fake_api.requests) == lcm.answer.MAX_TURNS
     sent = all_request_text(fake_api)
@@ -163,7 +158,7 @@ def test_revoked_or_expired_grant_refuses_expansion(dag, monkeypatch, capsys):
 
 def test_no_model_gives_ranked_excerpts_not_an_answer(dag, monkeypatch, capsys):
     monkeypatch.setenv("LCM_LLM", "none")
-    code, out, err = run(["--prompt", "Which retry delay?", "--summary-ids", dag["leaves"][0], "--json"], capsys)
+    code, out, err = run(capsys, lcm_expand_query, "--prompt", "Which retry delay?", "--summary-ids", dag["leaves"][0], "--json")
     doc = json.loads(out)
     assert code == 0 and doc["backend"] == "none"
     assert doc["answer"].startswith("No model backend (LCM_LLM=none): these are excerpts")
@@ -171,14 +166,14 @@ def test_no_model_gives_ranked_excerpts_not_an_answer(dag, monkeypatch, capsys):
     # the best excerpt first; the filler turns are one excerpt; nothing is "cited"
     assert doc["excerpt_ids"][0] == dag["uuids"][2] and len(doc["excerpt_ids"]) == 2
     assert doc["cited_ids"] == []
-    code, out, err = run(["--prompt", "Which retry delay?", "--summary-ids", dag["leaves"][0]], capsys)
+    code, out, err = run(capsys, lcm_expand_query, "--prompt", "Which retry delay?", "--summary-ids", dag["leaves"][0])
     assert "Cited:" not in out and "near-identical" in out
 
 
 def test_a_failed_model_call_falls_back_to_the_excerpts(dag, fake_api, monkeypatch, capsys):
     monkeypatch.setenv("LCM_LLM", "anthropic")
     fake_api.enqueue(status=400)
-    code, out, err = run(["--prompt", "Which retry delay?", "--summary-ids", dag["leaves"][0], "--json"], capsys)
+    code, out, err = run(capsys, lcm_expand_query, "--prompt", "Which retry delay?", "--summary-ids", dag["leaves"][0], "--json")
     doc = json.loads(out)
     assert code == 0 and "Warning: the model call failed" in err
     assert doc["backend"] == "none" and doc["answer"].startswith("The model call failed: these are excerpts")
@@ -189,8 +184,7 @@ def test_claude_backend_runs_headless_with_only_the_lcm_tools(dag, fake_claude, 
     monkeypatch.setenv("LCM_LLM", "claude")
     fact = dag["uuids"][2]
     fake_claude.enqueue(result=f"750 ms [{fact}]")
-    code, out, err = run(["--prompt", "Which retry delay?", "--summary-ids", dag["top"], "--max-tokens", "1200"],
-                         capsys)
+    code, out, err = run(capsys, lcm_expand_query, "--prompt", "Which retry delay?", "--summary-ids", dag["top"], "--max-tokens", "1200")
     assert code == 0, err
     assert "750 ms" in out and f"Cited: {fact}" in out
     call = fake_claude.calls()[0]
@@ -204,11 +198,10 @@ def test_claude_backend_runs_headless_with_only_the_lcm_tools(dag, fake_claude, 
 
 def test_query_finds_candidates_through_grep(dag, monkeypatch, capsys):
     monkeypatch.setenv("LCM_LLM", "none")
-    code, out, err = run(["--prompt", "Which retry delay?", "--query", "RETRY_DELAY", "--all-sessions", "--json"],
-                         capsys)
+    code, out, err = run(capsys, lcm_expand_query, "--prompt", "Which retry delay?", "--query", "RETRY_DELAY", "--all-sessions", "--json")
     assert code == 0, err
     assert "RETRY_DELAY = 750 ms" in json.loads(out)["answer"]
-    code, out, err = run(["--prompt", "q", "--query", "zebra-unicorn-nowhere", "--all-sessions"], capsys)
+    code, out, err = run(capsys, lcm_expand_query, "--prompt", "q", "--query", "zebra-unicorn-nowhere", "--all-sessions")
     assert code == 1 and "nothing in the vault matches" in err and "Hint:" in err
 
 
@@ -228,8 +221,8 @@ def test_real_session_compacted_then_asked(vault, fake_api, monkeypatch, capsys)
     lcm.ingest.ingest_paths(conn, [str(shared_data("claude-projects", "-Users-dain-workspace-JSSoundRecorder"))])
     monkeypatch.setenv("LCM_LLM", "none")
     lcm.compact.compact(conn, session, mode="full")
-    code, out, err = run(["--prompt", "Which build tool did we choose?", "--query", "let's do vite",
-                          "--session", session, "--json"], capsys)
+    code, out, err = run(capsys, lcm_expand_query, "--prompt", "Which build tool did we choose?", "--query", "let's do vite",
+                          "--session", session, "--json")
     assert code == 0, err
     doc = json.loads(out)
     assert "ok, fine, let's do vite" in doc["answer"] and doc["total_source_tokens"] <= 4000
@@ -238,8 +231,8 @@ def test_real_session_compacted_then_asked(vault, fake_api, monkeypatch, capsys)
     monkeypatch.setenv("LCM_LLM", "anthropic")
     choice = conn.execute("SELECT uuid FROM messages WHERE content LIKE '%let''s do vite%'").fetchone()[0]
     fake_api.enqueue(text=f"Vite [{choice}].")
-    code, out, err = run(["--prompt", "Which build tool did we choose?", "--query", "let's do vite",
-                          "--session", session, "--json"], capsys)
+    code, out, err = run(capsys, lcm_expand_query, "--prompt", "Which build tool did we choose?", "--query", "let's do vite",
+                          "--session", session, "--json")
     assert code == 0, err
     assert json.loads(out)["cited_ids"] == [choice]
     assert "ok, fine, let's do vite" in fake_api.user_text(fake_api.requests[0])

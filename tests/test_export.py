@@ -13,14 +13,10 @@ import pytest
 import lcm_compact
 import lcm_export
 import lcm_ingest
-from conftest import SCRIPTS
+from conftest import run, SCRIPTS
 from transcripts import Transcript, coding_session
 
 
-def run(capsys, module, *argv):
-    code = module.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def original_lines(*paths) -> list[bytes]:

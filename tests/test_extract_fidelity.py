@@ -5,7 +5,7 @@ from __future__ import annotations
 import lcm.db
 import lcm.extract
 import lcm.ingest
-from fake_anthropic import FakeAnthropic, fake_api  # noqa: F401 (fixture)
+from fake_anthropic import FakeAnthropic
 from transcripts import Transcript
 
 PYTEST_OUTPUT = "\n".join(

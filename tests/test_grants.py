@@ -12,6 +12,7 @@ import lcm_expand
 import lcm.grants
 from lcm.errors import LcmError
 from test_describe_expand import compacted_vault
+from conftest import run
 
 
 @pytest.fixture
@@ -20,10 +21,6 @@ def dag(tmp_path, monkeypatch):
     return conn
 
 
-def run(capsys, module, *argv):
-    code = module.main([*argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def top(conn, session):

@@ -18,7 +18,7 @@ import lcm.ingest
 import lcm.search
 import lcm.rank
 import lcm.sources
-from conftest import command, SCRIPTS
+from conftest import command, run, SCRIPTS
 from transcripts import Transcript
 
 PASTE = ("Traceback (most recent call last): File \"app.py\", line 12, in <module> " * 70)[:5000]
@@ -55,25 +55,21 @@ def grep_vault(tmp_path, vault):
     return conn
 
 
-def run(capsys, *argv):
-    code = lcm_grep.main([*argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def grep_json(capsys, *argv):
-    code, out, err = run(capsys, *argv, "--json")
+    code, out, err = run(capsys, lcm_grep, *argv, "--json")
     assert code == 0, err
     return json.loads(out)
 
 
 @pytest.mark.parametrize("query", ROBUSTNESS_QUERIES, ids=lambda q: q[:20])
 def test_any_query_is_answered_or_explained(grep_vault, capsys, query):
-    code, out, err = run(capsys, "--json", "--", query)  # "--": a query may start with "-"
+    code, out, err = run(capsys, lcm_grep, "--json", "--", query)  # "--": a query may start with "-"
     assert code == 0, err
     assert set(json.loads(out)) == {"query", "scope", "count", "has_more", "results"}
     for mode in ("full_text", "regex"):
-        code, out, err = run(capsys, "--mode", mode, "--", query)
+        code, out, err = run(capsys, lcm_grep, "--mode", mode, "--", query)
         if code != 0:
             assert code == 1 and err.startswith("Error: ") and "\nHint: " in err, (mode, err)
             assert "Traceback (most recent call last):\n" not in err and len(err) < 1000
@@ -88,9 +84,9 @@ def test_literal_queries_find_their_message(grep_vault, capsys):
 
 
 def test_full_text_and_regex_errors_have_hints(grep_vault, capsys):
-    code, _out, err = run(capsys, "NEAR(", "--mode", "full_text")
+    code, _out, err = run(capsys, lcm_grep, "NEAR(", "--mode", "full_text")
     assert code == 1 and "Error: invalid FTS5 expression" in err and "Hint:" in err
-    code, _out, err = run(capsys, "(((", "--mode", "regex")
+    code, _out, err = run(capsys, lcm_grep, "(((", "--mode", "regex")
     assert code == 1 and "Error: invalid regular expression" in err and "Hint:" in err
     doc = grep_json(capsys, "checkout NOT postcode", "--mode", "full_text")
     assert [r["snippet"] for r in doc["results"]] == ["Can you set up the checkout page? We deploy with the foo-bar pipeline."]
@@ -143,7 +139,7 @@ def test_json_shape_and_covering_summary(grep_vault, capsys):
     assert any(r["type"] == "summary" and r["id"] == "sum_00000000000000bb" for r in doc["results"])
     doc = grep_json(capsys, "orders index", "--scope", "summaries")
     assert [r["type"] for r in doc["results"]] == ["summary"]
-    code, out, _err = run(capsys, "orders index")
+    code, out, _err = run(capsys, lcm_grep, "orders index")
     assert code == 0 and "in sum_00000000000000bb" in out and command("lcm_expand.py", "sum_00000000000000bb") in out
 
 
@@ -155,7 +151,7 @@ def test_scope_filters(grep_vault, capsys, monkeypatch):
     assert {r["session_id"] for r in grep_json(capsys, "database migration", "--all-sessions")["results"]} == {"sess-b", "sess-c"}
     assert {r["session_id"] for r in grep_json(capsys, "database migration", "--project", "/home/u/blog")["results"]} == {"sess-c"}
     assert {r["session_id"] for r in grep_json(capsys, "migration", "--session", "sess-c")["results"]} == {"sess-c"}
-    code, out, err = run(capsys, "blog post without downtime", "--json")  # only in another project
+    code, out, err = run(capsys, lcm_grep, "blog post without downtime", "--json")  # only in another project
     assert code == 0 and json.loads(out)["results"][0]["session_id"] == "sess-c"
     assert set(json.loads(out)) == {"query", "scope", "count", "has_more", "results"} and "from all projects" in err
     assert {r["role"] for r in grep_json(capsys, "migration", "--all-sessions", "--role", "assistant")["results"]} == {"assistant"}
@@ -178,7 +174,7 @@ def test_limit_offset_and_next_command(grep_vault, capsys):
     assert first["count"] == 2 and first["has_more"]
     second = grep_json(capsys, "the", "--limit", "2", "--offset", "2")
     assert {r["id"] for r in first["results"]}.isdisjoint(r["id"] for r in second["results"])
-    code, out, _err = run(capsys, "the", "--limit", "2")
+    code, out, _err = run(capsys, lcm_grep, "the", "--limit", "2")
     assert f'... more: {command("lcm_grep.py", "the --limit 2 --offset 2")}' in out
 
 
@@ -201,12 +197,12 @@ def test_substring_fallback_without_fts5(grep_vault, capsys):
     assert not lcm.schema.fts_enabled(grep_vault)
     doc = grep_json(capsys, "cat named Luna")
     assert "adopted a cat named Luna" in doc["results"][0]["snippet"]
-    code, _out, err = run(capsys, "cat", "--mode", "full_text")
+    code, _out, err = run(capsys, lcm_grep, "cat", "--mode", "full_text")
     assert code == 1 and "no FTS5" in err
 
 
 def test_missing_vault_is_an_error_with_hint(capsys, tmp_path):
-    code, _out, err = run(capsys, "anything", "--db", str(tmp_path / "none.db"))
+    code, _out, err = run(capsys, lcm_grep, "anything", "--db", str(tmp_path / "none.db"))
     assert code == 1 and err.startswith("Error: no vault") and "Hint:" in err
 
 

@@ -10,17 +10,13 @@ import pytest
 import lcm.db
 import lcm_expand_query
 import lcm.guard
-from conftest import SCRIPTS
+from conftest import run, SCRIPTS
 from lcm.errors import LcmError
 
 SCOPE = ["--delegated-scope", "find the retry constant in the March sessions",
          "--kept-work", "I edit config.py with the answer"]
 
 
-def run(argv, capsys):
-    code = lcm_expand_query.main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_root_agent_is_never_refused():
@@ -52,11 +48,11 @@ def test_depth_travels_in_the_environment():
 
 def test_expand_query_inside_a_subagent_points_to_expand(monkeypatch, capsys):
     monkeypatch.setenv("LCM_SUBAGENT", "1")
-    code, out, err = run(["--prompt", "what was the retry constant?", "--query", "retry"], capsys)
+    code, out, err = run(capsys, lcm_expand_query, "--prompt", "what was the retry constant?", "--query", "retry")
     assert code == 1 and out == ""
     assert err.startswith("Error: lcm_expand_query.py refused inside a sub-agent")
     assert "Hint: do it yourself" in err and "lcm_expand.py" in err
-    code, out, err = run(["--prompt", "q", "--query", "retry", "--delegated-scope", "x"], capsys)
+    code, out, err = run(capsys, lcm_expand_query, "--prompt", "q", "--query", "retry", "--delegated-scope", "x")
     assert code == 1 and "refused inside a sub-agent" in err
 
 
@@ -64,7 +60,7 @@ def test_expand_query_inside_a_subagent_runs_with_scope_and_kept_work(monkeypatc
     lcm.db.connect()  # an empty vault
     monkeypatch.setenv("LCM_SUBAGENT", "1")
     monkeypatch.setenv("LCM_LLM", "none")
-    code, out, err = run(["--prompt", "q", "--summary-ids", "sum_0000000000000000", *SCOPE], capsys)
+    code, out, err = run(capsys, lcm_expand_query, "--prompt", "q", "--summary-ids", "sum_0000000000000000", *SCOPE)
     # past the guard: the next complaint is about the unknown id, not about delegation
     assert code == 1 and "refused" not in err and "sum_0000000000000000" in err
 
@@ -72,7 +68,7 @@ def test_expand_query_inside_a_subagent_runs_with_scope_and_kept_work(monkeypatc
 def test_expand_query_for_the_root_agent_is_not_refused(monkeypatch, capsys):
     lcm.db.connect()
     monkeypatch.setenv("LCM_LLM", "none")
-    code, out, err = run(["--prompt", "q", "--summary-ids", "sum_0000000000000000"], capsys)
+    code, out, err = run(capsys, lcm_expand_query, "--prompt", "q", "--summary-ids", "sum_0000000000000000")
     assert code == 1 and "refused" not in err and "sum_0000000000000000" in err
 
 

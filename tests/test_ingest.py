@@ -17,18 +17,14 @@ import lcm.db
 import lcm.schema
 import lcm.ingest
 import lcm_ingest
-from conftest import SCRIPTS, shared_data
+from conftest import run, SCRIPTS, shared_data
 from transcripts import Transcript, coding_session
 
 
-def run(capsys, *argv):
-    code = lcm_ingest.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def ingest_json(capsys, *argv):
-    code, out, err = run(capsys, *argv, "--json")
+    code, out, err = run(capsys, lcm_ingest, *argv, "--json")
     assert code == 0, err
     return json.loads(out)
 
@@ -91,7 +87,7 @@ def test_real_projects_raw_lines_are_byte_identical(capsys, vault):
 def test_odd_cases_give_106_and_report_two_malformed_lines(capsys, vault):
     root = shared_data("odd-cases")
     assert len(expected_messages(root)) == 106
-    code, out, err = run(capsys, root)
+    code, out, err = run(capsys, lcm_ingest, root)
     assert code == 0
     assert "106 new messages" in out and "2 malformed" in out
     bad = root / "S2thend__claude-code-history__corrupted-session.jsonl"
@@ -324,7 +320,7 @@ def test_an_unwritable_stage_is_an_error_with_a_hint_and_stores_nothing(capsys, 
     (stage_dir / "group-0.db").mkdir(parents=True)  # SQLite cannot open a directory as its file
     monkeypatch.setattr(lcm.ingest, "_stage_dir", lambda sizes: str(stage_dir))
     coding_session(tmp_path / "projects", turns=2).write()
-    code, out, err = run(capsys, tmp_path / "projects")
+    code, out, err = run(capsys, lcm_ingest, tmp_path / "projects")
     assert code == 1 and err.startswith("Error: cannot write the import's stage file") and "\nHint: " in err
     assert db(vault).execute("SELECT count(*) FROM messages").fetchone()[0] == 0
     assert not stage_dir.exists()  # cleaned up all the same
@@ -440,7 +436,7 @@ def test_all_reads_claude_config_dir(capsys, tmp_path, monkeypatch):
 
 
 def test_all_without_transcripts_is_fine(capsys, vault):
-    code, out, err = run(capsys, "--all")
+    code, out, err = run(capsys, lcm_ingest, "--all")
     assert code == 0 and out.startswith("0 new messages")
     assert "No transcripts yet" in err
 
@@ -474,7 +470,7 @@ def populated(capsys, tmp_path, vault):
 
 def assert_refused(capsys, vault, argv, words):
     before = snapshot(vault)
-    code, out, err = run(capsys, *argv)
+    code, out, err = run(capsys, lcm_ingest, *argv)
     assert code == 1 and out == ""
     assert err.startswith("Error: ") and "\nHint: " in err
     assert all(w in err for w in words), err

@@ -134,14 +134,9 @@ def test_the_package_has_no_import_cycle():
             pytest.fail("import cycle: " + " -> ".join(cycle[cycle.index(cycle[-1]):]))
 
 
-# the map commands still drive the SDK themselves until they move into lcm/maps/ (issue 19);
-# once they do, this set is empty and the test covers every file
-SDK_PENDING = {"lcm_llm_map.py", "lcm_agentic_map.py"}
-
-
 def test_only_the_model_seam_imports_anthropic():
     files = sorted(PACKAGE.rglob("*.py")) + COMMAND_FILES + sorted(HOOKS.glob("*.py"))
     importers = {str(p.relative_to(SCRIPTS if SCRIPTS in p.parents else ROOT)) for p in files
                  if p.suffix == ".py" and any(m == "anthropic" or m.startswith("anthropic.")
                                               for m in imported_modules(p))}
-    assert importers - SDK_PENDING == {"lcm/llm.py"}
+    assert importers == {"lcm/llm.py"}

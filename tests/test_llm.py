@@ -13,7 +13,7 @@ import lcm.claude_cli
 import lcm.db
 import lcm.errors
 import lcm.llm
-from fake_anthropic import FakeAnthropic, fake_api, fake_claude  # noqa: F401 (fixtures)
+from fake_anthropic import FakeAnthropic
 from lcm.llm import ModelConfigError, ModelError
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import lcm_llm_map
-from fake_anthropic import Reply, fake_api, fake_claude  # noqa: F401 (fixtures)
+from fake_anthropic import Reply
 from fake_batches import FakeBatches
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "lcm_llm_map.py"

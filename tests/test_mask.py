@@ -15,6 +15,7 @@ import lcm.config
 import lcm.db
 import lcm.ingest
 import lcm.mask
+import lcm.redact
 import lcm.doctor
 import lcm_checkpoint
 import lcm_compact
@@ -28,11 +29,19 @@ import lcm_llm_map
 import lcm_remember
 import lcm_resume
 import lcm_sessions
-from fake_anthropic import fake_api, fake_claude  # noqa: F401  (pytest fixtures)
+
 from test_hooks import run_hook, session_start, user_prompt
 from transcripts import Transcript, coding_session
+from conftest import run
 
 mask = lcm.mask.mask
+
+
+def shown(capsys, module, *argv) -> str:
+    """Everything a command that must succeed printed, stdout and stderr."""
+    code, out, err = run(capsys, module, *argv)
+    assert code == 0, err
+    return out + err
 
 
 @pytest.fixture(autouse=True)
@@ -214,7 +223,7 @@ def test_redact_txt_adds_patterns_and_a_bad_line_is_reported_not_fatal(capsys):
     assert mask(masked) == masked
     err = capsys.readouterr().err
     assert "redact.txt line 4" in err and "redact.txt line 5" in err  # invalid, and matches nothing
-    assert len(lcm.mask.redact_problems()) == 2
+    assert len(lcm.redact.problems()) == 2
 
 
 def test_text_without_candidates_is_returned_as_is():
@@ -378,12 +387,6 @@ def planted_session(projects, project: str) -> Transcript:
     return t
 
 
-def run(module, argv, capsys):
-    code = module.main(argv)
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    return out + err
-
 
 @pytest.fixture
 def planted(tmp_path, monkeypatch):
@@ -401,49 +404,48 @@ def outputs_of_every_reader(planted, capsys, monkeypatch, fake_api) -> dict[str,
     """Run every command that prints stored text; {what: its output}."""
     out = {}
     for query in ("deploy billing password", "AWS_SECRET_ACCESS_KEY aws s3", "PRIVATE KEY deploy key", "token"):
-        out[f"grep {query}"] = run(lcm_grep, [query, "--all-sessions"], capsys)
-        out[f"grep --json {query}"] = run(lcm_grep, [query, "--all-sessions", "--json"], capsys)
-    out["grep regex"] = run(lcm_grep, ["AKIA|ghp_|BEGIN|sk-ant|eyJ|password", "--mode", "regex", "--all-sessions"],
-                            capsys)
+        out[f"grep {query}"] = shown(capsys, lcm_grep, query, "--all-sessions")
+        out[f"grep --json {query}"] = shown(capsys, lcm_grep, query, "--all-sessions", "--json")
+    out["grep regex"] = shown(capsys, lcm_grep, "AKIA|ghp_|BEGIN|sk-ant|eyJ|password", "--mode", "regex", "--all-sessions")
     for uuid in planted["uuids"]:
-        out[f"describe {uuid}"] = run(lcm_describe, [uuid], capsys)
-        out[f"describe --json {uuid}"] = run(lcm_describe, [uuid, "--json"], capsys)
-        out[f"expand {uuid}"] = run(lcm_expand, [uuid], capsys)
-        out[f"expand --json {uuid}"] = run(lcm_expand, [uuid, "--json"], capsys)
-        out[f"expand --raw {uuid}"] = run(lcm_expand, [uuid, "--raw"], capsys)
+        out[f"describe {uuid}"] = shown(capsys, lcm_describe, uuid)
+        out[f"describe --json {uuid}"] = shown(capsys, lcm_describe, uuid, "--json")
+        out[f"expand {uuid}"] = shown(capsys, lcm_expand, uuid)
+        out[f"expand --json {uuid}"] = shown(capsys, lcm_expand, uuid, "--json")
+        out[f"expand --raw {uuid}"] = shown(capsys, lcm_expand, uuid, "--raw")
     conn = lcm.db.connect()
     for (sid,) in conn.execute("SELECT id FROM summaries").fetchall():
-        out[f"describe {sid}"] = run(lcm_describe, [sid, "--json"], capsys)
-        out[f"expand {sid}"] = run(lcm_expand, [sid, "--full", "--json"], capsys)
-        out[f"expand --raw {sid}"] = run(lcm_expand, [sid, "--raw", "--max-tokens", "100000"], capsys)
-    out["describe --session"] = run(lcm_describe, ["--session", "s-secret", "--json"], capsys)
+        out[f"describe {sid}"] = shown(capsys, lcm_describe, sid, "--json")
+        out[f"expand {sid}"] = shown(capsys, lcm_expand, sid, "--full", "--json")
+        out[f"expand --raw {sid}"] = shown(capsys, lcm_expand, sid, "--raw", "--max-tokens", "100000")
+    out["describe --session"] = shown(capsys, lcm_describe, "--session", "s-secret", "--json")
     # expand_query through the model: a tool call reads the secret-bearing result back
     monkeypatch.setenv("LCM_LLM", "anthropic")
     fake_api.enqueue(tool_use=[{"name": "lcm_expand", "input": {"id": planted["uuids"][3]}}])
     fake_api.enqueue(tool_use=[{"name": "lcm_grep", "input": {"query": "deploy key"}}])
     fake_api.enqueue(text=f"The key was deployed [{planted['uuids'][3]}].")
-    out["expand_query"] = run(lcm_expand_query, ["--prompt", "Which AWS key and password did the deploy use?",
+    out["expand_query"] = shown(capsys, lcm_expand_query, "--prompt", "Which AWS key and password did the deploy use?",
                                                   "--query", "deploy AWS password", "--all-sessions",
-                                                  "--max-tokens", "20000"], capsys)
+                                                  "--max-tokens", "20000")
     monkeypatch.setenv("LCM_LLM", "none")
-    out["expand_query none"] = run(lcm_expand_query, ["--prompt", "Which key?", "--summary-ids", *planted["uuids"],
-                                                       "--json", "--max-tokens", "20000"], capsys)
+    out["expand_query none"] = shown(capsys, lcm_expand_query, "--prompt", "Which key?", "--summary-ids", *planted["uuids"],
+                                                       "--json", "--max-tokens", "20000")
     # checkpoint (file + stdout + the vault's copy, with a model narrative) and resume
     monkeypatch.setenv("LCM_LLM", "anthropic")
-    out["checkpoint"] = run(lcm_checkpoint, ["--session", "s-secret", "--llm"], capsys)
-    out["checkpoint --json"] = run(lcm_checkpoint, ["--session", "s-secret", "--json"], capsys)
+    out["checkpoint"] = shown(capsys, lcm_checkpoint, "--session", "s-secret", "--llm")
+    out["checkpoint --json"] = shown(capsys, lcm_checkpoint, "--session", "s-secret", "--json")
     out["checkpoint file"] = (planted["project"] / ".lcm-checkpoint.md").read_text()
     out["checkpoints table"] = "\n".join(r[0] for r in conn.execute("SELECT content FROM checkpoints"))
-    out["resume"] = run(lcm_resume, [], capsys)
-    out["resume --json"] = run(lcm_resume, ["--json"], capsys)
+    out["resume"] = shown(capsys, lcm_resume)
+    out["resume --json"] = shown(capsys, lcm_resume, "--json")
     # sessions, exports and a pinned note
-    out["sessions"] = run(lcm_sessions, ["--json"], capsys) + run(lcm_sessions, [], capsys)
-    out["session view"] = run(lcm_sessions, ["s-secret", "--json"], capsys) + run(lcm_sessions, ["s-secret"], capsys)
-    out["export markdown"] = run(lcm_export, ["--session", "s-secret"], capsys)
-    out["export jsonl"] = run(lcm_export, ["--session", "s-secret", "--format", "jsonl"], capsys)
-    run(lcm_remember, [f"the staging db password={SECRETS['password']} and key {SECRETS['aws_id']}"], capsys)
-    out["notes"] = run(lcm_remember, ["--list"], capsys) + run(lcm_remember, ["--list", "--json"], capsys)
-    out["grep notes"] = run(lcm_grep, ["staging db password", "--scope", "notes", "--json"], capsys)
+    out["sessions"] = shown(capsys, lcm_sessions, "--json") + shown(capsys, lcm_sessions)
+    out["session view"] = shown(capsys, lcm_sessions, "s-secret", "--json") + shown(capsys, lcm_sessions, "s-secret")
+    out["export markdown"] = shown(capsys, lcm_export, "--session", "s-secret")
+    out["export jsonl"] = shown(capsys, lcm_export, "--session", "s-secret", "--format", "jsonl")
+    shown(capsys, lcm_remember, f"the staging db password={SECRETS['password']} and key {SECRETS['aws_id']}")
+    out["notes"] = shown(capsys, lcm_remember, "--list") + shown(capsys, lcm_remember, "--list", "--json")
+    out["grep notes"] = shown(capsys, lcm_grep, "staging db password", "--scope", "notes", "--json")
     # hooks: SessionStart after a compaction injects the summaries; recall injects search hits
     env = {"LCM_RECALL": "1", "LCM_LLM": "none"}
     out["hook SessionStart compact"] = run_hook("session_start", session_start(planted["t"], "compact"), env).stdout
@@ -460,10 +462,10 @@ def outputs_of_every_reader(planted, capsys, monkeypatch, fake_api) -> dict[str,
 
 
 def test_planted_secrets_never_leave_the_vault(planted, capsys, monkeypatch, fake_api, tmp_path):
-    out = {"ingest": run(lcm_ingest, [str(planted["projects"])], capsys)}
+    out = {"ingest": shown(capsys, lcm_ingest, str(planted["projects"]))}
     # compaction with a model backend: what it sends is masked
     monkeypatch.setenv("LCM_LLM", "anthropic")
-    out["compact"] = run(lcm_compact, ["--session", "s-secret", "--full", "--json"], capsys)
+    out["compact"] = shown(capsys, lcm_compact, "--session", "s-secret", "--full", "--json")
     conn = lcm.db.connect()
     assert conn.execute("SELECT count(*) FROM summary_sources WHERE message_id IN "
                         "(SELECT id FROM messages WHERE uuid = ?)", (planted["uuids"][3],)).fetchone()[0] == 1
@@ -482,7 +484,7 @@ def test_planted_secrets_never_leave_the_vault(planted, capsys, monkeypatch, fak
         assert _raw_unmasked(uuid) in lines
     assert SECRETS["aws_secret"].encode() in _raw_unmasked(planted["uuids"][2])
     exported = tmp_path / "exact.jsonl"
-    run(lcm_export, ["--session", "s-secret", "--format", "jsonl", "--unmasked", "--output", str(exported)], capsys)
+    shown(capsys, lcm_export, "--session", "s-secret", "--format", "jsonl", "--unmasked", "--output", str(exported))
     assert exported.read_bytes().splitlines() == [line for line in lines if b'"uuid"' in line]  # the messages
 
 
@@ -504,8 +506,8 @@ def test_a_vault_filled_before_masking_still_masks_every_output(planted, capsys,
         m.setattr(lcm.mask, "mask", lambda text: text)
         m.setattr(lcm.mask, "mask_json", lambda value: value)
         m.setenv("LCM_LLM", "none")
-        run(lcm_ingest, [str(planted["projects"])], capsys)
-        run(lcm_compact, ["--session", "s-secret", "--full"], capsys)
+        shown(capsys, lcm_ingest, str(planted["projects"]))
+        shown(capsys, lcm_compact, "--session", "s-secret", "--full")
     conn = lcm.db.connect()
     with lcm.db.transaction(conn):  # as the upgrade of a vault from before masking leaves it
         conn.execute("UPDATE vault_meta SET value = (SELECT max(id) + 1 FROM messages) WHERE key = 'masked_from_message'")
@@ -524,16 +526,16 @@ def test_a_vault_filled_before_masking_still_masks_every_output(planted, capsys,
     assert not leaks(stored)
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('integrity-check')")  # raises if out of step
-    hits = json.loads(run(lcm_grep, ["AKIAQ3EXAMPLEKEY7ZZZ", "--all-sessions", "--json"], capsys))
+    hits = json.loads(shown(capsys, lcm_grep, "AKIAQ3EXAMPLEKEY7ZZZ", "--all-sessions", "--json"))
     assert hits["count"] == 0
     fp = hashlib.sha256(SECRETS["aws_id"].encode()).hexdigest()[:4]
-    assert json.loads(run(lcm_grep, [fp, "--all-sessions", "--json"], capsys))["count"] >= 1
+    assert json.loads(shown(capsys, lcm_grep, fp, "--all-sessions", "--json"))["count"] >= 1
     assert not any(lcm.doctor.remask_content(conn).values())  # a second run changes nothing
     assert lcm.db.masked_from_message(conn) > conn.execute("SELECT max(id) FROM messages").fetchone()[0]
 
 
 def test_expand_unmasked_is_only_with_raw_and_never_under_a_grant(planted, capsys, monkeypatch):
-    run(lcm_ingest, [str(planted["projects"])], capsys)
+    shown(capsys, lcm_ingest, str(planted["projects"]))
     with pytest.raises(SystemExit):
         lcm_expand.main([planted["uuids"][0], "--unmasked"])
     monkeypatch.setenv("LCM_GRANT", "grant_0123456789abcdef")
@@ -557,9 +559,9 @@ def test_llm_map_items_are_masked_before_the_model_sees_them(tmp_path, fake_api,
 def test_the_claude_cli_backend_gets_masked_prompts(planted, capsys, monkeypatch, fake_claude):
     """The CLI backend takes its prompt on the command line (visible to `ps`) or stdin: masked too."""
     monkeypatch.setenv("LCM_LLM", "claude")
-    run(lcm_ingest, [str(planted["projects"])], capsys)
-    run(lcm_compact, ["--session", "s-secret", "--full"], capsys)
-    run(lcm_checkpoint, ["--session", "s-secret", "--llm"], capsys)
+    shown(capsys, lcm_ingest, str(planted["projects"]))
+    shown(capsys, lcm_compact, "--session", "s-secret", "--full")
+    shown(capsys, lcm_checkpoint, "--session", "s-secret", "--llm")
     calls = fake_claude.calls()
     assert len(calls) >= 2
     for call in calls:
@@ -576,13 +578,13 @@ def test_a_large_tool_result_is_stored_and_shown_masked(tmp_path, capsys, monkey
     body = "".join(f"SETTING_{i}=value{i}\n" for i in range(60))
     t.tool_result(call, body + f"AWS_SECRET_ACCESS_KEY={SECRETS['aws_secret']}\n" + body + PEM)
     t.write()
-    run(lcm_ingest, [str(tmp_path / "projects")], capsys)
+    shown(capsys, lcm_ingest, str(tmp_path / "projects"))
     conn = lcm.db.connect()
     file_id, path = conn.execute("SELECT id, path FROM files").fetchone()
     assert not leaks(open(path, encoding="utf-8").read())
-    out = run(lcm_describe, [file_id, "--content", "--max-tokens", "100000"], capsys)
+    out = shown(capsys, lcm_describe, file_id, "--content", "--max-tokens", "100000")
     assert "[secret:aws-secret:" in out and not leaks(out)
-    assert not leaks(run(lcm_describe, [file_id, "--json"], capsys))
+    assert not leaks(shown(capsys, lcm_describe, file_id, "--json"))
     assert SECRETS["aws_secret"].encode() in conn.execute("SELECT raw FROM messages WHERE uuid = ?",
                                                            (t.entries[-1]["uuid"],)).fetchone()[0]
 
@@ -595,19 +597,19 @@ def test_an_upgraded_vault_masks_its_old_messages_and_trusts_only_what_was_maske
     with monkeypatch.context() as m:  # the vault as an older lcm filled it: text stored unmasked
         m.setattr(lcm.mask, "mask", lambda text: text)
         m.setattr(lcm.mask, "mask_json", lambda value: value)
-        run(lcm_ingest, [str(planted["projects"])], capsys)
+        shown(capsys, lcm_ingest, str(planted["projects"]))
     conn = lcm.db.connect()
     with lcm.db.transaction(conn):
         conn.execute("UPDATE vault_meta SET value = (SELECT max(id) + 1 FROM messages) WHERE key = 'masked_from_message'")
     later = Transcript(planted["projects"], session_id="s-later", cwd=str(planted["project"]))
     later.user("the billing deploy is done, staging host is quokka-7731")
     later.write()
-    run(lcm_ingest, [str(planted["projects"])], capsys)
-    out = run(lcm_grep, ["deploy billing password staging", "--all-sessions", "--json"], capsys)
+    shown(capsys, lcm_ingest, str(planted["projects"]))
+    out = shown(capsys, lcm_grep, "deploy billing password staging", "--all-sessions", "--json")
     assert not leaks(out) and "[secret:" in out  # the old rows: masked on the way out
     assert "quokka-7731" in out  # the new row: shown as stored (nothing in it to mask)
-    with open(lcm.mask.redact_path(), "w") as f:
+    with open(lcm.redact.path(), "w") as f:
         f.write("quokka-\\d+\n")
     lcm.mask._user = None
-    out = run(lcm_grep, ["deploy billing password staging", "--all-sessions", "--json"], capsys)
+    out = shown(capsys, lcm_grep, "deploy billing password staging", "--all-sessions", "--json")
     assert "quokka-7731" not in out and not leaks(out)

@@ -22,7 +22,7 @@ import lcm_ingest
 import lcm_llm_map
 import lcm_resume
 import lcm_sessions
-from fake_anthropic import fake_api  # noqa: F401  (pytest fixture)
+
 from test_hooks import run_hook, session_start, user_prompt
 from test_mask import EDGES, PLACES, SAMPLES, placed
 from transcripts import Transcript

@@ -15,7 +15,7 @@ import lcm.doctor
 import lcm.ingest
 import lcm.llm
 from conftest import run, shared_data
-from fake_anthropic import FakeAnthropic, Reply, fake_api  # noqa: F401  (pytest fixture)
+from fake_anthropic import FakeAnthropic, Reply
 from test_hooks import pre_compact, run_hook
 from transcripts import Transcript, coding_session
 

@@ -14,7 +14,7 @@ import lcm_grep
 import lcm_ingest
 import lcm_purge
 import lcm_remember
-from fake_anthropic import fake_api  # noqa: F401 (fixture)
+
 from transcripts import Transcript
 
 SECRET = "sk-ant-api03-PurgeMeQx7Zt41Lk9"  # a key: masked in the searchable text, kept in the raw line

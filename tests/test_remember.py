@@ -12,14 +12,11 @@ import lcm_grep
 import lcm_remember
 from test_hooks import run_hook, session_start, start_env
 from transcripts import coding_session
+from conftest import run
 
 NOTE = "releases go through make release-canary, never plain make release"
 
 
-def run(capsys, module, *argv):
-    code = module.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def remember(capsys, *argv) -> dict:

@@ -14,14 +14,10 @@ import pytest
 import lcm_compact
 import lcm_ingest
 import lcm_sessions
-from conftest import command, ROOT, SCRIPTS, shared_data
+from conftest import command, ROOT, run, SCRIPTS, shared_data
 from transcripts import Transcript, coding_session
 
 
-def run(capsys, module, *argv):
-    code = module.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def sessions_json(capsys, *argv) -> dict:

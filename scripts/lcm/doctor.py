@@ -24,6 +24,7 @@ import lcm.db
 import lcm.ingest
 import lcm.installation
 import lcm.mask
+import lcm.redact
 import lcm.purge
 import lcm.recovery
 import lcm.schema
@@ -110,7 +111,7 @@ def examine(db_arg: str | None = None, probe: bool = True) -> dict:
     doc = {"db": path, "integrity": None, "backup": None, "fixed": [], "not_fixed": [], "recovery": None}
     doc["backend"] = lcm.installation.backend(probe)
     doc["stale"] = lcm.installation.stale()
-    bad = lcm.mask.redact_problems()  # a pattern that cannot be used masks nothing: say so
+    bad = lcm.redact.problems()  # a pattern that cannot be used masks nothing: say so
     doc["masking"] = {"status": "warn" if bad else "ok", "redact_problems": bad}
     try:
         if conn is not None:

@@ -38,7 +38,8 @@ def cjk_runs(text: str) -> str:
         start = m.start()
         while start > end and (text[start - 1].isalnum() or text[start - 1] == "_"):
             start -= 1
-        end = WORD.match(text, m.start()).end()
+        word = WORD.match(text, m.start())  # None for a code point of the range that is no letter
+        end = word.end() if word else m.end()
         runs.append(text[start:end])
     return " ".join(runs)
 

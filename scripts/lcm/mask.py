@@ -21,8 +21,9 @@ one regular expression. The module imports only `os` and `sys`: hooks import it 
 """
 from __future__ import annotations
 
-import os
 import sys
+
+import lcm.redact
 
 _compiled: dict[str, object] = {}
 _user: list | None = None  # compiled patterns of redact.txt, loaded on first use
@@ -554,7 +555,7 @@ def _load_user_patterns() -> list:
     if _user is not None:
         return _user
     _user = []
-    for number, pattern, error in _read_redact_file():
+    for number, pattern, error in lcm.redact.read():
         if error is None:
             _user.append(pattern)
         else:
@@ -566,40 +567,3 @@ def reload_user_patterns() -> None:
     """Read redact.txt afresh on the next mask (a pattern was just added)."""
     global _user
     _user = None
-
-
-def redact_path() -> str:
-    import lcm.config
-    return os.path.join(lcm.config.home_str(), "redact.txt")
-
-
-def _read_redact_file() -> list[tuple[int, object, str | None]]:
-    """(line number, compiled pattern or None, error or None) for each pattern line of redact.txt."""
-    try:
-        with open(redact_path(), encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return []
-    import re
-    out = []
-    for number, line in enumerate(lines, 1):
-        source = line.strip()
-        if not source or source.startswith("#"):
-            continue
-        try:
-            pattern = re.compile(source)
-        # a line is often the secret itself, typed as a pattern: reported by its number, never shown
-        except (re.error, RecursionError, OverflowError) as exc:
-            out.append((number, None, f"invalid regular expression ({getattr(exc, 'msg', None) or type(exc).__name__}"
-                                      + (f" at position {exc.pos}" if getattr(exc, "pos", None) is not None else "") + ")"))
-            continue
-        if pattern.fullmatch(""):
-            out.append((number, None, "the pattern matches the empty string"))
-            continue
-        out.append((number, pattern, None))
-    return out
-
-
-def redact_problems() -> list[str]:
-    """What is wrong in redact.txt, one message per bad line (for lcm_doctor.py)."""
-    return [f"{redact_path()} line {n}: {error}" for n, _p, error in _read_redact_file() if error]
