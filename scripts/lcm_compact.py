@@ -39,9 +39,7 @@ import sys
 import lcm.cli
 import lcm.config
 import lcm.db
-import lcm.resolve
 import lcm.grants
-import lcm.exclude
 import lcm.compact
 import lcm.digest
 import lcm.llm
@@ -71,17 +69,7 @@ def _main(argv):
     # a dry run writes in a transaction it rolls back, so it opens for writing, but makes no vault
     conn = lcm.db.connect(args.db, create=not args.dry_run)
     lcm.grants.scope(conn).refuse("lcm_compact.py (it writes summaries)")
-    if args.all:
-        sessions = [r[0] for r in conn.execute("SELECT DISTINCT session_id FROM messages ORDER BY session_id")]
-        projects = dict(conn.execute("SELECT session_id, project FROM sessions").fetchall())
-        sessions = [s for s in sessions if not lcm.exclude.excluded(projects.get(s))]  # LCM_EXCLUDE: left alone
-    else:
-        session = lcm.resolve.session(conn, args.session)
-        row = conn.execute("SELECT project FROM sessions WHERE session_id = ?", (session,)).fetchone()
-        if row and lcm.exclude.excluded(row[0]):
-            raise LcmError(f"session {session} belongs to {row[0]}, a project LCM_EXCLUDE keeps out of lcm",
-                           "remove the glob that matches it from LCM_EXCLUDE to compact this session")
-        sessions = [session]
+    sessions = lcm.compact.sessions_to_compact(conn, args.session, every=args.all)
     mode = "full" if args.full else "upgrade" if args.upgrade else "incremental"
     results, calls_left = [], lcm.config.get("LCM_MAX_SUMMARY_CALLS")
     breaker = lcm.llm.Breaker()  # one failing backend is found once per run, not once per session

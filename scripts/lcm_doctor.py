@@ -26,9 +26,8 @@ $LCM_HOME/redact.txt (the searchable text of messages, summaries, notes, checkpo
 explorations, titles; original lines are kept). Backup first; minutes on a very large vault.
 
 Exit 0 when nothing is a problem (warnings are advice), 1 when a problem is found (after --fix:
-one it could not repair). --json: `integrity`, one key per check (schema, fts, dag, stale,
-fallback, masking, hooks, backend, disk) with a `status` of ok, warn or problem, `problems`,
-`fixed`, `backup`.
+one it could not repair). --json: `integrity`, a key per check (schema, fts, dag, stale, fallback, storage,
+masking, hooks, backend, disk) with a `status` (ok, warn, problem), `problems`, `fixed`, `backup`.
 
 Examples:
   python3 "$LCM_SCRIPTS/lcm_doctor.py"; python3 "$LCM_SCRIPTS/lcm_doctor.py" --fix --json
@@ -75,11 +74,8 @@ def _vault_lines(doc: dict) -> str:
     if doc.get("rebuild_interrupted"):
         out += _line("problem", "rebuild", "an earlier recovery stopped before it had read every transcript")
     out += _line(b["status"], "fallback summaries", text)
-    v = doc.get("storage")
-    if v is not None:
-        out += _line(v["status"], "storage", (f"vault/transcripts {v['ratio']}; " if v["ratio"] else "")
-                     + f"{v['plain_lines']} lines not yet packed" + (
-                         ": convert with lcm_compact.py --pack --all --vacuum" if v["pending"] else ""))
+    if doc.get("storage") is not None:
+        out += _line(doc["storage"]["status"], "storage", lcm.cli.runnable(doc["storage"]["text"]))
     return out
 
 
@@ -139,12 +135,8 @@ def _main(argv):
     doc = lcm.doctor.examine(args.db)
     if args.fix or args.remask:
         doc = lcm.doctor.repair(doc, remask=args.remask, fix=args.fix)
-    if args.json:
-        doc["status"] = "problem" if doc["problems"] else "ok"
-        doc.pop("_integrity_status", None)
-        lcm.cli.print_json(doc)
-    else:
-        _print(doc)
+    doc["status"] = "problem" if doc["problems"] else "ok"
+    lcm.cli.print_json({k: v for k, v in doc.items() if k != "_integrity_status"}) if args.json else _print(doc)
     return 1 if doc["problems"] else 0
 
 

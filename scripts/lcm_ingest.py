@@ -26,6 +26,7 @@ import sys
 import lcm.cli
 import lcm.config
 import lcm.db
+import lcm.bulk
 import lcm.ingest
 
 MALFORMED_SHOWN = 20  # malformed lines listed in text mode before "... N more"
@@ -47,11 +48,11 @@ def _main(argv):
             paths.append(root)
         else:
             sys.stderr.write(f"No transcripts yet under {root}\n")
-    lcm.ingest.transcript_files(paths)  # refuse a bad path before the vault is even created
+    lcm.bulk.transcript_files(paths)  # refuse a bad path before the vault is even created
     conn = lcm.db.connect(args.db)
     # an empty vault before the import: a line skipped as known repeated one read in this import
     was_empty = conn.execute("SELECT 1 FROM messages LIMIT 1").fetchone() is None
-    result = lcm.ingest.ingest_paths(conn, paths, progress=not args.json)
+    result = lcm.bulk.ingest_paths(conn, paths, progress=not args.json)
     if args.json:
         lcm.cli.print_json(result)
         return 0

@@ -10,6 +10,7 @@ import pytest
 import lcm.answer
 import lcm.compact
 import lcm.db
+import lcm.bulk
 import lcm.ingest
 from conftest import run
 
@@ -85,7 +86,7 @@ def session(tmp_path, vault, monkeypatch):
         t.assistant_text(f"Renamed helper_{i}. " + "note " * 60)
     t.write()
     conn = lcm.db.connect()
-    lcm.ingest.ingest_paths(conn, [str(t.path)])
+    lcm.bulk.ingest_paths(conn, [str(t.path)])
     monkeypatch.setenv("LCM_LLM", "none")
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "0")
     monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "3000")

@@ -10,6 +10,7 @@ import pytest
 from conftest import command, run
 
 import lcm.db
+import lcm.bulk
 import lcm.ingest
 import lcm_checkpoint
 import lcm_resume
@@ -35,7 +36,7 @@ def workspace(tmp_path, monkeypatch):
 def stored(tmp_path, session_id: str, cwd: str, turns: int = 2):
     t = coding_session(tmp_path / "projects", turns=turns, session_id=session_id, cwd=cwd)
     t.write()
-    lcm.ingest.ingest_paths(lcm.db.connect(), [t.path])
+    lcm.bulk.ingest_paths(lcm.db.connect(), [t.path])
     return t
 
 

@@ -13,6 +13,7 @@ import lcm_checkpoint
 import lcm.compact
 import lcm.config
 import lcm.db
+import lcm.bulk
 import lcm.ingest
 import lcm_resume
 from conftest import run, SCRIPTS, shared_data
@@ -36,7 +37,7 @@ def workspace(tmp_path, monkeypatch):
 
 def ingest(*paths):
     conn = lcm.db.connect()
-    lcm.ingest.ingest_paths(conn, [str(p) for p in paths])
+    lcm.bulk.ingest_paths(conn, [str(p) for p in paths])
     return conn
 
 

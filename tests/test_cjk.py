@@ -9,6 +9,7 @@ import pytest
 import lcm.db
 import lcm.indexes
 import lcm.schema
+import lcm.bulk
 import lcm.ingest
 import lcm_grep
 from conftest import run
@@ -41,7 +42,7 @@ def cjk_vault(tmp_path, vault):
         t.assistant_text("OK.")
     t.write()
     conn = lcm.db.connect(str(vault))
-    lcm.ingest.ingest_paths(conn, [tmp_path / "projects"])
+    lcm.bulk.ingest_paths(conn, [tmp_path / "projects"])
     return vault
 
 
@@ -90,7 +91,7 @@ def test_without_trigram_cjk_is_still_found_by_scanning(tmp_path, vault, capsys,
     t.user("東京に住んでいます。")
     t.write()
     conn = lcm.db.connect(str(vault))
-    lcm.ingest.ingest_paths(conn, [tmp_path / "projects"])
+    lcm.bulk.ingest_paths(conn, [tmp_path / "projects"])
     assert not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'messages_cjk'").fetchone()
     results = _results(capsys, vault, "東京オフィス")
     assert results[0]["snippet"].startswith("明日の会議")

@@ -24,6 +24,7 @@ import lcm.db
 import lcm.errors
 import lcm.schema
 import lcm.extract
+import lcm.bulk
 import lcm.ingest
 import lcm.llm
 import lcm.prompts
@@ -51,7 +52,7 @@ def run_json(capsys, *args) -> dict:
 
 
 def ingest(conn, *paths):
-    return lcm.ingest.ingest_paths(conn, [str(p) for p in paths])
+    return lcm.bulk.ingest_paths(conn, [str(p) for p in paths])
 
 
 def stored_rows(t: Transcript) -> list:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import lcm.db
+import lcm.bulk
 import lcm.ingest
 import lcm.turns
 from conftest import SCRIPTS
@@ -27,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # an import as `lcm_ingest.py` runs it, with small groups (many transactions) and the parser process
 # even for a few files, as a large tree would have
 IMPORT = ("import sys; sys.path.insert(0, {scripts!r}); import lcm.ingest, lcm_ingest; "
-          "lcm.ingest.GROUP_BYTES = {group}; lcm.ingest.PARSE_PROCESS_MIN_FILES = 1; "
+          "lcm.bulk.GROUP_BYTES = {group}; lcm.bulk.PARSE_PROCESS_MIN_FILES = 1; "
           "sys.exit(lcm_ingest.main(sys.argv[1:]))")
 
 

@@ -410,6 +410,7 @@ def test_every_kind_survives_into_the_leaf_summary_of_a_long_failing_session(tmp
     import lcm.compact
     import lcm.config
     import lcm.db
+    import lcm.bulk
     import lcm.ingest
     from transcripts import Transcript
     monkeypatch.setenv("LCM_LLM", "none")
@@ -422,7 +423,7 @@ def test_every_kind_survives_into_the_leaf_summary_of_a_long_failing_session(tmp
         t.assistant_text(f"Step {i} failed; looking at why.")
     t.write()
     conn = lcm.db.connect()
-    lcm.ingest.ingest_paths(conn, [t.path])
+    lcm.bulk.ingest_paths(conn, [t.path])
     lcm.compact.compact(conn, t.session_id, mode="full")
     leaves = conn.execute("SELECT content, token_count FROM summaries WHERE kind = 'leaf'").fetchall()
     assert leaves and all(r["token_count"] <= lcm.config.get("LCM_LEAF_TARGET_TOKENS") for r in leaves)

@@ -13,6 +13,7 @@ import pytest
 
 import lcm.db
 import lcm.schema
+import lcm.bulk
 import lcm.ingest
 import lcm_init
 import lcm.status
@@ -43,7 +44,7 @@ def status_json(capsys, *argv):
 
 
 def ingest(path):
-    lcm.ingest.ingest_paths(lcm.db.connect(), [path])
+    lcm.bulk.ingest_paths(lcm.db.connect(), [path])
 
 
 def usage(inp, read=0, create=0, out=0):

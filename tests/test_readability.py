@@ -6,6 +6,7 @@ import json
 import lcm.compact
 import lcm.dag
 import lcm.db
+import lcm.bulk
 import lcm.ingest
 import lcm_describe
 from transcripts import Transcript
@@ -23,7 +24,7 @@ def compacted_session(tmp_path, monkeypatch, turns: int = 30) -> tuple:
         t.assistant_text(f"The fix is to guard case {i} because a && b can both be unset.")
     t.write()
     conn = lcm.db.connect()
-    lcm.ingest.ingest_paths(conn, [t.path])
+    lcm.bulk.ingest_paths(conn, [t.path])
     lcm.compact.compact(conn, t.session_id, mode="full")
     return conn, t
 

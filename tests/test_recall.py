@@ -14,6 +14,7 @@ import lcm.config
 import lcm.db
 import lcm.schema
 import lcm.grants
+import lcm.bulk
 import lcm.ingest
 import lcm_checkpoint
 import lcm_compact
@@ -61,7 +62,7 @@ def chats(tmp_path, vault):
         c.assistant_text(f"The zookeeper quorum flake is the session timeout, run {i}.")
     c.write()
     conn = lcm.db.connect(str(vault))
-    lcm.ingest.ingest_paths(conn, [projects])
+    lcm.bulk.ingest_paths(conn, [projects])
     return conn
 
 
@@ -92,7 +93,7 @@ def test_a_long_turns_last_reply_is_found_from_the_prompts_words(tmp_path, vault
     t.user("Thanks. Now bump the version.")
     t.assistant_text("Bumped to 2.4.0.")
     t.write()
-    lcm.ingest.ingest_paths(lcm.db.connect(str(vault)), [tmp_path / "projects"])
+    lcm.bulk.ingest_paths(lcm.db.connect(str(vault)), [tmp_path / "projects"])
     doc = grep_json(capsys, "csv exporter semicolons delimiters", "--all-sessions")
     assert any("dialect sniffer" in r["snippet"] and r["next_to"] for r in doc["results"])
 
@@ -239,7 +240,7 @@ def test_drill_down_without_a_model_reaches_an_answer_past_routine_messages(tmp_
                      "aware one, which raises TypeError when the DST offset changes.")
     t.write()
     conn = lcm.db.connect(str(vault))
-    lcm.ingest.ingest_paths(conn, [tmp_path / "projects"])
+    lcm.bulk.ingest_paths(conn, [tmp_path / "projects"])
     assert conn.execute("SELECT sum(token_count) FROM messages").fetchone()[0] > 8000
     leaf = leaf_over(conn, "export-debug")
     monkeypatch.setenv("LCM_LLM", "none")
@@ -263,7 +264,7 @@ def _exchange_vault(tmp_path, vault):
     t.user("the nightly export job keeps timing out again")
     t.assistant_text("I raised its ceiling to 900 seconds and it passed.")
     t.write()
-    lcm.ingest.ingest_paths(lcm.db.connect(str(vault)), [tmp_path / "projects"])
+    lcm.bulk.ingest_paths(lcm.db.connect(str(vault)), [tmp_path / "projects"])
 
 
 def test_an_exchange_holding_the_words_between_its_turns_is_found(tmp_path, vault, capsys, monkeypatch):
@@ -283,6 +284,6 @@ def test_a_question_hands_its_score_to_its_answer(tmp_path, vault, capsys):
     t.user("Frankfurt, close to our customers.")
     t.assistant_text("Staging cluster region set.")
     t.write()
-    lcm.ingest.ingest_paths(lcm.db.connect(str(vault)), [tmp_path / "projects"])
+    lcm.bulk.ingest_paths(lcm.db.connect(str(vault)), [tmp_path / "projects"])
     doc = grep_json(capsys, "which region does the staging cluster run in", "--all-sessions")
     assert "Frankfurt" in doc["results"][1]["snippet"] or "Frankfurt" in doc["results"][0]["snippet"]

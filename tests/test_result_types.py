@@ -8,6 +8,7 @@ import pytest
 
 import lcm.db
 import lcm.files
+import lcm.bulk
 import lcm.ingest
 import lcm_checkpoint
 import lcm_grep
@@ -44,7 +45,7 @@ def typed_vault(tmp_path, vault, capsys, monkeypatch):
     t.user("Next, wire the marmalade exporter into the handlers.")
     t.write()
     conn = lcm.db.connect(str(vault))
-    lcm.ingest.ingest_paths(conn, [tmp_path / "projects"])
+    lcm.bulk.ingest_paths(conn, [tmp_path / "projects"])
     assert run(capsys, lcm_remember, "Always deploy the tangerine cluster on Fridays", "--global")[0] == 0
     assert run(capsys, lcm_checkpoint, "--session", "types-0001", "--output", tmp_path / "cp.md")[0] == 0
     # session digests are written at SessionEnd (lcm.extract); made here as that table holds them

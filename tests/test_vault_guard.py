@@ -12,6 +12,7 @@ import sys
 import pytest
 
 import lcm.db
+import lcm.bulk
 import lcm.ingest
 import lcm.schema
 from conftest import SCRIPTS
@@ -124,7 +125,7 @@ READERS = [(name, args) for name, args, writes in COMMANDS if not writes]
 @pytest.fixture
 def vault_file(workdir, vault):
     conn = lcm.db.connect(str(vault))
-    lcm.ingest.ingest_paths(conn, [workdir / "projects"])
+    lcm.bulk.ingest_paths(conn, [workdir / "projects"])
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
     return vault

@@ -17,6 +17,7 @@ import pytest
 
 import lcm.compact
 import lcm.db
+import lcm.bulk
 import lcm.ingest
 import lcm.sessions
 from conftest import SHARED_DATA, shared_data
@@ -49,7 +50,7 @@ def vault_dir(tmp_path_factory):
         for name, value in env.items():
             m.setenv(name, value)
         conn = lcm.db.connect(str(root / "lcm.db"))
-        lcm.ingest.ingest_paths(conn, [str(SHARED_DATA / "claude-projects"), str(projects)])
+        lcm.bulk.ingest_paths(conn, [str(SHARED_DATA / "claude-projects"), str(projects)])
         for (sid,) in conn.execute("SELECT session_id FROM sessions").fetchall():
             lcm.compact.compact(conn, sid, mode="full")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

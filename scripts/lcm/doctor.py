@@ -21,6 +21,7 @@ import time
 import lcm.compact
 import lcm.config
 import lcm.db
+import lcm.bulk
 import lcm.ingest
 import lcm.installation
 import lcm.mask
@@ -261,7 +262,7 @@ def _repair_in_place(conn, path: str, doc: dict, done: dict) -> None:
 
 def _finish_rebuild(conn) -> int:
     root = lcm.recovery.projects_root()
-    added = lcm.ingest.ingest_paths(conn, [root])["messages_added"] if os.path.isdir(root) else 0
+    added = lcm.bulk.ingest_paths(conn, [root])["messages_added"] if os.path.isdir(root) else 0
     with lcm.db.transaction(conn):
         conn.execute("DELETE FROM vault_meta WHERE key = 'rebuild'")
     return added
@@ -323,6 +324,8 @@ def storage(conn) -> dict:
         doc = {"ratio": None, "plain_lines": conn.execute("SELECT count(*) FROM messages").fetchone()[0]}
     doc["pending"] = doc["plain_lines"] >= lcm.pack.CONVERT_LINES
     doc["status"] = _status(False, doc["pending"])
+    doc["text"] = ((f"vault/transcripts {doc['ratio']}; " if doc["ratio"] else "") + f"{doc['plain_lines']} lines not"
+                   " yet packed" + (": convert with lcm_compact.py --pack --all --vacuum" if doc["pending"] else ""))
     return doc
 
 

@@ -5,7 +5,6 @@ The command is scripts/lcm_ingest.py; hooks and other commands import this modul
 from __future__ import annotations
 
 import os
-import sys
 import time
 
 import lcm.config
@@ -23,10 +22,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # names for annotations only
     from pathlib import Path
 
-PARSE_PROCESS_MIN_FILES = 8  # fewer files are parsed inline: a worker process is not worth starting
-GROUP_BYTES = 48 << 20  # bulk ingest: unread transcript bytes per transaction (~14k messages)
-GROUPS_AHEAD = 2  # groups parsed ahead of the writer (each waits as a stage file)
-WAL_LIMIT = 512 << 20  # bulk ingest lets the WAL grow this large before it waits for a checkpoint
 CATCH_UP_BUDGET = 5000  # message ids a hook adds to the derived search indexes beyond its own (a migrated vault)
 
 MESSAGE_COLUMNS = ("uuid, session_id, parent_uuid, type, role, subtype, created_at, cwd, git_branch, model,"
@@ -34,8 +29,6 @@ MESSAGE_COLUMNS = ("uuid, session_id, parent_uuid, type, role, subtype, created_
                    " transcript_path, line_no")
 INSERT_MESSAGE = f"INSERT OR IGNORE INTO messages ({MESSAGE_COLUMNS}) VALUES ({','.join('?' * 19)})"
 STAGE_MIN_ROWS = 32  # smaller batches (a hook's new turn) insert directly
-FTS_BULK_HASHSIZE = 64 << 20  # FTS5 pending-terms buffer during bulk ingest (one group fits)
-FTS_HASHSIZE = 1 << 20  # FTS5's default
 
 UPSERT_SESSION = """INSERT INTO sessions (session_id, project, title, transcript_path, model, first_at, last_at)
     VALUES (:sid, :project, :title, :path, :model, :first, :last)
@@ -68,7 +61,7 @@ def projects_root() -> Path:
     return (Path(base).expanduser() if base else Path.home() / ".claude") / "projects"
 
 
-def _transcript_row(conn, path: str) -> dict | None:
+def transcript_row(conn, path: str) -> dict | None:
     row = conn.execute("SELECT * FROM transcripts WHERE path = ?", (path,)).fetchone()
     return dict(row) if row is not None else None
 
@@ -112,7 +105,7 @@ def _insert_rows(conn, rows: list[tuple]) -> int:
     if len(rows) < STAGE_MIN_ROWS:
         return conn.executemany(INSERT_MESSAGE, rows).rowcount if rows else 0
     _stage(conn, rows)
-    return _flush(conn)
+    return flush_staged(conn)
 
 
 def _stage(conn, rows: list[tuple]) -> None:
@@ -127,7 +120,7 @@ def _stage(conn, rows: list[tuple]) -> None:
     conn.executemany(f"INSERT INTO temp.ingest_stage VALUES ({','.join('?' * 19)})", rows)
 
 
-def _flush(conn, bulk: bool = False, rows: tuple[int, int] | None = None) -> int:
+def flush_staged(conn, bulk: bool = False, rows: tuple[int, int] | None = None) -> int:
     """Move the staged rows (temp.ingest_stage, or with bulk=True the stage file attached as
     lcm_stage; only its rows start+1 .. start+count with rows=(start, count)) into `messages`
     in staging order; returns how many were new.
@@ -159,7 +152,7 @@ def _flush(conn, bulk: bool = False, rows: tuple[int, int] | None = None) -> int
     return added
 
 
-def _write(conn, batch: lt.Batch, patience: float | None = None) -> dict:
+def write_batch(conn, batch: lt.Batch, patience: float | None = None) -> dict:
     """Store a parsed batch (one transaction unless the caller holds one); returns its counts.
 
     A batch whose rows bulk ingest put in a stage file has none here: _store_group moves and
@@ -235,7 +228,7 @@ def place_leaf_titles(conn) -> None:
         conn.execute(sql)
 
 
-def _settings() -> tuple[bool, int]:
+def settings() -> tuple[bool, int]:
     # estimate_tokens is ceil(chars / 4), so "more tokens than the threshold" = more than 4x chars
     return lcm.config.get("LCM_INDEX_THINKING"), 4 * lcm.config.get("LCM_LARGE_FILE_THRESHOLD")
 
@@ -247,7 +240,7 @@ def ingest_file(conn, path, patience: float | None = None) -> dict:
     malformed ([{path, line}]), sessions (ids seen). patience: see begin_write.
     """
     path = os.path.abspath(os.fspath(path))
-    return _write(conn, lt.read_new_lines(path, _transcript_row(conn, path), *_settings()), patience)
+    return write_batch(conn, lt.read_new_lines(path, transcript_row(conn, path), *settings()), patience)
 
 
 def ingest_session(conn, transcript_path, patience: float | None = None) -> dict:
@@ -332,414 +325,3 @@ def changed_agents_beside(conn, path: str) -> list[str]:
         except OSError:
             continue  # vanished meanwhile
     return sorted(changed)
-
-
-def transcript_files(paths, skipped: list | None = None) -> list[str]:
-    """Expand files and directories (recursively, *.jsonl) into readable transcript files.
-
-    Every path given is checked before anything is written, so a typo changes nothing. A file
-    found inside a directory that is no regular file (a dangling symlink, a FIFO) is left out,
-    and listed in `skipped` ({path, reason}) when given: one odd file never stops the import.
-    The reason names the file.
-    """
-    import stat
-    files: dict[str, None] = {}
-    for given in paths:
-        path = os.path.abspath(os.path.expanduser(os.fspath(given)))
-        if not os.path.isdir(path):
-            lt.open_transcript(path)[0].close()
-            files[path] = None
-            continue
-        for directory, dirnames, names in os.walk(path):
-            dirnames.sort()  # <session>.jsonl before <session>/subagents/: parents first
-            # sessions before the agent-*.jsonl beside them (early CLIs): a run finds its call
-            for name in sorted(names, key=lambda n: (n.startswith("agent-"), n)):
-                if not name.endswith(".jsonl"):
-                    continue
-                found = os.path.join(directory, name)
-                shown = lt.safe_text(found)  # a name that is not UTF-8 could not be stored
-                try:
-                    regular = stat.S_ISREG(os.stat(found).st_mode) and shown == found
-                    reason = f"not a regular file: {shown}" if shown == found else f"file name is not UTF-8: {shown}"
-                except OSError as exc:
-                    regular = False
-                    reason = (f"dangling symlink: {shown}" if os.path.islink(found)
-                              else f"cannot read {shown}: {exc.strerror}")
-                if regular:
-                    files[found] = None
-                elif skipped is not None:
-                    skipped.append({"path": shown, "reason": reason})
-    return list(files)
-
-
-def ingest_paths(conn, paths, progress: bool = False) -> dict:
-    """Ingest transcript files and directories; returns the --json document.
-
-    Files go in groups of about GROUP_BYTES, one transaction each. A parser process (see
-    _parser_pool) turns each group into a stage file while this process stores the one before.
-    """
-    started = time.perf_counter()
-    skipped: list[dict] = []
-    files = transcript_files(paths, skipped)
-    total = {"files": len(files), "messages_added": 0, "messages_skipped": 0, "malformed_lines": 0,
-             "sessions": 0, "seconds": 0.0, "excluded_files": 0, "excluded_lines": 0, "malformed": [],
-             "skipped_files": skipped}
-    sessions: set[str] = set()
-    settings = _settings()
-    own = not conn.in_transaction
-    if not own:  # the caller's transaction: no ATTACH inside it, so file by file
-        for path in files:
-            try:
-                batch = lt.read_new_lines(path, _transcript_row(conn, path), *settings)
-            except LcmError as exc:
-                skipped.append({"path": path, "reason": exc.message})
-                continue
-            _count(total, sessions, _write(conn, batch))
-        total["files"] -= total["excluded_files"]
-        total["sessions"] = len(sessions)
-        total["seconds"] = round(time.perf_counter() - started, 3)
-        return total
-    groups, sizes = _plan_groups(conn, files)
-    bar = _progress(len(files), sum(sizes), progress)
-    stage_dir = _stage_dir(sizes)
-    # bulk imports revisit the same FTS, uuid-index and b-tree pages constantly: up to 256 MB of
-    # page cache keeps them hot (a 1M-message vault's uuid index alone is ~60 MB)
-    conn.execute("PRAGMA cache_size = -262144")
-    checkpointer = _Checkpointer(conn)
-    turns = lcm.turns.Turns(conn)
-    fts = lcm.schema.fts_enabled(conn)
-    from collections import deque
-    ahead: deque = deque()
-    seen = 0
-    try:
-        if fts:
-            # FTS5 writes its in-memory terms out as a new index segment whenever they pass 1 MB;
-            # one segment per group instead means far less merging later (-12% at 200k messages).
-            # Restored below: the setting is stored in the vault.
-            _set_fts_hashsize(conn, FTS_BULK_HASHSIZE)
-        with _parser_pool(len(files)) as pool:
-            for number, group in enumerate(groups):
-                stage = os.path.join(stage_dir, f"group-{number}.db")
-                # offsets as of now: a parallel import or a hook may have read these files since
-                group = [(path, _transcript_row(conn, path)) for path, _ in group]
-                ahead.append((pool.submit(_parse_group, group, settings, stage), len(group)))
-                while len(ahead) > (GROUPS_AHEAD if number < len(groups) - 1 else 0):
-                    future, count = ahead.popleft()
-                    seen += _store_group(conn, *future.result(), total, sessions, turns)
-                    checkpointer.poke()
-                    if bar:
-                        bar.update(count)
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    finally:
-        if any(r[1] == "lcm_stage" for r in conn.execute("PRAGMA database_list")):
-            conn.execute("DETACH DATABASE lcm_stage")
-        import shutil
-        shutil.rmtree(stage_dir, ignore_errors=True)
-        if bar:
-            bar.close()
-        if fts:
-            _set_fts_hashsize(conn, FTS_HASHSIZE)
-        turns.close()
-        checkpointer.close()
-    total["messages_skipped"] = seen - total["messages_added"]
-    total["files"] -= total["excluded_files"]
-    conn.execute("PRAGMA cache_size = -2000")  # back to SQLite's default for later writes
-    total["sessions"] = len(sessions)
-    total["seconds"] = round(time.perf_counter() - started, 3)
-    return total
-
-
-def _set_fts_hashsize(conn, size: int) -> None:
-    """A write like any other: in turn with the vault's other writers."""
-    begin_write(conn)
-    try:
-        conn.execute(f"INSERT INTO messages_fts(messages_fts, rank) VALUES ('hashsize', {size})")
-    finally:
-        conn.execute("COMMIT")
-
-
-def _count(total: dict, sessions: set, one: dict) -> None:
-    """Add one file's _write result to the ingest totals."""
-    for key in ("messages_added", "messages_skipped", "malformed_lines", "excluded_lines"):
-        total[key] += one[key]
-    total["excluded_files"] += one["excluded_file"]
-    total["malformed"].extend(one["malformed"])
-    sessions.update(one["sessions"])
-
-
-def _plan_groups(conn, files: list[str]) -> tuple[list[list[tuple]], list[int]]:
-    """Consecutive files in groups of at least GROUP_BYTES unread bytes (the last may be
-    smaller): ([[(path, its transcripts row or None), ...], ...], unread bytes of each group)."""
-    groups, sizes, current, size = [], [], [], 0
-    for i, path in enumerate(files):
-        known = _transcript_row(conn, path)
-        try:
-            size += max(os.path.getsize(path) - (known["byte_offset"] if known else 0), 0)
-        except OSError:
-            pass  # vanished or unreadable: the parser reports it
-        current.append((path, known))
-        if size >= GROUP_BYTES or i == len(files) - 1:
-            groups.append(current)
-            sizes.append(size)
-            current, size = [], 0
-    return groups, sizes
-
-
-def _stage_dir(sizes: list[int]) -> str:
-    """A new private (0700) directory for the stage files, which hold transcript lines.
-
-    RAM-backed /dev/shm when it has room for the largest groups in flight: a stage file lives
-    for seconds, and writing it to disk first cost a quarter of a large import's time. Else the
-    system's temp directory.
-    """
-    import tempfile
-    prefix = f"{lcm.db.STAGE_PREFIX}{os.getpid()}-"
-    need = 2 * sum(sorted(sizes)[-(GROUPS_AHEAD + 2):])  # a stage file is ~1.4x its transcripts
-    try:
-        shm = os.statvfs("/dev/shm")  # stale stages there went at connect (lcm.db.remove_stale_stages)
-        if shm.f_bavail * shm.f_frsize > need + (256 << 20):
-            return tempfile.mkdtemp(prefix=prefix, dir="/dev/shm")
-    except OSError:
-        pass  # no /dev/shm (macOS, Windows) or not usable
-    lcm.db.remove_stale_stages(tempfile.gettempdir())
-    return tempfile.mkdtemp(prefix=prefix)
-
-
-def _parse_group(group: list[tuple], settings: tuple, stage: str) -> tuple[list, str | None]:
-    """Parse a group's transcripts (in the parser process) and write their message rows to the
-    stage file `stage`, so the writer moves them with one INSERT ... SELECT instead of receiving
-    and binding each row itself.
-
-    Returns (per file one Batch, rows moved out, or {path, reason} when it could not be read;
-    the stage path or None when no file had a new message). An error that stops the import
-    travels as a tuple (message, hint): its hint would not survive the trip back from a worker
-    process as an exception.
-    """
-    import sqlite3
-    out: list = []
-    staged = 0
-    db = None
-    try:
-        for path, known in group:
-            if _PARENT is not None and os.getppid() != _PARENT:
-                os._exit(1)  # the import is gone: nobody will read what we parse
-            try:
-                batch = lt.read_new_lines(path, known, *settings)
-            except LcmError as exc:  # vanished, unreadable, swapped for a FIFO: skipped, reported
-                out.append({"path": path, "reason": exc.message})
-                continue
-            if batch.rows:
-                if db is None:
-                    # a scratch file: no journal, no fsync (a crash loses nothing stored)
-                    db = sqlite3.connect(stage, isolation_level=None)
-                    db.execute("PRAGMA journal_mode = OFF")
-                    db.execute("PRAGMA synchronous = OFF")
-                    db.execute(f"CREATE TABLE ingest_stage ({MESSAGE_COLUMNS})")
-                    db.execute("BEGIN")
-                try:
-                    db.executemany(f"INSERT INTO ingest_stage VALUES ({','.join('?' * 19)})", batch.rows)
-                except UnicodeEncodeError:  # a lone surrogate in some row's content (lt.safe_text)
-                    db.execute("DELETE FROM ingest_stage WHERE rowid > ?", (staged,))
-                    batch.rows = [lt.safe_row(r) for r in batch.rows]
-                    db.executemany(f"INSERT INTO ingest_stage VALUES ({','.join('?' * 19)})", batch.rows)
-                batch.stage_start, batch.staged = staged, len(batch.rows)
-                staged += len(batch.rows)
-                batch.rows = []
-            out.append(batch)
-        if db is not None:
-            db.execute("COMMIT")
-    except sqlite3.Error as exc:  # a full /dev/shm or temp directory, most likely
-        out.append((f"cannot write the import's stage file {stage}: {exc}",
-                    "free some space there (or point TMPDIR elsewhere) and run the import again: "
-                    "what it stored so far is kept, and it goes on from there"))
-    finally:
-        if db is not None:
-            db.close()
-    return out, stage if staged else None
-
-
-def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: set, turns: lcm.turns.Turns) -> int:
-    """Write one parsed group in one transaction; returns how many messages it held.
-
-    A file's rows, offset and session rows commit together; when a hook knocks (see lcm.turns.Turns),
-    the transaction ends after the file at hand and the hook gets its turn before the next.
-    Otherwise the FTS index gets one flush and one segment per group."""
-    for batch in batches:
-        if isinstance(batch, tuple):  # an LcmError from the parser: the import stops here
-            raise LcmError(*batch)
-    total["skipped_files"] += [b for b in batches if isinstance(b, dict)]
-    batches = [b for b in batches if not isinstance(b, dict)]
-    if stage:
-        conn.execute("ATTACH DATABASE ? AS lcm_stage", (stage,))
-    try:
-        seen, flushed, recheck = 0, set(), False
-        for batch in batches:
-            if not batch.unchanged and not conn.in_transaction:
-                begin_write(conn, turns=turns)
-            _count(total, sessions, _write(conn, batch))
-            if batch.staged:
-                total["messages_added"] += _flush(conn, bulk=True, rows=(batch.stage_start, batch.staged))
-                flushed.update(sid for sid in batch.sessions if sid)
-            recheck = recheck or bool(batch.agent_calls)
-            seen += batch.staged
-            if conn.in_transaction and turns.knocking():
-                _commit_placed(conn, flushed, recheck)
-                flushed, recheck = set(), False
-        if conn.in_transaction:
-            _commit_placed(conn, flushed, recheck)
-    finally:
-        if stage:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            conn.execute("DETACH DATABASE lcm_stage")
-            os.remove(stage)
-    return seen
-
-
-def _commit_placed(conn, flushed: set, recheck: bool) -> None:
-    """Place the sub-agent runs of the sessions whose staged rows were moved in (lcm.order), then
-    commit: no reader sees a message without its place."""
-    if flushed:
-        lcm.order.place_threads(conn, flushed, recheck=recheck)
-    lcm.indexes.catch_up(conn)  # the search indexes derived from the messages (lcm/indexes.py)
-    place_leaf_titles(conn)
-    conn.execute("COMMIT")
-
-
-class _Checkpointer:
-    """Copies committed pages from the WAL into the vault file on a thread of its own.
-
-    SQLite's automatic checkpoint runs inside the writer's COMMIT; during a large import that was
-    about a third of the writer's time (every page is copied a second time, then fsynced). As
-    SQLite's WAL documentation suggests, bulk ingest turns it off and checkpoints on another
-    thread with its own connection: SQLite releases the GIL, so the copy overlaps the next
-    group's inserts. PASSIVE never blocks the writer; a checkpoint that fails or falls behind
-    only leaves frames for the next one. Started at the first commit, after the parser process
-    has been forked (forking a process that runs threads is unsafe).
-    """
-
-    def __init__(self, conn):
-        self.conn = conn
-        self.path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
-        wal = conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        self.thread = None
-        self.usable = bool(self.path) and wal
-        self.page_size = conn.execute("PRAGMA page_size").fetchone()[0]
-        self.frames = 0  # WAL frames the last checkpoint saw (the WAL's length in pages)
-        # without the thread: checkpoint every ~64 MB of WAL instead of 4 MB (fewer fsyncs)
-        conn.execute(f"PRAGMA wal_autocheckpoint = {0 if self.usable else 16384}")
-
-    def poke(self) -> None:
-        """A group was committed: checkpoint it (in the background)."""
-        if not self.usable:
-            return
-        if self.thread is None:
-            import threading
-            self.wake, self.idle, self.done = threading.Event(), threading.Event(), False
-            self.thread = threading.Thread(target=self._run, name="lcm-checkpoint", daemon=True)
-            self.thread.start()
-        self.idle.clear()
-        self.wake.set()
-        # The WAL restarts from its beginning only if a write transaction starts after a complete
-        # checkpoint, which never happens while checkpoints trail the writer: past WAL_LIMIT,
-        # wait for this one, so the WAL is reused instead of growing as large as the import.
-        if self.frames * self.page_size > WAL_LIMIT:
-            self.idle.wait()
-            self.frames = 0  # all checkpointed: the writer's next transaction restarts the WAL
-
-    def _run(self) -> None:
-        import sqlite3
-        conn = None
-        try:
-            conn = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
-            while True:
-                self.wake.wait()
-                self.wake.clear()
-                self.frames = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()[0][1]  # all: no open statement
-                if not self.wake.is_set():
-                    self.idle.set()
-                if self.done:
-                    return
-        except sqlite3.Error:
-            pass  # the writer's autocheckpoint, restored by close(), catches up later
-        finally:
-            self.usable = False  # no more pokes: nothing would answer them
-            self.idle.set()
-            if conn is not None:
-                conn.close()
-
-    def close(self) -> None:
-        """Wait for a last checkpoint of everything committed, then restore SQLite's default."""
-        if self.thread is not None:
-            self.done = True
-            self.wake.set()
-            self.thread.join()
-        self.conn.execute("PRAGMA wal_autocheckpoint = 1000")
-
-
-class _Inline:
-    """An executor that runs each call at once (the fallback of _parser_pool)."""
-
-    class _Done:
-        def __init__(self, value):
-            self.value = value
-
-        def result(self):
-            return self.value
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return None
-
-    def submit(self, fn, *args):
-        return self._Done(fn(*args))
-
-
-_PARENT: int | None = None  # in the parser process: the import's pid
-
-
-def _die_with_parent(parent: int) -> None:
-    """Start of the parser process: die with the import, even when it is SIGKILLed, instead of
-    waiting on its pipe forever with the vault open (Linux: PR_SET_PDEATHSIG; elsewhere
-    _parse_group notices the new parent before each file)."""
-    global _PARENT
-    _PARENT = parent
-    try:
-        import ctypes
-        import signal
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent:  # it died before prctl took effect
-        os._exit(1)
-
-
-def _parser_pool(files: int):
-    """Where transcripts are parsed during bulk ingest: one forked worker process, so JSON
-    parsing runs on another core while this process inserts and FTS-indexes (a thread would
-    fight the indexing for the GIL and was slower than no thread at all). Inline off Linux or
-    when there is too little to gain."""
-    import multiprocessing
-    # fork is cheap and needs nothing importable; only Linux forks safely (macOS system libraries
-    # may crash in a forked child)
-    if files < PARSE_PROCESS_MIN_FILES or not sys.platform.startswith("linux"):
-        return _Inline()
-    from concurrent.futures import ProcessPoolExecutor
-    return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"),
-                               initializer=_die_with_parent, initargs=(os.getpid(),))
-
-
-def _progress(files: int, unread: int, wanted: bool):
-    """A tqdm bar (in files) on stderr for long imports (50 MB unread) on a terminal, else None."""
-    if not wanted or unread < 50_000_000 or not sys.stderr.isatty():
-        return None
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    return tqdm(total=files, desc="ingest", unit="file", file=sys.stderr)

@@ -15,6 +15,7 @@ import sqlite3
 import time
 
 import lcm.db
+import lcm.bulk
 import lcm.ingest
 import lcm.schema
 
@@ -105,7 +106,7 @@ def rebuild(path: str, keep_damaged: bool = True) -> dict:
                 conn.execute(lcm.schema.PURGED_TRIGGER)  # before the ingest: a purged line stays out
             conn.executemany(f"INSERT OR IGNORE INTO notes ({NOTE_COLUMNS}) VALUES (?, ?, ?, ?, ?)", notes)
         sources = ([done["projects_root"]] if os.path.isdir(done["projects_root"]) else []) + done["other_files"]
-        result = lcm.ingest.ingest_paths(conn, sources) if sources else {"messages_added": 0, "files": 0,
+        result = lcm.bulk.ingest_paths(conn, sources) if sources else {"messages_added": 0, "files": 0,
                                                                              "sessions": 0}
         with lcm.db.transaction(conn):
             conn.execute("DELETE FROM vault_meta WHERE key = 'rebuild'")
