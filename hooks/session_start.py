@@ -24,7 +24,7 @@ DRILL_DOWN = (
 OUR_EXPORTS = ("LCM_SCRIPTS", "LCM_SESSION_ID", "LCM_DB")
 
 
-def shell_quote(value: str) -> bytes:
+def env_value(value: str) -> bytes:
     """One bash word on one line, whatever the value holds. Printable ASCII goes in single quotes;
     anything else in ANSI-C quotes with every byte outside printable ASCII as a \\xHH escape, so the
     file holds no newline, no Unicode line separator (U+2028, U+0085, ...) and no byte a reader
@@ -61,7 +61,7 @@ def write_env_file(path: str, values: dict[str, str]) -> None:
     ours = tuple(f"export {name}=".encode() for name in OUR_EXPORTS)
     lines = old.split(b"\n")
     kept = [line for line in (lines[:-1] if lines[-1] == b"" else lines) if not line.startswith(ours)]
-    kept += [f"export {name}=".encode() + shell_quote(value) for name, value in values.items() if "\0" not in value]
+    kept += [f"export {name}=".encode() + env_value(value) for name, value in values.items() if "\0" not in value]
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.lcm-{os.getpid()}"
     with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:

@@ -66,7 +66,7 @@ def other_tools_file(draw) -> tuple[bytes, dict[str, str]]:
             exports[f"OTHER_{i}"] = text
             lines.append(f"export OTHER_{i}={shlex.quote(text)}".encode("utf-8", "surrogatepass"))
         elif kind == "ours":
-            lines.append(f"export {draw(st.sampled_from(OURS))}=".encode() + session_start.shell_quote(text))
+            lines.append(f"export {draw(st.sampled_from(OURS))}=".encode() + session_start.env_value(text))
         else:
             lines.append(b"")
     data = b"\n".join(lines) + (b"\n" if lines and draw(st.booleans()) else b"")

@@ -224,6 +224,7 @@ def test_doctor_reads_a_vault_in_a_directory_named_with_uri_characters(capsys, i
     nothing beside its directory, the read-only checks of lcm_doctor.py and purge --regex included."""
     home = tmp_path / odd
     monkeypatch.setenv("LCM_HOME", str(home))
+    monkeypatch.setenv("LCM_LLM", "none")  # the model backend is not what this checks (CI's claude is logged out)
     _ingest_one(isolated_home, "hello world unique-word-42")
     assert run(capsys, "lcm_ingest", "--all")[0] == 0
     import sqlite3
