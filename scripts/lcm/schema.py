@@ -49,14 +49,7 @@ def _require_sqlite(version: tuple, feature: str) -> None:
 
 def has_trigram(conn: sqlite3.Connection) -> bool:
     """FTS5's trigram tokenizer: SQLite 3.34 and later, when built with FTS5."""
-    if sqlite3.sqlite_version_info < (3, 34):
-        return False
-    try:
-        conn.execute("CREATE VIRTUAL TABLE temp._lcm_trigram USING fts5(x, tokenize='trigram')")
-        conn.execute("DROP TABLE temp._lcm_trigram")
-        return True
-    except sqlite3.OperationalError:
-        return False
+    return sqlite3.sqlite_version_info >= (3, 34) and _fts5_accepts(conn, "x, tokenize='trigram'")
 
 
 def _search_indexes(conn: sqlite3.Connection) -> None:
@@ -446,8 +439,13 @@ PAGE_SIZE = 16384  # of new vaults (an existing vault keeps its own)
 
 
 def has_fts5(conn: sqlite3.Connection) -> bool:
+    return _fts5_accepts(conn, "x")
+
+
+def _fts5_accepts(conn: sqlite3.Connection, columns: str) -> bool:
+    """Whether this SQLite builds an FTS5 table of `columns` (a scratch table in temp, dropped)."""
     try:
-        conn.execute("CREATE VIRTUAL TABLE temp._lcm_probe USING fts5(x)")
+        conn.execute(f"CREATE VIRTUAL TABLE temp._lcm_probe USING fts5({columns})")
         conn.execute("DROP TABLE temp._lcm_probe")
         return True
     except sqlite3.OperationalError:
