@@ -125,10 +125,26 @@ def run_hook(event: str, handler, when_excluded=None) -> int:
         message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
         hint = getattr(exc, "hint", None)
         NOTES.append(f"error: {type(exc).__name__}: {message}" + (f" (hint: {hint})" if hint else ""))
+    close_all()
     stamp(event)
     if NOTES:
         log(event, payload, "; ".join(NOTES))
     return 0
+
+
+_CONNS: list = []  # the vault connections this hook opened (connect), closed before it exits
+
+
+def close_all() -> None:
+    """Close the hook's vault connections. A connection is never freed by itself (lcm.store's
+    line reader refers back to it), and one left open at exit skips SQLite's checkpoint at close:
+    the WAL then stays behind and grows, and every later hook, as the vault's first opener, reads
+    all of it to rebuild the WAL index (30 ms for a 50 MB WAL, measured)."""
+    while _CONNS:
+        try:
+            _CONNS.pop().close()
+        except Exception as exc:  # noqa: BLE001 - a close that fails costs nothing stored
+            note(f"closing the vault failed: {exc}")
 
 
 def stamp(event: str) -> None:
@@ -186,6 +202,7 @@ def write_patience() -> float:
 def connect():
     import lcm.db
     conn = lcm.db.connect()
+    _CONNS.append(conn)
     # any write of a hook waits about a second for another writer at most, not lcm.db's 10 s
     conn.execute(f"PRAGMA busy_timeout = {int(write_patience() * 1000)}")
     return conn
