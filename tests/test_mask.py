@@ -531,7 +531,12 @@ def test_a_vault_filled_before_masking_still_masks_every_output(planted, capsys,
     fp = hashlib.sha256(SECRETS["aws_id"].encode()).hexdigest()[:4]
     assert json.loads(shown(capsys, lcm_grep, fp, "--all-sessions", "--json"))["count"] >= 1
     assert not any(lcm.doctor.remask_content(conn).values())  # a second run changes nothing
-    assert lcm.db.masked_from_message(conn) > conn.execute("SELECT max(id) FROM messages").fetchone()[0]
+    # every stored message is masked now: output shows it as stored instead of masking it again
+    assert lcm.db.masked_from_message(conn) <= conn.execute("SELECT min(id) FROM messages").fetchone()[0]
+    shown_as_stored = []
+    monkeypatch.setattr(lcm.mask, "mask", lambda text: shown_as_stored.append(text) or text)
+    shown(capsys, lcm_grep, "deploy", "--all-sessions", "--type", "message", "--json")
+    assert set(shown_as_stored) <= {"deploy"}  # only the echoed query is masked on the way out
 
 
 def test_expand_unmasked_is_only_with_raw_and_never_under_a_grant(planted, capsys, monkeypatch):
