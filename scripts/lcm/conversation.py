@@ -25,17 +25,6 @@ def _talk_source(conn) -> str:
     return "messages INDEXED BY messages_talk" if has else "messages"
 
 
-def _owners(conn, rowids, columns: str = "session_id, agent_id") -> dict[int, tuple]:
-    """{message id: (its `columns`)} in one query (one per id cost ~50 us each, cold)."""
-    out = {}
-    rowids = list(rowids)
-    for i in range(0, len(rowids), 500):
-        chunk = rowids[i:i + 500]
-        out.update((r[0], tuple(r[1:])) for r in conn.execute(
-            f"SELECT id, {columns} FROM messages WHERE id IN ({','.join('?' * len(chunk))})", chunk))
-    return out
-
-
 def neighbours(conn, rowids, k: int = 2) -> dict[int, list[tuple[int, int]]]:
     """{message id: [(neighbour id, distance)]}: the k nearest conversational messages before and
     after each of `rowids`.
@@ -51,9 +40,8 @@ def neighbours(conn, rowids, k: int = 2) -> dict[int, list[tuple[int, int]]]:
     talk = (f"SELECT id, agent_id, role FROM {source} WHERE session_id = ? AND id BETWEEN ? AND ?"
             f" AND {lcm.schema.TALK_WHERE}")
     out = {}
-    owners = _owners(conn, rowids)
     for rowid in rowids:
-        own = owners.get(rowid)
+        own = conn.execute("SELECT session_id, agent_id FROM messages WHERE id = ?", (rowid,)).fetchone()
         if own is None:
             out[rowid] = []
             continue
@@ -92,9 +80,8 @@ def answers(conn, rowids) -> dict[int, int]:
     answer to the assistant's question)."""
     source = _talk_source(conn)
     out = {}
-    owners = _owners(conn, rowids, "session_id, agent_id, role")
     for rowid in rowids:
-        own = owners.get(rowid)
+        own = conn.execute("SELECT session_id, agent_id, role FROM messages WHERE id = ?", (rowid,)).fetchone()
         if own is None:
             continue
         row = conn.execute(f"SELECT id FROM {source} WHERE session_id = ? AND id > ? AND id <= ?"
@@ -111,9 +98,8 @@ def window_members(conn, ends) -> dict[int, list[int]]:
     from lcm.indexes import EXCHANGE_TURNS
     source = _talk_source(conn)
     out = {}
-    owners = _owners(conn, ends)
     for end in ends:
-        own = owners.get(end)
+        own = conn.execute("SELECT session_id, agent_id FROM messages WHERE id = ?", (end,)).fetchone()
         if own is None:
             continue
         out[end] = [r[0] for r in conn.execute(
