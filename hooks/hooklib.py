@@ -132,6 +132,18 @@ def run_hook(event: str, handler, when_excluded=None) -> int:
     return 0
 
 
+def exit_now(code: int) -> None:
+    """End the hook process without Python's teardown (freeing every module and object one by one,
+    ~2 ms of a 25 ms hook): run_hook has closed the vault, written the log and printed the
+    output; stdout and stderr are flushed here. For a hook's __main__ only, never in-process."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass  # Claude Code stopped reading: nothing to tell it
+    os._exit(code)
+
+
 _CONNS: list = []  # the vault connections this hook opened (connect), closed before it exits
 
 
