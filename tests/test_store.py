@@ -403,3 +403,24 @@ def test_doctor_reports_the_ratio_and_a_pending_conversion(vault, capsys, monkey
     code, out, _ = run(capsys, "lcm_doctor", "--json")
     storage = json.loads(out)["storage"]
     assert not storage["pending"] and storage["status"] == "ok" and storage["ratio"] < 1
+
+
+def test_commands_that_write_leave_no_wal_behind(tmp_path, vault):
+    """A command closes its vault as it ends (the line reader it installs holds its connection
+    only weakly), so SQLite moves the WAL's pages into the vault and removes it: a WAL left
+    behind grows, and the next process to open the vault reads all of it again."""
+    from transcripts import Transcript
+    t = Transcript(tmp_path / "projects", session_id="s-wal")
+    for i in range(30):
+        t.user(f"turn {i}: the walrus gateway listens on port {8000 + i}")
+        t.assistant_text(f"noted, port {8000 + i}")
+    t.write()
+    env = {**os.environ, "LCM_LLM": "none"}
+    for argv in (["lcm_ingest.py", str(tmp_path / "projects")], ["lcm_remember.py", "staging is on 8443"],
+                 ["lcm_compact.py", "--session", "s-wal", "--full"], ["lcm_compact.py", "--pack", "--all"],
+                 ["lcm_checkpoint.py", "--session", "s-wal"]):
+        done = subprocess.run([sys.executable, str(SCRIPTS / argv[0]), *argv[1:]], capture_output=True, text=True,
+                              env=env, timeout=120)
+        assert done.returncode == 0, (argv, done.stderr)
+        wal = f"{vault}-wal"
+        assert not os.path.exists(wal) or os.path.getsize(wal) == 0, argv[0]

@@ -85,6 +85,13 @@ def check_tables(conn: sqlite3.Connection, path: str, fresh: bool = False) -> No
                    NOT_A_VAULT_HINT + "; lcm never writes into another application's database")
 
 
+class Connection(sqlite3.Connection):
+    """A vault connection: sqlite3's, which a weak reference can point at (lcm.store's line
+    reader, which the connection itself holds as an SQL function, must not keep it alive: a
+    connection never freed is never closed, and SQLite then skips its checkpoint at close,
+    leaving the WAL behind for the next process to read in full)."""
+
+
 def file_uri(path: str, query: str = "") -> str:
     """A file: URI for `path` (with `query`, e.g. "mode=ro"): ? and # in a file name would
     otherwise start SQLite's parameters and name another file, and %XX would be decoded."""
@@ -157,7 +164,8 @@ def connect(explicit: str | None = None, *, create: bool = True, readonly: bool 
     _vault = path
     try:
         # isolation_level=None: we issue BEGIN ourselves, so nothing commits behind our back
-        conn = sqlite3.connect(_uri(path, readonly), uri=True, timeout=10.0, isolation_level=None)
+        conn = sqlite3.connect(_uri(path, readonly), uri=True, timeout=10.0, isolation_level=None,
+                               factory=Connection)
         conn.row_factory = sqlite3.Row
         lcm.store.install(conn)  # lcm_line(): original lines, packed or not
         # wait for a concurrent writer (a hook, a background compaction) instead of failing

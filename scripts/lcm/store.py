@@ -95,13 +95,19 @@ class Reader:
     """Original lines of one connection's vault, with the last few decoded blocks cached."""
 
     def __init__(self, conn: sqlite3.Connection):
-        self.conn = conn
+        import weakref
+        # weak when it can be (lcm.db.Connection): the connection holds this reader as its SQL
+        # function, and a strong reference back would keep it from ever being freed and closed
+        try:
+            self.conn = weakref.ref(conn)
+        except TypeError:  # a plain sqlite3.Connection
+            self.conn = lambda: conn
         self.cache: dict[int, list[bytes]] = {}
 
     def block(self, block_id: int) -> list[bytes]:
         lines = self.cache.get(block_id)
         if lines is None:
-            row = self.conn.execute("SELECT data FROM blocks WHERE id = ?", (block_id,)).fetchone()
+            row = self.conn().execute("SELECT data FROM blocks WHERE id = ?", (block_id,)).fetchone()
             if row is None:
                 raise sqlite3.DatabaseError(f"block {block_id} is missing: run lcm_doctor.py")
             lines = decode_block(bytes(row[0]))
