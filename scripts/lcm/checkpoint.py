@@ -18,6 +18,7 @@ import lcm.config
 import lcm.grants
 import lcm.mask
 import lcm.text
+import lcm.transcript
 import lcm.worklog
 from lcm.errors import LcmError
 
@@ -110,10 +111,11 @@ def build(conn, session_id: str, vault: Path, use_llm: bool) -> tuple[dict, str]
         " drill into a summary or message id listed above",
     ]
     text = "\n".join(head) + "\n\n" + body + "\n\n" + "\n".join(resume) + "\n"
-    # the file lands in the project (easy to commit): masked whole, whatever the vault holds
+    # the file lands in the project (easy to commit): masked whole, whatever the vault holds; a
+    # lone surrogate quoted from a line (output that was not UTF-8) as its escape, for file and vault
     return lcm.mask.mask_json({**meta, "title": session["title"], "message_count": log["message_count"],
                                "summary_count": summaries, "narrative": story, "worklog": log,
-                               "top_summaries": top}), lcm.mask.mask(text)
+                               "top_summaries": top}), lcm.transcript.safe_text(lcm.mask.mask(text))
 
 
 def git_exclude_file(directory: Path) -> Path | None:

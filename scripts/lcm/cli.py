@@ -279,6 +279,10 @@ def run(main: Callable[[list[str] | None], int], argv: Iterable[str] | None = No
         args = None if argv is None else list(argv)
         as_json = _wants_json(sys.argv[1:] if args is None else args)
         _check_text(sys.argv[1:] if args is None else args)
+        if getattr(sys.stdout, "errors", None) in ("strict", "surrogateescape") and hasattr(sys.stdout, "reconfigure"):
+            # a lone surrogate read from a stored line (output that was not UTF-8) prints as its
+            # escape, as the searchable text stores it, instead of stopping the command
+            sys.stdout.reconfigure(errors="backslashreplace")
         code = main(args)
         sys.stdout.flush()  # here, where a closed pipe is caught, not at interpreter exit
         return code
