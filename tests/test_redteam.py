@@ -304,3 +304,34 @@ def test_every_command_reads_the_odd_lines(tmp_path, vault, monkeypatch, argv):
     if argv[0] == "lcm_checkpoint":
         done = command("lcm_resume", "--checkpoint", "cp.md")
         assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr.decode(errors="replace")
+
+
+@pytest.mark.parametrize("body", [
+    "<html><body>Sign in to the corporate proxy</body></html>",   # not JSON at all
+    {}, {"type": "message", "content": None}, [1, 2],              # JSON of another shape
+    {"id": "m", "type": "message", "role": "assistant", "model": "x", "stop_reason": "end_turn",
+     "content": [{"type": "text", "text": 5}], "usage": {"input_tokens": 1, "output_tokens": 1}},
+    {"id": "m", "type": "message", "role": "assistant", "model": "x", "stop_reason": "end_turn",
+     "content": [{"type": "text", "text": "no usage"}]},
+])
+def test_an_answer_that_is_no_messages_response_falls_back(tmp_path, vault, fake_api, monkeypatch, capsys, body):
+    """A proxy or gateway in ANTHROPIC_BASE_URL's place answers 200 with a page of its own, or JSON
+    of another shape: the SDK raised JSONDecodeError, or returned a response whose reading raised
+    TypeError, past the seam's ModelError, so compaction (the hooks' detached runs too), expand_query
+    and checkpoint --llm stopped with a traceback instead of falling back."""
+    from fake_anthropic import Reply
+    from transcripts import coding_session
+    for name, value in {"LCM_LLM": "anthropic", "LCM_LEAF_CHUNK_TOKENS": "1500", "LCM_LEAF_MIN_TOKENS": "300",
+                        "LCM_FRESH_TAIL_COUNT": "4"}.items():
+        monkeypatch.setenv(name, value)
+    coding_session(tmp_path / "projects", turns=30, session_id="s1").write()
+    assert run(capsys, "lcm_ingest", tmp_path / "projects")[0] == 0
+    fake_api.respond(lambda _request: Reply(body=body))
+    code, out, err = run(capsys, "lcm_compact", "--all", "--json")
+    assert code == 0, err
+    doc = __import__("json").loads(out)
+    assert doc["levels"]["fallback"] > 0 and "not a Messages API response" in doc["model_failure"]
+    code, out, err = run(capsys, "lcm_expand_query", "--query", "parser", "--prompt", "what changed?")
+    assert code == 0 and out.strip(), err
+    code, out, err = run(capsys, "lcm_checkpoint", "--session", "s1", "--llm", "--output", tmp_path / "cp.md")
+    assert code == 0, err

@@ -134,7 +134,10 @@ def _create(params: dict, *, timeout: float, max_retries: int):
 
     base = os.environ.get("ANTHROPIC_BASE_URL") or "the Anthropic API"
     try:
-        return client.messages.create(**params)
+        response = client.messages.create(**params)
+    except ValueError:  # a body that is not JSON: a proxy's or gateway's page, answered with 200
+        raise ModelError(f"{base} answered with something that is not a Messages API response",
+                         "check ANTHROPIC_BASE_URL (a proxy or gateway may stand in between); or set LCM_LLM=none") from None
     except TypeError as exc:  # the SDK found no credentials at all
         if "authentication" in str(exc).lower():
             raise ModelConfigError("no Anthropic credentials found", NO_BACKEND_HINT) from None
@@ -164,6 +167,13 @@ def _create(params: dict, *, timeout: float, max_retries: int):
             f"{base} failed with {exc.status_code} after {max_retries} retries: {_api_message(exc)}",
             "the API is busy or failing; retry later, or set LCM_LLM=none for extractive summaries",
         ) from None
+    # the SDK does not validate a response: JSON of another shape (no content list, no usage)
+    # would fail later, far from here, as a TypeError
+    if not (isinstance(getattr(response, "content", None), list) and getattr(response, "usage", None) is not None
+            and all(isinstance(b.text, str) for b in response.content if getattr(b, "type", None) == "text")):
+        raise ModelError(f"{base} answered with JSON that is not a Messages API response",
+                         "check ANTHROPIC_BASE_URL (a proxy or gateway may stand in between); or set LCM_LLM=none")
+    return response
 
 
 def _text_of(response) -> str:
