@@ -78,6 +78,7 @@ def _main(argv):
                  before=args.before, role=args.role, typed=args.typed, limit=args.limit, offset=args.offset,
                  types=args.type, sessions=within.sessions, within=within if within.limited else None)
     doc["query"] = lcm.mask.mask(doc["query"])  # echoed back: a secret searched for stays masked
+    doc["scope"] = lcm.mask.mask_json(doc["scope"])  # and so is one pasted as --project DIR
     if doc.pop("widened", False):
         sys.stderr.write("Note: nothing in this project; these results come from all projects\n")
     if doc.pop("stopped_early", False):
@@ -95,6 +96,7 @@ def _main(argv):
                for word in (f"--{k}", str(v))]
     options += ["--typed"] if args.typed else []
     options += ["--all-sessions"] if args.all_sessions else []
+    options = [lcm.mask.mask(word) for word in options]  # repeated in the commands printed
     sys.stdout.write(lcm.search_text.report(doc, options, args.offset + args.limit, args.grant))
     return 0
 

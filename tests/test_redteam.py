@@ -376,3 +376,15 @@ def test_every_hook_runs_on_python_3_9(tmp_path, vault, hook):
         import sqlite3
         stored = sqlite3.connect(vault).execute("SELECT count(*) FROM messages").fetchone()[0]
         assert stored == len(t.entries)
+
+
+@pytest.mark.parametrize("json_flag", [(), ("--json",)])
+def test_grep_does_not_echo_a_secret_given_as_its_scope(capsys, isolated_home, json_flag):
+    """The query grep repeats was masked, its neighbour was not: `--project DIR` is repeated in
+    the scope line (`Searched project ...`), the JSON scope and the commands printed for more."""
+    _ingest_one(isolated_home, "hello world")
+    assert run(capsys, "lcm_ingest", "--all")[0] == 0
+    for project in (f"/srv/{K}", "/tmp/x"):
+        code, out, err = run(capsys, "lcm_grep", *json_flag, "--project", project, "--limit", 1, "hello")
+        assert code == 0, err
+        assert K not in out + err
