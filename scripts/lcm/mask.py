@@ -180,7 +180,8 @@ _NAMES = {
     "c": (r"re(?:t(?<=secret)(?P<sec>)(?:(?:[_-]?key)?" + _SEP + r"|(?=[_-]?access[_-]?key))"
           r"|d(?P<cred>entials?)" + _SEP + r")"),
     "p": r"ass(?P<pw>w(?:or)?d|phrase)" + _SEP,
-    "-": r"(?<=--)[a-z0-9_-]{0,40}?" + _FLAG_NAME + r"(?=[ \t]+[^\s-])",
+    # a lookahead: the flag's text is not consumed, so a trigger inside it (`--rk_test_..password`) is still seen
+    "-": r"(?<=--)(?=[a-z0-9_-]{0,40}?" + _FLAG_NAME + r"[ \t]+[^\s-])",
 }
 # each name group: the keyword it holds, where that keyword starts (the group's start plus an
 # offset, from the group's place in its branch: `token` matches as k, e, n, then the empty group
