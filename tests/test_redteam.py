@@ -392,6 +392,38 @@ def test_grep_does_not_echo_a_secret_given_as_its_scope(capsys, isolated_home, j
 
 
 
+def test_a_value_assigned_to_a_pass_name_is_masked_wherever_it_sits():
+    """`password`, `passwd` and `passphrase` were secret names, their everyday neighbour `pass`
+    was not: `SMTP_PASS=...` in a .env file, `auth: {user: 'me', pass: '...'}` (nodemailer) and
+    `"pass": "..."` in a JSON config were stored and printed in clear, in text and in JSON lines."""
+    import json
+
+    from hypothesis import given, settings, strategies as st
+    names = st.sampled_from(["pass", "PASS", "DB_PASS", "SMTP_PASS", "mail.pass", "redisPass", "x-pass"])
+    value = st.text(st.sampled_from("abcdefghXYZ0123456789!#%+/"), min_size=6, max_size=24).filter(
+        lambda v: any(c.isdigit() for c in v) and not v.startswith(("#", "%")))
+    forms = st.sampled_from(["{n}={v}", "export {n}={v}", "{n}: '{v}'", '{n} = "{v}"', '"{n}": "{v}"', "{{ {n}: '{v}' }}"])
+    around = st.sampled_from(["", "\n", "x ", "auth: { user: 'me', ", "\t"])
+
+    @settings(max_examples=300, deadline=None)
+    @given(names, value, forms, around, around)
+    def check(name, secret, form, before, after):
+        text = before + form.format(n=name, v=secret) + after
+        assert secret not in mask(text)
+        line = json.dumps({"type": "user", "message": {"content": text}}).encode()
+        assert json.dumps(secret)[1:-1].encode() not in lcm.mask.mask_line(line)
+        named = json.dumps({"type": "assistant", "input": {"auth": {name: secret}}}).encode()
+        assert secret.encode() not in lcm.mask.mask_line(named)
+    check()
+
+
+@pytest.mark.parametrize("text", ["PASS: tests/test-parser.sh", "10 passed, 2 failed in 3.1s", "if ready: pass",
+                                  "bypass the cache", "passed: 3", "PASS=1", "const pass = req.body.password",
+                                  "let pass = 0;", "pass_count=12", "a compass: north-north-west"])
+def test_pass_near_misses_stay_as_they_are(text):
+    assert mask(text) == text
+
+
 def _flag_samples():
     from test_mask import SAMPLES
     allowed = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
