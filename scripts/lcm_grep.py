@@ -107,4 +107,4 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     lcm.cli.freeze_imports()
-    sys.exit(main())
+    lcm.cli.exit_now(main())

@@ -176,6 +176,23 @@ def test_masking_is_idempotent(pieces, noise):
     assert mask(once) == once
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([c[0] for c in CAUGHT] + ORDINARY + ["\n", " ", "=", ":", '"', "ASIA", "--"]),
+                max_size=6),
+       st.text(max_size=20))
+def test_a_process_that_has_not_compiled_the_prefilter_masks_the_same(pieces, noise):
+    """Short text is first tested for the prefilter's words (a grep start then compiles nothing):
+    the answer is the one the compiled prefilter gives, for secrets, ordinary text and mixes."""
+    text = noise.join(pieces)
+    saved = lcm.mask._PREFILTER
+    lcm.mask._PREFILTER = None  # as in a process that masked nothing yet
+    try:
+        fresh = mask(text)
+    finally:
+        lcm.mask._PREFILTER = saved or lcm.mask._prefilter(lcm.mask._TRIGGERS)
+    assert fresh == mask(text)
+
+
 def test_a_type_annotation_is_not_a_value_but_a_literal_after_it_is():
     assert mask("password: str = 'hunter2!'") == f"password: str = '{lcm.mask.token('password', 'hunter2!')}'"
     masked = mask("secret: true0db password=hunter2!")  # found by hypothesis: not one annotation
@@ -531,7 +548,12 @@ def test_a_vault_filled_before_masking_still_masks_every_output(planted, capsys,
     fp = hashlib.sha256(SECRETS["aws_id"].encode()).hexdigest()[:4]
     assert json.loads(shown(capsys, lcm_grep, fp, "--all-sessions", "--json"))["count"] >= 1
     assert not any(lcm.doctor.remask_content(conn).values())  # a second run changes nothing
-    assert lcm.db.masked_from_message(conn) > conn.execute("SELECT max(id) FROM messages").fetchone()[0]
+    # every stored message is masked now: output shows it as stored instead of masking it again
+    assert lcm.db.masked_from_message(conn) <= conn.execute("SELECT min(id) FROM messages").fetchone()[0]
+    shown_as_stored = []
+    monkeypatch.setattr(lcm.mask, "mask", lambda text: shown_as_stored.append(text) or text)
+    shown(capsys, lcm_grep, "deploy", "--all-sessions", "--type", "message", "--json")
+    assert set(shown_as_stored) <= {"deploy"}  # only the echoed query is masked on the way out
 
 
 def test_expand_unmasked_is_only_with_raw_and_never_under_a_grant(planted, capsys, monkeypatch):

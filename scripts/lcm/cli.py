@@ -225,6 +225,20 @@ def freeze_imports() -> None:
     gc.freeze()
 
 
+def exit_now(code: int) -> None:
+    """End a read-only command's process without Python's teardown (freeing every module and
+    object one by one: ~3 ms of a 50 ms lcm_grep process). Only for commands that hold nothing
+    to close: a read-only vault connection has no checkpoint to run, and stdout and stderr are
+    flushed here (a reader that went away is not an error)."""
+    import os
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
 def _check_text(argv: list[str]) -> None:
     """Refuse arguments that are not UTF-8 (Python hands them over with surrogate escapes, which
     SQLite, JSON and the terminal all reject later, far from the cause)."""

@@ -527,6 +527,6 @@ def remask_content(conn, batch: int = 2000) -> dict:
             indexes.rebuild(conn)
     if "vault_meta" in tables:  # every message's text is masked now: output need not mask it again
         with lcm.db.transaction(conn):
-            conn.execute("UPDATE vault_meta SET value = (SELECT coalesce(max(id), 0) + 1 FROM messages)"
-                         " WHERE key = 'masked_from_message'")
+            # (every row from the first on: rows a hook added meanwhile were masked as stored)
+            conn.execute("UPDATE vault_meta SET value = 1 WHERE key = 'masked_from_message'")
     return changed

@@ -216,6 +216,9 @@ _TRIGGER_ROWS = {f"t{n}": {i for i, row in enumerate(KINDS) if t in row[1]} for 
 _NAME_ROWS = {g: {i for i, row in enumerate(KINDS) if row[0] in kinds} for g, (_w, _o, kinds) in _NAME_GROUPS.items()}
 _ASIA_ROW = [row[0] for row in KINDS].index("aws-key")
 _PREFILTER = None  # built on first use (re is imported then)
+# every branch of the prefilter holds one of these: a trigger, or the keyword of a name group
+_QUICK = (*_TRIGGERS, "token", "key", "secret", "cred", "pass")
+QUICK_CHARS = 4096  # text up to this long is tested for them before the prefilter is compiled
 _MASK = r"\[secret:[a-z0-9-]+:[0-9a-f]{4}\]"
 
 
@@ -370,11 +373,14 @@ def _assignments(text: str, low: str, found: list, utf8: bool) -> str:
 def _scan(text: str, low: str) -> tuple[set, list]:
     """(rows of KINDS to run, [(position in low, keyword)] of secret names that may take a value)."""
     global _PREFILTER
-    if _PREFILTER is None:
-        _PREFILTER = _prefilter(_TRIGGERS)
     rows, found = set(), []
     if "A" in text and "ASIA" in text:  # "asia" is common in lowercase text: not a trigger
         rows.add(_ASIA_ROW)
+    if _PREFILTER is None and len(low) <= QUICK_CHARS and not any(word in low for word in _QUICK):
+        return rows, found  # the prefilter could not match: a process that masks only short,
+        # plain text (a grep's echoed query) never compiles it (~1 ms)
+    if _PREFILTER is None:
+        _PREFILTER = _prefilter(_TRIGGERS)
     pattern = _regex(_PREFILTER)
     first = pattern.search(low)  # usually None: one pass, and done
     for m in pattern.finditer(low, first.start()) if first else ():

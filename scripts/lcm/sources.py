@@ -59,7 +59,8 @@ def resolve_scope(conn, session, project, all_sessions):
 TYPES = {
     "message": ("messages", "messages_fts", "id",
                 "t.id AS rowid_, t.uuid, t.session_id, t.role, t.created_at, t.content,"
-                " t.role = 'user' AND instr(t.raw, 'tool_use_id') > 0 AS is_tool",
+                # CASE: only a user row's stored line is read (a plain line is kilobytes)
+                " CASE WHEN t.role = 'user' THEN instr(t.raw, 'tool_use_id') > 0 ELSE 0 END AS is_tool",
                 "t.created_at", "t.created_at", ""),
     "summary": ("summaries", "summaries_fts", "rowid",
                 "t.rowid AS rowid_, t.id, t.session_id, t.kind, t.depth, t.parent_id,"
