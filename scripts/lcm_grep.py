@@ -78,7 +78,9 @@ def _main(argv):
                  before=args.before, role=args.role, typed=args.typed, limit=args.limit, offset=args.offset,
                  types=args.type, sessions=within.sessions, within=within if within.limited else None)
     doc["query"] = lcm.mask.mask(doc["query"])  # echoed back: a secret searched for stays masked
-    doc["scope"] = lcm.mask.mask_json(doc["scope"])  # and so is one pasted as --project DIR
+    if args.project:  # and so is one pasted as --project DIR (scope line, JSON, the commands printed)
+        args.project = lcm.mask.mask(args.project)
+        doc["scope"] = lcm.mask.mask_json(doc["scope"])
     if doc.pop("widened", False):
         sys.stderr.write("Note: nothing in this project; these results come from all projects\n")
     if doc.pop("stopped_early", False):
@@ -96,7 +98,6 @@ def _main(argv):
                for word in (f"--{k}", str(v))]
     options += ["--typed"] if args.typed else []
     options += ["--all-sessions"] if args.all_sessions else []
-    options = [lcm.mask.mask(word) for word in options]  # repeated in the commands printed
     sys.stdout.write(lcm.search_text.report(doc, options, args.offset + args.limit, args.grant))
     return 0
 
