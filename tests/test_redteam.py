@@ -442,3 +442,24 @@ def test_a_flag_name_does_not_hide_a_key_written_before_it(kind, secret, form):
     text = form.format(s=secret)
     assert secret not in mask(text)
     assert mask(mask(text)) == mask(text)
+
+
+@pytest.mark.parametrize("argv", [("lcm_compact", "--all", "--json"), ("lcm_compact", "--all"), ("lcm_doctor",),
+                                  ("lcm_doctor", "--json"),
+                                  ("lcm_expand_query", "--query", "parser", "--prompt", "what changed?")])
+def test_a_gateway_password_in_the_base_url_is_not_shown(tmp_path, vault, monkeypatch, capsys, argv):
+    """ANTHROPIC_BASE_URL may name a gateway with its credentials (https://user:password@host):
+    the errors of a failed call repeated the URL as it was, in compaction's output and JSON,
+    doctor's backend line and expand_query's warning (and the hooks' lcm.log, through them)."""
+    from test_model_failure import closed_port_url
+    from transcripts import coding_session
+    for name, value in {"LCM_LLM": "anthropic", "ANTHROPIC_API_KEY": "sk-ant-fake-key", "LCM_LEAF_CHUNK_TOKENS": "1500",
+                        "LCM_LEAF_MIN_TOKENS": "300", "LCM_FRESH_TAIL_COUNT": "4",
+                        "ANTHROPIC_BASE_URL": closed_port_url().replace("http://", "http://gw-user:Gw-pa55word@")}.items():
+        monkeypatch.setenv(name, value)
+    coding_session(tmp_path / "projects", turns=30, session_id="s1").write()
+    assert run(capsys, "lcm_ingest", tmp_path / "projects")[0] == 0
+    code, out, err = run(capsys, *argv)
+    assert code in (0, 1) and "Traceback" not in err
+    assert "cannot reach" in out + err or "unverified" in out + err
+    assert "Gw-pa55word" not in out + err

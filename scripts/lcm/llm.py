@@ -132,7 +132,8 @@ def _create(params: dict, *, timeout: float, max_retries: int):
     client = anthropic_client(timeout=timeout, max_retries=max_retries)
     import anthropic
 
-    base = os.environ.get("ANTHROPIC_BASE_URL") or "the Anthropic API"
+    # named in errors that are printed and logged: a gateway's URL may carry user:password@
+    base = lcm.mask.mask(os.environ.get("ANTHROPIC_BASE_URL") or "the Anthropic API")
     try:
         response = client.messages.create(**params)
     except ValueError:  # a body that is not JSON: a proxy's or gateway's page, answered with 200
