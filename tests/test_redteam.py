@@ -463,3 +463,31 @@ def test_a_gateway_password_in_the_base_url_is_not_shown(tmp_path, vault, monkey
     assert code in (0, 1) and "Traceback" not in err
     assert "cannot reach" in out + err or "unverified" in out + err
     assert "Gw-pa55word" not in out + err
+
+
+def test_expand_query_answers_within_its_budget_when_the_model_hangs(tmp_path, vault, fake_api, monkeypatch, capsys):
+    """A model that accepts the call and never answers: expand_query waited 120 s a call, retried
+    four times, for up to six calls (an hour), where Claude Code's Bash tool stops a command after
+    two minutes and the agent gets nothing. Within its budget it shows the excerpts instead."""
+    import threading
+    import time
+
+    import lcm.answer
+    from fake_anthropic import Reply
+    from transcripts import coding_session
+    monkeypatch.setenv("LCM_LLM", "anthropic")
+    coding_session(tmp_path / "projects", turns=6, session_id="s1").write()
+    assert run(capsys, "lcm_ingest", tmp_path / "projects")[0] == 0
+    monkeypatch.setattr(lcm.answer, "ANSWER_SECONDS", 2, raising=False)
+    fake_api.respond(lambda _request: Reply(text="late", delay=600))
+    done = {}
+    worker = threading.Thread(target=lambda: done.setdefault("code", __import__("lcm_expand_query").main(
+        ["--query", "parser", "--prompt", "what changed in the parser?"])), daemon=True)
+    started = time.monotonic()
+    worker.start()
+    worker.join(60)
+    fake_api.release_delays()
+    assert not worker.is_alive(), "expand_query still waits for the model"
+    out, err = capsys.readouterr()
+    assert done["code"] == 0 and "showing excerpts instead" in err, err
+    assert time.monotonic() - started < 30
