@@ -491,3 +491,28 @@ def test_expand_query_answers_within_its_budget_when_the_model_hangs(tmp_path, v
     out, err = capsys.readouterr()
     assert done["code"] == 0 and "showing excerpts instead" in err, err
     assert time.monotonic() - started < 30
+
+
+def test_checkpoint_llm_is_written_without_the_narrative_when_the_model_hangs(tmp_path, vault, fake_api, monkeypatch,
+                                                                             capsys):
+    """The same hang through checkpoint --llm: 120 s a call and four retries (ten minutes) before
+    the checkpoint was written without its narrative."""
+    import threading
+
+    import lcm.checkpoint
+    from fake_anthropic import Reply
+    from transcripts import coding_session
+    monkeypatch.setenv("LCM_LLM", "anthropic")
+    coding_session(tmp_path / "projects", turns=6, session_id="s1").write()
+    assert run(capsys, "lcm_ingest", tmp_path / "projects")[0] == 0
+    monkeypatch.setattr(lcm.checkpoint, "NARRATIVE_SECONDS", 2, raising=False)
+    fake_api.respond(lambda _request: Reply(text="late", delay=600))
+    done = {}
+    worker = threading.Thread(target=lambda: done.setdefault("code", __import__("lcm_checkpoint").main(
+        ["--session", "s1", "--llm", "--output", str(tmp_path / "cp.md")])), daemon=True)
+    worker.start()
+    worker.join(45)
+    fake_api.release_delays()
+    assert not worker.is_alive(), "checkpoint still waits for the model"
+    out, err = capsys.readouterr()
+    assert done["code"] == 0 and "narrative skipped" in err and (tmp_path / "cp.md").exists(), err

@@ -67,12 +67,17 @@ def catch_up(conn, session_id: str) -> None:
         sys.stderr.write(f"Warning: could not read the newest lines of {path}: {exc.message}\n")
 
 
+NARRATIVE_SECONDS = 45.0  # a model call of --llm; twice that at worst, then the checkpoint without it
+
+
 def narrative(conn, session_id: str, body: str) -> str | None:
     """A model-written summary of the state, or None (with a warning) if the model fails."""
     import lcm.llm
     try:
+        # bounded (one retry of NARRATIVE_SECONDS): a hung API would hold the command past Bash's 2 minutes
         done = lcm.llm.complete(NARRATIVE_SYSTEM, [{"role": "user", "content": body[:24000]}], max_tokens=400,
-                                model=lcm.llm.resolve_model(conn, session_id))
+                                model=lcm.llm.resolve_model(conn, session_id), timeout=NARRATIVE_SECONDS,
+                                max_retries=1)
     except LcmError as exc:
         sys.stderr.write(f"Warning: narrative skipped, the model call failed: {exc.message}\n")
         return None
