@@ -516,3 +516,13 @@ def test_checkpoint_llm_is_written_without_the_narrative_when_the_model_hangs(tm
     assert not worker.is_alive(), "checkpoint still waits for the model"
     out, err = capsys.readouterr()
     assert done["code"] == 0 and "narrative skipped" in err and (tmp_path / "cp.md").exists(), err
+
+
+def test_the_lcm_command_does_not_echo_a_secret_given_as_its_verb(capsys):
+    """`lcm KEY` (a key pasted where the command goes) was repeated in clear by the unknown-command
+    error, the one error of lcm that did not go through the mask."""
+    import lcm.entry
+    code = lcm.entry.main([K, "x"])
+    out, err = capsys.readouterr()
+    assert code == 2 and "no command" in err
+    assert K not in out + err and "secret:anthropic-key" in err
