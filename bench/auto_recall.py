@@ -1,7 +1,7 @@
 """Recall that comes by itself (hooks/recall.py, UserPromptSubmit): does it earn its tokens?
 
 Usage:
-  python3 bench/auto_recall.py [--floors 0.5,0.6,0.7,0.8,0.9]
+  python3 bench/auto_recall.py [--floors 0.5,0.6,0.7,0.8,0.9] [--hits 3]
 
 The vault of bench/recall.py (synthetic chats + ../shared/data when present). Two kinds of prompt:
   answered  a later question whose answer is in the vault (bench/recall.py's personal, holdout,
@@ -85,6 +85,7 @@ def _load(name: str, path: Path):
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--floors", default="0.5,0.6,0.7,0.8,0.9")
+    p.add_argument("--hits", type=int, default=3, help="lines injected at most (hooks/user_prompt_submit.py RECALL_HITS)")
     args = p.parse_args(argv)
     floors = [float(f) for f in args.floors.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
@@ -121,7 +122,7 @@ def main(argv=None) -> int:
             for question, golds, cwd in answered:
                 gold = set().union(*bench.gold_sets(conn, golds))
                 started = time.perf_counter()
-                hits = hook.find(conn, question, cwd, floor=floor)[:3]
+                hits = hook.find(conn, question, cwd, floor=floor, hits=args.hits * 2)[:args.hits]
                 times.append((time.perf_counter() - started) * 1000)
                 injected += bool(hits)
                 holds += any(h["id"] in gold or h.get("uuid") in gold for h in hits)

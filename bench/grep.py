@@ -3,8 +3,16 @@
 Usage:
   python3 bench/grep.py [--db /tmp/lcm-bench/vault-1m.db] [--runs 20] [--python EXE]
 
-Targets (issue 3): median in-process time of 20 varied queries <= 50 ms; a whole
-`lcm_grep.py` process <= 1.5x `python3 -c pass`, both medians measured in the same run.
+Targets (issue 20, on a 1,000,000-message vault): median in-process time of 20 varied queries
+<= 10 ms and the slowest <= 50 ms; a whole `lcm_grep.py` process <= 1.45x `python3 -c pass`,
+both medians measured in the same run.
+
+Measured 2026-11-25 (2 cores, Python 3.11.7 whose bare start is ~29 ms, SQLite 3.40.1), on a
+1M-message gen_corpus vault, packed, masked at ingest: median 8.3 ms, slowest 23.8 ms, process
+1.52-1.57x (no-match floor 1.23-1.26x, the stdlib imports alone 1.20x); on a 300k vault built by
+this tree: median 4.4 ms, process 1.31x. A query whose rarest word is in more than RANK_BUDGET
+messages is ranked over that word's newest RANK_WINDOW matches: BM25 there costs 5-27 us a
+match (instances in long messages), 2.5-13 ms of the 1M figures.
 stdlib_imports_ratio is the floor under any such process: `import argparse, json, re, sqlite3`
 alone, against the same bare start.
 The vault is the 1,000,000-message one bench/ingest builds (waits for /tmp/lcm-bench/READY).
@@ -122,7 +130,7 @@ def main(argv=None):
                   process_common_words_ratio=round(t["common"] / bare, 2),
                   process_no_match_ratio=round(t["floor"] / bare, 2),
                   stdlib_imports_ratio=round(t["stdlib"] / bare, 2),
-                  python=python, targets={"median_ms": 50, "process_ratio": 1.5})
+                  python=python, targets={"median_ms": 10, "max_ms": 50, "process_ratio": 1.45})
     os.sys.stdout.write(json.dumps(report) + "\n")
 
 

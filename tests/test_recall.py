@@ -13,6 +13,7 @@ import pytest
 import lcm.config
 import lcm.db
 import lcm.schema
+import lcm.search
 import lcm.grants
 import lcm.bulk
 import lcm.ingest
@@ -166,6 +167,23 @@ def test_scope_is_named_and_stronger_hits_elsewhere_are_counted(chats, capsys, m
     assert (f'6 stronger match(es) in other projects: {command("lcm_grep.py")} '
             "'zookeeper quorum moving' --all-sessions") in out
     assert grep_json(capsys, "zookeeper", "--all-sessions")["scope"] == {"kind": "all"}
+
+
+def test_a_vault_of_one_project_is_searched_once(tmp_path, vault, capsys, monkeypatch):
+    """Nothing lies in another project: the count of stronger matches elsewhere is 0 without the
+    second, whole-vault search (it doubles what a grep in the default scope costs)."""
+    t = Transcript(tmp_path / "projects", session_id="cccc1111-0000-4000-8000-000000000001", cwd="/home/u/solo")
+    t.user("the zookeeper quorum needs three nodes")
+    t.write()
+    conn = lcm.db.connect()
+    lcm.bulk.ingest_paths(conn, [tmp_path / "projects"])
+    monkeypatch.setenv("LCM_SESSION_ID", t.session_id)
+    searches = []
+    real = lcm.search.search
+    monkeypatch.setattr(lcm.search, "search", lambda *a, **kw: searches.append(kw) or real(*a, **kw))
+    doc = lcm.search.search(conn, "zookeeper quorum")
+    assert doc["scope"]["kind"] == "project" and doc["scope"]["stronger_elsewhere"] == 0
+    assert doc["count"] == 1 and len(searches) == 1
 
 
 def test_limit_is_capped(chats, capsys):

@@ -229,8 +229,11 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
 
 def _stronger_elsewhere(conn, query, project, best, **kw) -> int:
     """How many of the whole vault's 10 best hits lie outside `project` and outrank its best."""
-    doc = search(conn, query, all_sessions=True, limit=10, look_elsewhere=False, **kw)
     inside = project.rstrip("/")
+    if not any(not (where == project or where.startswith(inside + "/"))
+               for (where,) in conn.execute("SELECT DISTINCT coalesce(project, '') FROM sessions")):
+        return 0  # every session is of this project: no second search (it doubles a grep's cost)
+    doc = search(conn, query, all_sessions=True, limit=10, look_elsewhere=False, **kw)
     count = 0
     for r in doc["results"]:
         if r["score"] <= best:
