@@ -526,3 +526,32 @@ def test_the_lcm_command_does_not_echo_a_secret_given_as_its_verb(capsys):
     out, err = capsys.readouterr()
     assert code == 2 and "no command" in err
     assert K not in out + err and "secret:anthropic-key" in err
+
+
+@pytest.mark.parametrize("backend", ["anthropic", "claude"])
+def test_a_lone_surrogate_goes_to_the_model_as_its_escape(tmp_path, vault, monkeypatch, capsys, backend, request):
+    """Claude Code writes output bytes that are not UTF-8 as lone surrogates (\\ud800); quoted in
+    a prompt they cannot be sent (the request body and argv are UTF-8): an llm_map item holding one
+    failed as 'internal error: UnicodeEncodeError' (and again on every --resume), and
+    checkpoint --llm over such a session stopped with a traceback."""
+    import json
+    fake = request.getfixturevalue("fake_api" if backend == "anthropic" else "fake_claude")
+    monkeypatch.setenv("LCM_LLM", backend)
+    if backend == "claude":
+        fake.enqueue(result='{"ok": true}')
+    else:
+        fake.enqueue(text='{"ok": true}')
+    (tmp_path / "in.jsonl").write_text('{"text": "tool output \\ud800 half a pair"}\n')
+    code, out, err = run(capsys, "lcm_llm_map", "--input", tmp_path / "in.jsonl", "--output", tmp_path / "out.jsonl",
+                         "--prompt", "Summarise")
+    assert code == 0, err
+    result = json.loads((tmp_path / "out.jsonl").read_text())
+    assert result["ok"], result
+    sent = json.dumps(fake.requests[-1] if backend == "anthropic" else fake.calls()[-1])
+    assert "half a pair" in sent and "\\\\ud800" in sent  # the escape's text, not the character
+
+    from test_odd_lines import odd_transcript
+    odd_transcript(tmp_path / "projects")
+    assert run(capsys, "lcm_ingest", tmp_path / "projects")[0] == 0
+    code, out, err = run(capsys, "lcm_checkpoint", "--session", "s1", "--llm", "--output", tmp_path / "cp.md")
+    assert code == 0 and "narrative skipped" not in err, err
