@@ -555,3 +555,15 @@ def test_a_lone_surrogate_goes_to_the_model_as_its_escape(tmp_path, vault, monke
     assert run(capsys, "lcm_ingest", tmp_path / "projects")[0] == 0
     code, out, err = run(capsys, "lcm_checkpoint", "--session", "s1", "--llm", "--output", tmp_path / "cp.md")
     assert code == 0 and "narrative skipped" not in err, err
+
+
+@pytest.mark.parametrize("empty", ["", " "])
+def test_ingest_of_an_empty_path_is_an_error_not_the_working_directory(capsys, tmp_path, monkeypatch, vault, empty):
+    """`lcm_ingest.py "$DIR"` with DIR unset read the empty path as the working directory and
+    imported every .jsonl under it, however large the tree (a home directory, /tmp)."""
+    from transcripts import coding_session
+    coding_session(tmp_path / "elsewhere", turns=2).write()
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "lcm_ingest", empty)
+    assert code == 1 and "Error: PATH is empty" in err and "Hint:" in err
+    assert not vault.exists()
