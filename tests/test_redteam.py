@@ -567,3 +567,27 @@ def test_ingest_of_an_empty_path_is_an_error_not_the_working_directory(capsys, t
     code, out, err = run(capsys, "lcm_ingest", empty)
     assert code == 1 and "Error: PATH is empty" in err and "Hint:" in err
     assert not vault.exists()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link to a fifo", "directory"])
+def test_export_never_replaces_an_output_that_is_no_regular_file(capsys, isolated_home, tmp_path, kind):
+    """`lcm_export.py --output /dev/full` (or a FIFO a reader waits on) renamed the export over
+    the device node: run as root, /dev/full became a regular file holding a conversation.
+    lcm_checkpoint.py refused such an --output already; export now does too. (A FIFO stands in
+    for the device here: a test must not risk a real one.)"""
+    import os
+    import stat
+    _ingest_one(isolated_home)
+    assert run(capsys, "lcm_ingest", "--all")[0] == 0
+    target = tmp_path / "out"
+    if kind == "directory":
+        target.mkdir()
+    else:
+        os.mkfifo(tmp_path / "fifo")
+        if kind == "fifo":
+            target = tmp_path / "fifo"
+        else:
+            target.symlink_to(tmp_path / "fifo")
+    code, out, err = run(capsys, "lcm_export", "--session", "s1", "--output", target)
+    assert code == 1 and "Error:" in err and "Hint:" in err
+    assert stat.S_ISFIFO(os.stat(tmp_path / "fifo").st_mode) if kind != "directory" else target.is_dir()
