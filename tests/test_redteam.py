@@ -591,3 +591,17 @@ def test_export_never_replaces_an_output_that_is_no_regular_file(capsys, isolate
     code, out, err = run(capsys, "lcm_export", "--session", "s1", "--output", target)
     assert code == 1 and "Error:" in err and "Hint:" in err
     assert stat.S_ISFIFO(os.stat(tmp_path / "fifo").st_mode) if kind != "directory" else target.is_dir()
+
+
+@pytest.mark.parametrize("command", ["lcm_llm_map", "lcm_agentic_map"])
+def test_map_tools_never_replace_an_output_that_is_no_regular_file(capsys, tmp_path, fake_api, command):
+    """The map tools' output goes through the same rename: a FIFO (or a device) named as
+    --output was replaced by the results file."""
+    import os
+    import stat
+    (tmp_path / "in.jsonl").write_text('{"a": 1}\n')
+    os.mkfifo(tmp_path / "fifo")
+    code, out, err = run(capsys, command, "--input", tmp_path / "in.jsonl", "--output", tmp_path / "fifo",
+                         "--prompt", "Sum up")
+    assert code == 1 and "not a regular file" in err and "Hint:" in err
+    assert stat.S_ISFIFO(os.stat(tmp_path / "fifo").st_mode)
