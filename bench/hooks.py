@@ -1,7 +1,7 @@
 """Hook speed on a 1,000,000-message vault: UserPromptSubmit and Stop, run the way Claude Code runs them.
 
 Usage:
-  python3 bench/hooks.py [--vault PATH] [--runs 10] [--wait SECONDS]
+  python3 bench/hooks.py [--vault PATH] [--runs 10] [--wait SECONDS] [--base TREE --base-vault PATH]
   python3 bench/hooks.py --backlog-only [--backlog-lines 20000]
 
 The vault is the one bench/ingest.py builds (/tmp/lcm-bench/vault-1m.db, ready when
@@ -14,7 +14,9 @@ appends one turn to that copy and times, as separate processes with the hooks.js
   - a bare `python3 -c pass` (the target's yardstick) and, for reference, `python3 -S -c pass`,
     interleaved with the hooks so load affects all of them alike.
 A second series times UserPromptSubmit with LCM_RECALL=1 (opt-in, so outside the target).
-Medians of --runs. Target: each hook at most 1.5x the bare interpreter. Compaction is kept from
+With --base, another checkout's hooks (e.g. `git worktree add /tmp/base <commit>`) run in the
+same loop against their own vault, so both trees meet the same load; reported under "base".
+Both trees are byte-compiled first, as an installed plugin is. Medians of --runs. Target: each hook at most 1.5x the bare interpreter. Compaction is kept from
 being due (LCM_LEAF_CHUNK_TOKENS very large) so no background compaction competes for the CPU;
 the due check itself still runs its queries. Prints one JSON line.
 
@@ -167,6 +169,73 @@ def backlog(python: str, lines: int) -> dict:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+class Side:
+    """One tree's hooks against its own vault: a scratch copy of one of its transcripts, the
+    hooks.json command lines, and the turns appended to the copy."""
+
+    def __init__(self, tree: Path, vault: str, python: str):
+        self.tree, self.vault = tree, vault
+        # an installed copy has its modules byte-compiled (pip does it; so does a first run unless
+        # PYTHONDONTWRITEBYTECODE is set): measure that state, not a compile on every start
+        subprocess.run([python, "-m", "compileall", "-q", str(tree / "scripts"), str(tree / "hooks")], check=True)
+        source, sid, cwd = pick_transcript(vault)
+        self.scratch = Path(tempfile.mkdtemp(prefix="lcm-bench-hooks-"))
+        self.copy = self.scratch / Path(source).name
+        shutil.copyfile(source, self.copy)
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("LCM_", "CLAUDE"))}
+        self.env.update({"LCM_DB": vault, "LCM_HOME": str(self.scratch / "lcm"), "CLAUDE_PLUGIN_ROOT": str(tree),
+                         "LCM_LEAF_CHUNK_TOKENS": str(10 ** 9)})
+        self.base = {"session_id": sid, "transcript_path": str(self.copy), "cwd": cwd, "prompt_id": "bench",
+                     "permission_mode": "default"}
+        self.ups_cmd = [python, "-S", str(tree / "hooks" / "user_prompt_submit.py")]
+        self.stop_cmd = [python, "-S", str(tree / "hooks" / "stop.py")]
+        self.turn = Transcript(self.scratch, session_id=sid, cwd=cwd)
+        self.times: dict[str, list[float]] = {"ups": [], "stop": [], "recall": []}
+
+    def append_lines(self) -> None:
+        with open(self.copy, "a", encoding="utf-8") as f:
+            for line in self.turn.pending:
+                f.write(line + "\n")
+        self.turn.pending.clear()
+
+    def prompt(self, i: int, env: dict | None = None) -> float:
+        text = f"bench turn {i}: please rerun the parser tests and report the failures"
+        self.turn.user(text)
+        self.append_lines()
+        payload = json.dumps({**self.base, "hook_event_name": "UserPromptSubmit", "prompt": text}).encode()
+        return timed(self.ups_cmd, payload, env or self.env)
+
+    def stop(self, i: int) -> float:
+        self.turn.assistant_text(f"Turn {i}: the parser tests pass now.")
+        call = self.turn.tool_use("Bash", {"command": f"pytest -q tests/test_parser.py -k case{i}"})
+        self.turn.tool_result(call, "3 passed in 0.12s")
+        self.turn.assistant_text("Done.")
+        self.append_lines()
+        payload = json.dumps({**self.base, "hook_event_name": "Stop", "stop_hook_active": False,
+                              "last_assistant_message": "Done.", "background_tasks": [],
+                              "session_crons": []}).encode()
+        return timed(self.stop_cmd, payload, self.env)
+
+    def report(self, bare: float, runs: int) -> dict:
+        med = {name: round(statistics.median(xs), 1) for name, xs in self.times.items()}
+        conn = sqlite3.connect(f"file:{self.vault}?mode=ro", uri=True)
+        messages = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
+        added = conn.execute("SELECT count(*) FROM messages WHERE transcript_path = ?", (str(self.copy),)).fetchone()[0]
+        conn.close()
+        log = self.scratch / "lcm" / "lcm.log"
+        errors = log.read_text().splitlines() if log.exists() else []
+        return {
+            "tree": str(self.tree), "vault": self.vault, "vault_messages": messages,
+            "turn_lines_ingested": added, "expected_lines": 5 * (runs + 1) + runs,
+            "user_prompt_submit_ms": med["ups"], "stop_ms": med["stop"],
+            "user_prompt_submit_ratio": round(med["ups"] / bare, 2), "stop_ratio": round(med["stop"] / bare, 2),
+            "user_prompt_submit_with_recall_ms": med["recall"],
+            "user_prompt_submit_with_recall_ratio": round(med["recall"] / bare, 2),
+            "ok": med["ups"] <= TARGET * bare and med["stop"] <= TARGET * bare and not errors,
+            "warmup_first_ingest_ms": self.warmup_ms, "hook_log_lines": errors[:3],
+        }
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--vault", default=DEFAULT_VAULT)
@@ -175,96 +244,57 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--python", help="interpreter to time (default: the binary behind `python3` on PATH)")
     p.add_argument("--backlog-lines", type=int, default=20000, help="size of the backlog session (0: skip)")
     p.add_argument("--backlog-only", action="store_true", help="only the backlog scenario (no 1M vault needed)")
+    p.add_argument("--base", help="another checkout of lcm whose hooks run interleaved with this tree's")
+    p.add_argument("--base-vault", help="the vault the --base tree's hooks write to (its own schema)")
     args = p.parse_args(argv)
+    python = args.python or real_python()
     if args.backlog_only:
-        print(json.dumps({"backlog": backlog(args.python or real_python(), args.backlog_lines),
-                          "load_avg": os.getloadavg()[0]}))
+        print(json.dumps({"backlog": backlog(python, args.backlog_lines), "load_avg": os.getloadavg()[0]}))
         return 0
+    if bool(args.base) != bool(args.base_vault):
+        raise SystemExit("--base and --base-vault go together")
 
     deadline = time.monotonic() + args.wait
     while args.vault == DEFAULT_VAULT and not os.path.exists(READY) and time.monotonic() < deadline:
         time.sleep(5)
-    if not os.path.exists(args.vault):
-        print(json.dumps({"error": f"no vault at {args.vault}; run bench/ingest.py first (it writes {READY})"}))
-        return 1
+    for vault in filter(None, (args.vault, args.base_vault)):
+        if not os.path.exists(vault):
+            print(json.dumps({"error": f"no vault at {vault}; run bench/ingest.py first (it writes {READY})"}))
+            return 1
 
-    source, sid, cwd = pick_transcript(args.vault)
-    scratch = Path(tempfile.mkdtemp(prefix="lcm-bench-hooks-"))
+    sides = [Side(ROOT, args.vault, python)]
+    if args.base:
+        sides.append(Side(Path(args.base).resolve(), args.base_vault, python))
     try:
-        copy = scratch / Path(source).name
-        shutil.copyfile(source, copy)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("LCM_", "CLAUDE"))}
-        env.update({"LCM_DB": args.vault, "LCM_HOME": str(scratch / "lcm"), "CLAUDE_PLUGIN_ROOT": str(ROOT),
-                    "LCM_LEAF_CHUNK_TOKENS": str(10 ** 9)})
-        base = {"session_id": sid, "transcript_path": str(copy), "cwd": cwd, "prompt_id": "bench",
-                "permission_mode": "default"}
-        python = args.python or real_python()
-        ups_cmd = [python, "-S", str(ROOT / "hooks" / "user_prompt_submit.py")]
-        stop_cmd = [python, "-S", str(ROOT / "hooks" / "stop.py")]
-        bare_cmd = [python, "-c", "pass"]
-        bare_s_cmd = [python, "-S", "-c", "pass"]  # for reference: what -S alone saves
-        turn = Transcript(scratch, session_id=sid, cwd=cwd)
-
-        def append_lines() -> None:
-            with open(copy, "a", encoding="utf-8") as f:
-                for line in turn.pending:
-                    f.write(line + "\n")
-            turn.pending.clear()
-
-        def prompt_payload(i: int) -> bytes:
-            text = f"bench turn {i}: please rerun the parser tests and report the failures"
-            turn.user(text)
-            append_lines()
-            return json.dumps({**base, "hook_event_name": "UserPromptSubmit", "prompt": text}).encode()
-
-        def stop_payload(i: int) -> bytes:
-            turn.assistant_text(f"Turn {i}: the parser tests pass now.")
-            call = turn.tool_use("Bash", {"command": f"pytest -q tests/test_parser.py -k case{i}"})
-            turn.tool_result(call, "3 passed in 0.12s")
-            turn.assistant_text("Done.")
-            append_lines()
-            return json.dumps({**base, "hook_event_name": "Stop", "stop_hook_active": False,
-                               "last_assistant_message": "Done.", "background_tasks": [],
-                               "session_crons": []}).encode()
-
-        warm_started = time.perf_counter()
-        timed(ups_cmd, prompt_payload(0), env)  # warm-up: first sight of the copied file
-        warmup_ms = (time.perf_counter() - warm_started) * 1000
-        timed(stop_cmd, stop_payload(0), env)
-        recall_env = {**env, "LCM_RECALL": "1"}
-        bare, bare_s, ups, stop, recall = [], [], [], [], []
+        for side in sides:
+            warm_started = time.perf_counter()
+            side.prompt(0)  # warm-up: first sight of the copied file
+            side.warmup_ms = round((time.perf_counter() - warm_started) * 1000, 1)
+            side.stop(0)
+        bare, bare_s = [], []
+        # interleaved, so that load affects the interpreter and every side's hooks alike
         for i in range(1, args.runs + 1):
-            bare.append(timed(bare_cmd, b"", env))
-            bare_s.append(timed(bare_s_cmd, b"", env))
-            ups.append(timed(ups_cmd, prompt_payload(i), env))
-            stop.append(timed(stop_cmd, stop_payload(i), env))
-        for i in range(args.runs + 1, 2 * args.runs + 1):  # informational: LCM_RECALL=1 is opt-in
-            recall.append(timed(ups_cmd, prompt_payload(i), recall_env))
-        conn = sqlite3.connect(f"file:{args.vault}?mode=ro", uri=True)
-        messages = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
-        added = conn.execute("SELECT count(*) FROM messages WHERE transcript_path = ?", (str(copy),)).fetchone()[0]
-        conn.close()
-        log = scratch / "lcm" / "lcm.log"
-        errors = log.read_text().splitlines() if log.exists() else []
-        med = {name: round(statistics.median(xs), 1) for name, xs in
-               (("bare", bare), ("bare_s", bare_s), ("ups", ups), ("stop", stop), ("recall", recall))}
-        result = {
-            "vault": args.vault, "vault_messages": messages, "runs": args.runs,
-            "turn_lines_ingested": added, "expected_lines": 5 * (args.runs + 1) + args.runs,
-            "bare_python_ms": med["bare"], "bare_python_S_ms": med["bare_s"], "user_prompt_submit_ms": med["ups"], "stop_ms": med["stop"],
-            "user_prompt_submit_ratio": round(med["ups"] / med["bare"], 2),
-            "stop_ratio": round(med["stop"] / med["bare"], 2), "target_ratio": TARGET,
-            "user_prompt_submit_with_recall_ms": med["recall"],
-            "ok": med["ups"] <= TARGET * med["bare"] and med["stop"] <= TARGET * med["bare"] and not errors,
-            "warmup_first_ingest_ms": round(warmup_ms, 1), "hook_log_lines": errors[:3],
-            "python": python, "load_avg": os.getloadavg()[0],
-        }
+            bare.append(timed([python, "-c", "pass"], b"", sides[0].env))
+            bare_s.append(timed([python, "-S", "-c", "pass"], b"", sides[0].env))  # what -S alone saves
+            for side in sides:
+                side.times["ups"].append(side.prompt(i))
+                side.times["stop"].append(side.stop(i))
+        for i in range(args.runs + 1, 2 * args.runs + 1):  # LCM_RECALL=1: opt-in
+            for side in sides:
+                side.times["recall"].append(side.prompt(i, {**side.env, "LCM_RECALL": "1"}))
+        med_bare = statistics.median(bare)
+        result = {"runs": args.runs, "bare_python_ms": round(med_bare, 1),
+                  "bare_python_S_ms": round(statistics.median(bare_s), 1), "target_ratio": TARGET,
+                  **sides[0].report(med_bare, args.runs), "python": python, "load_avg": os.getloadavg()[0]}
+        if args.base:
+            result["base"] = sides[1].report(med_bare, args.runs)
         if args.backlog_lines:
             result["backlog"] = backlog(python, args.backlog_lines)
         print(json.dumps(result))
         return 0
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        for side in sides:
+            shutil.rmtree(side.scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -125,10 +125,38 @@ def run_hook(event: str, handler, when_excluded=None) -> int:
         message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
         hint = getattr(exc, "hint", None)
         NOTES.append(f"error: {type(exc).__name__}: {message}" + (f" (hint: {hint})" if hint else ""))
+    close_all()
     stamp(event)
     if NOTES:
         log(event, payload, "; ".join(NOTES))
     return 0
+
+
+def exit_now(code: int) -> None:
+    """End the hook process without Python's teardown (freeing every module and object one by one,
+    ~2 ms of a 25 ms hook): run_hook has closed the vault, written the log and printed the
+    output; stdout and stderr are flushed here. For a hook's __main__ only, never in-process."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass  # Claude Code stopped reading: nothing to tell it
+    os._exit(code)
+
+
+_CONNS: list = []  # the vault connections this hook opened (connect), closed before it exits
+
+
+def close_all() -> None:
+    """Close the hook's vault connections. A connection is never freed by itself (lcm.store's
+    line reader refers back to it), and one left open at exit skips SQLite's checkpoint at close:
+    the WAL then stays behind and grows, and every later hook, as the vault's first opener, reads
+    all of it to rebuild the WAL index (30 ms for a 50 MB WAL, measured)."""
+    while _CONNS:
+        try:
+            _CONNS.pop().close()
+        except Exception as exc:  # noqa: BLE001 - a close that fails costs nothing stored
+            note(f"closing the vault failed: {exc}")
 
 
 def stamp(event: str) -> None:
@@ -186,6 +214,7 @@ def write_patience() -> float:
 def connect():
     import lcm.db
     conn = lcm.db.connect()
+    _CONNS.append(conn)
     # any write of a hook waits about a second for another writer at most, not lcm.db's 10 s
     conn.execute(f"PRAGMA busy_timeout = {int(write_patience() * 1000)}")
     return conn
@@ -279,6 +308,11 @@ def start_compaction(conn, sid: str, payload: dict) -> None:
 
     The running one holds the session lock; starting another would only queue behind it.
     """
+    import lcm.order
+    # the cheap half of the due check first (lcm.ingest loaded lcm.order already): on most turns
+    # nothing is due, and the hook never loads lcm.dag and its imports (~0.7 ms)
+    if lcm.order.due_hint(conn, sid) is None:
+        return
     import lcm.dag
     if not lcm.dag.compaction_due(conn, sid):
         return

@@ -81,4 +81,4 @@ def handle(payload: dict):
 
 
 if __name__ == "__main__":
-    raise SystemExit(hooklib.run_hook(EVENT, handle))
+    hooklib.exit_now(hooklib.run_hook(EVENT, handle))

@@ -176,4 +176,4 @@ def handle(payload: dict):
 
 if __name__ == "__main__":
     # in an LCM_EXCLUDE project only the commands are made available: nothing stored or injected
-    raise SystemExit(hooklib.run_hook(EVENT, handle, when_excluded=export_env))
+    hooklib.exit_now(hooklib.run_hook(EVENT, handle, when_excluded=export_env))

@@ -101,3 +101,56 @@ def test_a_cjk_code_point_that_is_no_letter_is_indexed_without_failing():
     """U+FADA lies in the compatibility ideographs' range but is unassigned (not a word
     character): Hypothesis found it stopping ingest."""
     assert lcm.indexes.cjk_runs("\ufada x 我们") == "\ufada 我们"
+
+
+def test_cjk_after_a_nul_or_in_a_hook_is_indexed(tmp_path, vault):
+    """The trigram index skips ASCII text before looking (in SQL, by byte and character
+    length, which a NUL cuts short) and a hook compiles the CJK class only for text that can
+    hold it: neither shortcut may drop a CJK run, whether it is ingested in bulk or by a hook."""
+    t = Transcript(tmp_path / "projects", session_id="nul-1", cwd="/home/u/app")
+    t.user("plain ascii\x00 then 数据库迁移")
+    t.user("only latin-1: café déjà vu")
+    t.write()
+    conn = lcm.db.connect(str(vault))
+    if not lcm.schema.has_trigram(conn):
+        pytest.skip("this SQLite has no trigram tokenizer (3.34+)")
+    lcm.bulk.ingest_paths(conn, [tmp_path / "projects"])
+    t.user("一次钩子写入的消息")
+    t.write()
+    lcm.ingest.ingest_session(conn, str(t.path), patience=1.0)
+    runs = [r[0] for r in conn.execute("SELECT runs FROM messages_cjk")]
+    assert "数据库迁移" in runs and "一次钩子写入的消息" in runs
+    assert len(runs) == 2
+
+
+def _cjk_by_uuid(conn) -> dict:
+    return dict(conn.execute("SELECT m.uuid, c.runs FROM messages_cjk c JOIN messages m ON m.id = c.rowid").fetchall())
+
+
+def test_bulk_import_indexes_the_same_cjk_runs_as_hooks(tmp_path, monkeypatch):
+    """Bulk import finds CJK runs in its parser process; hooks find them as they store lines.
+    Both give the same index: for plain messages, for a repeated line (a resumed copy), and for
+    a huge CJK tool result, whose stored text is a file reference (its CJK is in the file)."""
+    monkeypatch.setenv("LCM_LARGE_FILE_THRESHOLD", "1000")
+    projects = tmp_path / "projects"
+    t = Transcript(projects, session_id="mixed", cwd="/home/u/app")
+    t.user("请检查 parser.py 的错误")
+    t.assistant_text("All tests pass now.")
+    call = t.tool_use("Read", {"file_path": "/home/u/app/表格.csv"})
+    t.tool_result(call, "编号,名字\n" + "".join(f"{i},名字{i}\n" for i in range(2000)))
+    t.user("ありがとう、次はデータベースです")
+    t.write()
+    copy = projects / "zz-copy" / "resumed.jsonl"  # the same lines again, in the same import
+    copy.parent.mkdir(parents=True)
+    copy.write_bytes(t.path.read_bytes())
+    bulk = lcm.db.connect(str(tmp_path / "bulk.db"))
+    if not lcm.schema.has_trigram(bulk):
+        pytest.skip("this SQLite has no trigram tokenizer (3.34+)")
+    lcm.bulk.ingest_paths(bulk, [projects])
+    hooks = lcm.db.connect(str(tmp_path / "hooks.db"))
+    for path in (t.path, copy):
+        lcm.ingest.ingest_session(hooks, str(path), patience=1.0)
+    expected = _cjk_by_uuid(hooks)
+    assert _cjk_by_uuid(bulk) == expected
+    assert "请检查 的错误" in expected.values() and "ありがとう 次はデータベースです" in expected.values()
+    assert not any("名字1999" in runs for runs in expected.values())  # externalised: in files_fts

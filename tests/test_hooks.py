@@ -319,6 +319,19 @@ def test_stop_ingests_the_turn(session, vault):
     assert log_lines() == []
 
 
+def test_hooks_leave_no_wal_behind(session, vault):
+    """A hook closes the vault before it exits, so SQLite moves its pages into the vault file
+    and removes the WAL: a WAL left behind grows with every turn, and each later hook (the
+    vault's first opener) would read all of it again to rebuild its index."""
+    for hook, payload in (("user_prompt_submit", user_prompt(session, "and now the tests")), ("stop", stop(session))):
+        session.assistant_text(f"a reply before {hook}")
+        session.write()
+        assert run_hook(hook, payload).returncode == 0
+        wal = Path(f"{vault}-wal")
+        assert not wal.exists() or wal.stat().st_size == 0, hook
+    assert log_lines() == []
+
+
 def test_stop_starts_compaction_in_the_background_when_due(projects, project, vault, tmp_path):
     t = coding_session(projects, turns=12, cwd=str(project))
     t.write()

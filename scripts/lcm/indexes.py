@@ -24,23 +24,45 @@ TURN_CHARS = 600          # of each turn in a window: the question or the answer
 # lines, and the cap bounds the index (a long reply would otherwise be indexed four times)
 # CJK scripts (kana, CJK ideographs, hangul), as SQLite GLOB ranges and as a Python class
 CJK_CLASS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-CJK_CHAR = re.compile(f"[{CJK_CLASS}]")
+FIRST_CJK = "\u3040"
+_cjk_char = None  # re.compile(f"[{CJK_CLASS}]") on first use: compiling the class takes ~2 ms,
+# a tenth of a hook's whole budget, and a hook's lines are seldom CJK
 WORD = re.compile(r"\w+")
 
 
-def cjk_runs(text: str) -> str:
-    """The word runs of `text` holding CJK, space-separated. Found from each CJK character out to
-    the run's ends: one regex for whole runs backtracks on every word (18x slower, measured)."""
+def _cjk():
+    global _cjk_char
+    if _cjk_char is None:
+        _cjk_char = re.compile(f"[{CJK_CLASS}]")
+    return _cjk_char
+
+
+def first_cjk(text: str) -> int:
+    """Where text's first CJK character is, or -1. ASCII text (most of it) is known without a
+    look (isascii is a flag of the string); until the class is compiled, max() rules out text
+    with no character as high as the first CJK one, which spares a hook the compile."""
+    if text.isascii() or (_cjk_char is None and max(text) < FIRST_CJK):
+        return -1
+    m = _cjk().search(text)
+    return -1 if m is None else m.start()
+
+
+def cjk_runs(text: str, at: int = 0) -> str:
+    """The word runs of `text` holding CJK, space-separated (`at`: where to start looking, e.g.
+    first_cjk's answer). Found from each CJK character out to the run's ends, the next search
+    starting where that run ends: one regex for whole runs backtracks on every word (18x
+    slower, measured)."""
+    char = _cjk()
     runs, end = [], 0
-    for m in CJK_CHAR.finditer(text):
-        if m.start() < end:
-            continue  # inside the run just taken
+    m = char.search(text, at)
+    while m is not None:
         start = m.start()
         while start > end and (text[start - 1].isalnum() or text[start - 1] == "_"):
             start -= 1
         word = WORD.match(text, m.start())  # None for a code point of the range that is no letter
         end = word.end() if word else m.end()
         runs.append(text[start:end])
+        m = char.search(text, end)
     return " ".join(runs)
 
 
@@ -54,12 +76,20 @@ def _mark(conn, key: str) -> int | None:
     return None if row is None else row[0]
 
 
-def catch_up(conn, budget: int | None = None) -> None:
+def catch_up(conn, budget: int | None = None, found: tuple[int, dict] | None = None) -> None:
     """Index what was stored since the last call (inside the caller's transaction): the messages
     above the `indexed_through` mark (at most `budget` ids of them, so that a hook meeting a
-    vault just migrated pays a bounded share of its backfill), and new externalised files."""
-    files_mark = _mark(conn, "files_indexed_through")
-    if files_mark is not None and _table(conn, "files_fts"):
+    vault just migrated pays a bounded share of its backfill), and new externalised files.
+
+    found=(since, {uuid: CJK runs}): bulk ingest's parser found the runs of every message above
+    id `since` already (a uuid absent holds none), so their text is not read back here."""
+    # which tables exist and both marks in two queries: every Stop hook runs this
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN"
+                                         " ('vault_meta', 'files_fts', 'messages_cjk', 'exchange_fts')")}
+    marks = dict(conn.execute("SELECT key, value FROM vault_meta WHERE key IN ('files_indexed_through',"
+                              " 'indexed_through')").fetchall()) if "vault_meta" in tables else {}
+    files_mark = marks.get("files_indexed_through")
+    if files_mark is not None and "files_fts" in tables:
         new = conn.execute("SELECT rowid, path FROM files WHERE rowid > ? ORDER BY rowid", (files_mark,)).fetchall()
         for rowid, path in new:
             text = _read(path)
@@ -67,7 +97,7 @@ def catch_up(conn, budget: int | None = None) -> None:
                 index_file(conn, rowid, text)
         if new:
             conn.execute("UPDATE vault_meta SET value = ? WHERE key = 'files_indexed_through'", (new[-1][0],))
-    mark = _mark(conn, "indexed_through")
+    mark = marks.get("indexed_through")
     if mark is None:
         return  # a vault without these indexes (no FTS5, or not migrated yet)
     top = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
@@ -75,12 +105,21 @@ def catch_up(conn, budget: int | None = None) -> None:
         top = min(top, mark + budget)
     if top <= mark:
         return
-    if _table(conn, "messages_cjk"):
-        # the test in Python: SQLite's GLOB over a character class is ~7x slower (measured)
+    if "messages_cjk" in tables:
+        # the test in Python: SQLite's GLOB over a character class is ~7x slower (measured). SQL
+        # passes on only the text that is not ASCII (more bytes than characters; a NUL, which
+        # ends length(), lets its text through too), so most rows never become Python strings.
+        since, runs = found if found is not None else (top, {})
+        rows = conn.execute("SELECT id, content FROM messages WHERE id > ? AND id <= ?"
+                            " AND length(CAST(content AS BLOB)) != length(content)", (mark, min(since, top)))
         conn.executemany("INSERT INTO messages_cjk(rowid, runs) VALUES (?, ?)", [
-            (rowid, cjk_runs(content)) for rowid, content in conn.execute(
-                "SELECT id, content FROM messages WHERE id > ? AND id <= ?", (mark, top)) if CJK_CHAR.search(content)])
-    if _table(conn, "exchange_fts"):
+            (rowid, cjk_runs(content, at)) for rowid, content in rows for at in (first_cjk(content),) if at >= 0])
+        if runs and top > since:
+            conn.executemany("INSERT INTO messages_cjk(rowid, runs) VALUES (?, ?)", [
+                (rowid, runs[uuid]) for rowid, uuid in conn.execute(
+                    "SELECT id, uuid FROM messages WHERE id > ? AND id <= ?", (max(mark, since), top))
+                if runs.get(uuid)])
+    if "exchange_fts" in tables:
         conn.executemany("INSERT INTO exchange_fts(rowid, text) VALUES (?, ?)", list(_windows(conn, mark, top)))
     conn.execute("UPDATE vault_meta SET value = ? WHERE key = 'indexed_through'", (top,))
 

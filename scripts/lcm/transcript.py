@@ -298,6 +298,7 @@ class Batch:
         self.large: list[tuple] = []  # (row index, blocks, entry, uuid, session) with a block over the threshold
         self.staged = 0  # bulk ingest: rows moved to a stage file (rows is then empty) ...
         self.stage_start = 0  # ... as that file's rows stage_start + 1 to stage_start + staged
+        self.cjk: dict[str, str] = {}  # bulk ingest: uuid -> CJK runs of its text (lcm.indexes), found by the parser
         self.malformed: list[dict] = []
         self.excluded = 0  # conversation lines left out: their cwd is in LCM_EXCLUDE
         self.first_excluded: int | None = None  # index (in this read's lines) of the first of them
