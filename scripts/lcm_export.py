@@ -52,6 +52,8 @@ def pieces(conn, session_id: str, fmt: str, masked: bool) -> object:
 def write_file(path: str, stream) -> int:
     """Write the whole export beside `path` first, then rename it into place; returns its size."""
     directory = os.path.dirname(os.path.abspath(path))
+    if os.path.exists(path) and not os.path.isfile(path):  # a device or FIFO: the rename would replace it
+        raise LcmError(f"--output {path} is not a regular file", "pass the path of a file to write, or no --output for stdout")
     if not os.path.isdir(directory):
         raise LcmError(f"cannot write {path}: {directory} is not a directory", "pass --output FILE in an existing directory")
     size = 0

@@ -78,6 +78,9 @@ def _main(argv):
                  before=args.before, role=args.role, typed=args.typed, limit=args.limit, offset=args.offset,
                  types=args.type, sessions=within.sessions, within=within if within.limited else None)
     doc["query"] = lcm.mask.mask(doc["query"])  # echoed back: a secret searched for stays masked
+    if args.project:  # and so is one pasted as --project DIR (scope line, JSON, the commands printed)
+        args.project = lcm.mask.mask(args.project)
+        doc["scope"] = lcm.mask.mask_json(doc["scope"])
     if doc.pop("widened", False):
         sys.stderr.write("Note: nothing in this project; these results come from all projects\n")
     if doc.pop("stopped_early", False):

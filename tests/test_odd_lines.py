@@ -42,6 +42,8 @@ ODD_LINES = [
     rb'{"type":"assistant","uuid":"odd-wrong-everything","sessionId":7,"parentUuid":[],"timestamp":{},"cwd":1,"isSidechain":"yes","message":{"role":5,"model":[],"id":{},"content":[null,1,"s",[2],{"type":7},{"type":"tool_use","name":{},"input":"x"}]}}',
     rb'{"type":"user","uuid":"odd-surrogate-in-fields","sessionId":"s\ud800","cwd":"/tmp/\udfff","message":{"content":"fields"}}',
     b'{"type":"user","uuid":"odd-cesu","sessionId":"s1","message":{"content":"raw \xed\xa0\x80 bytes"}}',
+    # bytes that are not UTF-8 at all (a damaged file, a tool that wrote Latin-1): the uuid is readable
+    b'{"type":"user","uuid":"odd-not-utf8","sessionId":"s1","message":{"content":"cut \xe2\x82 short, caf\xe9 \xff\xfe"}}',
     b'{"type":"user","uuid":"odd-deep","sessionId":"s1","message":{"content":' + b"[" * 400 + b'"deep"' + b"]" * 400 + b"}}",
     b'{"type":"user","uuid":"odd-deep-results","sessionId":"s1","message":{"content":'
     + b'[{"type":"tool_result","content":' * 300 + b'"bottom"' + b"}]" * 300 + b"}}",
@@ -57,7 +59,7 @@ TOO_DEEP = b'{"type":"user","uuid":"too-deep","message":{"content":' + b"[" * 10
 ODD_UUIDS = {"odd-surrogate", "odd-low-surrogate", "odd-text-number", "odd-text-list", "odd-thinking-object",
              "odd-pretokens-object", "odd-pretokens-huge", "odd-nul", "123456", "odd-no-session",
              "odd-message-string", "odd-content-dict", "odd-wrong-everything", "odd-surrogate-in-fields",
-             "odd-cesu", "odd-deep", "odd-deep-results", "odd-huge-int", "odd-huge-text", "odd-task-call",
+             "odd-cesu", "odd-not-utf8", "odd-deep", "odd-deep-results", "odd-huge-int", "odd-huge-text", "odd-task-call",
              "odd-agent-result"}
 
 
@@ -272,7 +274,8 @@ def transcript_line(draw) -> bytes:
                                                  {"content": [{"type": "tool_result", "content": big}]}]))
     if shape == "garbage":
         return draw(st.sampled_from([b"", b"   ", b"{", b"not json", b'{"type":"user","uuid":"x"', b"[1,2]", b"7",
-                                     b'"str"', b"null", b'\x00{"a":1}', b"\xff\xfe{}", b'{"uuid":"\x00"}']))
+                                     b'"str"', b"null", b'\x00{"a":1}', b"\xff\xfe{}", b'{"uuid":"\x00"}',
+                                     b'{"type":"user","uuid":"u-\xff","message":{"content":"caf\xe9"}}']))
     text = json.dumps(entry, ensure_ascii=shape == "ascii")
     line = text.encode("utf-8", "surrogatepass")  # lone surrogates as raw (CESU-8) bytes, which json accepts
     if shape == "deep":  # nesting far past what the json module can parse, or deep but parsable
@@ -292,6 +295,8 @@ def parse(line: bytes):
         return json.loads(line)
     except RecursionError:
         return NOT_JSON
+    except UnicodeDecodeError:  # JSON whose bytes are not all UTF-8: still an entry
+        return parse(line.decode("utf-8", "surrogateescape").encode("utf-8", "surrogatepass"))
     except ValueError:
         try:  # valid JSON whose integer has more digits than int() converts by default
             return json.loads(line, parse_int=lambda s: int(s) if len(s) <= 4000 else float(s))

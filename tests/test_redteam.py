@@ -268,3 +268,382 @@ def test_masking_a_long_line_of_commands_is_not_quadratic(word):
     code = (f"import sys; sys.path.insert(0, {str(SCRIPTS)!r}); import lcm.mask;"
             f" lcm.mask.mask({word + ' x '!r} * 30000)")
     subprocess.run([sys.executable, "-c", code], timeout=30, check=True)
+
+
+
+@pytest.mark.parametrize("argv", [
+    ("lcm_sessions",), ("lcm_sessions", "s1"), ("lcm_status", "--session", "s1"), ("lcm_export", "--session", "s1"),
+    ("lcm_export", "--session", "s1", "--format", "jsonl"), ("lcm_grep", "--all-sessions", "bytes"),
+    ("lcm_expand", "odd-not-utf8", "--raw"), ("lcm_describe", "odd-surrogate"), ("lcm_compact", "--all"),
+    ("lcm_checkpoint", "--session", "s1", "--output", "cp.md"), ("lcm_purge", "--match", "pair"),
+    ("lcm_expand_query", "--query", "half a pair", "--prompt", "what was cut?"), ("lcm_doctor",)])
+def test_every_command_reads_the_odd_lines(tmp_path, vault, monkeypatch, argv):
+    """The odd lines of test_odd_lines (lone surrogates, bytes that are not UTF-8, numbers where
+    text goes, deep nesting, huge integers) are stored as they are; every command that reads,
+    summarises or prints them must still answer. A text block holding a number stopped every
+    compaction of its session (AttributeError), and a lone surrogate quoted in a summary, a
+    checkpoint or printed text made SQLite, the file or stdout refuse it (UnicodeEncodeError)."""
+    import subprocess
+    import sys
+
+    from conftest import SCRIPTS
+    from test_odd_lines import odd_transcript
+    for name, value in {"LCM_LLM": "none", "LCM_LEAF_CHUNK_TOKENS": "1500", "LCM_LEAF_MIN_TOKENS": "300",
+                        "LCM_FRESH_TAIL_COUNT": "4"}.items():
+        monkeypatch.setenv(name, value)
+    odd_transcript(tmp_path / "projects")
+
+    def command(*args):
+        return subprocess.run([sys.executable, str(SCRIPTS / f"{args[0]}.py"), *args[1:]], cwd=tmp_path,
+                              capture_output=True, timeout=300)
+    assert command("lcm_ingest", str(tmp_path / "projects")).returncode == 0
+    if argv[0] in ("lcm_checkpoint", "lcm_sessions", "lcm_export"):
+        assert command("lcm_compact", "--all").returncode == 0  # their summaries quote the odd lines too
+    done = command(*argv)
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr.decode(errors="replace")
+    if argv[0] == "lcm_checkpoint":
+        done = command("lcm_resume", "--checkpoint", "cp.md")
+        assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr.decode(errors="replace")
+
+
+@pytest.mark.parametrize("body", [
+    "<html><body>Sign in to the corporate proxy</body></html>",   # not JSON at all
+    {}, {"type": "message", "content": None}, [1, 2],              # JSON of another shape
+    {"id": "m", "type": "message", "role": "assistant", "model": "x", "stop_reason": "end_turn",
+     "content": [{"type": "text", "text": 5}], "usage": {"input_tokens": 1, "output_tokens": 1}},
+    {"id": "m", "type": "message", "role": "assistant", "model": "x", "stop_reason": "end_turn",
+     "content": [{"type": "text", "text": "no usage"}]},
+])
+def test_an_answer_that_is_no_messages_response_falls_back(tmp_path, vault, fake_api, monkeypatch, capsys, body):
+    """A proxy or gateway in ANTHROPIC_BASE_URL's place answers 200 with a page of its own, or JSON
+    of another shape: the SDK raised JSONDecodeError, or returned a response whose reading raised
+    TypeError, past the seam's ModelError, so compaction (the hooks' detached runs too), expand_query
+    and checkpoint --llm stopped with a traceback instead of falling back."""
+    from fake_anthropic import Reply
+    from transcripts import coding_session
+    for name, value in {"LCM_LLM": "anthropic", "LCM_LEAF_CHUNK_TOKENS": "1500", "LCM_LEAF_MIN_TOKENS": "300",
+                        "LCM_FRESH_TAIL_COUNT": "4"}.items():
+        monkeypatch.setenv(name, value)
+    coding_session(tmp_path / "projects", turns=30, session_id="s1").write()
+    assert run(capsys, "lcm_ingest", tmp_path / "projects")[0] == 0
+    fake_api.respond(lambda _request: Reply(body=body))
+    code, out, err = run(capsys, "lcm_compact", "--all", "--json")
+    assert code == 0, err
+    doc = __import__("json").loads(out)
+    assert doc["levels"]["fallback"] > 0 and "not a Messages API response" in doc["model_failure"]
+    code, out, err = run(capsys, "lcm_expand_query", "--query", "parser", "--prompt", "what changed?")
+    assert code == 0 and out.strip(), err
+    code, out, err = run(capsys, "lcm_checkpoint", "--session", "s1", "--llm", "--output", tmp_path / "cp.md")
+    assert code == 0, err
+
+
+def _python_39():
+    """A Python 3.9 interpreter (pyenv's, or python3.9 on PATH), else None. Read at import, while
+    HOME is still the real one (each test gets its own)."""
+    import glob
+    import shutil
+    from pathlib import Path
+    return next(iter(sorted(glob.glob(str(Path.home() / ".pyenv" / "versions" / "3.9*" / "bin" / "python")))),
+                None) or shutil.which("python3.9")
+
+
+PYTHON_39 = _python_39()
+
+
+@pytest.mark.parametrize("hook", ["session_start", "user_prompt_submit", "stop", "subagent_stop", "pre_compact",
+                                  "post_compact", "session_end"])
+def test_every_hook_runs_on_python_3_9(tmp_path, vault, hook):
+    """Claude Code runs the hooks with whatever `python3` is on PATH; on 3.9 they must at least
+    fail open. lcm/errors.py, which every hook imports, evaluated `str | None` at import: every
+    hook raised TypeError, and again while logging it, so each exited 1 with a traceback, and
+    nothing was captured."""
+    import json
+    import os
+    import subprocess
+
+    from test_hooks import HOOKS, PAYLOADS, ROOT
+    from transcripts import coding_session
+    python = PYTHON_39
+    if python is None:
+        pytest.skip("no Python 3.9 here (pyenv's 3.9.x or python3.9 on PATH)")
+    t = coding_session(tmp_path / "projects", turns=3, cwd=str(tmp_path))
+    t.write()
+    done = subprocess.run([python, "-S", str(HOOKS / f"{hook}.py")], input=json.dumps(PAYLOADS[hook](t)).encode(),
+                          env={**os.environ, "CLAUDE_PLUGIN_ROOT": str(ROOT), "LCM_LLM": "none"},
+                          capture_output=True, timeout=60)
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr.decode()
+    if hook == "stop":
+        import sqlite3
+        stored = sqlite3.connect(vault).execute("SELECT count(*) FROM messages").fetchone()[0]
+        assert stored == len(t.entries)
+
+
+@pytest.mark.parametrize("json_flag", [(), ("--json",)])
+def test_grep_does_not_echo_a_secret_given_as_its_scope(capsys, isolated_home, json_flag):
+    """The query grep repeats was masked, its neighbour was not: `--project DIR` is repeated in
+    the scope line (`Searched project ...`), the JSON scope and the commands printed for more."""
+    _ingest_one(isolated_home, "hello world")
+    assert run(capsys, "lcm_ingest", "--all")[0] == 0
+    for project in (f"/srv/{K}", "/tmp/x"):
+        code, out, err = run(capsys, "lcm_grep", *json_flag, "--project", project, "--limit", 1, "hello")
+        assert code == 0, err
+        assert K not in out + err
+
+
+
+
+def test_a_value_assigned_to_a_pass_name_is_masked_wherever_it_sits():
+    """`password`, `passwd` and `passphrase` were secret names, their everyday neighbour `pass`
+    was not: `SMTP_PASS=...` in a .env file, `auth: {user: 'me', pass: '...'}` (nodemailer) and
+    `"pass": "..."` in a JSON config were stored and printed in clear, in text and in JSON lines."""
+    import json
+
+    from hypothesis import given, settings, strategies as st
+    names = st.sampled_from(["pass", "PASS", "DB_PASS", "SMTP_PASS", "mail.pass", "redisPass", "x-pass"])
+    value = st.text(st.sampled_from("abcdefghXYZ0123456789!#%+/"), min_size=6, max_size=24).filter(
+        lambda v: any(c.isdigit() for c in v) and not v.startswith(("#", "%")))
+    forms = st.sampled_from(["{n}={v}", "export {n}={v}", "{n}: '{v}'", '{n} = "{v}"', '"{n}": "{v}"', "{{ {n}: '{v}' }}"])
+    around = st.sampled_from(["", "\n", "x ", "auth: { user: 'me', ", "\t"])
+
+    @settings(max_examples=300, deadline=None)
+    @given(names, value, forms, around, around)
+    def check(name, secret, form, before, after):
+        text = before + form.format(n=name, v=secret) + after
+        assert secret not in mask(text)
+        line = json.dumps({"type": "user", "message": {"content": text}}).encode()
+        assert json.dumps(secret)[1:-1].encode() not in lcm.mask.mask_line(line)
+        named = json.dumps({"type": "assistant", "input": {"auth": {name: secret}}}).encode()
+        assert secret.encode() not in lcm.mask.mask_line(named)
+    check()
+
+
+@pytest.mark.parametrize("text", ["PASS: tests/test-parser.sh", "10 passed, 2 failed in 3.1s", "if ready: pass",
+                                  "bypass the cache", "passed: 3", "PASS=1", "const pass = req.body.password",
+                                  "let pass = 0;", "pass_count=12", "a compass: north-north-west"])
+def test_pass_near_misses_stay_as_they_are(text):
+    assert mask(text) == text
+
+
+def _flag_samples():
+    from test_mask import SAMPLES
+    allowed = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+    # the keys that name themselves and may follow a dash (some kinds need a space or quote before)
+    return sorted({(kind, secret) for kind, text, secret in SAMPLES if text == secret and set(secret) <= allowed
+                   and len(secret) <= 40 and secret not in mask("x--" + secret)})
+
+
+@pytest.mark.parametrize("kind, secret", _flag_samples())
+@pytest.mark.parametrize("form", ["-----END RSA PRIVATE KEY-----{s}_password = getpass()", "x--{s}_password v",
+                                  "x--{s}_api_key v", "x--{s}-token v"])
+def test_a_flag_name_does_not_hide_a_key_written_before_it(kind, secret, form):
+    """The prefilter read `--...password x` (a flag and its value) as one match of up to 40
+    characters, and a vendor key inside those characters was never seen: the first mask left it
+    in clear (found by test_mask's idempotence property, whose second pass masked it)."""
+    text = form.format(s=secret)
+    assert secret not in mask(text)
+    assert mask(mask(text)) == mask(text)
+
+
+@pytest.mark.parametrize("argv", [("lcm_compact", "--all", "--json"), ("lcm_compact", "--all"), ("lcm_doctor",),
+                                  ("lcm_doctor", "--json"),
+                                  ("lcm_expand_query", "--query", "parser", "--prompt", "what changed?")])
+def test_a_gateway_password_in_the_base_url_is_not_shown(tmp_path, vault, monkeypatch, capsys, argv):
+    """ANTHROPIC_BASE_URL may name a gateway with its credentials (https://user:password@host):
+    the errors of a failed call repeated the URL as it was, in compaction's output and JSON,
+    doctor's backend line and expand_query's warning (and the hooks' lcm.log, through them)."""
+    from test_model_failure import closed_port_url
+    from transcripts import coding_session
+    for name, value in {"LCM_LLM": "anthropic", "ANTHROPIC_API_KEY": "sk-ant-fake-key", "LCM_LEAF_CHUNK_TOKENS": "1500",
+                        "LCM_LEAF_MIN_TOKENS": "300", "LCM_FRESH_TAIL_COUNT": "4",
+                        "ANTHROPIC_BASE_URL": closed_port_url().replace("http://", "http://gw-user:Gw-pa55word@")}.items():
+        monkeypatch.setenv(name, value)
+    coding_session(tmp_path / "projects", turns=30, session_id="s1").write()
+    assert run(capsys, "lcm_ingest", tmp_path / "projects")[0] == 0
+    code, out, err = run(capsys, *argv)
+    assert code in (0, 1) and "Traceback" not in err
+    assert "cannot reach" in out + err or "unverified" in out + err
+    assert "Gw-pa55word" not in out + err
+
+
+def test_expand_query_answers_within_its_budget_when_the_model_hangs(tmp_path, vault, fake_api, monkeypatch, capsys):
+    """A model that accepts the call and never answers: expand_query waited 120 s a call, retried
+    four times, for up to six calls (an hour), where Claude Code's Bash tool stops a command after
+    two minutes and the agent gets nothing. Within its budget it shows the excerpts instead."""
+    import threading
+    import time
+
+    import lcm.answer
+    from fake_anthropic import Reply
+    from transcripts import coding_session
+    monkeypatch.setenv("LCM_LLM", "anthropic")
+    coding_session(tmp_path / "projects", turns=6, session_id="s1").write()
+    assert run(capsys, "lcm_ingest", tmp_path / "projects")[0] == 0
+    monkeypatch.setattr(lcm.answer, "ANSWER_SECONDS", 2, raising=False)
+    fake_api.respond(lambda _request: Reply(text="late", delay=600))
+    done = {}
+    worker = threading.Thread(target=lambda: done.setdefault("code", __import__("lcm_expand_query").main(
+        ["--query", "parser", "--prompt", "what changed in the parser?"])), daemon=True)
+    started = time.monotonic()
+    worker.start()
+    worker.join(60)
+    fake_api.release_delays()
+    assert not worker.is_alive(), "expand_query still waits for the model"
+    out, err = capsys.readouterr()
+    assert done["code"] == 0 and "showing excerpts instead" in err, err
+    assert time.monotonic() - started < 30
+
+
+def test_checkpoint_llm_is_written_without_the_narrative_when_the_model_hangs(tmp_path, vault, fake_api, monkeypatch,
+                                                                             capsys):
+    """The same hang through checkpoint --llm: 120 s a call and four retries (ten minutes) before
+    the checkpoint was written without its narrative."""
+    import threading
+
+    import lcm.checkpoint
+    from fake_anthropic import Reply
+    from transcripts import coding_session
+    monkeypatch.setenv("LCM_LLM", "anthropic")
+    coding_session(tmp_path / "projects", turns=6, session_id="s1").write()
+    assert run(capsys, "lcm_ingest", tmp_path / "projects")[0] == 0
+    monkeypatch.setattr(lcm.checkpoint, "NARRATIVE_SECONDS", 2, raising=False)
+    fake_api.respond(lambda _request: Reply(text="late", delay=600))
+    done = {}
+    worker = threading.Thread(target=lambda: done.setdefault("code", __import__("lcm_checkpoint").main(
+        ["--session", "s1", "--llm", "--output", str(tmp_path / "cp.md")])), daemon=True)
+    worker.start()
+    worker.join(45)
+    fake_api.release_delays()
+    assert not worker.is_alive(), "checkpoint still waits for the model"
+    out, err = capsys.readouterr()
+    assert done["code"] == 0 and "narrative skipped" in err and (tmp_path / "cp.md").exists(), err
+
+
+def test_the_lcm_command_does_not_echo_a_secret_given_as_its_verb(capsys):
+    """`lcm KEY` (a key pasted where the command goes) was repeated in clear by the unknown-command
+    error, the one error of lcm that did not go through the mask."""
+    import lcm.entry
+    code = lcm.entry.main([K, "x"])
+    out, err = capsys.readouterr()
+    assert code == 2 and "no command" in err
+    assert K not in out + err and "secret:anthropic-key" in err
+
+
+@pytest.mark.parametrize("backend", ["anthropic", "claude"])
+def test_a_lone_surrogate_goes_to_the_model_as_its_escape(tmp_path, vault, monkeypatch, capsys, backend, request):
+    """Claude Code writes output bytes that are not UTF-8 as lone surrogates (\\ud800); quoted in
+    a prompt they cannot be sent (the request body and argv are UTF-8): an llm_map item holding one
+    failed as 'internal error: UnicodeEncodeError' (and again on every --resume), and
+    checkpoint --llm over such a session stopped with a traceback."""
+    import json
+    fake = request.getfixturevalue("fake_api" if backend == "anthropic" else "fake_claude")
+    monkeypatch.setenv("LCM_LLM", backend)
+    if backend == "claude":
+        fake.enqueue(result='{"ok": true}')
+    else:
+        fake.enqueue(text='{"ok": true}')
+    (tmp_path / "in.jsonl").write_text('{"text": "tool output \\ud800 half a pair"}\n')
+    code, out, err = run(capsys, "lcm_llm_map", "--input", tmp_path / "in.jsonl", "--output", tmp_path / "out.jsonl",
+                         "--prompt", "Summarise")
+    assert code == 0, err
+    result = json.loads((tmp_path / "out.jsonl").read_text())
+    assert result["ok"], result
+    sent = json.dumps(fake.requests[-1] if backend == "anthropic" else fake.calls()[-1])
+    assert "half a pair" in sent and "\\\\ud800" in sent  # the escape's text, not the character
+
+    from test_odd_lines import odd_transcript
+    odd_transcript(tmp_path / "projects")
+    assert run(capsys, "lcm_ingest", tmp_path / "projects")[0] == 0
+    code, out, err = run(capsys, "lcm_checkpoint", "--session", "s1", "--llm", "--output", tmp_path / "cp.md")
+    assert code == 0 and "narrative skipped" not in err, err
+
+
+@pytest.mark.parametrize("empty", ["", " "])
+def test_ingest_of_an_empty_path_is_an_error_not_the_working_directory(capsys, tmp_path, monkeypatch, vault, empty):
+    """`lcm_ingest.py "$DIR"` with DIR unset read the empty path as the working directory and
+    imported every .jsonl under it, however large the tree (a home directory, /tmp)."""
+    from transcripts import coding_session
+    coding_session(tmp_path / "elsewhere", turns=2).write()
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "lcm_ingest", empty)
+    assert code == 1 and "Error: PATH is empty" in err and "Hint:" in err
+    assert not vault.exists()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link to a fifo", "directory"])
+def test_export_never_replaces_an_output_that_is_no_regular_file(capsys, isolated_home, tmp_path, kind):
+    """`lcm_export.py --output /dev/full` (or a FIFO a reader waits on) renamed the export over
+    the device node: run as root, /dev/full became a regular file holding a conversation.
+    lcm_checkpoint.py refused such an --output already; export now does too. (A FIFO stands in
+    for the device here: a test must not risk a real one.)"""
+    import os
+    import stat
+    _ingest_one(isolated_home)
+    assert run(capsys, "lcm_ingest", "--all")[0] == 0
+    target = tmp_path / "out"
+    if kind == "directory":
+        target.mkdir()
+    else:
+        os.mkfifo(tmp_path / "fifo")
+        if kind == "fifo":
+            target = tmp_path / "fifo"
+        else:
+            target.symlink_to(tmp_path / "fifo")
+    code, out, err = run(capsys, "lcm_export", "--session", "s1", "--output", target)
+    assert code == 1 and "Error:" in err and "Hint:" in err
+    assert stat.S_ISFIFO(os.stat(tmp_path / "fifo").st_mode) if kind != "directory" else target.is_dir()
+
+
+@pytest.mark.parametrize("command", ["lcm_llm_map", "lcm_agentic_map"])
+def test_map_tools_never_replace_an_output_that_is_no_regular_file(capsys, tmp_path, fake_api, command):
+    """The map tools' output goes through the same rename: a FIFO (or a device) named as
+    --output was replaced by the results file."""
+    import os
+    import stat
+    (tmp_path / "in.jsonl").write_text('{"a": 1}\n')
+    os.mkfifo(tmp_path / "fifo")
+    code, out, err = run(capsys, command, "--input", tmp_path / "in.jsonl", "--output", tmp_path / "fifo",
+                         "--prompt", "Sum up")
+    assert code == 1 and "not a regular file" in err and "Hint:" in err
+    assert stat.S_ISFIFO(os.stat(tmp_path / "fifo").st_mode)
+
+
+@pytest.mark.parametrize("argv", [("lcm_sessions",), ("lcm_sessions", "s1"), ("lcm_grep", "parser"),
+                                  ("lcm_describe", "--session", "s1"), ("lcm_status", "--session", "s1")])
+def test_stored_escape_sequences_never_reach_a_terminal(tmp_path, vault, argv):
+    """A transcript quotes what anyone wrote (a fetched page, a file, coloured tool output):
+    lcm_sessions.py and lcm_grep.py printed its escape sequences as they were, so a person's
+    terminal ran them: clear the screen, set the window title, OSC 52 (write the clipboard).
+    On a terminal, control characters are shown as symbols; through a pipe (Claude, a script)
+    the output is unchanged."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import SCRIPTS
+    from transcripts import Transcript
+    t = Transcript(tmp_path / "projects", cwd=str(tmp_path), session_id="s1")
+    t.user("fix the \x1b]52;c;ZXZpbA==\x07 parser \x1b[2J\x1b[31mnow\x1b[0m\x9b2J")
+    call = t.tool_use("Bash", {"command": "pytest"})
+    t.tool_result(call, "\x1b[31mFAILED\x1b[0m test_parser \x1b]0;pwned\x07 parser done")
+    t.write()
+    assert subprocess.run([sys.executable, str(SCRIPTS / "lcm_ingest.py"), str(tmp_path / "projects")]).returncode == 0
+    primary, secondary = os.openpty()
+    done = subprocess.run([sys.executable, str(SCRIPTS / f"{argv[0]}.py"), *argv[1:]], stdin=subprocess.DEVNULL,
+                          stdout=secondary, stderr=subprocess.PIPE, timeout=60)
+    os.close(secondary)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # EIO: the other side is closed
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(primary)
+    assert done.returncode == 0, done.stderr
+    text = shown.decode("utf-8", "replace")
+    assert "parser" in text or "s1" in text
+    assert "\x1b" not in text and "\x07" not in text and "\x9b" not in text
+    piped = subprocess.run([sys.executable, str(SCRIPTS / "lcm_grep.py"), "parser"], capture_output=True, timeout=60)
+    assert b"\x1b[31m" in piped.stdout  # through a pipe, unchanged

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from pathlib import Path
 
 import lcm.claude_cli
@@ -25,6 +26,8 @@ import lcm.text
 from lcm.errors import LcmError
 
 GRANT_TTL_SECONDS = 300
+ANSWER_SECONDS = 50       # for the model's whole answer (one retry per call: twice this at worst), then
+                          # excerpts: Claude Code's Bash tool stops a command after 120 s by default
 MAX_TURNS = 6             # model calls one question may make (anthropic backend)
 ANSWER_MAX_TOKENS = 1500  # the model's own answer, per call (the grant caps what it reads)
 PREFETCH_SHARE = 0.75     # of the cap read up front when a model can drill down with tools
@@ -401,7 +404,8 @@ def run_tool(exp: Expansion, sessions: list[str], name: str, tool_input: dict) -
 
 def answer_with_anthropic(exp: Expansion, sessions: list[str], prompt: str, model: str) -> str:
     done = lcm.llm.tool_loop(SYSTEM, prompt, TOOLS, lambda name, args: run_tool(exp, sessions, name, args),
-                             max_turns=MAX_TURNS, max_tokens=ANSWER_MAX_TOKENS, model=model)
+                             max_turns=MAX_TURNS, max_tokens=ANSWER_MAX_TOKENS, model=model,
+                             deadline=time.monotonic() + ANSWER_SECONDS, max_retries=1)
     return done.text
 
 
@@ -413,7 +417,7 @@ def answer_with_claude(exp: Expansion, prompt: str, db: Path, model: str) -> str
                          (("describe", "ID"), ("expand", "ID"), ("grep", "'WORDS'"))))
     env = {**os.environ, "LCM_GRANT": exp.grant_id, "LCM_DB": str(db)}
     result = lcm.claude_cli.run_claude(prompt + guide, system=SYSTEM, model=model, max_turns=MAX_TURNS, tools="Bash",
-                                allowed_tools=tools, env=env, timeout=300)
+                                allowed_tools=tools, env=env, timeout=2 * ANSWER_SECONDS)
     return str(result.get("result") or "").strip()
 
 

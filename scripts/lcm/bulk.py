@@ -37,6 +37,8 @@ def transcript_files(paths, skipped: list | None = None) -> list[str]:
     import stat
     files: dict[str, None] = {}
     for given in paths:
+        if not os.fspath(given).strip():  # "$DIR" of an unset variable: not the working directory's whole tree
+            raise LcmError("PATH is empty", "give a transcript file or a directory of them; --all reads ~/.claude/projects")
         path = os.path.abspath(os.path.expanduser(os.fspath(given)))
         if not os.path.isdir(path):
             lt.open_transcript(path)[0].close()

@@ -18,6 +18,7 @@ import lcm.config
 import lcm.grants
 import lcm.mask
 import lcm.text
+import lcm.transcript
 import lcm.worklog
 from lcm.errors import LcmError
 
@@ -66,12 +67,17 @@ def catch_up(conn, session_id: str) -> None:
         sys.stderr.write(f"Warning: could not read the newest lines of {path}: {exc.message}\n")
 
 
+NARRATIVE_SECONDS = 45.0  # a model call of --llm; twice that at worst, then the checkpoint without it
+
+
 def narrative(conn, session_id: str, body: str) -> str | None:
     """A model-written summary of the state, or None (with a warning) if the model fails."""
     import lcm.llm
     try:
+        # bounded (one retry of NARRATIVE_SECONDS): a hung API would hold the command past Bash's 2 minutes
         done = lcm.llm.complete(NARRATIVE_SYSTEM, [{"role": "user", "content": body[:24000]}], max_tokens=400,
-                                model=lcm.llm.resolve_model(conn, session_id))
+                                model=lcm.llm.resolve_model(conn, session_id), timeout=NARRATIVE_SECONDS,
+                                max_retries=1)
     except LcmError as exc:
         sys.stderr.write(f"Warning: narrative skipped, the model call failed: {exc.message}\n")
         return None
@@ -110,10 +116,11 @@ def build(conn, session_id: str, vault: Path, use_llm: bool) -> tuple[dict, str]
         " drill into a summary or message id listed above",
     ]
     text = "\n".join(head) + "\n\n" + body + "\n\n" + "\n".join(resume) + "\n"
-    # the file lands in the project (easy to commit): masked whole, whatever the vault holds
+    # the file lands in the project (easy to commit): masked whole, whatever the vault holds; a
+    # lone surrogate quoted from a line (output that was not UTF-8) as its escape, for file and vault
     return lcm.mask.mask_json({**meta, "title": session["title"], "message_count": log["message_count"],
                                "summary_count": summaries, "narrative": story, "worklog": log,
-                               "top_summaries": top}), lcm.mask.mask(text)
+                               "top_summaries": top}), lcm.transcript.safe_text(lcm.mask.mask(text))
 
 
 def git_exclude_file(directory: Path) -> Path | None:

@@ -11,6 +11,7 @@ import subprocess
 
 import lcm.guard
 import lcm.mask
+import lcm.transcript
 from lcm.errors import ModelConfigError, ModelError
 
 NO_BACKEND_HINT = ("set ANTHROPIC_API_KEY, or log in to Claude Code so `claude -p` works (LCM_LLM=claude), "
@@ -42,6 +43,8 @@ def run_claude(prompt: str, *, system: str | None = None, model: str | None = No
     A timeout kills the child's whole process group. Failures raise ModelError.
     """
     prompt, system = lcm.mask.mask(prompt), lcm.mask.mask(system)  # what a model reads never holds a secret
+    # and a lone surrogate quoted from a stored line goes as its escape: argv and stdin are UTF-8
+    prompt, system = lcm.transcript.safe_text(prompt), system and lcm.transcript.safe_text(system)
     child_env = lcm.guard.child_env(env)
     exe = claude_executable(child_env)
     if not exe:

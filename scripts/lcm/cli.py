@@ -282,6 +282,26 @@ def _older_vault_error(exc: sqlite3.Error) -> LcmError | None:
                     " (the hooks also do it when the next Claude Code session starts)")
 
 
+# C0 controls but tab and newline, DEL and the C1 controls (0x9b starts a CSI too), as visible symbols
+_CONTROLS = {**{c: 0x2400 + c for c in range(32) if c not in (9, 10)}, 0x7F: 0x2421,
+             **{c: 0xFFFD for c in range(0x80, 0xA0)}}
+
+
+class _Terminal:
+    """stdout when it is a person's terminal: stored text quotes pages, files and tool output
+    anyone wrote, and an escape sequence in it (clear the screen, set the title, OSC 52: write
+    the clipboard) would be run by the terminal. Shown as symbols (␛ for ESC) instead."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(text.translate(_CONTROLS))
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def run(main: Callable[[list[str] | None], int], argv: Iterable[str] | None = None) -> int:
     """Call main, turning an LcmError, and a storage failure with a known cause (disk full,
     read-only, permissions, damage), into `Error: ... / Hint: ...` on stderr and exit 1.
@@ -293,6 +313,12 @@ def run(main: Callable[[list[str] | None], int], argv: Iterable[str] | None = No
         args = None if argv is None else list(argv)
         as_json = _wants_json(sys.argv[1:] if args is None else args)
         _check_text(sys.argv[1:] if args is None else args)
+        if sys.stdout.isatty() and not isinstance(sys.stdout, _Terminal):
+            sys.stdout = _Terminal(sys.stdout)
+        if getattr(sys.stdout, "errors", None) in ("strict", "surrogateescape") and hasattr(sys.stdout, "reconfigure"):
+            # a lone surrogate read from a stored line (output that was not UTF-8) prints as its
+            # escape, as the searchable text stores it, instead of stopping the command
+            sys.stdout.reconfigure(errors="backslashreplace")
         code = main(args)
         sys.stdout.flush()  # here, where a closed pipe is caught, not at interpreter exit
         return code

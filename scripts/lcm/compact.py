@@ -16,6 +16,7 @@ import lcm.extract
 import lcm.llm
 import lcm.mask
 import lcm.prompts
+import lcm.transcript
 from lcm.config import estimate_tokens
 from lcm.errors import LcmError
 
@@ -273,7 +274,7 @@ class Compactor:
         if level in ("truncated", "fallback"):
             self.not_upgraded.append(node["id"])
             return node["id"]
-        content = lcm.mask.mask(content)
+        content = lcm.transcript.safe_text(lcm.mask.mask(content))
         with _atomic(self.conn):
             self.conn.execute(
                 "INSERT INTO summary_versions (summary_id, content, level, model, token_count, written_at, replaced_at)"
@@ -296,6 +297,7 @@ class Compactor:
     def _insert(self, node_id, kind, depth, content, source_tokens, level, model, first, last,
                 earliest, latest, descendants, file_ids) -> None:
         content = lcm.mask.mask(content)  # a truncated summary of a vault filled before masking quotes it
+        content = lcm.transcript.safe_text(content)  # a lone surrogate quoted from a line: SQLite takes UTF-8 only
         self.conn.execute(
             "INSERT INTO summaries (id, session_id, kind, depth, content, token_count, source_token_count, level,"
             " model, first_message_id, last_message_id, earliest_at, latest_at, descendant_count, file_ids,"

@@ -1,6 +1,7 @@
 """The one error type of lcm: an expected failure, printed by lcm.cli.run as `Error: message`
 and `Hint: hint` with exit 1, and the kinds of it that callers tell apart (a model call that
 failed). Nothing else lives here, so every module can import it."""
+from __future__ import annotations  # `str | None` below: the hooks import this on Python 3.9 too
 
 
 class LcmError(Exception):

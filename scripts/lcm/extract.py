@@ -190,7 +190,7 @@ def facts_from_messages(rows) -> Facts:
                     # a choice the person stated ("use pnpm", "let's keep the name") is a decision too
                     facts.decisions.extend(f"(user) {s}" for s in sentences(text) if is_choice(s))
             elif kind == "text" and role == "assistant":
-                text = block.get("text") or ""
+                text = str(block.get("text") or "")  # whatever the line holds (a number, a list)
                 if text.strip() and _thread(row) == own:  # a folded sub-agent's last words are not the end
                     facts.ended = text
                     for sentence in sentences(text):

@@ -21,6 +21,7 @@ import lcm.claude_cli
 import lcm.config
 import lcm.db
 import lcm.llm
+import lcm.mask
 from lcm.errors import LcmError
 
 HOOK_EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "SubagentStop", "PreCompact", "PostCompact",
@@ -293,7 +294,7 @@ def _probe_anthropic(timeout: float) -> dict:
                 "hint": "export ANTHROPIC_API_KEY (console.anthropic.com/settings/keys), or set LCM_LLM=claude"
                         " to use your Claude Code login"}
     outcome, detail = lcm.llm.probe_key(timeout)
-    base = os.environ.get("ANTHROPIC_BASE_URL") or "api.anthropic.com"
+    base = lcm.mask.mask(os.environ.get("ANTHROPIC_BASE_URL") or "api.anthropic.com")  # may hold user:password@
     if outcome == "package":
         return {"verified": False, "detail": f"the anthropic package cannot be used by {sys.executable} ({detail})",
                 "hint": f"{sys.executable} -m pip install -r requirements.txt (the key is set: only the package"

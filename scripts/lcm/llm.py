@@ -16,6 +16,7 @@ never at module level: hooks import lcm scripts on every turn.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import time
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ import lcm.claude_cli
 import lcm.config
 import lcm.guard
 import lcm.mask
+import lcm.transcript
 from lcm.claude_cli import NO_BACKEND_HINT  # noqa: F401 (callers use lcm.llm.NO_BACKEND_HINT)
 from lcm.errors import LcmError, ModelConfigError, ModelError, ModelRequestError  # noqa: F401 (callers use lcm.llm.X)
 
@@ -132,9 +134,13 @@ def _create(params: dict, *, timeout: float, max_retries: int):
     client = anthropic_client(timeout=timeout, max_retries=max_retries)
     import anthropic
 
-    base = os.environ.get("ANTHROPIC_BASE_URL") or "the Anthropic API"
+    # named in errors that are printed and logged: a gateway's URL may carry user:password@
+    base = lcm.mask.mask(os.environ.get("ANTHROPIC_BASE_URL") or "the Anthropic API")
     try:
-        return client.messages.create(**params)
+        response = client.messages.create(**params)
+    except json.JSONDecodeError:  # a body that is not JSON: a proxy's or gateway's page, answered with 200
+        raise ModelError(f"{base} answered with something that is not a Messages API response",
+                         "check ANTHROPIC_BASE_URL (a proxy or gateway may stand in between); or set LCM_LLM=none") from None
     except TypeError as exc:  # the SDK found no credentials at all
         if "authentication" in str(exc).lower():
             raise ModelConfigError("no Anthropic credentials found", NO_BACKEND_HINT) from None
@@ -164,6 +170,13 @@ def _create(params: dict, *, timeout: float, max_retries: int):
             f"{base} failed with {exc.status_code} after {max_retries} retries: {_api_message(exc)}",
             "the API is busy or failing; retry later, or set LCM_LLM=none for extractive summaries",
         ) from None
+    # the SDK does not validate a response: JSON of another shape (no content list, no usage)
+    # would fail later, far from here, as a TypeError
+    if not (isinstance(getattr(response, "content", None), list) and getattr(response, "usage", None) is not None
+            and all(isinstance(b.text, str) for b in response.content if getattr(b, "type", None) == "text")):
+        raise ModelError(f"{base} answered with JSON that is not a Messages API response",
+                         "check ANTHROPIC_BASE_URL (a proxy or gateway may stand in between); or set LCM_LLM=none")
+    return response
 
 
 def _text_of(response) -> str:
@@ -181,12 +194,25 @@ def _anthropic_complete(system, messages, *, max_tokens, model, timeout, max_ret
 
 
 def masked_params(params: dict) -> dict:
-    """Messages API parameters with the text a model reads (system, messages) masked."""
+    """Messages API parameters with the text a model reads (system, messages) masked, and every
+    string sendable: the request body is UTF-8, which a lone surrogate (Claude Code's escape for
+    output bytes that were not UTF-8, quoted from a stored line) is not."""
     out = dict(params)
     for key in ("system", "messages"):
         if key in out:
-            out[key] = lcm.mask.mask_json(out[key])
+            out[key] = _utf8(lcm.mask.mask_json(out[key]))
     return out
+
+
+def _utf8(value):
+    """value with each lone surrogate of its strings as its escape (lcm.transcript.safe_text)."""
+    if isinstance(value, str):
+        return lcm.transcript.safe_text(value)
+    if isinstance(value, list):
+        return [_utf8(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _utf8(v) for k, v in value.items()}
+    return value
 
 
 # ---------------------------------------------------------------------------
@@ -217,7 +243,7 @@ def complete(system: str | None, messages, *, max_tokens: int, model: str | None
     backend = backend or resolve_backend()
     if isinstance(messages, str):
         messages = [{"role": "user", "content": messages}]
-    system, messages = lcm.mask.mask(system), lcm.mask.mask_json(messages)
+    system, messages = _utf8(lcm.mask.mask(system)), _utf8(lcm.mask.mask_json(messages))  # as masked_params
     if backend == "anthropic":
         return _anthropic_complete(system, messages, max_tokens=max_tokens, model=model or DEFAULT_MODEL,
                                    timeout=timeout, max_retries=max_retries)

@@ -179,8 +179,9 @@ _NAMES = {
     "k": r"e(?:n(?<=token)(?P<tok>)" + _SEP + r"|y(?:" + _KEY_BEHIND + r")(?P<key>)" + _SEP + r")",
     "c": (r"re(?:t(?<=secret)(?P<sec>)(?:(?:[_-]?key)?" + _SEP + r"|(?=[_-]?access[_-]?key))"
           r"|d(?P<cred>entials?)" + _SEP + r")"),
-    "p": r"ass(?P<pw>w(?:or)?d|phrase)" + _SEP,
-    "-": r"(?<=--)[a-z0-9_-]{0,40}?" + _FLAG_NAME + r"(?=[ \t]+[^\s-])",
+    "p": r"ass(?P<pw>w(?:or)?d|phrase|)" + _SEP,  # `pass` alone too: DB_PASS=, SMTP_PASS=, pass: '...'
+    # a lookahead: the flag's text is not consumed, so a trigger inside it (`--rk_test_..password`) is still seen
+    "-": r"(?<=--)(?=[a-z0-9_-]{0,40}?" + _FLAG_NAME + r"[ \t]+[^\s-])",
 }
 # each name group: the keyword it holds, where that keyword starts (the group's start plus an
 # offset, from the group's place in its branch: `token` matches as k, e, n, then the empty group
@@ -296,7 +297,7 @@ _KEY_PREFIXES = tuple(p + s for p in ("api", "access", "private") for s in ("", 
 def _name_end(low: str, i: int, keyword: str) -> int:
     """Where the secret's name holding `keyword` at i ends, or -1 if it is not one."""
     if keyword == "pass":
-        for name in ("password", "passwd", "passphrase"):
+        for name in ("password", "passwd", "passphrase", "pass"):
             if low.startswith(name, i):
                 return i + len(name)
         return -1
@@ -362,6 +363,8 @@ def _assignments(text: str, low: str, found: list, utf8: bool) -> str:
             value = value.encode("latin-1").decode("utf-8", "surrogatepass")
         if not _literal(value, key, sep, quoted, key.startswith("--")):
             continue
+        if end - i == 4 and keyword == "pass" and not quoted and "=" not in sep:
+            continue  # `PASS: tests/x.sh` is a test runner's line; `pass: '...'`, `X_PASS=...` are not
         pieces += [text[done:m.start(group)], token(_kind_of(key), value)]
         done = m.end(group)
     return "".join(pieces) + text[done:] if pieces else text

@@ -212,11 +212,14 @@ def _big_int(digits: str):
 
 
 def loads(line: bytes):
-    """json.loads, which also takes integers of more digits than int() converts by default."""
+    """json.loads, which also takes integers of more digits than int() converts by default, and
+    bytes that are not UTF-8 (a damaged file): read as lone surrogates, the raw line kept as is."""
     try:
         return json.loads(line)
     except RecursionError:
         raise
+    except UnicodeDecodeError:
+        return loads(line.decode("utf-8", "surrogateescape"))
     except ValueError:
         return json.loads(line, parse_int=_big_int)
 

@@ -170,6 +170,8 @@ def check_output_path(output: Path, input_path: Path) -> None:
         raise LcmError("--output is the input file", "write the results to another file")
     if output.is_dir():
         raise LcmError(f"output {output} is a directory", "pass a file path to --output")
+    if output.exists() and not output.is_file():  # a device or FIFO: the final rename would replace it
+        raise LcmError(f"output {output} is not a regular file", "pass the path of a file to write to --output")
     parent = output.resolve().parent
     if not parent.is_dir():
         raise LcmError(f"output directory {parent} does not exist", "create it first, or choose another --output")
