@@ -35,12 +35,10 @@ Examples:
 """
 from __future__ import annotations
 
-import os
 import sys
 
 import lcm.cli
 import lcm.doctor
-import lcm.redact
 
 
 def _line(status: str, name: str, text: str) -> str:
@@ -103,8 +101,7 @@ def _print(doc: dict) -> None:
         text = f"{h['problem']}; {text}; {h['hint']}"
     out += _line(h["status"], "hooks", text)
     k = doc["masking"]
-    out += _line(k["status"], "masking", "; ".join(k["redact_problems"][:3]) if k["redact_problems"]
-                 else "built-in patterns" + (" and redact.txt" if os.path.exists(lcm.redact.path()) else ""))
+    out += _line(k["status"], "masking", lcm.doctor.masking_text(k))
     m = doc["backend"]
     out += _line(m["status"], "model backend", f"{m['backend']} ({m['reason']}): {m.get('detail', '')}"
                  + (f"; {m['hint']}" if m.get("hint") else ""))

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 import lcm.doctor
+import lcm.mask
 import lcm.installation
 import lcm_compact
 import lcm_doctor
@@ -231,3 +232,35 @@ def test_a_bad_redact_pattern_is_reported_and_remask_masks_what_was_stored_befor
     assert "zorblax-4471" not in capsys.readouterr().out
     code, doc = _doctor(capsys, "--remask")  # a second run changes nothing
     assert "nothing needed it" in " ".join(doc["fixed"])
+
+
+def test_text_stored_under_older_masking_rules_is_masked_on_output_until_remask(
+        isolated_home, vault, stage_root, monkeypatch, capsys):
+    """A vault from before this version's rules (`pass` as a secret's name): its messages are
+    masked again whenever shown, doctor counts them and names --remask, which masks them in place."""
+    t = Transcript(isolated_home / ".claude" / "projects", session_id="older-rules")
+    t.user("the smtp relay login is SMTP_PASS=quokka-Relay-77 on the staging box")
+    t.write()
+    with monkeypatch.context() as m:  # stored as the rules before `pass` left it
+        m.setattr(lcm.mask, "mask", lambda text: text)
+        m.setattr(lcm.mask, "mask_json", lambda value: value)
+        assert lcm_ingest.main(["--all"]) == 0
+    conn = sqlite3.connect(vault)
+    with conn:  # the vault as version 13 left it, its messages counted as masked when stored
+        conn.execute("UPDATE vault_meta SET value = 1 WHERE key = 'masked_from_message'")
+        conn.execute("PRAGMA user_version = 13")
+    conn.close()
+    for _ in ("read-only, before the migration", "after a writer migrated the vault"):
+        assert lcm_grep.main(["smtp relay staging", "--all-sessions", "--json"]) == 0
+        out = capsys.readouterr().out
+        assert "quokka-Relay-77" not in out and "[secret:password:" in out
+        assert lcm_ingest.main(["--all"]) == 0
+        capsys.readouterr()
+    code, doc = _doctor(capsys)
+    assert doc["masking"]["status"] == "warn" and doc["masking"]["stored_before_rules"] == 1
+    assert lcm_doctor.main([]) in (0, 1)
+    assert "--remask masks them in place" in capsys.readouterr().out
+    code, doc = _doctor(capsys, "--remask")
+    assert "quokka-Relay-77" not in sqlite3.connect(vault).execute("SELECT content FROM messages").fetchone()[0]
+    code, doc = _doctor(capsys)
+    assert doc["masking"]["status"] == "ok" and doc["masking"]["stored_before_rules"] == 0

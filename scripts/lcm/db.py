@@ -335,6 +335,8 @@ def masked_from_message(conn: sqlite3.Connection) -> int:
     """The first messages.id whose content was masked when it was stored: every row from there on
     was written by a version that masks at ingest (or lcm_doctor.py --remask ran). Rows before it
     must be masked whenever they are shown. A vault too old to say: no row is taken as masked."""
+    if conn.execute("PRAGMA user_version").fetchone()[0] < lcm.schema.MASK_RULES_VERSION:
+        return 1 << 62  # opened read-only before the migration that marks text stored under older rules
     try:
         row = conn.execute("SELECT value FROM vault_meta WHERE key = 'masked_from_message'").fetchone()
     except sqlite3.OperationalError:  # opened read-only before its migration

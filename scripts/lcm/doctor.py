@@ -18,6 +18,7 @@ import shutil
 import sqlite3
 import time
 
+import lcm.cli
 import lcm.compact
 import lcm.config
 import lcm.db
@@ -70,6 +71,30 @@ def _write_problem(path: str) -> str | None:
     return f"{error.message} ({error.hint})"
 
 
+def _masking(conn, k: dict) -> None:
+    """How many messages were stored under older masking rules (grep and the other readers mask
+    them again on output; --remask masks them in place, and output then shows them as stored)."""
+    try:
+        k["stored_before_rules"] = conn.execute(
+            "SELECT count(*) FROM messages WHERE id < (SELECT value FROM vault_meta WHERE key = 'masked_from_message')"
+        ).fetchone()[0]
+    except sqlite3.OperationalError:  # a vault from before vault_meta
+        return
+    if k["stored_before_rules"] and k["status"] == "ok":
+        k["status"] = "warn"
+
+
+def masking_text(k: dict) -> str:
+    """doctor's masking line: the patterns in use or what is wrong with redact.txt, and the
+    messages stored under older rules."""
+    text = ("; ".join(k["redact_problems"][:3]) if k["redact_problems"]
+            else "built-in patterns" + (" and redact.txt" if os.path.exists(lcm.redact.path()) else ""))
+    if k.get("stored_before_rules"):
+        text += (f"; {k['stored_before_rules']} messages were stored under older masking rules (masked again"
+                 f" whenever shown): {lcm.cli.command_line('lcm_doctor.py', '--remask')} masks them in place")
+    return text
+
+
 def _vault_checks(conn, path: str, doc: dict) -> None:
     check = integrity(conn)
     doc["integrity"] = check["result"]
@@ -113,12 +138,13 @@ def examine(db_arg: str | None = None, probe: bool = True) -> dict:
     doc["backend"] = lcm.installation.backend(probe)
     doc["stale"] = lcm.installation.stale()
     bad = lcm.redact.problems()  # a pattern that cannot be used masks nothing: say so
-    doc["masking"] = {"status": "warn" if bad else "ok", "redact_problems": bad}
+    doc["masking"] = {"status": "warn" if bad else "ok", "redact_problems": bad, "stored_before_rules": 0}
     try:
         if conn is not None:
             try:
                 doc["access"] = _write_problem(path)
                 _vault_checks(conn, path, doc)
+                _masking(conn, doc["masking"])
                 doc["hooks"] = lcm.installation.hooks(conn)
             except sqlite3.DatabaseError as exc:  # pages past the header are damaged
                 why = lcm.db.storage_error(exc, path)

@@ -404,6 +404,11 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
     ],
     # 13: original lines packed into compressed blocks (lcm/store.py has the format, lcm/pack.py packs)
     lcm.store.MIGRATION,
+    # 14: masking learnt more (a secret under the name `pass`, a key written inside a --flag's
+    # text): text stored before is masked again on output, until lcm_doctor.py --remask
+    [
+        "UPDATE vault_meta SET value = (SELECT coalesce(max(id), 0) + 1 FROM messages) WHERE key = 'masked_from_message'",
+    ],
 ]
 
 # Every insert path (hook, bulk import, a re-read from byte 0) goes through this trigger. The
@@ -435,6 +440,7 @@ FTS_MIGRATION: list[str] = [
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
+MASK_RULES_VERSION = 14  # the last migration after which masking's rules changed (see 14 above)
 PAGE_SIZE = 16384  # of new vaults (an existing vault keeps its own)
 
 
