@@ -635,3 +635,28 @@ def test_an_upgraded_vault_masks_its_old_messages_and_trusts_only_what_was_maske
     lcm.mask._user = None
     out = shown(capsys, lcm_grep, "deploy billing password staging", "--all-sessions", "--json")
     assert "quokka-7731" not in out and not leaks(out)
+
+
+_KEYS = st.sampled_from(["password", "db_password", "apiKey", "token", "secret", "name", "tags", "note", "id"])
+_STRINGS = st.sampled_from(["hunter2!", "Tr0ub4dor&3xyz", "x-Secret-1", "alice", "plain words", "8443",
+                            "[secret:password:0152]", ""])
+_JSON = st.recursive(_STRINGS | st.integers(0, 99) | st.none(),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=3),
+                     max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(_KEYS, _JSON, min_size=1, max_size=4))
+def test_a_line_is_masked_as_its_decoded_value_is(value):
+    """mask_line (the stored line, scanned in place) and mask_json (the decoded value) agree on
+    every shape: a string under a secret's name, in a list under it, in lists nested in that
+    list, and not a string inside an object in such a list unless its own key names a secret."""
+    line = json.dumps(value).encode()
+    assert json.loads(lcm.mask.mask_line(line)) == lcm.mask.mask_json(value)
+
+
+def test_every_string_of_a_list_under_a_secrets_name_is_masked():
+    value = {"input": {"password": ["hunter2!", ["Tr0ub4dor&3xyz"]], "names": ["alice"]}}
+    for masked in (lcm.mask.mask_json(value), json.loads(lcm.mask.mask_line(json.dumps(value).encode()))):
+        assert "hunter2!" not in json.dumps(masked) and "Tr0ub4dor&3xyz" not in json.dumps(masked)
+        assert masked["input"]["names"] == ["alice"]

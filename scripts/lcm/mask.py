@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import sys
 
+import lcm.jsonscan
 import lcm.redact
 
 _compiled: dict[str, object] = {}
@@ -450,12 +451,18 @@ def _named_value(key, value):
     """`"password": "hunter2"` in JSON: a string value under a secret's name, masked whole."""
     if not (isinstance(key, str) and isinstance(value, str) and value) or value.startswith("[secret:"):
         return value
+    if _is_name(key) and _literal(value, key, '": "', True, False):
+        return token(_kind_of(key), value)
+    return value
+
+
+def _is_name(key) -> bool:
+    """Whether a JSON key is a secret's name (password, db_password, apiKey, ...)."""
+    if not isinstance(key, str):
+        return False
     probe = f'"{key}":'
     low = _lowered(probe)[0]
-    for i, keyword in _scan(probe, low)[1]:
-        if _name_end(low, i, keyword) == len(probe) - 2 and _literal(value, key, '": "', True, False):
-            return token(_kind_of(key), value)
-    return value
+    return any(_name_end(low, i, keyword) == len(probe) - 2 for i, keyword in _scan(probe, low)[1])
 
 
 def mask_json(value):
@@ -466,8 +473,9 @@ def mask_json(value):
         return mask(value)
     if not isinstance(value, (dict, list, tuple)):
         return value
-    # each frame: [node, its (key, child) pairs, next index, the new pairs, changed]
-    frames = [[value, list(value.items() if isinstance(value, dict) else enumerate(value)), 0, [], False]]
+    # each frame: [node, its (key, child) pairs, next index, the new pairs, changed, the name its
+    # strings are under: the node's own key in a dict for a list (`"passwords": ["a", "b"]`)]
+    frames = [[value, list(value.items() if isinstance(value, dict) else enumerate(value)), 0, [], False, None]]
     while True:
         frame = frames[-1]
         node, items, i, new = frame[0], frame[1], frame[2], frame[3]
@@ -484,14 +492,16 @@ def mask_json(value):
             continue
         frame[2] += 1
         key, child = items[i]
-        if isinstance(child, (dict, list, tuple)):
-            frames.append([child, list(child.items() if isinstance(child, dict) else enumerate(child)), 0, [], False])
-            continue
         named = isinstance(node, dict)
+        if isinstance(child, (dict, list, tuple)):
+            name = key if named else frame[5]  # a list's strings are under the key that holds the list
+            frames.append([child, list(child.items() if isinstance(child, dict) else enumerate(child)), 0, [],
+                           False, name if isinstance(child, (list, tuple)) else None])
+            continue
         masked_key = mask(key) if named else key
         masked = mask(child) if isinstance(child, str) else child
-        if named and masked is child:
-            masked = _named_value(key, child)
+        if masked is child and (named or frame[5] is not None):
+            masked = _named_value(key if named else frame[5], child)
         new.append((masked_key, masked))
         frame[4] = frame[4] or masked is not child or masked_key is not key
 
@@ -508,6 +518,7 @@ def mask_line(raw) -> bytes:
     from json.decoder import scanstring
     text, space = raw.decode("utf-8", "surrogateescape"), _regex(r"[ \t\r\n]*")
     out, done, pos, key, value_at = [], 0, 0, None, -1
+    listed: dict[int, str] = {}  # start of a string in an array under a secret's name -> that name
     while True:
         start = text.find('"', pos)
         if start < 0:
@@ -522,6 +533,8 @@ def mask_line(raw) -> bytes:
         masked = mask(value)
         if masked is value and start == value_at:
             masked = _named_value(key, value)
+        elif masked is value and start in listed and not is_key:
+            masked = _named_value(listed[start], value)
         if masked is not value:
             try:
                 piece = dumps(masked, ensure_ascii=False)
@@ -532,6 +545,8 @@ def mask_line(raw) -> bytes:
             done = end
         if is_key:  # where its value starts, if that is a string
             key, value_at = value, space.match(text, after + 1).end()
+            if text.startswith("[", value_at) and _is_name(key):  # an array nested in one is
+                listed.update(dict.fromkeys(lcm.jsonscan.array_strings(text, value_at), key))  # met later: it wins
         pos = end
     masked = "".join(out) + text[done:]
     return raw if masked == text else masked.encode("utf-8", "surrogateescape")
