@@ -101,10 +101,12 @@ def _main(argv):
         return 0
     stream = pieces(conn, session_id, args.format, not args.unmasked)
     if not args.output:
-        out = sys.stdout.buffer
+        # a person's terminal gets text, its control characters shown as symbols (lcm.cli.run);
+        # a pipe or a file gets the bytes
+        out = sys.stdout if lcm.cli.on_terminal() else sys.stdout.buffer
         try:
             for chunk in stream:
-                out.write(chunk)
+                out.write(chunk.decode("utf-8", "replace") if out is sys.stdout else chunk)
             out.flush()
         except BrokenPipeError:  # `| head`: the reader has what it wanted
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

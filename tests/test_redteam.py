@@ -608,7 +608,8 @@ def test_map_tools_never_replace_an_output_that_is_no_regular_file(capsys, tmp_p
 
 
 @pytest.mark.parametrize("argv", [("lcm_sessions",), ("lcm_sessions", "s1"), ("lcm_grep", "parser"),
-                                  ("lcm_describe", "--session", "s1"), ("lcm_status", "--session", "s1")])
+                                  ("lcm_describe", "--session", "s1"), ("lcm_status", "--session", "s1"),
+                                  ("lcm_export", "--session", "s1"), ("lcm_export", "--session", "s1", "--format", "jsonl")])
 def test_stored_escape_sequences_never_reach_a_terminal(tmp_path, vault, argv):
     """A transcript quotes what anyone wrote (a fetched page, a file, coloured tool output):
     lcm_sessions.py and lcm_grep.py printed its escape sequences as they were, so a person's

@@ -302,6 +302,12 @@ class _Terminal:
         return getattr(self._stream, name)
 
 
+def on_terminal() -> bool:
+    """Whether run() found stdout to be a person's terminal (text written to sys.stdout then
+    shows control characters as symbols; bytes written to its buffer do not)."""
+    return isinstance(sys.stdout, _Terminal)
+
+
 def run(main: Callable[[list[str] | None], int], argv: Iterable[str] | None = None) -> int:
     """Call main, turning an LcmError, and a storage failure with a known cause (disk full,
     read-only, permissions, damage), into `Error: ... / Hint: ...` on stderr and exit 1.
