@@ -660,3 +660,17 @@ def test_every_string_of_a_list_under_a_secrets_name_is_masked():
     for masked in (lcm.mask.mask_json(value), json.loads(lcm.mask.mask_line(json.dumps(value).encode()))):
         assert "hunter2!" not in json.dumps(masked) and "Tr0ub4dor&3xyz" not in json.dumps(masked)
         assert masked["input"]["names"] == ["alice"]
+
+
+@pytest.mark.parametrize("newline", ["\n", "\\n", "\r\n"])
+def test_a_key_cut_short_does_not_swallow_the_head_of_a_token_after_it(newline):
+    """A private key without its END line is masked over the base64 lines that follow; a JWT on
+    the next line is a token of its own, masked whole: its head was taken as key lines, and its
+    payload and signature were left in clear."""
+    jwt = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ"
+           ".SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c")
+    text = f"-----BEGIN PRIVATE KEY-----{newline}MIIEvQIBADANBgkqhkiG9w0BAQEFAASC{newline}{jwt} and the rest"
+    masked = mask(text)
+    assert masked.startswith("[secret:private-key:") and "[secret:jwt:" in masked
+    assert masked.endswith(" and the rest")
+    assert not any(part in masked for part in jwt.split(".")) and "MIIEvQ" not in masked

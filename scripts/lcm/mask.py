@@ -79,7 +79,9 @@ def _private_spans(text: str) -> str:
 
 _PEM_BEGIN = r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
 _PEM_END = r"-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
-_PEM_BODY = r"(?:\\[nr]|[A-Za-z0-9+/=\s])*"  # base64 lines, newlines raw or JSON-escaped
+# base64 runs, newlines raw or JSON-escaped; a run must end where base64 does: one going on
+# with `.`, `-` or `_` is the next token (a JWT pasted after a key cut short), not the key
+_PEM_BODY = r"(?:(?:\\[nr]|\s)*[A-Za-z0-9+/=]+(?![A-Za-z0-9+/=._-]))*"
 
 
 def _pem_blocks(text: str) -> str:
