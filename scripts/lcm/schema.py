@@ -405,8 +405,8 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
     # 13: original lines packed into compressed blocks (lcm/store.py has the format, lcm/pack.py packs)
     lcm.store.MIGRATION,
     # 14: masking learnt more (a secret under the name `pass`, the strings of a list under a
-    # secret's name, a key inside a --flag's text): text stored before is masked again on output,
-    # until lcm_doctor.py --remask
+    # secret's name, a key inside a --flag's text, a JWT after a private key cut short): text
+    # stored before is masked again on output, until lcm_doctor.py --remask
     [
         "UPDATE vault_meta SET value = (SELECT coalesce(max(id), 0) + 1 FROM messages) WHERE key = 'masked_from_message'",
     ],
