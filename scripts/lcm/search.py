@@ -230,8 +230,11 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
 def _stronger_elsewhere(conn, query, project, best, **kw) -> int:
     """How many of the whole vault's 10 best hits lie outside `project` and outrank its best."""
     inside = project.rstrip("/")
-    if not any(not (where == project or where.startswith(inside + "/"))
-               for (where,) in conn.execute("SELECT DISTINCT coalesce(project, '') FROM sessions")):
+
+    def outside(where: str) -> bool:
+        return not (where == project or where.startswith(inside + "/"))
+
+    if not any(outside(where) for (where,) in conn.execute("SELECT DISTINCT coalesce(project, '') FROM sessions")):
         return 0  # every session is of this project: no second search (it doubles a grep's cost)
     doc = search(conn, query, all_sessions=True, limit=10, look_elsewhere=False, **kw)
     count = 0
@@ -241,8 +244,7 @@ def _stronger_elsewhere(conn, query, project, best, **kw) -> int:
         if r["type"] == "note":
             continue  # notes are scoped by their own project, not by a session's
         row = conn.execute("SELECT project FROM sessions WHERE session_id = ?", (r["session_id"],)).fetchone()
-        where = (row[0] if row else None) or ""
-        count += not (where == project or where.startswith(inside + "/"))
+        count += outside((row[0] if row else None) or "")
     return count
 
 
