@@ -80,7 +80,7 @@ def _crude_stem(word: str) -> str:
 class Term:
     """One query term. A plain class: dataclasses costs ~5 ms of import on every grep."""
 
-    __slots__ = ("text", "kind", "fts", "regex", "_pattern", "needles")
+    __slots__ = ("text", "kind", "fts", "regex", "_pattern", "_needles")
 
     def __init__(self, text: str, kind: str, fts: str = "", regex: str = ""):
         self.text = text        # what the user wrote (lowercased for words)
@@ -88,9 +88,7 @@ class Term:
         self.fts = fts          # FTS5 expression for this term ("" = not searchable with FTS5)
         self.regex = regex      # finds the term in stored text (coverage, snippets); "" = none
         self._pattern = None
-        # lowercase strings every match of `regex` holds: text lacking one cannot match, and a
-        # substring test is ~50x cheaper than running the regex over a 5,000-character message
-        self.needles: tuple[str, ...] = ()
+        self._needles: tuple[str, ...] | None = None
 
     @property
     def pattern(self) -> re.Pattern | None:
@@ -99,6 +97,16 @@ class Term:
         if self._pattern is None and self.regex:
             self._pattern = re.compile(self.regex)
         return self._pattern
+
+    @property
+    def needles(self) -> tuple[str, ...]:
+        """Lowercase strings every match of `regex` holds: text lacking one cannot match, and a
+        substring test is ~50x cheaper than running the regex over a 5,000-character message."""
+        if self._needles is None:
+            self._needles = ((self.text.lower(),) if self.kind in ("cjk", "literal") else
+                             tuple(crude_stem(w) if len(w) > 2 else w.lower() for w in WORD.findall(self.text))
+                             if self.kind in ("word", "phrase") else ())
+        return self._needles
 
     def __repr__(self) -> str:
         return f"Term({self.kind}:{self.text})"
@@ -112,14 +120,6 @@ def _word_regex(words: list[str]) -> str:
 
 
 def _make(text: str, quoted: bool) -> Term | None:
-    term = _term(text, quoted)
-    if term is not None:
-        term.needles = ((term.text.lower(),) if term.kind in ("cjk", "literal") else
-                        tuple(crude_stem(w) if len(w) > 2 else w.lower() for w in WORD.findall(term.text)))
-    return term
-
-
-def _term(text: str, quoted: bool) -> Term | None:
     if has_cjk(text):
         literal = text.strip()
         # FTS5 finds a CJK run that starts with the term (a prefix query); lcm.search adds a substring scan
