@@ -131,6 +131,11 @@ def _credit_leaf_titles(conn: sqlite3.Connection) -> None:
         conn.execute(sql)
 
 
+# Text stored before the migration that runs this is masked again whenever it is shown (masking
+# learnt something): every message so far counts as stored under older rules, until
+# lcm_doctor.py --remask masks it in place (lcm.db.masked_from_message)
+MASK_AGAIN = "UPDATE vault_meta SET value = (SELECT coalesce(max(id), 0) + 1 FROM messages) WHERE key = 'masked_from_message'"
+
 # A migration is a list of SQL statements; a function in it runs SQL that depends on the build
 # (FTS5). Each migration runs in one transaction.
 MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
@@ -377,7 +382,7 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
     # 9: text stored before masking read decoded strings (a tool input's key after a JSON `\n`
     # stayed in clear) is masked again on output, until lcm_doctor.py --remask masks it in place
     [
-        "UPDATE vault_meta SET value = (SELECT coalesce(max(id), 0) + 1 FROM messages) WHERE key = 'masked_from_message'",
+        MASK_AGAIN,
     ],
     # 10: search indexes derived from the messages (lcm/indexes.py): trigram over CJK runs,
     # sliding windows of a conversation's prompts and replies, externalised file text
@@ -408,7 +413,7 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
     # secret's name, a key inside a --flag's text, a JWT after a private key cut short): text
     # stored before is masked again on output, until lcm_doctor.py --remask
     [
-        "UPDATE vault_meta SET value = (SELECT coalesce(max(id), 0) + 1 FROM messages) WHERE key = 'masked_from_message'",
+        MASK_AGAIN,
     ],
 ]
 
@@ -441,7 +446,8 @@ FTS_MIGRATION: list[str] = [
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
-MASK_RULES_VERSION = 14  # the last migration after which masking's rules changed (see 14 above)
+# the version after the last migration that runs MASK_AGAIN: a vault below it was filled under older rules
+MASK_RULES_VERSION = max(i + 1 for i, migration in enumerate(MIGRATIONS) if MASK_AGAIN in migration)
 PAGE_SIZE = 16384  # of new vaults (an existing vault keeps its own)
 
 
