@@ -245,7 +245,7 @@ def _parse_group(group: list[tuple], settings: tuple, stage: str) -> tuple[list,
                     db.executemany(f"INSERT INTO ingest_stage VALUES ({','.join('?' * 19)})", batch.rows)
                 batch.stage_start, batch.staged = staged, len(batch.rows)
                 staged += len(batch.rows)
-                _find_cjk(batch)
+                _derive(batch)
                 batch.rows = []
             out.append(batch)
         if db is not None:
@@ -260,14 +260,39 @@ def _parse_group(group: list[tuple], settings: tuple, stage: str) -> tuple[list,
     return out, stage if staged else None
 
 
-def _find_cjk(batch) -> None:
-    """The CJK runs of each staged row's text, by uuid (the first row of a uuid is the one
-    stored): found here, in the parser process, the writer need not read the text back to
-    index it (lcm.indexes.catch_up's `found`)."""
-    for row in batch.rows:
-        at = lcm.indexes.first_cjk(row[14])
-        if at >= 0 and row[0] not in batch.cjk:
-            batch.cjk[row[0]] = lcm.indexes.cjk_runs(row[14], at)
+def _derive(batch) -> None:
+    """What the derived indexes take from each staged row's text, by its index in the batch: its
+    CJK runs, and the opening of each row that may be a prompt or a reply (its exchange windows'
+    text). Found here, in the parser process, the writer need not read the text back to index
+    it (lcm.indexes.Found)."""
+    first_cjk, may_talk, opening = lcm.indexes.first_cjk, lcm.indexes.may_talk, lcm.indexes.opening
+    for j, row in enumerate(batch.rows):
+        text = row[14]
+        at = first_cjk(text)
+        if at >= 0:
+            batch.cjk[j] = lcm.indexes.cjk_runs(text, at)
+        if may_talk(row[4], row[13], row[15], text, row[16]):
+            batch.talk[j] = opening(text)
+
+
+def _place_found(conn, batch, before: int, added: int, found) -> None:
+    """Put the parser's findings about a batch's staged rows (_derive) under the ids they were
+    stored with: the ids above `before`, in staging order, when none was refused (a uuid stored
+    already, or purged); else matched by uuid (the first staged row of a uuid is the one stored)."""
+    if added == batch.staged:
+        ids = dict(zip(range(batch.staged), range(before + 1, before + added + 1)))
+    else:
+        first: dict = {}
+        for j, uuid in conn.execute("SELECT rowid - ? - 1, uuid FROM lcm_stage.ingest_stage WHERE rowid > ? AND"
+                                    " rowid <= ?", (batch.stage_start, batch.stage_start, batch.stage_start + batch.staged)):
+            first.setdefault(uuid, j)
+        ids = {first[uuid]: rowid for rowid, uuid in conn.execute("SELECT id, uuid FROM messages WHERE id > ?", (before,))}
+    for j, runs in batch.cjk.items():
+        if j in ids:
+            found.runs[ids[j]] = runs
+    for j, text in batch.talk.items():
+        if j in ids:
+            found.openings[ids[j]] = text
 
 
 def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: set, turns: lcm.turns.Turns) -> int:
@@ -289,13 +314,15 @@ def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: 
             if not batch.unchanged and not conn.in_transaction:
                 begin_write(conn, turns=turns)
                 # ids above this are the rows this transaction moves in from the stage
-                found = (conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0], {})
+                found = lcm.indexes.Found(conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0])
             _count(total, sessions, lcm.ingest.write_batch(conn, batch))
             if batch.staged:
-                for uuid, runs in batch.cjk.items():  # after write_batch: it may externalise a text
-                    found[1].setdefault(uuid, runs)
-                total["messages_added"] += lcm.ingest.flush_staged(conn, bulk=True, rows=(batch.stage_start, batch.staged))
+                before = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
+                added = lcm.ingest.flush_staged(conn, bulk=True, rows=(batch.stage_start, batch.staged))
+                total["messages_added"] += added
+                _place_found(conn, batch, before, added, found)  # after write_batch: it may externalise a text
                 flushed.update(sid for sid in batch.sessions if sid)
+                found.sessions.update(flushed)
             recheck = recheck or bool(batch.agent_calls)
             seen += batch.staged
             if conn.in_transaction and turns.knocking():
@@ -312,7 +339,7 @@ def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: 
     return seen
 
 
-def _commit_placed(conn, flushed: set, recheck: bool, found: tuple | None) -> None:
+def _commit_placed(conn, flushed: set, recheck: bool, found) -> None:
     """Place the sub-agent runs of the sessions whose staged rows were moved in (lcm.order), then
     commit: no reader sees a message without its place."""
     if flushed:

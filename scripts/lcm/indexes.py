@@ -76,13 +76,48 @@ def _mark(conn, key: str) -> int | None:
     return None if row is None else row[0]
 
 
-def catch_up(conn, budget: int | None = None, found: tuple[int, dict] | None = None) -> None:
+class Found:
+    """What bulk ingest's parser found in the rows that one transaction moves in (the ids above
+    `since`), so that catch_up need not read their text back: the CJK runs of each (an id
+    absent holds none), the opening (`opening`) of each that may be a prompt or a reply, and
+    the sessions they belong to. Which rows are prompts and replies, the index messages_talk
+    says; a talk row without an opening here is read from the vault."""
+    __slots__ = ("since", "runs", "openings", "sessions")
+
+    def __init__(self, since: int):
+        self.since = since
+        self.runs: dict[int, str] = {}
+        self.openings: dict[int, str] = {}
+        self.sessions: set[str] = set()
+
+
+def opening(text: str) -> str:
+    """A turn's part of a window: what substr(content, 1, TURN_CHARS) gives, which ends at a NUL."""
+    head = text[:TURN_CHARS]
+    return head.partition("\x00")[0] if "\x00" in head else head
+
+
+def may_talk(role, is_meta, token_count, content: str, raw) -> bool:
+    """schema.TALK_WHERE in Python, for bulk ingest's parser, which hands the writer openings of
+    the rows it holds: a row it wrongly keeps costs a little memory, one it wrongly drops a read
+    of its text (messages_talk decides which rows are talk)."""
+    if is_meta or token_count <= 0:
+        return False
+    if role == "user":
+        return b"tool_use_id" not in raw
+    if role != "assistant":
+        return False
+    space = content.find(" ", 0, 80)  # a tool call's flat text is `Name {input}`
+    return space < 0 or not content.startswith("{", space + 1)
+
+
+def catch_up(conn, budget: int | None = None, found: Found | None = None) -> None:
     """Index what was stored since the last call (inside the caller's transaction): the messages
     above the `indexed_through` mark (at most `budget` ids of them, so that a hook meeting a
     vault just migrated pays a bounded share of its backfill), and new externalised files.
 
-    found=(since, {uuid: CJK runs}): bulk ingest's parser found the runs of every message above
-    id `since` already (a uuid absent holds none), so their text is not read back here."""
+    found (bulk ingest): what its parser found in the messages above id found.since, whose
+    text is then not read back here."""
     # which tables exist and both marks in two queries: every Stop hook runs this
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN"
                                          " ('vault_meta', 'files_fts', 'messages_cjk', 'exchange_fts')")}
@@ -109,29 +144,30 @@ def catch_up(conn, budget: int | None = None, found: tuple[int, dict] | None = N
         # the test in Python: SQLite's GLOB over a character class is ~7x slower (measured). SQL
         # passes on only the text that is not ASCII (more bytes than characters; a NUL, which
         # ends length(), lets its text through too), so most rows never become Python strings.
-        since, runs = found if found is not None else (top, {})
+        since = found.since if found is not None else top
         rows = conn.execute("SELECT id, content FROM messages WHERE id > ? AND id <= ?"
                             " AND length(CAST(content AS BLOB)) != length(content)", (mark, min(since, top)))
         conn.executemany("INSERT INTO messages_cjk(rowid, runs) VALUES (?, ?)", [
             (rowid, cjk_runs(content, at)) for rowid, content in rows for at in (first_cjk(content),) if at >= 0])
-        if runs and top > since:
-            conn.executemany("INSERT INTO messages_cjk(rowid, runs) VALUES (?, ?)", [
-                (rowid, runs[uuid]) for rowid, uuid in conn.execute(
-                    "SELECT id, uuid FROM messages WHERE id > ? AND id <= ?", (max(mark, since), top))
-                if runs.get(uuid)])
+        if found is not None and top > since:
+            conn.executemany("INSERT INTO messages_cjk(rowid, runs) VALUES (?, ?)", sorted(
+                (rowid, runs) for rowid, runs in found.runs.items() if max(mark, since) < rowid <= top and runs))
     if "exchange_fts" in tables:
-        conn.executemany("INSERT INTO exchange_fts(rowid, text) VALUES (?, ?)", list(_windows(conn, mark, top)))
+        conn.executemany("INSERT INTO exchange_fts(rowid, text) VALUES (?, ?)", list(_windows(conn, mark, top, found)))
     conn.execute("UPDATE vault_meta SET value = ? WHERE key = 'indexed_through'", (top,))
 
 
-def _windows(conn, mark: int, top: int):
+def _windows(conn, mark: int, top: int, found: Found | None = None):
     """(id of a window's last turn, the window's text) for each prompt or reply in (mark, top]."""
     talk = ("SELECT id, session_id, agent_id, substr(content, 1, ?) FROM messages INDEXED BY messages_talk"
             f" WHERE {lcm.schema.TALK_WHERE}")
     recent: dict = {}  # (session, thread) -> its last turns
+    upto = top if found is None else min(found.since, top)
     rows = conn.execute(f"SELECT id, session_id, agent_id, substr(content, 1, ?) FROM messages"
                         f" WHERE id > ? AND id <= ? AND {lcm.schema.TALK_WHERE} ORDER BY id",
-                        (TURN_CHARS, mark, top)).fetchall()
+                        (TURN_CHARS, mark, upto)).fetchall() if upto > mark else []
+    if found is not None and top > found.since:
+        rows += _found_talk(conn, max(mark, found.since), top, found)
     for rowid, sid, agent, text in rows:
         key = (sid, agent)
         turns = recent.get(key)
@@ -142,6 +178,26 @@ def _windows(conn, mark: int, top: int):
         turns = (turns + [text])[-EXCHANGE_TURNS:]
         recent[key] = turns
         yield rowid, "\n".join(turns)
+
+
+def _found_talk(conn, low: int, top: int, found: Found) -> list[tuple]:
+    """(id, session, thread, opening) of the prompts and replies in (low, top], all in found's
+    sessions: which rows they are from messages_talk's entries (a few index pages, where
+    evaluating TALK_WHERE reads each row's whole original line), their openings from found."""
+    talk: list = []
+    query = (f"SELECT id, session_id, agent_id FROM messages INDEXED BY messages_talk WHERE {lcm.schema.TALK_WHERE}"
+             " AND session_id = ? AND id > ? AND id <= ?")
+    for sid in found.sessions:
+        talk += map(tuple, conn.execute(query, (sid, low, top)))
+    talk.sort()
+    openings = found.openings
+    unknown = [row[0] for row in talk if row[0] not in openings]
+    read = {}
+    for i in range(0, len(unknown), 500):
+        chunk = unknown[i:i + 500]
+        read.update(map(tuple, conn.execute(f"SELECT id, substr(content, 1, ?) FROM messages WHERE id IN"
+                                            f" ({','.join('?' * len(chunk))})", (TURN_CHARS, *chunk))))
+    return [(rowid, sid, agent, openings[rowid] if rowid in openings else read[rowid]) for rowid, sid, agent in talk]
 
 
 def _thread_turns(conn, sid: str, agent) -> list[tuple[int, str]]:

@@ -96,8 +96,9 @@ def _externalize_large(conn, batch: lt.Batch) -> None:
         if batch.staged:
             conn.execute("UPDATE lcm_stage.ingest_stage SET content = ?, token_count = ? WHERE rowid = ?",
                          (content, lcm.config.estimate_tokens(content), batch.stage_start + index + 1))
-            at = lcm.indexes.first_cjk(content)  # the parser found the runs of the text before
-            batch.cjk[uuid] = lcm.indexes.cjk_runs(content, at) if at >= 0 else ""
+            at = lcm.indexes.first_cjk(content)  # the parser's findings were about the text before
+            batch.cjk[index] = lcm.indexes.cjk_runs(content, at) if at >= 0 else ""
+            batch.talk[index] = lcm.indexes.opening(content)
         else:
             row = batch.rows[index]
             batch.rows[index] = row[:14] + (content, lcm.config.estimate_tokens(content)) + row[16:]

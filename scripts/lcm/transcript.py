@@ -298,7 +298,10 @@ class Batch:
         self.large: list[tuple] = []  # (row index, blocks, entry, uuid, session) with a block over the threshold
         self.staged = 0  # bulk ingest: rows moved to a stage file (rows is then empty) ...
         self.stage_start = 0  # ... as that file's rows stage_start + 1 to stage_start + staged
-        self.cjk: dict[str, str] = {}  # bulk ingest: uuid -> CJK runs of its text (lcm.indexes), found by the parser
+        # bulk ingest, found by the parser (lcm.indexes.Found), by index in rows: the CJK runs of a
+        # row's text, and the opening of a row that may be a prompt or a reply
+        self.cjk: dict[int, str] = {}
+        self.talk: dict[int, str] = {}
         self.malformed: list[dict] = []
         self.excluded = 0  # conversation lines left out: their cwd is in LCM_EXCLUDE
         self.first_excluded: int | None = None  # index (in this read's lines) of the first of them
