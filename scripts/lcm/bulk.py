@@ -20,6 +20,7 @@ from lcm.turns import VaultBusy, begin_write
 
 PARSE_PROCESS_MIN_FILES = 8  # fewer files are parsed inline: a worker process is not worth starting
 GROUP_BYTES = 48 << 20  # bulk ingest: unread transcript bytes per transaction (~14k messages)
+STAGE_PAGE_SIZE = 16384
 GROUPS_AHEAD = 2  # groups parsed ahead of the writer (each waits as a stage file)
 WAL_LIMIT = 512 << 20  # bulk ingest lets the WAL grow this large before it waits for a checkpoint
 FTS_BULK_HASHSIZE = 64 << 20  # FTS5 pending-terms buffer during bulk ingest (one group fits)
@@ -231,8 +232,10 @@ def _parse_group(group: list[tuple], settings: tuple, stage: str) -> tuple[list,
                 continue
             if batch.rows:
                 if db is None:
-                    # a scratch file: no journal, no fsync (a crash loses nothing stored)
+                    # a scratch file: no journal, no fsync (a crash loses nothing stored), and pages
+                    # that hold a whole line more often than 4 KB ones (-3% of the parser's time)
                     db = sqlite3.connect(stage, isolation_level=None)
+                    db.execute(f"PRAGMA page_size = {STAGE_PAGE_SIZE}")
                     db.execute("PRAGMA journal_mode = OFF")
                     db.execute("PRAGMA synchronous = OFF")
                     db.execute(f"CREATE TABLE ingest_stage ({lcm.ingest.MESSAGE_COLUMNS})")
@@ -280,19 +283,16 @@ def _place_found(conn, batch, before: int, added: int, found) -> None:
     stored with: the ids above `before`, in staging order, when none was refused (a uuid stored
     already, or purged); else matched by uuid (the first staged row of a uuid is the one stored)."""
     if added == batch.staged:
-        ids = dict(zip(range(batch.staged), range(before + 1, before + added + 1)))
-    else:
-        first: dict = {}
-        for j, uuid in conn.execute("SELECT rowid - ? - 1, uuid FROM lcm_stage.ingest_stage WHERE rowid > ? AND"
-                                    " rowid <= ?", (batch.stage_start, batch.stage_start, batch.stage_start + batch.staged)):
-            first.setdefault(uuid, j)
-        ids = {first[uuid]: rowid for rowid, uuid in conn.execute("SELECT id, uuid FROM messages WHERE id > ?", (before,))}
-    for j, runs in batch.cjk.items():
-        if j in ids:
-            found.runs[ids[j]] = runs
-    for j, text in batch.talk.items():
-        if j in ids:
-            found.openings[ids[j]] = text
+        found.runs.update((before + 1 + j, runs) for j, runs in batch.cjk.items())
+        found.openings.update((before + 1 + j, text) for j, text in batch.talk.items())
+        return
+    first: dict = {}
+    for j, uuid in conn.execute("SELECT rowid - ? - 1, uuid FROM lcm_stage.ingest_stage WHERE rowid > ? AND"
+                                " rowid <= ?", (batch.stage_start, batch.stage_start, batch.stage_start + batch.staged)):
+        first.setdefault(uuid, j)
+    ids = {first[uuid]: rowid for rowid, uuid in conn.execute("SELECT id, uuid FROM messages WHERE id > ?", (before,))}
+    found.runs.update((ids[j], runs) for j, runs in batch.cjk.items() if j in ids)
+    found.openings.update((ids[j], text) for j, text in batch.talk.items() if j in ids)
 
 
 def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: set, turns: lcm.turns.Turns) -> int:
