@@ -94,7 +94,11 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
         total["sessions"] = len(sessions)
         total["seconds"] = round(time.perf_counter() - started, 3)
         return total
-    groups, sizes = _plan_groups(conn, files)
+    # Until the first group is parsed the writer has nothing to do, and one core is idle: the
+    # first group is halved, and this process parses the second half while the parser process
+    # parses the first (the writer starts ~0.3 s sooner at 100k messages).
+    split = _parse_in_process(len(files))
+    groups, sizes = _plan_groups(conn, files, halve_first=split)
     bar = _progress(len(files), sum(sizes), progress)
     stage_dir = _stage_dir(sizes)
     # bulk imports revisit the same FTS, uuid-index and b-tree pages constantly: up to 256 MB of
@@ -117,7 +121,8 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
                 stage = os.path.join(stage_dir, f"group-{number}.db")
                 # offsets as of now: a parallel import or a hook may have read these files since
                 group = [(path, lcm.ingest.transcript_row(conn, path)) for path, _ in group]
-                ahead.append((pool.submit(_parse_group, group, settings, stage), len(group)))
+                submit = _Inline().submit if split and number == 1 else pool.submit
+                ahead.append((submit(_parse_group, group, settings, stage), len(group)))
                 while len(ahead) > (GROUPS_AHEAD if number < len(groups) - 1 else 0):
                     future, count = ahead.popleft()
                     seen += _store_group(conn, *future.result(), total, sessions, turns)
@@ -169,9 +174,10 @@ def _count(total: dict, sessions: set, one: dict) -> None:
     sessions.update(one["sessions"])
 
 
-def _plan_groups(conn, files: list[str]) -> tuple[list[list[tuple]], list[int]]:
+def _plan_groups(conn, files: list[str], halve_first: bool = False) -> tuple[list[list[tuple]], list[int]]:
     """Consecutive files in groups of at least GROUP_BYTES unread bytes (the last may be
-    smaller): ([[(path, its transcripts row or None), ...], ...], unread bytes of each group)."""
+    smaller; with halve_first, the first two of half that): ([[(path, its transcripts row or
+    None), ...], ...], unread bytes of each group)."""
     groups, sizes, current, size = [], [], [], 0
     for i, path in enumerate(files):
         known = lcm.ingest.transcript_row(conn, path)
@@ -180,7 +186,7 @@ def _plan_groups(conn, files: list[str]) -> tuple[list[list[tuple]], list[int]]:
         except OSError:
             pass  # vanished or unreadable: the parser reports it
         current.append((path, known))
-        if size >= GROUP_BYTES or i == len(files) - 1:
+        if size >= (GROUP_BYTES // 2 if halve_first and len(groups) < 2 else GROUP_BYTES) or i == len(files) - 1:
             groups.append(current)
             sizes.append(size)
             current, size = [], 0
@@ -459,15 +465,19 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+def _parse_in_process(files: int) -> bool:
+    # fork is cheap and needs nothing importable; only Linux forks safely (macOS system libraries
+    # may crash in a forked child)
+    return files >= PARSE_PROCESS_MIN_FILES and sys.platform.startswith("linux")
+
+
 def _parser_pool(files: int):
     """Where transcripts are parsed during bulk ingest: one forked worker process, so JSON
     parsing runs on another core while this process inserts and FTS-indexes (a thread would
     fight the indexing for the GIL and was slower than no thread at all). Inline off Linux or
     when there is too little to gain."""
     import multiprocessing
-    # fork is cheap and needs nothing importable; only Linux forks safely (macOS system libraries
-    # may crash in a forked child)
-    if files < PARSE_PROCESS_MIN_FILES or not sys.platform.startswith("linux"):
+    if not _parse_in_process(files):
         return _Inline()
     from concurrent.futures import ProcessPoolExecutor
     return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"),
