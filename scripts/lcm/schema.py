@@ -132,9 +132,13 @@ def _credit_leaf_titles(conn: sqlite3.Connection) -> None:
 
 
 # Text stored before the migration that runs this is masked again whenever it is shown (masking
-# learnt something): every message so far counts as stored under older rules, until
-# lcm_doctor.py --remask masks it in place (lcm.db.masked_from_message)
-MASK_AGAIN = "UPDATE vault_meta SET value = (SELECT coalesce(max(id), 0) + 1 FROM messages) WHERE key = 'masked_from_message'"
+# learnt something): every message and summary so far counts as stored under older rules, until
+# lcm_doctor.py --remask masks it in place (lcm.db.masked_from). A key the vault does not have
+# yet (masked_from_summary before migration 15) is left alone.
+MASK_AGAIN = ("UPDATE vault_meta SET value = CASE key"
+              " WHEN 'masked_from_message' THEN (SELECT coalesce(max(id), 0) + 1 FROM messages)"
+              " ELSE (SELECT coalesce(max(rowid), 0) + 1 FROM summaries) END"
+              " WHERE key IN ('masked_from_message', 'masked_from_summary')")
 
 # A migration is a list of SQL statements; a function in it runs SQL that depends on the build
 # (FTS5). Each migration runs in one transaction.
@@ -414,6 +418,11 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
     # stored before is masked again on output, until lcm_doctor.py --remask
     [
         MASK_AGAIN,
+    ],
+    # 15: summaries are masked when written too (lcm.compact): those written from here on are
+    # shown as stored, older ones masked again on output, until lcm_doctor.py --remask
+    [
+        "INSERT OR IGNORE INTO vault_meta VALUES ('masked_from_summary', (SELECT coalesce(max(rowid), 0) + 1 FROM summaries))",
     ],
 ]
 
