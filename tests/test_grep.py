@@ -257,3 +257,30 @@ def test_auto_mode_never_fails_on_any_text(grep_vault):
         assert doc["count"] == len(doc["results"]) <= 20
 
     check()
+
+
+def test_a_word_pattern_finds_exactly_where_the_word_starts_a_word():
+    """Property: the query's word patterns (written word-first, for speed) match exactly where the
+    plain definition does: the word (its stem and any ending, or a short word whole), not glued
+    to a letter or digit before it, case-insensitive, in any script."""
+    import re
+
+    import lcm.query
+    from hypothesis import given, settings, strategies as st
+
+    letters = st.sampled_from(list("aAbB3_-. é\u0130ßK\u212a\n") + ["ab", "3b", "b3"])
+    words = st.lists(st.text(alphabet="abAB3é\u0130ßK", min_size=1, max_size=5), min_size=1, max_size=3)
+
+    def plain(ws):  # the definition: a word may not continue a letter or digit before it
+        parts = [r"(?<![^\W_])" + re.escape(lcm.query.crude_stem(w)) + r"\w*" if len(w) > 2 else
+                 r"(?<![^\W_])" + re.escape(w.lower()) + r"(?![^\W_])" for w in ws]
+        return "(?i)" + r"[\W_]+".join(parts)
+
+    @settings(max_examples=400, deadline=None)
+    @given(words, st.lists(letters, max_size=40).map("".join))
+    def check(ws, around):
+        text = around[: len(around) // 2] + " ".join(ws) + around[len(around) // 2:] + around
+        fast = [m.span() for m in re.finditer(lcm.query._word_regex(ws), text)]
+        assert fast == [m.span() for m in re.finditer(plain(ws), text)]
+
+    check()
