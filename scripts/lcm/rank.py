@@ -66,13 +66,13 @@ def df(conn, src: Source, fts_expr: str, n_docs: int, fts: str | None = None) ->
     return count if count < DF_CAP or not last else max(count, round(count * n_docs / last))
 
 
-def _choose_terms(dfs: dict, budget: int = RANK_BUDGET):
-    """The rarest terms whose matches add up to at most `budget` (always at least one)."""
+def _choose_terms(dfs: dict):
+    """The rarest terms whose matches add up to at most RANK_BUDGET (always at least one)."""
     chosen, total = [], 0
     for term, df in sorted(dfs.items(), key=lambda p: p[1]):
         if df == 0:
             continue
-        if chosen and total + df > budget:
+        if chosen and total + df > RANK_BUDGET:
             break  # common words add little to BM25 and cost the most; they are scored afterwards
         chosen.append(term)
         total += df
@@ -96,7 +96,7 @@ def newest_window(conn, src: Source, expr, fts: str | None = None):
     return ("AND f.rowid > ?", [row[0]]) if row else ("", [])
 
 
-def _fts_candidates(conn, src: Source, chosen, total, extras, want, budget: int = RANK_BUDGET):
+def _fts_candidates(conn, src: Source, chosen, total, extras, want):
     """{rowid: bm25 relevance} of the best `want` matches of the chosen terms (+ optional extras).
 
     Scoring costs about a microsecond per match and far more for long messages, so on a big vault
@@ -107,7 +107,7 @@ def _fts_candidates(conn, src: Source, chosen, total, extras, want, budget: int 
     expr = " OR ".join(t.fts for t in chosen + extras)
     if src.id_range:  # one session's messages sit in one id range: FTS5 skips the rest cheaply
         return rank_sql(conn, src, expr, want, "AND f.rowid BETWEEN ? AND ?", src.id_range)
-    if total <= budget:
+    if total <= RANK_BUDGET:
         return rank_sql(conn, src, expr, want)
     # even the rarest term is everywhere: rank its newest RANK_WINDOW matches only
     return rank_sql(conn, src, expr, want, *newest_window(conn, src, chosen[0].fts))
@@ -268,7 +268,7 @@ def _substrings(conn, src: Source, terms, use_fts: bool, want: int, deadline: fl
     return stopped
 
 
-def rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm, shared=None, budget=RANK_BUDGET):
+def rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm, shared=None):
     """BM25 candidates (the rarer terms), then common words, role and the all-terms bonus.
 
     CJK and emoji terms are also matched as substrings, newest first, within the deadline.
@@ -282,7 +282,7 @@ def rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm, s
     trigram = [t for t in terms if len(t.text) >= 3 and (t.kind == "cjk" or t.kind == "word")] if src.cjk else []
     fts_terms = [t for t in terms if t.fts and not (t.kind == "cjk" and t in trigram)] if use_fts else []
     dfs = {t: df(conn, src, t.fts, n_docs) for t in fts_terms}
-    chosen, total = _choose_terms(dfs, budget)
+    chosen, total = _choose_terms(dfs)
     relevance = {}
     # "web workers" in the question, WebWorkers in the code: adjacent words glued into one, when
     # the vault has that word (they only add score; coverage counts the words as typed)
@@ -290,12 +290,11 @@ def rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm, s
     if chosen or glued:
         words = [t for t in chosen if t.kind == "word"]
         extras = lcm.query.ranking_extras([t for t in fts_terms if t in words], NEAR_PAIRS, PREFIXES)
-        relevance = _fts_candidates(conn, src, chosen or glued, total, extras + glued if chosen else extras, want,
-                                    budget)
-    if trigram:  # a substring found here adds its BM25; bounded like the words (budget)
+        relevance = _fts_candidates(conn, src, chosen or glued, total, extras + glued if chosen else extras, want)
+    if trigram:  # a substring found here adds its BM25; bounded like the words (RANK_BUDGET)
         expr = " OR ".join(lcm.query.fts_string(t.text) for t in trigram)
         window = ("AND f.rowid BETWEEN ? AND ?", src.id_range) if src.id_range else ("", ())
-        if not src.id_range and df(conn, src, expr, n_docs, fts=src.cjk) > budget:
+        if not src.id_range and df(conn, src, expr, n_docs, fts=src.cjk) > RANK_BUDGET:
             window = newest_window(conn, src, expr, fts=src.cjk)
         for rowid, score in rank_sql(conn, src, expr, want, *window, fts=src.cjk).items():
             relevance[rowid] = relevance.get(rowid, 0.0) + score
@@ -322,7 +321,7 @@ def rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm, s
     windows = {}
     # quoted words ask for those exact words: no window or neighbour without them
     exact = '"' in query_norm
-    if EXCHANGE_WEIGHT and src.exchange and chosen and total <= budget * EXCHANGE_BUDGET // RANK_BUDGET and not exact:
+    if EXCHANGE_WEIGHT and src.exchange and chosen and total <= EXCHANGE_BUDGET and not exact:
         windows, beside = _exchange_scores(conn, src, chosen, base)
         added = fetch(conn, src, [i for i in windows if i not in rows], scoped=True)
         rows.update((r["rowid_"], r) for r in added)

@@ -128,15 +128,14 @@ SCOPES = {"messages": ["message"], "summaries": ["summary"], "notes": ["note"]}
 
 def search(conn, query, *, mode="auto", scope="both", session=None, project=None, all_sessions=False,
            since=None, before=None, role=None, typed=False, sessions=None, within=None, limit=20, offset=0,
-           time_limit=SCAN_SECONDS, look_elsewhere=True, types=None, rank_budget=None) -> dict:
+           time_limit=SCAN_SECONDS, look_elsewhere=True, types=None) -> dict:
     """Search every result type (lcm.sources.TYPES) or some; returns the --json document.
 
     types: the result types to search (default: all, or those of `scope`). session: an id or a
     unique prefix of one. sessions: a list of ids to stay within (an expansion grant's). typed:
     only what the person typed. The document's "scope" says where it looked: {"kind": "session" |
     "project" | "all", ...}; when the current project was the default, "stronger_elsewhere"
-    counts other projects' hits that outrank its best one. rank_budget: the most full-text matches
-    auto mode scores per type (default lcm.rank.RANK_BUDGET; a hook, with less time, passes less).
+    counts other projects' hits that outrank its best one.
     """
     if mode not in ("auto", "full_text", "regex"):
         raise LcmError(f"unknown mode {mode!r}", "use --mode auto, full_text or regex")
@@ -182,8 +181,7 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
             # a stored file's candidates are scored on its outline: fewer of them (its text is long)
             candidates = FILE_CANDIDATES if kind == "file" else lcm.rank.CANDIDATES
             hits, cut = (lcm.rank.rank_auto(conn, src, terms, max(candidates, want), want, deadline,
-                                            query_norm, shared, rank_budget or lcm.rank.RANK_BUDGET)
-                         if terms else ([], False))
+                                            query_norm, shared) if terms else ([], False))
         elif mode == "full_text":
             hits, cut = _rank_full_text(conn, src, query, want)
         else:
@@ -203,8 +201,7 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
     if not scored and defaulted and project and offset == 0:
         # nothing in the current project: the past the user means may be elsewhere, say so
         doc = search(conn, query, mode=mode, scope=scope, all_sessions=True, since=since, before=before,
-                     role=role, typed=typed, limit=limit, offset=offset, time_limit=time_limit,
-                     rank_budget=rank_budget)
+                     role=role, typed=typed, limit=limit, offset=offset, time_limit=time_limit)
         if doc["results"]:
             doc["scope"] = {"kind": "all", "widened_from": project}
             return {**doc, "widened": True}
