@@ -71,6 +71,32 @@ def _search_indexes(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT OR IGNORE INTO vault_meta VALUES ('files_indexed_through', 0)")  # files.rowid
 
 
+# The small tables grep finds substrings in (lcm.sources.SUBSTRING_INDEXES): (index, table, its
+# key, the text column). One row per session or checkpoint, yet a heavy user's thousands of
+# digests are megabytes, which grep read whole for every query.
+SUBSTRING_INDEXES = (("sessions_tri", "sessions", "rowid", "title"), ("checkpoints_tri", "checkpoints", "id", "content"),
+                     ("digests_tri", "digests", "rowid", "text"))
+
+
+def _substring_indexes(conn: sqlite3.Connection) -> None:
+    """Trigram indexes (external content: no second copy) over session titles, checkpoints and
+    digests, kept in step by triggers. A trigram phrase matches a substring, case-insensitively,
+    as the LIKE scan it replaces did (terms of 3 characters or more; shorter ones still scan)."""
+    if not has_trigram(conn):
+        return  # grep scans those tables, as before
+    for index, table, key, column in SUBSTRING_INDEXES:
+        conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {index} USING fts5({column}, content='{table}',"
+                     f" content_rowid='{key}', tokenize='trigram')")
+        delete = f"INSERT INTO {index}({index}, rowid, {column}) VALUES ('delete', old.{key}, old.{column});"
+        insert = f"INSERT INTO {index}(rowid, {column}) VALUES (new.{key}, new.{column});"
+        conn.execute(f"CREATE TRIGGER IF NOT EXISTS {index}_ai AFTER INSERT ON {table} BEGIN {insert} END")
+        conn.execute(f"CREATE TRIGGER IF NOT EXISTS {index}_ad AFTER DELETE ON {table} BEGIN {delete} END")
+        # an ingest upserts its session's row on every turn: only a changed text is indexed again
+        conn.execute(f"CREATE TRIGGER IF NOT EXISTS {index}_au AFTER UPDATE OF {column} ON {table}"
+                     f" WHEN old.{column} IS NOT new.{column} BEGIN {delete} {insert} END")
+        conn.execute(f"INSERT INTO {index}({index}) VALUES ('rebuild')")
+
+
 def _place_sidechains(conn: sqlite3.Connection) -> None:
     """Give the sub-agent messages of an existing vault their place in the conversation order
     (their calls are read from the stored lines; lcm/order.py has the rules)."""
@@ -423,6 +449,10 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
     # shown as stored, older ones masked again on output, until lcm_doctor.py --remask
     [
         "INSERT OR IGNORE INTO vault_meta VALUES ('masked_from_summary', (SELECT coalesce(max(rowid), 0) + 1 FROM summaries))",
+    ],
+    # 16: substring indexes over session titles, checkpoints and digests (grep scanned them whole)
+    [
+        _substring_indexes,
     ],
 ]
 
