@@ -81,12 +81,13 @@ SUBSTRING_INDEXES = (("sessions_tri", "sessions", "rowid", "title"), ("checkpoin
 def _substring_indexes(conn: sqlite3.Connection) -> None:
     """Trigram indexes (external content: no second copy) over session titles, checkpoints and
     digests, kept in step by triggers. A trigram phrase matches a substring, case-insensitively,
-    as the LIKE scan it replaces did (terms of 3 characters or more; shorter ones still scan)."""
+    as the LIKE scan it replaces did (terms of 3 characters or more; shorter ones still scan).
+    Only matched, never ranked: no table of row sizes (columnsize=0)."""
     if not has_trigram(conn):
         return  # grep scans those tables, as before
     for index, table, key, column in SUBSTRING_INDEXES:
         conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {index} USING fts5({column}, content='{table}',"
-                     f" content_rowid='{key}', tokenize='trigram')")
+                     f" content_rowid='{key}', tokenize='trigram', columnsize=0)")
         delete = f"INSERT INTO {index}({index}, rowid, {column}) VALUES ('delete', old.{key}, old.{column});"
         insert = f"INSERT INTO {index}(rowid, {column}) VALUES (new.{key}, new.{column});"
         conn.execute(f"CREATE TRIGGER IF NOT EXISTS {index}_ai AFTER INSERT ON {table} BEGIN {insert} END")
