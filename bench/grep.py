@@ -7,12 +7,13 @@ Targets (issue 20, on a 1,000,000-message vault): median in-process time of 20 v
 <= 10 ms and the slowest <= 50 ms; a whole `lcm_grep.py` process <= 1.45x `python3 -c pass`,
 both medians measured in the same run.
 
-Measured 2026-11-25 (2 cores, Python 3.11.7 whose bare start is ~29 ms, SQLite 3.40.1), on a
-1M-message gen_corpus vault, packed, masked at ingest: median 8.3 ms, slowest 23.8 ms, process
-1.52-1.57x (no-match floor 1.23-1.26x, the stdlib imports alone 1.20x); on a 300k vault built by
-this tree: median 4.4 ms, process 1.31x. A query whose rarest word is in more than RANK_BUDGET
-messages is ranked over that word's newest RANK_WINDOW matches: BM25 there costs 5-27 us a
-match (instances in long messages), 2.5-13 ms of the 1M figures.
+Measured 2026-11-25 (2 cores, Python 3.11.7 whose bare start is ~29-35 ms, SQLite 3.40.1), on a
+1M-message gen_corpus vault, packed, masked at ingest, remasked after migration 15: median
+8.6 ms, slowest 26.4 ms, process 1.43x (no-match floor 1.19x, the stdlib imports alone 1.20x);
+on a 300k vault built by this tree: median 4.8 ms, process 1.39x. A query whose rarest word is
+in more than RANK_BUDGET messages is ranked over that word's newest RANK_WINDOW matches; FTS5's
+bm25 then still reads that word's whole doclist once for its IDF (1.8 ms for a word in 126,000
+messages, 7 ms for one in 459,000), most of such a query's cost.
 stdlib_imports_ratio is the floor under any such process: `import argparse, json, re, sqlite3`
 alone, against the same bare start.
 The vault is the 1,000,000-message one bench/ingest builds (waits for /tmp/lcm-bench/READY).

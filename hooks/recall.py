@@ -21,6 +21,11 @@ MAX_CHARS = 2400          # about 600 tokens, the whole injection
 # 0.925 / 0.95: 0.6 is the lowest floor that stays clear of the 0.90 target.
 COVERAGE_FLOOR = 0.6
 MIN_TERMS = 2             # a prompt with fewer content words says too little to match on
+# What the hook searches: not session titles (a title names a session, it answers nothing) nor
+# externalised file text (a past tool's output, long, seldom what a new prompt asks for). On the
+# 1M-message vault they were 4 of the search's 17 ms; bench/auto_recall.py: the same answers held
+# (0.298) and the same new work left alone (0.925) without them.
+TYPES = ["message", "summary", "note", "checkpoint", "digest"]
 WIDEN_RATIO = 1.5         # another project's best hit must outscore this project's by this much
 TRIVIAL = re.compile(r"(?i)^\W*(y(es|ep|eah)?|no(pe)?|ok(ay)?|sure|thanks?( you)?|go( on| ahead)?|continue|"
                      r"do it|lgtm|proceed|next|done|great|perfect|nice|cool)\W*$")
@@ -52,7 +57,7 @@ def find(conn, prompt: str, cwd: str | None, floor: float = COVERAGE_FLOOR, hits
     query = prompt[:QUERY_CHARS]
     if len([t for t in lcm.query.parse_query(query) if t.kind != "word" or t.text not in lcm.query.STOPWORDS]) < MIN_TERMS:
         return []
-    results = lcm.search.search(conn, query, all_sessions=True, limit=hits * 6)["results"]
+    results = lcm.search.search(conn, query, all_sessions=True, limit=hits * 6, types=TYPES)["results"]
     if not cwd:
         return _strong(results, floor)
     inside = cwd.rstrip("/")

@@ -257,3 +257,88 @@ def test_auto_mode_never_fails_on_any_text(grep_vault):
         assert doc["count"] == len(doc["results"]) <= 20
 
     check()
+
+
+def test_a_word_pattern_finds_exactly_where_the_word_starts_a_word():
+    """Property: the query's word patterns (written word-first, for speed) match exactly where the
+    plain definition does: the word (its stem and any ending, or a short word whole), not glued
+    to a letter or digit before it, case-insensitive, in any script."""
+    import re
+
+    import lcm.query
+    from hypothesis import given, settings, strategies as st
+
+    letters = st.sampled_from(list("aAbB3_-. é\u0130ßK\u212a\n") + ["ab", "3b", "b3"])
+    words = st.lists(st.text(alphabet="abAB3é\u0130ßK", min_size=1, max_size=5), min_size=1, max_size=3)
+
+    def plain(ws):  # the definition: a word may not continue a letter or digit before it
+        parts = [r"(?<![^\W_])" + re.escape(lcm.query.crude_stem(w)) + r"\w*" if len(w) > 2 else
+                 r"(?<![^\W_])" + re.escape(w.lower()) + r"(?![^\W_])" for w in ws]
+        return "(?i)" + r"[\W_]+".join(parts)
+
+    @settings(max_examples=400, deadline=None)
+    @given(words, st.lists(letters, max_size=40).map("".join))
+    def check(ws, around):
+        text = around[: len(around) // 2] + " ".join(ws) + around[len(around) // 2:] + around
+        fast = [m.span() for m in re.finditer(lcm.query._word_regex(ws), text)]
+        assert fast == [m.span() for m in re.finditer(plain(ws), text)]
+
+    check()
+
+
+def test_titles_checkpoints_and_digests_are_found_through_their_index_as_substrings_in_any_case(vault):
+    """Property: the trigram indexes over the small tables find the rows whose text holds the
+    query's words as substrings in any case (Unicode, where the LIKE scan they replace folds ASCII
+    only), in any script, glued into other words: those holding every word first, newest first;
+    and they stay in step as titles change, digests are rewritten and rows are deleted."""
+    import lcm.query
+    from hypothesis import HealthCheck, given, settings, strategies as st
+
+    conn = lcm.db.connect(str(vault))
+    if not lcm.schema.has_trigram(conn):
+        pytest.skip(f"SQLite {lcm.db.sqlite3.sqlite_version} has no trigram tokenizer: grep scans these tables")
+    pieces = ["Parser", "parser", "PARSEr", "timeout", "数据库迁移", "使用PostgreSQL作为", "café", "CAFÉ", "x", "a b", "_id"]
+    texts = st.lists(st.sampled_from(pieces), max_size=6).map(" ".join)
+
+    def found(kind, terms):
+        src = lcm.sources.Source(conn, kind, None, None, None, None, None)
+        assert src.tri
+        rows = {}
+        lcm.rank._substrings(conn, src, terms, False, 20, time.monotonic() + 5, rows)
+        return list(rows)
+
+    def expected(kind, terms):  # the definition, over the table's rows newest first
+        table, _, key, *_ = lcm.sources.TYPES[kind]
+        column = {"title": "title", "digest": "text"}.get(kind, "content")
+        texts = conn.execute(f"SELECT {key}, {column} FROM {table} ORDER BY {key} DESC").fetchall()
+        holds = [[t.text.lower() in (text or "").lower() for t in terms] for _, text in texts]
+        every = [k for (k, _), h in zip(texts, holds) if all(h)]
+        if len(every) >= 20 or len(terms) == 1:
+            return every[:20]
+        return (every + [k for (k, _), h in zip(texts, holds) if any(h) and not all(h)])[:20]
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.lists(texts, min_size=1, max_size=8), st.lists(st.sampled_from(
+        ["parser", "timeout", "postgresql", "数据库", "café", "a b", "_id", "pars"]), min_size=1, max_size=2, unique=True))
+    def check(rows, words):
+        with lcm.db.transaction(conn):
+            for table in ("digests", "checkpoints", "sessions"):
+                conn.execute(f"DELETE FROM {table}")
+            for i, text in enumerate(rows):
+                conn.execute("INSERT INTO sessions (session_id, title) VALUES (?, ?)", (f"s{i}", text or None))
+                conn.execute("INSERT INTO digests (session_id, text, level, created_at) VALUES (?, ?, 'extractive', ?)"
+                             " ON CONFLICT(session_id) DO UPDATE SET text = excluded.text", (f"s{i}", text, "2026-11-01"))
+                conn.execute("INSERT INTO checkpoints (session_id, content, created_at) VALUES (?, ?, ?)",
+                             (f"s{i}", text, "2026-11-01"))
+            conn.execute("UPDATE sessions SET title = upper(title) WHERE rowid % 2 = 0")  # titles change
+            conn.execute("INSERT INTO digests (session_id, text, level, created_at) VALUES ('s0', 'rewritten timeout',"
+                         " 'model', '2026-11-02') ON CONFLICT(session_id) DO UPDATE SET text = excluded.text")
+            conn.execute("DELETE FROM checkpoints WHERE id % 3 = 0")
+        for index, *_ in lcm.schema.SUBSTRING_INDEXES:  # raises if an index is out of step
+            conn.execute(f"INSERT INTO {index}({index}, rank) VALUES ('integrity-check', 1)")
+        terms = [t for w in words for t in lcm.query.parse_query(w)]
+        if all(len(t.text) >= 3 for t in terms):  # (a shorter word: the scan, as before)
+            for kind in ("title", "checkpoint", "digest"):
+                assert found(kind, terms) == expected(kind, terms), kind
+
+    check()

@@ -16,6 +16,7 @@ import lcm.db
 import lcm.ingest
 import lcm.mask
 import lcm.redact
+import lcm.schema
 import lcm.doctor
 import lcm_checkpoint
 import lcm_compact
@@ -527,7 +528,7 @@ def test_a_vault_filled_before_masking_still_masks_every_output(planted, capsys,
         shown(capsys, lcm_compact, "--session", "s-secret", "--full")
     conn = lcm.db.connect()
     with lcm.db.transaction(conn):  # as the upgrade of a vault from before masking leaves it
-        conn.execute("UPDATE vault_meta SET value = (SELECT max(id) + 1 FROM messages) WHERE key = 'masked_from_message'")
+        conn.execute(lcm.schema.MASK_AGAIN)
     stored = " ".join(r[0] for r in conn.execute("SELECT content FROM messages UNION ALL SELECT content FROM summaries"))
     assert set(leaks(stored)) == set(SECRETS)  # the precondition: secrets in messages and summaries
     out = outputs_of_every_reader(planted, capsys, monkeypatch, fake_api)
@@ -554,6 +555,8 @@ def test_a_vault_filled_before_masking_still_masks_every_output(planted, capsys,
     monkeypatch.setattr(lcm.mask, "mask", lambda text: shown_as_stored.append(text) or text)
     shown(capsys, lcm_grep, "deploy", "--all-sessions", "--type", "message", "--json")
     assert set(shown_as_stored) <= {"deploy"}  # only the echoed query is masked on the way out
+    assert json.loads(shown(capsys, lcm_grep, "deploy", "--all-sessions", "--type", "summary", "--json"))["count"]
+    assert set(shown_as_stored) <= {"deploy"}  # summaries too
 
 
 def test_expand_unmasked_is_only_with_raw_and_never_under_a_grant(planted, capsys, monkeypatch):
@@ -609,6 +612,44 @@ def test_a_large_tool_result_is_stored_and_shown_masked(tmp_path, capsys, monkey
     assert not leaks(shown(capsys, lcm_describe, file_id, "--json"))
     assert SECRETS["aws_secret"].encode() in conn.execute("SELECT raw FROM messages WHERE uuid = ?",
                                                            (t.entries[-1]["uuid"],)).fetchone()[0]
+
+
+def test_summaries_written_before_the_upgrade_are_masked_on_output_and_later_ones_shown_as_stored(
+        planted, capsys, monkeypatch):
+    """A vault from before migration 15 holds summaries written unmasked (or under older rules):
+    the migration marks them, grep masks them on the way out, and a summary written afterwards
+    (masked when written) is shown as stored."""
+    with monkeypatch.context() as m:  # an older lcm: text stored unmasked, summaries too
+        m.setattr(lcm.mask, "mask", lambda text: text)
+        m.setattr(lcm.mask, "mask_json", lambda value: value)
+        m.setenv("LCM_LLM", "none")
+        shown(capsys, lcm_ingest, str(planted["projects"]))
+        shown(capsys, lcm_compact, "--session", "s-secret", "--full")
+    conn = lcm.db.connect()
+    with lcm.db.transaction(conn):  # back to schema 14, as that version left the vault
+        conn.execute("DELETE FROM vault_meta WHERE key = 'masked_from_summary'")
+        conn.execute(lcm.schema.MASK_AGAIN)
+        conn.execute("PRAGMA user_version = 14")
+    conn.close()
+    conn = lcm.db.connect()  # migrates
+    top = conn.execute("SELECT max(rowid) FROM summaries").fetchone()[0]
+    assert top and lcm.db.masked_from(conn)["summary"] == top + 1
+    assert leaks(" ".join(r[0] for r in conn.execute("SELECT content FROM summaries")))  # the precondition
+    out = shown(capsys, lcm_grep, "deploy password", "--all-sessions", "--type", "summary", "--json")
+    assert json.loads(out)["count"] and not leaks(out)
+    with lcm.db.transaction(conn):  # a summary this version wrote: masked when written
+        conn.execute("INSERT INTO summaries (id, session_id, kind, depth, content, token_count, source_token_count,"
+                     " level, model, first_message_id, last_message_id, earliest_at, latest_at, descendant_count,"
+                     " file_ids, created_at) SELECT 'sum_new', session_id, kind, depth, 'the deploy went out on"
+                     " friday', 5, 5, level, model, first_message_id, last_message_id, earliest_at, latest_at,"
+                     " descendant_count, file_ids, created_at FROM summaries LIMIT 1")
+    masked = []
+    real = lcm.mask.mask
+    monkeypatch.setattr(lcm.mask, "mask", lambda text: masked.append(text) or real(text))
+    out = json.loads(shown(capsys, lcm_grep, "deploy friday", "--all-sessions", "--type", "summary", "--json"))
+    assert "sum_new" in [r["id"] for r in out["results"]] and not leaks(json.dumps(out))
+    assert "the deploy went out on friday" not in masked  # shown as stored
+    assert any(leaks(text) for text in masked)  # the old ones masked again
 
 
 def test_an_upgraded_vault_masks_its_old_messages_and_trusts_only_what_was_masked_when_stored(

@@ -46,6 +46,11 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
                              f"Hint: {help_command(self.prog)} shows every option, with examples\n")
             raise UsageError(2, message, self.prog)
 
+    # argparse looks every message of its own up in gettext's catalogues. Python ships none for
+    # them, yet each lookup probes the locale directories, and the first imports locale: ~1 ms
+    # of every command. lcm's words are English; argparse's stay as written, untranslated.
+    argparse._ = lambda message: message
+    argparse.ngettext = lambda singular, plural, n: singular if n == 1 else plural
     summary, _, details = (doc or "").strip().partition("\n\n")
     width = _help_width()
     # the name usage lines and hints show: `lcm grep` under the lcm command, else the script's

@@ -335,10 +335,18 @@ def masked_from_message(conn: sqlite3.Connection) -> int:
     """The first messages.id whose content was masked when it was stored: every row from there on
     was written by a version that masks at ingest (or lcm_doctor.py --remask ran). Rows before it
     must be masked whenever they are shown. A vault too old to say: no row is taken as masked."""
+    return masked_from(conn)["message"]
+
+
+def masked_from(conn: sqlite3.Connection) -> dict[str, int]:
+    """{"message": first messages.id, "summary": first summaries.rowid} stored masked under the
+    current rules (see masked_from_message); 1 << 62 where the vault cannot say."""
+    unknown = {"message": 1 << 62, "summary": 1 << 62}
     if conn.execute("PRAGMA user_version").fetchone()[0] < lcm.schema.MASK_RULES_VERSION:
-        return 1 << 62  # opened read-only before the migration that marks text stored under older rules
+        return unknown  # opened read-only before the migration that marks text stored under older rules
     try:
-        row = conn.execute("SELECT value FROM vault_meta WHERE key = 'masked_from_message'").fetchone()
+        rows = conn.execute("SELECT key, value FROM vault_meta WHERE key IN ('masked_from_message',"
+                            " 'masked_from_summary')").fetchall()
     except sqlite3.OperationalError:  # opened read-only before its migration
-        return 1 << 62
-    return int(row[0]) if row else 1 << 62
+        return unknown
+    return {**unknown, **{key[len("masked_from_"):]: int(value) for key, value in rows}}

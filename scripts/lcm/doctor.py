@@ -551,8 +551,8 @@ def remask_content(conn, batch: int = 2000) -> dict:
         from lcm import indexes
         with lcm.db.transaction(conn):
             indexes.rebuild(conn)
-    if "vault_meta" in tables:  # every message's text is masked now: output need not mask it again
+    if "vault_meta" in tables:  # every message and summary is masked now: output need not mask them again
         with lcm.db.transaction(conn):
             # (every row from the first on: rows a hook added meanwhile were masked as stored)
-            conn.execute("UPDATE vault_meta SET value = 1 WHERE key = 'masked_from_message'")
+            conn.execute("UPDATE vault_meta SET value = 1 WHERE key IN ('masked_from_message', 'masked_from_summary')")
     return changed

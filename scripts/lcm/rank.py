@@ -250,6 +250,16 @@ def rank_messages(conn, text: str, ids: list[int]) -> dict[int, float]:
 def _substrings(conn, src: Source, terms, use_fts: bool, want: int, deadline: float, rows: dict) -> bool:
     """Add to `rows` the rows holding `terms` as substrings, those holding every term first, then
     any, newest first, within AUTO_SCAN_SECONDS; returns whether the scan stopped early."""
+    if src.tri and all(len(t.text) >= 3 for t in terms):  # a trigram phrase is a substring, any case
+        for joiner in ([" AND ", " OR "] if len(terms) > 1 else [" OR "]):
+            expr = joiner.join(lcm.query.fts_string(t.text) for t in terms)
+            for row in conn.execute(f"SELECT {src.columns} FROM {src.table} t WHERE t.{src.key} IN (SELECT rowid"
+                                    f" FROM {src.tri} WHERE {src.tri} MATCH ?) AND {src.where}"
+                                    f" ORDER BY t.{src.key} DESC LIMIT ?", [expr, *src.params, want]):
+                rows.setdefault(row["rowid_"], row)
+            if len(rows) >= want:
+                break
+        return False
     if use_fts:  # CJK and emoji have no case to fold: instr is several times faster than LIKE
         tests = [f"instr({src.text}, ?) > 0"] * len(terms)
         pats = [t.text for t in terms]

@@ -71,6 +71,33 @@ def _search_indexes(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT OR IGNORE INTO vault_meta VALUES ('files_indexed_through', 0)")  # files.rowid
 
 
+# The small tables grep finds substrings in (lcm.sources.SUBSTRING_INDEXES): (index, table, its
+# key, the text column). One row per session or checkpoint, yet a heavy user's thousands of
+# digests are megabytes, which grep read whole for every query.
+SUBSTRING_INDEXES = (("sessions_tri", "sessions", "rowid", "title"), ("checkpoints_tri", "checkpoints", "id", "content"),
+                     ("digests_tri", "digests", "rowid", "text"))
+
+
+def _substring_indexes(conn: sqlite3.Connection) -> None:
+    """Trigram indexes (external content: no second copy) over session titles, checkpoints and
+    digests, kept in step by triggers. A trigram phrase matches a substring, case-insensitively,
+    as the LIKE scan it replaces did (terms of 3 characters or more; shorter ones still scan).
+    Only matched, never ranked: no table of row sizes (columnsize=0)."""
+    if not has_trigram(conn):
+        return  # grep scans those tables, as before
+    for index, table, key, column in SUBSTRING_INDEXES:
+        conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {index} USING fts5({column}, content='{table}',"
+                     f" content_rowid='{key}', tokenize='trigram', columnsize=0)")
+        delete = f"INSERT INTO {index}({index}, rowid, {column}) VALUES ('delete', old.{key}, old.{column});"
+        insert = f"INSERT INTO {index}(rowid, {column}) VALUES (new.{key}, new.{column});"
+        conn.execute(f"CREATE TRIGGER IF NOT EXISTS {index}_ai AFTER INSERT ON {table} BEGIN {insert} END")
+        conn.execute(f"CREATE TRIGGER IF NOT EXISTS {index}_ad AFTER DELETE ON {table} BEGIN {delete} END")
+        # an ingest upserts its session's row on every turn: only a changed text is indexed again
+        conn.execute(f"CREATE TRIGGER IF NOT EXISTS {index}_au AFTER UPDATE OF {column} ON {table}"
+                     f" WHEN old.{column} IS NOT new.{column} BEGIN {delete} {insert} END")
+        conn.execute(f"INSERT INTO {index}({index}) VALUES ('rebuild')")
+
+
 def _place_sidechains(conn: sqlite3.Connection) -> None:
     """Give the sub-agent messages of an existing vault their place in the conversation order
     (their calls are read from the stored lines; lcm/order.py has the rules)."""
@@ -132,9 +159,13 @@ def _credit_leaf_titles(conn: sqlite3.Connection) -> None:
 
 
 # Text stored before the migration that runs this is masked again whenever it is shown (masking
-# learnt something): every message so far counts as stored under older rules, until
-# lcm_doctor.py --remask masks it in place (lcm.db.masked_from_message)
-MASK_AGAIN = "UPDATE vault_meta SET value = (SELECT coalesce(max(id), 0) + 1 FROM messages) WHERE key = 'masked_from_message'"
+# learnt something): every message and summary so far counts as stored under older rules, until
+# lcm_doctor.py --remask masks it in place (lcm.db.masked_from). A key the vault does not have
+# yet (masked_from_summary before migration 15) is left alone.
+MASK_AGAIN = ("UPDATE vault_meta SET value = CASE key"
+              " WHEN 'masked_from_message' THEN (SELECT coalesce(max(id), 0) + 1 FROM messages)"
+              " ELSE (SELECT coalesce(max(rowid), 0) + 1 FROM summaries) END"
+              " WHERE key IN ('masked_from_message', 'masked_from_summary')")
 
 # A migration is a list of SQL statements; a function in it runs SQL that depends on the build
 # (FTS5). Each migration runs in one transaction.
@@ -414,6 +445,15 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
     # stored before is masked again on output, until lcm_doctor.py --remask
     [
         MASK_AGAIN,
+    ],
+    # 15: summaries are masked when written too (lcm.compact): those written from here on are
+    # shown as stored, older ones masked again on output, until lcm_doctor.py --remask
+    [
+        "INSERT OR IGNORE INTO vault_meta VALUES ('masked_from_summary', (SELECT coalesce(max(rowid), 0) + 1 FROM summaries))",
+    ],
+    # 16: substring indexes over session titles, checkpoints and digests (grep scanned them whole)
+    [
+        _substring_indexes,
     ],
 ]
 

@@ -211,12 +211,12 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
             conn, query, project, scored[0][0], mode=mode, scope=scope, since=since, before=before,
             role=role, typed=typed, time_limit=time_limit)
     page = scored[offset:offset + limit]
-    # a message stored by a version that masks at ingest is shown as stored (masking it again would
-    # change nothing, and compiling the masks is ~1 ms of a grep); older rows, summaries, notes and
-    # any text under redact.txt patterns added since are masked here
-    masked_from = 0 if lcm.mask.has_user_patterns() else lcm.db.masked_from_message(conn)
+    # a message or summary stored by a version that masks when it writes is shown as stored
+    # (masking it again would change nothing, and compiling the masks is ~1 ms of a grep); older
+    # rows, the other types and any text under redact.txt patterns added since are masked here
+    masked_from = {} if lcm.mask.has_user_patterns() else lcm.db.masked_from(conn)
     results = [_result(conn, kind, row, score, finders, next_to.get((kind, row["rowid_"])),
-                       stored_masked=kind == "message" and 0 < masked_from <= row["rowid_"])
+                       stored_masked=0 < masked_from.get(kind, 0) <= row["rowid_"])
                for score, kind, row in page]
     for result, (_, kind, row) in zip(results, page):
         # auto mode: the share of the query's weight (rarer words weigh more) the hit's own text holds

@@ -67,7 +67,8 @@ TYPES = {
                 " t.earliest_at AS created_at, t.content", "t.latest_at", "t.earliest_at", ""),
     "note": ("notes", "notes_fts", "rowid", "t.rowid AS rowid_, t.id, t.session_id, t.project, t.created_at,"
              " t.content", "t.created_at", "t.created_at", ""),
-    # small tables (one row per session or per checkpoint): scanned, no index of their own
+    # small tables (one row per session or per checkpoint): no word index of their own; their
+    # substrings are found through a trigram index (Source.tri) or a scan
     "title": ("sessions", None, "rowid", "t.rowid AS rowid_, t.session_id AS id, t.session_id, t.project,"
               " t.last_at AS created_at, t.title AS content", "t.last_at", "t.first_at", "t.title IS NOT NULL"),
     "checkpoint": ("checkpoints", None, "id", "t.id AS rowid_, t.id, t.session_id, t.project, t.created_at,"
@@ -106,6 +107,10 @@ class Source:
             if kind == "message" and self.has_fts else set()
         self.cjk = "messages_cjk" if "messages_cjk" in derived else None
         self.exchange = "exchange_fts" if "exchange_fts" in derived else None
+        # a scanned type's trigram index (lcm.schema.SUBSTRING_INDEXES), where the vault has it
+        tri = {"title": "sessions_tri", "checkpoint": "checkpoints_tri", "digest": "digests_tri"}.get(kind)
+        self.tri = tri if tri and conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                                               (tri,)).fetchone() else None
         self.next_to: dict = {}  # rowid -> uuid of the hit a neighbour-only result sits next to
         self.coverage: dict = {}  # rowid -> share of the query's weight (IDF) its text holds
         where, params = [always] if always else [], []
