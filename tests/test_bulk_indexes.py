@@ -139,3 +139,29 @@ def test_bulk_indexes_equal_a_rebuild_for_any_talk(tmp_path_factory, sessions, g
     finally:
         lcm.bulk.GROUP_BYTES = saved
     assert _indexes(conn) == _rebuilt(conn)
+
+
+def _fts_settings(conn) -> dict:
+    return {t: dict(conn.execute(f"SELECT k, v FROM {t}_config WHERE k IN ('hashsize', 'automerge')").fetchall())
+            for t in ("messages_fts", "exchange_fts", "messages_cjk") if lcm.indexes._table(conn, t)}
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_bulk_import_gives_later_writes_fts5s_usual_merging_back(tmp_path, monkeypatch, fails):
+    """A bulk import lets FTS5 buffer a whole group and merge 16 segments at a time; afterwards,
+    and after an import that failed, hooks' writes flush at 1 MB and merge 4 at a time again
+    (the settings are stored in the vault), and the index holds what a rebuild gives."""
+    t = _odd_session(tmp_path / "projects", "s-one")
+    t.write()
+    conn = lcm.db.connect(str(tmp_path / "bulk.db"))
+    if fails:
+        def broken(*args):
+            raise RuntimeError("disk on fire")
+        monkeypatch.setattr(lcm.bulk, "_commit_placed", broken)
+        with pytest.raises(RuntimeError):
+            lcm.bulk.ingest_paths(conn, [tmp_path / "projects"])
+    else:
+        lcm.bulk.ingest_paths(conn, [tmp_path / "projects"])
+        assert _indexes(conn) == _rebuilt(conn)
+    settings = _fts_settings(conn)
+    assert settings and all(s == {"hashsize": 1 << 20, "automerge": 4} for s in settings.values()), settings
