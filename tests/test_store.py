@@ -117,6 +117,23 @@ def test_every_line_back_after_ingest_and_after_packing(vault):
     assert _stored(vault) == expected
 
 
+def test_packing_on_several_threads_stores_the_same_blocks(vault, tmp_path):
+    """A run by hand compresses blocks on every core: the blocks it writes are those one thread
+    writes, byte for byte, and every line comes back."""
+    import shutil
+    expected = _ingest(vault)
+    other = tmp_path / "one-thread.db"
+    shutil.copy(vault, other)
+    for path, threads in ((vault, 3), (other, 1)):
+        conn = lcm.db.connect(str(path))
+        assert lcm.pack.pack(conn, everything=True, threads=threads)["pending_lines"] == 0
+        conn.close()
+    blocks = [lcm.db.connect(str(p)).execute("SELECT id, first_id, data FROM blocks ORDER BY id").fetchall()
+              for p in (vault, other)]
+    assert len(blocks[0]) > 1 and [tuple(b) for b in blocks[0]] == [tuple(b) for b in blocks[1]]
+    assert _stored(vault) == expected
+
+
 def test_old_vault_converts_in_place(vault, capsys):
     expected = _ingest(vault, old=True)
     # a read command before anything migrated the vault (read-only: it migrates nothing)
