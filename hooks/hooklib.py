@@ -213,9 +213,16 @@ def write_patience() -> float:
 
 def connect():
     import lcm.db
-    conn = lcm.db.connect()
+    import lcm.errors
+    # any write of a hook waits about a second for another writer at most, not lcm.db's 10 s:
+    # an upgrade's migration in another process too (this turn's lines wait for the next hook)
+    try:
+        conn = lcm.db.connect(patience=write_patience())
+    except lcm.errors.LcmError as exc:
+        if getattr(exc, "cause", None) == "busy":
+            raise Skip(f"{exc.message}; the next hook stores this turn's lines") from None
+        raise
     _CONNS.append(conn)
-    # any write of a hook waits about a second for another writer at most, not lcm.db's 10 s
     conn.execute(f"PRAGMA busy_timeout = {int(write_patience() * 1000)}")
     return conn
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import lcm.schema
 from fake_anthropic import make_fake_claude
 from transcripts import Transcript, coding_session
 
@@ -566,3 +567,29 @@ def test_compaction_is_due_exactly_when_an_incremental_pass_summarises(turns, ch
     before = conn.execute(count, (t.session_id,)).fetchone()[0]
     lcm.compact.compact(conn, t.session_id, mode="incremental")
     assert due == (conn.execute(count, (t.session_id,)).fetchone()[0] > before)
+
+
+def test_a_hook_gives_way_to_another_process_migrating_the_vault(vault, session):
+    """An upgrade's first writer migrates the vault; a hook that meets it waits about a second at
+    most (not lcm.db's ten), exits 0, and the next hook stores the turn it left."""
+    assert run_hook("stop", stop(session)).returncode == 0
+    stored = count(vault, "SELECT count(*) FROM messages")
+    session.user("one more thing: rename the flag")
+    session.assistant_text("Renamed.")
+    session.write()
+    holder = sqlite3.connect(vault, isolation_level=None)
+    holder.execute(f"PRAGMA user_version = {lcm.schema.SCHEMA_VERSION - 1}")  # as an older lcm left it
+    holder.execute("BEGIN IMMEDIATE")  # another process's migration holds the write lock
+    try:
+        began = time.monotonic()
+        proc = run_hook("stop", stop(session))
+        waited = time.monotonic() - began
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert proc.returncode == 0 and proc.stdout == ""
+    assert waited < 3, waited  # lcm.db's own wait would be 10 s (slack for a loaded machine)
+    assert count(vault, "SELECT count(*) FROM messages") == stored
+    assert any("busy" in line and "next hook" in line for line in log_lines())
+    assert run_hook("stop", stop(session)).returncode == 0
+    assert count(vault, "SELECT count(*) FROM messages") == stored + 2

@@ -147,12 +147,14 @@ def _create(path: str) -> None:
                 pass
 
 
-def connect(explicit: str | None = None, *, create: bool = True, readonly: bool = False) -> sqlite3.Connection:
+def connect(explicit: str | None = None, *, create: bool = True, readonly: bool = False,
+            patience: float | None = None) -> sqlite3.Connection:
     """Open the vault through the guard: what is not an lcm vault is refused (check_vault_file,
     check_tables) before SQLite writes a byte. readonly: a command that only reads opens it with
     mode=ro and never creates, migrates or changes a file (an older vault is read as it is; a
     query that needs a newer table becomes an error naming the upgrade). Else it is created if
-    missing (unless create=False) and migrated."""
+    missing (unless create=False) and migrated. patience: seconds to wait for another writer
+    (default 10; a hook gives way sooner, also to another process's migration: a busy error)."""
     global _vault, _older
     path = db_path_str(explicit)
     remove_stale_stages("/dev/shm")
@@ -169,7 +171,7 @@ def connect(explicit: str | None = None, *, create: bool = True, readonly: bool 
         conn.row_factory = sqlite3.Row
         lcm.store.install(conn)  # lcm_line(): original lines, packed or not
         # wait for a concurrent writer (a hook, a background compaction) instead of failing
-        conn.execute("PRAGMA busy_timeout = 10000")
+        conn.execute(f"PRAGMA busy_timeout = {10000 if patience is None else int(patience * 1000)}")
         # summary_sources and friends rely on references being real
         conn.execute("PRAGMA foreign_keys = ON")
         check_tables(conn, path, fresh=not readonly and _own_place(path))
