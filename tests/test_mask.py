@@ -517,15 +517,21 @@ def _raw_unmasked(uuid: str) -> bytes:
     return proc.stdout.rstrip(b"\n")
 
 
-def test_a_vault_filled_before_masking_still_masks_every_output(planted, capsys, monkeypatch, fake_api):
-    """Content stored unmasked (a vault from before masking) and extractive summaries quoting it:
-    the output-side masks still catch every secret; remask_content then cleans the stored text."""
+def _filled_and_compacted_unmasked(planted, capsys, monkeypatch) -> None:
+    """The planted vault as a version from before masking filled it: messages stored unmasked,
+    and the secret session compacted into summaries that quote them."""
     with monkeypatch.context() as m:
         m.setattr(lcm.mask, "mask", lambda text: text)
         m.setattr(lcm.mask, "mask_json", lambda value: value)
         m.setenv("LCM_LLM", "none")
         shown(capsys, lcm_ingest, str(planted["projects"]))
         shown(capsys, lcm_compact, "--session", "s-secret", "--full")
+
+
+def test_a_vault_filled_before_masking_still_masks_every_output(planted, capsys, monkeypatch, fake_api):
+    """Content stored unmasked (a vault from before masking) and extractive summaries quoting it:
+    the output-side masks still catch every secret; remask_content then cleans the stored text."""
+    _filled_and_compacted_unmasked(planted, capsys, monkeypatch)
     conn = lcm.db.connect()
     with lcm.db.transaction(conn):  # as the upgrade of a vault from before masking leaves it
         conn.execute(lcm.schema.MASK_AGAIN)
@@ -550,7 +556,7 @@ def test_a_vault_filled_before_masking_still_masks_every_output(planted, capsys,
     assert json.loads(shown(capsys, lcm_grep, fp, "--all-sessions", "--json"))["count"] >= 1
     assert not any(lcm.doctor.remask_content(conn).values())  # a second run changes nothing
     # every stored message is masked now: output shows it as stored instead of masking it again
-    assert lcm.db.masked_from_message(conn) <= conn.execute("SELECT min(id) FROM messages").fetchone()[0]
+    assert lcm.db.masked_from(conn)["message"] <= conn.execute("SELECT min(id) FROM messages").fetchone()[0]
     shown_as_stored = []
     monkeypatch.setattr(lcm.mask, "mask", lambda text: shown_as_stored.append(text) or text)
     shown(capsys, lcm_grep, "deploy", "--all-sessions", "--type", "message", "--json")
@@ -619,12 +625,7 @@ def test_summaries_written_before_the_upgrade_are_masked_on_output_and_later_one
     """A vault from before migration 15 holds summaries written unmasked (or under older rules):
     the migration marks them, grep masks them on the way out, and a summary written afterwards
     (masked when written) is shown as stored."""
-    with monkeypatch.context() as m:  # an older lcm: text stored unmasked, summaries too
-        m.setattr(lcm.mask, "mask", lambda text: text)
-        m.setattr(lcm.mask, "mask_json", lambda value: value)
-        m.setenv("LCM_LLM", "none")
-        shown(capsys, lcm_ingest, str(planted["projects"]))
-        shown(capsys, lcm_compact, "--session", "s-secret", "--full")
+    _filled_and_compacted_unmasked(planted, capsys, monkeypatch)  # summaries unmasked too
     conn = lcm.db.connect()
     with lcm.db.transaction(conn):  # back to schema 14, as that version left the vault
         conn.execute("DELETE FROM vault_meta WHERE key = 'masked_from_summary'")

@@ -20,7 +20,6 @@ from lcm.turns import VaultBusy, begin_write
 
 PARSE_PROCESS_MIN_FILES = 8  # fewer files are parsed inline: a worker process is not worth starting
 GROUP_BYTES = 48 << 20  # bulk ingest: unread transcript bytes per transaction (~14k messages)
-STAGE_PAGE_SIZE = 16384
 GROUPS_AHEAD = 2  # groups parsed ahead of the writer (each waits as a stage file)
 WAL_LIMIT = 512 << 20  # bulk ingest lets the WAL grow this large before it waits for a checkpoint
 FTS_BULK_HASHSIZE = 64 << 20  # FTS5 pending-terms buffer during bulk ingest (one group fits)
@@ -99,7 +98,7 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
     # Until the first group is parsed the writer has nothing to do, and one core is idle: the
     # first group is halved, and this process parses the second half while the parser process
     # parses the first (the writer starts ~0.3 s sooner at 100k messages).
-    split = _parse_in_process(len(files))
+    split = _parser_process(len(files))
     groups, sizes = _plan_groups(conn, files, halve_first=split)
     bar = _progress(len(files), sum(sizes), progress)
     stage_dir = _stage_dir(sizes)
@@ -247,7 +246,7 @@ def _parse_group(group: list[tuple], settings: tuple, stage: str) -> tuple[list,
                     # a scratch file: no journal, no fsync (a crash loses nothing stored), and pages
                     # that hold a whole line more often than 4 KB ones (-3% of the parser's time)
                     db = sqlite3.connect(stage, isolation_level=None)
-                    db.execute(f"PRAGMA page_size = {STAGE_PAGE_SIZE}")
+                    db.execute(f"PRAGMA page_size = {lcm.schema.PAGE_SIZE}")
                     db.execute("PRAGMA journal_mode = OFF")
                     db.execute("PRAGMA synchronous = OFF")
                     db.execute(f"CREATE TABLE ingest_stage ({lcm.ingest.MESSAGE_COLUMNS})")
@@ -471,7 +470,8 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _parse_in_process(files: int) -> bool:
+def _parser_process(files: int) -> bool:
+    """Whether transcripts are parsed in a forked process (else inline, in this one)."""
     # fork is cheap and needs nothing importable; only Linux forks safely (macOS system libraries
     # may crash in a forked child)
     return files >= PARSE_PROCESS_MIN_FILES and sys.platform.startswith("linux")
@@ -483,7 +483,7 @@ def _parser_pool(files: int):
     fight the indexing for the GIL and was slower than no thread at all). Inline off Linux or
     when there is too little to gain."""
     import multiprocessing
-    if not _parse_in_process(files):
+    if not _parser_process(files):
         return _Inline()
     from concurrent.futures import ProcessPoolExecutor
     return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"),

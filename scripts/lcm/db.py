@@ -333,16 +333,11 @@ class transaction:
             self.conn.execute("ROLLBACK")
 
 
-def masked_from_message(conn: sqlite3.Connection) -> int:
-    """The first messages.id whose content was masked when it was stored: every row from there on
-    was written by a version that masks at ingest (or lcm_doctor.py --remask ran). Rows before it
-    must be masked whenever they are shown. A vault too old to say: no row is taken as masked."""
-    return masked_from(conn)["message"]
-
-
 def masked_from(conn: sqlite3.Connection) -> dict[str, int]:
-    """{"message": first messages.id, "summary": first summaries.rowid} stored masked under the
-    current rules (see masked_from_message); 1 << 62 where the vault cannot say."""
+    """{"message": the first messages.id, "summary": the first summaries.rowid} whose text was
+    masked when written under the current rules: every row from there on was written by a
+    version that masks as it writes (or lcm_doctor.py --remask ran). Rows before it must be
+    masked whenever they are shown. A vault too old to say (1 << 62): no row is taken as masked."""
     unknown = {"message": 1 << 62, "summary": 1 << 62}
     if conn.execute("PRAGMA user_version").fetchone()[0] < lcm.schema.MASK_RULES_VERSION:
         return unknown  # opened read-only before the migration that marks text stored under older rules

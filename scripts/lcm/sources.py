@@ -13,6 +13,7 @@ import time
 from datetime import datetime, timedelta, timezone
 
 import lcm.config
+import lcm.schema
 from lcm.errors import LcmError
 
 SCAN_SECONDS = 3.0        # wall-time bound of a regex scan
@@ -108,7 +109,7 @@ class Source:
         self.cjk = "messages_cjk" if "messages_cjk" in derived else None
         self.exchange = "exchange_fts" if "exchange_fts" in derived else None
         # a scanned type's trigram index (lcm.schema.SUBSTRING_INDEXES), where the vault has it
-        tri = {"title": "sessions_tri", "checkpoint": "checkpoints_tri", "digest": "digests_tri"}.get(kind)
+        tri = next((index for index, table, *_ in lcm.schema.SUBSTRING_INDEXES if table == self.table), None)
         self.tri = tri if tri and conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
                                                (tri,)).fetchone() else None
         self.next_to: dict = {}  # rowid -> uuid of the hit a neighbour-only result sits next to
