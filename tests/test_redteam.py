@@ -465,57 +465,55 @@ def test_a_gateway_password_in_the_base_url_is_not_shown(tmp_path, vault, monkey
     assert "Gw-pa55word" not in out + err
 
 
-def test_expand_query_answers_within_its_budget_when_the_model_hangs(tmp_path, vault, fake_api, monkeypatch, capsys):
-    """A model that accepts the call and never answers: expand_query waited 120 s a call, retried
-    four times, for up to six calls (an hour), where Claude Code's Bash tool stops a command after
-    two minutes and the agent gets nothing. Within its budget it shows the excerpts instead."""
+def _run_while_the_model_hangs(tmp_path, capsys, fake_api, monkeypatch, budget, script, argv, join):
+    """A six-turn session stored and the model accepting each call and never answering, with the
+    budget (module, name) set to 2 s: `script`.main(argv) on a thread, joined for `join` seconds.
+    Returns (its exit code, None while it still waits; its stderr; seconds it took)."""
+    import importlib
     import threading
     import time
 
-    import lcm.answer
     from fake_anthropic import Reply
     from transcripts import coding_session
     monkeypatch.setenv("LCM_LLM", "anthropic")
     coding_session(tmp_path / "projects", turns=6, session_id="s1").write()
     assert run(capsys, "lcm_ingest", tmp_path / "projects")[0] == 0
-    monkeypatch.setattr(lcm.answer, "ANSWER_SECONDS", 2, raising=False)
+    monkeypatch.setattr(*budget, 2, raising=False)
     fake_api.respond(lambda _request: Reply(text="late", delay=600))
     done = {}
-    worker = threading.Thread(target=lambda: done.setdefault("code", __import__("lcm_expand_query").main(
-        ["--query", "parser", "--prompt", "what changed in the parser?"])), daemon=True)
+    worker = threading.Thread(target=lambda: done.setdefault("code", importlib.import_module(script).main(argv)),
+                              daemon=True)
     started = time.monotonic()
     worker.start()
-    worker.join(60)
+    worker.join(join)
     fake_api.release_delays()
-    assert not worker.is_alive(), "expand_query still waits for the model"
-    out, err = capsys.readouterr()
-    assert done["code"] == 0 and "showing excerpts instead" in err, err
-    assert time.monotonic() - started < 30
+    seconds = time.monotonic() - started
+    return (None if worker.is_alive() else done.get("code")), capsys.readouterr()[1], seconds
+
+
+def test_expand_query_answers_within_its_budget_when_the_model_hangs(tmp_path, vault, fake_api, monkeypatch, capsys):
+    """A model that accepts the call and never answers: expand_query waited 120 s a call, retried
+    four times, for up to six calls (an hour), where Claude Code's Bash tool stops a command after
+    two minutes and the agent gets nothing. Within its budget it shows the excerpts instead."""
+    import lcm.answer
+    code, err, seconds = _run_while_the_model_hangs(
+        tmp_path, capsys, fake_api, monkeypatch, (lcm.answer, "ANSWER_SECONDS"), "lcm_expand_query",
+        ["--query", "parser", "--prompt", "what changed in the parser?"], join=60)
+    assert code is not None, "expand_query still waits for the model"
+    assert code == 0 and "showing excerpts instead" in err, err
+    assert seconds < 30
 
 
 def test_checkpoint_llm_is_written_without_the_narrative_when_the_model_hangs(tmp_path, vault, fake_api, monkeypatch,
                                                                              capsys):
     """The same hang through checkpoint --llm: 120 s a call and four retries (ten minutes) before
     the checkpoint was written without its narrative."""
-    import threading
-
     import lcm.checkpoint
-    from fake_anthropic import Reply
-    from transcripts import coding_session
-    monkeypatch.setenv("LCM_LLM", "anthropic")
-    coding_session(tmp_path / "projects", turns=6, session_id="s1").write()
-    assert run(capsys, "lcm_ingest", tmp_path / "projects")[0] == 0
-    monkeypatch.setattr(lcm.checkpoint, "NARRATIVE_SECONDS", 2, raising=False)
-    fake_api.respond(lambda _request: Reply(text="late", delay=600))
-    done = {}
-    worker = threading.Thread(target=lambda: done.setdefault("code", __import__("lcm_checkpoint").main(
-        ["--session", "s1", "--llm", "--output", str(tmp_path / "cp.md")])), daemon=True)
-    worker.start()
-    worker.join(45)
-    fake_api.release_delays()
-    assert not worker.is_alive(), "checkpoint still waits for the model"
-    out, err = capsys.readouterr()
-    assert done["code"] == 0 and "narrative skipped" in err and (tmp_path / "cp.md").exists(), err
+    code, err, _ = _run_while_the_model_hangs(
+        tmp_path, capsys, fake_api, monkeypatch, (lcm.checkpoint, "NARRATIVE_SECONDS"), "lcm_checkpoint",
+        ["--session", "s1", "--llm", "--output", str(tmp_path / "cp.md")], join=45)
+    assert code is not None, "checkpoint still waits for the model"
+    assert code == 0 and "narrative skipped" in err and (tmp_path / "cp.md").exists(), err
 
 
 def test_the_lcm_command_does_not_echo_a_secret_given_as_its_verb(capsys):
