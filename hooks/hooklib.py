@@ -242,7 +242,7 @@ def ingest(conn, path) -> dict:
     import lcm.ingest
     try:
         result = lcm.ingest.ingest_session(conn, path, patience=write_patience())
-    except lcm.ingest.VaultBusy as exc:
+    except lcm.db.VaultBusy as exc:
         raise Skip(f"{exc.message}; {exc.hint}") from None
     for bad in result["skipped_files"]:
         note(f"file skipped: {bad['reason']}")

@@ -40,7 +40,7 @@ def instructions(ids: list[str]) -> str:
             'lcm_describe.py / lcm_expand_query.py (lcm_expand.py in sub-agents).')[:INSTRUCTIONS_CHARS]
 
 
-def compact_now(conn, sid: str, compaction) -> None:
+def compact_now(conn, sid: str) -> None:
     """Sweep everything outside the fresh tail (Claude Code is about to drop it from view).
 
     A background compaction that holds the session lock is not waited for: the summaries it has
@@ -49,14 +49,16 @@ def compact_now(conn, sid: str, compaction) -> None:
     if conn.execute("SELECT 1 FROM messages WHERE session_id = ? LIMIT 1", (sid,)).fetchone() is None:
         note("no messages of this session in the vault: nothing to compact")
         return
+    import lcm.compact
+    import lcm.dag
     from lcm.errors import LcmError
     try:
-        with compaction.session_lock(sid, blocking=False):
+        with lcm.dag.session_lock(sid, blocking=False):
             pass
     except LcmError as exc:  # someone is compacting this session right now
         note(f"compaction skipped: {exc.message}")
         return
-    result = compaction.compact(conn, sid, mode="full", time_budget=TIME_BUDGET_SECONDS)
+    result = lcm.compact.compact(conn, sid, mode="full", time_budget=TIME_BUDGET_SECONDS)
     if isinstance(result, dict) and result.get("stopped") == "time_budget":
         note(f"compaction stopped at its {TIME_BUDGET_SECONDS}s budget; the rest runs on a later Stop")
     if isinstance(result, dict) and result.get("model_failure"):
@@ -70,8 +72,7 @@ def handle(payload: dict):
     if hooklib.flag("LCM_SUBAGENT"):
         return None
     try:
-        import lcm.compact
-        compact_now(conn, sid, lcm.compact)
+        compact_now(conn, sid)
     except Exception as exc:  # noqa: BLE001 - the instructions below matter more than this pass
         note(f"compaction before Claude Code's failed: {type(exc).__name__}: {getattr(exc, 'message', exc)}")
     if not hooklib.flag("LCM_INJECT"):

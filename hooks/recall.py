@@ -76,7 +76,7 @@ def find(conn, prompt: str, cwd: str | None, floor: float = COVERAGE_FLOOR, hits
 
 
 def _seen_file(session_id: str) -> str:
-    import lcm.db
+    import lcm.config
     return os.path.join(str(lcm.config.lcm_home()), "recall", re.sub(r"[^\w.-]", "_", session_id) + ".seen")
 
 

@@ -28,6 +28,7 @@ import lcm.config
 import lcm.db
 import lcm.resolve
 import lcm.checkpoint
+import lcm.shell
 from lcm.errors import LcmError
 
 
@@ -79,7 +80,7 @@ def _main(argv):
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
     # the resume command for exactly this checkpoint: its file, else the vault's newest of the session
-    resume = lcm.cli.command_line("lcm_resume.py", *(["--checkpoint", path] if path else ["--session", session_id]))
+    resume = lcm.shell.command_line("lcm_resume.py", *(["--checkpoint", path] if path else ["--session", session_id]))
     info.update(checkpoint_id=cur.lastrowid, path=path, tokens=lcm.config.estimate_tokens(text), resume=resume,
                 not_written=skipped)
     if args.json:

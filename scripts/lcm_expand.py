@@ -27,6 +27,7 @@ import lcm.cli
 import lcm.db
 import lcm.expand
 import lcm.mask
+import lcm.shell
 from lcm.errors import LcmError
 
 
@@ -34,7 +35,7 @@ def _next_command(doc, args) -> str:
     flags = ["--raw"] if args.raw else ["--full"] if args.full else []
     flags += ["--unmasked"] if args.unmasked else []
     flags += ["--max-tokens", str(args.max_tokens)] if args.max_tokens != 4000 else []
-    return lcm.cli.command_line("lcm_expand.py", lcm.cli.Positional(doc["id"]), *flags,
+    return lcm.shell.command_line("lcm_expand.py", lcm.shell.Positional(doc["id"]), *flags,
                                "--offset", str(doc["next_offset"]))
 
 

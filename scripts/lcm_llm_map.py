@@ -39,7 +39,7 @@ def _main(argv):
                    help="SDK retries per call on 429, 5xx and timeouts, with backoff "
                         f"(default {lcm.llm.DEFAULT_MAX_RETRIES})")
     p.add_argument("--batch", action="store_true", help="use the Message Batches API (anthropic backend only)")
-    p.add_argument("--poll-interval", type=job.positive_seconds, default=10.0, metavar="S",
+    p.add_argument("--poll-interval", type=lcm.cli.seconds_arg, default=10.0, metavar="S",
                    help="first wait between batch status checks; doubles up to 60 s (default 10)")
     args = p.parse_args(argv)
     result = llm_map(args)

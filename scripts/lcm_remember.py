@@ -28,6 +28,7 @@ import lcm.config
 import lcm.db
 import lcm.grants
 import lcm.notes
+import lcm.shell
 
 
 
@@ -75,8 +76,8 @@ def _main(argv):
     else:
         print(f"{'Pinned' if created else 'Already pinned'} {note['id']} for {_where(note)}.")
         print(f"New sessions {'there' if note['project'] else 'everywhere'} start with it;"
-              f" {lcm.cli.command_line('lcm_remember.py', '--list')} shows the notes,"
-              f" {lcm.cli.command_line('lcm_remember.py', '--forget', note['id'])} removes it.")
+              f" {lcm.shell.command_line('lcm_remember.py', '--list')} shows the notes,"
+              f" {lcm.shell.command_line('lcm_remember.py', '--forget', note['id'])} removes it.")
     return 0
 
 
@@ -105,7 +106,7 @@ def _list(conn, args) -> int:
     if total > len(notes):
         flags = ["--all"] if args.all else ["--global"] if args.everywhere else \
             ["--project", args.project] if args.project else []
-        more = lcm.cli.command_line("lcm_remember.py", "--list", *flags, "--limit", str(min(total, lcm.cli.LIMIT_MAX)))
+        more = lcm.shell.command_line("lcm_remember.py", "--list", *flags, "--limit", str(min(total, lcm.cli.LIMIT_MAX)))
         print(f"... {total - len(notes)} more: {more}")
     return 0
 

@@ -26,6 +26,7 @@ import lcm.cli
 import lcm.config
 import lcm.db
 import lcm.resolve
+import lcm.shell
 import lcm.status
 
 
@@ -48,7 +49,7 @@ def _main(argv):
     print(f"Vault {s['db']} ({s['db_bytes'] / 1e6:.1f} MB, {fts}): {s['sessions']} sessions, {s['messages']} messages"
           f" (~{s['raw_tokens']} tokens), {s['summaries']} summaries, max depth {depth}")
     if s["session_id"] is None:
-        print(lcm.cli.runnable("Session: none yet (run lcm_ingest.py --all)"))
+        print(lcm.shell.runnable("Session: none yet (run lcm_ingest.py --all)"))
         return 0
     title = f' "{s["session_title"]}"' if s["session_title"] else ""
     print(f"Session {s['session_id']}{title}: {s['session_reason']}")

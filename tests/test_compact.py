@@ -275,15 +275,15 @@ def test_incremental_waits_for_a_full_chunk(tmp_path, monkeypatch, capsys):
     ingest(conn, t.path)
     quiet = run_json(capsys, "--session", t.session_id)
     assert set(quiet) >= JSON_KEYS and quiet["leaf_created"] == 0
-    assert not lcm.compact.compaction_due(conn, t.session_id)
+    assert not lcm.dag.compaction_due(conn, t.session_id)
     monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "200")
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "8")
-    assert lcm.compact.compaction_due(conn, t.session_id)
+    assert lcm.dag.compaction_due(conn, t.session_id)
     one = run_json(capsys, "--session", t.session_id)
     # one run drains the backlog until less than a chunk is left
     assert one["leaf_created"] > 1 and one["tokens_after"] < one["tokens_before"]
     assert one["levels"]["extractive"] == one["leaf_created"] + one["condensed_created"]
-    assert not lcm.compact.compaction_due(conn, t.session_id)
+    assert not lcm.dag.compaction_due(conn, t.session_id)
 
 
 def test_dry_run_writes_nothing(tmp_path, monkeypatch, capsys):
@@ -308,7 +308,7 @@ def test_until_under_stops_at_the_target(tmp_path, monkeypatch, capsys):
     t = session_with(tmp_path, turns=20)
     conn = lcm.db.connect()
     ingest(conn, t.path)
-    before = lcm.compact.active_context_tokens(conn, t.session_id)
+    before = lcm.dag.active_context_tokens(conn, t.session_id)
     target = before * 9 // 10
     result = run_json(capsys, "--session", t.session_id, "--until-under", str(target))
     assert result["tokens_after"] <= target < result["tokens_before"]
@@ -317,13 +317,13 @@ def test_until_under_stops_at_the_target(tmp_path, monkeypatch, capsys):
 
 
 def test_session_lock_excludes_a_second_compaction(tmp_path):
-    with lcm.compact.session_lock("s1"):
+    with lcm.dag.session_lock("s1"):
         with pytest.raises(lcm.errors.LcmError, match="another compaction"):
-            with lcm.compact.session_lock("s1", blocking=False):
+            with lcm.dag.session_lock("s1", blocking=False):
                 pass
-        with lcm.compact.session_lock("s2", blocking=False):
+        with lcm.dag.session_lock("s2", blocking=False):
             pass
-    with lcm.compact.session_lock("s1", blocking=False):
+    with lcm.dag.session_lock("s1", blocking=False):
         pass
 
 
@@ -336,22 +336,22 @@ def test_render_context_is_bounded_xml_with_drill_down_ids(tmp_path, monkeypatch
     conn = lcm.db.connect()
     ingest(conn, t.path)
     lcm.compact.compact(conn, t.session_id, mode="full")
-    items = lcm.compact.active_context(conn, t.session_id)
+    items = lcm.dag.active_context(conn, t.session_id)
     assert [i["type"] for i in items][-3:] == ["message"] * 3
     tops = [i for i in items if i["type"] == "summary"]
-    xml = lcm.compact.render_context(conn, t.session_id, max_chars=100_000)
+    xml = lcm.dag.render_context(conn, t.session_id, max_chars=100_000)
     import xml.etree.ElementTree as ET
     root = ET.fromstring(xml)
     found = root.findall("summary")
     assert [s.get("id") for s in found] == [i["id"] for i in tops]
     assert set(found[0].attrib) == {"id", "kind", "depth", "descendant_count", "earliest_at", "latest_at"}
     for limit in (600, 1500, 3000):
-        small = lcm.compact.render_context(conn, t.session_id, max_chars=limit)
+        small = lcm.dag.render_context(conn, t.session_id, max_chars=limit)
         assert len(small) <= limit
         shown = ET.fromstring(small)
         cut = shown.find("omitted")
         assert len(shown.findall("summary")) + (int(cut.get("summaries")) if cut is not None else 0) == len(tops)
-    assert "(cut; lcm_expand.py sum_" in lcm.compact.render_context(conn, t.session_id, max_chars=1500)
+    assert "(cut; lcm_expand.py sum_" in lcm.dag.render_context(conn, t.session_id, max_chars=1500)
 
 
 def test_missing_session_and_bad_setting(capsys, monkeypatch):
@@ -700,9 +700,9 @@ def test_a_backlog_drains_in_one_incremental_run_and_resumes_after_the_spend_gua
     monkeypatch.setenv("LCM_MAX_SUMMARY_CALLS", "3")
     first = run_json(capsys, "--session", t.session_id)
     assert first["leaf_created"] == 3 and first["stopped"] == "call_limit"
-    assert lcm.compact.compaction_due(conn, t.session_id)
+    assert lcm.dag.compaction_due(conn, t.session_id)
     monkeypatch.setenv("LCM_MAX_SUMMARY_CALLS", "50")
     second = run_json(capsys, "--session", t.session_id)
     assert second["leaf_created"] > 3 and second["stopped"] is None
-    assert not lcm.compact.compaction_due(conn, t.session_id)
+    assert not lcm.dag.compaction_due(conn, t.session_id)
     check_dag(conn, t.session_id, 4, complete=False)

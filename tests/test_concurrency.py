@@ -20,7 +20,6 @@ import pytest
 import lcm.db
 import lcm.bulk
 import lcm.ingest
-import lcm.turns
 from conftest import SCRIPTS
 from transcripts import coding_session
 
@@ -177,7 +176,7 @@ def test_a_hook_gives_way_to_a_long_write_and_the_next_hook_catches_up(tmp_path)
 
 
 def test_an_import_that_cannot_get_the_vault_says_error_with_a_hint(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(lcm.turns, "WRITE_WAIT_SECONDS", 1.0)
+    monkeypatch.setattr(lcm.db, "WRITE_WAIT_SECONDS", 1.0)
     coding_session(tmp_path / "projects", turns=2).write()
     vault = tmp_path / "vault.db"
     lcm.db.connect(str(vault)).close()

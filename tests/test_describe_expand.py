@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import lcm.compact
+import lcm.dag
 import lcm.db
 import lcm_describe
 import lcm.expand
@@ -152,7 +153,7 @@ def test_describe_summary_message_and_session(tmp_path, monkeypatch, capsys):
     assert len(session["summaries"]) == conn.execute("SELECT count(*) FROM summaries").fetchone()[0]
     items = session["context_items"]
     assert items[0]["type"] == "summary" and items[-1]["type"] == "message"
-    assert [i["id"] for i in items] == [i["id"] for i in lcm.compact.active_context(conn, "s1")]
+    assert [i["id"] for i in items] == [i["id"] for i in lcm.dag.active_context(conn, "s1")]
     code, out, _err = run(capsys, lcm_describe, "--session", "s1")
     top = next(s for s in session["summaries"] if s["parent_id"] is None)
     assert code == 0 and out.splitlines()[1].startswith(top["id"]) and "\n  sum_" in out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import lcm.db
 import lcm.extract
 import lcm.bulk
+import lcm.failures
 import lcm.ingest
 from fake_anthropic import FakeAnthropic
 from transcripts import Transcript
@@ -66,13 +67,13 @@ def test_extractive_summary_keeps_choices_and_the_final_todo_list_only(tmp_path)
 
 
 def test_key_line_rules():
-    assert lcm.extract.key_line("<tool_use_error>String to replace not found in file.\nString: x"
+    assert lcm.failures.key_line("<tool_use_error>String to replace not found in file.\nString: x"
                                 "</tool_use_error>") == "String to replace not found in file."
-    assert lcm.extract.key_line("== test session starts ==\ncollected 3 items / 3 deselected\n\n"
+    assert lcm.failures.key_line("== test session starts ==\ncollected 3 items / 3 deselected\n\n"
                                 "======== no tests collected (3 deselected) in 0.39s ========") == \
         "======== no tests collected (3 deselected) in 0.39s ========"
-    assert lcm.extract.key_line("npm ERR! code E404\nnpm error: 404 Not Found") == "npm error: 404 Not Found"
-    assert lcm.extract.key_line("Exit code 127\n(eval):1: command not found: pytest") == \
+    assert lcm.failures.key_line("npm ERR! code E404\nnpm error: 404 Not Found") == "npm error: 404 Not Found"
+    assert lcm.failures.key_line("Exit code 127\n(eval):1: command not found: pytest") == \
         "Exit code 127: (eval):1: command not found: pytest"
 
 

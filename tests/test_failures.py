@@ -7,6 +7,7 @@ import pytest
 
 import lcm.extract
 import lcm.failures
+import lcm.text
 
 GO_BUILD = """Exit code 1
 # example.com/ledger/cmd
@@ -355,7 +356,7 @@ def test_near_misses_are_not_taken_for_the_failure():
 
 def test_ansi_codes_are_stripped():
     coloured = "\x1b[1m\x1b[31merror\x1b[0m: \x1b]8;;https://x.example\x07link\x1b]8;;\x07 broke\r\n"
-    assert lcm.failures.strip_ansi(coloured) == "error: link broke\n"
+    assert lcm.text.strip_ansi(coloured) == "error: link broke\n"
     assert "\x1b" not in lcm.failures.key_line(VITEST + TSC_PRETTY + PNPM)
 
 

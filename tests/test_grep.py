@@ -164,9 +164,9 @@ def test_scope_filters(grep_vault, capsys, monkeypatch):
 
 
 def test_relative_dates_and_bad_dates():
-    assert lcm.search.parse_when("2d", "--since") < lcm.search.parse_when("3h", "--since") < lcm.config.now_iso()
+    assert lcm.sources.parse_when("2d", "--since") < lcm.sources.parse_when("3h", "--since") < lcm.config.now_iso()
     with pytest.raises(lcm.errors.LcmError) as exc:
-        lcm.search.parse_when("yesterday", "--since")
+        lcm.sources.parse_when("yesterday", "--since")
     assert "--since 2d" in exc.value.hint
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import lcm.dag
 import lcm.schema
 from fake_anthropic import make_fake_claude
 from transcripts import Transcript, coding_session
@@ -562,7 +563,7 @@ def test_compaction_is_due_exactly_when_an_incremental_pass_summarises(turns, ch
         monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", "100")  # leaves only, then restore
         lcm.compact.compact(conn, t.session_id, mode=precompact)
         monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", fanout)
-    due = lcm.compact.compaction_due(conn, t.session_id)
+    due = lcm.dag.compaction_due(conn, t.session_id)
     count = "SELECT count(*) FROM summaries WHERE session_id = ?"
     before = conn.execute(count, (t.session_id,)).fetchone()[0]
     lcm.compact.compact(conn, t.session_id, mode="incremental")

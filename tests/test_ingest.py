@@ -17,6 +17,7 @@ import lcm.db
 import lcm.schema
 import lcm.bulk
 import lcm.ingest
+import lcm.transcript
 import lcm_ingest
 from conftest import run, SCRIPTS, shared_data
 from transcripts import Transcript, coding_session
@@ -586,7 +587,7 @@ def test_a_slower_concurrent_reader_never_moves_the_offset_back(tmp_path, vault)
     t.write()
     conn = lcm.db.connect()
     stale_row = lcm.ingest.transcript_row(conn, str(t.path))  # None: nothing read yet
-    slow = lcm.ingest.lt.read_new_lines(str(t.path), stale_row, *lcm.ingest.settings())
+    slow = lcm.transcript.read_new_lines(str(t.path), stale_row, *lcm.ingest.settings())
     t.user("written after the slow reader looked")
     t.write()
     assert lcm.ingest.ingest_file(conn, t.path)["messages_added"] == 8  # a hook got there first

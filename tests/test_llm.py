@@ -9,12 +9,11 @@ import time
 
 import pytest
 
-import lcm.claude_cli
+import lcm.llm
 import lcm.db
 import lcm.errors
-import lcm.llm
 from fake_anthropic import FakeAnthropic
-from lcm.llm import ModelConfigError, ModelError
+from lcm.errors import ModelConfigError, ModelError
 
 
 # -- choosing the backend and the model ---------------------------------------------------
@@ -145,7 +144,7 @@ def test_complete_uses_claude_without_a_key(fake_claude):
 
 def test_run_claude_options_and_structured_output(fake_claude):
     fake_claude.enqueue(structured_output={"ok": True})
-    result = lcm.claude_cli.run_claude("p", model="sonnet", max_turns=3, tools=["Read", "Bash"],
+    result = lcm.llm.run_claude("p", model="sonnet", max_turns=3, tools=["Read", "Bash"],
                                 allowed_tools=["Bash(git *)", "Read"], json_schema={"type": "object"})
     assert result["structured_output"] == {"ok": True}
     argv = fake_claude.calls()[0]["argv"]
@@ -156,8 +155,8 @@ def test_run_claude_options_and_structured_output(fake_claude):
 
 
 def test_run_claude_long_prompt_goes_through_stdin(fake_claude):
-    prompt = "x" * (lcm.claude_cli.MAX_PROMPT_ARG_BYTES + 10)
-    lcm.claude_cli.run_claude(prompt)
+    prompt = "x" * (lcm.llm.MAX_PROMPT_ARG_BYTES + 10)
+    lcm.llm.run_claude(prompt)
     call = fake_claude.calls()[0]
     assert call["stdin"] == prompt and "--" not in call["argv"]
 
@@ -165,20 +164,20 @@ def test_run_claude_long_prompt_goes_through_stdin(fake_claude):
 def test_run_claude_errors(fake_claude):
     fake_claude.enqueue("something broke", is_error=True)
     with pytest.raises(ModelError, match="something broke"):
-        lcm.claude_cli.run_claude("p")
+        lcm.llm.run_claude("p")
     fake_claude.enqueue("Invalid API key · Please run /login", is_error=True)
     with pytest.raises(ModelConfigError, match="login"):
-        lcm.claude_cli.run_claude("p")
+        lcm.llm.run_claude("p")
     fake_claude.enqueue(raw_stdout="not json", exit_code=3, stderr="crash")
     with pytest.raises(ModelError, match="exit 3"):
-        lcm.claude_cli.run_claude("p")
+        lcm.llm.run_claude("p")
 
 
 def test_run_claude_timeout_kills_the_child(fake_claude):
     fake_claude.enqueue("late", delay=60)  # far beyond the bound below: no flake under load
     started = time.monotonic()
     with pytest.raises(ModelError, match="killed"):
-        lcm.claude_cli.run_claude("p", timeout=0.5)
+        lcm.llm.run_claude("p", timeout=0.5)
     assert time.monotonic() - started < 30
     pid = fake_claude.calls()[0]["pid"]
     deadline = time.monotonic() + 30  # killed, so gone soon; a fixed 0.1 s pause flaked under load
@@ -195,7 +194,7 @@ def test_run_claude_timeout_kills_the_child(fake_claude):
 def test_run_claude_missing_cli(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(ModelConfigError, match="not on PATH"):
-        lcm.claude_cli.run_claude("p")
+        lcm.llm.run_claude("p")
 
 
 def test_importing_the_seam_does_not_import_anthropic():

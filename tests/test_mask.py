@@ -15,7 +15,6 @@ import lcm.config
 import lcm.db
 import lcm.ingest
 import lcm.mask
-import lcm.redact
 import lcm.schema
 import lcm.doctor
 import lcm_checkpoint
@@ -241,7 +240,7 @@ def test_redact_txt_adds_patterns_and_a_bad_line_is_reported_not_fatal(capsys):
     assert mask(masked) == masked
     err = capsys.readouterr().err
     assert "redact.txt line 4" in err and "redact.txt line 5" in err  # invalid, and matches nothing
-    assert len(lcm.redact.problems()) == 2
+    assert len(lcm.mask.redact_problems()) == 2
 
 
 def test_text_without_candidates_is_returned_as_is():
@@ -672,7 +671,7 @@ def test_an_upgraded_vault_masks_its_old_messages_and_trusts_only_what_was_maske
     out = shown(capsys, lcm_grep, "deploy billing password staging", "--all-sessions", "--json")
     assert not leaks(out) and "[secret:" in out  # the old rows: masked on the way out
     assert "quokka-7731" in out  # the new row: shown as stored (nothing in it to mask)
-    with open(lcm.redact.path(), "w") as f:
+    with open(lcm.mask.redact_path(), "w") as f:
         f.write("quokka-\\d+\n")
     lcm.mask._user = None
     out = shown(capsys, lcm_grep, "deploy billing password staging", "--all-sessions", "--json")

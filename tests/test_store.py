@@ -158,8 +158,6 @@ def test_old_vault_converts_in_place(vault, capsys):
 PACKER = """
 import sys
 sys.path.insert(0, {scripts!r})
-import lcm.pack
-import lcm.schema
 lcm.pack.BLOCK_BYTES, lcm.pack.BATCH_BYTES = 1 << 14, 1 << 16  # many blocks, many transactions
 import lcm_compact
 sys.exit(lcm_compact.main(["--pack", "--all", "--db", {db!r}, "--json"]))

@@ -2,7 +2,7 @@
 
 One grant bounds what is read: its cap (--max-tokens) governs the whole answer. The messages
 under the candidate summaries are ranked by the question with grep's own ranking
-(lcm.search.rank_messages), and each one shows windows around its matching lines, the key
+(lcm.rank.rank_messages), and each one shows windows around its matching lines, the key
 lines of a failure first (FAILED, the exception line that ends a traceback, an assert, a
 compiler error). Without a model those excerpts are the answer, labelled as excerpts; with a
 model they are its first sources and it may read further with lcm_expand under the same grant.
@@ -15,12 +15,13 @@ import re
 import time
 from pathlib import Path
 
-import lcm.claude_cli
+import lcm.errors
+import lcm.llm
 import lcm.config
 import lcm.grants
-import lcm.llm
 import lcm.mask
 import lcm.query
+import lcm.rank
 import lcm.search
 import lcm.text
 from lcm.errors import LcmError
@@ -273,7 +274,7 @@ def ranked_excerpts(exp: Expansion, candidates: list[dict], question: str, *,
                     matched_only: bool = False) -> tuple[list[dict], int]:
     """Excerpts of the messages under the candidates, the most relevant to `question` first.
 
-    Ranking is grep's (lcm.search.rank_messages); text leaves the vault only as excerpts,
+    Ranking is grep's (lcm.rank.rank_messages); text leaves the vault only as excerpts,
     charged to the grant until exp.limit. Empty messages are skipped, and an excerpt nearly
     identical to one already shown (successive TodoWrite snapshots, a re-run command) is folded
     into it. matched_only: leave out messages that match no word of the question (a model can
@@ -284,7 +285,7 @@ def ranked_excerpts(exp: Expansion, candidates: list[dict], question: str, *,
     for c in candidates:
         for chain, row in _under(conn, c["id"]):
             pairs.setdefault(row["id"], (chain, row))
-    scores = lend_to_results(pairs, lcm.search.rank_messages(conn, question, list(pairs)))
+    scores = lend_to_results(pairs, lcm.rank.rank_messages(conn, question, list(pairs)))
     order = sorted(pairs, key=lambda i: (-scores.get(i, 0.0), i))
     terms = [t for t in lcm.query.parse_query(question) if t.regex]
     failure = bool(FAILURE_WORDS.search(question))
@@ -416,7 +417,7 @@ def answer_with_claude(exp: Expansion, prompt: str, db: Path, model: str) -> str
              + "\n".join(f"python3 {scripts}/lcm_{verb}.py {arg}" for verb, arg in
                          (("describe", "ID"), ("expand", "ID"), ("grep", "'WORDS'"))))
     env = {**os.environ, "LCM_GRANT": exp.grant_id, "LCM_DB": str(db)}
-    result = lcm.claude_cli.run_claude(prompt + guide, system=SYSTEM, model=model, max_turns=MAX_TURNS, tools="Bash",
+    result = lcm.llm.run_claude(prompt + guide, system=SYSTEM, model=model, max_turns=MAX_TURNS, tools="Bash",
                                 allowed_tools=tools, env=env, timeout=2 * ANSWER_SECONDS)
     return str(result.get("result") or "").strip()
 
@@ -467,7 +468,7 @@ def answer(conn, question: str, *, query: str | None = None, ids: list[str] | No
                     text = answer_with_anthropic(exp, sessions, prompt, model)
                 else:
                     text = answer_with_claude(exp, prompt, db_path, model)
-            except lcm.llm.ModelError as exc:
+            except lcm.errors.ModelError as exc:
                 if warn:
                     warn(f"the model call failed ({exc.message}); showing excerpts instead")
                 backend, reason = "none", "The model call failed"

@@ -13,10 +13,10 @@ import lcm.indexes
 import lcm.ingest
 import lcm.order
 import lcm.schema
-import lcm.transcript as lt
-import lcm.turns
+import lcm.text
+import lcm.transcript
 from lcm.errors import LcmError
-from lcm.turns import VaultBusy, begin_write
+from lcm.db import begin_write
 
 PARSE_PROCESS_MIN_FILES = 8  # fewer files are parsed inline: a worker process is not worth starting
 GROUP_BYTES = 48 << 20  # bulk ingest: unread transcript bytes per transaction (~14k messages)
@@ -43,7 +43,7 @@ def transcript_files(paths, skipped: list | None = None) -> list[str]:
             raise LcmError("PATH is empty", "give a transcript file or a directory of them; --all reads ~/.claude/projects")
         path = os.path.abspath(os.path.expanduser(os.fspath(given)))
         if not os.path.isdir(path):
-            lt.open_transcript(path)[0].close()
+            lcm.transcript.open_transcript(path)[0].close()
             files[path] = None
             continue
         for directory, dirnames, names in os.walk(path):
@@ -53,7 +53,7 @@ def transcript_files(paths, skipped: list | None = None) -> list[str]:
                 if not name.endswith(".jsonl"):
                     continue
                 found = os.path.join(directory, name)
-                shown = lt.safe_text(found)  # a name that is not UTF-8 could not be stored
+                shown = lcm.text.safe_text(found)  # a name that is not UTF-8 could not be stored
                 try:
                     regular = stat.S_ISREG(os.stat(found).st_mode) and shown == found
                     reason = f"not a regular file: {shown}" if shown == found else f"file name is not UTF-8: {shown}"
@@ -86,7 +86,7 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
     if not own:  # the caller's transaction: no ATTACH inside it, so file by file
         for path in files:
             try:
-                batch = lt.read_new_lines(path, lcm.ingest.transcript_row(conn, path), *settings)
+                batch = lcm.transcript.read_new_lines(path, lcm.ingest.transcript_row(conn, path), *settings)
             except LcmError as exc:
                 skipped.append({"path": path, "reason": exc.message})
                 continue
@@ -106,7 +106,7 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
     # page cache keeps them hot (a 1M-message vault's uuid index alone is ~60 MB)
     conn.execute("PRAGMA cache_size = -262144")
     checkpointer = _Checkpointer(conn)
-    turns = lcm.turns.Turns(conn)
+    turns = lcm.db.Turns(conn)
     fts = lcm.schema.fts_enabled(conn)
     from collections import deque
     ahead: deque = deque()
@@ -237,7 +237,7 @@ def _parse_group(group: list[tuple], settings: tuple, stage: str) -> tuple[list,
             if _PARENT is not None and os.getppid() != _PARENT:
                 os._exit(1)  # the import is gone: nobody will read what we parse
             try:
-                batch = lt.read_new_lines(path, known, *settings)
+                batch = lcm.transcript.read_new_lines(path, known, *settings)
             except LcmError as exc:  # vanished, unreadable, swapped for a FIFO: skipped, reported
                 out.append({"path": path, "reason": exc.message})
                 continue
@@ -253,9 +253,9 @@ def _parse_group(group: list[tuple], settings: tuple, stage: str) -> tuple[list,
                     db.execute("BEGIN")
                 try:
                     db.executemany(f"INSERT INTO ingest_stage VALUES ({','.join('?' * 19)})", batch.rows)
-                except UnicodeEncodeError:  # a lone surrogate in some row's content (lt.safe_text)
+                except UnicodeEncodeError:  # a lone surrogate in some row's content (lcm.text.safe_text)
                     db.execute("DELETE FROM ingest_stage WHERE rowid > ?", (staged,))
-                    batch.rows = [lt.safe_row(r) for r in batch.rows]
+                    batch.rows = [lcm.transcript.safe_row(r) for r in batch.rows]
                     db.executemany(f"INSERT INTO ingest_stage VALUES ({','.join('?' * 19)})", batch.rows)
                 batch.stage_start, batch.staged = staged, len(batch.rows)
                 staged += len(batch.rows)
@@ -306,10 +306,10 @@ def _place_found(conn, batch, before: int, added: int, found) -> None:
     found.openings.update((ids[j], text) for j, text in batch.talk.items() if j in ids)
 
 
-def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: set, turns: lcm.turns.Turns) -> int:
+def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: set, turns: lcm.db.Turns) -> int:
     """Write one parsed group in one transaction; returns how many messages it held.
 
-    A file's rows, offset and session rows commit together; when a hook knocks (see lcm.turns.Turns),
+    A file's rows, offset and session rows commit together; when a hook knocks (see lcm.db.Turns),
     the transaction ends after the file at hand and the hook gets its turn before the next.
     Otherwise the FTS index gets one flush and one segment per group."""
     for batch in batches:

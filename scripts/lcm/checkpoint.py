@@ -13,7 +13,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-import lcm.cli
 import lcm.config
 import lcm.grants
 import lcm.mask
@@ -120,7 +119,7 @@ def build(conn, session_id: str, vault: Path, use_llm: bool) -> tuple[dict, str]
     # lone surrogate quoted from a line (output that was not UTF-8) as its escape, for file and vault
     return lcm.mask.mask_json({**meta, "title": session["title"], "message_count": log["message_count"],
                                "summary_count": summaries, "narrative": story, "worklog": log,
-                               "top_summaries": top}), lcm.transcript.safe_text(lcm.mask.mask(text))
+                               "top_summaries": top}), lcm.text.safe_text(lcm.mask.mask(text))
 
 
 def git_exclude_file(directory: Path) -> Path | None:

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Iterable
 
 import lcm.mask
+import lcm.shell
 from lcm.config import MAX_INT_ARG
 from lcm.db import older_vault, storage_error
 from lcm.errors import LcmError
@@ -60,7 +61,7 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
     p = Parser(
         prog=prog,
         description=summary,
-        epilog=runnable(details.strip()) or None,
+        epilog=lcm.shell.runnable(details.strip()) or None,
         # the width given up front: argparse would import shutil (several ms) to find it
         formatter_class=lambda prog: argparse.RawDescriptionHelpFormatter(prog, width=width),
     )
@@ -75,7 +76,7 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
 
 def help_command(prog: str) -> str:
     """The runnable `--help` command of a script started as `prog` (lcm_grep.py, or lcm grep)."""
-    return (command_prefix(prog) if prog.endswith(".py") else prog) + " --help"
+    return (lcm.shell.command_prefix(prog) if prog.endswith(".py") else prog) + " --help"
 
 
 class UsageError(SystemExit):
@@ -133,87 +134,6 @@ def add_limit_arg(p: argparse.ArgumentParser, default: int = 20) -> None:
                    help=f"at most N results, 1-{LIMIT_MAX} (default {default})")
 
 
-def shell_quote(text: str) -> str:
-    """`text` as one shell word (shlex.quote, without importing shlex)."""
-    if text and all(ch.isalnum() or ch in "@%+=:,./-_" for ch in text):
-        return text
-    return "'" + text.replace("'", "'\\''") + "'"
-
-
-_LCM_ON_PATH: list[bool] = []  # computed once per process
-
-
-def lcm_on_path() -> bool:
-    """True when an executable `lcm` is on PATH (the installed command, or the plugin's bin/lcm
-    inside Claude Code's Bash tool)."""
-    if not _LCM_ON_PATH:
-        _LCM_ON_PATH.append(any(
-            os.path.isfile(os.path.join(d, "lcm")) and os.access(os.path.join(d, "lcm"), os.X_OK)
-            for d in os.environ.get("PATH", "").split(os.pathsep) if d))
-    return _LCM_ON_PATH[0]
-
-
-SCRIPTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # beside this package
-
-
-def command_prefix(script: str) -> str:
-    """How to start `script` so that the line runs where it is printed: `lcm <verb>` when `lcm`
-    is on PATH, else python3 and the script's full path (which needs no variable set). The one
-    rule every printed command follows."""
-    if lcm_on_path():
-        return "lcm " + script[len("lcm_"):-len(".py")].replace("_", "-")
-    return "python3 " + shell_quote(os.path.join(SCRIPTS_DIR, script))
-
-
-def runnable(text: str) -> str:
-    """`text` with every command it names written as command_prefix does: a script named bare
-    (`lcm_init.py --all`) or through `python3 "$LCM_SCRIPTS/lcm_x.py"` (as docstrings show them)
-    becomes `lcm init --all` or `python3 /path/to/scripts/lcm_init.py --all`. Used on hints and
-    help examples, so that what they name runs in the shell that printed them."""
-    if "lcm_" not in text:
-        return text
-    parts, i = [], 0
-    while (start := text.find("lcm_", i)) != -1:
-        end = start + 4
-        while end < len(text) and (text[end].islower() or text[end] == "_"):
-            end += 1
-        script = text[start:end] + ".py"
-        named = end > start + 4 and text.startswith(".py", end) and not text[end + 3:end + 4].isalnum()
-        quoted = text[max(0, start - len(_QUOTED)):start] == _QUOTED and text[end + 3:end + 4] == '"'
-        if named and quoted:
-            parts += [text[i:start - len(_QUOTED)], command_prefix(script)]
-            i = end + 4
-        elif named and not (start and (text[start - 1].isalnum() or text[start - 1] in "_/.-")):
-            parts += [text[i:start], command_prefix(script)]
-            i = end + 3
-        else:
-            parts.append(text[i:end])
-            i = end
-    return "".join(parts) + text[i:]
-
-
-_QUOTED = 'python3 "$LCM_SCRIPTS/'
-
-
-def command_line(script: str, *args: str) -> str:
-    """A command a user or agent can paste and run as is: command_prefix(script) ARGS.
-    Arguments are quoted; one that starts with '-' but is not an option goes after `--`."""
-    positional = [shell_quote(a) for a in args if isinstance(a, Positional)]
-    options = [shell_quote(str(a)) for a in args if not isinstance(a, Positional)]
-    if any(a.startswith("-") for a in args if isinstance(a, Positional)):
-        words = options + ["--"] + positional
-    else:
-        words = positional + options
-    return " ".join([command_prefix(script)] + words)
-
-
-class Positional(str):
-    """An argument of command_line that is a positional value (an id, a query), not an option."""
-
-
-SESSIONS_HINT = command_line("lcm_sessions.py") + " lists the stored sessions and their ids"
-
-
 def print_json(data) -> None:
     import json  # here: a text-mode lcm_grep never needs it
     sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=None) + "\n")
@@ -266,7 +186,7 @@ def _report(exc: LcmError, as_json: bool = False) -> int:
     reading the result finds one JSON document whether the command worked or not."""
     # masked: an error often repeats what was typed (an id, a pattern), and that may be a secret
     message = lcm.mask.mask(exc.message)
-    hint = lcm.mask.mask(runnable(exc.hint)) if exc.hint else exc.hint
+    hint = lcm.mask.mask(lcm.shell.runnable(exc.hint)) if exc.hint else exc.hint
     sys.stderr.write(f"Error: {message}\n")
     if hint:
         sys.stderr.write(f"Hint: {hint}\n")
@@ -283,7 +203,7 @@ def _older_vault_error(exc: sqlite3.Error) -> LcmError | None:
         return None
     path, version = older
     return LcmError(f"{path} was written by an older lcm (schema {version}; this command needs a newer one)",
-                    f"upgrade it once, keeping every message: {command_line('lcm_init.py', '--db', path)}"
+                    f"upgrade it once, keeping every message: {lcm.shell.command_line('lcm_init.py', '--db', path)}"
                     " (the hooks also do it when the next Claude Code session starts)")
 
 

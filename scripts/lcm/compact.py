@@ -11,11 +11,13 @@ import time
 import lcm.dag
 import lcm.config
 import lcm.db
+import lcm.errors
 import lcm.schema
 import lcm.extract
 import lcm.llm
 import lcm.mask
 import lcm.prompts
+import lcm.text
 import lcm.transcript
 from lcm.config import estimate_tokens
 from lcm.errors import LcmError
@@ -26,21 +28,15 @@ TRUNCATE_TOKENS = 512
 # the pass, so the extractive text (or the cut) stands in until a later run upgrades it
 LEVELS = ("normal", "aggressive", "truncated", "extractive", "fallback")
 UPGRADABLE = ("extractive", "fallback")  # what --upgrade rewrites; a normal run upgrades 'fallback' only
-FILE_ID = lcm.extract.FILE_ID
 
 
 # the DAG readers other modules call through lcm.compact (hooks, status)
-active_context = lcm.dag.active_context
-active_context_tokens = lcm.dag.active_context_tokens
-render_context = lcm.dag.render_context
 
 
 # ---------------------------------------------------------------------------
 # Lock and due check
 # ---------------------------------------------------------------------------
 
-session_lock = lcm.dag.session_lock
-compaction_due = lcm.dag.compaction_due
 
 
 # ---------------------------------------------------------------------------
@@ -74,7 +70,7 @@ def _leaf_source(rows) -> tuple[str, str]:
     source = "\n\n".join(
         f"[#{r['id']} {r['role']}{' sub-agent ' + r['thread'] if r['thread'] else ''} {r['created_at'] or ''}]\n"
         f"{r['content']}" for r in rows)
-    return span, lcm.extract.strip_ansi(source)  # terminal colour codes mean nothing to a summariser
+    return span, lcm.text.strip_ansi(source)  # terminal colour codes mean nothing to a summariser
 
 
 def _condensed_source(depth: int, children) -> tuple[str, str]:
@@ -143,9 +139,9 @@ class Compactor:
                 try:
                     done = self.breaker.complete(system, body, max_tokens=2 * goal, model=self.model,
                                                  backend=self.backend, **self._call_limits())
-                except lcm.llm.ModelError:
+                except lcm.errors.ModelError:
                     return self._fallback(source, span, source_tokens, target, extractive)
-                text = lcm.extract.strip_ansi(done.text).strip()
+                text = lcm.text.strip_ansi(done.text).strip()
                 if text and estimate_tokens(text) < source_tokens:
                     return text, ("normal" if level == 1 else "aggressive"), done.model
         return lcm.extract.truncate(source, span, min(TRUNCATE_TOKENS, source_tokens - 1)), "truncated", None
@@ -192,7 +188,7 @@ class Compactor:
         content, level, model = self.summarise(
             0, source, source_tokens, span, self._previous(0, rows[0]["id"]),
             lambda budget: lcm.extract.summarize_messages(rows, span, budget))
-        file_ids = sorted(set(FILE_ID.findall(source))) if "file_" in source else []
+        file_ids = sorted(set(lcm.extract.FILE_ID.findall(source))) if "file_" in source else []
         node_id = lcm.config.new_id("sum")
         with _atomic(self.conn):
             self._insert(node_id, "leaf", 0, content, source_tokens, level, model,
@@ -274,7 +270,7 @@ class Compactor:
         if level in ("truncated", "fallback"):
             self.not_upgraded.append(node["id"])
             return node["id"]
-        content = lcm.transcript.safe_text(lcm.mask.mask(content))
+        content = lcm.text.safe_text(lcm.mask.mask(content))
         with _atomic(self.conn):
             self.conn.execute(
                 "INSERT INTO summary_versions (summary_id, content, level, model, token_count, written_at, replaced_at)"
@@ -297,7 +293,7 @@ class Compactor:
     def _insert(self, node_id, kind, depth, content, source_tokens, level, model, first, last,
                 earliest, latest, descendants, file_ids) -> None:
         content = lcm.mask.mask(content)  # a truncated summary of a vault filled before masking quotes it
-        content = lcm.transcript.safe_text(content)  # a lone surrogate quoted from a line: SQLite takes UTF-8 only
+        content = lcm.text.safe_text(content)  # a lone surrogate quoted from a line: SQLite takes UTF-8 only
         self.conn.execute(
             "INSERT INTO summaries (id, session_id, kind, depth, content, token_count, source_token_count, level,"
             " model, first_message_id, last_message_id, earliest_at, latest_at, descendant_count, file_ids,"
@@ -336,12 +332,12 @@ def compact(conn, session_id: str, *, mode: str = "incremental", until_under: in
     if max_calls is None:
         max_calls = lcm.config.get("LCM_MAX_SUMMARY_CALLS")
     started = time.monotonic()
-    with session_lock(session_id):
+    with lcm.dag.session_lock(session_id):
         if not dry_run and mode != "upgrade":
             rebuild_stale(conn, session_id)
         work = Compactor(conn, session_id, "none" if dry_run else backend, model, max_calls, breaker,
                          None if time_budget is None else started + time_budget)
-        before = active_context_tokens(conn, session_id)
+        before = lcm.dag.active_context_tokens(conn, session_id)
         if dry_run:
             conn.execute("BEGIN IMMEDIATE")
         try:
@@ -350,7 +346,7 @@ def compact(conn, session_id: str, *, mode: str = "incremental", until_under: in
                                              " AND level IN ('extractive', 'fallback')", (session_id,)).fetchone()[0]
             else:
                 _passes(work, mode, until_under, started, time_budget)
-            after = active_context_tokens(conn, session_id)
+            after = lcm.dag.active_context_tokens(conn, session_id)
         finally:
             if dry_run:
                 conn.execute("ROLLBACK")
@@ -407,7 +403,7 @@ def _passes(work: Compactor, mode: str, until_under: int | None, started: float,
             pass
         return
     if until_under is not None:
-        while active_context_tokens(work.conn, work.session_id) > until_under and not out_of_time():
+        while lcm.dag.active_context_tokens(work.conn, work.session_id) > until_under and not out_of_time():
             if work.leaf_pass() is None and work.condense_pass() is None:
                 work.stopped = "nothing_left"
                 break

@@ -124,7 +124,7 @@ def tool_ids(raw) -> tuple[list, list]:
     """(tool_use ids opened, tool_use ids answered) by one raw transcript line."""
     if b"tool_use" not in raw and b"tool_result" not in raw:
         return [], []
-    from lcm.extract import raw_blocks  # here: the hooks' due check imports this module, not the extractor
+    from lcm.extract import raw_blocks# here: the hooks' due check imports this module, not the extractor
     _entry, blocks = raw_blocks(raw)
     opened = [b.get("id") for b in blocks if b.get("type") == "tool_use" and b.get("id")]
     answered = [b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result" and b.get("tool_use_id")]

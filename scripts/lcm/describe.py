@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 import re
 
-import lcm.cli
 import lcm.expand
 import lcm.files
 import lcm.grants
 import lcm.mask
+import lcm.shell
 from lcm.errors import LcmError
 
 
@@ -101,5 +101,5 @@ def describe(conn, node_id: str, *, content: bool = False, max_tokens: int = 400
     if len(doc["content"]) > max_tokens * 4:
         doc["content"] = doc["content"][: max_tokens * 4] + (
             f"\n[... cut at {max_tokens} tokens: "
-            f"{lcm.cli.command_line('lcm_expand.py', lcm.cli.Positional(node_id), '--raw')} prints it all]")
+            f"{lcm.shell.command_line('lcm_expand.py', lcm.shell.Positional(node_id), '--raw')} prints it all]")
     return doc

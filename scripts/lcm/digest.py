@@ -40,7 +40,7 @@ SYSTEM = (
 
 
 def _clip(text: str, limit: int = LINE_CAP) -> str:
-    return lcm.text.one_line(lcm.extract.strip_ansi(str(text)), limit)
+    return lcm.text.one_line(lcm.text.strip_ansi(str(text)), limit)
 
 
 def _bullets(items: list[str]) -> list[str]:
@@ -105,7 +105,7 @@ def _material(conn, session_id: str, draft: str) -> str:
         (session_id, RECENT_MESSAGES)).fetchall()
     parts += ["<last_messages>"] + [f"[{r['role']}] {_clip(r['content'], 600)}" for r in reversed(rows)]
     parts.append("</last_messages>")
-    return lcm.extract.strip_ansi("\n".join(parts))[:MODEL_INPUT_CHARS]
+    return lcm.text.strip_ansi("\n".join(parts))[:MODEL_INPUT_CHARS]
 
 
 def model_written(conn, session_id: str, draft: str) -> str | None:
@@ -119,7 +119,7 @@ def model_written(conn, session_id: str, draft: str) -> str | None:
     except LcmError as exc:
         sys.stderr.write(f"Warning: the digest is extractive, the model call failed: {exc.message}\n")
         return None
-    text = lcm.extract.strip_ansi(done.text).strip()
+    text = lcm.text.strip_ansi(done.text).strip()
     if not text:
         return None
     head = draft.split("\n", 2)

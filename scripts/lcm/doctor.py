@@ -18,7 +18,6 @@ import shutil
 import sqlite3
 import time
 
-import lcm.cli
 import lcm.compact
 import lcm.config
 import lcm.db
@@ -26,17 +25,16 @@ import lcm.bulk
 import lcm.ingest
 import lcm.installation
 import lcm.mask
-import lcm.redact
 import lcm.purge
 import lcm.recovery
 import lcm.schema
+import lcm.shell
 import lcm.store
 from lcm.errors import LcmError
 
 LOW_DISK_BYTES = 64 << 20     # less free space than this: writes will soon fail
 LISTED = 20                   # findings listed per check
 CHECKS = ("schema", "fts", "dag", "stale", "fallback", "masking", "hooks", "backend", "disk", "storage")
-_status = lcm.installation.status
 
 
 # ---------------------------------------------------------------------------
@@ -88,10 +86,10 @@ def masking_text(k: dict) -> str:
     """doctor's masking line: the patterns in use or what is wrong with redact.txt, and the
     messages stored under older rules."""
     text = ("; ".join(k["redact_problems"][:3]) if k["redact_problems"]
-            else "built-in patterns" + (" and redact.txt" if os.path.exists(lcm.redact.path()) else ""))
+            else "built-in patterns" + (" and redact.txt" if os.path.exists(lcm.mask.redact_path()) else ""))
     if k.get("stored_before_rules"):
         text += (f"; {k['stored_before_rules']} messages were stored under older masking rules (masked again"
-                 f" whenever shown): {lcm.cli.command_line('lcm_doctor.py', '--remask')} masks them in place")
+                 f" whenever shown): {lcm.shell.command_line('lcm_doctor.py', '--remask')} masks them in place")
     return text
 
 
@@ -100,7 +98,7 @@ def _vault_checks(conn, path: str, doc: dict) -> None:
     doc["integrity"] = check["result"]
     s = doc["schema"] = {"version": check["schema_version"], "current": check["code_schema_version"],
                          "purge_guard": check["purge_guard"]}
-    s["status"] = _status(s["version"] > s["current"] or not s["purge_guard"], s["version"] < s["current"])
+    s["status"] = lcm.installation.status(s["version"] > s["current"] or not s["purge_guard"], s["version"] < s["current"])
     doc["_integrity_status"] = check["status"]
     writable = None if doc.get("access") else _rw(path)
     try:
@@ -137,7 +135,7 @@ def examine(db_arg: str | None = None, probe: bool = True) -> dict:
     doc = {"db": path, "integrity": None, "backup": None, "fixed": [], "not_fixed": [], "recovery": None}
     doc["backend"] = lcm.installation.backend(probe)
     doc["stale"] = lcm.installation.stale()
-    bad = lcm.redact.problems()  # a pattern that cannot be used masks nothing: say so
+    bad = lcm.mask.redact_problems()  # a pattern that cannot be used masks nothing: say so
     doc["masking"] = {"status": "warn" if bad else "ok", "redact_problems": bad, "stored_before_rules": 0}
     try:
         if conn is not None:
@@ -306,7 +304,7 @@ def integrity(conn) -> dict:
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     doc = {"result": "ok" if rows == ["ok"] else rows, "schema_version": version,
            "code_schema_version": lcm.schema.SCHEMA_VERSION, "purge_guard": purge_guard(conn)}
-    doc["status"] = _status(rows != ["ok"] or version > lcm.schema.SCHEMA_VERSION or not doc["purge_guard"])
+    doc["status"] = lcm.installation.status(rows != ["ok"] or version > lcm.schema.SCHEMA_VERSION or not doc["purge_guard"])
     return doc
 
 
@@ -336,7 +334,7 @@ def fts(conn) -> dict:
         except sqlite3.DatabaseError as exc:
             tables[table] = f"damaged: {exc}"
     damaged = [t for t, v in tables.items() if v.startswith("damaged")]
-    return {"status": _status(bool(damaged)), "tables": tables, "damaged": damaged,
+    return {"status": lcm.installation.status(bool(damaged)), "tables": tables, "damaged": damaged,
             "available": bool(tables) or lcm.schema.has_fts5(conn)}
 
 
@@ -349,7 +347,7 @@ def storage(conn) -> dict:
     except sqlite3.OperationalError:  # opened read-only before its migration: nothing packed yet
         doc = {"ratio": None, "plain_lines": conn.execute("SELECT count(*) FROM messages").fetchone()[0]}
     doc["pending"] = doc["plain_lines"] >= lcm.pack.CONVERT_LINES
-    doc["status"] = _status(False, doc["pending"])
+    doc["status"] = lcm.installation.status(False, doc["pending"])
     doc["text"] = ((f"vault/transcripts {doc['ratio']}; " if doc["ratio"] else "") + f"{doc['plain_lines']} lines not"
                    " yet packed" + (": convert with lcm_compact.py --pack --all --vacuum" if doc["pending"] else ""))
     return doc
@@ -403,7 +401,7 @@ def dag(conn) -> dict:
             if what not in faults[sid]:
                 faults[sid].append(what)
     total = conn.execute("SELECT count(*) FROM summaries").fetchone()[0]
-    return {"status": _status(bool(faults)), "summaries": total, "broken": len(faults),
+    return {"status": lcm.installation.status(bool(faults)), "summaries": total, "broken": len(faults),
             "faults": [{"summary_id": s, "problems": p} for s, p in sorted(faults.items())][:LISTED]}
 
 
@@ -417,7 +415,7 @@ def fallback_levels(conn, backend: dict) -> dict:
         " ORDER BY count(*) DESC LIMIT ?", (LISTED,))]
     without = counts.get("extractive", 0) + counts.get("fallback", 0)
     upgradable = without if backend["backend"] not in ("none", None) else 0
-    return {"status": _status(False, upgradable > 0 or counts.get("fallback", 0) > 0),
+    return {"status": lcm.installation.status(False, upgradable > 0 or counts.get("fallback", 0) > 0),
             "extractive": counts.get("extractive", 0), "fallback": counts.get("fallback", 0),
             "fallback_ids": [r["id"] for r in lcm.compact.fallback_summaries(conn, LISTED)],
             "truncated": counts.get("truncated", 0), "upgradable": upgradable, "backend": backend["backend"],
@@ -440,7 +438,7 @@ def disk_at(path: str) -> dict:
     vault = size(path)
     doc = {"path": path, "vault_bytes": vault, "wal_bytes": size(path + "-wal"), "files_bytes": files_bytes,
            "free_bytes": free}
-    doc["status"] = _status(free is not None and free < LOW_DISK_BYTES, free is not None and free < vault)
+    doc["status"] = lcm.installation.status(free is not None and free < LOW_DISK_BYTES, free is not None and free < vault)
     return doc
 
 

@@ -16,6 +16,7 @@ import re
 
 import lcm.failures
 import lcm.mask
+import lcm.text
 from lcm.text import content_blocks, one_line
 
 
@@ -55,11 +56,9 @@ SECTION_NAMES = ("Asked", "Errors", "Decisions", "Found", "Commands")
 
 def _one_line(text: str, limit: int) -> str:
     """lcm.text.one_line of the text without its terminal escape codes: a summary holds none."""
-    return one_line(lcm.failures.strip_ansi(str(text)), limit)
+    return one_line(lcm.text.strip_ansi(str(text)), limit)
 
 
-key_line = lcm.failures.key_line
-strip_ansi = lcm.failures.strip_ansi
 
 
 def sentences(text: str) -> list[str]:
@@ -227,7 +226,7 @@ def facts_from_messages(rows) -> Facts:
                     if reason:
                         facts.decisions.append(f"(user) {reason}")
                 else:  # what failed first: a width cut must not lose it to the command's text
-                    facts.errors.append(f"{_one_line(key_line(text), 200)} ({_one_line(label, 60)})")
+                    facts.errors.append(f"{_one_line(lcm.failures.key_line(text), 200)} ({_one_line(label, 60)})")
                 if tool_id in command_index:
                     facts.commands[command_index.pop(tool_id)] += " (failed)"
             elif kind == "tool_result" and block.get("tool_use_id") in command_index:
@@ -329,7 +328,7 @@ def render(facts: Facts, header: str, expand_hint: str, budget_tokens: int) -> s
             sections["Errors"] = ["Errors:"] + lines[:shown] + (
                 [f"- ... {len(errors) - shown} more"] if shown < len(errors) else [])
         parts = [header] + [ln for name in SECTION_NAMES for ln in sections.get(name, [])] + tail
-        text = lcm.failures.strip_ansi("\n".join(parts))
+        text = lcm.text.strip_ansi("\n".join(parts))
         if len(text) <= budget:
             return text
     return None  # not even the headline fits: the caller falls back to plain truncation

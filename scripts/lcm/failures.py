@@ -17,7 +17,6 @@ import re
 import lcm.text
 
 TOOL_ERROR_TAGS = re.compile(r"</?tool_use_error>")
-strip_ansi = lcm.text.strip_ansi  # one helper for every reader (lcm/text.py)
 
 
 class Output:
@@ -194,7 +193,7 @@ LINE_CHARS = 2000
 
 def clean_lines(text: str) -> list[str]:
     """The non-blank lines of a tool result, escapes and tool_use_error tags removed, stripped."""
-    text = strip_ansi(TOOL_ERROR_TAGS.sub("\n", str(text)))
+    text = lcm.text.strip_ansi(TOOL_ERROR_TAGS.sub("\n", str(text)))
     return [ln.strip()[:LINE_CHARS] for ln in text.splitlines() if ln.strip()]
 
 

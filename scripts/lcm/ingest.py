@@ -13,10 +13,10 @@ import lcm.schema
 import lcm.mask
 import lcm.indexes
 import lcm.order
-import lcm.transcript as lt
-import lcm.turns
+import lcm.text
+import lcm.transcript
 from lcm.errors import LcmError
-from lcm.turns import VaultBusy, begin_write, write_lock  # noqa: F401  (VaultBusy: hooks catch it here)
+from lcm.db import VaultBusy, write_lock
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # names for annotations only
@@ -66,7 +66,7 @@ def transcript_row(conn, path: str) -> dict | None:
     return dict(row) if row is not None else None
 
 
-def _externalize_large(conn, batch: lt.Batch) -> None:
+def _externalize_large(conn, batch: lcm.transcript.Batch) -> None:
     """Swap each huge block of a message new to the vault for lcm.files' reference text, in
     batch.rows or, for a batch parsed into a stage file, in the stage."""
     try:
@@ -88,11 +88,11 @@ def _externalize_large(conn, batch: lt.Batch) -> None:
             result.get("filePath") if isinstance(result, dict) else None)
         for i, text in enumerate(blocks):
             if len(text) > 4 * lcm.config.get("LCM_LARGE_FILE_THRESHOLD"):
-                label = lt.safe_text(name) if isinstance(name, str) else f"{entry['type']} block {i} of {uuid}"
+                label = lcm.text.safe_text(name) if isinstance(name, str) else f"{entry['type']} block {i} of {uuid}"
                 # the stored copy is searchable text like the rest: masked (the original line keeps the bytes)
                 blocks[i] = lcm.files.externalize(conn, session_id=sid, message_uuid=uuid, name=lcm.mask.mask(label),
                                                   content=lcm.mask.mask(text))
-        content = lcm.mask.mask(lt.safe_text("\n".join(b for b in blocks if b)))
+        content = lcm.mask.mask(lcm.text.safe_text("\n".join(b for b in blocks if b)))
         if batch.staged:
             conn.execute("UPDATE lcm_stage.ingest_stage SET content = ?, token_count = ? WHERE rowid = ?",
                          (content, lcm.config.estimate_tokens(content), batch.stage_start + index + 1))
@@ -155,7 +155,7 @@ def flush_staged(conn, bulk: bool = False, rows: tuple[int, int] | None = None) 
     return added
 
 
-def write_batch(conn, batch: lt.Batch, patience: float | None = None) -> dict:
+def write_batch(conn, batch: lcm.transcript.Batch, patience: float | None = None) -> dict:
     """Store a parsed batch (one transaction unless the caller holds one); returns its counts.
 
     A batch whose rows bulk ingest put in a stage file has none here: _store_group moves and
@@ -175,9 +175,9 @@ def write_batch(conn, batch: lt.Batch, patience: float | None = None) -> dict:
         conn.execute("SAVEPOINT message_rows")
         try:
             added = _insert_rows(conn, batch.rows)
-        except UnicodeEncodeError:  # a lone surrogate in some row's content (lt.safe_text)
+        except UnicodeEncodeError:  # a lone surrogate in some row's content (lcm.text.safe_text)
             conn.execute("ROLLBACK TO message_rows")
-            batch.rows = [lt.safe_row(r) for r in batch.rows]
+            batch.rows = [lcm.transcript.safe_row(r) for r in batch.rows]
             added = _insert_rows(conn, batch.rows)
         conn.execute("RELEASE message_rows")
         if batch.agent_calls:
@@ -243,7 +243,7 @@ def ingest_file(conn, path, patience: float | None = None) -> dict:
     malformed ([{path, line}]), sessions (ids seen). patience: see begin_write.
     """
     path = os.path.abspath(os.fspath(path))
-    return write_batch(conn, lt.read_new_lines(path, transcript_row(conn, path), *settings()), patience)
+    return write_batch(conn, lcm.transcript.read_new_lines(path, transcript_row(conn, path), *settings()), patience)
 
 
 def ingest_session(conn, transcript_path, patience: float | None = None) -> dict:

@@ -17,10 +17,9 @@ import sys
 import tempfile
 import time
 
-import lcm.claude_cli
+import lcm.llm
 import lcm.config
 import lcm.db
-import lcm.llm
 import lcm.mask
 from lcm.errors import LcmError
 
@@ -314,7 +313,7 @@ def _probe_anthropic(timeout: float) -> dict:
 
 
 def _probe_claude(timeout: float) -> dict:
-    exe = lcm.claude_cli.claude_executable()
+    exe = lcm.llm.claude_executable()
     if not exe:
         return {"verified": False, "detail": "the claude CLI is not on PATH",
                 "hint": "install Claude Code (npm install -g @anthropic-ai/claude-code) or add its directory to"

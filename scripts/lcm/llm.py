@@ -15,19 +15,21 @@ never at module level: hooks import lcm scripts on every turn.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 import importlib.util
 import json
 import os
+import shutil
+import signal
+import subprocess
 import time
-from dataclasses import dataclass
 
-import lcm.claude_cli
+from lcm.errors import ModelConfigError, ModelError, ModelRequestError
 import lcm.config
 import lcm.guard
 import lcm.mask
+import lcm.text
 import lcm.transcript
-from lcm.claude_cli import NO_BACKEND_HINT  # noqa: F401 (callers use lcm.llm.NO_BACKEND_HINT)
-from lcm.errors import LcmError, ModelConfigError, ModelError, ModelRequestError  # noqa: F401 (callers use lcm.llm.X)
 
 DEFAULT_MODEL = "claude-haiku-4-5"
 DEFAULT_TIMEOUT = 120.0
@@ -63,7 +65,7 @@ def resolve_backend(environ: dict | None = None) -> str:
         return choice
     if (env.get("ANTHROPIC_API_KEY") or env.get("ANTHROPIC_AUTH_TOKEN")) and sdk_available():
         return "anthropic"
-    if lcm.claude_cli.claude_executable(env):
+    if claude_executable(env):
         return "claude"
     return "none"
 
@@ -205,9 +207,9 @@ def masked_params(params: dict) -> dict:
 
 
 def _utf8(value):
-    """value with each lone surrogate of its strings as its escape (lcm.transcript.safe_text)."""
+    """value with each lone surrogate of its strings as its escape (lcm.text.safe_text)."""
     if isinstance(value, str):
-        return lcm.transcript.safe_text(value)
+        return lcm.text.safe_text(value)
     if isinstance(value, list):
         return [_utf8(v) for v in value]
     if isinstance(value, dict):
@@ -220,7 +222,7 @@ def _utf8(value):
 # ---------------------------------------------------------------------------
 
 def _claude_complete(system, messages, *, max_tokens, model, timeout) -> Completion:
-    result = lcm.claude_cli.run_claude(lcm.claude_cli._flatten_messages(messages), system=system, model=model, max_turns=1, tools="",
+    result = run_claude(_flatten_messages(messages), system=system, model=model, max_turns=1, tools="",
                         timeout=timeout)
     usage = result.get("usage") or {}
     used_model = next(iter(result.get("modelUsage") or {}), None) or model or "claude"
@@ -534,3 +536,107 @@ def batch_results(client, batch_id: str):
             yield BatchResult(line.custom_id, "errored", error_type=error.type, error_message=error.message)
         else:
             yield BatchResult(line.custom_id, result.type)
+
+
+# The claude backend of the model seam (lcm.llm): the Claude Code CLI run headless
+
+NO_BACKEND_HINT = ("set ANTHROPIC_API_KEY, or log in to Claude Code so `claude -p` works (LCM_LLM=claude), "
+                   "or set LCM_LLM=none for extractive summaries without a model")
+CLAUDE_TIMEOUT = 120.0  # seconds one headless run may take, by default
+# One argv string may not exceed 128 KiB on Linux; longer prompts go through stdin.
+MAX_PROMPT_ARG_BYTES = 100_000
+
+
+def claude_executable(environ: dict | None = None) -> str | None:
+    env = os.environ if environ is None else environ
+    return shutil.which("claude", path=env.get("PATH"))
+
+
+def _auth_failure(message: str) -> bool:
+    lowered = message.lower()
+    return any(word in lowered for word in ("/login", "not logged in", "invalid api key", "authentication",
+                                             "unauthorized", "oauth"))
+
+
+def run_claude(prompt: str, *, system: str | None = None, model: str | None = None, max_turns: int | None = 1,
+               tools: str | list | None = "", allowed_tools: str | list | None = None,
+               json_schema: dict | str | None = None, timeout: float = CLAUDE_TIMEOUT,
+               env: dict | None = None, cwd: str | None = None) -> dict:
+    """Run `claude -p --output-format json` once and return its parsed result object.
+
+    No user/project settings are loaded (so no plugins or hooks run inside it), nothing is
+    persisted as a session, and LCM_SUBAGENT=1 marks the child as lcm's own sub-agent.
+    A timeout kills the child's whole process group. Failures raise ModelError.
+    """
+    prompt, system = lcm.mask.mask(prompt), lcm.mask.mask(system)  # what a model reads never holds a secret
+    # and a lone surrogate quoted from a stored line goes as its escape: argv and stdin are UTF-8
+    prompt, system = lcm.text.safe_text(prompt), system and lcm.text.safe_text(system)
+    child_env = lcm.guard.child_env(env)
+    exe = claude_executable(child_env)
+    if not exe:
+        raise ModelConfigError("the claude CLI is not on PATH",
+                               "install Claude Code (npm install -g @anthropic-ai/claude-code), or " + NO_BACKEND_HINT)
+    argv = [exe, "-p", "--output-format", "json", "--setting-sources", "", "--no-session-persistence"]
+    if model:
+        argv += ["--model", model]
+    if max_turns:
+        argv += ["--max-turns", str(max_turns)]
+    if tools is not None:
+        argv += ["--tools", tools if isinstance(tools, str) else ",".join(tools)]
+    if allowed_tools:
+        argv += ["--allowedTools", allowed_tools if isinstance(allowed_tools, str) else " ".join(allowed_tools)]
+    if system:
+        argv += ["--append-system-prompt", system]
+    if json_schema is not None:
+        argv += ["--json-schema", json_schema if isinstance(json_schema, str) else json.dumps(json_schema)]
+    stdin_text = None
+    if len(prompt.encode("utf-8")) <= MAX_PROMPT_ARG_BYTES:
+        argv += ["--", prompt]
+    else:
+        stdin_text = prompt  # `claude -p` reads the prompt from stdin when none is given
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env, cwd=cwd,
+                                text=True, encoding="utf-8", errors="replace", start_new_session=True)
+    except OSError as exc:
+        raise ModelConfigError(f"cannot start {exe}: {exc.strerror}", "check the claude installation") from None
+    try:
+        out, err = proc.communicate(stdin_text, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            proc.kill()
+        proc.communicate()
+        raise ModelError(f"claude -p did not finish within {timeout:g}s and was killed",
+                         "retry, raise the timeout, or set LCM_LLM=none") from None
+    result = None
+    try:
+        parsed = json.loads(out) if out.strip() else None
+        result = parsed if isinstance(parsed, dict) else None
+    except json.JSONDecodeError:
+        pass
+    if result is None or proc.returncode != 0 or result.get("is_error"):
+        detail = ""
+        if result is not None:
+            detail = str(result.get("result") or result.get("subtype") or "")
+        detail = detail or (err or out or "").strip()[-500:] or f"exit status {proc.returncode}"
+        if _auth_failure(detail):
+            raise ModelConfigError(f"claude -p is not logged in: {detail}",
+                                   "run `claude` once and /login, or set ANTHROPIC_API_KEY, or LCM_LLM=none")
+        raise ModelError(f"claude -p failed (exit {proc.returncode}): {detail}",
+                         "run the same `claude -p` by hand to see why, or set LCM_LLM=none")
+    return result
+
+
+def _flatten_messages(messages) -> str:
+    """One prompt string from Messages-API style messages (for the CLI backend)."""
+    if isinstance(messages, str):
+        return messages
+    parts = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            content = "\n".join(b.get("text", "") for b in content if isinstance(b, dict))
+        parts.append(str(content))
+    return "\n\n".join(parts)

@@ -21,10 +21,10 @@ one regular expression. The module imports only `os` and `sys`: hooks import it 
 """
 from __future__ import annotations
 
+import os
 import sys
 
-import lcm.jsonscan
-import lcm.redact
+import lcm.config
 
 _compiled: dict[str, object] = {}
 _user: list | None = None  # compiled patterns of redact.txt, loaded on first use
@@ -548,7 +548,7 @@ def mask_line(raw) -> bytes:
         if is_key:  # where its value starts, if that is a string
             key, value_at = value, space.match(text, after + 1).end()
             if text.startswith("[", value_at) and _is_name(key):  # an array nested in one is
-                listed.update(dict.fromkeys(lcm.jsonscan.array_strings(text, value_at), key))  # met later: it wins
+                listed.update(dict.fromkeys(array_strings(text, value_at), key))  # met later: it wins
         pos = end
     masked = "".join(out) + text[done:]
     return raw if masked == text else masked.encode("utf-8", "surrogateescape")
@@ -581,7 +581,7 @@ def _load_user_patterns() -> list:
     if _user is not None:
         return _user
     _user = []
-    for number, pattern, error in lcm.redact.read():
+    for number, pattern, error in redact_patterns():
         if error is None:
             _user.append(pattern)
         else:
@@ -593,3 +593,68 @@ def reload_user_patterns() -> None:
     """Read redact.txt afresh on the next mask (a pattern was just added)."""
     global _user
     _user = None
+
+
+# $LCM_HOME/redact.txt: the person's own patterns of what to mask, one regular expression a
+
+def redact_path() -> str:
+    return os.path.join(lcm.config.home_str(), "redact.txt")
+
+
+def redact_patterns() -> list[tuple[int, object, str | None]]:
+    """(line number, compiled pattern or None, error or None) for each pattern line of redact.txt."""
+    try:
+        with open(redact_path(), encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    import re
+    out = []
+    for number, line in enumerate(lines, 1):
+        source = line.strip()
+        if not source or source.startswith("#"):
+            continue
+        try:
+            pattern = re.compile(source)
+        # a line is often the secret itself, typed as a pattern: reported by its number, never shown
+        except (re.error, RecursionError, OverflowError) as exc:
+            out.append((number, None, f"invalid regular expression ({getattr(exc, 'msg', None) or type(exc).__name__}"
+                                      + (f" at position {exc.pos}" if getattr(exc, "pos", None) is not None else "") + ")"))
+            continue
+        if pattern.fullmatch(""):
+            out.append((number, None, "the pattern matches the empty string"))
+            continue
+        out.append((number, pattern, None))
+    return out
+
+
+def redact_problems() -> list[str]:
+    """What is wrong in redact.txt, one message per bad line (for lcm_doctor.py)."""
+    return [f"{redact_path()} line {n}: {error}" for n, _p, error in redact_patterns() if error]
+
+
+# Reading a JSON text in place, without decoding it: where the strings of an array start.
+
+def array_strings(text: str, at: int) -> set:
+    """The starts of the strings that are elements of the JSON array opening at text[at] or of
+    the arrays nested in it, not those inside an object in it (their own key names them)."""
+    from json.decoder import scanstring
+    stack, found, pos = [], set(), at
+    while pos < len(text):
+        ch = text[pos]
+        if ch == '"':
+            if "{" not in stack:
+                found.add(pos)
+            try:
+                pos = scanstring(text, pos + 1, False)[1]
+            except ValueError:
+                return found  # not JSON from here on
+            continue
+        if ch in "[{":
+            stack.append(ch)
+        elif ch in "]}":
+            stack.pop()
+            if not stack:
+                return found
+        pos += 1
+    return found

@@ -18,8 +18,8 @@ from __future__ import annotations
 import os
 import re
 
-import lcm.cli
 import lcm.config
+import lcm.dag
 import lcm.db
 import lcm.indexes
 import lcm.resolve
@@ -430,7 +430,7 @@ def _locks(sessions: set[str]):
     stack = contextlib.ExitStack()
     try:
         for sid in sorted(sessions):
-            stack.enter_context(lcm.compact.session_lock(sid, blocking=False))
+            stack.enter_context(lcm.dag.session_lock(sid, blocking=False))
     except BaseException:
         stack.close()
         raise

@@ -137,7 +137,7 @@ def _term_counts(text: str, terms) -> dict:
 def _neighbour_shares(conn, best: list[tuple[int, float]]) -> dict[int, tuple[float, int]]:
     """{neighbour id: (its share of a best hit's score, that hit's id)} for best [(id, score)]:
     NEIGHBOUR_WEIGHTS by distance, the largest share where several hits lend to one message."""
-    from lcm.conversation import neighbours  # imported when there are hits to lend from
+    from lcm.conversation import neighbours# imported when there are hits to lend from
     around = neighbours(conn, [rowid for rowid, _ in best])
     shares: dict[int, tuple[float, int]] = {}
     for rowid, score in best:
@@ -158,7 +158,7 @@ def _exchange_scores(conn, src: Source, chosen, base: float) -> tuple[dict[int, 
     """({message id: the best score of an exchange window it sits in}, {message id: another turn
     of that window}) over the best windows of the chosen terms, scaled so that the best window
     scores EXCHANGE_WEIGHT x the best single hit."""
-    from lcm.conversation import window_members  # only when windows are searched
+    from lcm.conversation import window_members# only when windows are searched
     expr = " OR ".join(t.fts for t in chosen)
     window = ("AND f.rowid BETWEEN ? AND ?", src.id_range) if src.id_range else ("", ())
     ends = rank_sql(conn, src, expr, EXCHANGE_WINDOWS, *window, fts=src.exchange)

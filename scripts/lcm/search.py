@@ -11,14 +11,13 @@ import re
 import sqlite3
 import time
 
-import lcm.cli
 import lcm.db
 import lcm.mask
 import lcm.query
 import lcm.rank
 import lcm.resolve
 from lcm.errors import LcmError
-from lcm.rank import df, newest_window, rank_messages, rank_sql  # noqa: F401 (rank_messages: for expand_query)
+from lcm.rank import df, newest_window, rank_sql
 from lcm.sources import SCAN_SECONDS, TYPES, Source, doc_count, fetch, parse_when, resolve_scope, scan, short
 
 SNIPPET_CHARS = 200

@@ -127,7 +127,7 @@ class Source:
             params.append(session)
         elif project and kind == "note":
             # notes that apply there: global ones, those pinned for it or above it, or below it
-            from lcm.notes import project_chain  # only for a notes search in a project
+            from lcm.notes import project_chain# only for a notes search in a project
             chain = project_chain(project)
             below = project.rstrip("/") + "/"
             where.append(f"(t.project IS NULL OR t.project IN ({','.join('?' * len(chain))})"

@@ -55,3 +55,12 @@ def content_blocks(entry: dict) -> list[dict]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+def safe_text(text: str) -> str:
+    """The text, storable as UTF-8: a lone surrogate (Claude Code's escape for output bytes that
+    are not UTF-8, e.g. \\ud800) becomes the text of its escape. The raw line keeps the original."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")

@@ -16,6 +16,7 @@ try:
 except ImportError:
     from hashlib import sha1
 
+import lcm.text
 import lcm.config
 import lcm.exclude
 import lcm.mask
@@ -167,30 +168,20 @@ def title_of(entry: dict) -> tuple[int, str] | None:
     text = entry.get(key)
     if not isinstance(text, str) or not text.strip():
         return None
-    return list(TITLE_KEYS).index(entry["type"]), lcm.mask.mask(safe_text(text.strip()))
-
-
-def safe_text(text: str) -> str:
-    """The text, storable as UTF-8: a lone surrogate (Claude Code's escape for output bytes that
-    are not UTF-8, e.g. \\ud800) becomes the text of its escape. The raw line keeps the original."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return list(TITLE_KEYS).index(entry["type"]), lcm.mask.mask(lcm.text.safe_text(text.strip()))
 
 
 def safe_row(row: tuple) -> tuple:
-    """A message row with every text field safe_text (for the rare row SQLite refused)."""
-    return tuple(safe_text(v) if isinstance(v, str) else v for v in row)
+    """A message row with every text field lcm.text.safe_text (for the rare row SQLite refused)."""
+    return tuple(lcm.text.safe_text(v) if isinstance(v, str) else v for v in row)
 
 
 def text_or_none(value) -> str | None:
-    """A non-empty text field, storable (see safe_text), else None. Fields other than the
+    """A non-empty text field, storable (see lcm.text.safe_text), else None. Fields other than the
     flat content are short and almost always ASCII, which isascii() tells at no cost."""
     if not isinstance(value, str) or not value:
         return None
-    return value if value.isascii() else safe_text(value)
+    return value if value.isascii() else lcm.text.safe_text(value)
 
 
 def int_or_none(value) -> int | None:
@@ -420,7 +411,7 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
                 content = "\n".join(b for b in blocks if b)
             content = mask(content)
         if any(len(b) > max_chars for b in blocks):
-            blocks = [safe_text(b) for b in blocks]  # these go to files of their own
+            blocks = [lcm.text.safe_text(b) for b in blocks]  # these go to files of their own
             batch.large.append((len(rows), blocks, entry, uuid, sid))
         role, subtype, model, msg_id = message_fields(entry)
         sidechain = entry.get("isSidechain") is True

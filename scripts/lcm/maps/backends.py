@@ -16,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-import lcm.claude_cli
+import lcm.errors
 import lcm.llm
 from lcm.maps.job import MapJob, item_text
 from lcm.maps.tools import FileTools
@@ -118,7 +118,7 @@ def llm_api(client, requests: Requests, timeout: float):
 def llm_claude(requests: Requests, schema: dict | None, timeout: float):
     def start(value):
         def ask(rejected, outcome) -> str:
-            result = lcm.claude_cli.run_claude(_with_feedback(value, rejected, "Your previous answer was:"),
+            result = lcm.llm.run_claude(_with_feedback(value, rejected, "Your previous answer was:"),
                                         system=requests.system, model=requests.model, max_turns=1, tools="",
                                         json_schema=schema, timeout=timeout)
             return claude_answer(result, outcome)
@@ -159,18 +159,18 @@ def agent_claude(job: MapJob, root: Path, model: str | None, *, allow_write: boo
         def ask(rejected, outcome) -> str:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise lcm.llm.ModelError(f"timed out after {timeout:g}s")
+                raise lcm.errors.ModelError(f"timed out after {timeout:g}s")
             try:
                 # run_claude gives the child LCM_SUBAGENT=1 and one more delegation level
-                result = lcm.claude_cli.run_claude(_with_feedback(value, rejected, "Your previous final answer was:"),
+                result = lcm.llm.run_claude(_with_feedback(value, rejected, "Your previous final answer was:"),
                                             system=system, model=model, max_turns=max_turns, tools=tools,
                                             allowed_tools=tools, json_schema=job.schema, timeout=remaining,
                                             cwd=str(root))
-            except lcm.llm.ModelConfigError:
+            except lcm.errors.ModelConfigError:
                 raise
-            except lcm.llm.ModelError:
+            except lcm.errors.ModelError:
                 if time.monotonic() >= deadline:
-                    raise lcm.llm.ModelError(f"timed out after {timeout:g}s (the agent was killed)") from None
+                    raise lcm.errors.ModelError(f"timed out after {timeout:g}s (the agent was killed)") from None
                 raise
             return claude_answer(result, outcome)
         return ask

@@ -62,7 +62,7 @@ def add_map_args(p, *, concurrency: int, timeout: float, max_attempts: int = 3) 
     p.add_argument("--model", metavar="M", help="model id or alias (default: $LCM_SUMMARY_MODEL, else a small model)")
     p.add_argument("--max-attempts", type=positive_int, default=max_attempts, metavar="N",
                    help=f"tries per item when an answer is not valid JSON or breaks the schema (default {max_attempts})")
-    p.add_argument("--timeout", type=positive_seconds, default=timeout, metavar="S",
+    p.add_argument("--timeout", type=lcm.cli.seconds_arg, default=timeout, metavar="S",
                    help=f"seconds allowed per call (default {timeout:g})")
     p.add_argument("--resume", action="store_true",
                    help="continue the earlier run with the same input and output: redo only items not ok")
@@ -71,7 +71,6 @@ def add_map_args(p, *, concurrency: int, timeout: float, max_attempts: int = 3) 
 
 
 positive_int = lcm.cli.int_arg(1)  # bounded: a huge count is a usage error, not a crash later
-positive_seconds = lcm.cli.seconds_arg  # finite and above 0
 
 
 def dry_run_code(result: dict) -> int:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import lcm.config
 import lcm.db
+import lcm.errors
 import lcm.llm
 from lcm.errors import LcmError
 from lcm.maps import backends, job as jobs, state as states
@@ -19,20 +20,20 @@ from lcm.maps.worker import run_items
 ASSUMED_ANSWER_TOKENS = 200   # per item, for the --dry-run estimate; --max-tokens is the ceiling
 
 
-def needs_a_model(command: str) -> lcm.llm.ModelConfigError:
+def needs_a_model(command: str) -> lcm.errors.ModelConfigError:
     """The error for a map tool when LCM_LLM resolves to none: its hint leads to a backend that
     works (never to LCM_LLM=none, which is what stops it)."""
     env = os.environ
     if lcm.config.get("LCM_LLM", env) == "none":
-        return lcm.llm.ModelConfigError(
+        return lcm.errors.ModelConfigError(
             f"{command} needs a model, and LCM_LLM=none turns models off",
             "unset LCM_LLM (or set LCM_LLM=anthropic with ANTHROPIC_API_KEY, or LCM_LLM=claude with Claude Code "
             "logged in), then run the same command again")
     if (env.get("ANTHROPIC_API_KEY") or env.get("ANTHROPIC_AUTH_TOKEN")) and not lcm.llm.sdk_available():
-        return lcm.llm.ModelConfigError(
+        return lcm.errors.ModelConfigError(
             f"{command} needs a model: ANTHROPIC_API_KEY is set but the anthropic package is not installed",
             "python3 -m pip install anthropic, then run the same command again")
-    return lcm.llm.ModelConfigError(
+    return lcm.errors.ModelConfigError(
         f"{command} needs a model, and none is reachable: no ANTHROPIC_API_KEY and no `claude` on PATH",
         "set ANTHROPIC_API_KEY (and pip install anthropic), or install Claude Code and log in (`claude`, then /login)")
 
