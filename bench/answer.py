@@ -163,7 +163,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         build_vault(Path(tmp) / "lcm")
         import lcm.db
-        import lcm.mask
+        import lcm.base.mask
         import lcm_expand_query
         from fake_anthropic import FakeAnthropic
         conn = lcm.db.connect()
@@ -173,7 +173,7 @@ def main() -> int:
         by_kind: dict = {}
         with FakeAnthropic(default_text="The sources do not say.") as api:
             for q in asked:
-                gold = norm(lcm.mask.mask(q["gold"]))[:100]
+                gold = norm(lcm.base.mask.mask(q["gold"]))[:100]
                 os.environ["LCM_LLM"] = "none"
                 found_none = gold in norm(ask(lcm_expand_query, q["question"], q["summary"])["answer"])
                 os.environ.update(LCM_LLM="anthropic", **api.env())

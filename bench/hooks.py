@@ -95,9 +95,9 @@ def backlog(python: str, lines: int) -> dict:
     """The backlog scenario of the module docstring."""
     sys.path.insert(0, str(ROOT / "scripts"))
     import lcm.dag
-    import lcm.config
+    import lcm.base.config
     import lcm.db
-    import lcm.errors
+    import lcm.base.errors
     scratch = Path(tempfile.mkdtemp(prefix="lcm-bench-backlog-"))
     try:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("LCM_", "CLAUDE"))}
@@ -120,7 +120,7 @@ def backlog(python: str, lines: int) -> dict:
             try:
                 with lcm.dag.session_lock(turn.session_id, blocking=False):
                     return False
-            except lcm.errors.LcmError:
+            except lcm.base.errors.LcmError:
                 return True
 
         started = time.perf_counter()
@@ -150,7 +150,7 @@ def backlog(python: str, lines: int) -> dict:
             after.append(timed(stop_cmd, payload, env))
         conn = lcm.db.connect()
         leaves = conn.execute("SELECT count(*) FROM summaries WHERE kind = 'leaf'").fetchone()[0]
-        raw_left = lcm.dag.body_rows(conn, turn.session_id, lcm.config.get("LCM_FRESH_TAIL_COUNT"))
+        raw_left = lcm.dag.body_rows(conn, turn.session_id, lcm.base.config.get("LCM_FRESH_TAIL_COUNT"))
         log = scratch / "lcm" / "lcm.log"
         med_bare, med_after = statistics.median(bare), statistics.median(after)
         return {

@@ -38,14 +38,14 @@ def setup_path() -> None:
 
 
 def flag(name: str) -> bool:
-    """A boolean LCM_* setting, read by lcm.config (which names a bad value in its error)."""
-    import lcm.config
-    return bool(lcm.config.get(name))
+    """A boolean LCM_* setting, read by lcm.base.config (which names a bad value in its error)."""
+    import lcm.base.config
+    return bool(lcm.base.config.get(name))
 
 
 def lcm_home() -> str:
-    import lcm.config
-    return lcm.config.home_str()
+    import lcm.base.config
+    return lcm.base.config.home_str()
 
 
 def log(event: str, payload: dict | None, message: str) -> None:
@@ -116,8 +116,8 @@ def run_hook(event: str, handler, when_excluded=None) -> int:
         if isinstance(out, dict):
             sys.stdout.write(json.dumps(out) + "\n")
         elif out:
-            import lcm.mask
-            sys.stdout.write(lcm.mask.mask(out).rstrip("\n") + "\n")
+            import lcm.base.mask
+            sys.stdout.write(lcm.base.mask.mask(out).rstrip("\n") + "\n")
         sys.stdout.flush()
     except Skip as exc:
         NOTES.append(f"skipped: {exc}")
@@ -213,12 +213,12 @@ def write_patience() -> float:
 
 def connect():
     import lcm.db
-    import lcm.errors
+    import lcm.base.errors
     # any write of a hook waits about a second for another writer at most, not lcm.db's 10 s:
     # an upgrade's migration in another process too (this turn's lines wait for the next hook)
     try:
         conn = lcm.db.connect(patience=write_patience())
-    except lcm.errors.LcmError as exc:
+    except lcm.base.errors.LcmError as exc:
         if getattr(exc, "cause", None) == "busy":
             raise Skip(f"{exc.message}; the next hook stores this turn's lines") from None
         raise
@@ -323,7 +323,7 @@ def start_compaction(conn, sid: str, payload: dict) -> None:
     import lcm.dag
     if not lcm.dag.compaction_due(conn, sid):
         return
-    from lcm.errors import LcmError
+    from lcm.base.errors import LcmError
     try:
         with lcm.dag.session_lock(sid, blocking=False):
             pass
@@ -342,9 +342,9 @@ def start_packing(conn, payload: dict) -> None:
 
 
 def context_output(event: str, text: str) -> dict:
-    """Text injected into the session's context, secrets masked (lcm.mask)."""
-    import lcm.mask
-    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": lcm.mask.mask(text)}}
+    """Text injected into the session's context, secrets masked (lcm.base.mask)."""
+    import lcm.base.mask
+    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": lcm.base.mask.mask(text)}}
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["detached"]:

@@ -29,7 +29,7 @@ def boundary_tokens(conn, sid: str) -> tuple[int | None, int | None]:
 def handle(payload: dict):
     sid = hooklib.session_id(payload)
     conn = hooklib.connect()
-    import lcm.config
+    import lcm.base.config
     import lcm.db
     before = None
     try:
@@ -43,12 +43,12 @@ def handle(payload: dict):
     pre, post = boundary_tokens(conn, sid)
     pre = pre if pre is not None else before
     if post is None and isinstance(payload.get("compact_summary"), str):
-        post = lcm.config.estimate_tokens(payload["compact_summary"])
+        post = lcm.base.config.estimate_tokens(payload["compact_summary"])
     trigger = payload.get("trigger") if payload.get("trigger") in ("manual", "auto") else None
     with lcm.db.transaction(conn):
         conn.execute(
             "INSERT INTO compactions (session_id, source, trigger, pre_tokens, post_tokens, created_at) "
-            "VALUES (?, 'hook', ?, ?, ?, ?)", (sid, trigger, pre, post, lcm.config.now_iso()))
+            "VALUES (?, 'hook', ?, ?, ?, ?)", (sid, trigger, pre, post, lcm.base.config.now_iso()))
     return None
 
 

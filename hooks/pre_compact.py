@@ -51,7 +51,7 @@ def compact_now(conn, sid: str) -> None:
         return
     import lcm.compact
     import lcm.dag
-    from lcm.errors import LcmError
+    from lcm.base.errors import LcmError
     try:
         with lcm.dag.session_lock(sid, blocking=False):
             pass

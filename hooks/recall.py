@@ -76,8 +76,8 @@ def find(conn, prompt: str, cwd: str | None, floor: float = COVERAGE_FLOOR, hits
 
 
 def _seen_file(session_id: str) -> str:
-    import lcm.config
-    return os.path.join(str(lcm.config.lcm_home()), "recall", re.sub(r"[^\w.-]", "_", session_id) + ".seen")
+    import lcm.base.config
+    return os.path.join(str(lcm.base.config.lcm_home()), "recall", re.sub(r"[^\w.-]", "_", session_id) + ".seen")
 
 
 def recall_text(conn, prompt, session_id, cwd, *, hits: int, max_chars: int = MAX_CHARS, min_words: int) -> str | None:
@@ -88,7 +88,7 @@ def recall_text(conn, prompt, session_id, cwd, *, hits: int, max_chars: int = MA
     if seen_path and os.path.exists(seen_path):
         with open(seen_path, encoding="utf-8") as f:
             seen = set(f.read().split())
-    import lcm.text
+    import lcm.base.text
     lines, given = [], []
     for hit in find(conn, prompt, cwd if isinstance(cwd, str) else None, hits=hits * 2):
         ident = f"{hit['type']}:{hit['id']}"  # a checkpoint's id is a number, a title's a session id
@@ -99,7 +99,7 @@ def recall_text(conn, prompt, session_id, cwd, *, hits: int, max_chars: int = MA
             continue
         snippet = " ".join(str(hit.get("snippet") or "").split())[:SNIPPET_CHARS]
         # old transcript text (a fetched page, a file): it cannot open or close a tag
-        snippet = lcm.text.untagged(snippet)
+        snippet = lcm.base.text.untagged(snippet)
         when = str(hit.get("created_at") or "")[:10]
         lines.append(f"- [{when} {hit.get('role') or hit['type']} {hit['id']}] {snippet}")
         given.append(ident)

@@ -107,13 +107,13 @@ def startup_context(conn, payload: dict, pointer: str | None) -> str | None:
 
 def export_env(payload: dict) -> None:
     """LCM_SCRIPTS, LCM_SESSION_ID and LCM_DB for the session's Bash tool."""
-    import lcm.config
+    import lcm.base.config
     env_file = os.environ.get("CLAUDE_ENV_FILE")
     if env_file:
         write_env_file(env_file, {
             "LCM_SCRIPTS": hooklib.scripts_dir(),
             "LCM_SESSION_ID": hooklib.session_id(payload),
-            "LCM_DB": str(lcm.config.db_path().resolve()),
+            "LCM_DB": str(lcm.base.config.db_path().resolve()),
         })
     else:
         note("CLAUDE_ENV_FILE is not set: LCM_SCRIPTS not exported to the Bash tool")
@@ -149,7 +149,7 @@ def handle(payload: dict):
     sid = hooklib.session_id(payload)
     if not hooklib.flag("LCM_SUBAGENT"):
         export_env(payload)  # first: the commands stay usable even when the vault cannot be opened
-    from lcm.errors import LcmError
+    from lcm.base.errors import LcmError
     try:
         conn = hooklib.connect()
     except LcmError as exc:

@@ -23,8 +23,8 @@ from __future__ import annotations
 import sys
 
 import lcm.cli
-import lcm.guard
-import lcm.llm
+import lcm.base.guard
+import lcm.base.llm
 from lcm.maps import job
 from lcm.maps.run import agentic_map
 
@@ -42,12 +42,12 @@ def _main(argv):
     p.add_argument("--cwd", metavar="DIR", default=".", help="directory the agents work in (default: current)")
     p.add_argument("--max-tokens", type=job.positive_int, default=4096, metavar="N",
                    help="answer length cap per model turn (default 4096)")
-    p.add_argument("--api-retries", type=lcm.cli.int_arg(0, 20), default=lcm.llm.DEFAULT_MAX_RETRIES, metavar="N",
+    p.add_argument("--api-retries", type=lcm.cli.int_arg(0, 20), default=lcm.base.llm.DEFAULT_MAX_RETRIES, metavar="N",
                    help="retries per call on 429, 5xx and connection errors, within --timeout")
-    lcm.guard.add_guard_args(p)
+    lcm.base.guard.add_guard_args(p)
     args = p.parse_args(argv)
 
-    lcm.guard.check_delegation("lcm_agentic_map.py", args.delegated_scope, args.kept_work,
+    lcm.base.guard.check_delegation("lcm_agentic_map.py", args.delegated_scope, args.kept_work,
                                instead="read the files with your own tools, or use lcm_llm_map.py for tool-free work")
     result = agentic_map(args)
     lcm.cli.print_json(result)

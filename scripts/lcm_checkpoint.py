@@ -24,12 +24,12 @@ import sys
 from pathlib import Path
 
 import lcm.cli
-import lcm.config
+import lcm.base.config
 import lcm.db
 import lcm.resolve
 import lcm.checkpoint
-import lcm.shell
-from lcm.errors import LcmError
+import lcm.base.shell
+from lcm.base.errors import LcmError
 
 
 def _main(argv):
@@ -57,7 +57,7 @@ def _main(argv):
         skipped = lcm.checkpoint.foreign_reason(conn, session_id)
         output = None if skipped else default_file
     lcm.checkpoint.catch_up(conn, session_id)
-    info, text = lcm.checkpoint.build(conn, session_id, lcm.config.db_path(args.db).resolve(), args.llm)
+    info, text = lcm.checkpoint.build(conn, session_id, lcm.base.config.db_path(args.db).resolve(), args.llm)
     tmp = None
     if output is not None:
         try:
@@ -80,8 +80,8 @@ def _main(argv):
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
     # the resume command for exactly this checkpoint: its file, else the vault's newest of the session
-    resume = lcm.shell.command_line("lcm_resume.py", *(["--checkpoint", path] if path else ["--session", session_id]))
-    info.update(checkpoint_id=cur.lastrowid, path=path, tokens=lcm.config.estimate_tokens(text), resume=resume,
+    resume = lcm.base.shell.command_line("lcm_resume.py", *(["--checkpoint", path] if path else ["--session", session_id]))
+    info.update(checkpoint_id=cur.lastrowid, path=path, tokens=lcm.base.config.estimate_tokens(text), resume=resume,
                 not_written=skipped)
     if args.json:
         lcm.cli.print_json({**info, "content": text} if to_stdout else info)

@@ -37,13 +37,13 @@ from __future__ import annotations
 import sys
 
 import lcm.cli
-import lcm.config
+import lcm.base.config
 import lcm.db
 import lcm.grants
 import lcm.compact
 import lcm.digest
-import lcm.llm
-from lcm.errors import LcmError
+import lcm.base.llm
+from lcm.base.errors import LcmError
 
 
 def _main(argv):
@@ -65,14 +65,14 @@ def _main(argv):
         p.error("--vacuum goes with --pack")
     if args.pack:
         return _pack(args)
-    lcm.config.validate_config()
+    lcm.base.config.validate_config()
     # a dry run writes in a transaction it rolls back, so it opens for writing, but makes no vault
     conn = lcm.db.connect(args.db, create=not args.dry_run)
     lcm.grants.scope(conn).refuse("lcm_compact.py (it writes summaries)")
     sessions = lcm.compact.sessions_to_compact(conn, args.session, every=args.all)
     mode = "full" if args.full else "upgrade" if args.upgrade else "incremental"
-    results, calls_left = [], lcm.config.get("LCM_MAX_SUMMARY_CALLS")
-    breaker = lcm.llm.Breaker()  # one failing backend is found once per run, not once per session
+    results, calls_left = [], lcm.base.config.get("LCM_MAX_SUMMARY_CALLS")
+    breaker = lcm.base.llm.Breaker()  # one failing backend is found once per run, not once per session
     for session in sessions:  # one spend guard for the whole run, across sessions
         results.append(lcm.compact.compact(conn, session, mode=mode, until_under=args.until_under, dry_run=args.dry_run,
                                time_budget=args.time_budget, max_calls=calls_left, breaker=breaker))

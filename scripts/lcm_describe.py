@@ -20,13 +20,13 @@ from __future__ import annotations
 import sys
 
 import lcm.cli
-import lcm.config
+import lcm.base.config
 import lcm.db
 import lcm.describe
 import lcm.grants
 import lcm.resolve
-import lcm.shell
-from lcm.errors import LcmError
+import lcm.base.shell
+from lcm.base.errors import LcmError
 
 TREE_LINES = 200  # text tree of a session stays readable; --json has everything
 
@@ -56,7 +56,7 @@ def _print_session(doc) -> None:
         w(line + "\n")
     if len(lines) > TREE_LINES:
         w(f"... {len(lines) - TREE_LINES} more lines: "
-          f"{lcm.shell.command_line('lcm_describe.py', '--session', doc['session_id'], '--json')}\n")
+          f"{lcm.base.shell.command_line('lcm_describe.py', '--session', doc['session_id'], '--json')}\n")
     items = doc["context_items"]
     n_msg = sum(1 for i in items if i["type"] == "message")
     w(f"context items: {len(items) - n_msg} summaries + {n_msg} messages not yet summarised\n")
@@ -79,14 +79,14 @@ def _print_node(doc) -> None:
         w(f"\n{doc['exploration']}\n")
     if "content" in doc:
         w(f"\n{doc['content']}\n")
-    ident = lcm.shell.Positional(doc["id"])
+    ident = lcm.base.shell.Positional(doc["id"])
     if doc["type"] == "summary":
         full = ["--full"] if doc["kind"] == "condensed" else []
-        w(f"\nNext: {lcm.shell.command_line('lcm_expand.py', ident, *full)}\n")
+        w(f"\nNext: {lcm.base.shell.command_line('lcm_expand.py', ident, *full)}\n")
     elif doc["type"] == "file" and doc.get("has_more"):
-        w(f"... more: {lcm.shell.command_line('lcm_describe.py', ident, '--content', '--offset', str(doc['next_offset']))}\n")
+        w(f"... more: {lcm.base.shell.command_line('lcm_describe.py', ident, '--content', '--offset', str(doc['next_offset']))}\n")
     elif doc["type"] == "file" and "content" not in doc:
-        w(f"\nNext: {lcm.shell.command_line('lcm_describe.py', ident, '--content')}\n")
+        w(f"\nNext: {lcm.base.shell.command_line('lcm_describe.py', ident, '--content')}\n")
 
 
 def _main(argv):

@@ -39,7 +39,7 @@ import sys
 
 import lcm.cli
 import lcm.doctor
-import lcm.shell
+import lcm.base.shell
 
 
 def _line(status: str, name: str, text: str) -> str:
@@ -74,7 +74,7 @@ def _vault_lines(doc: dict) -> str:
         out += _line("problem", "rebuild", "an earlier recovery stopped before it had read every transcript")
     out += _line(b["status"], "fallback summaries", text)
     if doc.get("storage") is not None:
-        out += _line(doc["storage"]["status"], "storage", lcm.shell.runnable(doc["storage"]["text"]))
+        out += _line(doc["storage"]["status"], "storage", lcm.base.shell.runnable(doc["storage"]["text"]))
     return out
 
 

@@ -26,16 +26,16 @@ import sys
 import lcm.cli
 import lcm.db
 import lcm.expand
-import lcm.mask
-import lcm.shell
-from lcm.errors import LcmError
+import lcm.base.mask
+import lcm.base.shell
+from lcm.base.errors import LcmError
 
 
 def _next_command(doc, args) -> str:
     flags = ["--raw"] if args.raw else ["--full"] if args.full else []
     flags += ["--unmasked"] if args.unmasked else []
     flags += ["--max-tokens", str(args.max_tokens)] if args.max_tokens != 4000 else []
-    return lcm.shell.command_line("lcm_expand.py", lcm.shell.Positional(doc["id"]), *flags,
+    return lcm.base.shell.command_line("lcm_expand.py", lcm.base.shell.Positional(doc["id"]), *flags,
                                "--offset", str(doc["next_offset"]))
 
 
@@ -62,7 +62,7 @@ def _main(argv):
     if args.raw:
         out = sys.stdout.buffer
         for r in rows:
-            out.write((bytes(r["raw"]) if args.unmasked else lcm.mask.mask_line(r["raw"])) + b"\n")
+            out.write((bytes(r["raw"]) if args.unmasked else lcm.base.mask.mask_line(r["raw"])) + b"\n")
         out.flush()
         sys.stderr.write(more)  # stdout stays pure JSONL
         return 0

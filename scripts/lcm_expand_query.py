@@ -28,10 +28,10 @@ import sys
 
 import lcm.answer
 import lcm.cli
-import lcm.config
+import lcm.base.config
 import lcm.db
 import lcm.grants
-import lcm.guard
+import lcm.base.guard
 
 
 def _main(argv):
@@ -44,18 +44,18 @@ def _main(argv):
                    help="grant cap: source text the whole answer may read (default $LCM_MAX_EXPAND_TOKENS, 4000)")
     lcm.cli.add_session_arg(p)
     p.add_argument("--all-sessions", action="store_true", help="search every session, not only this project's")
-    lcm.guard.add_guard_args(p)
+    lcm.base.guard.add_guard_args(p)
     args = p.parse_args(argv)
-    lcm.guard.check_delegation("lcm_expand_query.py", args.delegated_scope, args.kept_work,
+    lcm.base.guard.check_delegation("lcm_expand_query.py", args.delegated_scope, args.kept_work,
                                instead="use lcm_expand.py ID (with lcm_grep.py / lcm_describe.py to find ids)")
-    cap = args.max_tokens if args.max_tokens is not None else lcm.config.get("LCM_MAX_EXPAND_TOKENS")
+    cap = args.max_tokens if args.max_tokens is not None else lcm.base.config.get("LCM_MAX_EXPAND_TOKENS")
     if cap <= 0:
         p.error("--max-tokens must be a positive integer")
     conn = lcm.db.connect(args.db, create=False)
     # a new grant from inside one would reach past it
     lcm.grants.scope(conn).refuse("lcm_expand_query.py", "use lcm_expand.py ID for the ids the grant names")
     result = lcm.answer.answer(conn, args.prompt, query=args.query, ids=args.summary_ids, session=args.session,
-                               all_sessions=args.all_sessions, cap=cap, db_path=lcm.config.db_path(args.db).resolve(),
+                               all_sessions=args.all_sessions, cap=cap, db_path=lcm.base.config.db_path(args.db).resolve(),
                                warn=lambda text: sys.stderr.write(f"Warning: {text}\n"))
     if args.json:
         lcm.cli.print_json(result)

@@ -28,25 +28,25 @@ import sys
 import tempfile
 
 import lcm.cli
-import lcm.config
+import lcm.base.config
 import lcm.db
 import lcm.digest
 import lcm.grants
 import lcm.resolve
 import lcm.export
-import lcm.mask
+import lcm.base.mask
 import lcm.sessions
-from lcm.errors import LcmError
+from lcm.base.errors import LcmError
 
 
 def pieces(conn, session_id: str, fmt: str, masked: bool) -> object:
     """The export as a stream of bytes, secrets masked unless masked=False (--unmasked)."""
     if fmt == "jsonl":
         for line in lcm.export.jsonl(conn, session_id):
-            yield lcm.mask.mask_line(line) if masked else line
+            yield lcm.base.mask.mask_line(line) if masked else line
     else:
         for text in lcm.export.markdown(conn, session_id, masked=masked):
-            yield (lcm.mask.mask(text) if masked else text).encode("utf-8", "surrogatepass")
+            yield (lcm.base.mask.mask(text) if masked else text).encode("utf-8", "surrogatepass")
 
 
 def write_file(path: str, stream) -> int:

@@ -42,7 +42,7 @@ import sys
 import lcm.cli
 import lcm.db
 import lcm.grants
-import lcm.mask
+import lcm.base.mask
 import lcm.resolve
 import lcm.search_text
 import lcm.sources
@@ -77,10 +77,10 @@ def _main(argv):
                  project=args.project, all_sessions=args.all_sessions, since=args.since,
                  before=args.before, role=args.role, typed=args.typed, limit=args.limit, offset=args.offset,
                  types=args.type, sessions=within.sessions, within=within if within.limited else None)
-    doc["query"] = lcm.mask.mask(doc["query"])  # echoed back: a secret searched for stays masked
+    doc["query"] = lcm.base.mask.mask(doc["query"])  # echoed back: a secret searched for stays masked
     if args.project:  # and so is one pasted as --project DIR (scope line, JSON, the commands printed)
-        args.project = lcm.mask.mask(args.project)
-        doc["scope"] = lcm.mask.mask_json(doc["scope"])
+        args.project = lcm.base.mask.mask(args.project)
+        doc["scope"] = lcm.base.mask.mask_json(doc["scope"])
     if doc.pop("widened", False):
         sys.stderr.write("Note: nothing in this project; these results come from all projects\n")
     if doc.pop("stopped_early", False):

@@ -24,7 +24,7 @@ import os
 import sys
 
 import lcm.cli
-import lcm.config
+import lcm.base.config
 import lcm.db
 import lcm.bulk
 import lcm.ingest
@@ -40,7 +40,7 @@ def _main(argv):
     args = p.parse_args(argv)
     if not args.paths and not args.all:
         p.error("give transcript paths or --all")
-    lcm.config.validate_config()
+    lcm.base.config.validate_config()
     paths = list(args.paths)
     root = lcm.ingest.projects_root()
     if args.all:

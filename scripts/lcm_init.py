@@ -16,14 +16,14 @@ from __future__ import annotations
 import sys
 
 import lcm.cli
-import lcm.config
+import lcm.base.config
 import lcm.db
 
 
 def init(db: str | None = None) -> dict:
     """Create or migrate the vault; returns the --json document."""
-    lcm.config.validate_config()
-    path = lcm.config.db_path(db)
+    lcm.base.config.validate_config()
+    path = lcm.base.config.db_path(db)
     created = not path.exists()
     conn = lcm.db.connect(db)
     try:
@@ -31,7 +31,7 @@ def init(db: str | None = None) -> dict:
     finally:
         conn.close()
     return {"db": str(path), "schema_version": version,
-            "session_id": lcm.config.current_session_id(), "created": created}
+            "session_id": lcm.base.config.current_session_id(), "created": created}
 
 
 def _main(argv):

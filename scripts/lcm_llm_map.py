@@ -25,7 +25,7 @@ from __future__ import annotations
 import sys
 
 import lcm.cli
-import lcm.llm
+import lcm.base.llm
 from lcm.maps import job
 from lcm.maps.run import llm_map
 
@@ -35,9 +35,9 @@ def _main(argv):
     job.add_map_args(p, concurrency=16, timeout=120.0)
     p.add_argument("--max-tokens", type=job.positive_int, default=1024, metavar="N",
                    help="answer length cap per call (default 1024)")
-    p.add_argument("--api-retries", type=lcm.cli.int_arg(0, 20), default=lcm.llm.DEFAULT_MAX_RETRIES, metavar="N",
+    p.add_argument("--api-retries", type=lcm.cli.int_arg(0, 20), default=lcm.base.llm.DEFAULT_MAX_RETRIES, metavar="N",
                    help="SDK retries per call on 429, 5xx and timeouts, with backoff "
-                        f"(default {lcm.llm.DEFAULT_MAX_RETRIES})")
+                        f"(default {lcm.base.llm.DEFAULT_MAX_RETRIES})")
     p.add_argument("--batch", action="store_true", help="use the Message Batches API (anthropic backend only)")
     p.add_argument("--poll-interval", type=lcm.cli.seconds_arg, default=10.0, metavar="S",
                    help="first wait between batch status checks; doubles up to 60 s (default 10)")

@@ -24,11 +24,11 @@ from __future__ import annotations
 import sys
 
 import lcm.cli
-import lcm.config
+import lcm.base.config
 import lcm.db
 import lcm.grants
 import lcm.notes
-import lcm.shell
+import lcm.base.shell
 
 
 
@@ -70,14 +70,14 @@ def _main(argv):
         return _list(conn, args)
     project = None if args.everywhere else lcm.notes.normalize_project(args.project) if args.project \
         else lcm.notes.current_project(conn)
-    note, created = lcm.notes.add(conn, " ".join(args.text), project, lcm.config.current_session_id())
+    note, created = lcm.notes.add(conn, " ".join(args.text), project, lcm.base.config.current_session_id())
     if args.json:
         lcm.cli.print_json({"note": note, "created": created})
     else:
         print(f"{'Pinned' if created else 'Already pinned'} {note['id']} for {_where(note)}.")
         print(f"New sessions {'there' if note['project'] else 'everywhere'} start with it;"
-              f" {lcm.shell.command_line('lcm_remember.py', '--list')} shows the notes,"
-              f" {lcm.shell.command_line('lcm_remember.py', '--forget', note['id'])} removes it.")
+              f" {lcm.base.shell.command_line('lcm_remember.py', '--list')} shows the notes,"
+              f" {lcm.base.shell.command_line('lcm_remember.py', '--forget', note['id'])} removes it.")
     return 0
 
 
@@ -106,7 +106,7 @@ def _list(conn, args) -> int:
     if total > len(notes):
         flags = ["--all"] if args.all else ["--global"] if args.everywhere else \
             ["--project", args.project] if args.project else []
-        more = lcm.shell.command_line("lcm_remember.py", "--list", *flags, "--limit", str(min(total, lcm.cli.LIMIT_MAX)))
+        more = lcm.base.shell.command_line("lcm_remember.py", "--list", *flags, "--limit", str(min(total, lcm.cli.LIMIT_MAX)))
         print(f"... {total - len(notes)} more: {more}")
     return 0
 

@@ -20,7 +20,7 @@ import sys
 
 import lcm.checkpoint
 import lcm.cli
-import lcm.config
+import lcm.base.config
 import lcm.db
 import lcm.resolve
 from lcm.checkpoint import FILE_NAME
@@ -37,7 +37,7 @@ def _main(argv):
         p.error("--max-tokens must be at least 200")
     conn = lcm.db.connect(args.db, create=False, readonly=True)
     session = lcm.resolve.session(conn, args.session, whole=True) if args.session else None
-    result = lcm.checkpoint.resume(conn, args.checkpoint, session, lcm.config.db_path(args.db).resolve(),
+    result = lcm.checkpoint.resume(conn, args.checkpoint, session, lcm.base.config.db_path(args.db).resolve(),
                                    args.max_tokens)
     if args.json:
         lcm.cli.print_json(result)

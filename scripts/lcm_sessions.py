@@ -27,9 +27,9 @@ import lcm.resolve
 import lcm.grants
 import lcm.search
 import lcm.sessions
-import lcm.shell
+import lcm.base.shell
 import lcm.sources
-import lcm.text
+import lcm.base.text
 from lcm.sessions import plural
 
 FILES_SHOWN = 15
@@ -43,7 +43,7 @@ def _when(value: str | None) -> str:
 
 def _print_list(sessions: list[dict], total: int, args) -> None:
     if not sessions:
-        print("No sessions" + (" match" if args.project or args.since else lcm.shell.runnable(" in the vault yet (run lcm_ingest.py --all)")))
+        print("No sessions" + (" match" if args.project or args.since else lcm.base.shell.runnable(" in the vault yet (run lcm_ingest.py --all)")))
         return
     for s in sessions:
         extra = ", checkpoint" if s["has_checkpoint"] else ""
@@ -51,9 +51,9 @@ def _print_list(sessions: list[dict], total: int, args) -> None:
               f" {plural(s['summaries'], 'summary').replace('ys', 'ies')}{extra}  {s['project'] or '?'}  {s['title']}")
     if total > len(sessions):
         flags = [w for k, v in (("project", args.project), ("since", args.since)) if v for w in (f"--{k}", v)]
-        more = lcm.shell.command_line("lcm_sessions.py", *flags, "--limit", str(min(total, lcm.cli.LIMIT_MAX)))
+        more = lcm.base.shell.command_line("lcm_sessions.py", *flags, "--limit", str(min(total, lcm.cli.LIMIT_MAX)))
         print(f"... {total - len(sessions)} more: {more}")
-    print(f"Next: {lcm.shell.command_line('lcm_sessions.py', lcm.shell.Positional(sessions[0]['id'][:8]))}")
+    print(f"Next: {lcm.base.shell.command_line('lcm_sessions.py', lcm.base.shell.Positional(sessions[0]['id'][:8]))}")
 
 
 def _tree_lines(nodes: list[dict], indent: int = 0) -> list[str]:
@@ -84,22 +84,22 @@ def _print_one(s: dict) -> None:
         print(f"Files created ({len(s['files_created'])}):")
         print("\n".join(_capped([f"  {f}" for f in s["files_created"]], FILES_SHOWN, "files")))
     print(f"Commands ({s['command_count']}, {s['failed_command_count']} failed; newest last):")
-    commands = [f"  {'FAILED ' if c['failed'] else ''}{lcm.text.one_line(c['command'], 160)}" for c in s["commands"]]
+    commands = [f"  {'FAILED ' if c['failed'] else ''}{lcm.base.text.one_line(c['command'], 160)}" for c in s["commands"]]
     print("\n".join(_capped(commands, COMMANDS_SHOWN, "commands")) or "  none")
     tree = _tree_lines(s["summary_tree"])
     print(f"Summaries ({s['summaries']}):")
     print("\n".join(f"  {line}" for line in tree[:TREE_LINES]) or "  none yet (nothing compacted)")
     if len(tree) > TREE_LINES or s["summary_tree_truncated"]:
-        print(f"  ... more: {lcm.shell.command_line('lcm_describe.py', '--session', s['id'])}")
+        print(f"  ... more: {lcm.base.shell.command_line('lcm_describe.py', '--session', s['id'])}")
     digest = s["digest"]
     if digest:
         print(f"Digest ({digest['level']}, written {_when(digest['created_at'])}):")
         print("\n".join(f"  {line}" if line else "" for line in digest["text"].splitlines()[1:]).strip("\n"))
     else:
         print("Digest: none yet (written when the session ends, or: "
-              + lcm.shell.command_line("lcm_compact.py", "--session", s["id"], "--digest") + ")")
-    print("Next: " + lcm.shell.command_line("lcm_export.py", "--session", s["id"][:8], "--format", "markdown"))
-    print("      " + lcm.shell.command_line("lcm_describe.py", "--session", s["id"]))
+              + lcm.base.shell.command_line("lcm_compact.py", "--session", s["id"], "--digest") + ")")
+    print("Next: " + lcm.base.shell.command_line("lcm_export.py", "--session", s["id"][:8], "--format", "markdown"))
+    print("      " + lcm.base.shell.command_line("lcm_describe.py", "--session", s["id"]))
 
 
 def _main(argv):

@@ -23,10 +23,10 @@ from __future__ import annotations
 import sys
 
 import lcm.cli
-import lcm.config
+import lcm.base.config
 import lcm.db
 import lcm.resolve
-import lcm.shell
+import lcm.base.shell
 import lcm.status
 
 
@@ -36,7 +36,7 @@ def _main(argv):
     p.add_argument("--check-fts", action="store_true",
                    help="full FTS5 integrity check even on a large vault (re-reads all text)")
     args = p.parse_args(argv)
-    lcm.config.validate_config()
+    lcm.base.config.validate_config()
     conn = lcm.db.connect(args.db, create=False, readonly=True)
     session = lcm.resolve.session(conn, args.session, required=False)
     s = lcm.status.status(conn, session, check_fts=True if args.check_fts else None, given=args.session is not None)
@@ -49,7 +49,7 @@ def _main(argv):
     print(f"Vault {s['db']} ({s['db_bytes'] / 1e6:.1f} MB, {fts}): {s['sessions']} sessions, {s['messages']} messages"
           f" (~{s['raw_tokens']} tokens), {s['summaries']} summaries, max depth {depth}")
     if s["session_id"] is None:
-        print(lcm.shell.runnable("Session: none yet (run lcm_ingest.py --all)"))
+        print(lcm.base.shell.runnable("Session: none yet (run lcm_ingest.py --all)"))
         return 0
     title = f' "{s["session_title"]}"' if s["session_title"] else ""
     print(f"Session {s['session_id']}{title}: {s['session_reason']}")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 
 import lcm.cli
-import lcm.config
+import lcm.base.config
 import lcm.grants
 
 
@@ -31,11 +31,11 @@ def _main(argv):
     p.add_argument("--no-browser", action="store_true", help="print the URL only; do not open a browser")
     args = p.parse_args(argv)
     if args.json:
-        from lcm.errors import LcmError
+        from lcm.base.errors import LcmError
         raise LcmError("lcm_view.py serves pages; it has no JSON output", "run it without --json")
     lcm.grants.refuse("lcm_view.py (it serves the whole vault)")
     from lcm.view import server
-    return server.serve(str(lcm.config.db_path(args.db)), args.port, open_browser=not args.no_browser)
+    return server.serve(str(lcm.base.config.db_path(args.db)), args.port, open_browser=not args.no_browser)
 
 
 def main(argv: list[str] | None = None) -> int:

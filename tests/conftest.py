@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # the fake Messages API and the fake `claude` executable: fixtures fake_api and fake_claude
 pytest_plugins = ["fake_anthropic"]
 # Commands print `lcm <verb> ...` when an `lcm` is on PATH, else `python3 <scripts>/lcm_<verb>.py`
-# (lcm.shell.command_prefix). The tests expect the second: an `lcm` installed on this machine must
+# (lcm.base.shell.command_prefix). The tests expect the second: an `lcm` installed on this machine must
 # not change what they see. Done before any test imports lcm.cli, which decides once.
 os.environ["PATH"] = os.pathsep.join(
     d for d in os.environ.get("PATH", "").split(os.pathsep) if not (d and os.path.isfile(os.path.join(d, "lcm"))))

@@ -11,7 +11,7 @@ import lcm.checkpoint
 
 import lcm_checkpoint
 import lcm.compact
-import lcm.config
+import lcm.base.config
 import lcm.db
 import lcm.bulk
 import lcm.ingest
@@ -65,7 +65,7 @@ def test_checkpoint_then_resume_in_a_new_session_on_real_transcripts(workspace, 
     monkeypatch.setenv("LCM_SESSION_ID", OTHER_SESSION)       # a new session on Monday
     code, out, err = run(capsys, lcm_resume, "--max-tokens", "1500")
     assert code == 0, err
-    assert lcm.config.estimate_tokens(out) <= 1500
+    assert lcm.base.config.estimate_tokens(out) <= 1500
     assert f"Resuming session {REAL_SESSION}" in out
     for edited in ("js/lib/recorder.js", "js/drone.js", "index.html"):
         assert f"/Users/dain/workspace/JSSoundRecorder/{edited}" in out
@@ -77,7 +77,7 @@ def test_checkpoint_then_resume_in_a_new_session_on_real_transcripts(workspace, 
 
     code, out, err = run(capsys, lcm_resume, "--max-tokens", "400", "--json")
     doc = json.loads(out)
-    assert code == 0 and doc["tokens"] <= 400 and lcm.config.estimate_tokens(doc["text"]) <= 400
+    assert code == 0 and doc["tokens"] <= 400 and lcm.base.config.estimate_tokens(doc["text"]) <= 400
     assert doc["session_id"] == REAL_SESSION
     assert doc["top_summaries"][0]["id"] == top["id"]
     assert [t["content"] for t in doc["state"]["open_todos"]] == [
@@ -248,7 +248,7 @@ def test_scripts_run_as_commands(tmp_path, workspace):
     done = subprocess.run([sys.executable, str(SCRIPTS / "lcm_resume.py"), "--max-tokens", "300"], cwd=workspace,
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert "Resuming session s-friday" in done.stdout and lcm.config.estimate_tokens(done.stdout) <= 300
+    assert "Resuming session s-friday" in done.stdout and lcm.base.config.estimate_tokens(done.stdout) <= 300
 
 
 def test_resume_stays_under_every_budget(tmp_path, workspace, capsys):
@@ -258,7 +258,7 @@ def test_resume_stays_under_every_budget(tmp_path, workspace, capsys):
     for budget in (200, 237, 300, 450, 800, 1300, 2000, 5000):
         code, out, err = run(capsys, lcm_resume, "--max-tokens", str(budget))
         assert code == 0, err
-        assert lcm.config.estimate_tokens(out) <= budget
+        assert lcm.base.config.estimate_tokens(out) <= budget
         assert "Resuming session s-friday" in out and "## Drill further" in out
         assert "LATEST: Step 39" in out
     assert "Not shown for space" in run(capsys, lcm_resume, "--max-tokens", "200")[1]

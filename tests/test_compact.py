@@ -19,14 +19,14 @@ import lcm.compact
 
 import lcm_compact
 import lcm.dag
-import lcm.config
+import lcm.base.config
 import lcm.db
-import lcm.errors
+import lcm.base.errors
 import lcm.schema
 import lcm.extract
 import lcm.bulk
 import lcm.ingest
-import lcm.llm
+import lcm.base.llm
 import lcm.prompts
 from conftest import ROOT, shared_data
 from fake_anthropic import FakeAnthropic
@@ -91,7 +91,7 @@ def check_dag(conn, session_id: str, tail: int, complete: bool = True) -> dict:
     nodes = {r["id"]: r for r in conn.execute("SELECT * FROM summaries WHERE session_id = ?", (session_id,))}
     covered = {}
     for node in nodes.values():
-        assert node["token_count"] == lcm.config.estimate_tokens(node["content"])
+        assert node["token_count"] == lcm.base.config.estimate_tokens(node["content"])
         assert 0 <= node["token_count"] < node["source_token_count"], node["id"]
         assert node["level"] in lcm.compact.LEVELS
         sources = conn.execute("SELECT * FROM summary_sources WHERE summary_id = ? ORDER BY ord",
@@ -131,7 +131,7 @@ def check_dag(conn, session_id: str, tail: int, complete: bool = True) -> dict:
     in_tail = set(main[max(len(main) - tail, 0):]) if tail else set()
     assert not any(m in covered for m in in_tail), "the fresh tail is never compacted"
     if complete:  # what is left before the tail is a remainder under the minimum leaf size
-        minimum = min(lcm.config.get("LCM_LEAF_MIN_TOKENS"), lcm.config.get("LCM_LEAF_CHUNK_TOKENS"))
+        minimum = min(lcm.base.config.get("LCM_LEAF_MIN_TOKENS"), lcm.base.config.get("LCM_LEAF_CHUNK_TOKENS"))
         start = position[min(in_tail, key=position.get)] if in_tail else len(seq)
         left: dict[str, int] = {}
         for r in rows[:start]:
@@ -318,7 +318,7 @@ def test_until_under_stops_at_the_target(tmp_path, monkeypatch, capsys):
 
 def test_session_lock_excludes_a_second_compaction(tmp_path):
     with lcm.dag.session_lock("s1"):
-        with pytest.raises(lcm.errors.LcmError, match="another compaction"):
+        with pytest.raises(lcm.base.errors.LcmError, match="another compaction"):
             with lcm.dag.session_lock("s1", blocking=False):
                 pass
         with lcm.dag.session_lock("s2", blocking=False):
@@ -403,10 +403,10 @@ def test_extractive_summary_tells_a_coding_story(tmp_path, monkeypatch):
     assert text == lcm.extract.summarize_messages(rows, "messages #1-#9", 400), "deterministic"
     for budget in (150, 80, 60):
         small = lcm.extract.summarize_messages(rows, "messages #1-#9", budget)
-        assert lcm.config.estimate_tokens(small) <= budget and "Files: " in small
+        assert lcm.base.config.estimate_tokens(small) <= budget and "Files: " in small
     assert lcm.extract.summarize_messages(rows, "messages #1-#9", 5) is None, "too small: caller truncates"
     merged = lcm.extract.summarize_summaries([text, text], "2 summaries", 300)
-    assert "/p/cli.py (edited)" in merged and lcm.config.estimate_tokens(merged) <= 300
+    assert "/p/cli.py (edited)" in merged and lcm.base.config.estimate_tokens(merged) <= 300
 
 
 def test_extractive_summary_keeps_what_the_user_typed_not_the_ide_context(tmp_path):
@@ -489,7 +489,7 @@ def test_each_depth_gets_its_own_prompt(tmp_path, monkeypatch, fake_api, capsys)
         assert FakeAnthropic.system_text(body) == system and body["model"] == "claude-haiku-4-5"
         assert "<conversation>" in FakeAnthropic.user_text(body) or "<summaries>" in FakeAnthropic.user_text(body)
     leaf_body = next(b for b in fake_api.requests if prompt_of(b) == "leaf")
-    assert f"about {lcm.config.get('LCM_LEAF_TARGET_TOKENS')} tokens" in FakeAnthropic.user_text(leaf_body)
+    assert f"about {lcm.base.config.get('LCM_LEAF_TARGET_TOKENS')} tokens" in FakeAnthropic.user_text(leaf_body)
     check_dag(conn, t.session_id, 2)
 
 
@@ -508,7 +508,7 @@ def test_longer_answer_escalates_to_aggressive_then_truncation(tmp_path, monkeyp
     result = run_json(capsys, "--session", t.session_id, "--full")
     assert result["levels"]["aggressive"] == 1 and result["model_calls"] == 2
     assert [prompt_of(b) for b in fake_api.requests] == ["leaf", "leaf-aggressive"]
-    half = lcm.config.get("LCM_LEAF_TARGET_TOKENS") // 2
+    half = lcm.base.config.get("LCM_LEAF_TARGET_TOKENS") // 2
     assert f"at most {half} tokens" in FakeAnthropic.user_text(fake_api.requests[1])
     assert conn.execute("SELECT level FROM summaries").fetchone()[0] == "aggressive"
 
@@ -549,13 +549,13 @@ def test_persistent_overload_falls_back_once_and_a_later_run_upgrades(tmp_path, 
     conn = lcm.db.connect()
     ingest(conn, t.path)
     fake_api.enqueue("first\nFiles: none\nExpand for details about: x")
-    for _ in range(lcm.llm.DEFAULT_MAX_RETRIES + 1):
+    for _ in range(lcm.base.llm.DEFAULT_MAX_RETRIES + 1):
         fake_api.enqueue(status=529)
     assert lcm_compact.main(["--session", t.session_id, "--full"]) == 0
     err = capsys.readouterr().err
     assert "529" in err and "Traceback" not in err
     # the breaker: one failed call (with the SDK's retries), then no request for the other chunks
-    assert len(fake_api.requests) == 1 + lcm.llm.DEFAULT_MAX_RETRIES + 1
+    assert len(fake_api.requests) == 1 + lcm.base.llm.DEFAULT_MAX_RETRIES + 1
     check_dag(conn, t.session_id, 0)
     levels = dict(conn.execute("SELECT level, count(*) FROM summaries GROUP BY level").fetchall())
     assert levels.get("normal") == 1 and levels["fallback"] >= 2

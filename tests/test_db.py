@@ -6,22 +6,22 @@ import sqlite3
 import pytest
 
 import lcm.cli
-import lcm.config
+import lcm.base.config
 import lcm.db
 import lcm.schema
-from lcm.errors import LcmError
+from lcm.base.errors import LcmError
 
 
 def test_vault_location_precedence(tmp_path, monkeypatch, isolated_home):
-    assert lcm.config.db_path() == isolated_home / ".claude-lcm" / "lcm.db"
+    assert lcm.base.config.db_path() == isolated_home / ".claude-lcm" / "lcm.db"
     monkeypatch.delenv("LCM_HOME")
-    assert lcm.config.db_path() == isolated_home / ".claude-lcm" / "lcm.db"
+    assert lcm.base.config.db_path() == isolated_home / ".claude-lcm" / "lcm.db"
     monkeypatch.setenv("LCM_HOME", str(tmp_path / "h"))
-    assert lcm.config.db_path() == tmp_path / "h" / "lcm.db"
-    assert lcm.config.files_dir() == tmp_path / "h" / "files"
+    assert lcm.base.config.db_path() == tmp_path / "h" / "lcm.db"
+    assert lcm.base.config.files_dir() == tmp_path / "h" / "files"
     monkeypatch.setenv("LCM_DB", str(tmp_path / "x.db"))
-    assert lcm.config.db_path() == tmp_path / "x.db"
-    assert lcm.config.db_path(str(tmp_path / "y.db")) == tmp_path / "y.db"
+    assert lcm.base.config.db_path() == tmp_path / "x.db"
+    assert lcm.base.config.db_path(str(tmp_path / "y.db")) == tmp_path / "y.db"
 
 
 @pytest.mark.parametrize("name,raw", [
@@ -32,20 +32,20 @@ def test_vault_location_precedence(tmp_path, monkeypatch, isolated_home):
 def test_invalid_settings_name_the_variable(monkeypatch, name, raw):
     monkeypatch.setenv(name, raw)
     with pytest.raises(LcmError) as exc:
-        lcm.config.validate_config()
+        lcm.base.config.validate_config()
     assert name in exc.value.message and name in exc.value.hint
 
 
 def test_settings_parse_and_default(monkeypatch):
-    assert lcm.config.get("LCM_CONTEXT_THRESHOLD") == 0.75
+    assert lcm.base.config.get("LCM_CONTEXT_THRESHOLD") == 0.75
     monkeypatch.setenv("LCM_CONTEXT_THRESHOLD", "0.5")
     monkeypatch.setenv("LCM_INDEX_THINKING", "off")
     monkeypatch.setenv("LCM_LLM", " None ")
-    assert lcm.config.get("LCM_CONTEXT_THRESHOLD") == 0.5
-    assert lcm.config.get("LCM_INDEX_THINKING") is False
-    assert lcm.config.get("LCM_LLM") == "none"
+    assert lcm.base.config.get("LCM_CONTEXT_THRESHOLD") == 0.5
+    assert lcm.base.config.get("LCM_INDEX_THINKING") is False
+    assert lcm.base.config.get("LCM_LLM") == "none"
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "")
-    assert lcm.config.get("LCM_FRESH_TAIL_COUNT") == 32
+    assert lcm.base.config.get("LCM_FRESH_TAIL_COUNT") == 32
 
 
 def test_connect_creates_private_vault_and_migrates_once(vault):
@@ -96,10 +96,10 @@ def test_transaction_rolls_back_on_error():
 
 
 def test_ids_tokens_time():
-    assert lcm.config.new_id("sum").startswith("sum_") and len(lcm.config.new_id("sum")) == 20
-    assert lcm.config.new_id("file") != lcm.config.new_id("file")
-    assert lcm.config.estimate_tokens("") == 0 and lcm.config.estimate_tokens("abcde") == 2
-    assert lcm.config.now_iso().endswith("Z")
+    assert lcm.base.config.new_id("sum").startswith("sum_") and len(lcm.base.config.new_id("sum")) == 20
+    assert lcm.base.config.new_id("file") != lcm.base.config.new_id("file")
+    assert lcm.base.config.estimate_tokens("") == 0 and lcm.base.config.estimate_tokens("abcde") == 2
+    assert lcm.base.config.now_iso().endswith("Z")
 
 
 def test_run_turns_errors_into_exit_one(capsys):
@@ -110,11 +110,11 @@ def test_run_turns_errors_into_exit_one(capsys):
 
 
 def test_current_session_id(monkeypatch):
-    assert lcm.config.current_session_id() is None
+    assert lcm.base.config.current_session_id() is None
     monkeypatch.setenv("CLAUDE_CODE_SESSION_ID", "b")
-    assert lcm.config.current_session_id() == "b"
+    assert lcm.base.config.current_session_id() == "b"
     monkeypatch.setenv("LCM_SESSION_ID", "a")
-    assert lcm.config.current_session_id() == "a"
+    assert lcm.base.config.current_session_id() == "a"
 
 
 def test_uncreatable_vault_is_a_clear_error(tmp_path, monkeypatch):

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-import lcm.config
+import lcm.base.config
 import lcm.db
 import lcm.digest
 import lcm.bulk
@@ -82,7 +82,7 @@ def test_the_session_end_hook_writes_the_digest_after_it_returns(tmp_path):
     proc = subprocess.run([sys.executable, "-S", str(ROOT / "hooks" / "session_end.py")], input=json.dumps(payload),
                           env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout == ""
-    vault = lcm.config.db_path(None)
+    vault = lcm.base.config.db_path(None)
     assert wait_for(lambda: vault.exists() and digest_of(t.session_id) is not None), \
         (os.environ["LCM_HOME"], proc.stderr)
     text = digest_of(t.session_id)["text"]

@@ -3,7 +3,7 @@
 Rule for "commands": a scripts/lcm_*.py file with an `if __name__ == "__main__":` block is a
 command the agent runs, so SKILL.md names it and references/tools.md documents it (a section
 headed with its file name that mentions every flag of its --help). Modules without one (lcm.db,
-lcm.guard, lcm.transcript, ...) are shared code, not commands.
+lcm.base.guard, lcm.transcript, ...) are shared code, not commands.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-import lcm.config
+import lcm.base.config
 
 ROOT = Path(__file__).resolve().parent.parent
 SKILL = ROOT / "SKILL.md"
@@ -154,7 +154,7 @@ def test_every_relative_link_resolves(doc):
 def test_readme_documents_every_setting():
     assert README.exists(), "README.md is missing"
     text = README.read_text(encoding="utf-8")
-    missing = [name for name in lcm.config.SETTINGS if name not in text]
+    missing = [name for name in lcm.base.config.SETTINGS if name not in text]
     assert not missing, f"README.md does not document: {missing}"
     for name in ("LCM_DB", "LCM_HOME", "LCM_SESSION_ID", "LCM_SCRIPTS"):
         assert name in text, name

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import lcm.doctor
-import lcm.mask
+import lcm.base.mask
 import lcm.installation
 import lcm_compact
 import lcm_doctor
@@ -242,8 +242,8 @@ def test_text_stored_under_older_masking_rules_is_masked_on_output_until_remask(
     t.user("the smtp relay login is SMTP_PASS=quokka-Relay-77 on the staging box")
     t.write()
     with monkeypatch.context() as m:  # stored as the rules before `pass` left it
-        m.setattr(lcm.mask, "mask", lambda text: text)
-        m.setattr(lcm.mask, "mask_json", lambda value: value)
+        m.setattr(lcm.base.mask, "mask", lambda text: text)
+        m.setattr(lcm.base.mask, "mask_json", lambda value: value)
         assert lcm_ingest.main(["--all"]) == 0
     conn = sqlite3.connect(vault)
     with conn:  # the vault as version 13 left it, its messages counted as masked when stored

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import lcm.config
+import lcm.base.config
 import lcm.exclude
 import lcm_compact
 import lcm_ingest
 import lcm_remember
-from lcm.errors import LcmError
+from lcm.base.errors import LcmError
 from test_hooks import run_hook, session_start, start_env, stop
 from transcripts import Transcript, coding_session
 from conftest import run
@@ -110,7 +110,7 @@ def test_compaction_skips_excluded_projects(capsys, client, own, monkeypatch, va
 def test_invalid_exclude_names_the_variable(monkeypatch, raw):
     monkeypatch.setenv("LCM_EXCLUDE", raw)
     with pytest.raises(LcmError) as exc:
-        lcm.config.validate_config()
+        lcm.base.config.validate_config()
     assert "LCM_EXCLUDE" in exc.value.message and "LCM_EXCLUDE" in exc.value.hint
 
 

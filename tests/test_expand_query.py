@@ -18,7 +18,7 @@ import lcm.bulk
 import lcm.ingest
 from conftest import run, SCRIPTS, shared_data
 
-from lcm.errors import LcmError
+from lcm.base.errors import LcmError
 from transcripts import Transcript
 
 FILLER = " ".join(["the build keeps the audio worklet in its own chunk"] * 30)   # ~400 tokens a message

@@ -7,7 +7,7 @@ import pytest
 
 import lcm.extract
 import lcm.failures
-import lcm.text
+import lcm.base.text
 
 GO_BUILD = """Exit code 1
 # example.com/ledger/cmd
@@ -356,7 +356,7 @@ def test_near_misses_are_not_taken_for_the_failure():
 
 def test_ansi_codes_are_stripped():
     coloured = "\x1b[1m\x1b[31merror\x1b[0m: \x1b]8;;https://x.example\x07link\x1b]8;;\x07 broke\r\n"
-    assert lcm.text.strip_ansi(coloured) == "error: link broke\n"
+    assert lcm.base.text.strip_ansi(coloured) == "error: link broke\n"
     assert "\x1b" not in lcm.failures.key_line(VITEST + TSC_PRETTY + PNPM)
 
 
@@ -409,7 +409,7 @@ def test_every_kind_survives_into_the_leaf_summary_of_a_long_failing_session(tmp
     """One session that fails thirty ways in a row (more failures than a leaf has lines for its
     other sections): every key line is in the extractive leaf summaries, which stay under target."""
     import lcm.compact
-    import lcm.config
+    import lcm.base.config
     import lcm.db
     import lcm.bulk
     import lcm.ingest
@@ -427,7 +427,7 @@ def test_every_kind_survives_into_the_leaf_summary_of_a_long_failing_session(tmp
     lcm.bulk.ingest_paths(conn, [t.path])
     lcm.compact.compact(conn, t.session_id, mode="full")
     leaves = conn.execute("SELECT content, token_count FROM summaries WHERE kind = 'leaf'").fetchall()
-    assert leaves and all(r["token_count"] <= lcm.config.get("LCM_LEAF_TARGET_TOKENS") for r in leaves)
+    assert leaves and all(r["token_count"] <= lcm.base.config.get("LCM_LEAF_TARGET_TOKENS") for r in leaves)
     text = " ".join(" ".join(r["content"].split()) for r in leaves)
     lost = [expected for _k, _o, expected in KINDS if " ".join(expected.split())[:60] not in text]
     assert lost == []

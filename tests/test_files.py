@@ -5,7 +5,7 @@ import json
 import os
 import stat
 
-import lcm.config
+import lcm.base.config
 import lcm.db
 import lcm.files
 
@@ -58,7 +58,7 @@ def test_content_stored_once_private_and_named_by_hash(vault):
     paths = {r["path"] for r in conn.execute("SELECT path FROM files")}
     assert len(paths) == 1
     assert stat.S_IMODE(os.stat(row["path"]).st_mode) == 0o600
-    assert stat.S_IMODE(os.stat(lcm.config.files_dir()).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(lcm.base.config.files_dir()).st_mode) == 0o700
 
 
 def test_detect_kind_from_content_without_extension():

@@ -5,12 +5,12 @@ import json
 
 import pytest
 
-import lcm.config
+import lcm.base.config
 import lcm_describe
 import lcm.expand
 import lcm_expand
 import lcm.grants
-from lcm.errors import LcmError
+from lcm.base.errors import LcmError
 from test_describe_expand import compacted_vault
 from conftest import run
 
@@ -97,4 +97,4 @@ def test_create_grant_validates(dag):
         lcm.grants.create_grant(dag, ["s1"], [], token_cap=0)
     grant = lcm.grants.create_grant(dag, ["s1"], ["sum_x"], token_cap=5, ttl_seconds=60)
     row = dag.execute("SELECT * FROM grants WHERE id = ?", (grant,)).fetchone()
-    assert json.loads(row["node_ids"]) == ["sum_x"] and row["expires_at"] > lcm.config.now_iso()
+    assert json.loads(row["node_ids"]) == ["sum_x"] and row["expires_at"] > lcm.base.config.now_iso()

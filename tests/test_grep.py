@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-import lcm.config
+import lcm.base.config
 import lcm.db
-import lcm.errors
+import lcm.base.errors
 import lcm.schema
 import lcm_grep
 import lcm.bulk
@@ -164,8 +164,8 @@ def test_scope_filters(grep_vault, capsys, monkeypatch):
 
 
 def test_relative_dates_and_bad_dates():
-    assert lcm.sources.parse_when("2d", "--since") < lcm.sources.parse_when("3h", "--since") < lcm.config.now_iso()
-    with pytest.raises(lcm.errors.LcmError) as exc:
+    assert lcm.sources.parse_when("2d", "--since") < lcm.sources.parse_when("3h", "--since") < lcm.base.config.now_iso()
+    with pytest.raises(lcm.base.errors.LcmError) as exc:
         lcm.sources.parse_when("yesterday", "--since")
     assert "--since 2d" in exc.value.hint
 

@@ -9,9 +9,9 @@ import pytest
 
 import lcm.db
 import lcm_expand_query
-import lcm.guard
+import lcm.base.guard
 from conftest import run, SCRIPTS
-from lcm.errors import LcmError
+from lcm.base.errors import LcmError
 
 SCOPE = ["--delegated-scope", "find the retry constant in the March sessions",
          "--kept-work", "I edit config.py with the answer"]
@@ -21,29 +21,29 @@ SCOPE = ["--delegated-scope", "find the retry constant in the March sessions",
 
 def test_root_agent_is_never_refused():
     for args in [(None, None), ("", ""), ("x", None)]:
-        lcm.guard.check_delegation("lcm_expand_query.py", *args, environ={})
-    assert not lcm.guard.in_subagent({})
+        lcm.base.guard.check_delegation("lcm_expand_query.py", *args, environ={})
+    assert not lcm.base.guard.in_subagent({})
 
 
 def test_subagent_is_refused_without_scope_and_kept_work():
     env = {"LCM_SUBAGENT": "1"}
     for scope, kept in [(None, None), ("scope", None), (None, "kept"), ("scope", "   "), ("", "kept")]:
         with pytest.raises(LcmError) as refused:
-            lcm.guard.check_delegation("lcm_agentic_map.py", scope, kept, environ=env, instead="run it in a loop")
+            lcm.base.guard.check_delegation("lcm_agentic_map.py", scope, kept, environ=env, instead="run it in a loop")
         assert "refused inside a sub-agent" in refused.value.message
         assert refused.value.hint.startswith("do it yourself: run it in a loop")
-    lcm.guard.check_delegation("lcm_agentic_map.py", "scope", "kept", environ=env)
+    lcm.base.guard.check_delegation("lcm_agentic_map.py", "scope", "kept", environ=env)
 
 
 def test_depth_travels_in_the_environment():
-    child = lcm.guard.child_env({"PATH": "/bin"})
-    grandchild = lcm.guard.child_env(child)
+    child = lcm.base.guard.child_env({"PATH": "/bin"})
+    grandchild = lcm.base.guard.child_env(child)
     assert (child["LCM_SUBAGENT"], child["LCM_DELEGATION_DEPTH"]) == ("1", "1")
     assert grandchild["LCM_DELEGATION_DEPTH"] == "2"
     # the depth alone marks a sub-agent, even if LCM_SUBAGENT was dropped on the way
-    assert lcm.guard.in_subagent({"LCM_DELEGATION_DEPTH": "2"})
+    assert lcm.base.guard.in_subagent({"LCM_DELEGATION_DEPTH": "2"})
     with pytest.raises(LcmError, match="LCM_DELEGATION_DEPTH"):
-        lcm.guard.in_subagent({"LCM_DELEGATION_DEPTH": "deep"})
+        lcm.base.guard.in_subagent({"LCM_DELEGATION_DEPTH": "deep"})
 
 
 def test_expand_query_inside_a_subagent_points_to_expand(monkeypatch, capsys):

@@ -139,4 +139,4 @@ def test_only_the_model_seam_imports_anthropic():
     importers = {str(p.relative_to(SCRIPTS if SCRIPTS in p.parents else ROOT)) for p in files
                  if p.suffix == ".py" and any(m == "anthropic" or m.startswith("anthropic.")
                                               for m in imported_modules(p))}
-    assert importers == {"lcm/llm.py"}
+    assert importers == {"lcm/base/llm.py"}

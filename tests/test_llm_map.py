@@ -462,7 +462,7 @@ def test_dry_run_without_a_backend_says_the_run_would_fail(tmp_path, monkeypatch
 
 def test_map_commands_only_parse_and_print():
     """Issue 19: the map scripts parse, call lcm.maps, print; the logic lives in lcm/maps/, one job a
-    module, and every model call in lcm/llm.py (no map module imports anthropic)."""
+    module, and every model call in lcm/base/llm.py (no map module imports anthropic)."""
     scripts = SCRIPT.parent
     modules = sorted((scripts / "lcm" / "maps").glob("*.py"))
     assert {m.stem for m in modules} >= {"job", "state", "worker", "backends", "batches", "tools", "run"}

@@ -11,10 +11,10 @@ import sqlite3
 import pytest
 from hypothesis import given, settings, strategies as st
 
-import lcm.config
+import lcm.base.config
 import lcm.db
 import lcm.ingest
-import lcm.mask
+import lcm.base.mask
 import lcm.schema
 import lcm.doctor
 import lcm_checkpoint
@@ -34,7 +34,7 @@ from test_hooks import run_hook, session_start, user_prompt
 from transcripts import Transcript, coding_session
 from conftest import run
 
-mask = lcm.mask.mask
+mask = lcm.base.mask.mask
 
 
 def shown(capsys, module, *argv) -> str:
@@ -47,9 +47,9 @@ def shown(capsys, module, *argv) -> str:
 @pytest.fixture(autouse=True)
 def fresh_patterns():
     """redact.txt is read once per process: every test starts (and leaves) with it unread."""
-    lcm.mask._user = None
+    lcm.base.mask._user = None
     yield
-    lcm.mask._user = None
+    lcm.base.mask._user = None
 
 
 # -- each kind -------------------------------------------------------------------------------
@@ -184,25 +184,25 @@ def test_a_process_that_has_not_compiled_the_prefilter_masks_the_same(pieces, no
     """Short text is first tested for the prefilter's words (a grep start then compiles nothing):
     the answer is the one the compiled prefilter gives, for secrets, ordinary text and mixes."""
     text = noise.join(pieces)
-    saved = lcm.mask._PREFILTER
-    lcm.mask._PREFILTER = None  # as in a process that masked nothing yet
+    saved = lcm.base.mask._PREFILTER
+    lcm.base.mask._PREFILTER = None  # as in a process that masked nothing yet
     try:
         fresh = mask(text)
     finally:
-        lcm.mask._PREFILTER = saved or lcm.mask._prefilter(lcm.mask._TRIGGERS)
+        lcm.base.mask._PREFILTER = saved or lcm.base.mask._prefilter(lcm.base.mask._TRIGGERS)
     assert fresh == mask(text)
 
 
 def test_a_type_annotation_is_not_a_value_but_a_literal_after_it_is():
-    assert mask("password: str = 'hunter2!'") == f"password: str = '{lcm.mask.token('password', 'hunter2!')}'"
+    assert mask("password: str = 'hunter2!'") == f"password: str = '{lcm.base.mask.token('password', 'hunter2!')}'"
     masked = mask("secret: true0db password=hunter2!")  # found by hypothesis: not one annotation
-    assert masked == (f"secret: {lcm.mask.token('secret', 'true0db')} "
-                      f"password={lcm.mask.token('password', 'hunter2!')}")
+    assert masked == (f"secret: {lcm.base.mask.token('secret', 'true0db')} "
+                      f"password={lcm.base.mask.token('password', 'hunter2!')}")
 
 
 def test_text_in_any_script_masks_the_same_secret_the_same_way():
     secret = "hunter2é!"
-    expected = lcm.mask.token("password", secret)
+    expected = lcm.base.mask.token("password", secret)
     for text in (f"password={secret}", f"mot de passe, café \u00a0 password={secret}", f"日本語 password={secret} テスト"):
         masked = mask(text)
         assert masked == text.replace(secret, expected) and mask(masked) == masked
@@ -210,7 +210,7 @@ def test_text_in_any_script_masks_the_same_secret_the_same_way():
 
 def test_block_kinds_end_where_they_should():
     assert mask("<private>a</private> then <PRIVATE>b\nmore") == (  # any case; unclosed: to the end
-        f"{lcm.mask.token('private', '<private>a</private>')} then {lcm.mask.token('private', '<PRIVATE>b' + chr(10) + 'more')}")
+        f"{lcm.base.mask.token('private', '<private>a</private>')} then {lcm.base.mask.token('private', '<PRIVATE>b' + chr(10) + 'more')}")
     cut = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIOFpart\n"
     masked = mask(PEM + "\nnext: " + cut + "-- output truncated")
     assert masked.startswith("[secret:private-key:") and "\nnext: [secret:private-key:" in masked
@@ -222,15 +222,15 @@ def test_block_kinds_end_where_they_should():
 def test_json_escaped_lines_stay_valid_json():
     entry = {"command": 'export PASSWORD="hunter2!" && echo ' + PEM, "key": "sk-ant-api03-" + "Q" * 40}
     line = json.dumps(entry).encode()
-    masked = lcm.mask.mask_line(line)
+    masked = lcm.base.mask.mask_line(line)
     assert b"hunter2" not in masked and b"plantedkeymaterial" not in masked and b"QQQQ" not in masked
     assert json.loads(masked)["command"].startswith('export PASSWORD="[secret:password:')
     plain = b'{"type":"user","message":{"content":"nothing to hide"}}'
-    assert lcm.mask.mask_line(plain) == plain
+    assert lcm.base.mask.mask_line(plain) == plain
 
 
 def test_redact_txt_adds_patterns_and_a_bad_line_is_reported_not_fatal(capsys):
-    home = lcm.config.lcm_home()
+    home = lcm.base.config.lcm_home()
     home.mkdir(parents=True, exist_ok=True)
     (home / "redact.txt").write_text("# internal ticket ids and hosts\nACME-\\d{6}\n\n(unclosed\nx*\n"
                                      "corp-db-[a-z]+\\.internal\n")
@@ -240,14 +240,14 @@ def test_redact_txt_adds_patterns_and_a_bad_line_is_reported_not_fatal(capsys):
     assert mask(masked) == masked
     err = capsys.readouterr().err
     assert "redact.txt line 4" in err and "redact.txt line 5" in err  # invalid, and matches nothing
-    assert len(lcm.mask.redact_problems()) == 2
+    assert len(lcm.base.mask.redact_problems()) == 2
 
 
 def test_text_without_candidates_is_returned_as_is():
     text = "plain words about the parser, module_3.py and 42 tests " * 50
     assert mask(text) is text
-    assert not lcm.mask.may_contain(text)
-    assert lcm.mask.mask_json({"a": [text, 3, None], "b": "password=hunter2!"}) == {
+    assert not lcm.base.mask.may_contain(text)
+    assert lcm.base.mask.mask_json({"a": [text, 3, None], "b": "password=hunter2!"}) == {
         "a": [text, 3, None], "b": mask("password=hunter2!")}
 
 
@@ -319,13 +319,13 @@ def test_every_kind_is_masked_in_every_place_beside_any_character(sample, where,
     s = (before + left if left else "") + text + (right + after if right else "")
     assert secret not in mask(s)
     entry = placed(where, s)
-    assert secret not in json.dumps(lcm.mask.mask_json(entry), ensure_ascii=False)
+    assert secret not in json.dumps(lcm.base.mask.mask_json(entry), ensure_ascii=False)
     for ascii_only in (False, True):
         line = json.dumps(entry, ensure_ascii=ascii_only).encode()
-        masked = lcm.mask.mask_line(line)
+        masked = lcm.base.mask.mask_line(line)
         assert secret.encode() not in masked and secret not in json.dumps(json.loads(masked), ensure_ascii=False)
         assert secret not in mask(line.decode())  # text that quotes JSON: the escape is an edge too
-        assert lcm.mask.mask_line(masked) == masked  # idempotent
+        assert lcm.base.mask.mask_line(masked) == masked  # idempotent
 
 
 def test_a_key_on_a_line_of_its_own_in_json_text_is_masked():
@@ -334,28 +334,28 @@ def test_a_key_on_a_line_of_its_own_in_json_text_is_masked():
     for kind, text, secret in SAMPLES:
         line = json.dumps({"t": "key:\n" + text})
         assert secret not in mask(line), kind
-        assert secret.encode() not in lcm.mask.mask_line(line.encode()), kind
+        assert secret.encode() not in lcm.base.mask.mask_line(line.encode()), kind
 
 
 def test_mask_line_keeps_every_other_byte_and_masks_a_named_value():
     line = (b'{"n":12345678901234567890123,"s":"caf\\u00e9 \\ud800","cmd":"echo hi\\nsk-ant-api03-'
             + b"Q" * 30 + b'" , "api_key" :  "q7w8e9r0t1y2u3",  "x":[1.50, true]}')
-    masked = lcm.mask.mask_line(line)
-    key = lcm.mask.token("anthropic-key", "sk-ant-api03-" + "Q" * 30)
+    masked = lcm.base.mask.mask_line(line)
+    key = lcm.base.mask.token("anthropic-key", "sk-ant-api03-" + "Q" * 30)
     assert masked == (b'{"n":12345678901234567890123,"s":"caf\\u00e9 \\ud800","cmd":"echo hi\\n' + key.encode()
-                      + b'" , "api_key" :  "' + lcm.mask.token("api-key", "q7w8e9r0t1y2u3").encode()
+                      + b'" , "api_key" :  "' + lcm.base.mask.token("api-key", "q7w8e9r0t1y2u3").encode()
                       + b'",  "x":[1.50, true]}')
-    assert lcm.mask.mask_json({"password": "s3cr3t pass", "token_count": 12, "name": "password"}) == {
-        "password": lcm.mask.token("password", "s3cr3t pass"), "token_count": 12, "name": "password"}
+    assert lcm.base.mask.mask_json({"password": "s3cr3t pass", "token_count": 12, "name": "password"}) == {
+        "password": lcm.base.mask.token("password", "s3cr3t pass"), "token_count": 12, "name": "password"}
     deep = current = []
     for _ in range(5000):  # deeper than Python's recursion limit
         current.append([])
         current = current[0]
     current.append("AKIAQ3EXAMPLEKEY7ZZZ")
-    out = lcm.mask.mask_json(deep)
+    out = lcm.base.mask.mask_json(deep)
     for _ in range(5000):
         out = out[0]
-    assert out == [lcm.mask.token("aws-key", "AKIAQ3EXAMPLEKEY7ZZZ")]
+    assert out == [lcm.base.mask.token("aws-key", "AKIAQ3EXAMPLEKEY7ZZZ")]
 
 
 # -- the planted-secrets test ---------------------------------------------------------------
@@ -520,8 +520,8 @@ def _filled_and_compacted_unmasked(planted, capsys, monkeypatch) -> None:
     """The planted vault as a version from before masking filled it: messages stored unmasked,
     and the secret session compacted into summaries that quote them."""
     with monkeypatch.context() as m:
-        m.setattr(lcm.mask, "mask", lambda text: text)
-        m.setattr(lcm.mask, "mask_json", lambda value: value)
+        m.setattr(lcm.base.mask, "mask", lambda text: text)
+        m.setattr(lcm.base.mask, "mask_json", lambda value: value)
         m.setenv("LCM_LLM", "none")
         shown(capsys, lcm_ingest, str(planted["projects"]))
         shown(capsys, lcm_compact, "--session", "s-secret", "--full")
@@ -557,7 +557,7 @@ def test_a_vault_filled_before_masking_still_masks_every_output(planted, capsys,
     # every stored message is masked now: output shows it as stored instead of masking it again
     assert lcm.db.masked_from(conn)["message"] <= conn.execute("SELECT min(id) FROM messages").fetchone()[0]
     shown_as_stored = []
-    monkeypatch.setattr(lcm.mask, "mask", lambda text: shown_as_stored.append(text) or text)
+    monkeypatch.setattr(lcm.base.mask, "mask", lambda text: shown_as_stored.append(text) or text)
     shown(capsys, lcm_grep, "deploy", "--all-sessions", "--type", "message", "--json")
     assert set(shown_as_stored) <= {"deploy"}  # only the echoed query is masked on the way out
     assert json.loads(shown(capsys, lcm_grep, "deploy", "--all-sessions", "--type", "summary", "--json"))["count"]
@@ -644,8 +644,8 @@ def test_summaries_written_before_the_upgrade_are_masked_on_output_and_later_one
                      " friday', 5, 5, level, model, first_message_id, last_message_id, earliest_at, latest_at,"
                      " descendant_count, file_ids, created_at FROM summaries LIMIT 1")
     masked = []
-    real = lcm.mask.mask
-    monkeypatch.setattr(lcm.mask, "mask", lambda text: masked.append(text) or real(text))
+    real = lcm.base.mask.mask
+    monkeypatch.setattr(lcm.base.mask, "mask", lambda text: masked.append(text) or real(text))
     out = json.loads(shown(capsys, lcm_grep, "deploy friday", "--all-sessions", "--type", "summary", "--json"))
     assert "sum_new" in [r["id"] for r in out["results"]] and not leaks(json.dumps(out))
     assert "the deploy went out on friday" not in masked  # shown as stored
@@ -658,8 +658,8 @@ def test_an_upgraded_vault_masks_its_old_messages_and_trusts_only_what_was_maske
     before the upgrade (stored unmasked) is masked on the way out, and so is every message once
     redact.txt adds a pattern the stored text predates."""
     with monkeypatch.context() as m:  # the vault as an older lcm filled it: text stored unmasked
-        m.setattr(lcm.mask, "mask", lambda text: text)
-        m.setattr(lcm.mask, "mask_json", lambda value: value)
+        m.setattr(lcm.base.mask, "mask", lambda text: text)
+        m.setattr(lcm.base.mask, "mask_json", lambda value: value)
         shown(capsys, lcm_ingest, str(planted["projects"]))
     conn = lcm.db.connect()
     with lcm.db.transaction(conn):
@@ -671,9 +671,9 @@ def test_an_upgraded_vault_masks_its_old_messages_and_trusts_only_what_was_maske
     out = shown(capsys, lcm_grep, "deploy billing password staging", "--all-sessions", "--json")
     assert not leaks(out) and "[secret:" in out  # the old rows: masked on the way out
     assert "quokka-7731" in out  # the new row: shown as stored (nothing in it to mask)
-    with open(lcm.mask.redact_path(), "w") as f:
+    with open(lcm.base.mask.redact_path(), "w") as f:
         f.write("quokka-\\d+\n")
-    lcm.mask._user = None
+    lcm.base.mask._user = None
     out = shown(capsys, lcm_grep, "deploy billing password staging", "--all-sessions", "--json")
     assert "quokka-7731" not in out and not leaks(out)
 
@@ -693,12 +693,12 @@ def test_a_line_is_masked_as_its_decoded_value_is(value):
     every shape: a string under a secret's name, in a list under it, in lists nested in that
     list, and not a string inside an object in such a list unless its own key names a secret."""
     line = json.dumps(value).encode()
-    assert json.loads(lcm.mask.mask_line(line)) == lcm.mask.mask_json(value)
+    assert json.loads(lcm.base.mask.mask_line(line)) == lcm.base.mask.mask_json(value)
 
 
 def test_every_string_of_a_list_under_a_secrets_name_is_masked():
     value = {"input": {"password": ["hunter2!", ["Tr0ub4dor&3xyz"]], "names": ["alice"]}}
-    for masked in (lcm.mask.mask_json(value), json.loads(lcm.mask.mask_line(json.dumps(value).encode()))):
+    for masked in (lcm.base.mask.mask_json(value), json.loads(lcm.base.mask.mask_line(json.dumps(value).encode()))):
         assert "hunter2!" not in json.dumps(masked) and "Tr0ub4dor&3xyz" not in json.dumps(masked)
         assert masked["input"]["names"] == ["alice"]
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-import lcm.config
+import lcm.base.config
 import lcm.db
 import lcm_agentic_map
 import lcm_checkpoint
@@ -135,7 +135,7 @@ def test_every_kind_in_every_place_never_leaves_the_vault(tmp_path, capsys, monk
         assert not leaks(body), f"a request body leaks {leaks(body)}"
     stored = conn.execute("SELECT group_concat(content, ' ') FROM messages").fetchone()[0]
     assert not leaks(stored)
-    for path in (lcm.config.lcm_home() / "files").rglob("*"):
+    for path in (lcm.base.config.lcm_home() / "files").rglob("*"):
         assert path.is_dir() or not leaks(path.read_bytes()), path
 
     # the one way back to the exact bytes

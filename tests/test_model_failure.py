@@ -14,7 +14,7 @@ import lcm.db
 import lcm.doctor
 import lcm.bulk
 import lcm.ingest
-import lcm.llm
+import lcm.base.llm
 from conftest import run, shared_data
 from fake_anthropic import FakeAnthropic, Reply
 from test_hooks import pre_compact, run_hook
@@ -62,7 +62,7 @@ def test_compact_all_falls_back_then_a_working_model_upgrades(vault, refusing_ap
     assert doc["leaf_created"] + doc["condensed_created"] == due == doc["levels"]["fallback"]
     assert doc["model_failure"] and "Warning: the model failed" in err and "Hint:" in err
     # the breaker: one failing call for the whole run (the SDK's own retries included), not one per chunk
-    assert len(refusing_api.requests) <= lcm.llm.DEFAULT_MAX_RETRIES + 1
+    assert len(refusing_api.requests) <= lcm.base.llm.DEFAULT_MAX_RETRIES + 1
     assert time.monotonic() - started < 30
     nodes = conn.execute("SELECT id, content, token_count, source_token_count FROM summaries").fetchall()
     assert len(nodes) == due and all(0 < n["token_count"] < n["source_token_count"] for n in nodes)

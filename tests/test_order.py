@@ -9,9 +9,9 @@ import sqlite3
 
 import pytest
 
-import lcm.config
+import lcm.base.config
 import lcm.db
-import lcm.errors
+import lcm.base.errors
 import lcm.schema
 import lcm.order
 import lcm_compact
@@ -46,7 +46,7 @@ def compact_full(monkeypatch, capsys, *args) -> sqlite3.Connection:
     monkeypatch.setenv("LCM_LLM", "none")
     assert lcm_compact.main([*args, "--full", "--json"]) == 0, capsys.readouterr().err
     capsys.readouterr()
-    conn = sqlite3.connect(lcm.config.db_path())
+    conn = sqlite3.connect(lcm.base.config.db_path())
     conn.row_factory = sqlite3.Row
     return conn
 
@@ -186,5 +186,5 @@ def test_summaries_built_on_ingest_order_are_rebuilt(monkeypatch, capsys):
 def test_an_sqlite_without_generated_columns_is_an_error_that_says_so(tmp_path, monkeypatch):
     monkeypatch.setattr(lcm.schema.sqlite3, "sqlite_version_info", (3, 30, 1))
     monkeypatch.setattr(lcm.schema.sqlite3, "sqlite_version", "3.30.1")
-    with pytest.raises(lcm.errors.LcmError, match="needs SQLite 3.31 or newer .* has SQLite 3.30.1"):
+    with pytest.raises(lcm.base.errors.LcmError, match="needs SQLite 3.31 or newer .* has SQLite 3.30.1"):
         lcm.db.connect(str(tmp_path / "v.db"))

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-import lcm.config
+import lcm.base.config
 import lcm.db
 import lcm.schema
 import lcm.search
@@ -139,7 +139,7 @@ def test_session_prefixes_work_everywhere_and_bad_ones_are_errors(chats, capsys,
     assert code == 0, err
     code, out, err = call(lcm_compact.main, capsys, "--session", "bbbb3333", "--dry-run", "--json")
     assert code == 0 and "bbbb3333-0000-4000-8000-000000000003" in out, err
-    checkpoint = str(lcm.config.lcm_home() / "cp.md")
+    checkpoint = str(lcm.base.config.lcm_home() / "cp.md")
     code, out, err = call(lcm_checkpoint.main, capsys, "--session", "bbbb", "--output", checkpoint, "--json")
     assert code == 0 and "bbbb3333-0000-4000-8000-000000000003" in out, err
     code, out, err = call(lcm_resume.main, capsys, "--session", "bbbb3333")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-import lcm.mask
+import lcm.base.mask
 from conftest import run
-from lcm.mask import mask
+from lcm.base.mask import mask
 
 K = "sk-ant-api03-" + "a1B2c3D4e5F6g7H8i9J0" * 3
 
@@ -25,7 +25,7 @@ def test_assigned_value_holding_equals_is_masked_whole(name, value, sep):
     out = mask(f"{name}{sep}{value}")
     assert value not in out
     assert value.split("=")[0] not in out
-    assert out == f"{name}{sep}{lcm.mask.token(lcm.mask._kind_of(name), value)}"
+    assert out == f"{name}{sep}{lcm.base.mask.token(lcm.base.mask._kind_of(name), value)}"
 
 
 @pytest.mark.parametrize("code", ["password: str = 'hunter2!'", "password: str='hunter2!'",
@@ -83,9 +83,9 @@ def test_grep_without_a_match_does_not_echo_a_secret(capsys, isolated_home, json
 
 @pytest.fixture
 def fresh_redact():
-    lcm.mask.reload_user_patterns()
+    lcm.base.mask.reload_user_patterns()
     yield
-    lcm.mask.reload_user_patterns()
+    lcm.base.mask.reload_user_patterns()
 
 
 def test_a_bad_redact_line_is_reported_without_repeating_it(capsys, isolated_home, fresh_redact):
@@ -265,8 +265,8 @@ def test_masking_a_long_line_of_commands_is_not_quadratic(word):
     import sys
 
     from conftest import SCRIPTS
-    code = (f"import sys; sys.path.insert(0, {str(SCRIPTS)!r}); import lcm.mask;"
-            f" lcm.mask.mask({word + ' x '!r} * 30000)")
+    code = (f"import sys; sys.path.insert(0, {str(SCRIPTS)!r}); import lcm.base.mask;"
+            f" lcm.base.mask.mask({word + ' x '!r} * 30000)")
     subprocess.run([sys.executable, "-c", code], timeout=30, check=True)
 
 
@@ -354,7 +354,7 @@ PYTHON_39 = _python_39()
                                   "post_compact", "session_end"])
 def test_every_hook_runs_on_python_3_9(tmp_path, vault, hook):
     """Claude Code runs the hooks with whatever `python3` is on PATH; on 3.9 they must at least
-    fail open. lcm/errors.py, which every hook imports, evaluated `str | None` at import: every
+    fail open. lcm/base/errors.py, which every hook imports, evaluated `str | None` at import: every
     hook raised TypeError, and again while logging it, so each exited 1 with a traceback, and
     nothing was captured."""
     import json
@@ -411,9 +411,9 @@ def test_a_value_assigned_to_a_pass_name_is_masked_wherever_it_sits():
         text = before + form.format(n=name, v=secret) + after
         assert secret not in mask(text)
         line = json.dumps({"type": "user", "message": {"content": text}}).encode()
-        assert json.dumps(secret)[1:-1].encode() not in lcm.mask.mask_line(line)
+        assert json.dumps(secret)[1:-1].encode() not in lcm.base.mask.mask_line(line)
         named = json.dumps({"type": "assistant", "input": {"auth": {name: secret}}}).encode()
-        assert secret.encode() not in lcm.mask.mask_line(named)
+        assert secret.encode() not in lcm.base.mask.mask_line(named)
     check()
 
 

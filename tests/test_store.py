@@ -16,7 +16,7 @@ import zlib
 
 import pytest
 
-import lcm.config
+import lcm.base.config
 import lcm.db
 import lcm.bulk
 import lcm.ingest
@@ -370,7 +370,7 @@ def test_hooks_store_lines_plain_and_packing_waits_for_a_file_to_go_idle(vault, 
     lcm.bulk.ingest_paths(conn, [shared_data("claude-projects")])
     big = conn.execute("SELECT transcript_path FROM messages GROUP BY transcript_path"
                        " ORDER BY sum(length(raw)) DESC LIMIT 1").fetchone()[0]
-    now = lcm.config.now_iso()
+    now = lcm.base.config.now_iso()
     conn.execute("UPDATE transcripts SET updated_at = ?", (now,))  # every file just written
     doc = lcm.pack.pack(conn)
     assert doc["packed_lines"] > 0 and doc["pending_lines"] > 0  # whole blocks only

@@ -11,7 +11,7 @@ from collections import defaultdict
 
 import lcm.db
 import lcm.ingest
-import lcm.mask
+import lcm.base.mask
 import lcm_ingest
 import lcm_sessions
 from conftest import run, shared_data
@@ -93,7 +93,7 @@ def test_every_title_of_the_shared_data_comes_from_its_own_session(capsys, vault
     stored = dict(conn.execute("SELECT session_id, title FROM sessions WHERE title IS NOT NULL").fetchall())
     assert stored  # the data has titles of both kinds
     for sid, title in stored.items():
-        assert title in {lcm.mask.mask(t.strip()) for t in own[sid]}, (sid, title)
+        assert title in {lcm.base.mask.mask(t.strip()) for t in own[sid]}, (sid, title)
     # a session that holds the leaf of a summary line carries a title
     for leaf, _title in summaries:
         if owner.get(leaf) and conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (owner[leaf],)).fetchone():

@@ -15,16 +15,16 @@ import re
 import time
 from pathlib import Path
 
-import lcm.errors
-import lcm.llm
-import lcm.config
+import lcm.base.errors
+import lcm.base.llm
+import lcm.base.config
 import lcm.grants
-import lcm.mask
+import lcm.base.mask
 import lcm.query
 import lcm.rank
 import lcm.search
-import lcm.text
-from lcm.errors import LcmError
+import lcm.base.text
+from lcm.base.errors import LcmError
 
 GRANT_TTL_SECONDS = 300
 ANSWER_SECONDS = 50       # for the model's whole answer (one retry per call: twice this at worst), then
@@ -77,7 +77,7 @@ def node_info(conn, node_id: str) -> dict | None:
                            " role, token_count FROM messages WHERE uuid = ?", (node_id,)).fetchone()
     info = dict(row) if row else None
     if info and info.get("head"):
-        info["head"] = lcm.mask.mask(info["head"])
+        info["head"] = lcm.base.mask.mask(info["head"])
     return info
 
 
@@ -164,7 +164,7 @@ class Expansion:
             # substr: only the allowed characters leave the vault (estimate_tokens = chars / 4)
             text = self.conn.execute("SELECT substr(content, 1, ?) FROM messages WHERE id = ?",
                                      (allowed * 4, msg["id"])).fetchone()[0]
-            text = lcm.mask.mask(text)
+            text = lcm.base.mask.mask(text)
             if allowed < msg["token_count"]:
                 self.truncated = True
                 text += " [... cut at the grant's token cap]"
@@ -200,7 +200,7 @@ def excerpt(text: str, patterns, budget_chars: int, failure: bool, weights=None)
     each pattern's weight (default 1).
     """
     weights = weights or [1.0] * len(patterns)
-    lines = lcm.text.strip_ansi(text).splitlines() or [""]  # terminal colours are noise to a reader
+    lines = lcm.base.text.strip_ansi(text).splitlines() or [""]  # terminal colours are noise to a reader
     matched = [{k for k, p in enumerate(patterns) if p.search(line)} for line in lines]
     scores, key_before = [], False
     for i, line in enumerate(lines):
@@ -217,7 +217,7 @@ def excerpt(text: str, patterns, budget_chars: int, failure: bool, weights=None)
         if terms or key:
             scores.append((-(2 * terms + key), i))
     if not scores or all(s > -1 for s, _ in scores):  # only weak key lines: not what was asked
-        return lcm.text.one_line(lcm.text.strip_ansi(text), HEAD_CHARS), 0
+        return lcm.base.text.one_line(lcm.base.text.strip_ansi(text), HEAD_CHARS), 0
     anchors = [i for _, i in sorted(scores)[:ANCHORS]]
     chosen: dict[int, str] = {}
     spent = 0
@@ -308,7 +308,7 @@ def ranked_excerpts(exp: Expansion, candidates: list[dict], question: str, *,
         text = conn.execute("SELECT substr(content, 1, ?) FROM messages WHERE id = ?",
                             (SCAN_CHARS, rowid)).fetchone()[0]
         left = (exp.limit - exp.used) * 4
-        cut, hits = excerpt(lcm.mask.mask(text), patterns, min(budget, left), failure, weights)  # masked first
+        cut, hits = excerpt(lcm.base.mask.mask(text), patterns, min(budget, left), failure, weights)  # masked first
         if matched_only and not hits:  # ranked by its neighbours only: none of its own lines answers
             exp.truncated = True
             continue
@@ -317,7 +317,7 @@ def ranked_excerpts(exp: Expansion, candidates: list[dict], question: str, *,
         if twin:
             twin["similar"].append(msg["uuid"])
             continue
-        tokens = lcm.config.estimate_tokens(cut)
+        tokens = lcm.base.config.estimate_tokens(cut)
         if exp.used + tokens > exp.limit:
             exp.truncated = True
             break
@@ -404,7 +404,7 @@ def run_tool(exp: Expansion, sessions: list[str], name: str, tool_input: dict) -
 
 
 def answer_with_anthropic(exp: Expansion, sessions: list[str], prompt: str, model: str) -> str:
-    done = lcm.llm.tool_loop(SYSTEM, prompt, TOOLS, lambda name, args: run_tool(exp, sessions, name, args),
+    done = lcm.base.llm.tool_loop(SYSTEM, prompt, TOOLS, lambda name, args: run_tool(exp, sessions, name, args),
                              max_turns=MAX_TURNS, max_tokens=ANSWER_MAX_TOKENS, model=model,
                              deadline=time.monotonic() + ANSWER_SECONDS, max_retries=1)
     return done.text
@@ -417,7 +417,7 @@ def answer_with_claude(exp: Expansion, prompt: str, db: Path, model: str) -> str
              + "\n".join(f"python3 {scripts}/lcm_{verb}.py {arg}" for verb, arg in
                          (("describe", "ID"), ("expand", "ID"), ("grep", "'WORDS'"))))
     env = {**os.environ, "LCM_GRANT": exp.grant_id, "LCM_DB": str(db)}
-    result = lcm.llm.run_claude(prompt + guide, system=SYSTEM, model=model, max_turns=MAX_TURNS, tools="Bash",
+    result = lcm.base.llm.run_claude(prompt + guide, system=SYSTEM, model=model, max_turns=MAX_TURNS, tools="Bash",
                                 allowed_tools=tools, env=env, timeout=2 * ANSWER_SECONDS)
     return str(result.get("result") or "").strip()
 
@@ -443,7 +443,7 @@ def answer(conn, question: str, *, query: str | None = None, ids: list[str] | No
     Returns the --json document of lcm_expand_query.py. `warn(text)` is told when the model
     call fails and the answer falls back to excerpts.
     """
-    backend = lcm.llm.resolve_backend()
+    backend = lcm.base.llm.resolve_backend()
     candidates = find_candidates(conn, query=query, ids=ids, session=session, all_sessions=all_sessions)
     sessions = list(dict.fromkeys(c["session_id"] for c in candidates if c["session_id"]))
     if not sessions:
@@ -462,13 +462,13 @@ def answer(conn, question: str, *, query: str | None = None, ids: list[str] | No
                 sources = [m for c in candidates for m in exp.expand(c["id"])]
             exp.limit = cap
             prompt = first_prompt(question, candidates, sources, exp)
-            model = lcm.llm.resolve_model(conn, sessions[0])  # the main thread's model
+            model = lcm.base.llm.resolve_model(conn, sessions[0])  # the main thread's model
             try:
                 if backend == "anthropic":
                     text = answer_with_anthropic(exp, sessions, prompt, model)
                 else:
                     text = answer_with_claude(exp, prompt, db_path, model)
-            except lcm.errors.ModelError as exc:
+            except lcm.base.errors.ModelError as exc:
                 if warn:
                     warn(f"the model call failed ({exc.message}); showing excerpts instead")
                 backend, reason = "none", "The model call failed"
@@ -482,7 +482,7 @@ def answer(conn, question: str, *, query: str | None = None, ids: list[str] | No
     finally:
         lcm.grants.revoke_grant(conn, grant_id)
     good, bad = cited_ids(conn, text) if backend != "none" else ([], [])  # excerpts cite nothing
-    return {"answer": lcm.mask.mask(text) or "(the model gave no answer)", "cited_ids": good,
+    return {"answer": lcm.base.mask.mask(text) or "(the model gave no answer)", "cited_ids": good,
             "excerpt_ids": [m["id"] for m in sources] if backend == "none" else [],
             "expanded_summary_count": len(exp.summaries), "total_source_tokens": max(used, exp.used),
             "truncated": exp.truncated, "backend": backend, "grant_id": grant_id, "unknown_cited_ids": bad,

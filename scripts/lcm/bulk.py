@@ -13,9 +13,9 @@ import lcm.indexes
 import lcm.ingest
 import lcm.order
 import lcm.schema
-import lcm.text
+import lcm.base.text
 import lcm.transcript
-from lcm.errors import LcmError
+from lcm.base.errors import LcmError
 from lcm.db import begin_write
 
 PARSE_PROCESS_MIN_FILES = 8  # fewer files are parsed inline: a worker process is not worth starting
@@ -53,7 +53,7 @@ def transcript_files(paths, skipped: list | None = None) -> list[str]:
                 if not name.endswith(".jsonl"):
                     continue
                 found = os.path.join(directory, name)
-                shown = lcm.text.safe_text(found)  # a name that is not UTF-8 could not be stored
+                shown = lcm.base.text.safe_text(found)  # a name that is not UTF-8 could not be stored
                 try:
                     regular = stat.S_ISREG(os.stat(found).st_mode) and shown == found
                     reason = f"not a regular file: {shown}" if shown == found else f"file name is not UTF-8: {shown}"
@@ -253,7 +253,7 @@ def _parse_group(group: list[tuple], settings: tuple, stage: str) -> tuple[list,
                     db.execute("BEGIN")
                 try:
                     db.executemany(f"INSERT INTO ingest_stage VALUES ({','.join('?' * 19)})", batch.rows)
-                except UnicodeEncodeError:  # a lone surrogate in some row's content (lcm.text.safe_text)
+                except UnicodeEncodeError:  # a lone surrogate in some row's content (lcm.base.text.safe_text)
                     db.execute("DELETE FROM ingest_stage WHERE rowid > ?", (staged,))
                     batch.rows = [lcm.transcript.safe_row(r) for r in batch.rows]
                     db.executemany(f"INSERT INTO ingest_stage VALUES ({','.join('?' * 19)})", batch.rows)

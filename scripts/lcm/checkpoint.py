@@ -13,13 +13,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-import lcm.config
+import lcm.base.config
 import lcm.grants
-import lcm.mask
-import lcm.text
+import lcm.base.mask
+import lcm.base.text
 import lcm.transcript
 import lcm.worklog
-from lcm.errors import LcmError
+from lcm.base.errors import LcmError
 
 FILE_NAME = ".lcm-checkpoint.md"
 MARKER = "lcm-checkpoint:"
@@ -37,7 +37,7 @@ def workspace_root() -> Path:
 def foreign_reason(conn, session_id: str) -> str | None:
     """Why the workspace's checkpoint file is not this session's to write, or None when it is:
     the current session ($LCM_SESSION_ID), or one whose directory is the workspace root."""
-    current = lcm.config.current_session_id()
+    current = lcm.base.config.current_session_id()
     if current == session_id:
         return None
     row = conn.execute("SELECT project FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
@@ -71,11 +71,11 @@ NARRATIVE_SECONDS = 45.0  # a model call of --llm; twice that at worst, then the
 
 def narrative(conn, session_id: str, body: str) -> str | None:
     """A model-written summary of the state, or None (with a warning) if the model fails."""
-    import lcm.llm
+    import lcm.base.llm
     try:
         # bounded (one retry of NARRATIVE_SECONDS): a hung API would hold the command past Bash's 2 minutes
-        done = lcm.llm.complete(NARRATIVE_SYSTEM, [{"role": "user", "content": body[:24000]}], max_tokens=400,
-                                model=lcm.llm.resolve_model(conn, session_id), timeout=NARRATIVE_SECONDS,
+        done = lcm.base.llm.complete(NARRATIVE_SYSTEM, [{"role": "user", "content": body[:24000]}], max_tokens=400,
+                                model=lcm.base.llm.resolve_model(conn, session_id), timeout=NARRATIVE_SECONDS,
                                 max_retries=1)
     except LcmError as exc:
         sys.stderr.write(f"Warning: narrative skipped, the model call failed: {exc.message}\n")
@@ -90,7 +90,7 @@ def build(conn, session_id: str, vault: Path, use_llm: bool) -> tuple[dict, str]
     summaries = conn.execute("SELECT count(*) FROM summaries WHERE session_id = ?", (session_id,)).fetchone()[0]
     meta = {"version": FORMAT_VERSION, "session_id": session_id, "vault": str(vault),
             "project": session["project"], "last_message_id": log["last_message_id"],
-            "created_at": lcm.config.now_iso()}
+            "created_at": lcm.base.config.now_iso()}
     body = lcm.worklog.render(lcm.worklog.sections(log, top))
     story = narrative(conn, session_id, body) if use_llm else None
     head = [
@@ -117,9 +117,9 @@ def build(conn, session_id: str, vault: Path, use_llm: bool) -> tuple[dict, str]
     text = "\n".join(head) + "\n\n" + body + "\n\n" + "\n".join(resume) + "\n"
     # the file lands in the project (easy to commit): masked whole, whatever the vault holds; a
     # lone surrogate quoted from a line (output that was not UTF-8) as its escape, for file and vault
-    return lcm.mask.mask_json({**meta, "title": session["title"], "message_count": log["message_count"],
+    return lcm.base.mask.mask_json({**meta, "title": session["title"], "message_count": log["message_count"],
                                "summary_count": summaries, "narrative": story, "worklog": log,
-                               "top_summaries": top}), lcm.text.safe_text(lcm.mask.mask(text))
+                               "top_summaries": top}), lcm.base.text.safe_text(lcm.base.mask.mask(text))
 
 
 def git_exclude_file(directory: Path) -> Path | None:
@@ -267,7 +267,7 @@ def check_against_vault(conn, meta: dict, source: str, vault: Path) -> list[str]
 
 
 class Budget:
-    """Collects lines while the text stays under a token budget (lcm.config.estimate_tokens)."""
+    """Collects lines while the text stays under a token budget (lcm.base.config.estimate_tokens)."""
 
     NOTE = "- ... {} more not shown (raise --max-tokens, or read the checkpoint file)"
 
@@ -313,14 +313,14 @@ def reconstruct(conn, meta: dict, source: str, text: str, warnings: list[str], m
               'lcm_expand_query.py --prompt "QUESTION" --query "TERM"']
     # the footer, and a line naming the sections left out, are always printed
     out = Budget(max_tokens, reserve=sum(len(ln) + 1 for ln in footer) + 100)
-    out.add(f"# Resuming session {sid}" + (f": {lcm.text.one_line(title, 80)}" if title else ""))
+    out.add(f"# Resuming session {sid}" + (f": {lcm.base.text.one_line(title, 80)}" if title else ""))
     out.add(f"From {source}, written {meta['created_at']}; state as of message id {last} "
             f"({state['message_count']} messages).")
     for warning in warnings:
         out.add(f"WARNING: {warning}")
     if newer["message_count"]:
         out.add(f"WARNING: the vault holds {newer['message_count']} newer messages of this session than the checkpoint.")
-        out.block("Since the checkpoint", [f"- request: {lcm.text.one_line(r['text'], 300)} ({r['uuid']})"
+        out.block("Since the checkpoint", [f"- request: {lcm.base.text.one_line(r['text'], 300)} ({r['uuid']})"
                                            for r in reversed(newer["user_requests"])]
                   + [f"- edited: {f}" for f in newer["files_edited"] + newer["files_created"]]
                   + [f"- todo [{t['status']}] {t['content']}" for t in newer["open_todos"]])
@@ -332,11 +332,11 @@ def reconstruct(conn, meta: dict, source: str, text: str, warnings: list[str], m
     for heading, lines in secs[5:]:
         out.block(heading, lines)
     if out.skipped:
-        footer[0:0] = ["", lcm.text.one_line(f"Not shown for space: {', '.join(out.skipped)} (raise --max-tokens).", 98)]
+        footer[0:0] = ["", lcm.base.text.one_line(f"Not shown for space: {', '.join(out.skipped)} (raise --max-tokens).", 98)]
     rendered = "\n".join(out.lines + footer) + "\n"
     return {"session_id": sid, "title": title, "checkpoint": {**meta, "source": source},
             "warnings": warnings, "state": state, "newer": newer, "top_summaries": top,
-            "text": rendered, "tokens": lcm.config.estimate_tokens(rendered)}
+            "text": rendered, "tokens": lcm.base.config.estimate_tokens(rendered)}
 
 
 def resume(conn, checkpoint: str | None, session: str | None, vault: Path, max_tokens: int) -> dict:
@@ -349,4 +349,4 @@ def resume(conn, checkpoint: str | None, session: str | None, vault: Path, max_t
         lcm.grants.scope(conn).check_session(meta["session_id"], whole=True)
     warnings = check_against_vault(conn, meta, source, vault)
     # a checkpoint written before masking, or edited by hand, may hold secrets: masked before use
-    return lcm.mask.mask_json(reconstruct(conn, meta, source, lcm.mask.mask(text), warnings, max_tokens))
+    return lcm.base.mask.mask_json(reconstruct(conn, meta, source, lcm.base.mask.mask(text), warnings, max_tokens))

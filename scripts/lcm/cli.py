@@ -9,11 +9,11 @@ import sqlite3
 import sys
 from collections.abc import Callable, Iterable
 
-import lcm.mask
-import lcm.shell
-from lcm.config import MAX_INT_ARG
+import lcm.base.mask
+import lcm.base.shell
+from lcm.base.config import MAX_INT_ARG
 from lcm.db import older_vault, storage_error
-from lcm.errors import LcmError
+from lcm.base.errors import LcmError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # names for annotations only
@@ -61,7 +61,7 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
     p = Parser(
         prog=prog,
         description=summary,
-        epilog=lcm.shell.runnable(details.strip()) or None,
+        epilog=lcm.base.shell.runnable(details.strip()) or None,
         # the width given up front: argparse would import shutil (several ms) to find it
         formatter_class=lambda prog: argparse.RawDescriptionHelpFormatter(prog, width=width),
     )
@@ -70,13 +70,13 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
                    help="print one JSON document (an error too: {\"error\", \"hint\"} on stdout)")
     usage_error = p.error
     # a usage error quotes the bad value, and a value pasted by mistake is often a secret
-    p.error = lambda message: usage_error(lcm.mask.mask(message))
+    p.error = lambda message: usage_error(lcm.base.mask.mask(message))
     return p
 
 
 def help_command(prog: str) -> str:
     """The runnable `--help` command of a script started as `prog` (lcm_grep.py, or lcm grep)."""
-    return (lcm.shell.command_prefix(prog) if prog.endswith(".py") else prog) + " --help"
+    return (lcm.base.shell.command_prefix(prog) if prog.endswith(".py") else prog) + " --help"
 
 
 class UsageError(SystemExit):
@@ -185,8 +185,8 @@ def _report(exc: LcmError, as_json: bool = False) -> int:
     """Error: and Hint: on stderr; with --json also {"error", "hint"} on stdout, where a program
     reading the result finds one JSON document whether the command worked or not."""
     # masked: an error often repeats what was typed (an id, a pattern), and that may be a secret
-    message = lcm.mask.mask(exc.message)
-    hint = lcm.mask.mask(lcm.shell.runnable(exc.hint)) if exc.hint else exc.hint
+    message = lcm.base.mask.mask(exc.message)
+    hint = lcm.base.mask.mask(lcm.base.shell.runnable(exc.hint)) if exc.hint else exc.hint
     sys.stderr.write(f"Error: {message}\n")
     if hint:
         sys.stderr.write(f"Hint: {hint}\n")
@@ -203,7 +203,7 @@ def _older_vault_error(exc: sqlite3.Error) -> LcmError | None:
         return None
     path, version = older
     return LcmError(f"{path} was written by an older lcm (schema {version}; this command needs a newer one)",
-                    f"upgrade it once, keeping every message: {lcm.shell.command_line('lcm_init.py', '--db', path)}"
+                    f"upgrade it once, keeping every message: {lcm.base.shell.command_line('lcm_init.py', '--db', path)}"
                     " (the hooks also do it when the next Claude Code session starts)")
 
 

@@ -9,18 +9,18 @@ import json
 import time
 
 import lcm.dag
-import lcm.config
+import lcm.base.config
 import lcm.db
-import lcm.errors
+import lcm.base.errors
 import lcm.schema
 import lcm.extract
-import lcm.llm
-import lcm.mask
+import lcm.base.llm
+import lcm.base.mask
 import lcm.prompts
-import lcm.text
+import lcm.base.text
 import lcm.transcript
-from lcm.config import estimate_tokens
-from lcm.errors import LcmError
+from lcm.base.config import estimate_tokens
+from lcm.base.errors import LcmError
 
 TRUNCATE_TOKENS = 512
 # normal/aggressive: the model's (levels 1 and 2); truncated: level 3, the source cut short;
@@ -70,7 +70,7 @@ def _leaf_source(rows) -> tuple[str, str]:
     source = "\n\n".join(
         f"[#{r['id']} {r['role']}{' sub-agent ' + r['thread'] if r['thread'] else ''} {r['created_at'] or ''}]\n"
         f"{r['content']}" for r in rows)
-    return span, lcm.text.strip_ansi(source)  # terminal colour codes mean nothing to a summariser
+    return span, lcm.base.text.strip_ansi(source)  # terminal colour codes mean nothing to a summariser
 
 
 def _condensed_source(depth: int, children) -> tuple[str, str]:
@@ -87,21 +87,21 @@ def _condensed_source(depth: int, children) -> tuple[str, str]:
 
 class Compactor:
     def __init__(self, conn, session_id: str, backend: str, model: str | None, max_calls: int,
-                 breaker: lcm.llm.Breaker | None = None, deadline: float | None = None):
+                 breaker: lcm.base.llm.Breaker | None = None, deadline: float | None = None):
         self.conn, self.session_id, self.backend, self.model = conn, session_id, backend, model
         self.max_calls = max_calls
-        self.breaker = breaker or lcm.llm.Breaker()  # shared by the sessions of one --all run
+        self.breaker = breaker or lcm.base.llm.Breaker()  # shared by the sessions of one --all run
         self.deadline = deadline
         self.calls = 0
         self.levels = dict.fromkeys(LEVELS, 0)
         self.created: list[str] = []
         self.leaf_created = self.condensed_created = 0
         self.stopped: str | None = None
-        self.tail = lcm.config.get("LCM_FRESH_TAIL_COUNT")
-        self.chunk_cap = lcm.config.get("LCM_LEAF_CHUNK_TOKENS")
-        self.leaf_target = lcm.config.get("LCM_LEAF_TARGET_TOKENS")
-        self.condensed_target = lcm.config.get("LCM_CONDENSED_TARGET_TOKENS")
-        self.leaf_min = min(lcm.config.get("LCM_LEAF_MIN_TOKENS"), self.chunk_cap)  # never above a chunk
+        self.tail = lcm.base.config.get("LCM_FRESH_TAIL_COUNT")
+        self.chunk_cap = lcm.base.config.get("LCM_LEAF_CHUNK_TOKENS")
+        self.leaf_target = lcm.base.config.get("LCM_LEAF_TARGET_TOKENS")
+        self.condensed_target = lcm.base.config.get("LCM_CONDENSED_TARGET_TOKENS")
+        self.leaf_min = min(lcm.base.config.get("LCM_LEAF_MIN_TOKENS"), self.chunk_cap)  # never above a chunk
         self.body: list[dict] | None = None
         self.upgraded = 0
         self.not_upgraded: list[str] = []
@@ -139,9 +139,9 @@ class Compactor:
                 try:
                     done = self.breaker.complete(system, body, max_tokens=2 * goal, model=self.model,
                                                  backend=self.backend, **self._call_limits())
-                except lcm.errors.ModelError:
+                except lcm.base.errors.ModelError:
                     return self._fallback(source, span, source_tokens, target, extractive)
-                text = lcm.text.strip_ansi(done.text).strip()
+                text = lcm.base.text.strip_ansi(done.text).strip()
                 if text and estimate_tokens(text) < source_tokens:
                     return text, ("normal" if level == 1 else "aggressive"), done.model
         return lcm.extract.truncate(source, span, min(TRUNCATE_TOKENS, source_tokens - 1)), "truncated", None
@@ -161,7 +161,7 @@ class Compactor:
         with one retry, so a hung API cannot hold the pass far past its budget."""
         if self.deadline is None:
             return {}
-        return {"timeout": max(1.0, min(lcm.llm.DEFAULT_TIMEOUT, (self.deadline - time.monotonic()) / 2)),
+        return {"timeout": max(1.0, min(lcm.base.llm.DEFAULT_TIMEOUT, (self.deadline - time.monotonic()) / 2)),
                 "max_retries": 1}
 
     def _previous(self, depth: int, before_message_id: int) -> str:
@@ -189,7 +189,7 @@ class Compactor:
             0, source, source_tokens, span, self._previous(0, rows[0]["id"]),
             lambda budget: lcm.extract.summarize_messages(rows, span, budget))
         file_ids = sorted(set(lcm.extract.FILE_ID.findall(source))) if "file_" in source else []
-        node_id = lcm.config.new_id("sum")
+        node_id = lcm.base.config.new_id("sum")
         with _atomic(self.conn):
             self._insert(node_id, "leaf", 0, content, source_tokens, level, model,
                          rows[0]["id"], rows[-1]["id"], min(times) if times else None, max(times) if times else None,
@@ -218,7 +218,7 @@ class Compactor:
             depth, source, source_tokens, span, self._previous(depth, children[0]["first_message_id"]),
             lambda budget: lcm.extract.summarize_summaries([c["content"] for c in children], span, budget))
         file_ids = sorted({f for c in children for f in json.loads(c["file_ids"] or "[]")})
-        node_id = lcm.config.new_id("sum")
+        node_id = lcm.base.config.new_id("sum")
         with _atomic(self.conn):
             last = max(children, key=lambda c: c["last_seq"])  # a sub-agent's leaf may end inside its call's
             self._insert(node_id, "condensed", depth, content, source_tokens, level, model,
@@ -270,12 +270,12 @@ class Compactor:
         if level in ("truncated", "fallback"):
             self.not_upgraded.append(node["id"])
             return node["id"]
-        content = lcm.text.safe_text(lcm.mask.mask(content))
+        content = lcm.base.text.safe_text(lcm.base.mask.mask(content))
         with _atomic(self.conn):
             self.conn.execute(
                 "INSERT INTO summary_versions (summary_id, content, level, model, token_count, written_at, replaced_at)"
                 " SELECT id, content, level, model, token_count, created_at, ? FROM summaries WHERE id = ?",
-                (lcm.config.now_iso(), node["id"]))
+                (lcm.base.config.now_iso(), node["id"]))
             if lcm.schema.fts_enabled(self.conn):  # external-content FTS: swap the indexed text by hand
                 self.conn.execute("INSERT INTO summaries_fts (summaries_fts, rowid, content)"
                                   " SELECT 'delete', rowid, content FROM summaries WHERE id = ?", (node["id"],))
@@ -292,14 +292,14 @@ class Compactor:
 
     def _insert(self, node_id, kind, depth, content, source_tokens, level, model, first, last,
                 earliest, latest, descendants, file_ids) -> None:
-        content = lcm.mask.mask(content)  # a truncated summary of a vault filled before masking quotes it
-        content = lcm.text.safe_text(content)  # a lone surrogate quoted from a line: SQLite takes UTF-8 only
+        content = lcm.base.mask.mask(content)  # a truncated summary of a vault filled before masking quotes it
+        content = lcm.base.text.safe_text(content)  # a lone surrogate quoted from a line: SQLite takes UTF-8 only
         self.conn.execute(
             "INSERT INTO summaries (id, session_id, kind, depth, content, token_count, source_token_count, level,"
             " model, first_message_id, last_message_id, earliest_at, latest_at, descendant_count, file_ids,"
             " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (node_id, self.session_id, kind, depth, content, estimate_tokens(content), source_tokens, level, model,
-             first, last, earliest, latest, descendants, json.dumps(file_ids), lcm.config.now_iso()))
+             first, last, earliest, latest, descendants, json.dumps(file_ids), lcm.base.config.now_iso()))
 
     def _count(self, node_id: str, level: str) -> None:
         self.created.append(node_id)
@@ -312,7 +312,7 @@ class Compactor:
 
 def compact(conn, session_id: str, *, mode: str = "incremental", until_under: int | None = None,
             dry_run: bool = False, time_budget: float | None = None, max_calls: int | None = None,
-            breaker: lcm.llm.Breaker | None = None) -> dict:
+            breaker: lcm.base.llm.Breaker | None = None) -> dict:
     """Run one compaction of a session under its lock; returns the --json document.
 
     mode: "incremental" | "full" | "upgrade" (rewrite extractive and fallback summaries with the model).
@@ -324,13 +324,13 @@ def compact(conn, session_id: str, *, mode: str = "incremental", until_under: in
     """
     if conn.execute("SELECT 1 FROM messages WHERE session_id = ? LIMIT 1", (session_id,)).fetchone() is None:
         raise LcmError(f"no messages for session {session_id}", "list sessions with lcm_sessions.py, or ingest first")
-    backend = lcm.llm.resolve_backend()
-    model = None if backend == "none" else lcm.llm.resolve_model(conn, session_id)
+    backend = lcm.base.llm.resolve_backend()
+    model = None if backend == "none" else lcm.base.llm.resolve_model(conn, session_id)
     if mode == "upgrade" and backend == "none":
         raise LcmError("--upgrade rewrites extractive summaries with a model, and no model backend is available",
-                       lcm.llm.NO_BACKEND_HINT.replace(", or set LCM_LLM=none for extractive summaries without a model", ""))
+                       lcm.base.llm.NO_BACKEND_HINT.replace(", or set LCM_LLM=none for extractive summaries without a model", ""))
     if max_calls is None:
-        max_calls = lcm.config.get("LCM_MAX_SUMMARY_CALLS")
+        max_calls = lcm.base.config.get("LCM_MAX_SUMMARY_CALLS")
     started = time.monotonic()
     with lcm.dag.session_lock(session_id):
         if not dry_run and mode != "upgrade":

@@ -14,12 +14,12 @@ import math
 import os
 import re
 
-import lcm.config
-import lcm.mask
+import lcm.base.config
+import lcm.base.mask
 import lcm.order
 import lcm.store
-import lcm.text
-from lcm.errors import LcmError
+import lcm.base.text
+from lcm.base.errors import LcmError
 
 # how far past a chunk to look for the results of its tool calls
 LOOKAHEAD_MESSAGES = 64
@@ -79,7 +79,7 @@ def quoteattr(value: str) -> str:
 def render_context(conn, session_id: str, max_chars: int = 8000) -> str:
     """The active context's summaries for injection, at most max_chars long: XML-like tags
     around plain text. A summary keeps words of the messages (a fetched page, a file): its body
-    goes through lcm.text.untagged, so it cannot close these tags or open one of its own.
+    goes through lcm.base.text.untagged, so it cannot close these tags or open one of its own.
 
     Each summary gets an equal share of the room left; a cut body names the command that shows
     the rest, and summaries that do not fit at all are counted in an <omitted> element.
@@ -102,8 +102,8 @@ def render_context(conn, session_id: str, max_chars: int = 8000) -> str:
                     f" descendant_count=\"{item['descendant_count']}\" earliest_at={quoteattr(item['earliest_at'] or '')}"
                     f" latest_at={quoteattr(item['latest_at'] or '')}>")
         share = room // (len(summaries) - i) - len(open_tag) - len("</summary>") - 3
-        body = lcm.mask.mask(item["content"])  # before the cut: a cut must not split a secret
-        body = lcm.text.untagged(body)
+        body = lcm.base.mask.mask(item["content"])  # before the cut: a cut must not split a secret
+        body = lcm.base.text.untagged(body)
         if len(body) > share:
             cut = f"... (cut; lcm_expand.py {item['id']})"
             if share < len(cut) + 40:
@@ -275,7 +275,7 @@ def condense_group(tops: list, gap, fanout: int | None = None):
     Taking exactly `fanout` children keeps the tree balanced and each condensed input at about
     fanout x the child target, whether the children came one run at a time or all at once.
     """
-    fanout = fanout or lcm.config.get("LCM_CONDENSED_MIN_FANOUT")
+    fanout = fanout or lcm.base.config.get("LCM_CONDENSED_MIN_FANOUT")
     if fanout < 2:
         fanout = 2  # one child would only re-wrap the same summary
     runs: list[list] = []
@@ -312,7 +312,7 @@ def session_lock(session_id: str, blocking: bool = True):
     Here rather than in lcm.compact so a hook can see a compaction running without loading it."""
     import fcntl
     import zlib
-    locks = lcm.config.lcm_home() / "locks"
+    locks = lcm.base.config.lcm_home() / "locks"
     locks.mkdir(parents=True, exist_ok=True, mode=0o700)
     name = f"{re.sub(r'[^A-Za-z0-9_-]', '_', session_id)[:80]}-{zlib.crc32(session_id.encode()):08x}"
     fd = os.open(locks / f"compact-{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)

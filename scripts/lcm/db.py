@@ -8,8 +8,8 @@ import os
 import sqlite3
 import time
 
-from lcm.config import db_path_str
-from lcm.errors import LcmError
+from lcm.base.config import db_path_str
+from lcm.base.errors import LcmError
 import lcm.schema
 import lcm.store
 

@@ -11,9 +11,9 @@ import re
 import lcm.expand
 import lcm.files
 import lcm.grants
-import lcm.mask
-import lcm.shell
-from lcm.errors import LcmError
+import lcm.base.mask
+import lcm.base.shell
+from lcm.base.errors import LcmError
 
 
 def describe_summary(conn, row) -> dict:
@@ -26,7 +26,7 @@ def describe_summary(conn, row) -> dict:
             "level": row["level"], "model": row["model"], "parent_id": row["parent_id"],
             "descendant_count": row["descendant_count"], "source_ids": [r[0] for r in sources],
             "file_ids": json.loads(row["file_ids"] or "[]"), "created_at": row["created_at"],
-            "content": lcm.mask.mask(row["content"])}
+            "content": lcm.base.mask.mask(row["content"])}
 
 
 def describe_file(conn, file_id, content=False, max_tokens=4000, offset=0) -> dict:
@@ -38,9 +38,9 @@ def describe_file(conn, file_id, content=False, max_tokens=4000, offset=0) -> di
     doc = {"type": "file", "id": row["id"], "name": row["name"], "kind": row["kind"],
            "byte_size": row["byte_size"], "token_count": row["token_count"], "session_id": row["session_id"],
            "message_uuid": row["message_uuid"], "created_at": row["created_at"],
-           "exploration": lcm.mask.mask(row["exploration"])}
+           "exploration": lcm.base.mask.mask(row["exploration"])}
     if content:
-        text = lcm.mask.mask(lcm.files.read_content(row))  # whole, so a page never cuts a secret
+        text = lcm.base.mask.mask(lcm.files.read_content(row))  # whole, so a page never cuts a secret
         end = offset + max_tokens * 4
         doc.update(content=text[offset:end], offset=offset, has_more=end < len(text),
                    next_offset=end if end < len(text) else None)
@@ -53,7 +53,7 @@ def describe_message(conn, row) -> dict:
     return {"type": "message", "id": row["uuid"], "uuid": row["uuid"], "session_id": row["session_id"],
             "role": row["role"], "created_at": row["created_at"], "token_count": row["token_count"],
             "covering_summary_id": cover[0] if cover else None, "file_ids": files,
-            "content": lcm.mask.mask(row["content"])}
+            "content": lcm.base.mask.mask(row["content"])}
 
 
 def describe_session(conn, session_id) -> dict:
@@ -101,5 +101,5 @@ def describe(conn, node_id: str, *, content: bool = False, max_tokens: int = 400
     if len(doc["content"]) > max_tokens * 4:
         doc["content"] = doc["content"][: max_tokens * 4] + (
             f"\n[... cut at {max_tokens} tokens: "
-            f"{lcm.shell.command_line('lcm_expand.py', lcm.shell.Positional(node_id), '--raw')} prints it all]")
+            f"{lcm.base.shell.command_line('lcm_expand.py', lcm.base.shell.Positional(node_id), '--raw')} prints it all]")
     return doc

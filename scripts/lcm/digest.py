@@ -16,13 +16,13 @@ import os
 import sqlite3
 import sys
 
-import lcm.config
+import lcm.base.config
 import lcm.db
 import lcm.extract
-import lcm.mask
-import lcm.text
+import lcm.base.mask
+import lcm.base.text
 import lcm.worklog
-from lcm.errors import LcmError
+from lcm.base.errors import LcmError
 
 SECTIONS = ("What was done", "Decisions", "Bugs found", "What failed", "Open at the end")
 LIST_CAP = 8        # bullets per section: a digest is read at a glance
@@ -40,7 +40,7 @@ SYSTEM = (
 
 
 def _clip(text: str, limit: int = LINE_CAP) -> str:
-    return lcm.text.one_line(lcm.text.strip_ansi(str(text)), limit)
+    return lcm.base.text.one_line(lcm.base.text.strip_ansi(str(text)), limit)
 
 
 def _bullets(items: list[str]) -> list[str]:
@@ -90,7 +90,7 @@ def extractive(conn, session_id: str) -> str:
     body = []
     for name, items in zip(SECTIONS, (done, log["decisions"], log.get("findings", []), failed, open_items)):
         body += ["", f"## {name}", *_bullets(items)]
-    return lcm.mask.mask("\n".join(head + body) + "\n")
+    return lcm.base.mask.mask("\n".join(head + body) + "\n")
 
 
 def _material(conn, session_id: str, draft: str) -> str:
@@ -105,26 +105,26 @@ def _material(conn, session_id: str, draft: str) -> str:
         (session_id, RECENT_MESSAGES)).fetchall()
     parts += ["<last_messages>"] + [f"[{r['role']}] {_clip(r['content'], 600)}" for r in reversed(rows)]
     parts.append("</last_messages>")
-    return lcm.text.strip_ansi("\n".join(parts))[:MODEL_INPUT_CHARS]
+    return lcm.base.text.strip_ansi("\n".join(parts))[:MODEL_INPUT_CHARS]
 
 
 def model_written(conn, session_id: str, draft: str) -> str | None:
     """The digest written by the model, or None (a warning on stderr) when no model answers."""
-    import lcm.llm
-    if lcm.llm.resolve_backend() == "none":
+    import lcm.base.llm
+    if lcm.base.llm.resolve_backend() == "none":
         return None
     try:
-        done = lcm.llm.complete(SYSTEM, _material(conn, session_id, draft), max_tokens=900,
-                                model=lcm.llm.resolve_model(conn, session_id))
+        done = lcm.base.llm.complete(SYSTEM, _material(conn, session_id, draft), max_tokens=900,
+                                model=lcm.base.llm.resolve_model(conn, session_id))
     except LcmError as exc:
         sys.stderr.write(f"Warning: the digest is extractive, the model call failed: {exc.message}\n")
         return None
-    text = lcm.text.strip_ansi(done.text).strip()
+    text = lcm.base.text.strip_ansi(done.text).strip()
     if not text:
         return None
     head = draft.split("\n", 2)
     # the heading and the session line stay lcm's own: the model need not know the id
-    return lcm.mask.mask("\n".join(head[:2]).replace("(extractive digest)", "(model-written digest)")
+    return lcm.base.mask.mask("\n".join(head[:2]).replace("(extractive digest)", "(model-written digest)")
                          + "\n\n" + text + "\n")
 
 
@@ -133,7 +133,7 @@ def write(conn, session_id: str, use_model: bool = True) -> dict:
     draft = extractive(conn, session_id)
     text = model_written(conn, session_id, draft) if use_model else None
     digest = {"session_id": session_id, "level": "model" if text else "extractive", "text": text or draft,
-              "created_at": lcm.config.now_iso()}
+              "created_at": lcm.base.config.now_iso()}
     with lcm.db.transaction(conn):
         conn.execute("INSERT INTO digests (session_id, text, level, created_at) VALUES (?, ?, ?, ?)"
                      " ON CONFLICT(session_id) DO UPDATE SET text = excluded.text, level = excluded.level,"
@@ -150,7 +150,7 @@ def archive(conn, session_id: str, directory: str) -> dict:
     memory design's dated archive: append-only, one entry per session, so a second run adds
     nothing. Uses the stored digest, else an extractive one made now (and not stored)."""
     digest = get(conn, session_id) or {"session_id": session_id, "level": "extractive",
-                                       "text": extractive(conn, session_id), "created_at": lcm.config.now_iso()}
+                                       "text": extractive(conn, session_id), "created_at": lcm.base.config.now_iso()}
     row = conn.execute("SELECT last_at FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
     day = ((row and row["last_at"]) or digest["created_at"])[:10]
     try:
@@ -173,7 +173,7 @@ def archive(conn, session_id: str, directory: str) -> dict:
             with os.fdopen(fd, "a", encoding="utf-8") as f:
                 if f.tell() == 0:
                     f.write(f"# Session archive, {day}\n")
-                f.write(f"\n{mark}\n{lcm.mask.mask(digest['text']).rstrip()}\n")
+                f.write(f"\n{mark}\n{lcm.base.mask.mask(digest['text']).rstrip()}\n")
         except OSError as exc:
             raise LcmError(f"cannot write {path}: {exc.strerror}", "check the free space and permissions") from None
     return {"session_id": session_id, "archive": path, "written": not present, "level": digest["level"]}

@@ -19,18 +19,18 @@ import sqlite3
 import time
 
 import lcm.compact
-import lcm.config
+import lcm.base.config
 import lcm.db
 import lcm.bulk
 import lcm.ingest
 import lcm.installation
-import lcm.mask
+import lcm.base.mask
 import lcm.purge
 import lcm.recovery
 import lcm.schema
-import lcm.shell
+import lcm.base.shell
 import lcm.store
-from lcm.errors import LcmError
+from lcm.base.errors import LcmError
 
 LOW_DISK_BYTES = 64 << 20     # less free space than this: writes will soon fail
 LISTED = 20                   # findings listed per check
@@ -86,10 +86,10 @@ def masking_text(k: dict) -> str:
     """doctor's masking line: the patterns in use or what is wrong with redact.txt, and the
     messages stored under older rules."""
     text = ("; ".join(k["redact_problems"][:3]) if k["redact_problems"]
-            else "built-in patterns" + (" and redact.txt" if os.path.exists(lcm.mask.redact_path()) else ""))
+            else "built-in patterns" + (" and redact.txt" if os.path.exists(lcm.base.mask.redact_path()) else ""))
     if k.get("stored_before_rules"):
         text += (f"; {k['stored_before_rules']} messages were stored under older masking rules (masked again"
-                 f" whenever shown): {lcm.shell.command_line('lcm_doctor.py', '--remask')} masks them in place")
+                 f" whenever shown): {lcm.base.shell.command_line('lcm_doctor.py', '--remask')} masks them in place")
     return text
 
 
@@ -130,12 +130,12 @@ def _rw(path: str):
 
 def examine(db_arg: str | None = None, probe: bool = True) -> dict:
     """Every check, read-only. probe=False skips the model backend's live probe."""
-    path = str(lcm.config.db_path(db_arg))
+    path = str(lcm.base.config.db_path(db_arg))
     conn, why = _open(path)
     doc = {"db": path, "integrity": None, "backup": None, "fixed": [], "not_fixed": [], "recovery": None}
     doc["backend"] = lcm.installation.backend(probe)
     doc["stale"] = lcm.installation.stale()
-    bad = lcm.mask.redact_problems()  # a pattern that cannot be used masks nothing: say so
+    bad = lcm.base.mask.redact_problems()  # a pattern that cannot be used masks nothing: say so
     doc["masking"] = {"status": "warn" if bad else "ok", "redact_problems": bad, "stored_before_rules": 0}
     try:
         if conn is not None:
@@ -429,7 +429,7 @@ def disk_at(path: str) -> dict:
         except OSError:
             return 0
     files_bytes = 0
-    for directory, _dirs, names in os.walk(lcm.config.files_dir()):
+    for directory, _dirs, names in os.walk(lcm.base.config.files_dir()):
         files_bytes += sum(size(os.path.join(directory, n)) for n in names)
     try:
         free = shutil.disk_usage(os.path.dirname(path) or ".").free
@@ -512,7 +512,7 @@ def remask_content(conn, batch: int = 2000) -> dict:
 
     Returns {table: rows changed}. Running it again changes nothing.
     """
-    lcm.mask.reload_user_patterns()  # this often runs because a pattern was just added to redact.txt
+    lcm.base.mask.reload_user_patterns()  # this often runs because a pattern was just added to redact.txt
     changed = {}
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     for table, column, index in (("messages", "content", "messages_fts"), ("summaries", "content", "summaries_fts"),
@@ -527,7 +527,7 @@ def remask_content(conn, batch: int = 2000) -> dict:
                 rows = conn.execute(f"SELECT rowid, {column} FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT ?",
                                     (last, batch)).fetchall()
                 for rowid, old in rows:
-                    new = lcm.mask.mask(old)
+                    new = lcm.base.mask.mask(old)
                     if new is old or new == old:
                         continue
                     if index:  # external-content FTS: the old text out, the new in
@@ -535,7 +535,7 @@ def remask_content(conn, batch: int = 2000) -> dict:
                                      (rowid, old))
                     if table in ("messages", "summaries"):
                         conn.execute(f"UPDATE {table} SET {column} = ?, token_count = ? WHERE rowid = ?",
-                                     (new, lcm.config.estimate_tokens(new), rowid))
+                                     (new, lcm.base.config.estimate_tokens(new), rowid))
                     else:
                         conn.execute(f"UPDATE {table} SET {column} = ? WHERE rowid = ?", (new, rowid))
                     if index:

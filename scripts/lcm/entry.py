@@ -65,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if args else 2
     verb = args[0].replace("_", "-")
     if verb not in found:
-        import lcm.mask  # a word pasted by mistake is often a secret: repeated masked, as every error is
-        sys.stderr.write(f"Error: lcm has no command {lcm.mask.mask(args[0])!r}\n"
+        import lcm.base.mask  # a word pasted by mistake is often a secret: repeated masked, as every error is
+        sys.stderr.write(f"Error: lcm has no command {lcm.base.mask.mask(args[0])!r}\n"
                          f"Hint: lcm --help lists them: {', '.join(found)}\n")
         return 2
     directory = os.path.dirname(found[verb])

@@ -40,8 +40,8 @@ def _rules(raw: str, environ: dict | None):
     rules = _cache.get(key)
     if rules is None:
         import glob as globmod
-        import lcm.config
-        written = lcm.config.get("LCM_EXCLUDE", environ)
+        import lcm.base.config
+        written = lcm.base.config.get("LCM_EXCLUDE", environ)
         globs = tuple(dict.fromkeys([*written, *(_static_prefix_resolved(g) for g in written)]))
         roots = set()
         for pattern in written:  # the directories the glob names today, resolved

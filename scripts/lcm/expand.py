@@ -8,9 +8,9 @@ import os
 import re
 
 import lcm.grants
-import lcm.mask
+import lcm.base.mask
 import lcm.store
-from lcm.errors import LcmError
+from lcm.base.errors import LcmError
 
 SUMMARY_ID = re.compile(r"sum_[0-9a-f]{16}")
 FIND_HINT = "find ids with lcm_grep.py QUERY, or list a session's summaries with lcm_describe.py --session ID"
@@ -42,12 +42,12 @@ def resolve_node(conn, node_id: str) -> tuple[str, object]:
 def _summary_item(row) -> dict:
     return {"type": "summary", "id": row["id"], "kind": row["kind"], "depth": row["depth"],
             "earliest_at": row["earliest_at"], "latest_at": row["latest_at"],
-            "token_count": row["token_count"], "content": lcm.mask.mask(row["content"])}
+            "token_count": row["token_count"], "content": lcm.base.mask.mask(row["content"])}
 
 
 def _message_item(row) -> dict:
     return {"type": "message", "id": row["uuid"], "uuid": row["uuid"], "role": row["role"],
-            "created_at": row["created_at"], "token_count": row["token_count"], "content": lcm.mask.mask(row["content"])}
+            "created_at": row["created_at"], "token_count": row["token_count"], "content": lcm.base.mask.mask(row["content"])}
 
 
 def expand_to_messages(conn, summary_id: str) -> list:

@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-import lcm.config
-import lcm.mask
+import lcm.base.config
+import lcm.base.mask
 import lcm.sessions
 import lcm.store
 from lcm.extract import typed_text
-from lcm.text import content_blocks, one_line
+from lcm.base.text import content_blocks, one_line
 
 LABEL_CHARS = 120   # a tool call or result folded to one line
 
@@ -132,7 +132,7 @@ def markdown(conn, session_id: str, masked: bool = True) -> Iterator[str]:
         f"- Project: {row['project'] or 'unknown'}",
         f"- Time: {row['first_at'] or '?'} .. {row['last_at'] or '?'}",
         f"- Messages: {count}; summaries: {sum(len(v) for v in summaries.values())}",
-        f"- Exported {lcm.config.now_iso()} by lcm_export.py", ""]) + "\n"
+        f"- Exported {lcm.base.config.now_iso()} by lcm_export.py", ""]) + "\n"
     speaker = None
     calls = Calls()
     warmups: set = set()  # sub-agents Claude Code only primed ("Warmup"): no part of the work
@@ -146,8 +146,8 @@ def markdown(conn, session_id: str, masked: bool = True) -> Iterator[str]:
             entry = json.loads(m["raw"])
         except (ValueError, RecursionError):
             entry = None
-        if masked and entry is not None and lcm.mask.may_contain(m["raw"]):
-            entry = lcm.mask.mask_json(entry)
+        if masked and entry is not None and lcm.base.mask.may_contain(m["raw"]):
+            entry = lcm.base.mask.mask_json(entry)
         message = entry.get("message") if isinstance(entry, dict) else None
         if m["is_sidechain"] and isinstance(message, dict) and message.get("content") == lcm.sessions.WARMUP:
             warmups.add(m["agent_id"])

@@ -15,9 +15,9 @@ import json
 import re
 
 import lcm.failures
-import lcm.mask
-import lcm.text
-from lcm.text import content_blocks, one_line
+import lcm.base.mask
+import lcm.base.text
+from lcm.base.text import content_blocks, one_line
 
 
 EDIT_TOOLS = {"Edit": "edited", "MultiEdit": "edited", "NotebookEdit": "edited", "Write": "written"}
@@ -55,8 +55,8 @@ SECTION_NAMES = ("Asked", "Errors", "Decisions", "Found", "Commands")
 
 
 def _one_line(text: str, limit: int) -> str:
-    """lcm.text.one_line of the text without its terminal escape codes: a summary holds none."""
-    return one_line(lcm.text.strip_ansi(str(text)), limit)
+    """lcm.base.text.one_line of the text without its terminal escape codes: a summary holds none."""
+    return one_line(lcm.base.text.strip_ansi(str(text)), limit)
 
 
 
@@ -175,8 +175,8 @@ def facts_from_messages(rows) -> Facts:
     own = _thread(rows[0]) if rows else ""
     for row in rows:
         entry, blocks = raw_blocks(row["raw"])
-        if blocks and lcm.mask.may_contain(row["raw"]):  # summaries quote commands and errors
-            blocks = lcm.mask.mask_json(blocks)
+        if blocks and lcm.base.mask.may_contain(row["raw"]):  # summaries quote commands and errors
+            blocks = lcm.base.mask.mask_json(blocks)
         if "file_" in (row["content"] or ""):
             facts.file_ids.extend(FILE_ID.findall(row["content"]))
         role = row["role"]
@@ -328,7 +328,7 @@ def render(facts: Facts, header: str, expand_hint: str, budget_tokens: int) -> s
             sections["Errors"] = ["Errors:"] + lines[:shown] + (
                 [f"- ... {len(errors) - shown} more"] if shown < len(errors) else [])
         parts = [header] + [ln for name in SECTION_NAMES for ln in sections.get(name, [])] + tail
-        text = lcm.text.strip_ansi("\n".join(parts))
+        text = lcm.base.text.strip_ansi("\n".join(parts))
         if len(text) <= budget:
             return text
     return None  # not even the headline fits: the caller falls back to plain truncation

@@ -6,7 +6,7 @@ manager, a container build, a language's stack trace) and finds its line; the fi
 matches wins, most specific first. Everything else falls to generic rules (a line saying error,
 failed, fatal), then a test run's closing summary, then the first line. ANSI colour and cursor
 codes are removed first: terminal output is full of them, and they belong in no summary.
-Stdlib and lcm.text only.
+Stdlib and lcm.base.text only.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import bisect
 import itertools
 import re
 
-import lcm.text
+import lcm.base.text
 
 TOOL_ERROR_TAGS = re.compile(r"</?tool_use_error>")
 
@@ -193,7 +193,7 @@ LINE_CHARS = 2000
 
 def clean_lines(text: str) -> list[str]:
     """The non-blank lines of a tool result, escapes and tool_use_error tags removed, stripped."""
-    text = lcm.text.strip_ansi(TOOL_ERROR_TAGS.sub("\n", str(text)))
+    text = lcm.base.text.strip_ansi(TOOL_ERROR_TAGS.sub("\n", str(text)))
     return [ln.strip()[:LINE_CHARS] for ln in text.splitlines() if ln.strip()]
 
 

@@ -16,8 +16,8 @@ import json
 import os
 import re
 
-import lcm.config
-from lcm.errors import LcmError
+import lcm.base.config
+from lcm.base.errors import LcmError
 
 HEAD_LINES = 12
 TAIL_LINES = 6
@@ -177,7 +177,7 @@ def exploration_summary(kind: str, content: str) -> str:
 
 def _store(content_bytes: bytes, sha: str) -> str:
     """Write the content once per hash (0600, atomically); return its path."""
-    directory = lcm.config.files_dir()
+    directory = lcm.base.config.files_dir()
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = directory / f"{sha}.txt"
     if not path.exists():
@@ -199,16 +199,16 @@ def externalize(conn, *, session_id: str, message_uuid: str, name: str, content:
     try:
         path = _store(data, sha)
     except OSError as exc:
-        raise LcmError(f"cannot write {lcm.config.files_dir()}: {exc.strerror}",
+        raise LcmError(f"cannot write {lcm.base.config.files_dir()}: {exc.strerror}",
                        "check the permissions of $LCM_HOME/files") from None
     kind = detect_kind(name, content)
-    tokens = lcm.config.estimate_tokens(content)
+    tokens = lcm.base.config.estimate_tokens(content)
     summary = exploration_summary(kind, content)
-    file_id = lcm.config.new_id("file")
+    file_id = lcm.base.config.new_id("file")
     conn.execute(
         "INSERT INTO files (id, session_id, message_uuid, name, kind, byte_size, token_count, sha256,"
         " path, exploration, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-        (file_id, session_id, message_uuid, name, kind, len(data), tokens, sha, path, summary, lcm.config.now_iso()),
+        (file_id, session_id, message_uuid, name, kind, len(data), tokens, sha, path, summary, lcm.base.config.now_iso()),
     )
     return f"[{file_id}] {name or 'content'} ({kind}, {tokens} tokens)\n{summary}"
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 import os
 from datetime import datetime, timedelta, timezone
 
-import lcm.config
+import lcm.base.config
 import lcm.db
-from lcm.errors import LcmError
+from lcm.base.errors import LcmError
 
 NEW_GRANT_HINT = "ask lcm_expand_query.py again: it creates a fresh grant for the ids it needs"
 
@@ -58,8 +58,8 @@ def create_grant(conn, session_ids, node_ids, token_cap, ttl_seconds=300) -> str
         raise LcmError("a grant needs at least one session", "pass the session ids the expansion may read")
     if int(token_cap) <= 0 or ttl_seconds <= 0:
         raise LcmError("a grant needs a positive token cap and time to live",
-                       f"e.g. token_cap={lcm.config.get('LCM_MAX_EXPAND_TOKENS')}, ttl_seconds=300")
-    grant_id = lcm.config.new_id("grant")
+                       f"e.g. token_cap={lcm.base.config.get('LCM_MAX_EXPAND_TOKENS')}, ttl_seconds=300")
+    grant_id = lcm.base.config.new_id("grant")
     import json
     now = datetime.now(timezone.utc)
     with _write(conn):
@@ -75,7 +75,7 @@ def create_grant(conn, session_ids, node_ids, token_cap, ttl_seconds=300) -> str
 def revoke_grant(conn, grant_id: str) -> None:
     with _write(conn):
         conn.execute("UPDATE grants SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
-                     (lcm.config.now_iso(), grant_id))
+                     (lcm.base.config.now_iso(), grant_id))
 
 
 def node_lineage(conn, node_id: str) -> tuple[str | None, list[str]]:
@@ -108,7 +108,7 @@ def _load(conn, grant_id: str):
         raise LcmError(f"unknown grant {grant_id!r} (LCM_GRANT)", NEW_GRANT_HINT)
     if row["revoked_at"]:
         raise LcmError(f"grant {grant_id} was revoked at {row['revoked_at']}", NEW_GRANT_HINT)
-    if row["expires_at"] <= lcm.config.now_iso():
+    if row["expires_at"] <= lcm.base.config.now_iso():
         raise LcmError(f"grant {grant_id} expired at {row['expires_at']}", NEW_GRANT_HINT)
     return row
 

@@ -7,15 +7,15 @@ from __future__ import annotations
 import os
 import time
 
-import lcm.config
+import lcm.base.config
 import lcm.db
 import lcm.schema
-import lcm.mask
+import lcm.base.mask
 import lcm.indexes
 import lcm.order
-import lcm.text
+import lcm.base.text
 import lcm.transcript
-from lcm.errors import LcmError
+from lcm.base.errors import LcmError
 from lcm.db import VaultBusy, write_lock
 
 TYPE_CHECKING = False
@@ -87,21 +87,21 @@ def _externalize_large(conn, batch: lcm.transcript.Batch) -> None:
         name = (file.get("filePath") if isinstance(file, dict) else None) or (
             result.get("filePath") if isinstance(result, dict) else None)
         for i, text in enumerate(blocks):
-            if len(text) > 4 * lcm.config.get("LCM_LARGE_FILE_THRESHOLD"):
-                label = lcm.text.safe_text(name) if isinstance(name, str) else f"{entry['type']} block {i} of {uuid}"
+            if len(text) > 4 * lcm.base.config.get("LCM_LARGE_FILE_THRESHOLD"):
+                label = lcm.base.text.safe_text(name) if isinstance(name, str) else f"{entry['type']} block {i} of {uuid}"
                 # the stored copy is searchable text like the rest: masked (the original line keeps the bytes)
-                blocks[i] = lcm.files.externalize(conn, session_id=sid, message_uuid=uuid, name=lcm.mask.mask(label),
-                                                  content=lcm.mask.mask(text))
-        content = lcm.mask.mask(lcm.text.safe_text("\n".join(b for b in blocks if b)))
+                blocks[i] = lcm.files.externalize(conn, session_id=sid, message_uuid=uuid, name=lcm.base.mask.mask(label),
+                                                  content=lcm.base.mask.mask(text))
+        content = lcm.base.mask.mask(lcm.base.text.safe_text("\n".join(b for b in blocks if b)))
         if batch.staged:
             conn.execute("UPDATE lcm_stage.ingest_stage SET content = ?, token_count = ? WHERE rowid = ?",
-                         (content, lcm.config.estimate_tokens(content), batch.stage_start + index + 1))
+                         (content, lcm.base.config.estimate_tokens(content), batch.stage_start + index + 1))
             at = lcm.indexes.first_cjk(content)  # the parser's findings were about the text before
             batch.cjk[index] = lcm.indexes.cjk_runs(content, at) if at >= 0 else ""
             batch.talk[index] = lcm.indexes.opening(content)
         else:
             row = batch.rows[index]
-            batch.rows[index] = row[:14] + (content, lcm.config.estimate_tokens(content)) + row[16:]
+            batch.rows[index] = row[:14] + (content, lcm.base.config.estimate_tokens(content)) + row[16:]
 
 
 def _insert_rows(conn, rows: list[tuple]) -> int:
@@ -175,7 +175,7 @@ def write_batch(conn, batch: lcm.transcript.Batch, patience: float | None = None
         conn.execute("SAVEPOINT message_rows")
         try:
             added = _insert_rows(conn, batch.rows)
-        except UnicodeEncodeError:  # a lone surrogate in some row's content (lcm.text.safe_text)
+        except UnicodeEncodeError:  # a lone surrogate in some row's content (lcm.base.text.safe_text)
             conn.execute("ROLLBACK TO message_rows")
             batch.rows = [lcm.transcript.safe_row(r) for r in batch.rows]
             added = _insert_rows(conn, batch.rows)
@@ -204,7 +204,7 @@ def write_batch(conn, batch: lcm.transcript.Batch, patience: float | None = None
         if not overtaken:
             conn.execute(UPSERT_TRANSCRIPT, (batch.path, batch.msg_sid, batch.agent_id, end, end,
                                              batch.head_hash, batch.malformed_before + len(batch.malformed),
-                                             batch.line_no, lcm.config.now_iso()))
+                                             batch.line_no, lcm.base.config.now_iso()))
         touched = {sid for sid, s in batch.sessions.items() if s.messages}
         if batch.leaf_titles:
             conn.executemany("INSERT OR IGNORE INTO leaf_titles (leaf_uuid, title) VALUES (?, ?)", batch.leaf_titles)
@@ -233,7 +233,7 @@ def place_leaf_titles(conn) -> None:
 
 def settings() -> tuple[bool, int]:
     # estimate_tokens is ceil(chars / 4), so "more tokens than the threshold" = more than 4x chars
-    return lcm.config.get("LCM_INDEX_THINKING"), 4 * lcm.config.get("LCM_LARGE_FILE_THRESHOLD")
+    return lcm.base.config.get("LCM_INDEX_THINKING"), 4 * lcm.base.config.get("LCM_LARGE_FILE_THRESHOLD")
 
 
 def ingest_file(conn, path, patience: float | None = None) -> dict:

@@ -17,11 +17,11 @@ import sys
 import tempfile
 import time
 
-import lcm.llm
-import lcm.config
+import lcm.base.llm
+import lcm.base.config
 import lcm.db
-import lcm.mask
-from lcm.errors import LcmError
+import lcm.base.mask
+from lcm.base.errors import LcmError
 
 HOOK_EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "SubagentStop", "PreCompact", "PostCompact",
                "SessionEnd")
@@ -70,7 +70,7 @@ def _idle(path: str) -> bool | None:
 
 
 def stale() -> dict:
-    directory = lcm.config.lcm_home() / "locks"
+    directory = lcm.base.config.lcm_home() / "locks"
     try:
         names = sorted(os.listdir(directory))
     except OSError:
@@ -189,7 +189,7 @@ def hooks(conn) -> dict:
     """Where lcm is loaded from, when each hook last ran (the stamps hooks leave under
     $LCM_HOME/last-run) and last failed (lcm.log), and the sessions Claude Code recorded since
     the newest stamp: a session no hook saw means the hooks are not running."""
-    home = lcm.config.lcm_home()
+    home = lcm.base.config.lcm_home()
     stamps = {}
     for event in HOOK_EVENTS:
         try:
@@ -213,7 +213,7 @@ def hooks(conn) -> dict:
            "last_run": {e: iso(t) if t else None for e, t in stamps.items()}, "last_error": last_error,
            "unseen_sessions": len(unseen), "unseen_examples": unseen[:3],
            "last_ingest": conn.execute("SELECT max(updated_at) FROM transcripts").fetchone()[0] if conn else None}
-    disabled = lcm.config.get("LCM_DISABLE") if os.environ.get("LCM_DISABLE") else False
+    disabled = lcm.base.config.get("LCM_DISABLE") if os.environ.get("LCM_DISABLE") else False
     if missing:
         doc["problem"] = (f"Claude Code loads lcm from {missing[0]}, which no longer holds the plugin (moved or"
                           " deleted): nothing is captured")
@@ -235,18 +235,18 @@ def hooks(conn) -> dict:
 # ---------------------------------------------------------------------------
 
 def backend(probe: bool = True) -> dict:
-    """The backend lcm would use now (as lcm.llm picks it from this environment), why, and whether
+    """The backend lcm would use now (as lcm.base.llm picks it from this environment), why, and whether
     it works: checked by probe_backend, at no cost, unless probe is False."""
-    import lcm.llm
+    import lcm.base.llm
     try:
-        chosen = lcm.llm.resolve_backend()
-        choice = lcm.config.get("LCM_LLM")
+        chosen = lcm.base.llm.resolve_backend()
+        choice = lcm.base.config.get("LCM_LLM")
     except LcmError as exc:
         return {"status": "problem", "backend": None, "reason": exc.message, "hint": exc.hint, "verified": False}
     key = bool(os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN"))
     how = f"LCM_LLM={choice}" if choice != "auto" else "LCM_LLM=auto picked it"
     doc = {"backend": chosen, "reason": how, "verified": None, "hint": None}
-    if key and choice == "auto" and chosen != "anthropic" and not lcm.llm.sdk_available():
+    if key and choice == "auto" and chosen != "anthropic" and not lcm.base.llm.sdk_available():
         # a key is set, so the API is meant; the package is what is missing, not the key
         import sys
         doc.update(status="problem", verified=False, detail="ANTHROPIC_API_KEY is set but the anthropic package is"
@@ -268,7 +268,7 @@ def backend(probe: bool = True) -> dict:
 
 
 # ---------------------------------------------------------------------------
-# Probing a backend: does it work now, at no cost? (the one SDK request is lcm.llm.probe_key)
+# Probing a backend: does it work now, at no cost? (the one SDK request is lcm.base.llm.probe_key)
 # ---------------------------------------------------------------------------
 
 PROBE_TIMEOUT = 8.0  # seconds a probe may take: doctor runs in a terminal, someone waits for it
@@ -292,8 +292,8 @@ def _probe_anthropic(timeout: float) -> dict:
         return {"verified": False, "detail": "neither ANTHROPIC_API_KEY nor ANTHROPIC_AUTH_TOKEN is set",
                 "hint": "export ANTHROPIC_API_KEY (console.anthropic.com/settings/keys), or set LCM_LLM=claude"
                         " to use your Claude Code login"}
-    outcome, detail = lcm.llm.probe_key(timeout)
-    base = lcm.mask.mask(os.environ.get("ANTHROPIC_BASE_URL") or "api.anthropic.com")  # may hold user:password@
+    outcome, detail = lcm.base.llm.probe_key(timeout)
+    base = lcm.base.mask.mask(os.environ.get("ANTHROPIC_BASE_URL") or "api.anthropic.com")  # may hold user:password@
     if outcome == "package":
         return {"verified": False, "detail": f"the anthropic package cannot be used by {sys.executable} ({detail})",
                 "hint": f"{sys.executable} -m pip install -r requirements.txt (the key is set: only the package"
@@ -313,7 +313,7 @@ def _probe_anthropic(timeout: float) -> dict:
 
 
 def _probe_claude(timeout: float) -> dict:
-    exe = lcm.llm.claude_executable()
+    exe = lcm.base.llm.claude_executable()
     if not exe:
         return {"verified": False, "detail": "the claude CLI is not on PATH",
                 "hint": "install Claude Code (npm install -g @anthropic-ai/claude-code) or add its directory to"

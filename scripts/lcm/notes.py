@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 
-import lcm.config
+import lcm.base.config
 import lcm.db
-import lcm.mask
-from lcm.errors import LcmError
+import lcm.base.mask
+from lcm.base.errors import LcmError
 
 # a note is a fact to keep, not a document: many must fit in the startup context
 MAX_NOTE_CHARS = 2000
@@ -42,7 +42,7 @@ def project_chain(path: str) -> list[str]:
 def current_project(conn) -> str:
     """The project of the current session ($LCM_SESSION_ID), else Claude Code's project
     directory, else the working directory."""
-    sid = lcm.config.current_session_id()
+    sid = lcm.base.config.current_session_id()
     row = sid and conn.execute("SELECT project FROM sessions WHERE session_id = ?", (sid,)).fetchone()
     if row and row["project"]:
         return row["project"]
@@ -50,10 +50,10 @@ def current_project(conn) -> str:
 
 
 def _note(row) -> dict:
-    """A note as it is shown and injected, secrets masked (lcm.mask; notes pinned before masking
+    """A note as it is shown and injected, secrets masked (lcm.base.mask; notes pinned before masking
     existed may hold them)."""
     note = {k: row[k] for k in ("id", "content", "project", "session_id", "created_at")}
-    note["content"] = lcm.mask.mask(note["content"])
+    note["content"] = lcm.base.mask.mask(note["content"])
     return note
 
 
@@ -68,13 +68,13 @@ def add(conn, text: str, project: str | None, session_id: str | None) -> tuple[d
     if len(text) > MAX_NOTE_CHARS:
         raise LcmError(f"the note has {len(text)} characters, more than {MAX_NOTE_CHARS}",
                        "pin the fact itself in a sentence or two; the conversation it came from stays searchable with lcm_grep.py")
-    text = lcm.mask.mask(text)  # a note is searchable text and only ever shown masked: stored so
+    text = lcm.base.mask.mask(text)  # a note is searchable text and only ever shown masked: stored so
     with lcm.db.transaction(conn):
         row = conn.execute(f"SELECT {COLUMNS} FROM notes WHERE content = ? AND project IS ?", (text, project)).fetchone()
         if row is not None:
             return _note(row), False
-        note = {"id": lcm.config.new_id("note"), "content": text, "project": project, "session_id": session_id,
-                "created_at": lcm.config.now_iso()}
+        note = {"id": lcm.base.config.new_id("note"), "content": text, "project": project, "session_id": session_id,
+                "created_at": lcm.base.config.now_iso()}
         conn.execute(f"INSERT INTO notes ({COLUMNS}) VALUES (:id, :content, :project, :session_id, :created_at)", note)
     return note, True
 

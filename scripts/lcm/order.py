@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import json
 
-import lcm.config
-from lcm.text import content_blocks
+import lcm.base.config
+from lcm.base.text import content_blocks
 
 ANCHOR_SHIFT = 32
 SLOT_SHIFT = 22
@@ -165,11 +165,11 @@ def due_hint(conn, session_id: str) -> str | None:
     after the newest leaf pass LCM_LEAF_CHUNK_TOKENS, "condense" when some depth holds
     LCM_CONDENSED_MIN_FANOUT parentless summaries (whether they are adjacent is lcm.dag's to
     decide), else None: nothing is due."""
-    if backlog_tokens(conn, session_id) > lcm.config.get("LCM_LEAF_CHUNK_TOKENS"):
+    if backlog_tokens(conn, session_id) > lcm.base.config.get("LCM_LEAF_CHUNK_TOKENS"):
         return "leaf"
     crowded = conn.execute(
         "SELECT 1 FROM summaries WHERE session_id = ? AND parent_id IS NULL GROUP BY depth"
-        " HAVING count(*) >= ? LIMIT 1", (session_id, lcm.config.get("LCM_CONDENSED_MIN_FANOUT"))).fetchone()
+        " HAVING count(*) >= ? LIMIT 1", (session_id, lcm.base.config.get("LCM_CONDENSED_MIN_FANOUT"))).fetchone()
     return None if crowded is None else "condense"
 
 
@@ -177,7 +177,7 @@ def backlog_tokens(conn, session_id: str) -> int:
     """Raw tokens between the newest leaf summary and the fresh tail, in conversation order: what
     an incremental compaction would summarise. An index range (messages_seq) over what is not
     summarised yet, so the hooks' due check costs the same at any session length."""
-    start = main_thread_tail_start(conn, session_id, lcm.config.get("LCM_FRESH_TAIL_COUNT"))
+    start = main_thread_tail_start(conn, session_id, lcm.base.config.get("LCM_FRESH_TAIL_COUNT"))
     frontier = conn.execute("SELECT max(l.seq) FROM summaries s JOIN messages l ON l.id = s.last_message_id"
                             " WHERE s.session_id = ? AND s.depth = 0", (session_id,)).fetchone()[0]
     return conn.execute("SELECT coalesce(sum(token_count), 0) FROM messages WHERE session_id = ? AND seq > ?"

@@ -9,7 +9,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from lcm.errors import LcmError
+from lcm.base.errors import LcmError
 
 PROMPTS_PATH = Path(__file__).resolve().parent.parent.parent / "references" / "prompts.md"
 _SECTION = re.compile(r"^## (\S+)\s*\n(.*?)(?=^## |\Z)", re.M | re.S)

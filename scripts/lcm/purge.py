@@ -18,14 +18,14 @@ from __future__ import annotations
 import os
 import re
 
-import lcm.config
+import lcm.base.config
 import lcm.dag
 import lcm.db
 import lcm.indexes
 import lcm.resolve
 import lcm.schema
 import lcm.store
-from lcm.errors import LcmError
+from lcm.base.errors import LcmError
 
 # the externalised files of the messages in temp.purge_messages
 FILES_OF_PURGE = "message_uuid IN (SELECT uuid FROM messages WHERE id IN (SELECT id FROM temp.purge_messages))"
@@ -291,7 +291,7 @@ def select(conn, *, session: str | None = None, message: str | None = None, matc
         # the pattern itself is never echoed, not even in an error: it is often the secret
         sel = Selection("messages matching the given regular expression" if regex else
                         "messages containing the given text")
-        home = str(lcm.config.lcm_home())
+        home = str(lcm.base.config.lcm_home())
         if regex:
             try:
                 pattern = re.compile(match)
@@ -414,8 +414,8 @@ def _preview(text: str, literal: str | None, pattern: re.Pattern | None) -> str:
     elif pattern is not None:
         text = pattern.sub("[purged text]", text)
     try:
-        import lcm.mask  # the secret masking of every printed text, where present
-        text = lcm.mask.mask(text)
+        import lcm.base.mask  # the secret masking of every printed text, where present
+        text = lcm.base.mask.mask(text)
     except ImportError:
         pass
     text = " ".join(text.split())
@@ -446,7 +446,7 @@ def purge(conn, sel: Selection) -> dict:
             doc = plan(conn, sel)
             checkpoints = _doomed_checkpoints(conn, sel)
             uuids = [r[0] for r in conn.execute("SELECT uuid FROM messages WHERE id IN (SELECT id FROM temp.purge_messages)")]
-            now = lcm.config.now_iso()
+            now = lcm.base.config.now_iso()
             conn.execute(lcm.schema.PURGED_TRIGGER)
             conn.executemany("INSERT OR IGNORE INTO purged (uuid, purged_at) VALUES (?, ?)", ((u, now) for u in uuids))
             dropped = drop_summaries(conn)
@@ -487,7 +487,7 @@ def purge(conn, sel: Selection) -> dict:
                 for table in fts_tables(conn):
                     conn.execute(f"INSERT INTO \"{table}\"(\"{table}\") VALUES ('optimize')")
         doc["files_removed"] = _remove_files(conn, [r[1] for r in files])
-        doc["log_lines_removed"] = _forget_log_lines(str(lcm.config.lcm_home()), sel.log_lines)
+        doc["log_lines_removed"] = _forget_log_lines(str(lcm.base.config.lcm_home()), sel.log_lines)
         doc["wal_emptied"] = _empty_wal(conn)
     doc["backups"] = backups_beside(conn)
     return doc

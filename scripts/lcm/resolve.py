@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import os
 
-import lcm.config
-from lcm.errors import LcmError
+import lcm.base.config
+from lcm.base.errors import LcmError
 
 SESSIONS_HINT = 'python3 "$LCM_SCRIPTS/lcm_sessions.py" lists the stored sessions and their ids'
 
@@ -70,7 +70,7 @@ def session(conn, given: str | None = None, *, required: bool = True, whole: boo
 def _pick(conn, given, scope, required: bool) -> str | None:
     if given is not None:
         return by_id(conn, given)
-    current = lcm.config.current_session_id()
+    current = lcm.base.config.current_session_id()
     if scope.limited and current not in scope.sessions:
         return scope.newest_session()
     if current:

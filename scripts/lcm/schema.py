@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Callable
 
 import lcm.store
-from lcm.errors import LcmError
+from lcm.base.errors import LcmError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # names for annotations only
@@ -125,7 +125,7 @@ def _credit_leaf_titles(conn: sqlite3.Connection) -> None:
     longer on disk keeps its title."""
     import json
 
-    import lcm.mask
+    import lcm.base.mask
     rows = conn.execute("SELECT session_id, title, transcript_path FROM sessions"
                         " WHERE transcript_path IS NOT NULL").fetchall()
     for sid, title, path in rows:
@@ -146,7 +146,7 @@ def _credit_leaf_titles(conn: sqlite3.Connection) -> None:
             text, leaf = entry.get("summary"), entry.get("leafUuid")
             if not isinstance(text, str) or not text.strip() or not isinstance(leaf, str):
                 continue
-            text = lcm.mask.mask(text.strip().encode("utf-8", "backslashreplace").decode("utf-8"))
+            text = lcm.base.mask.mask(text.strip().encode("utf-8", "backslashreplace").decode("utf-8"))
             owner = conn.execute("SELECT session_id FROM messages WHERE uuid = ?", (leaf,)).fetchone()
             if owner is not None and owner[0] == sid:
                 continue  # its own summary: rightly its title
@@ -389,7 +389,7 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
         """CREATE TABLE vault_meta (
             key TEXT PRIMARY KEY,
             value                               -- masked_from_message: messages.id from which content
-        ) WITHOUT ROWID""",                     # was masked when stored (lcm/mask.py); older rows are masked on output
+        ) WITHOUT ROWID""",                     # was masked when stored (lcm/base/mask.py); older rows are masked on output
         "INSERT INTO vault_meta VALUES ('masked_from_message', (SELECT coalesce(max(id), 0) + 1 FROM messages))",
     ],
     # 8: the earlier texts of summaries that an upgrade rewrote (extractive or fallback -> model):

@@ -12,11 +12,11 @@ import sqlite3
 import time
 
 import lcm.db
-import lcm.mask
+import lcm.base.mask
 import lcm.query
 import lcm.rank
 import lcm.resolve
-from lcm.errors import LcmError
+from lcm.base.errors import LcmError
 from lcm.rank import df, newest_window, rank_sql
 from lcm.sources import SCAN_SECONDS, TYPES, Source, doc_count, fetch, parse_when, resolve_scope, scan, short
 
@@ -213,7 +213,7 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
     # a message or summary stored by a version that masks when it writes is shown as stored
     # (masking it again would change nothing, and compiling the masks is ~1 ms of a grep); older
     # rows, the other types and any text under redact.txt patterns added since are masked here
-    masked_from = {} if lcm.mask.has_user_patterns() else lcm.db.masked_from(conn)
+    masked_from = {} if lcm.base.mask.has_user_patterns() else lcm.db.masked_from(conn)
     results = [_result(conn, kind, row, score, finders, next_to.get((kind, row["rowid_"])),
                        stored_masked=0 < masked_from.get(kind, 0) <= row["rowid_"])
                for score, kind, row in page]
@@ -280,7 +280,7 @@ def _result(conn, kind, row, score, finders, next_to=None, stored_masked=False) 
     if kind in EXTRA:
         text = _file_text(row, finders) if kind == "file" else row["content"]
         return {"type": kind, "id": row["id"], "session_id": row["session_id"], "uuid": None, "role": None,
-                "created_at": row["created_at"], "snippet": _snippet(lcm.mask.mask(text), finders),
+                "created_at": row["created_at"], "snippet": _snippet(lcm.base.mask.mask(text), finders),
                 "score": round(score, 4), "covering_summary_id": None, "kind": None, "depth": None,
                 "next_to": None, **{key: row[key] for key in EXTRA[kind]}}
     if kind == "message":
@@ -296,6 +296,6 @@ def _result(conn, kind, row, score, finders, next_to=None, stored_masked=False) 
     return {"type": kind, "id": ident, "session_id": row["session_id"], "uuid": uuid, "role": role,
             # masked whole before the cut (a vault filled before masking may hold secrets)
             "created_at": row["created_at"],
-            "snippet": _snippet(row["content"] if stored_masked else lcm.mask.mask(row["content"]), finders),
+            "snippet": _snippet(row["content"] if stored_masked else lcm.base.mask.mask(row["content"]), finders),
             "score": round(score, 4), "covering_summary_id": covering, "kind": summary_kind,
             "depth": depth, "next_to": next_to}

@@ -2,7 +2,7 @@
 with the commands that go further. Library only."""
 from __future__ import annotations
 
-import lcm.shell
+import lcm.base.shell
 
 
 def scope_line(doc: dict, grant: str | None = None) -> str:
@@ -42,7 +42,7 @@ def next_lines(doc: dict) -> list[str]:
     first = doc["results"][0] if doc["results"] else None
     if first is None:
         return []
-    Positional, line = lcm.shell.Positional, lcm.shell.command_line
+    Positional, line = lcm.base.shell.Positional, lcm.base.shell.command_line
     if first["type"] in ("message", "summary"):
         target = first["covering_summary_id"] or first["id"]
         return ["Next: " + line("lcm_describe.py", Positional(first["id"])),
@@ -61,11 +61,11 @@ def report(doc: dict, options: list[str], next_offset: int, grant: str | None = 
         lines.append(f"No matches for {doc['query']!r}.")
     for i, r in enumerate(doc["results"], 1):
         lines.append(f"[{i}] {head(r)}\n    {r['snippet']}")
-    query = lcm.shell.Positional(doc["query"])
+    query = lcm.base.shell.Positional(doc["query"])
     if doc["has_more"]:
-        lines.append("... more: " + lcm.shell.command_line("lcm_grep.py", query, *options, "--offset", str(next_offset)))
+        lines.append("... more: " + lcm.base.shell.command_line("lcm_grep.py", query, *options, "--offset", str(next_offset)))
     elsewhere = doc["scope"].get("stronger_elsewhere")
     if elsewhere:
         lines.append(f"{elsewhere} stronger match(es) in other projects: "
-                     + lcm.shell.command_line("lcm_grep.py", query, *options, "--all-sessions"))
+                     + lcm.base.shell.command_line("lcm_grep.py", query, *options, "--all-sessions"))
     return "\n".join(lines + next_lines(doc)) + "\n"

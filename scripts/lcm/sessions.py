@@ -9,11 +9,11 @@ import json
 import os
 
 import lcm.digest
-import lcm.mask
+import lcm.base.mask
 import lcm.store
-import lcm.text
+import lcm.base.text
 import lcm.worklog
-from lcm.text import one_line
+from lcm.base.text import one_line
 
 TITLE_CHARS = 80
 PROMPT_SCAN = 50    # user lines of a session searched for its first real prompt
@@ -50,7 +50,7 @@ def first_prompt(conn, session_id: str) -> str | None:
 
 def title(conn, session_id: str, stored: str | None, messages: int) -> str:
     """The transcript's own title, else its first real prompt, else a placeholder: never empty."""
-    text = lcm.mask.mask((stored or "").strip() or first_prompt(conn, session_id))  # before the cut
+    text = lcm.base.mask.mask((stored or "").strip() or first_prompt(conn, session_id))  # before the cut
     return one_line(text, TITLE_CHARS) if text else f"(untitled, {plural(messages, 'message')})"
 
 
@@ -108,7 +108,7 @@ def summary_tree(conn, session_id: str, max_nodes: int = TREE_NODES) -> tuple[li
         " ORDER BY depth DESC, (SELECT seq FROM messages WHERE id = first_message_id) LIMIT ?",  # conversation order
         (session_id, max_nodes)).fetchall()
     nodes = {r["id"]: {"id": r["id"], "kind": r["kind"], "depth": r["depth"], "messages": r["descendant_count"],
-                       "earliest_at": r["earliest_at"], "latest_at": r["latest_at"], "head": lcm.text.summary_head(r["head"]),
+                       "earliest_at": r["earliest_at"], "latest_at": r["latest_at"], "head": lcm.base.text.summary_head(r["head"]),
                        "children": []} for r in rows}
     roots = []
     for r in rows:  # parents come first (deeper), children in conversation order

@@ -12,9 +12,9 @@ import sqlite3
 import time
 from datetime import datetime, timedelta, timezone
 
-import lcm.config
+import lcm.base.config
 import lcm.schema
-from lcm.errors import LcmError
+from lcm.base.errors import LcmError
 
 SCAN_SECONDS = 3.0        # wall-time bound of a regex scan
 SCAN_BATCH = 5000         # ids per scan step, newest first
@@ -45,7 +45,7 @@ def resolve_scope(conn, session, project, all_sessions):
     """(session, project) to filter on; the default is the current session's project."""
     if all_sessions or session or project:
         return session, (os.path.abspath(os.path.expanduser(project)) if project else None)
-    current = lcm.config.current_session_id()
+    current = lcm.base.config.current_session_id()
     if not current:
         return None, None
     row = conn.execute("SELECT project FROM sessions WHERE session_id = ?", (current,)).fetchone()

@@ -8,7 +8,7 @@ import json
 import os
 import sqlite3
 
-import lcm.config
+import lcm.base.config
 import lcm.dag
 import lcm.schema
 import lcm.store
@@ -31,7 +31,7 @@ def window_and_source(model: str | None, tokens: int | None = None) -> tuple[int
     """(Claude Code's context window, how it was found): LCM_CONTEXT_WINDOW when set; 1,000,000
     for a model id of a 1M variant, or when more than 200,000 tokens were seen in use (no
     smaller window could hold them); else 200,000."""
-    setting = lcm.config.get("LCM_CONTEXT_WINDOW")
+    setting = lcm.base.config.get("LCM_CONTEXT_WINDOW")
     if setting:
         return setting, "LCM_CONTEXT_WINDOW"
     lowered = (model or "").lower()
@@ -123,7 +123,7 @@ def _reason(session_id: str | None, given: bool) -> str:
         return ""
     if given:
         return "given by --session"
-    if session_id == lcm.config.current_session_id():
+    if session_id == lcm.base.config.current_session_id():
         return "the current session ($LCM_SESSION_ID)"
     return "the newest session of this project: no current session is set (--session ID picks another)"
 
@@ -152,7 +152,7 @@ def status(conn, session_id: str | None = None, check_fts: bool | None = None, g
             model, title = model or row["model"], row["title"]
         lcm_tokens = lcm.dag.active_context_tokens(conn, session_id)
     window, window_source = window_and_source(model, tokens)
-    threshold = int(lcm.config.get("LCM_CONTEXT_THRESHOLD") * window)
+    threshold = int(lcm.base.config.get("LCM_CONTEXT_THRESHOLD") * window)
     return {
         "db": path, "db_bytes": size, "sessions": counts[0], "messages": counts[1],
         "summaries": counts[3], "max_depth": counts[4], "raw_tokens": counts[2],

@@ -16,12 +16,12 @@ try:
 except ImportError:
     from hashlib import sha1
 
-import lcm.text
-import lcm.config
+import lcm.base.text
+import lcm.base.config
 import lcm.exclude
-import lcm.mask
+import lcm.base.mask
 import lcm.order
-from lcm.errors import LcmError
+from lcm.base.errors import LcmError
 
 # Entries of these types with a uuid are conversation messages; everything else is metadata.
 CONVERSATION_TYPES = frozenset(("user", "assistant", "system"))
@@ -168,20 +168,20 @@ def title_of(entry: dict) -> tuple[int, str] | None:
     text = entry.get(key)
     if not isinstance(text, str) or not text.strip():
         return None
-    return list(TITLE_KEYS).index(entry["type"]), lcm.mask.mask(lcm.text.safe_text(text.strip()))
+    return list(TITLE_KEYS).index(entry["type"]), lcm.base.mask.mask(lcm.base.text.safe_text(text.strip()))
 
 
 def safe_row(row: tuple) -> tuple:
-    """A message row with every text field lcm.text.safe_text (for the rare row SQLite refused)."""
-    return tuple(lcm.text.safe_text(v) if isinstance(v, str) else v for v in row)
+    """A message row with every text field lcm.base.text.safe_text (for the rare row SQLite refused)."""
+    return tuple(lcm.base.text.safe_text(v) if isinstance(v, str) else v for v in row)
 
 
 def text_or_none(value) -> str | None:
-    """A non-empty text field, storable (see lcm.text.safe_text), else None. Fields other than the
+    """A non-empty text field, storable (see lcm.base.text.safe_text), else None. Fields other than the
     flat content are short and almost always ASCII, which isascii() tells at no cost."""
     if not isinstance(value, str) or not value:
         return None
-    return value if value.isascii() else lcm.text.safe_text(value)
+    return value if value.isascii() else lcm.base.text.safe_text(value)
 
 
 def int_or_none(value) -> int | None:
@@ -356,7 +356,7 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
     path, rows, sessions, line_no = batch.path, batch.rows, batch.sessions, batch.line_no
     file_sid = batch.msg_sid if batch.is_agent_file and batch.msg_sid else batch.guess_sid
     fallback_sid = batch.guess_sid or os.path.basename(path)
-    estimate, mask, mask_json, may_mask = lcm.config.estimate_tokens, lcm.mask.mask, lcm.mask.mask_json, lcm.mask.may_contain
+    estimate, mask, mask_json, may_mask = lcm.base.config.estimate_tokens, lcm.base.mask.mask, lcm.base.mask.mask_json, lcm.base.mask.may_contain
     excluded = lcm.exclude.line_filter()  # None without LCM_EXCLUDE
     cwd_out = False  # the last cwd seen was excluded: lines without one (titles) stay out too
     for line in lines:
@@ -411,7 +411,7 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
                 content = "\n".join(b for b in blocks if b)
             content = mask(content)
         if any(len(b) > max_chars for b in blocks):
-            blocks = [lcm.text.safe_text(b) for b in blocks]  # these go to files of their own
+            blocks = [lcm.base.text.safe_text(b) for b in blocks]  # these go to files of their own
             batch.large.append((len(rows), blocks, entry, uuid, sid))
         role, subtype, model, msg_id = message_fields(entry)
         sidechain = entry.get("isSidechain") is True

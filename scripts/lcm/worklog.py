@@ -15,10 +15,10 @@ import sqlite3
 
 import lcm.extract
 import lcm.failures
-import lcm.mask
+import lcm.base.mask
 import lcm.store
 from lcm.extract import typed_text
-from lcm.text import content_blocks, one_line, summary_head
+from lcm.base.text import content_blocks, one_line, summary_head
 
 FILE_TOOLS = ("Edit", "Write", "MultiEdit", "NotebookEdit")
 # a failed look-around (a missing file, a stopped shell) is exploration, not an error left to fix
@@ -93,8 +93,8 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
             entry = json.loads(row["raw"])
         except ValueError:
             continue
-        if lcm.mask.may_contain(row["raw"]):  # what it extracts is printed and written to files
-            entry = lcm.mask.mask_json(entry)
+        if lcm.base.mask.may_contain(row["raw"]):  # what it extracts is printed and written to files
+            entry = lcm.base.mask.mask_json(entry)
         text = user_request_text(entry)
         if text:
             requests.append({"uuid": row["uuid"], "at": entry.get("timestamp"), "text": text})

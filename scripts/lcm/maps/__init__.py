@@ -7,5 +7,5 @@
   batches   the Message Batches driver of lcm_llm_map.py --batch
   tools     the file tools an API agent gets, confined to its working directory
 
-Every model call goes through lcm.llm.
+Every model call goes through lcm.base.llm.
 """

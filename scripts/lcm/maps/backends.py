@@ -6,7 +6,7 @@
   agent_api     lcm_agentic_map.py over the API: a bounded tool loop with lcm.maps.tools
   agent_claude  lcm_agentic_map.py through a headless `claude -p` agent with restricted tools
 
-Every call goes through lcm.llm, which masks what a model reads.
+Every call goes through lcm.base.llm, which masks what a model reads.
 """
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import threading
 import time
 from pathlib import Path
 
-import lcm.errors
-import lcm.llm
+import lcm.base.errors
+import lcm.base.llm
 from lcm.maps.job import MapJob, item_text
 from lcm.maps.tools import FileTools
 from lcm.maps.worker import JSON_ONLY_RULES, retry_feedback, schema_rules
@@ -72,11 +72,11 @@ class Requests:
         self.model = model
         self.max_tokens = max_tokens
         self.system = llm_system_prompt(job.prompt, job.schema)
-        self.output_format = lcm.llm.json_output_format(job.schema) if backend == "anthropic" else None
+        self.output_format = lcm.base.llm.json_output_format(job.schema) if backend == "anthropic" else None
         self._lock = threading.Lock()
 
     def params(self, value, history: list) -> dict:
-        """The call's parameters (unmasked: lcm.llm masks them on the way out)."""
+        """The call's parameters (unmasked: lcm.base.llm masks them on the way out)."""
         params = {"model": self.model, "max_tokens": self.max_tokens, "system": self.system,
                   "messages": [{"role": "user", "content": item_text(value)}, *history]}
         if self.output_format is not None:
@@ -102,8 +102,8 @@ def llm_api(client, requests: Requests, timeout: float):
             while True:
                 params = requests.params(value, history)
                 try:
-                    text, spent_in, spent_out = lcm.llm.map_message(client, params, timeout)
-                except lcm.llm.StructuredOutputRefused:
+                    text, spent_in, spent_out = lcm.base.llm.map_message(client, params, timeout)
+                except lcm.base.llm.StructuredOutputRefused:
                     if "output_config" not in params:
                         raise  # refused without structured outputs: the request itself is wrong
                     requests.drop_structured()
@@ -118,7 +118,7 @@ def llm_api(client, requests: Requests, timeout: float):
 def llm_claude(requests: Requests, schema: dict | None, timeout: float):
     def start(value):
         def ask(rejected, outcome) -> str:
-            result = lcm.llm.run_claude(_with_feedback(value, rejected, "Your previous answer was:"),
+            result = lcm.base.llm.run_claude(_with_feedback(value, rejected, "Your previous answer was:"),
                                         system=requests.system, model=requests.model, max_turns=1, tools="",
                                         json_schema=schema, timeout=timeout)
             return claude_answer(result, outcome)
@@ -143,7 +143,7 @@ def agent_api(client, job: MapJob, root: Path, model: str, *, allow_write: bool,
         def ask(rejected, outcome) -> str:
             if rejected is not None:  # the rejected answer is already the conversation's last turn
                 messages.append({"role": "user", "content": retry_feedback(rejected[1])})
-            return lcm.llm.map_tool_loop(client, params, messages, tools.call, max_turns=max_turns,
+            return lcm.base.llm.map_tool_loop(client, params, messages, tools.call, max_turns=max_turns,
                                          deadline=deadline, timeout=timeout, retries=retries, tally=outcome)
         return ask
     return start
@@ -159,18 +159,18 @@ def agent_claude(job: MapJob, root: Path, model: str | None, *, allow_write: boo
         def ask(rejected, outcome) -> str:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise lcm.errors.ModelError(f"timed out after {timeout:g}s")
+                raise lcm.base.errors.ModelError(f"timed out after {timeout:g}s")
             try:
                 # run_claude gives the child LCM_SUBAGENT=1 and one more delegation level
-                result = lcm.llm.run_claude(_with_feedback(value, rejected, "Your previous final answer was:"),
+                result = lcm.base.llm.run_claude(_with_feedback(value, rejected, "Your previous final answer was:"),
                                             system=system, model=model, max_turns=max_turns, tools=tools,
                                             allowed_tools=tools, json_schema=job.schema, timeout=remaining,
                                             cwd=str(root))
-            except lcm.errors.ModelConfigError:
+            except lcm.base.errors.ModelConfigError:
                 raise
-            except lcm.errors.ModelError:
+            except lcm.base.errors.ModelError:
                 if time.monotonic() >= deadline:
-                    raise lcm.errors.ModelError(f"timed out after {timeout:g}s (the agent was killed)") from None
+                    raise lcm.base.errors.ModelError(f"timed out after {timeout:g}s (the agent was killed)") from None
                 raise
             return claude_answer(result, outcome)
         return ask

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import time
 
-import lcm.llm
+import lcm.base.llm
 from lcm.maps.backends import Requests
 from lcm.maps.job import MapJob, Outcome, iter_items
 from lcm.maps.state import RunState
@@ -64,8 +64,8 @@ class BatchRun:
         chunk: list = []
 
         def send() -> None:
-            masked = [{**request, "params": lcm.llm.masked_params(request["params"])} for request in chunk]
-            batch_id = lcm.llm.batch_submit(self.client, masked)
+            masked = [{**request, "params": lcm.base.llm.masked_params(request["params"])} for request in chunk]
+            batch_id = lcm.base.llm.batch_submit(self.client, masked)
             batch_ids.append(batch_id)
             if "output_config" in chunk[0]["params"]:
                 self.structured.add(batch_id)
@@ -85,7 +85,7 @@ class BatchRun:
     def wait_for(self, batch_id: str) -> None:
         interval = self.poll_interval
         while True:
-            status, processing = lcm.llm.batch_status(self.client, batch_id)
+            status, processing = lcm.base.llm.batch_status(self.client, batch_id)
             if status == "ended":
                 return
             sys.stderr.write(f"lcm: batch {batch_id} {status}: {processing} processing, "
@@ -95,14 +95,14 @@ class BatchRun:
 
     def collect(self, batch_id: str) -> None:
         self.wait_for(batch_id)
-        for line in lcm.llm.batch_results(self.client, batch_id):
+        for line in lcm.base.llm.batch_results(self.client, batch_id):
             index = int(line.custom_id.split("-", 1)[1])
             if index not in self.done:
                 self.settle(index, line, batch_id in self.structured)
         self.state.flush()
         self._set_open([b for b in self.state.options.get("open_batches", []) if b != batch_id])
 
-    def settle(self, index: int, line: lcm.llm.BatchResult, structured: bool) -> None:
+    def settle(self, index: int, line: lcm.base.llm.BatchResult, structured: bool) -> None:
         pending = self.retry.pop(index, None) or Pending()
         pending.attempts += 1
         if line.kind == "succeeded":
@@ -123,7 +123,7 @@ class BatchRun:
         elif line.kind == "errored":
             error = f"API error in batch: {line.error_type}: {line.error_message}"
             if line.error_type == "invalid_request_error":
-                if structured and lcm.llm.refuses_structured_output(line.error_message):
+                if structured and lcm.base.llm.refuses_structured_output(line.error_message):
                     self.requests.drop_structured()
                     pending.attempts -= 1  # not the item's fault
                 else:

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import lcm.cli
-import lcm.config
-import lcm.mask
-from lcm.errors import LcmError
+import lcm.base.config
+import lcm.base.mask
+from lcm.base.errors import LcmError
 
 
 @dataclass
@@ -192,7 +192,7 @@ def iter_items(path: Path, skip: Callable[[int], bool] | None = None) -> Iterato
 
 def item_text(value) -> str:
     """What the model sees of an item: a string as is, anything else as compact JSON; secrets masked."""
-    return lcm.mask.mask(value) if isinstance(value, str) else json.dumps(lcm.mask.mask_json(value), ensure_ascii=False)
+    return lcm.base.mask.mask(value) if isinstance(value, str) else json.dumps(lcm.base.mask.mask_json(value), ensure_ascii=False)
 
 
 # ---------------------------------------------------------------------------
@@ -224,8 +224,8 @@ def cost_usd(model: str | None, input_tokens: int, output_tokens: int, batch: bo
 
 def estimate_input_tokens(job: MapJob, fixed_text: str) -> int:
     """Estimated prompt tokens of the whole job: the fixed part once per item plus each item."""
-    per_item_fixed = lcm.config.estimate_tokens(fixed_text)
+    per_item_fixed = lcm.base.config.estimate_tokens(fixed_text)
     total = 0
     for _index, value in iter_items(job.input_path):
-        total += per_item_fixed + lcm.config.estimate_tokens(item_text(value))
+        total += per_item_fixed + lcm.base.config.estimate_tokens(item_text(value))
     return total

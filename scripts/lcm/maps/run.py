@@ -7,11 +7,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import lcm.config
+import lcm.base.config
 import lcm.db
-import lcm.errors
-import lcm.llm
-from lcm.errors import LcmError
+import lcm.base.errors
+import lcm.base.llm
+from lcm.base.errors import LcmError
 from lcm.maps import backends, job as jobs, state as states
 from lcm.maps.batches import BatchRun
 from lcm.maps.tools import FileTools
@@ -20,20 +20,20 @@ from lcm.maps.worker import run_items
 ASSUMED_ANSWER_TOKENS = 200   # per item, for the --dry-run estimate; --max-tokens is the ceiling
 
 
-def needs_a_model(command: str) -> lcm.errors.ModelConfigError:
+def needs_a_model(command: str) -> lcm.base.errors.ModelConfigError:
     """The error for a map tool when LCM_LLM resolves to none: its hint leads to a backend that
     works (never to LCM_LLM=none, which is what stops it)."""
     env = os.environ
-    if lcm.config.get("LCM_LLM", env) == "none":
-        return lcm.errors.ModelConfigError(
+    if lcm.base.config.get("LCM_LLM", env) == "none":
+        return lcm.base.errors.ModelConfigError(
             f"{command} needs a model, and LCM_LLM=none turns models off",
             "unset LCM_LLM (or set LCM_LLM=anthropic with ANTHROPIC_API_KEY, or LCM_LLM=claude with Claude Code "
             "logged in), then run the same command again")
-    if (env.get("ANTHROPIC_API_KEY") or env.get("ANTHROPIC_AUTH_TOKEN")) and not lcm.llm.sdk_available():
-        return lcm.errors.ModelConfigError(
+    if (env.get("ANTHROPIC_API_KEY") or env.get("ANTHROPIC_AUTH_TOKEN")) and not lcm.base.llm.sdk_available():
+        return lcm.base.errors.ModelConfigError(
             f"{command} needs a model: ANTHROPIC_API_KEY is set but the anthropic package is not installed",
             "python3 -m pip install anthropic, then run the same command again")
-    return lcm.errors.ModelConfigError(
+    return lcm.base.errors.ModelConfigError(
         f"{command} needs a model, and none is reachable: no ANTHROPIC_API_KEY and no `claude` on PATH",
         "set ANTHROPIC_API_KEY (and pip install anthropic), or install Claude Code and log in (`claude`, then /login)")
 
@@ -63,8 +63,8 @@ def _run(job: jobs.MapJob, args, model: str, go) -> dict:
 def llm_map(args) -> dict:
     job = jobs.prepare(args, "llm")
     job.options = {"max_attempts": args.max_attempts, "max_tokens": args.max_tokens, "batch": args.batch}
-    backend = lcm.llm.resolve_backend()
-    model = args.model or lcm.llm.resolve_model()
+    backend = lcm.base.llm.resolve_backend()
+    model = args.model or lcm.base.llm.resolve_model()
     requests = backends.Requests(job, model, args.max_tokens, backend)
     if args.dry_run:
         input_tokens = jobs.estimate_input_tokens(job, requests.system)
@@ -75,7 +75,7 @@ def llm_map(args) -> dict:
             "estimated_cost_usd": jobs.cost_usd(model, input_tokens, answer * job.total, args.batch),
             "max_cost_usd": jobs.cost_usd(model, input_tokens, args.max_tokens * job.total, args.batch),
             "cost_note": f"list prices; output assumed {answer} tokens per item, max_cost_usd at --max-tokens",
-            "first_request": lcm.llm.masked_params(requests.params(job.first_item, [])),
+            "first_request": lcm.base.llm.masked_params(requests.params(job.first_item, [])),
         }, "lcm_llm_map.py")
     if backend == "none":
         raise needs_a_model("lcm_llm_map.py")
@@ -85,7 +85,7 @@ def llm_map(args) -> dict:
 
     def go(state) -> None:
         if backend == "anthropic":
-            client = lcm.llm.anthropic_client(timeout=args.timeout, max_retries=max(0, args.api_retries))
+            client = lcm.base.llm.anthropic_client(timeout=args.timeout, max_retries=max(0, args.api_retries))
             if args.batch:
                 BatchRun(job, state, client, requests, args.max_attempts, args.poll_interval).run()
                 return
@@ -103,8 +103,8 @@ def agentic_map(args) -> dict:
         raise LcmError(f"--cwd {args.cwd} is not a directory", "pass the directory the agents should work in")
     job.options = {"max_attempts": args.max_attempts, "max_turns": args.max_turns, "allow_write": args.allow_write,
                    "cwd": str(root)}
-    backend = lcm.llm.resolve_backend()
-    model = args.model or lcm.llm.resolve_model()
+    backend = lcm.base.llm.resolve_backend()
+    model = args.model or lcm.base.llm.resolve_model()
     if args.dry_run:
         system = backends.agent_system_prompt(job.prompt, job.schema, root, args.allow_write)
         first_turn = jobs.estimate_input_tokens(job, system)
@@ -123,7 +123,7 @@ def agentic_map(args) -> dict:
 
     def go(state) -> None:
         if backend == "anthropic":
-            start = backends.agent_api(lcm.llm.anthropic_client(timeout=args.timeout, max_retries=0), job, root,
+            start = backends.agent_api(lcm.base.llm.anthropic_client(timeout=args.timeout, max_retries=0), job, root,
                                        model, allow_write=args.allow_write, max_turns=args.max_turns,
                                        max_tokens=args.max_tokens, timeout=args.timeout, retries=args.api_retries)
         else:

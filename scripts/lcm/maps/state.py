@@ -12,9 +12,9 @@ import sys
 import time
 from pathlib import Path
 
-import lcm.config
+import lcm.base.config
 import lcm.db
-from lcm.errors import LcmError
+from lcm.base.errors import LcmError
 from lcm.maps.job import MapJob, Outcome
 
 # Rows of finished items are committed in groups: one transaction per item would cost more than
@@ -52,7 +52,7 @@ class RunState:
                                "resume with the same --prompt/--schema, or drop --resume to start over")
             with lcm.db.transaction(conn):
                 conn.execute("UPDATE map_runs SET status = 'running', updated_at = ? WHERE id = ?",
-                             (lcm.config.now_iso(), row["id"]))
+                             (lcm.base.config.now_iso(), row["id"]))
             state = cls(conn, row["id"], row["total"])
             state.options = json.loads(row["options"] or "{}")
             return state
@@ -60,8 +60,8 @@ class RunState:
             sys.stderr.write("lcm: no earlier run for this input and output; starting a new one\n")
         elif row is not None and row["status"] != "done":
             sys.stderr.write(_unfinished_note(conn, row))
-        run_id = lcm.config.new_id("map")
-        now = lcm.config.now_iso()
+        run_id = lcm.base.config.new_id("map")
+        now = lcm.base.config.now_iso()
         with lcm.db.transaction(conn):
             conn.execute(
                 "INSERT INTO map_runs (id, kind, input_path, input_sha256, output_path, prompt, schema, model,"
@@ -82,7 +82,7 @@ class RunState:
         self._pending.append((
             self.run_id, index, "ok" if outcome.ok else "error", outcome.attempts,
             json.dumps(outcome.result, ensure_ascii=False) if outcome.ok else None,
-            None if outcome.ok else outcome.error, outcome.input_tokens, outcome.output_tokens, lcm.config.now_iso(),
+            None if outcome.ok else outcome.error, outcome.input_tokens, outcome.output_tokens, lcm.base.config.now_iso(),
         ))
         if len(self._pending) >= FLUSH_EVERY_ITEMS or time.monotonic() - self._last_flush >= FLUSH_EVERY_SECONDS:
             self.flush()
@@ -108,13 +108,13 @@ class RunState:
         self.options = options
         with lcm.db.transaction(self.conn):
             self.conn.execute("UPDATE map_runs SET options = ?, updated_at = ? WHERE id = ?",
-                              (json.dumps(options, sort_keys=True), lcm.config.now_iso(), self.run_id))
+                              (json.dumps(options, sort_keys=True), lcm.base.config.now_iso(), self.run_id))
 
     def finish(self, status: str) -> None:
         self.flush()
         with lcm.db.transaction(self.conn):
             self.conn.execute("UPDATE map_runs SET status = ?, updated_at = ? WHERE id = ?",
-                              (status, lcm.config.now_iso(), self.run_id))
+                              (status, lcm.base.config.now_iso(), self.run_id))
 
     def totals(self) -> dict:
         row = self.conn.execute(

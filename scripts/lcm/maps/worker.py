@@ -11,9 +11,9 @@ import sys
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Callable
 
-import lcm.errors
-import lcm.llm
-from lcm.errors import LcmError
+import lcm.base.errors
+import lcm.base.llm
+from lcm.base.errors import LcmError
 from lcm.maps.job import MapJob, Outcome, iter_items
 from lcm.maps.state import RunState
 
@@ -102,7 +102,7 @@ def schema_rules(schema: dict | None) -> str:
 
 # How a backend asks about one item: start(value) gives `ask(rejected, outcome) -> answer text`,
 # called once per attempt; `rejected` is None the first time, then (the rejected answer, why).
-# `ask` adds what it spent to outcome.input_tokens/output_tokens and raises lcm.errors.ModelError
+# `ask` adds what it spent to outcome.input_tokens/output_tokens and raises lcm.base.errors.ModelError
 # when the item cannot go on (ModelConfigError when no item can).
 Ask = Callable[[object, Outcome], str]
 
@@ -116,9 +116,9 @@ def work_item(start: Callable[[object], Ask], value, checker: AnswerChecker, max
         outcome.attempts += 1
         try:
             text = ask(rejected, outcome)
-        except lcm.errors.ModelConfigError:
+        except lcm.base.errors.ModelConfigError:
             raise  # every other item would fail the same way: stop the run
-        except lcm.errors.ModelError as exc:
+        except lcm.base.errors.ModelError as exc:
             outcome.error = exc.message
             return outcome
         try:

@@ -1,5 +1,5 @@
 """The viewer's pages, rendered as HTML from a read-only connection. Every string a page shows is
-masked (lcm.mask) and escaped; nothing here can write to the vault."""
+masked (lcm.base.mask) and escaped; nothing here can write to the vault."""
 from __future__ import annotations
 
 import html
@@ -7,12 +7,12 @@ import json
 import re
 from urllib.parse import quote, urlencode
 
-import lcm.mask
+import lcm.base.mask
 import lcm.search
 import lcm.sessions
 import lcm.store
-from lcm.errors import LcmError
-from lcm.text import content_blocks, one_line, strip_ansi
+from lcm.base.errors import LcmError
+from lcm.base.text import content_blocks, one_line, strip_ansi
 
 SESSIONS_PAGE = 50     # sessions a list page shows
 MESSAGES_PAGE = 200    # messages a session page shows: a long session pages
@@ -32,7 +32,7 @@ def esc(value) -> str:
 def shown(text) -> str:
     """Masked, then escaped: the only way text reaches a page (what a person typed included: a
     search for a key must not print the key)."""
-    return esc(lcm.mask.mask(strip_ansi("" if text is None else str(text))))
+    return esc(lcm.base.mask.mask(strip_ansi("" if text is None else str(text))))
 
 
 def link(path: str, **query) -> str:
@@ -205,14 +205,14 @@ def _label(block: dict) -> str:
     data = block.get("input") if isinstance(block.get("input"), dict) else {}
     for key in ("command", "file_path", "pattern", "url", "query", "description", "prompt", "path"):
         if isinstance(data.get(key), str) and data[key].strip():
-            return one_line(lcm.mask.mask(data[key]), 100)
+            return one_line(lcm.base.mask.mask(data[key]), 100)
     return ""
 
 
 def tool_html(block: dict, result: dict | None) -> str:
     failed = bool(result and result.get("is_error"))
     name = block.get("name") or "tool"
-    data = lcm.mask.mask_json(block.get("input"))  # decoded strings masked before they are dumped
+    data = lcm.base.mask.mask_json(block.get("input"))  # decoded strings masked before they are dumped
     body = f"<pre>{esc(json.dumps(data, ensure_ascii=False, indent=1))}</pre>"
     if result is not None:
         body += f"<div class=meta>{'failed' if failed else 'result'}</div>{result_html(result)}"
@@ -318,7 +318,7 @@ def node_page(conn, node_id: str, params: dict) -> str:
             entry = _entry(row["raw"])
             piece = message_html(row, entry, {}, set()) or (
                 f"<article class='msg system' id='m-{esc(row['uuid'])}'><div class=meta>{esc(row['uuid'][:8])}</div></article>")
-            original = esc(lcm.mask.mask_line(row["raw"]).decode("utf-8", "replace"))
+            original = esc(lcm.base.mask.mask_line(row["raw"]).decode("utf-8", "replace"))
             parts.append(piece.replace("</article>",
                          f"<div class=meta><a href='{link('/s/' + sid, at=row['uuid'])}#m-{esc(row['uuid'])}'>in the"
                          f" conversation</a></div><details><summary class=meta>Original line (masked)</summary>"

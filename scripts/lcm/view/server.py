@@ -17,7 +17,7 @@ from http import HTTPStatus
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 import lcm.db
-from lcm.errors import LcmError
+from lcm.base.errors import LcmError
 from lcm.view import assets, pages
 
 COOKIE = "lcm_view"

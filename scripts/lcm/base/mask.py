@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import sys
 
-import lcm.config
+import lcm.base.config
 
 _compiled: dict[str, object] = {}
 _user: list | None = None  # compiled patterns of redact.txt, loaded on first use
@@ -598,7 +598,7 @@ def reload_user_patterns() -> None:
 # $LCM_HOME/redact.txt: the person's own patterns of what to mask, one regular expression a
 
 def redact_path() -> str:
-    return os.path.join(lcm.config.home_str(), "redact.txt")
+    return os.path.join(lcm.base.config.home_str(), "redact.txt")
 
 
 def redact_patterns() -> list[tuple[int, object, str | None]]:

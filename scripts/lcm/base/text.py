@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-import lcm.mask
+import lcm.base.mask
 
 # terminal escapes: CSI (colours, cursor), OSC (titles, links) and the two-byte ones
 # CSI sequences (colours, cursor moves, also in their one-byte 0x9b form), OSC sequences (titles,
@@ -41,7 +41,7 @@ def strip_ansi(text: str) -> str:
 def summary_head(content: str, limit: int = 160) -> str:
     """The first line of a summary that says something, masked: not its [label] (an extractive
     summary opens with one) nor a section heading ("Asked:")."""
-    lines = [ln.strip() for ln in lcm.mask.mask(content or "").splitlines() if ln.strip()]
+    lines = [ln.strip() for ln in lcm.base.mask.mask(content or "").splitlines() if ln.strip()]
     said = [ln for ln in lines if not ln.startswith("[") and not ln.endswith(":")]
     return one_line((said or lines or [""])[0].removeprefix("- "), limit)
 

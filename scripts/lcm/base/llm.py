@@ -7,7 +7,7 @@ Backends, picked by LCM_LLM (auto = the first that works, in this order):
              own login; started without user settings, plugins or hooks, with LCM_SUBAGENT=1
   none       no model: callers fall back to deterministic extractive summaries
 
-Everything sent to a model (system prompt, messages, the CLI's prompt) is masked by lcm.mask
+Everything sent to a model (system prompt, messages, the CLI's prompt) is masked by lcm.base.mask
 first; callers that use the SDK directly pass their parameters through masked_params().
 
 The anthropic package is imported inside the functions that use it (about 1.5 s to import),
@@ -24,11 +24,11 @@ import signal
 import subprocess
 import time
 
-from lcm.errors import ModelConfigError, ModelError, ModelRequestError
-import lcm.config
-import lcm.guard
-import lcm.mask
-import lcm.text
+from lcm.base.errors import ModelConfigError, ModelError, ModelRequestError
+import lcm.base.config
+import lcm.base.guard
+import lcm.base.mask
+import lcm.base.text
 import lcm.transcript
 
 DEFAULT_MODEL = "claude-haiku-4-5"
@@ -60,7 +60,7 @@ def sdk_available() -> bool:
 def resolve_backend(environ: dict | None = None) -> str:
     """"anthropic" | "claude" | "none": LCM_LLM, or for auto the first backend that can work."""
     env = os.environ if environ is None else environ
-    choice = lcm.config.get("LCM_LLM", env)
+    choice = lcm.base.config.get("LCM_LLM", env)
     if choice != "auto":
         return choice
     if (env.get("ANTHROPIC_API_KEY") or env.get("ANTHROPIC_AUTH_TOKEN")) and sdk_available():
@@ -94,7 +94,7 @@ def session_model(conn, session_id: str | None) -> str | None:
 
 def resolve_model(conn=None, session_id: str | None = None) -> str:
     """LCM_SUMMARY_MODEL, else the session's own model, else DEFAULT_MODEL."""
-    return lcm.config.get("LCM_SUMMARY_MODEL") or session_model(conn, session_id) or DEFAULT_MODEL
+    return lcm.base.config.get("LCM_SUMMARY_MODEL") or session_model(conn, session_id) or DEFAULT_MODEL
 
 
 # ---------------------------------------------------------------------------
@@ -137,7 +137,7 @@ def _create(params: dict, *, timeout: float, max_retries: int):
     import anthropic
 
     # named in errors that are printed and logged: a gateway's URL may carry user:password@
-    base = lcm.mask.mask(os.environ.get("ANTHROPIC_BASE_URL") or "the Anthropic API")
+    base = lcm.base.mask.mask(os.environ.get("ANTHROPIC_BASE_URL") or "the Anthropic API")
     try:
         response = client.messages.create(**params)
     except json.JSONDecodeError:  # a body that is not JSON: a proxy's or gateway's page, answered with 200
@@ -202,14 +202,14 @@ def masked_params(params: dict) -> dict:
     out = dict(params)
     for key in ("system", "messages"):
         if key in out:
-            out[key] = _utf8(lcm.mask.mask_json(out[key]))
+            out[key] = _utf8(lcm.base.mask.mask_json(out[key]))
     return out
 
 
 def _utf8(value):
-    """value with each lone surrogate of its strings as its escape (lcm.text.safe_text)."""
+    """value with each lone surrogate of its strings as its escape (lcm.base.text.safe_text)."""
     if isinstance(value, str):
-        return lcm.text.safe_text(value)
+        return lcm.base.text.safe_text(value)
     if isinstance(value, list):
         return [_utf8(v) for v in value]
     if isinstance(value, dict):
@@ -245,7 +245,7 @@ def complete(system: str | None, messages, *, max_tokens: int, model: str | None
     backend = backend or resolve_backend()
     if isinstance(messages, str):
         messages = [{"role": "user", "content": messages}]
-    system, messages = _utf8(lcm.mask.mask(system)), _utf8(lcm.mask.mask_json(messages))  # as masked_params
+    system, messages = _utf8(lcm.base.mask.mask(system)), _utf8(lcm.base.mask.mask_json(messages))  # as masked_params
     if backend == "anthropic":
         return _anthropic_complete(system, messages, max_tokens=max_tokens, model=model or DEFAULT_MODEL,
                                    timeout=timeout, max_retries=max_retries)
@@ -538,7 +538,7 @@ def batch_results(client, batch_id: str):
             yield BatchResult(line.custom_id, result.type)
 
 
-# The claude backend of the model seam (lcm.llm): the Claude Code CLI run headless
+# The claude backend of the model seam (lcm.base.llm): the Claude Code CLI run headless
 
 NO_BACKEND_HINT = ("set ANTHROPIC_API_KEY, or log in to Claude Code so `claude -p` works (LCM_LLM=claude), "
                    "or set LCM_LLM=none for extractive summaries without a model")
@@ -568,10 +568,10 @@ def run_claude(prompt: str, *, system: str | None = None, model: str | None = No
     persisted as a session, and LCM_SUBAGENT=1 marks the child as lcm's own sub-agent.
     A timeout kills the child's whole process group. Failures raise ModelError.
     """
-    prompt, system = lcm.mask.mask(prompt), lcm.mask.mask(system)  # what a model reads never holds a secret
+    prompt, system = lcm.base.mask.mask(prompt), lcm.base.mask.mask(system)  # what a model reads never holds a secret
     # and a lone surrogate quoted from a stored line goes as its escape: argv and stdin are UTF-8
-    prompt, system = lcm.text.safe_text(prompt), system and lcm.text.safe_text(system)
-    child_env = lcm.guard.child_env(env)
+    prompt, system = lcm.base.text.safe_text(prompt), system and lcm.base.text.safe_text(system)
+    child_env = lcm.base.guard.child_env(env)
     exe = claude_executable(child_env)
     if not exe:
         raise ModelConfigError("the claude CLI is not on PATH",

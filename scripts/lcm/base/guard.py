@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 
-from lcm.config import get as config
-from lcm.errors import LcmError
+from lcm.base.config import get as config
+from lcm.base.errors import LcmError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # names for annotations only

@@ -10,7 +10,7 @@ import os
 import time
 from collections.abc import Callable
 
-from lcm.errors import LcmError
+from lcm.base.errors import LcmError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # names for annotations only
