@@ -54,7 +54,7 @@ def norm(text: str) -> str:
 def build_vault(home: Path) -> None:
     os.environ.update(LCM_HOME=str(home), LCM_LLM="none", LCM_FRESH_TAIL_COUNT="0")
     import lcm.compact
-    import lcm.db
+    import lcm.vault.db
     import lcm.bulk
     import lcm.ingest
     conn = lcm.db.connect()
@@ -162,7 +162,7 @@ def main() -> int:
         del os.environ[name]
     with tempfile.TemporaryDirectory() as tmp:
         build_vault(Path(tmp) / "lcm")
-        import lcm.db
+        import lcm.vault.db
         import lcm.base.mask
         import lcm_expand_query
         from fake_anthropic import FakeAnthropic

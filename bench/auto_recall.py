@@ -92,7 +92,7 @@ def main(argv=None) -> int:
         os.environ["LCM_HOME"] = str(Path(tmp) / "home")
         for name in ("LCM_DB", "LCM_SESSION_ID", "CLAUDE_CODE_SESSION_ID"):
             os.environ.pop(name, None)
-        import lcm.db
+        import lcm.vault.db
         import lcm.bulk
         import lcm.ingest
         bench = _load("recall_bench", ROOT / "bench" / "recall.py")

@@ -45,7 +45,7 @@ def main() -> int:
 
     import lcm.compact
 
-    import lcm.db
+    import lcm.vault.db
     import lcm.bulk
     import lcm.ingest
 

@@ -60,7 +60,7 @@ QUERIES = [
 
 
 def in_process(db: str) -> dict:
-    import lcm.db
+    import lcm.vault.db
     import lcm.search
     conn = lcm.db.connect(db, create=False, readonly=True)
     session = conn.execute("SELECT session_id FROM messages ORDER BY id DESC LIMIT 1").fetchone()[0]
@@ -104,7 +104,7 @@ def main(argv=None):
         time.sleep(10)
     if not Path(args.db).exists():
         raise SystemExit(f"no vault at {args.db}: build it with bench/ingest first")
-    import lcm.db
+    import lcm.vault.db
     conn = lcm.db.connect(args.db, create=False, readonly=True)
     messages = conn.execute("SELECT max(id) FROM messages").fetchone()[0]
     report = {"bench": "grep", "db": args.db, "messages": messages, **in_process(args.db)}

@@ -96,7 +96,7 @@ def backlog(python: str, lines: int) -> dict:
     sys.path.insert(0, str(ROOT / "scripts"))
     import lcm.dag
     import lcm.base.config
-    import lcm.db
+    import lcm.vault.db
     import lcm.base.errors
     scratch = Path(tempfile.mkdtemp(prefix="lcm-bench-backlog-"))
     try:

@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "scripts"))
 
 import lcm.bulk
-import lcm.db  # noqa: E402
+import lcm.vault.db  # noqa: E402
 import lcm.ingest  # noqa: E402
 
 CONVERSATION = ("user", "assistant", "system")

@@ -96,7 +96,7 @@ def timed(cmd: list[str], cpu: list | None = None) -> tuple[float, dict]:
 GREP = """
 import json, statistics, sys, time
 sys.path.insert(0, {scripts!r})
-import lcm.db, lcm.search
+import lcm.vault.db, lcm.search
 conn = lcm.db.connect({db!r}, create=False, readonly=True)
 queries = {queries!r}
 for q in queries:
@@ -116,7 +116,7 @@ print(json.dumps([times, cpu]))
 EXPAND = """
 import json, random, statistics, sys, time
 sys.path.insert(0, {scripts!r})
-import lcm.db, lcm.expand
+import lcm.vault.db, lcm.expand
 conn = lcm.db.connect({db!r}, create=False, readonly=True)
 uuids = [r[0] for r in conn.execute("SELECT uuid FROM messages ORDER BY id")]
 random.Random(7).shuffle(uuids)

@@ -27,7 +27,7 @@ from urllib.parse import quote
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
-import lcm.db  # noqa: E402
+import lcm.vault.db  # noqa: E402
 from lcm.view.server import Viewer  # noqa: E402
 
 QUERIES = ["database migration", "why did the deploy fail", "TypeError undefined", "retry backoff timeout",

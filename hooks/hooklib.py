@@ -148,7 +148,7 @@ _CONNS: list = []  # the vault connections this hook opened (connect), closed be
 
 
 def close_all() -> None:
-    """Close the hook's vault connections. A connection is never freed by itself (lcm.store's
+    """Close the hook's vault connections. A connection is never freed by itself (lcm.vault.store's
     line reader refers back to it), and one left open at exit skips SQLite's checkpoint at close:
     the WAL then stays behind and grows, and every later hook, as the vault's first opener, reads
     all of it to rebuild the WAL index (30 ms for a 50 MB WAL, measured)."""
@@ -212,7 +212,7 @@ def write_patience() -> float:
 
 
 def connect():
-    import lcm.db
+    import lcm.vault.db
     import lcm.base.errors
     # any write of a hook waits about a second for another writer at most, not lcm.db's 10 s:
     # an upgrade's migration in another process too (this turn's lines wait for the next hook)
@@ -315,10 +315,10 @@ def start_compaction(conn, sid: str, payload: dict) -> None:
 
     The running one holds the session lock; starting another would only queue behind it.
     """
-    import lcm.order
-    # the cheap half of the due check first (lcm.ingest loaded lcm.order already): on most turns
+    import lcm.vault.order
+    # the cheap half of the due check first (lcm.ingest loaded lcm.vault.order already): on most turns
     # nothing is due, and the hook never loads lcm.dag and its imports (~0.7 ms)
-    if lcm.order.due_hint(conn, sid) is None:
+    if lcm.vault.order.due_hint(conn, sid) is None:
         return
     import lcm.dag
     if not lcm.dag.compaction_due(conn, sid):
@@ -334,10 +334,10 @@ def start_compaction(conn, sid: str, payload: dict) -> None:
 
 
 def start_packing(conn, payload: dict) -> None:
-    """Detach `lcm_compact.py --pack` when enough lines wait plain (lcm.pack.due: an index count)
+    """Detach `lcm_compact.py --pack` when enough lines wait plain (lcm.vault.pack.due: an index count)
     and no packing run holds its lock; the hook itself never compresses anything."""
-    import lcm.pack
-    if lcm.pack.due(conn) and not lcm.pack.running(conn):
+    import lcm.vault.pack
+    if lcm.vault.pack.due(conn) and not lcm.vault.pack.running(conn):
         detach("lcm_compact.py", ["--pack", "--time-budget", str(PACK_TIME_BUDGET)], payload)
 
 

@@ -13,9 +13,9 @@ EVENT = "PostCompact"
 
 
 def boundary_tokens(conn, sid: str) -> tuple[int | None, int | None]:
-    import lcm.store  # loaded already by the connection (lcm.db)
+    import lcm.vault.store  # loaded already by the connection (lcm.db)
     row = conn.execute(
-        f"SELECT {lcm.store.LINE} FROM messages WHERE session_id = ? AND subtype = 'compact_boundary' "
+        f"SELECT {lcm.vault.store.LINE} FROM messages WHERE session_id = ? AND subtype = 'compact_boundary' "
         "ORDER BY id DESC LIMIT 1", (sid,)).fetchone()
     if row is None:
         return None, None
@@ -30,7 +30,7 @@ def handle(payload: dict):
     sid = hooklib.session_id(payload)
     conn = hooklib.connect()
     import lcm.base.config
-    import lcm.db
+    import lcm.vault.db
     before = None
     try:
         import lcm.status

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import lcm.cli
 import lcm.base.config
-import lcm.db
-import lcm.resolve
+import lcm.vault.db
+import lcm.vault.resolve
 import lcm.checkpoint
 import lcm.base.shell
 from lcm.base.errors import LcmError
@@ -50,7 +50,7 @@ def _main(argv):
     if output is not None and not output.parent.is_dir():
         raise LcmError(f"cannot write {output}: {output.parent} is not a directory", "pass --output PATH in an existing directory")
     conn = lcm.db.connect(args.db, create=False)
-    session_id = lcm.resolve.session(conn, args.session, whole=True)
+    session_id = lcm.vault.resolve.session(conn, args.session, whole=True)
     default_file = lcm.checkpoint.workspace_root() / lcm.checkpoint.FILE_NAME
     skipped = None  # why the default file was not written
     if output is None and not to_stdout and not args.vault_only:

@@ -38,8 +38,8 @@ import sys
 
 import lcm.cli
 import lcm.base.config
-import lcm.db
-import lcm.grants
+import lcm.vault.db
+import lcm.vault.grants
 import lcm.compact
 import lcm.digest
 import lcm.base.llm
@@ -68,7 +68,7 @@ def _main(argv):
     lcm.base.config.validate_config()
     # a dry run writes in a transaction it rolls back, so it opens for writing, but makes no vault
     conn = lcm.db.connect(args.db, create=not args.dry_run)
-    lcm.grants.scope(conn).refuse("lcm_compact.py (it writes summaries)")
+    lcm.vault.grants.scope(conn).refuse("lcm_compact.py (it writes summaries)")
     sessions = lcm.compact.sessions_to_compact(conn, args.session, every=args.all)
     mode = "full" if args.full else "upgrade" if args.upgrade else "incremental"
     results, calls_left = [], lcm.base.config.get("LCM_MAX_SUMMARY_CALLS")
@@ -117,16 +117,16 @@ def _main(argv):
 
 
 def _pack(args) -> int:
-    import lcm.pack
+    import lcm.vault.pack
     if args.session or args.dry_run or args.digest:
         raise LcmError("--pack works on the whole vault", "drop --session, --dry-run and --digest")
     conn = lcm.db.connect(args.db, create=False)  # by hand (no budget): waits for a run the hooks started
-    doc = lcm.pack.run(conn, everything=args.all, time_budget=args.time_budget, progress=not args.json,
+    doc = lcm.vault.pack.run(conn, everything=args.all, time_budget=args.time_budget, progress=not args.json,
                        then_vacuum=args.vacuum)
     if args.json:
         lcm.cli.print_json(doc)
     else:
-        print(lcm.pack.report_text(doc))
+        print(lcm.vault.pack.report_text(doc))
     return 0
 
 

@@ -21,10 +21,10 @@ import sys
 
 import lcm.cli
 import lcm.base.config
-import lcm.db
+import lcm.vault.db
 import lcm.describe
-import lcm.grants
-import lcm.resolve
+import lcm.vault.grants
+import lcm.vault.resolve
 import lcm.base.shell
 from lcm.base.errors import LcmError
 
@@ -100,9 +100,9 @@ def _main(argv):
     if args.max_tokens < 1 or args.offset < 0:
         raise LcmError("--max-tokens must be >= 1 and --offset >= 0", "e.g. --max-tokens 4000 --offset 0")
     conn = lcm.db.connect(args.db, create=False, readonly=True)
-    scope = lcm.grants.scope(conn)
+    scope = lcm.vault.grants.scope(conn)
     if args.id is None:
-        doc = lcm.describe.describe_session(conn, lcm.resolve.session(conn, args.session))
+        doc = lcm.describe.describe_session(conn, lcm.vault.resolve.session(conn, args.session))
         lcm.cli.print_json(doc) if args.json else _print_session(doc)
         return 0
     doc = lcm.describe.describe(conn, args.id, content=args.content, max_tokens=args.max_tokens, offset=args.offset,

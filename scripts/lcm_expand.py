@@ -24,7 +24,7 @@ import os
 import sys
 
 import lcm.cli
-import lcm.db
+import lcm.vault.db
 import lcm.expand
 import lcm.base.mask
 import lcm.base.shell

@@ -29,8 +29,8 @@ import sys
 import lcm.answer
 import lcm.cli
 import lcm.base.config
-import lcm.db
-import lcm.grants
+import lcm.vault.db
+import lcm.vault.grants
 import lcm.base.guard
 
 
@@ -53,7 +53,7 @@ def _main(argv):
         p.error("--max-tokens must be a positive integer")
     conn = lcm.db.connect(args.db, create=False)
     # a new grant from inside one would reach past it
-    lcm.grants.scope(conn).refuse("lcm_expand_query.py", "use lcm_expand.py ID for the ids the grant names")
+    lcm.vault.grants.scope(conn).refuse("lcm_expand_query.py", "use lcm_expand.py ID for the ids the grant names")
     result = lcm.answer.answer(conn, args.prompt, query=args.query, ids=args.summary_ids, session=args.session,
                                all_sessions=args.all_sessions, cap=cap, db_path=lcm.base.config.db_path(args.db).resolve(),
                                warn=lambda text: sys.stderr.write(f"Warning: {text}\n"))

@@ -29,10 +29,10 @@ import tempfile
 
 import lcm.cli
 import lcm.base.config
-import lcm.db
+import lcm.vault.db
 import lcm.digest
-import lcm.grants
-import lcm.resolve
+import lcm.vault.grants
+import lcm.vault.resolve
 import lcm.export
 import lcm.base.mask
 import lcm.sessions
@@ -89,8 +89,8 @@ def _main(argv):
         p.error("--json reports a written file: give --output FILE (without it the export itself is the output)")
     conn = lcm.db.connect(args.db, create=False, readonly=True)
     if args.unmasked:
-        lcm.grants.scope(conn).refuse("--unmasked", "export without --unmasked: secrets stay masked")
-    session_id = lcm.resolve.session(conn, args.session, whole=True)
+        lcm.vault.grants.scope(conn).refuse("--unmasked", "export without --unmasked: secrets stay masked")
+    session_id = lcm.vault.resolve.session(conn, args.session, whole=True)
     if args.archive:
         doc = lcm.digest.archive(conn, session_id, args.archive)
         if args.json:

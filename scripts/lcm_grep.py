@@ -40,10 +40,10 @@ from __future__ import annotations
 import sys
 
 import lcm.cli
-import lcm.db
-import lcm.grants
+import lcm.vault.db
+import lcm.vault.grants
 import lcm.base.mask
-import lcm.resolve
+import lcm.vault.resolve
 import lcm.search_text
 import lcm.sources
 from lcm.search import search
@@ -68,10 +68,10 @@ def _main(argv):
     p.add_argument("--offset", type=lcm.cli.int_arg(), default=0, metavar="N", help="skip the first N results")
     args = p.parse_args(argv)
     conn = lcm.db.connect(args.db, create=False, readonly=True)
-    within = lcm.grants.scope(conn)
+    within = lcm.vault.grants.scope(conn)
     args.grant = within.grant_id
     if args.session and within.limited:
-        within.check_session(lcm.resolve.by_id(conn, args.session))
+        within.check_session(lcm.vault.resolve.by_id(conn, args.session))
     # under a grant the scope is part of the query: a page holds only what the grant covers
     doc = search(conn, args.query, mode=args.mode, scope=args.scope, session=args.session,
                  project=args.project, all_sessions=args.all_sessions, since=args.since,

@@ -25,7 +25,7 @@ import sys
 
 import lcm.cli
 import lcm.base.config
-import lcm.db
+import lcm.vault.db
 import lcm.bulk
 import lcm.ingest
 

@@ -17,7 +17,7 @@ import sys
 
 import lcm.cli
 import lcm.base.config
-import lcm.db
+import lcm.vault.db
 
 
 def init(db: str | None = None) -> dict:

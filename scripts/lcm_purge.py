@@ -34,8 +34,8 @@ from __future__ import annotations
 import sys
 
 import lcm.cli
-import lcm.db
-import lcm.grants
+import lcm.vault.db
+import lcm.vault.grants
 import lcm.purge
 
 
@@ -100,7 +100,7 @@ def _main(argv):
     if (args.regex or args.hidden) and args.match is None:
         p.error("--regex and --hidden go with --match")
     conn = lcm.db.connect(args.db, create=False, readonly=not args.yes)  # a dry run only reads
-    lcm.grants.scope(conn).refuse("lcm_purge.py")
+    lcm.vault.grants.scope(conn).refuse("lcm_purge.py")
     sel = lcm.purge.select(conn, session=args.session, message=args.message, match=args.match, regex=args.regex,
                            hidden=args.hidden)
     doc = lcm.purge.purge(conn, sel) if args.yes else lcm.purge.plan(conn, sel)

@@ -25,8 +25,8 @@ import sys
 
 import lcm.cli
 import lcm.base.config
-import lcm.db
-import lcm.grants
+import lcm.vault.db
+import lcm.vault.grants
 import lcm.notes
 import lcm.base.shell
 
@@ -58,7 +58,7 @@ def _main(argv):
         p.error("--forget takes only the note's id")
     conn = lcm.db.connect(args.db, create=not (args.list or args.forget), readonly=args.list)
     if not args.list:
-        lcm.grants.scope(conn).refuse("pinning or forgetting a note")
+        lcm.vault.grants.scope(conn).refuse("pinning or forgetting a note")
     if args.forget:
         note = lcm.notes.forget(conn, args.forget)
         if args.json:
@@ -90,7 +90,7 @@ def _list(conn, args) -> int:
         notes = lcm.notes.for_project(conn, project, limit=lcm.cli.LIMIT_MAX + 1)
         total, notes = len(notes), notes[:args.limit]
         scope = f"notes for {project} (its own and global ones)"
-    within = lcm.grants.scope(conn)
+    within = lcm.vault.grants.scope(conn)
     if within.limited:  # a grant covers the notes pinned in its sessions, when it names no narrower ids
         kept = [n for n in notes if not within.nodes and within.allows_session(n["session_id"])]
         notes, total = kept, total - (len(notes) - len(kept))

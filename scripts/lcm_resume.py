@@ -21,8 +21,8 @@ import sys
 import lcm.checkpoint
 import lcm.cli
 import lcm.base.config
-import lcm.db
-import lcm.resolve
+import lcm.vault.db
+import lcm.vault.resolve
 from lcm.checkpoint import FILE_NAME
 
 
@@ -36,7 +36,7 @@ def _main(argv):
     if args.max_tokens < 200:
         p.error("--max-tokens must be at least 200")
     conn = lcm.db.connect(args.db, create=False, readonly=True)
-    session = lcm.resolve.session(conn, args.session, whole=True) if args.session else None
+    session = lcm.vault.resolve.session(conn, args.session, whole=True) if args.session else None
     result = lcm.checkpoint.resume(conn, args.checkpoint, session, lcm.base.config.db_path(args.db).resolve(),
                                    args.max_tokens)
     if args.json:

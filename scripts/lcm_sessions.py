@@ -22,9 +22,9 @@ from __future__ import annotations
 import sys
 
 import lcm.cli
-import lcm.db
-import lcm.resolve
-import lcm.grants
+import lcm.vault.db
+import lcm.vault.resolve
+import lcm.vault.grants
 import lcm.search
 import lcm.sessions
 import lcm.base.shell
@@ -113,7 +113,7 @@ def _main(argv):
         p.error("ID shows one session: --project and --since filter the list")
     conn = lcm.db.connect(args.db, create=False, readonly=True)
     if args.session:
-        view = lcm.sessions.session_view(conn, lcm.resolve.session(conn, args.session, whole=True))
+        view = lcm.sessions.session_view(conn, lcm.vault.resolve.session(conn, args.session, whole=True))
         if args.json:
             lcm.cli.print_json(view)
         else:
@@ -121,7 +121,7 @@ def _main(argv):
         return 0
     since = lcm.sources.parse_when(args.since, "--since")
     sessions, total = lcm.sessions.list_sessions(conn, project=args.project, since=since, limit=args.limit,
-                                                 within=lcm.grants.scope(conn).sessions)
+                                                 within=lcm.vault.grants.scope(conn).sessions)
     if args.json:
         lcm.cli.print_json({"sessions": sessions, "count": len(sessions), "total": total,
                            "has_more": total > len(sessions)})

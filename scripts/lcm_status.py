@@ -24,8 +24,8 @@ import sys
 
 import lcm.cli
 import lcm.base.config
-import lcm.db
-import lcm.resolve
+import lcm.vault.db
+import lcm.vault.resolve
 import lcm.base.shell
 import lcm.status
 
@@ -38,7 +38,7 @@ def _main(argv):
     args = p.parse_args(argv)
     lcm.base.config.validate_config()
     conn = lcm.db.connect(args.db, create=False, readonly=True)
-    session = lcm.resolve.session(conn, args.session, required=False)
+    session = lcm.vault.resolve.session(conn, args.session, required=False)
     s = lcm.status.status(conn, session, check_fts=True if args.check_fts else None, given=args.session is not None)
     if args.json:
         lcm.cli.print_json(s)

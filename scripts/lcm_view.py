@@ -21,7 +21,7 @@ import sys
 
 import lcm.cli
 import lcm.base.config
-import lcm.grants
+import lcm.vault.grants
 
 
 def _main(argv):
@@ -33,7 +33,7 @@ def _main(argv):
     if args.json:
         from lcm.base.errors import LcmError
         raise LcmError("lcm_view.py serves pages; it has no JSON output", "run it without --json")
-    lcm.grants.refuse("lcm_view.py (it serves the whole vault)")
+    lcm.vault.grants.refuse("lcm_view.py (it serves the whole vault)")
     from lcm.view import server
     return server.serve(str(lcm.base.config.db_path(args.db)), args.port, open_browser=not args.no_browser)
 

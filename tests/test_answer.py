@@ -9,7 +9,7 @@ import pytest
 
 import lcm.answer
 import lcm.compact
-import lcm.db
+import lcm.vault.db
 import lcm.bulk
 import lcm.ingest
 from conftest import run

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import lcm.bulk
-import lcm.db
+import lcm.vault.db
 import lcm.indexes
 import lcm.ingest
-import lcm.schema
+import lcm.vault.schema
 from transcripts import Transcript
 
 

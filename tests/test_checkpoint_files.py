@@ -9,7 +9,7 @@ import pytest
 
 from conftest import command, run
 
-import lcm.db
+import lcm.vault.db
 import lcm.bulk
 import lcm.ingest
 import lcm_checkpoint

@@ -12,7 +12,7 @@ import lcm.checkpoint
 import lcm_checkpoint
 import lcm.compact
 import lcm.base.config
-import lcm.db
+import lcm.vault.db
 import lcm.bulk
 import lcm.ingest
 import lcm_resume

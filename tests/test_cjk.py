@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-import lcm.db
+import lcm.vault.db
 import lcm.indexes
-import lcm.schema
+import lcm.vault.schema
 import lcm.bulk
 import lcm.ingest
 import lcm_grep
@@ -75,7 +75,7 @@ def test_a_latin_word_inside_cjk_text_is_found(cjk_vault, capsys, query):
 def test_only_cjk_runs_go_to_the_trigram_index(cjk_vault):
     """English text costs the trigram index nothing; a CJK message adds only its runs."""
     conn = lcm.db.connect(str(cjk_vault), create=False, readonly=True)
-    if not lcm.schema.has_trigram(conn):
+    if not lcm.vault.schema.has_trigram(conn):
         pytest.skip("this SQLite has no trigram tokenizer (3.34+): CJK falls back to substring scans")
     runs = [r[0] for r in conn.execute("SELECT runs FROM messages_cjk")]
     assert "我们决定使用PostgreSQL作为主数据库 下周开始迁移" in runs  # runs, not punctuation
@@ -85,7 +85,7 @@ def test_only_cjk_runs_go_to_the_trigram_index(cjk_vault):
 
 def test_without_trigram_cjk_is_still_found_by_scanning(tmp_path, vault, capsys, monkeypatch):
     """SQLite older than 3.34 (no trigram): the substring scan of before still finds CJK."""
-    monkeypatch.setattr(lcm.schema, "has_trigram", lambda conn: False)
+    monkeypatch.setattr(lcm.vault.schema, "has_trigram", lambda conn: False)
     t = Transcript(tmp_path / "projects", session_id="old-sqlite", cwd="/home/u/app")
     t.user("明日の会議は東京オフィスで午後三時から始まります。")
     t.user("東京に住んでいます。")
@@ -112,7 +112,7 @@ def test_cjk_after_a_nul_or_in_a_hook_is_indexed(tmp_path, vault):
     t.user("only latin-1: café déjà vu")
     t.write()
     conn = lcm.db.connect(str(vault))
-    if not lcm.schema.has_trigram(conn):
+    if not lcm.vault.schema.has_trigram(conn):
         pytest.skip("this SQLite has no trigram tokenizer (3.34+)")
     lcm.bulk.ingest_paths(conn, [tmp_path / "projects"])
     t.user("一次钩子写入的消息")
@@ -144,7 +144,7 @@ def test_bulk_import_indexes_the_same_cjk_runs_as_hooks(tmp_path, monkeypatch):
     copy.parent.mkdir(parents=True)
     copy.write_bytes(t.path.read_bytes())
     bulk = lcm.db.connect(str(tmp_path / "bulk.db"))
-    if not lcm.schema.has_trigram(bulk):
+    if not lcm.vault.schema.has_trigram(bulk):
         pytest.skip("this SQLite has no trigram tokenizer (3.34+)")
     lcm.bulk.ingest_paths(bulk, [projects])
     hooks = lcm.db.connect(str(tmp_path / "hooks.db"))

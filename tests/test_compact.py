@@ -20,9 +20,9 @@ import lcm.compact
 import lcm_compact
 import lcm.dag
 import lcm.base.config
-import lcm.db
+import lcm.vault.db
 import lcm.base.errors
-import lcm.schema
+import lcm.vault.schema
 import lcm.extract
 import lcm.bulk
 import lcm.ingest
@@ -668,7 +668,7 @@ def test_upgrade_rewrites_extractive_summaries_in_place(tmp_path, monkeypatch, c
     assert all(r["level"] == "normal" and r["content"].startswith("upgraded") for r in rows if r["id"] in extractive)
     assert all(r["level"] == "truncated" for r in rows if r["id"] not in extractive)
     check_dag(conn, t.session_id, 2)
-    if lcm.schema.fts_enabled(conn):
+    if lcm.vault.schema.fts_enabled(conn):
         hits = conn.execute("SELECT COUNT(*) FROM summaries_fts WHERE summaries_fts MATCH 'zebraword'").fetchone()[0]
         assert hits == len(extractive)
         assert conn.execute("SELECT COUNT(*) FROM summaries_fts WHERE summaries_fts MATCH 'extractive'").fetchone()[0] == 0

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-import lcm.db
+import lcm.vault.db
 import lcm.bulk
 import lcm.ingest
 from conftest import SCRIPTS

@@ -7,8 +7,8 @@ import pytest
 
 import lcm.cli
 import lcm.base.config
-import lcm.db
-import lcm.schema
+import lcm.vault.db
+import lcm.vault.schema
 from lcm.base.errors import LcmError
 
 
@@ -50,12 +50,12 @@ def test_settings_parse_and_default(monkeypatch):
 
 def test_connect_creates_private_vault_and_migrates_once(vault):
     conn = lcm.db.connect()
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == lcm.schema.SCHEMA_VERSION
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == lcm.vault.schema.SCHEMA_VERSION
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
     assert vault.stat().st_mode & 0o777 == 0o600
     assert vault.parent.stat().st_mode & 0o777 == 0o700
-    assert lcm.schema.migrate(conn) == 0
+    assert lcm.vault.schema.migrate(conn) == 0
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert {"sessions", "transcripts", "messages", "summaries", "summary_sources", "files"} <= tables
 
@@ -70,7 +70,7 @@ def test_missing_vault_refused_without_create(vault):
 def test_newer_schema_refused_even_read_only(vault):
     lcm.db.connect().close()
     raw = sqlite3.connect(vault)
-    raw.execute(f"PRAGMA user_version = {lcm.schema.SCHEMA_VERSION + 1}")
+    raw.execute(f"PRAGMA user_version = {lcm.vault.schema.SCHEMA_VERSION + 1}")
     raw.close()
     for kwargs in ({}, {"readonly": True}):
         with pytest.raises(LcmError) as exc:
@@ -145,8 +145,8 @@ def test_a_vault_migrated_from_the_first_schema_equals_a_fresh_one(tmp_path, mon
     indexes, triggers and full-text tables, same schema version."""
     old = tmp_path / "old.db"
     with monkeypatch.context() as m:  # a vault as the first release made it
-        m.setattr(lcm.schema, "MIGRATIONS", lcm.schema.MIGRATIONS[:1])
-        m.setattr(lcm.schema, "SCHEMA_VERSION", 1)
+        m.setattr(lcm.vault.schema, "MIGRATIONS", lcm.vault.schema.MIGRATIONS[:1])
+        m.setattr(lcm.vault.schema, "SCHEMA_VERSION", 1)
         lcm.db.connect(str(old)).close()
     assert sqlite3.connect(old).execute("PRAGMA user_version").fetchone()[0] == 1
     lcm.db.connect(str(old)).close()  # every later migration, as an upgrade runs them
@@ -160,4 +160,4 @@ def test_a_vault_migrated_from_the_first_schema_equals_a_fresh_one(tmp_path, mon
         else:
             assert old_schema[key] == fresh_schema[key], key
     for path in (old, fresh):
-        assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == lcm.schema.SCHEMA_VERSION
+        assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == lcm.vault.schema.SCHEMA_VERSION

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import lcm.compact
 import lcm.dag
-import lcm.db
+import lcm.vault.db
 import lcm_describe
 import lcm.expand
 import lcm_expand

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import lcm.base.config
-import lcm.db
+import lcm.vault.db
 import lcm.digest
 import lcm.bulk
 import lcm.ingest

@@ -11,9 +11,9 @@ import pytest
 
 import lcm.answer
 import lcm.compact
-import lcm.db
+import lcm.vault.db
 import lcm_expand_query
-import lcm.grants
+import lcm.vault.grants
 import lcm.bulk
 import lcm.ingest
 from conftest import run, SCRIPTS, shared_data
@@ -97,7 +97,7 @@ def test_question_sources_and_cap_reach_the_model_and_nothing_past_the_cap(dag, 
     lifetime = datetime.fromisoformat(grant["expires_at"][:-1]) - datetime.fromisoformat(grant["created_at"][:-1])
     assert lifetime.total_seconds() == 300
     with pytest.raises(LcmError):
-        lcm.grants.check_and_charge(dag["conn"], doc["grant_id"], dag["top"], 1)
+        lcm.vault.grants.check_and_charge(dag["conn"], doc["grant_id"], dag["top"], 1)
 
 
 def test_tool_loop_expands_under_the_grant_and_only_inside_its_scope(dag, fake_api, monkeypatch, capsys):
@@ -142,9 +142,9 @@ def test_tool_loop_is_refused_past_the_cap_and_bounded_in_turns(dag, fake_api, m
 
 def test_revoked_or_expired_grant_refuses_expansion(dag, monkeypatch, capsys):
     conn = dag["conn"]
-    revoked = lcm.grants.create_grant(conn, ["s-q"], [dag["top"]], 1000)
-    lcm.grants.revoke_grant(conn, revoked)
-    expired = lcm.grants.create_grant(conn, ["s-q"], [dag["top"]], 1000)
+    revoked = lcm.vault.grants.create_grant(conn, ["s-q"], [dag["top"]], 1000)
+    lcm.vault.grants.revoke_grant(conn, revoked)
+    expired = lcm.vault.grants.create_grant(conn, ["s-q"], [dag["top"]], 1000)
     with lcm.db.transaction(conn):
         conn.execute("UPDATE grants SET expires_at = '2000-01-01T00:00:00.000Z' WHERE id = ?", (expired,))
     for grant in (revoked, expired):
@@ -242,7 +242,7 @@ def test_real_session_compacted_then_asked(vault, fake_api, monkeypatch, capsys)
 def test_text_past_the_cap_is_never_fetched_from_the_vault(dag):
     """Every statement that touches message text asks for at most the granted characters."""
     conn = dag["conn"]
-    grant = lcm.grants.create_grant(conn, ["s-q"], [dag["top"]], 1000)
+    grant = lcm.vault.grants.create_grant(conn, ["s-q"], [dag["top"]], 1000)
     statements: list[str] = []
     conn.set_trace_callback(statements.append)
     try:

@@ -2,7 +2,7 @@
 choices but not narration, the final todo list once, commands with their outcome."""
 from __future__ import annotations
 
-import lcm.db
+import lcm.vault.db
 import lcm.extract
 import lcm.bulk
 import lcm.failures

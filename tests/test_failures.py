@@ -410,7 +410,7 @@ def test_every_kind_survives_into_the_leaf_summary_of_a_long_failing_session(tmp
     other sections): every key line is in the extractive leaf summaries, which stay under target."""
     import lcm.compact
     import lcm.base.config
-    import lcm.db
+    import lcm.vault.db
     import lcm.bulk
     import lcm.ingest
     from transcripts import Transcript

@@ -6,7 +6,7 @@ import os
 import stat
 
 import lcm.base.config
-import lcm.db
+import lcm.vault.db
 import lcm.files
 
 

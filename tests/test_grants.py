@@ -9,7 +9,7 @@ import lcm.base.config
 import lcm_describe
 import lcm.expand
 import lcm_expand
-import lcm.grants
+import lcm.vault.grants
 from lcm.base.errors import LcmError
 from test_describe_expand import compacted_vault
 from conftest import run
@@ -29,7 +29,7 @@ def top(conn, session):
 
 
 def test_expand_in_scope_charges_tokens(dag, capsys, monkeypatch):
-    grant = lcm.grants.create_grant(dag, ["s1"], [], token_cap=100000)
+    grant = lcm.vault.grants.create_grant(dag, ["s1"], [], token_cap=100000)
     monkeypatch.setenv("LCM_GRANT", grant)
     node = top(dag, "s1")
     doc = json.loads(run(capsys, lcm_expand, node, "--json")[1])
@@ -38,7 +38,7 @@ def test_expand_in_scope_charges_tokens(dag, capsys, monkeypatch):
 
 
 def test_other_session_under_grant_is_refused(dag, capsys, monkeypatch):
-    monkeypatch.setenv("LCM_GRANT", lcm.grants.create_grant(dag, ["s1"], [], token_cap=100000))
+    monkeypatch.setenv("LCM_GRANT", lcm.vault.grants.create_grant(dag, ["s1"], [], token_cap=100000))
     other = top(dag, "s2")
     for module in (lcm_expand, lcm_describe):
         code, out, err = run(capsys, module, other)
@@ -53,19 +53,19 @@ def test_node_scope_covers_descendants_only(dag, monkeypatch):
     child, sibling_leaf = dag.execute(
         "SELECT s.child_id, (SELECT id FROM summaries WHERE session_id='s1' AND kind='leaf'"
         " AND parent_id IS NULL) FROM summary_sources s WHERE s.summary_id = ? ORDER BY ord", (node,)).fetchone()
-    grant = lcm.grants.create_grant(dag, ["s1"], [child], token_cap=100000)
-    assert lcm.grants.check_and_charge(dag, grant, child, 10) == 10
+    grant = lcm.vault.grants.create_grant(dag, ["s1"], [child], token_cap=100000)
+    assert lcm.vault.grants.check_and_charge(dag, grant, child, 10) == 10
     leaf_below = lcm.expand.expand_to_messages(dag, child)[0]["uuid"]
-    assert lcm.grants.check_and_charge(dag, grant, leaf_below, 10) == 10  # a message under it
+    assert lcm.vault.grants.check_and_charge(dag, grant, leaf_below, 10) == 10  # a message under it
     with pytest.raises(LcmError, match="outside grant"):
-        lcm.grants.check_and_charge(dag, grant, node, 10)  # its parent is not in scope
+        lcm.vault.grants.check_and_charge(dag, grant, node, 10)  # its parent is not in scope
     if sibling_leaf:
         with pytest.raises(LcmError, match="outside grant"):
-            lcm.grants.check_and_charge(dag, grant, sibling_leaf, 10)
+            lcm.vault.grants.check_and_charge(dag, grant, sibling_leaf, 10)
 
 
 def test_cap_limits_output_then_refuses(dag, capsys, monkeypatch):
-    grant = lcm.grants.create_grant(dag, ["s1"], [], token_cap=150)
+    grant = lcm.vault.grants.create_grant(dag, ["s1"], [], token_cap=150)
     monkeypatch.setenv("LCM_GRANT", grant)
     node = top(dag, "s1")
     doc = json.loads(run(capsys, lcm_expand, node, "--full", "--json")[1])
@@ -80,10 +80,10 @@ def test_cap_limits_output_then_refuses(dag, capsys, monkeypatch):
 
 def test_expired_revoked_unknown_grants(dag, capsys, monkeypatch):
     node = top(dag, "s1")
-    expired = lcm.grants.create_grant(dag, ["s1"], [], token_cap=1000)
+    expired = lcm.vault.grants.create_grant(dag, ["s1"], [], token_cap=1000)
     dag.execute("UPDATE grants SET expires_at = '2000-01-01T00:00:00.000Z' WHERE id = ?", (expired,))
-    revoked = lcm.grants.create_grant(dag, ["s1"], [], token_cap=1000)
-    lcm.grants.revoke_grant(dag, revoked)
+    revoked = lcm.vault.grants.create_grant(dag, ["s1"], [], token_cap=1000)
+    lcm.vault.grants.revoke_grant(dag, revoked)
     for grant, words in ((expired, "expired"), (revoked, "revoked"), ("grant_0000000000000000", "unknown grant")):
         monkeypatch.setenv("LCM_GRANT", grant)
         code, out, err = run(capsys, lcm_expand, node)
@@ -92,9 +92,9 @@ def test_expired_revoked_unknown_grants(dag, capsys, monkeypatch):
 
 def test_create_grant_validates(dag):
     with pytest.raises(LcmError):
-        lcm.grants.create_grant(dag, [], [], token_cap=10)
+        lcm.vault.grants.create_grant(dag, [], [], token_cap=10)
     with pytest.raises(LcmError):
-        lcm.grants.create_grant(dag, ["s1"], [], token_cap=0)
-    grant = lcm.grants.create_grant(dag, ["s1"], ["sum_x"], token_cap=5, ttl_seconds=60)
+        lcm.vault.grants.create_grant(dag, ["s1"], [], token_cap=0)
+    grant = lcm.vault.grants.create_grant(dag, ["s1"], ["sum_x"], token_cap=5, ttl_seconds=60)
     row = dag.execute("SELECT * FROM grants WHERE id = ?", (grant,)).fetchone()
     assert json.loads(row["node_ids"]) == ["sum_x"] and row["expires_at"] > lcm.base.config.now_iso()

@@ -10,9 +10,9 @@ import time
 import pytest
 
 import lcm.base.config
-import lcm.db
+import lcm.vault.db
 import lcm.base.errors
-import lcm.schema
+import lcm.vault.schema
 import lcm_grep
 import lcm.bulk
 import lcm.ingest
@@ -195,7 +195,7 @@ def test_substring_fallback_without_fts5(grep_vault, capsys):
     for statement in ("DROP TRIGGER messages_fts_ai", "DROP TRIGGER messages_fts_ad", "DROP TABLE messages_fts",
                       "DROP TRIGGER summaries_fts_ai", "DROP TRIGGER summaries_fts_ad", "DROP TABLE summaries_fts"):
         grep_vault.execute(statement)
-    assert not lcm.schema.fts_enabled(grep_vault)
+    assert not lcm.vault.schema.fts_enabled(grep_vault)
     doc = grep_json(capsys, "cat named Luna")
     assert "adopted a cat named Luna" in doc["results"][0]["snippet"]
     code, _out, err = run(capsys, lcm_grep, "cat", "--mode", "full_text")
@@ -295,7 +295,7 @@ def test_titles_checkpoints_and_digests_are_found_through_their_index_as_substri
     from hypothesis import HealthCheck, given, settings, strategies as st
 
     conn = lcm.db.connect(str(vault))
-    if not lcm.schema.has_trigram(conn):
+    if not lcm.vault.schema.has_trigram(conn):
         pytest.skip(f"SQLite {lcm.db.sqlite3.sqlite_version} has no trigram tokenizer: grep scans these tables")
     pieces = ["Parser", "parser", "PARSEr", "timeout", "数据库迁移", "使用PostgreSQL作为", "café", "CAFÉ", "x", "a b", "_id"]
     texts = st.lists(st.sampled_from(pieces), max_size=6).map(" ".join)
@@ -334,7 +334,7 @@ def test_titles_checkpoints_and_digests_are_found_through_their_index_as_substri
             conn.execute("INSERT INTO digests (session_id, text, level, created_at) VALUES ('s0', 'rewritten timeout',"
                          " 'model', '2026-11-02') ON CONFLICT(session_id) DO UPDATE SET text = excluded.text")
             conn.execute("DELETE FROM checkpoints WHERE id % 3 = 0")
-        for index, *_ in lcm.schema.SUBSTRING_INDEXES:  # raises if an index is out of step
+        for index, *_ in lcm.vault.schema.SUBSTRING_INDEXES:  # raises if an index is out of step
             conn.execute(f"INSERT INTO {index}({index}, rank) VALUES ('integrity-check', 1)")
         terms = [t for w in words for t in lcm.query.parse_query(w)]
         if all(len(t.text) >= 3 for t in terms):  # (a shorter word: the scan, as before)

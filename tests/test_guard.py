@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-import lcm.db
+import lcm.vault.db
 import lcm_expand_query
 import lcm.base.guard
 from conftest import run, SCRIPTS

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import lcm.dag
-import lcm.schema
+import lcm.vault.schema
 from fake_anthropic import make_fake_claude
 from transcripts import Transcript, coding_session
 
@@ -155,7 +155,7 @@ def start_env(env_file: Path, project: Path, **extra) -> dict:
 def compacted(vault: Path, t: Transcript) -> list[str]:
     """Compact the session in-process with the deterministic backend; returns summary ids."""
     import lcm.compact
-    import lcm.db
+    import lcm.vault.db
     import lcm.ingest
     conn = lcm.db.connect()
     lcm.ingest.ingest_file(conn, str(t.path))
@@ -201,7 +201,7 @@ def test_scripts_fall_back_to_the_hook_files_repo(session, env_file, project):
 
 def test_session_start_points_to_the_projects_latest_checkpoint_in_the_vault(session, vault, env_file, project,
                                                                             projects):
-    import lcm.db
+    import lcm.vault.db
     import lcm.ingest
     import lcm_checkpoint
     lcm.ingest.ingest_file(lcm.db.connect(), str(session.path))
@@ -550,7 +550,7 @@ def test_compaction_is_due_exactly_when_an_incremental_pass_summarises(turns, ch
                                                        projects, monkeypatch):
     sys.path.insert(0, str(HOOKS))
     import lcm.compact
-    import lcm.db
+    import lcm.vault.db
     import lcm.ingest
     for name, value in {"LCM_LLM": "none", "LCM_LEAF_CHUNK_TOKENS": chunk, "LCM_CONDENSED_MIN_FANOUT": fanout,
                         "LCM_FRESH_TAIL_COUNT": tail}.items():
@@ -579,7 +579,7 @@ def test_a_hook_gives_way_to_another_process_migrating_the_vault(vault, session)
     session.assistant_text("Renamed.")
     session.write()
     holder = sqlite3.connect(vault, isolation_level=None)
-    holder.execute(f"PRAGMA user_version = {lcm.schema.SCHEMA_VERSION - 1}")  # as an older lcm left it
+    holder.execute(f"PRAGMA user_version = {lcm.vault.schema.SCHEMA_VERSION - 1}")  # as an older lcm left it
     holder.execute("BEGIN IMMEDIATE")  # another process's migration holds the write lock
     try:
         began = time.monotonic()

@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-import lcm.db
+import lcm.vault.db
 import lcm_checkpoint
 import lcm_grep
 import lcm_ingest

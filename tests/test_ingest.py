@@ -13,8 +13,8 @@ import sys
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-import lcm.db
-import lcm.schema
+import lcm.vault.db
+import lcm.vault.schema
 import lcm.bulk
 import lcm.ingest
 import lcm.transcript
@@ -513,7 +513,7 @@ def test_invalid_setting_changes_nothing(capsys, vault, populated, monkeypatch):
 
 def test_newer_vault_schema_is_refused(capsys, vault, populated):
     conn = sqlite3.connect(vault)
-    conn.execute(f"PRAGMA user_version = {lcm.schema.SCHEMA_VERSION + 5}")
+    conn.execute(f"PRAGMA user_version = {lcm.vault.schema.SCHEMA_VERSION + 5}")
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # into the file snapshot() hashes, now, not at some later close
     conn.close()
     assert_refused(capsys, vault, [populated.path], ["schema version", "newer"])

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-import lcm.db
-import lcm.schema
+import lcm.vault.db
+import lcm.vault.schema
 import lcm.bulk
 import lcm.ingest
 import lcm_init
@@ -58,7 +58,7 @@ def test_init_creates_then_is_idempotent(capsys, vault, monkeypatch):
     monkeypatch.setenv("LCM_SESSION_ID", "sess-42")
     code, out, err = call(lcm_init, capsys, "--json")
     first = json.loads(out)
-    assert code == 0 and first == {"db": str(vault), "schema_version": lcm.schema.SCHEMA_VERSION,
+    assert code == 0 and first == {"db": str(vault), "schema_version": lcm.vault.schema.SCHEMA_VERSION,
                                    "session_id": "sess-42", "created": True}
     assert oct(vault.stat().st_mode & 0o777) == "0o600"
     code, out, _ = call(lcm_init, capsys, "--json")
@@ -78,11 +78,11 @@ def test_init_session_falls_back_to_claude_code_variable(capsys, monkeypatch):
 
 def test_init_upgrades_an_older_vault(capsys, vault, monkeypatch):
     with monkeypatch.context() as m:  # a vault as schema 1 made it
-        m.setattr(lcm.schema, "MIGRATIONS", lcm.schema.MIGRATIONS[:1])
-        m.setattr(lcm.schema, "SCHEMA_VERSION", 1)
+        m.setattr(lcm.vault.schema, "MIGRATIONS", lcm.vault.schema.MIGRATIONS[:1])
+        m.setattr(lcm.vault.schema, "SCHEMA_VERSION", 1)
         lcm.db.connect().close()
     _, out, _ = call(lcm_init, capsys, "--json")
-    assert json.loads(out)["schema_version"] == lcm.schema.SCHEMA_VERSION
+    assert json.loads(out)["schema_version"] == lcm.vault.schema.SCHEMA_VERSION
     cols = [r[1] for r in sqlite3.connect(vault).execute("PRAGMA table_info(transcripts)")]
     assert "line_count" in cols
     assert sqlite3.connect(vault).execute("SELECT count(*) FROM notes").fetchone()[0] == 0
@@ -99,7 +99,7 @@ def test_init_refuses_invalid_setting_and_creates_nothing(capsys, vault, monkeyp
 def test_init_refuses_newer_vault_unchanged(capsys, vault):
     lcm.db.connect().close()
     conn = sqlite3.connect(vault)
-    conn.execute(f"PRAGMA user_version = {lcm.schema.SCHEMA_VERSION + 1}")
+    conn.execute(f"PRAGMA user_version = {lcm.vault.schema.SCHEMA_VERSION + 1}")
     conn.close()
     before = hashlib.sha256(vault.read_bytes()).hexdigest()
     code, _, err = call(lcm_init, capsys)

@@ -10,7 +10,7 @@ import time
 import pytest
 
 import lcm.base.llm
-import lcm.db
+import lcm.vault.db
 import lcm.base.errors
 from fake_anthropic import FakeAnthropic
 from lcm.base.errors import ModelConfigError, ModelError

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import lcm.base.config
-import lcm.db
+import lcm.vault.db
 import lcm.ingest
 import lcm.base.mask
-import lcm.schema
+import lcm.vault.schema
 import lcm.doctor
 import lcm_checkpoint
 import lcm_compact
@@ -533,7 +533,7 @@ def test_a_vault_filled_before_masking_still_masks_every_output(planted, capsys,
     _filled_and_compacted_unmasked(planted, capsys, monkeypatch)
     conn = lcm.db.connect()
     with lcm.db.transaction(conn):  # as the upgrade of a vault from before masking leaves it
-        conn.execute(lcm.schema.MASK_AGAIN)
+        conn.execute(lcm.vault.schema.MASK_AGAIN)
     stored = " ".join(r[0] for r in conn.execute("SELECT content FROM messages UNION ALL SELECT content FROM summaries"))
     assert set(leaks(stored)) == set(SECRETS)  # the precondition: secrets in messages and summaries
     out = outputs_of_every_reader(planted, capsys, monkeypatch, fake_api)
@@ -628,7 +628,7 @@ def test_summaries_written_before_the_upgrade_are_masked_on_output_and_later_one
     conn = lcm.db.connect()
     with lcm.db.transaction(conn):  # back to schema 14, as that version left the vault
         conn.execute("DELETE FROM vault_meta WHERE key = 'masked_from_summary'")
-        conn.execute(lcm.schema.MASK_AGAIN)
+        conn.execute(lcm.vault.schema.MASK_AGAIN)
         conn.execute("PRAGMA user_version = 14")
     conn.close()
     conn = lcm.db.connect()  # migrates

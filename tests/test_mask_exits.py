@@ -9,7 +9,7 @@ import json
 import pytest
 
 import lcm.base.config
-import lcm.db
+import lcm.vault.db
 import lcm_agentic_map
 import lcm_checkpoint
 import lcm_compact

@@ -10,7 +10,7 @@ import time
 import pytest
 
 import lcm.compact
-import lcm.db
+import lcm.vault.db
 import lcm.doctor
 import lcm.bulk
 import lcm.ingest

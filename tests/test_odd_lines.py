@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-import lcm.db
+import lcm.vault.db
 import lcm.bulk
 import lcm.ingest
 from conftest import SCRIPTS

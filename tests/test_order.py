@@ -10,10 +10,10 @@ import sqlite3
 import pytest
 
 import lcm.base.config
-import lcm.db
+import lcm.vault.db
 import lcm.base.errors
-import lcm.schema
-import lcm.order
+import lcm.vault.schema
+import lcm.vault.order
 import lcm_compact
 import lcm.bulk
 import lcm.ingest
@@ -141,10 +141,10 @@ def test_an_old_vault_migrates_to_the_conversation_order(tmp_path, monkeypatch):
     want = [r[0] for r in conn.execute("SELECT uuid FROM messages ORDER BY session_id, seq")]
     old_path = tmp_path / "old.db"
     # the schema as it was before this migration (later migrations may follow it in the list)
-    before = next(i for i, m in enumerate(lcm.schema.MIGRATIONS) if lcm.schema._place_sidechains in m)
+    before = next(i for i, m in enumerate(lcm.vault.schema.MIGRATIONS) if lcm.vault.schema._place_sidechains in m)
     with monkeypatch.context() as m:
-        m.setattr(lcm.schema, "MIGRATIONS", lcm.schema.MIGRATIONS[:before])
-        m.setattr(lcm.schema, "SCHEMA_VERSION", before)
+        m.setattr(lcm.vault.schema, "MIGRATIONS", lcm.vault.schema.MIGRATIONS[:before])
+        m.setattr(lcm.vault.schema, "SCHEMA_VERSION", before)
         lcm.db.connect(str(old_path)).close()
     columns = ", ".join(r[1] for r in sqlite3.connect(old_path).execute("PRAGMA table_info(messages)"))
     conn.execute("ATTACH DATABASE ? AS old", (str(old_path),))
@@ -184,7 +184,7 @@ def test_summaries_built_on_ingest_order_are_rebuilt(monkeypatch, capsys):
 
 
 def test_an_sqlite_without_generated_columns_is_an_error_that_says_so(tmp_path, monkeypatch):
-    monkeypatch.setattr(lcm.schema.sqlite3, "sqlite_version_info", (3, 30, 1))
-    monkeypatch.setattr(lcm.schema.sqlite3, "sqlite_version", "3.30.1")
+    monkeypatch.setattr(lcm.vault.schema.sqlite3, "sqlite_version_info", (3, 30, 1))
+    monkeypatch.setattr(lcm.vault.schema.sqlite3, "sqlite_version", "3.30.1")
     with pytest.raises(lcm.base.errors.LcmError, match="needs SQLite 3.31 or newer .* has SQLite 3.30.1"):
         lcm.db.connect(str(tmp_path / "v.db"))

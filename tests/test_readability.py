@@ -5,7 +5,7 @@ import json
 
 import lcm.compact
 import lcm.dag
-import lcm.db
+import lcm.vault.db
 import lcm.bulk
 import lcm.ingest
 import lcm_describe

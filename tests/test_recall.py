@@ -11,10 +11,10 @@ import sys
 import pytest
 
 import lcm.base.config
-import lcm.db
-import lcm.schema
+import lcm.vault.db
+import lcm.vault.schema
 import lcm.search
-import lcm.grants
+import lcm.vault.grants
 import lcm.bulk
 import lcm.ingest
 import lcm_checkpoint
@@ -110,9 +110,9 @@ def test_older_vaults_get_the_neighbour_index_and_search_works_before_they_do(ch
     doc = grep_json(capsys, "Which city am I moving to?", "--all-sessions")
     assert any("lease in Rotterdam" in r["snippet"] for r in doc["results"])
     # a vault made before the index migration gets it on its next write connection
-    mine = next(i for i, m in enumerate(lcm.schema.MIGRATIONS) if any("messages_talk" in str(s) for s in m))
+    mine = next(i for i, m in enumerate(lcm.vault.schema.MIGRATIONS) if any("messages_talk" in str(s) for s in m))
     old = sqlite3.connect(tmp_path / "old.db")
-    for step in [s for m in lcm.schema.MIGRATIONS[:mine] for s in m]:
+    for step in [s for m in lcm.vault.schema.MIGRATIONS[:mine] for s in m]:
         step(old) if callable(step) else old.execute(step)
     old.execute(f"PRAGMA user_version = {mine}")
     old.commit()
@@ -218,12 +218,12 @@ def test_a_closed_pipe_is_not_a_traceback(chats, vault):
 
 
 def test_a_grant_limits_grep_to_its_sessions(chats, capsys, monkeypatch):
-    grant = lcm.grants.create_grant(chats, ["bbbb3333-0000-4000-8000-000000000003"], [], 1000)
+    grant = lcm.vault.grants.create_grant(chats, ["bbbb3333-0000-4000-8000-000000000003"], [], 1000)
     monkeypatch.setenv("LCM_GRANT", grant)
     doc = grep_json(capsys, "moving city zookeeper", "--all-sessions")
     assert doc["results"] and all(r["session_id"].startswith("bbbb3333") for r in doc["results"])
     assert doc["scope"]["session_ids"] == ["bbbb3333-0000-4000-8000-000000000003"]
-    lcm.grants.revoke_grant(chats, grant)
+    lcm.vault.grants.revoke_grant(chats, grant)
     code, out, err = call(lcm_grep.main, capsys, "moving")
     assert code == 1 and "revoked" in err
 

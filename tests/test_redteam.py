@@ -172,7 +172,7 @@ def test_the_viewer_does_not_echo_a_secret_typed_in_a_box_or_an_address(capsys, 
     import http.client
     from urllib.parse import quote
 
-    import lcm.db
+    import lcm.vault.db
     from lcm.view.server import Viewer
     _ingest_one(isolated_home)
     assert run(capsys, "lcm_ingest", "--all")[0] == 0
@@ -200,7 +200,7 @@ def test_purge_regex_reads_the_vault_in_a_directory_named_with_uri_characters(ca
     import shutil
     import sqlite3
 
-    import lcm.db
+    import lcm.vault.db
     import lcm.purge
     _ingest_one(isolated_home, "hello world unique-word-42")
     assert run(capsys, "lcm_ingest", "--all")[0] == 0
@@ -246,7 +246,7 @@ def test_purge_regex_of_only_zero_width_matches_removes_nothing(capsys, isolated
     `--yes` wiped whole sessions while forgetting no text. A hit is a non-empty match."""
     import sqlite3
 
-    import lcm.db
+    import lcm.vault.db
     _ingest_one(isolated_home, "hello world, nothing to forget here")
     assert run(capsys, "lcm_ingest", "--all")[0] == 0
     code, out, err = run(capsys, "lcm_purge", "--match", pattern, "--regex", "--yes")

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-import lcm.db
+import lcm.vault.db
 import lcm.files
 import lcm.bulk
 import lcm.ingest

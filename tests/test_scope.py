@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-import lcm.grants
-import lcm.resolve
+import lcm.vault.grants
+import lcm.vault.resolve
 import lcm_checkpoint
 import lcm_compact
 import lcm_describe
@@ -26,7 +26,7 @@ import lcm_resume
 import lcm_sessions
 import lcm_status
 from conftest import run
-from lcm.db import LcmError
+from lcm.vault.db import LcmError
 from test_describe_expand import compacted_vault
 
 
@@ -50,7 +50,7 @@ def test_every_reading_command_keeps_to_the_grant(dag, capsys, monkeypatch, tmp_
     assert run(capsys, lcm_remember, "a note pinned in s1", "--global")[0] == 0
     monkeypatch.setenv("LCM_SESSION_ID", "s2")
     assert run(capsys, lcm_remember, "a note pinned in s2", "--global")[0] == 0
-    monkeypatch.setenv("LCM_GRANT", lcm.grants.create_grant(dag, ["s1"], [], token_cap=100000))
+    monkeypatch.setenv("LCM_GRANT", lcm.vault.grants.create_grant(dag, ["s1"], [], token_cap=100000))
     s2_leaf = leaves(dag, "s2")[0]
 
     code, out, _ = run(capsys, lcm_sessions, "--json")  # the list holds granted sessions only
@@ -84,7 +84,7 @@ def test_every_reading_command_keeps_to_the_grant(dag, capsys, monkeypatch, tmp_
 
 def test_a_grant_over_some_ids_never_shows_a_whole_session(dag, capsys, monkeypatch):
     first = leaves(dag, "s1")[0]
-    monkeypatch.setenv("LCM_GRANT", lcm.grants.create_grant(dag, ["s1"], [first], token_cap=100000))
+    monkeypatch.setenv("LCM_GRANT", lcm.vault.grants.create_grant(dag, ["s1"], [first], token_cap=100000))
     assert refused(*run(capsys, lcm_export, "--session", "s1"))
     assert refused(*run(capsys, lcm_sessions, "s1"))
     assert run(capsys, lcm_describe, first)[0] == 0
@@ -96,9 +96,9 @@ def test_grep_under_a_grant_pages_after_scoping(dag, capsys, monkeypatch):
     code, out, _ = run(capsys, lcm_grep, "parser", "--all-sessions", "--limit", "1", "--json")
     top = json.loads(out)["results"][0]["id"]
     for leaf in leaves(dag, "s1"):  # a leaf the best match overall does not lie under
-        grant = lcm.grants.create_grant(dag, ["s1"], [leaf], token_cap=100000)
+        grant = lcm.vault.grants.create_grant(dag, ["s1"], [leaf], token_cap=100000)
         try:
-            lcm.grants.check_scope(dag, grant, top)
+            lcm.vault.grants.check_scope(dag, grant, top)
         except LcmError:
             break
     else:
@@ -107,7 +107,7 @@ def test_grep_under_a_grant_pages_after_scoping(dag, capsys, monkeypatch):
     code, out, err = run(capsys, lcm_grep, "parser", "--limit", "1", "--json")
     doc = json.loads(out)
     assert code == 0 and doc["count"] == 1, err
-    lcm.grants.check_scope(dag, grant, doc["results"][0]["id"])  # in scope
+    lcm.vault.grants.check_scope(dag, grant, doc["results"][0]["id"])  # in scope
     code, out, _ = run(capsys, lcm_grep, "parser", "--limit", "1")
     assert code == 0 and "No matches" not in out
 
@@ -118,17 +118,17 @@ def test_the_session_rule(dag, monkeypatch, tmp_path):
     monkeypatch.delenv("LCM_SESSION_ID", raising=False)
     monkeypatch.setenv("CLAUDE_PROJECT_DIR", str(tmp_path / "elsewhere"))
     with pytest.raises(LcmError, match="no current session"):
-        lcm.resolve.session(dag)  # nothing named, no current session, nothing of this project
-    assert lcm.resolve.session(dag, required=False) is None
+        lcm.vault.resolve.session(dag)  # nothing named, no current session, nothing of this project
+    assert lcm.vault.resolve.session(dag, required=False) is None
     monkeypatch.setenv("CLAUDE_PROJECT_DIR", "/home/u/s2")
-    assert lcm.resolve.session(dag) == "s2"  # the project's newest session
+    assert lcm.vault.resolve.session(dag) == "s2"  # the project's newest session
     monkeypatch.setenv("LCM_SESSION_ID", "s1")
-    assert lcm.resolve.session(dag) == "s1"  # the current session comes before the project's
-    assert lcm.resolve.session(dag, "s2") == "s2"  # a named one before both
+    assert lcm.vault.resolve.session(dag) == "s1"  # the current session comes before the project's
+    assert lcm.vault.resolve.session(dag, "s2") == "s2"  # a named one before both
     monkeypatch.setenv("LCM_SESSION_ID", "not-stored-yet")
     with pytest.raises(LcmError, match="not in the vault yet"):
-        lcm.resolve.session(dag)
-    assert lcm.resolve.session(dag, required=False) is None
+        lcm.vault.resolve.session(dag)
+    assert lcm.vault.resolve.session(dag, required=False) is None
 
 
 def test_the_project_is_compared_through_symlinks(dag, monkeypatch, tmp_path):
@@ -138,14 +138,14 @@ def test_the_project_is_compared_through_symlinks(dag, monkeypatch, tmp_path):
     (tmp_path / "real").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "real")
     monkeypatch.setenv("CLAUDE_PROJECT_DIR", str(tmp_path / "link"))
-    assert lcm.resolve.session(dag) == "s2"
+    assert lcm.vault.resolve.session(dag) == "s2"
 
 
 @pytest.mark.parametrize("given, error", [("s", "ambiguous"), ("zz", "no session"), ("  ", "is empty")])
 def test_named_sessions_are_ids_or_unique_prefixes(dag, given, error):
-    assert lcm.resolve.by_id(dag, "s1") == "s1"
+    assert lcm.vault.resolve.by_id(dag, "s1") == "s1"
     with pytest.raises(LcmError, match=error):
-        lcm.resolve.by_id(dag, given)
+        lcm.vault.resolve.by_id(dag, given)
 
 
 def test_every_command_with_a_session_uses_the_one_resolver():

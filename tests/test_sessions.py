@@ -178,7 +178,7 @@ def test_hints_about_listing_sessions_name_lcm_sessions():
 def test_empty_vault_and_missing_vault(capsys, vault):
     code, _, err = run(capsys, lcm_sessions)
     assert code == 1 and "Error: no vault" in err
-    import lcm.db
+    import lcm.vault.db
     lcm.db.connect().close()
     code, out, _ = run(capsys, lcm_sessions)
     assert code == 0 and "No sessions in the vault yet" in out
@@ -210,7 +210,7 @@ def test_help_examples_run_as_printed(script, tmp_path, isolated_home):
     env = {**{k: v for k, v in os.environ.items() if k != "LCM_SCRIPTS"}, "LCM_SESSION_ID": t.session_id}
     subprocess.run([sys.executable, str(SCRIPTS / "lcm_ingest.py"), str(t.path)], env=env, check=True,
                    capture_output=True)
-    import lcm.db
+    import lcm.vault.db
     conn = lcm.db.connect()
     conn.execute("INSERT INTO notes (id, content, project, session_id, created_at) VALUES"
                  " ('note_3f2c1a9b00000000', 'an old note', NULL, NULL, '2026-01-01T00:00:00.000Z')")

@@ -1,4 +1,4 @@
-"""Packed storage (lcm/store.py, lcm/pack.py): every original line comes back byte for byte after
+"""Packed storage (lcm/vault/store.py, lcm/vault/pack.py): every original line comes back byte for byte after
 ingest, after packing, after converting a vault from before blocks, and after a SIGKILL at any
 point of either; every reader answers as before; a purge leaves no copy inside any block."""
 from __future__ import annotations
@@ -17,16 +17,16 @@ import zlib
 import pytest
 
 import lcm.base.config
-import lcm.db
+import lcm.vault.db
 import lcm.bulk
 import lcm.ingest
-import lcm.pack
-import lcm.schema
-import lcm.store
+import lcm.vault.pack
+import lcm.vault.schema
+import lcm.vault.store
 from conftest import SCRIPTS, run, shared_data
 
 
-BEFORE_BLOCKS = lcm.schema.MIGRATIONS.index(lcm.store.MIGRATION)  # the schema version an old vault has
+BEFORE_BLOCKS = lcm.vault.schema.MIGRATIONS.index(lcm.vault.store.MIGRATION)  # the schema version an old vault has
 
 
 def _sha(data: bytes) -> str:
@@ -47,11 +47,11 @@ def _file_lines(conn) -> dict[int, str]:
 
 
 def _stored(path) -> dict[int, str]:
-    """message id -> sha256 of its stored line, through lcm.store, on a fresh connection."""
+    """message id -> sha256 of its stored line, through lcm.vault.store, on a fresh connection."""
     conn = lcm.db.connect(str(path), create=False)
     try:
-        return {r[0]: _sha(lcm.store.as_bytes(r[1]))
-                for r in conn.execute(f"SELECT id, {lcm.store.LINE} FROM messages")}
+        return {r[0]: _sha(lcm.vault.store.as_bytes(r[1]))
+                for r in conn.execute(f"SELECT id, {lcm.vault.store.LINE} FROM messages")}
     finally:
         conn.close()
 
@@ -61,7 +61,7 @@ def _ingest(path, old: bool = False, dirs=("claude-projects", "odd-cases")):
     (no blocks table, no block columns)."""
     with pytest.MonkeyPatch.context() as patch:
         if old:
-            patch.setattr(lcm.schema, "SCHEMA_VERSION", BEFORE_BLOCKS)
+            patch.setattr(lcm.vault.schema, "SCHEMA_VERSION", BEFORE_BLOCKS)
         conn = lcm.db.connect(str(path))
         lcm.bulk.ingest_paths(conn, [shared_data(d) for d in dirs])
         if old:
@@ -86,15 +86,15 @@ def _one_copy(conn) -> None:
 def test_packing_many_files_at_once_keeps_one_copy_of_each_line(vault, monkeypatch):
     """Tiny blocks and room for two open files: blocks are cut and files evicted constantly."""
     expected = _ingest(vault)
-    monkeypatch.setattr(lcm.pack, "BLOCK_BYTES", 1 << 13)
-    monkeypatch.setattr(lcm.pack, "OPEN_FILES", 2)
-    monkeypatch.setattr(lcm.pack, "BATCH_BYTES", 1 << 15)
+    monkeypatch.setattr(lcm.vault.pack, "BLOCK_BYTES", 1 << 13)
+    monkeypatch.setattr(lcm.vault.pack, "OPEN_FILES", 2)
+    monkeypatch.setattr(lcm.vault.pack, "BATCH_BYTES", 1 << 15)
     conn = lcm.db.connect(str(vault))
-    lcm.pack.pack(conn)
+    lcm.vault.pack.pack(conn)
     _one_copy(conn)
-    lcm.pack.pack(conn, everything=True)
+    lcm.vault.pack.pack(conn, everything=True)
     _one_copy(conn)
-    assert lcm.pack.pending(conn) == 0
+    assert lcm.vault.pack.pending(conn) == 0
     conn.close()
     assert _stored(vault) == expected
 
@@ -104,7 +104,7 @@ def test_every_line_back_after_ingest_and_after_packing(vault):
     assert len(expected) > 2000
     assert _stored(vault) == expected
     conn = lcm.db.connect(str(vault))
-    doc = lcm.pack.pack(conn, everything=True)
+    doc = lcm.vault.pack.pack(conn, everything=True)
     assert doc["pending_lines"] == 0 and doc["packed_lines"] == len(expected)
     assert conn.execute("SELECT count(*) FROM messages WHERE length(raw) > 12").fetchone()[0] == 0  # no copy left
     _one_copy(conn)
@@ -112,7 +112,7 @@ def test_every_line_back_after_ingest_and_after_packing(vault):
     assert _stored(vault) == expected
     # packing again finds nothing to do and changes nothing
     conn = lcm.db.connect(str(vault))
-    assert lcm.pack.pack(conn, everything=True)["packed_lines"] == 0
+    assert lcm.vault.pack.pack(conn, everything=True)["packed_lines"] == 0
     conn.close()
     assert _stored(vault) == expected
 
@@ -126,7 +126,7 @@ def test_packing_on_several_threads_stores_the_same_blocks(vault, tmp_path):
     shutil.copy(vault, other)
     for path, threads in ((vault, 3), (other, 1)):
         conn = lcm.db.connect(str(path))
-        assert lcm.pack.pack(conn, everything=True, threads=threads)["pending_lines"] == 0
+        assert lcm.vault.pack.pack(conn, everything=True, threads=threads)["pending_lines"] == 0
         conn.close()
     blocks = [lcm.db.connect(str(p)).execute("SELECT id, first_id, data FROM blocks ORDER BY id").fetchall()
               for p in (vault, other)]
@@ -147,9 +147,9 @@ def test_old_vault_converts_in_place(vault, capsys):
     assert lcm.db.connect(str(vault), readonly=True).execute("PRAGMA user_version").fetchone()[0] == BEFORE_BLOCKS
     assert _stored(vault) == expected  # migrated to blocks' schema, still plain
     conn = lcm.db.connect(str(vault))
-    assert lcm.pack.ratio(conn)["plain_lines"] == len(expected)
-    lcm.pack.pack(conn, everything=True)
-    lcm.pack.vacuum(conn)
+    assert lcm.vault.pack.ratio(conn)["plain_lines"] == len(expected)
+    lcm.vault.pack.pack(conn, everything=True)
+    lcm.vault.pack.vacuum(conn)
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.close()
     assert _stored(vault) == expected
@@ -158,7 +158,7 @@ def test_old_vault_converts_in_place(vault, capsys):
 PACKER = """
 import sys
 sys.path.insert(0, {scripts!r})
-lcm.pack.BLOCK_BYTES, lcm.pack.BATCH_BYTES = 1 << 14, 1 << 16  # many blocks, many transactions
+lcm.vault.pack.BLOCK_BYTES, lcm.vault.pack.BATCH_BYTES = 1 << 14, 1 << 16  # many blocks, many transactions
 import lcm_compact
 sys.exit(lcm_compact.main(["--pack", "--all", "--db", {db!r}, "--json"]))
 """
@@ -194,7 +194,7 @@ def _kill_until_done(vault, expected, seed):
         proc.wait(timeout=120)
         assert _stored(vault) == expected, f"seed {seed}, kill {attempt}"
         conn = lcm.db.connect(str(vault))
-        left = lcm.pack.pending(conn)
+        left = lcm.vault.pack.pending(conn)
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         _one_copy(conn)
         conn.close()
@@ -247,7 +247,7 @@ def test_every_reader_answers_the_same_after_packing(vault, capsys, monkeypatch)
     code, _, err = run(capsys, "lcm_compact", "--all", "--full")  # summaries, so describe/expand walk a DAG
     assert code == 0, err
     before = _outputs(capsys, conn)
-    lcm.pack.pack(conn, everything=True)
+    lcm.vault.pack.pack(conn, everything=True)
     after = _outputs(capsys, conn)
     assert before.keys() == after.keys()
     for key in before:
@@ -287,7 +287,7 @@ def test_viewer_export_expand_describe_grep_and_purge_read_packed_lines_like_pla
     before = _main_readers(capsys, conn)
     hits = json.loads(before["purge-regex"][1])
     assert before["purge-regex"][0] == 0 and hits["messages"] > 0, hits  # the scan found lines to compare
-    assert lcm.pack.pack(conn, everything=True)["pending_lines"] == 0
+    assert lcm.vault.pack.pack(conn, everything=True)["pending_lines"] == 0
     assert conn.execute("SELECT count(*) FROM messages WHERE block_id IS NULL").fetchone()[0] == 0
     after = _main_readers(capsys, conn)
     assert before.keys() == after.keys()
@@ -313,14 +313,14 @@ def test_purge_leaves_no_trace_in_any_block(vault, capsys, monkeypatch):
     _ingest(vault)
     conn = lcm.db.connect(str(vault))
     # a line from the middle of a block, and a text found in it alone
-    mid, line = conn.execute(f"SELECT id, {lcm.store.LINE} FROM messages WHERE length(raw) > 2000"
+    mid, line = conn.execute(f"SELECT id, {lcm.vault.store.LINE} FROM messages WHERE length(raw) > 2000"
                              " ORDER BY id LIMIT 1 OFFSET 40").fetchone()
     text = next(w for w in (line[i:i + 24] for i in range(200, len(line) - 24, 17))
                 if conn.execute("SELECT count(*) FROM messages WHERE instr(raw, ?)", (w,)).fetchone()[0] == 1
                 and b"\\" not in w and w.strip() == w)
-    lcm.pack.pack(conn, everything=True)
+    lcm.vault.pack.pack(conn, everything=True)
     block = conn.execute("SELECT block_id FROM messages WHERE id = ?", (mid,)).fetchone()[0]
-    neighbours = {r[0]: r[1] for r in conn.execute(f"SELECT id, {lcm.store.LINE} FROM messages WHERE block_id = ?",
+    neighbours = {r[0]: r[1] for r in conn.execute(f"SELECT id, {lcm.vault.store.LINE} FROM messages WHERE block_id = ?",
                                                    (block,))}
     assert len(neighbours) > 1
     conn.close()
@@ -329,10 +329,10 @@ def test_purge_leaves_no_trace_in_any_block(vault, capsys, monkeypatch):
     conn = lcm.db.connect(str(vault))
     assert conn.execute("SELECT 1 FROM messages WHERE id = ?", (mid,)).fetchone() is None
     for (data,) in conn.execute("SELECT data FROM blocks"):
-        assert not any(text in line_ for line_ in lcm.store.decode_block(bytes(data)))
+        assert not any(text in line_ for line_ in lcm.vault.store.decode_block(bytes(data)))
     for other, original in neighbours.items():  # the rest of its block is intact
         if other != mid:
-            assert lcm.store.line(conn, other) == original
+            assert lcm.vault.store.line(conn, other) == original
     conn.close()
     for name in (vault, str(vault) + "-wal"):
         if os.path.exists(name):
@@ -345,23 +345,23 @@ def test_reader_cache_never_serves_a_rewritten_block(vault):
     """A purge gives the survivors a new block id; a reader that cached the old block stays right."""
     _ingest(vault)
     conn = lcm.db.connect(str(vault))
-    lcm.pack.pack(conn, everything=True)
+    lcm.vault.pack.pack(conn, everything=True)
     a, b = conn.execute("SELECT id FROM messages WHERE block_id = (SELECT min(id) FROM blocks)"
                         " ORDER BY id LIMIT 2").fetchall()
-    line_b = lcm.store.line(conn, b[0])
+    line_b = lcm.vault.store.line(conn, b[0])
     with lcm.db.transaction(conn):
-        lcm.store.remove_lines(conn, [a[0]])
+        lcm.vault.store.remove_lines(conn, [a[0]])
         conn.execute("DELETE FROM messages WHERE id = ?", (a[0],))
-    assert lcm.store.line(conn, b[0]) == line_b
+    assert lcm.vault.store.line(conn, b[0]) == line_b
     assert conn.execute("SELECT max(id) FROM blocks").fetchone()[0] > conn.execute(
         "SELECT block_id FROM messages WHERE id = ?", (b[0],)).fetchone()[0] - 1
 
 
 def test_unknown_codec_is_refused_clearly():
     with pytest.raises(ValueError, match="newer lcm"):
-        lcm.store.decode_block(b"\x07" + zlib.compress(b"x"))
+        lcm.vault.store.decode_block(b"\x07" + zlib.compress(b"x"))
     lines = [b'{"a":1}', b"", "caf\u00e9".encode(), b"x" * 100000]
-    assert lcm.store.decode_block(lcm.store.encode_block(lines)) == lines
+    assert lcm.vault.store.decode_block(lcm.vault.store.encode_block(lines)) == lines
 
 
 def test_hooks_store_lines_plain_and_packing_waits_for_a_file_to_go_idle(vault, tmp_path):
@@ -372,13 +372,13 @@ def test_hooks_store_lines_plain_and_packing_waits_for_a_file_to_go_idle(vault, 
                        " ORDER BY sum(length(raw)) DESC LIMIT 1").fetchone()[0]
     now = lcm.base.config.now_iso()
     conn.execute("UPDATE transcripts SET updated_at = ?", (now,))  # every file just written
-    doc = lcm.pack.pack(conn)
+    doc = lcm.vault.pack.pack(conn)
     assert doc["packed_lines"] > 0 and doc["pending_lines"] > 0  # whole blocks only
-    assert conn.execute("SELECT max(line_bytes) FROM blocks WHERE line_count > 1").fetchone()[0] <= lcm.pack.BLOCK_BYTES
+    assert conn.execute("SELECT max(line_bytes) FROM blocks WHERE line_count > 1").fetchone()[0] <= lcm.vault.pack.BLOCK_BYTES
     assert conn.execute("SELECT count(*) FROM messages WHERE block_id IS NULL AND transcript_path = ?",
                         (big,)).fetchone()[0] > 0
     conn.execute("UPDATE transcripts SET updated_at = '2020-01-01T00:00:00.000Z'")  # idle for years
-    assert lcm.pack.pack(conn)["pending_lines"] == 0
+    assert lcm.vault.pack.pack(conn)["pending_lines"] == 0
 
 
 def test_stop_hook_leaves_packing_to_a_detached_run(vault):
@@ -389,7 +389,7 @@ def test_stop_hook_leaves_packing_to_a_detached_run(vault):
     conn.execute("UPDATE transcripts SET updated_at = '2020-01-01T00:00:00.000Z'")  # idle for years
     path, sid = conn.execute("SELECT path, session_id FROM transcripts WHERE agent_id IS NULL"
                              " AND session_id IS NOT NULL LIMIT 1").fetchone()
-    assert lcm.pack.due(conn)
+    assert lcm.vault.pack.due(conn)
     conn.close()
     proc = run_hook("stop", {"session_id": sid, "transcript_path": path, "hook_event_name": "Stop"},
                     {"LCM_LEAF_CHUNK_TOKENS": str(10**9)})
@@ -398,7 +398,7 @@ def test_stop_hook_leaves_packing_to_a_detached_run(vault):
     def packed() -> bool:
         c = lcm.db.connect(str(vault), readonly=True)
         try:
-            return lcm.pack.pending(c) == 0
+            return lcm.vault.pack.pending(c) == 0
         finally:
             c.close()
     assert wait_for(packed), log_lines()
@@ -406,8 +406,8 @@ def test_stop_hook_leaves_packing_to_a_detached_run(vault):
 
 def test_doctor_reports_the_ratio_and_a_pending_conversion(vault, capsys, monkeypatch):
     expected = _ingest(vault, old=True)
-    assert len(expected) > lcm.pack.CONVERT_LINES // 2
-    monkeypatch.setattr(lcm.pack, "CONVERT_LINES", 1000)
+    assert len(expected) > lcm.vault.pack.CONVERT_LINES // 2
+    monkeypatch.setattr(lcm.vault.pack, "CONVERT_LINES", 1000)
     code, out, err = run(capsys, "lcm_doctor", "--json")
     assert out, err
     storage = json.loads(out)["storage"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
-import lcm.db
+import lcm.vault.db
 import lcm.ingest
 import lcm.base.mask
 import lcm_ingest

@@ -11,10 +11,10 @@ import sys
 
 import pytest
 
-import lcm.db
+import lcm.vault.db
 import lcm.bulk
 import lcm.ingest
-import lcm.schema
+import lcm.vault.schema
 from conftest import SCRIPTS
 from fake_anthropic import make_fake_claude
 from transcripts import coding_session
@@ -156,7 +156,7 @@ def test_a_reading_command_never_creates_a_vault(workdir, name, args):
 def test_a_reader_never_migrates_an_older_vault(workdir, vault_file):
     # the vault as schema 4 left it: every table, index and trigger a later migration made is dropped
     ref = sqlite3.connect(":memory:")
-    for step in [s for m in lcm.schema.MIGRATIONS[:4] for s in m] + lcm.schema.FTS_MIGRATION:
+    for step in [s for m in lcm.vault.schema.MIGRATIONS[:4] for s in m] + lcm.vault.schema.FTS_MIGRATION:
         step(ref) if callable(step) else ref.execute(step)
     kept = {r[0] for r in ref.execute("SELECT name FROM sqlite_master")}
     conn = sqlite3.connect(vault_file)
@@ -180,7 +180,7 @@ def test_a_reader_never_migrates_an_older_vault(workdir, vault_file):
     proc = _run(workdir, "lcm_grep", ["parser", "--all-sessions"], vault_file)
     assert proc.returncode == 0 and "parser" in proc.stdout  # grep reads what it can
     assert _run(workdir, "lcm_init", [], vault_file).returncode == 0  # a writer upgrades it
-    assert sqlite3.connect(vault_file).execute("PRAGMA user_version").fetchone()[0] == lcm.schema.SCHEMA_VERSION
+    assert sqlite3.connect(vault_file).execute("PRAGMA user_version").fetchone()[0] == lcm.vault.schema.SCHEMA_VERSION
 
 
 def test_a_writer_still_creates_and_an_empty_file_at_the_vaults_own_place_is_taken(workdir, vault, capsys):
@@ -188,6 +188,6 @@ def test_a_writer_still_creates_and_an_empty_file_at_the_vaults_own_place_is_tak
     vault.parent.mkdir(parents=True)
     vault.write_bytes(b"")  # what a creation killed before SQLite wrote its first page leaves
     assert lcm_init.main([]) == 0
-    assert sqlite3.connect(vault).execute("PRAGMA user_version").fetchone()[0] == lcm.schema.SCHEMA_VERSION
+    assert sqlite3.connect(vault).execute("PRAGMA user_version").fetchone()[0] == lcm.vault.schema.SCHEMA_VERSION
     fresh = workdir / "fresh" / "lcm.db"
     assert lcm_init.main(["--db", str(fresh)]) == 0 and fresh.stat().st_size > 0

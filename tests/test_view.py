@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import lcm.compact
-import lcm.db
+import lcm.vault.db
 import lcm.bulk
 import lcm.ingest
 import lcm.sessions

@@ -18,7 +18,7 @@ from pathlib import Path
 import lcm.base.errors
 import lcm.base.llm
 import lcm.base.config
-import lcm.grants
+import lcm.vault.grants
 import lcm.base.mask
 import lcm.query
 import lcm.rank
@@ -143,7 +143,7 @@ class Expansion:
         self.summaries: set[str] = set()
 
     def charge(self, uuid: str, tokens: int) -> int:
-        allowed = lcm.grants.check_and_charge(self.conn, self.grant_id, uuid, tokens)
+        allowed = lcm.vault.grants.check_and_charge(self.conn, self.grant_id, uuid, tokens)
         self.used += allowed
         return allowed
 
@@ -448,7 +448,7 @@ def answer(conn, question: str, *, query: str | None = None, ids: list[str] | No
     sessions = list(dict.fromkeys(c["session_id"] for c in candidates if c["session_id"]))
     if not sessions:
         raise LcmError("none of the ids belongs to a stored session", "pass summary ids or message uuids")
-    grant_id = lcm.grants.create_grant(conn, sessions, [c["id"] for c in candidates], cap,
+    grant_id = lcm.vault.grants.create_grant(conn, sessions, [c["id"] for c in candidates], cap,
                                        ttl_seconds=GRANT_TTL_SECONDS)
     ranking_text = " ".join(filter(None, [question, query]))
     considered = 0
@@ -480,7 +480,7 @@ def answer(conn, question: str, *, query: str | None = None, ids: list[str] | No
             text = excerpts_text(sources, reason or "No model backend (LCM_LLM=none)")
         used = conn.execute("SELECT tokens_used FROM grants WHERE id = ?", (grant_id,)).fetchone()[0]
     finally:
-        lcm.grants.revoke_grant(conn, grant_id)
+        lcm.vault.grants.revoke_grant(conn, grant_id)
     good, bad = cited_ids(conn, text) if backend != "none" else ([], [])  # excerpts cite nothing
     return {"answer": lcm.base.mask.mask(text) or "(the model gave no answer)", "cited_ids": good,
             "excerpt_ids": [m["id"] for m in sources] if backend == "none" else [],

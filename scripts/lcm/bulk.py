@@ -8,15 +8,15 @@ import os
 import sys
 import time
 
-import lcm.db
+import lcm.vault.db
 import lcm.indexes
 import lcm.ingest
-import lcm.order
-import lcm.schema
+import lcm.vault.order
+import lcm.vault.schema
 import lcm.base.text
 import lcm.transcript
 from lcm.base.errors import LcmError
-from lcm.db import begin_write
+from lcm.vault.db import begin_write
 
 PARSE_PROCESS_MIN_FILES = 8  # fewer files are parsed inline: a worker process is not worth starting
 GROUP_BYTES = 48 << 20  # bulk ingest: unread transcript bytes per transaction (~14k messages)
@@ -107,7 +107,7 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
     conn.execute("PRAGMA cache_size = -262144")
     checkpointer = _Checkpointer(conn)
     turns = lcm.db.Turns(conn)
-    fts = lcm.schema.fts_enabled(conn)
+    fts = lcm.vault.schema.fts_enabled(conn)
     from collections import deque
     ahead: deque = deque()
     seen = 0
@@ -246,7 +246,7 @@ def _parse_group(group: list[tuple], settings: tuple, stage: str) -> tuple[list,
                     # a scratch file: no journal, no fsync (a crash loses nothing stored), and pages
                     # that hold a whole line more often than 4 KB ones (-3% of the parser's time)
                     db = sqlite3.connect(stage, isolation_level=None)
-                    db.execute(f"PRAGMA page_size = {lcm.schema.PAGE_SIZE}")
+                    db.execute(f"PRAGMA page_size = {lcm.vault.schema.PAGE_SIZE}")
                     db.execute("PRAGMA journal_mode = OFF")
                     db.execute("PRAGMA synchronous = OFF")
                     db.execute(f"CREATE TABLE ingest_stage ({lcm.ingest.MESSAGE_COLUMNS})")
@@ -351,10 +351,10 @@ def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: 
 
 
 def _commit_placed(conn, flushed: set, recheck: bool, found) -> None:
-    """Place the sub-agent runs of the sessions whose staged rows were moved in (lcm.order), then
+    """Place the sub-agent runs of the sessions whose staged rows were moved in (lcm.vault.order), then
     commit: no reader sees a message without its place."""
     if flushed:
-        lcm.order.place_threads(conn, flushed, recheck=recheck)
+        lcm.vault.order.place_threads(conn, flushed, recheck=recheck)
     lcm.indexes.catch_up(conn, found=found)  # the search indexes derived from the messages (lcm/indexes.py)
     lcm.ingest.place_leaf_titles(conn)
     conn.execute("COMMIT")

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 import lcm.base.config
-import lcm.grants
+import lcm.vault.grants
 import lcm.base.mask
 import lcm.base.text
 import lcm.transcript
@@ -346,7 +346,7 @@ def resume(conn, checkpoint: str | None, session: str | None, vault: Path, max_t
     text, source = load(conn, checkpoint, session)
     meta = parse_checkpoint(text, source)
     if meta.get("session_id") and not session:  # a checkpoint file names its session: the grant must cover it
-        lcm.grants.scope(conn).check_session(meta["session_id"], whole=True)
+        lcm.vault.grants.scope(conn).check_session(meta["session_id"], whole=True)
     warnings = check_against_vault(conn, meta, source, vault)
     # a checkpoint written before masking, or edited by hand, may hold secrets: masked before use
     return lcm.base.mask.mask_json(reconstruct(conn, meta, source, lcm.base.mask.mask(text), warnings, max_tokens))

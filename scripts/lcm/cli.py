@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 import lcm.base.mask
 import lcm.base.shell
 from lcm.base.config import MAX_INT_ARG
-from lcm.db import older_vault, storage_error
+from lcm.vault.db import older_vault, storage_error
 from lcm.base.errors import LcmError
 
 TYPE_CHECKING = False

@@ -10,9 +10,9 @@ import time
 
 import lcm.dag
 import lcm.base.config
-import lcm.db
+import lcm.vault.db
 import lcm.base.errors
-import lcm.schema
+import lcm.vault.schema
 import lcm.extract
 import lcm.base.llm
 import lcm.base.mask
@@ -276,14 +276,14 @@ class Compactor:
                 "INSERT INTO summary_versions (summary_id, content, level, model, token_count, written_at, replaced_at)"
                 " SELECT id, content, level, model, token_count, created_at, ? FROM summaries WHERE id = ?",
                 (lcm.base.config.now_iso(), node["id"]))
-            if lcm.schema.fts_enabled(self.conn):  # external-content FTS: swap the indexed text by hand
+            if lcm.vault.schema.fts_enabled(self.conn):  # external-content FTS: swap the indexed text by hand
                 self.conn.execute("INSERT INTO summaries_fts (summaries_fts, rowid, content)"
                                   " SELECT 'delete', rowid, content FROM summaries WHERE id = ?", (node["id"],))
             self.conn.execute(
                 "UPDATE summaries SET content = ?, token_count = ?, source_token_count = ?, level = ?, model = ?"
                 " WHERE id = ? AND level IN ('extractive', 'fallback')",
                 (content, estimate_tokens(content), source_tokens, level, model, node["id"]))
-            if lcm.schema.fts_enabled(self.conn):
+            if lcm.vault.schema.fts_enabled(self.conn):
                 self.conn.execute("INSERT INTO summaries_fts (rowid, content) SELECT rowid, content FROM summaries"
                                   " WHERE id = ?", (node["id"],))
         self.upgraded += 1
@@ -427,12 +427,12 @@ def sessions_to_compact(conn, session: str | None, every: bool = False) -> list[
     """The sessions a compaction run works on: every stored one (every=True) or the one the
     resolver picks; a session of a project in LCM_EXCLUDE is left alone (refused when named)."""
     import lcm.exclude
-    import lcm.resolve
+    import lcm.vault.resolve
     if every:
         sessions = [r[0] for r in conn.execute("SELECT DISTINCT session_id FROM messages ORDER BY session_id")]
         projects = dict(conn.execute("SELECT session_id, project FROM sessions").fetchall())
         return [s for s in sessions if not lcm.exclude.excluded(projects.get(s))]
-    session = lcm.resolve.session(conn, session)
+    session = lcm.vault.resolve.session(conn, session)
     row = conn.execute("SELECT project FROM sessions WHERE session_id = ?", (session,)).fetchone()
     if row and lcm.exclude.excluded(row[0]):
         raise LcmError(f"session {session} belongs to {row[0]}, a project LCM_EXCLUDE keeps out of lcm",

@@ -8,7 +8,7 @@ one place to change when a conversation-order column exists. Library only.
 """
 from __future__ import annotations
 
-import lcm.schema
+import lcm.vault.schema
 
 NEIGHBOUR_WINDOW = 16     # messages looked at on either side of a hit to find its neighbours
 # A coding turn's answer comes after many tool calls: the prompt that opened a turn and the last
@@ -29,7 +29,7 @@ def neighbours(conn, rowids, k: int = 2) -> dict[int, list[tuple[int, int]]]:
     """{message id: [(neighbour id, distance)]}: the k nearest conversational messages before and
     after each of `rowids`.
 
-    Conversational (lcm.schema.TALK_WHERE): a typed prompt or an assistant's text; tool calls, tool
+    Conversational (lcm.vault.schema.TALK_WHERE): a typed prompt or an assistant's text; tool calls, tool
     results, meta and empty lines are skipped. Same session and thread (main or one sub-agent),
     message id order (a session's transcript order), within NEIGHBOUR_WINDOW ids. A prompt or
     reply also has its turn's ends as neighbours: the prompt that opened the turn and the last
@@ -38,7 +38,7 @@ def neighbours(conn, rowids, k: int = 2) -> dict[int, list[tuple[int, int]]]:
     """
     source = _talk_source(conn)
     talk = (f"SELECT id, agent_id, role FROM {source} WHERE session_id = ? AND id BETWEEN ? AND ?"
-            f" AND {lcm.schema.TALK_WHERE}")
+            f" AND {lcm.vault.schema.TALK_WHERE}")
     out = {}
     for rowid in rowids:
         own = conn.execute("SELECT session_id, agent_id FROM messages WHERE id = ?", (rowid,)).fetchone()
@@ -85,7 +85,7 @@ def answers(conn, rowids) -> dict[int, int]:
         if own is None:
             continue
         row = conn.execute(f"SELECT id FROM {source} WHERE session_id = ? AND id > ? AND id <= ?"
-                           f" AND {lcm.schema.TALK_WHERE} AND agent_id IS ? AND role != ? ORDER BY id LIMIT 1",
+                           f" AND {lcm.vault.schema.TALK_WHERE} AND agent_id IS ? AND role != ? ORDER BY id LIMIT 1",
                            (own[0], rowid, rowid + NEIGHBOUR_WINDOW, own[1], own[2])).fetchone()
         if row:
             out[rowid] = row[0]
@@ -103,6 +103,6 @@ def window_members(conn, ends) -> dict[int, list[int]]:
         if own is None:
             continue
         out[end] = [r[0] for r in conn.execute(
-            f"SELECT id FROM {source} WHERE session_id = ? AND id <= ? AND {lcm.schema.TALK_WHERE}"
+            f"SELECT id FROM {source} WHERE session_id = ? AND id <= ? AND {lcm.vault.schema.TALK_WHERE}"
             f" AND agent_id IS ? ORDER BY id DESC LIMIT ?", (own[0], end, own[1], EXCHANGE_TURNS))]
     return out

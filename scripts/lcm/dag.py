@@ -1,7 +1,7 @@
 """The summary DAG of a session: what is in its active context, and what to summarise next.
 
 Read-only helpers shared by lcm_compact.py (which writes nodes) and the hooks (which render the
-active context). A session's sequence is its conversation (messages.seq, lcm/order.py): the main
+active context). A session's sequence is its conversation (messages.seq, lcm/vault/order.py): the main
 thread in transcript order, each sub-agent's run right after the call that started it. A leaf
 covers a contiguous run of one thread (the main thread's leaves may fold in a small sub-agent
 run whose call they hold); a condensed node covers a contiguous run of nodes one depth below;
@@ -16,8 +16,8 @@ import re
 
 import lcm.base.config
 import lcm.base.mask
-import lcm.order
-import lcm.store
+import lcm.vault.order
+import lcm.vault.store
 import lcm.base.text
 from lcm.base.errors import LcmError
 
@@ -151,7 +151,7 @@ def body_rows(conn, session_id: str, tail: int) -> list[dict]:
     """Every message before the fresh tail (the newest `tail` main-thread messages), in
     conversation order: id, seq, thread, token_count, covered. A sub-agent run whose call is
     inside the tail is inside it too."""
-    start = lcm.order.main_thread_tail_start(conn, session_id, tail)
+    start = lcm.vault.order.main_thread_tail_start(conn, session_id, tail)
     rows = conn.execute(
         "SELECT m.id, m.seq, m.thread, m.token_count, EXISTS (SELECT 1 FROM summary_sources s"
         " WHERE s.message_id = m.id) AS covered FROM messages m WHERE m.session_id = ? AND m.seq < ?"
@@ -200,7 +200,7 @@ def next_run(body: list[dict], anchors: dict, minimum: int) -> list[dict]:
 def load_messages(conn, session_id: str, run: list) -> list:
     """The full rows of `run` (rows with id and seq, in conversation order)."""
     rows = conn.execute(
-        f"SELECT id, uuid, type, role, subtype, is_meta, is_sidechain, thread, seq, content, {lcm.store.LINE} AS raw,"
+        f"SELECT id, uuid, type, role, subtype, is_meta, is_sidechain, thread, seq, content, {lcm.vault.store.LINE} AS raw,"
         " created_at,"
         " token_count FROM messages WHERE session_id = ? AND seq BETWEEN ? AND ? ORDER BY seq",
         (session_id, run[0]["seq"], run[-1]["seq"])).fetchall()
@@ -297,7 +297,7 @@ def compaction_due(conn, session_id: str) -> bool:
     """True when an incremental compaction would summarise something: the raw tokens after the
     newest leaf pass LCM_LEAF_CHUNK_TOKENS, or adjacent parentless summaries can be condensed.
     Index lookups only, and no model seam: the hooks ask this on every turn."""
-    hint = lcm.order.due_hint(conn, session_id)
+    hint = lcm.vault.order.due_hint(conn, session_id)
     return hint == "leaf" or (hint == "condense" and can_condense(conn, session_id))
 
 

@@ -10,7 +10,7 @@ import re
 
 import lcm.expand
 import lcm.files
-import lcm.grants
+import lcm.vault.grants
 import lcm.base.mask
 import lcm.base.shell
 from lcm.base.errors import LcmError
@@ -57,7 +57,7 @@ def describe_message(conn, row) -> dict:
 
 
 def describe_session(conn, session_id) -> dict:
-    """A session's DAG and context items (lcm.resolve.session has checked the grant)."""
+    """A session's DAG and context items (lcm.vault.resolve.session has checked the grant)."""
     if not conn.execute("SELECT 1 FROM messages WHERE session_id = ? LIMIT 1", (session_id,)).fetchone() and \
             not conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)).fetchone():
         raise LcmError(f"no session {session_id!r} in this vault", "list sessions with lcm_sessions.py, or ingest with lcm_ingest.py")
@@ -84,8 +84,8 @@ def context_items(conn, session_id) -> list[dict]:
 
 
 def describe(conn, node_id: str, *, content: bool = False, max_tokens: int = 4000, offset: int = 0,
-             scope: lcm.grants.Scope | None = None) -> dict:
-    """The document of a summary, file or message id, inside the grant's scope (lcm.grants.scope);
+             scope: lcm.vault.grants.Scope | None = None) -> dict:
+    """The document of a summary, file or message id, inside the grant's scope (lcm.vault.grants.scope);
     a message's content is cut at max_tokens, saying how to read it all."""
     if node_id.startswith("file_"):
         doc = describe_file(conn, node_id, content, max_tokens, offset)

@@ -17,7 +17,7 @@ import sqlite3
 import sys
 
 import lcm.base.config
-import lcm.db
+import lcm.vault.db
 import lcm.extract
 import lcm.base.mask
 import lcm.base.text

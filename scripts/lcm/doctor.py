@@ -20,16 +20,16 @@ import time
 
 import lcm.compact
 import lcm.base.config
-import lcm.db
+import lcm.vault.db
 import lcm.bulk
 import lcm.ingest
 import lcm.installation
 import lcm.base.mask
 import lcm.purge
 import lcm.recovery
-import lcm.schema
+import lcm.vault.schema
 import lcm.base.shell
-import lcm.store
+import lcm.vault.store
 from lcm.base.errors import LcmError
 
 LOW_DISK_BYTES = 64 << 20     # less free space than this: writes will soon fail
@@ -54,9 +54,9 @@ def _open(path: str):
     # a read-only filesystem: SQLite cannot even make the -shm file; read the file as it is
     conn = sqlite3.connect(lcm.db.file_uri(path, "mode=ro&immutable=1"), uri=True)
     conn.row_factory = sqlite3.Row
-    lcm.store.install(conn)  # lcm_line(): packed lines read like plain ones
+    lcm.vault.store.install(conn)  # lcm_line(): packed lines read like plain ones
     lcm.db.check_tables(conn, path)
-    lcm.store.before_blocks(conn)
+    lcm.vault.store.before_blocks(conn)
     return conn, None
 
 
@@ -272,7 +272,7 @@ def _repair_in_place(conn, path: str, doc: dict, done: dict) -> None:
         done["_rebuild"] = True  # the tables themselves are damaged: rebuild; the backup is the copy kept
         return
     if not doc["schema"]["purge_guard"]:
-        conn.execute(lcm.schema.PURGED_TRIGGER)
+        conn.execute(lcm.vault.schema.PURGED_TRIGGER)
         done["fixed"].append("restored the trigger that keeps purged messages out of the vault")
     if doc["dag"]["broken"]:
         ids = [r[0] for q in DAG_CHECKS for r in conn.execute(q[1])]
@@ -303,8 +303,8 @@ def integrity(conn) -> dict:
     rows = [r[0] for r in conn.execute("PRAGMA integrity_check(100)")]
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     doc = {"result": "ok" if rows == ["ok"] else rows, "schema_version": version,
-           "code_schema_version": lcm.schema.SCHEMA_VERSION, "purge_guard": purge_guard(conn)}
-    doc["status"] = lcm.installation.status(rows != ["ok"] or version > lcm.schema.SCHEMA_VERSION or not doc["purge_guard"])
+           "code_schema_version": lcm.vault.schema.SCHEMA_VERSION, "purge_guard": purge_guard(conn)}
+    doc["status"] = lcm.installation.status(rows != ["ok"] or version > lcm.vault.schema.SCHEMA_VERSION or not doc["purge_guard"])
     return doc
 
 
@@ -335,18 +335,18 @@ def fts(conn) -> dict:
             tables[table] = f"damaged: {exc}"
     damaged = [t for t, v in tables.items() if v.startswith("damaged")]
     return {"status": lcm.installation.status(bool(damaged)), "tables": tables, "damaged": damaged,
-            "available": bool(tables) or lcm.schema.has_fts5(conn)}
+            "available": bool(tables) or lcm.vault.schema.has_fts5(conn)}
 
 
 def storage(conn) -> dict:
     """How the vault's size compares with the transcripts it holds, and whether lines wait to be
     packed into blocks (a vault from before blocks, or packing that has not run): a warning."""
-    import lcm.pack
+    import lcm.vault.pack
     try:
-        doc = lcm.pack.ratio(conn)
+        doc = lcm.vault.pack.ratio(conn)
     except sqlite3.OperationalError:  # opened read-only before its migration: nothing packed yet
         doc = {"ratio": None, "plain_lines": conn.execute("SELECT count(*) FROM messages").fetchone()[0]}
-    doc["pending"] = doc["plain_lines"] >= lcm.pack.CONVERT_LINES
+    doc["pending"] = doc["plain_lines"] >= lcm.vault.pack.CONVERT_LINES
     doc["status"] = lcm.installation.status(False, doc["pending"])
     doc["text"] = ((f"vault/transcripts {doc['ratio']}; " if doc["ratio"] else "") + f"{doc['plain_lines']} lines not"
                    " yet packed" + (": convert with lcm_compact.py --pack --all --vacuum" if doc["pending"] else ""))

@@ -7,15 +7,15 @@ from __future__ import annotations
 import os
 import re
 
-import lcm.grants
+import lcm.vault.grants
 import lcm.base.mask
-import lcm.store
+import lcm.vault.store
 from lcm.base.errors import LcmError
 
 SUMMARY_ID = re.compile(r"sum_[0-9a-f]{16}")
 FIND_HINT = "find ids with lcm_grep.py QUERY, or list a session's summaries with lcm_describe.py --session ID"
 MESSAGE_COLUMNS = ("m.id, m.uuid, m.session_id, m.role, m.created_at, m.content, m.token_count,"
-                   " lcm_line(m.raw, m.block_id, m.block_pos) AS raw")  # lcm.store.LINE of `m`
+                   " lcm_line(m.raw, m.block_id, m.block_pos) AS raw")  # lcm.vault.store.LINE of `m`
 
 
 def resolve_node(conn, node_id: str) -> tuple[str, object]:
@@ -67,7 +67,7 @@ def expand_to_messages(conn, summary_id: str) -> list:
         messages += conn.execute(
             f"SELECT {MESSAGE_COLUMNS}, m.seq AS seq FROM summary_sources s JOIN messages m ON m.id = s.message_id"
             f" WHERE s.summary_id IN ({','.join('?' * len(chunk))})", chunk).fetchall()
-    messages.sort(key=lambda r: r["seq"])  # conversation order (lcm/order.py)
+    messages.sort(key=lambda r: r["seq"])  # conversation order (lcm/vault/order.py)
     return messages
 
 
@@ -86,7 +86,7 @@ def expand(conn, node_id, *, full=False, max_tokens=4000, offset=0, raw=False) -
     grant = os.environ.get("LCM_GRANT")
     budget = max_tokens
     if grant:  # never print more than the grant has left
-        budget = min(max_tokens, lcm.grants.remaining_tokens(conn, grant, node_id))
+        budget = min(max_tokens, lcm.vault.grants.remaining_tokens(conn, grant, node_id))
     items = [row] if kind == "message" else children(conn, row, full or raw)
     if items and offset >= len(items):
         raise LcmError(f"--offset {offset} is past the end of {node_id} ({len(items)} items)",
@@ -105,11 +105,11 @@ def expand(conn, node_id, *, full=False, max_tokens=4000, offset=0, raw=False) -
     cut = len(page) == 1 and tokens > budget  # one item larger than the page
     if cut and raw and grant:
         raise LcmError(f"the next original line is {tokens} tokens, more than grant {grant} has left ({budget})",
-                       "expand without --raw (content is cut to fit), or " + lcm.grants.NEW_GRANT_HINT)
+                       "expand without --raw (content is cut to fit), or " + lcm.vault.grants.NEW_GRANT_HINT)
     if cut and not raw:
         tokens = budget
     if grant:
-        lcm.grants.check_and_charge(conn, grant, node_id, tokens)
+        lcm.vault.grants.check_and_charge(conn, grant, node_id, tokens)
     end = offset + len(page)
     doc = {"id": node_id, "type": kind, "kind": row["kind"] if kind == "summary" else "message",
            "full": bool(full or raw), "offset": offset, "count": len(page), "total": len(items),

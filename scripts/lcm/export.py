@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import lcm.base.config
 import lcm.base.mask
 import lcm.sessions
-import lcm.store
+import lcm.vault.store
 from lcm.extract import typed_text
 from lcm.base.text import content_blocks, one_line
 
@@ -21,9 +21,9 @@ LABEL_CHARS = 120   # a tool call or result folded to one line
 
 def jsonl(conn, session_id: str) -> Iterator[bytes]:
     """Each stored message's original line, byte for byte, with its newline; in vault order."""
-    for (raw,) in conn.execute(f"SELECT {lcm.store.LINE} FROM messages WHERE session_id = ? ORDER BY id",
+    for (raw,) in conn.execute(f"SELECT {lcm.vault.store.LINE} FROM messages WHERE session_id = ? ORDER BY id",
                                (session_id,)):
-        yield lcm.store.as_bytes(raw) + b"\n"
+        yield lcm.vault.store.as_bytes(raw) + b"\n"
 
 
 def _call_text(block: dict, limit: int = LABEL_CHARS) -> str:
@@ -136,7 +136,7 @@ def markdown(conn, session_id: str, masked: bool = True) -> Iterator[str]:
     speaker = None
     calls = Calls()
     warmups: set = set()  # sub-agents Claude Code only primed ("Warmup"): no part of the work
-    for m in conn.execute(f"SELECT id, {lcm.store.LINE} AS raw, type, role, subtype, is_meta, is_sidechain, agent_id, created_at"
+    for m in conn.execute(f"SELECT id, {lcm.vault.store.LINE} AS raw, type, role, subtype, is_meta, is_sidechain, agent_id, created_at"
                           " FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)):  # conversation order
         lines = []
         for s in summaries.get(m["id"], ()):

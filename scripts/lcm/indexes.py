@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-import lcm.schema
+import lcm.vault.schema
 
 EXCHANGE_TURNS = 4        # turns per window: a question, its answer, and the turn on either side
 TURN_CHARS = 600          # of each turn in a window: the question or the answer is in its opening
@@ -160,11 +160,11 @@ def catch_up(conn, budget: int | None = None, found: Found | None = None) -> Non
 def _windows(conn, mark: int, top: int, found: Found | None = None):
     """(id of a window's last turn, the window's text) for each prompt or reply in (mark, top]."""
     talk = ("SELECT id, session_id, agent_id, substr(content, 1, ?) FROM messages INDEXED BY messages_talk"
-            f" WHERE {lcm.schema.TALK_WHERE}")
+            f" WHERE {lcm.vault.schema.TALK_WHERE}")
     recent: dict = {}  # (session, thread) -> its last turns
     upto = top if found is None else min(found.since, top)
     rows = conn.execute(f"SELECT id, session_id, agent_id, substr(content, 1, ?) FROM messages"
-                        f" WHERE id > ? AND id <= ? AND {lcm.schema.TALK_WHERE} ORDER BY id",
+                        f" WHERE id > ? AND id <= ? AND {lcm.vault.schema.TALK_WHERE} ORDER BY id",
                         (TURN_CHARS, mark, upto)).fetchall() if upto > mark else []
     if found is not None and top > found.since:
         rows += _found_talk(conn, max(mark, found.since), top, found)
@@ -185,7 +185,7 @@ def _found_talk(conn, low: int, top: int, found: Found) -> list[tuple]:
     sessions: which rows they are from messages_talk's entries (a few index pages, where
     evaluating TALK_WHERE reads each row's whole original line), their openings from found."""
     talk: list = []
-    query = (f"SELECT id, session_id, agent_id FROM messages INDEXED BY messages_talk WHERE {lcm.schema.TALK_WHERE}"
+    query = (f"SELECT id, session_id, agent_id FROM messages INDEXED BY messages_talk WHERE {lcm.vault.schema.TALK_WHERE}"
              " AND session_id = ? AND id > ? AND id <= ?")
     for sid in found.sessions:
         talk += map(tuple, conn.execute(query, (sid, low, top)))
@@ -203,7 +203,7 @@ def _found_talk(conn, low: int, top: int, found: Found) -> list[tuple]:
 def _thread_turns(conn, sid: str, agent) -> list[tuple[int, str]]:
     """[(id, opening of its text)] of every prompt and reply of one thread, in order."""
     return conn.execute(f"SELECT id, substr(content, 1, ?) FROM messages INDEXED BY messages_talk WHERE"
-                        f" {lcm.schema.TALK_WHERE} AND session_id = ? AND agent_id IS ? ORDER BY id",
+                        f" {lcm.vault.schema.TALK_WHERE} AND session_id = ? AND agent_id IS ? ORDER BY id",
                         (TURN_CHARS, sid, agent)).fetchall()
 
 
@@ -240,7 +240,7 @@ def reindex(conn, ends: list[int]) -> None:
         if own is None:
             continue
         before = conn.execute(f"SELECT substr(content, 1, ?) FROM messages INDEXED BY messages_talk WHERE"
-                              f" {lcm.schema.TALK_WHERE} AND session_id = ? AND agent_id IS ? AND id <= ?"
+                              f" {lcm.vault.schema.TALK_WHERE} AND session_id = ? AND agent_id IS ? AND id <= ?"
                               f" ORDER BY id DESC LIMIT ?", (TURN_CHARS, *own, rowid, EXCHANGE_TURNS)).fetchall()
         conn.execute("INSERT INTO exchange_fts(rowid, text) VALUES (?, ?)",
                      (rowid, "\n".join(r[0] for r in reversed(before))))

@@ -8,15 +8,15 @@ import os
 import time
 
 import lcm.base.config
-import lcm.db
-import lcm.schema
+import lcm.vault.db
+import lcm.vault.schema
 import lcm.base.mask
 import lcm.indexes
-import lcm.order
+import lcm.vault.order
 import lcm.base.text
 import lcm.transcript
 from lcm.base.errors import LcmError
-from lcm.db import VaultBusy, write_lock
+from lcm.vault.db import VaultBusy, write_lock
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # names for annotations only
@@ -181,7 +181,7 @@ def write_batch(conn, batch: lcm.transcript.Batch, patience: float | None = None
             added = _insert_rows(conn, batch.rows)
         conn.execute("RELEASE message_rows")
         if batch.agent_calls:
-            lcm.order.store_calls(conn, batch.agent_calls)
+            lcm.vault.order.store_calls(conn, batch.agent_calls)
         if batch.compactions:
             conn.executemany("INSERT OR IGNORE INTO compactions (session_id, source, uuid, trigger, pre_tokens,"
                              " post_tokens, created_at) VALUES (?, 'transcript', ?, ?, ?, ?, ?)", batch.compactions)
@@ -209,7 +209,7 @@ def write_batch(conn, batch: lcm.transcript.Batch, patience: float | None = None
         if batch.leaf_titles:
             conn.executemany("INSERT OR IGNORE INTO leaf_titles (leaf_uuid, title) VALUES (?, ?)", batch.leaf_titles)
         if not batch.staged and (added or batch.agent_calls):  # staged rows: after _store_group's flush
-            lcm.order.place_threads(conn, touched, recheck=bool(batch.agent_calls))
+            lcm.vault.order.place_threads(conn, touched, recheck=bool(batch.agent_calls))
         if added and not batch.staged:  # a hook's few lines: a bounded share of any backlog too
             lcm.indexes.catch_up(conn, budget=CATCH_UP_BUDGET)
         if not batch.staged and (added or batch.leaf_titles):
@@ -227,7 +227,7 @@ def place_leaf_titles(conn) -> None:
     Costs one indexed probe when nothing waits (a hook's common case)."""
     if conn.execute("SELECT 1 FROM leaf_titles LIMIT 1").fetchone() is None:
         return
-    for sql in lcm.schema.PLACE_LEAF_TITLES:
+    for sql in lcm.vault.schema.PLACE_LEAF_TITLES:
         conn.execute(sql)
 
 

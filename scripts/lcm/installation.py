@@ -19,7 +19,7 @@ import time
 
 import lcm.base.llm
 import lcm.base.config
-import lcm.db
+import lcm.vault.db
 import lcm.base.mask
 from lcm.base.errors import LcmError
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 import lcm.base.config
-import lcm.db
+import lcm.vault.db
 import lcm.base.mask
 from lcm.base.errors import LcmError
 

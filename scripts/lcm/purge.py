@@ -20,11 +20,11 @@ import re
 
 import lcm.base.config
 import lcm.dag
-import lcm.db
+import lcm.vault.db
 import lcm.indexes
-import lcm.resolve
-import lcm.schema
-import lcm.store
+import lcm.vault.resolve
+import lcm.vault.schema
+import lcm.vault.store
 from lcm.base.errors import LcmError
 
 # the externalised files of the messages in temp.purge_messages
@@ -101,7 +101,7 @@ def line_text(raw) -> tuple[str, str]:
     results. hidden: tool data Claude Code keeps beside a result but does not show (its
     `toolUseResult`: an edited file's earlier contents, a todo list). Neither holds metadata such
     as gitBranch, cwd, ids or field names, so `--match main` cannot pick every message of a
-    session on branch main. `raw` is the original line (lcm.store.LINE): a change to how lines are
+    session on branch main. `raw` is the original line (lcm.vault.store.LINE): a change to how lines are
     stored changes only here.
     """
     import lcm.transcript
@@ -165,11 +165,11 @@ def _scan(conn, home: str, literal: str | None = None, pattern: re.Pattern | Non
 
     if literal is not None:
         forms = _json_forms(literal)
-        where = " OR ".join([f"instr({lcm.store.LINE}, ?) > 0"] * len(forms) + ["instr(content, ?) > 0"])
-        candidates = conn.execute(f"SELECT id, {lcm.store.LINE} FROM messages WHERE {where} ORDER BY id",
+        where = " OR ".join([f"instr({lcm.vault.store.LINE}, ?) > 0"] * len(forms) + ["instr(content, ?) > 0"])
+        candidates = conn.execute(f"SELECT id, {lcm.vault.store.LINE} FROM messages WHERE {where} ORDER BY id",
                                   [*forms, literal])
     else:
-        candidates = conn.execute(f"SELECT id, {lcm.store.LINE} FROM messages ORDER BY id")
+        candidates = conn.execute(f"SELECT id, {lcm.vault.store.LINE} FROM messages ORDER BY id")
     messages, hidden_only = [], []
     for mid, raw in candidates:
         visible, hidden = line_text(raw)
@@ -221,7 +221,7 @@ def _scan_child(pipe, beat, db: str, home: str, source: str, flags: int) -> None
     try:
         pattern = re.compile(source, flags)
         conn = sqlite3.connect(lcm.db.file_uri(db, "mode=ro"), uri=True)  # quoted: a # in the path is not a fragment
-        lcm.store.install(conn)  # packed lines read through lcm_line() here too
+        lcm.vault.store.install(conn)  # packed lines read through lcm_line() here too
         pipe.send(("ok", _scan(conn, home, pattern=pattern, beat=beat)))
     except BaseException as exc:  # noqa: BLE001 - reported by the parent, without the pattern
         pipe.send(("error", type(exc).__name__))
@@ -273,7 +273,7 @@ def select(conn, *, session: str | None = None, message: str | None = None, matc
     a message holding the text only in hidden tool data (see line_text) is chosen with
     hidden=True, else counted in `hidden_only`."""
     if session is not None:
-        sid = lcm.resolve.by_id(conn, session)
+        sid = lcm.vault.resolve.by_id(conn, session)
         sel = Selection(f"session {sid}")
         sel.message_ids = [r[0] for r in conn.execute("SELECT id FROM messages WHERE session_id = ? ORDER BY id",
                                                       (sid,))]
@@ -447,7 +447,7 @@ def purge(conn, sel: Selection) -> dict:
             checkpoints = _doomed_checkpoints(conn, sel)
             uuids = [r[0] for r in conn.execute("SELECT uuid FROM messages WHERE id IN (SELECT id FROM temp.purge_messages)")]
             now = lcm.base.config.now_iso()
-            conn.execute(lcm.schema.PURGED_TRIGGER)
+            conn.execute(lcm.vault.schema.PURGED_TRIGGER)
             conn.executemany("INSERT OR IGNORE INTO purged (uuid, purged_at) VALUES (?, ?)", ((u, now) for u in uuids))
             dropped = drop_summaries(conn)
             files = conn.execute(f"SELECT id, path FROM files WHERE {FILES_OF_PURGE}").fetchall()
@@ -476,7 +476,7 @@ def purge(conn, sel: Selection) -> dict:
             purged = [r[0] for r in conn.execute("SELECT id FROM temp.purge_messages")]
             rewindow = lcm.indexes.forget(conn, purged)
             # a packed line's block is rewritten without it: no compressed copy survives
-            lcm.store.remove_lines(conn, purged)
+            lcm.vault.store.remove_lines(conn, purged)
             conn.execute("DELETE FROM messages WHERE id IN (SELECT id FROM temp.purge_messages)")
             lcm.indexes.reindex(conn, rewindow)
             for sid in sel.sessions:  # a session with nothing left is forgotten too

@@ -7,7 +7,7 @@ import math
 import time
 
 import lcm.query
-import lcm.schema
+import lcm.vault.schema
 from lcm.sources import Source, doc_count, fetch, scan, like_escape
 
 CANDIDATES = 50           # BM25 candidates reranked per query (and per page beyond them)
@@ -217,7 +217,7 @@ def rank_messages(conn, text: str, ids: list[int]) -> dict[int, float]:
     terms = lcm.query.parse_query(text)
     wanted = set(ids)
     scores: dict[int, float] = {}
-    fts_terms = [t for t in terms if t.fts] if lcm.schema.fts_enabled(conn) else []
+    fts_terms = [t for t in terms if t.fts] if lcm.vault.schema.fts_enabled(conn) else []
     if fts_terms:
         expr = " OR ".join(t.fts for t in fts_terms)
         # FTS5 meets `rowid IN (...)` with one full MATCH per id (seconds on a big vault), but a

@@ -14,10 +14,10 @@ import os
 import sqlite3
 import time
 
-import lcm.db
+import lcm.vault.db
 import lcm.bulk
 import lcm.ingest
-import lcm.schema
+import lcm.vault.schema
 
 NOTE_COLUMNS = "id, content, project, session_id, created_at"
 
@@ -103,7 +103,7 @@ def rebuild(path: str, keep_damaged: bool = True) -> dict:
             conn.execute("INSERT OR REPLACE INTO vault_meta VALUES ('rebuild', 'running')")
             if purged:
                 conn.executemany("INSERT OR IGNORE INTO purged (uuid, purged_at) VALUES (?, ?)", purged)
-                conn.execute(lcm.schema.PURGED_TRIGGER)  # before the ingest: a purged line stays out
+                conn.execute(lcm.vault.schema.PURGED_TRIGGER)  # before the ingest: a purged line stays out
             conn.executemany(f"INSERT OR IGNORE INTO notes ({NOTE_COLUMNS}) VALUES (?, ?, ?, ?, ?)", notes)
         sources = ([done["projects_root"]] if os.path.isdir(done["projects_root"]) else []) + done["other_files"]
         result = lcm.bulk.ingest_paths(conn, sources) if sources else {"messages_added": 0, "files": 0,

@@ -11,11 +11,11 @@ import re
 import sqlite3
 import time
 
-import lcm.db
+import lcm.vault.db
 import lcm.base.mask
 import lcm.query
 import lcm.rank
-import lcm.resolve
+import lcm.vault.resolve
 from lcm.base.errors import LcmError
 from lcm.rank import df, newest_window, rank_sql
 from lcm.sources import SCAN_SECONDS, TYPES, Source, doc_count, fetch, parse_when, resolve_scope, scan, short
@@ -141,7 +141,7 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
     if limit < 1 or offset < 0:
         raise LcmError("--limit must be >= 1 and --offset >= 0", "e.g. --limit 20 --offset 40")
     if session:
-        session = lcm.resolve.by_id(conn, session)
+        session = lcm.vault.resolve.by_id(conn, session)
     defaulted = not (all_sessions or session or project or sessions is not None)
     session, project = resolve_scope(conn, session, project, all_sessions or sessions is not None)
     if sessions is not None:

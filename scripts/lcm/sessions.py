@@ -10,7 +10,7 @@ import os
 
 import lcm.digest
 import lcm.base.mask
-import lcm.store
+import lcm.vault.store
 import lcm.base.text
 import lcm.worklog
 from lcm.base.text import one_line
@@ -33,7 +33,7 @@ def first_prompt(conn, session_id: str) -> str | None:
     """
     for sidechain in (0, 1):
         rows = conn.execute(
-            f"SELECT {lcm.store.LINE} FROM messages WHERE session_id = ? AND type = 'user' AND is_meta = 0 AND is_sidechain = ?"
+            f"SELECT {lcm.vault.store.LINE} FROM messages WHERE session_id = ? AND type = 'user' AND is_meta = 0 AND is_sidechain = ?"
             " ORDER BY id LIMIT ?", (session_id, sidechain, PROMPT_SCAN))
         for (raw,) in rows:
             try:
@@ -70,7 +70,7 @@ def list_sessions(conn, *, project: str | None = None, since: str | None = None,
 
     project: that directory or any below it; since: a comparable ISO time (last activity);
     text: words the stored title contains (case-insensitive); within: only these ids (an
-    expansion grant's sessions, lcm.grants.Scope.sessions).
+    expansion grant's sessions, lcm.vault.grants.Scope.sessions).
     """
     where, params = [], []
     if within is not None:

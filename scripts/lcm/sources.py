@@ -13,7 +13,7 @@ import time
 from datetime import datetime, timedelta, timezone
 
 import lcm.base.config
-import lcm.schema
+import lcm.vault.schema
 from lcm.base.errors import LcmError
 
 SCAN_SECONDS = 3.0        # wall-time bound of a regex scan
@@ -108,8 +108,8 @@ class Source:
             if kind == "message" and self.has_fts else set()
         self.cjk = "messages_cjk" if "messages_cjk" in derived else None
         self.exchange = "exchange_fts" if "exchange_fts" in derived else None
-        # a scanned type's trigram index (lcm.schema.SUBSTRING_INDEXES), where the vault has it
-        tri = next((index for index, table, *_ in lcm.schema.SUBSTRING_INDEXES if table == self.table), None)
+        # a scanned type's trigram index (lcm.vault.schema.SUBSTRING_INDEXES), where the vault has it
+        tri = next((index for index, table, *_ in lcm.vault.schema.SUBSTRING_INDEXES if table == self.table), None)
         self.tri = tri if tri and conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
                                                (tri,)).fetchone() else None
         self.next_to: dict = {}  # rowid -> uuid of the hit a neighbour-only result sits next to
@@ -118,7 +118,7 @@ class Source:
         if sessions is not None:  # a grant's sessions
             where.append(f"t.session_id IN ({','.join('?' * len(sessions))})" if sessions else "0")
             params += sessions
-        if within is not None:  # lcm.grants.Scope: in the query, so a page counts only what it may show
+        if within is not None:  # lcm.vault.grants.Scope: in the query, so a page counts only what it may show
             clause, more = within.sql(kind)
             where.append(clause)
             params += more

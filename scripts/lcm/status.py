@@ -10,8 +10,8 @@ import sqlite3
 
 import lcm.base.config
 import lcm.dag
-import lcm.schema
-import lcm.store
+import lcm.vault.schema
+import lcm.vault.store
 
 DEFAULT_WINDOW = 200_000
 LARGE_WINDOW = 1_000_000
@@ -51,7 +51,7 @@ def _usage_total(usage) -> int:
 def _latest_usage(conn, session_id: str) -> tuple[int | None, str | None, int]:
     """(context tokens, model, message row id) of the session's latest real assistant response."""
     rows = conn.execute(
-        f"SELECT id, {lcm.store.LINE} AS raw, api_message_id FROM messages WHERE session_id = ? AND type = 'assistant'"
+        f"SELECT id, {lcm.vault.store.LINE} AS raw, api_message_id FROM messages WHERE session_id = ? AND type = 'assistant'"
         " AND is_sidechain = 0 ORDER BY id DESC LIMIT ?", (session_id, RECENT_ASSISTANT_LINES))
     for row in rows:
         try:
@@ -75,7 +75,7 @@ def claude_context_tokens(conn, session_id: str) -> int | None:
     """
     tokens, _model, at = _latest_usage(conn, session_id)
     boundary = conn.execute(
-        f"SELECT id, {lcm.store.LINE} AS raw FROM messages WHERE session_id = ? AND subtype = 'compact_boundary' AND id > ?"
+        f"SELECT id, {lcm.vault.store.LINE} AS raw FROM messages WHERE session_id = ? AND subtype = 'compact_boundary' AND id > ?"
         " ORDER BY id DESC LIMIT 1", (session_id, at)).fetchone()
     if boundary is not None:
         try:
@@ -93,7 +93,7 @@ def fts_ok(conn, full: bool | None = None) -> bool | None:
     1M-message vault); the default runs it up to FULL_CHECK_MAX_ROWS messages, and above that
     checks that every row is indexed and that the index answers a query.
     """
-    if not lcm.schema.fts_enabled(conn):
+    if not lcm.vault.schema.fts_enabled(conn):
         return None
     tables = (("messages_fts", "messages", "id"), ("summaries_fts", "summaries", "rowid"))
     try:
@@ -118,7 +118,7 @@ def fts_ok(conn, full: bool | None = None) -> bool | None:
 
 
 def _reason(session_id: str | None, given: bool) -> str:
-    """Why this session is the one shown (lcm.resolve chose it)."""
+    """Why this session is the one shown (lcm.vault.resolve chose it)."""
     if session_id is None:
         return ""
     if given:

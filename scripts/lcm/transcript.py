@@ -20,7 +20,7 @@ import lcm.base.text
 import lcm.base.config
 import lcm.exclude
 import lcm.base.mask
-import lcm.order
+import lcm.vault.order
 from lcm.base.errors import LcmError
 
 # Entries of these types with a uuid are conversation messages; everything else is metadata.
@@ -348,7 +348,7 @@ def read_new_lines(path: str, row: dict | None, index_thinking: bool, max_chars:
         batch.line_no -= len(lines) - skipped
         batch.malformed = [bad for bad in batch.malformed if bad["line"] <= batch.line_no]
     if batch.is_agent_file and batch.rows:
-        batch.agent_calls += map(safe_row, lcm.order.calls_of_meta(path, batch.msg_sid, batch.agent_id))
+        batch.agent_calls += map(safe_row, lcm.vault.order.calls_of_meta(path, batch.msg_sid, batch.agent_id))
     return batch
 
 
@@ -415,9 +415,9 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
             batch.large.append((len(rows), blocks, entry, uuid, sid))
         role, subtype, model, msg_id = message_fields(entry)
         sidechain = entry.get("isSidechain") is True
-        # which Task/Agent call started which sub-agent (lcm/order.py): dict lookups, no text scan
+        # which Task/Agent call started which sub-agent (lcm/vault/order.py): dict lookups, no text scan
         if not sidechain and (kind == "assistant" or "toolUseResult" in entry):
-            calls = lcm.order.calls_of_entry(entry, sid, uuid)
+            calls = lcm.vault.order.calls_of_entry(entry, sid, uuid)
             if calls:
                 batch.agent_calls += map(safe_row, calls)
         created = text_or_none(entry.get("timestamp"))

@@ -16,7 +16,7 @@ import sqlite3
 import lcm.extract
 import lcm.failures
 import lcm.base.mask
-import lcm.store
+import lcm.vault.store
 from lcm.extract import typed_text
 from lcm.base.text import content_blocks, one_line, summary_head
 
@@ -70,7 +70,7 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
     """Work done in `session_id` after message `after_id` (exclusive) up to `upto_id`, in
     conversation order; last_message_id is the last message in that order."""
     # in conversation order (messages.seq): after and up to the given messages
-    sql = f"SELECT id, uuid, {lcm.store.LINE} AS raw FROM messages WHERE session_id = ?"
+    sql = f"SELECT id, uuid, {lcm.vault.store.LINE} AS raw FROM messages WHERE session_id = ?"
     params: list = [session_id]
     if after_id:
         sql += " AND seq > (SELECT seq FROM messages WHERE id = ?)"

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import lcm.base.config
-import lcm.db
+import lcm.vault.db
 import lcm.base.errors
 import lcm.base.llm
 from lcm.base.errors import LcmError

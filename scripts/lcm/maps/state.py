@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import lcm.base.config
-import lcm.db
+import lcm.vault.db
 from lcm.base.errors import LcmError
 from lcm.maps.job import MapJob, Outcome
 

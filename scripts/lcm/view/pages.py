@@ -10,7 +10,7 @@ from urllib.parse import quote, urlencode
 import lcm.base.mask
 import lcm.search
 import lcm.sessions
-import lcm.store
+import lcm.vault.store
 from lcm.base.errors import LcmError
 from lcm.base.text import content_blocks, one_line, strip_ansi
 
@@ -116,7 +116,7 @@ def session_page(conn, session_id: str, params: dict) -> str:
             before = conn.execute("SELECT count(*) FROM messages WHERE session_id = ? AND seq < ?",
                                   (session_id, found[0])).fetchone()[0]
             page = before // MESSAGES_PAGE
-    rows = conn.execute(f"SELECT id, uuid, role, type, subtype, created_at, thread, is_meta, model, {lcm.store.LINE} AS raw"
+    rows = conn.execute(f"SELECT id, uuid, role, type, subtype, created_at, thread, is_meta, model, {lcm.vault.store.LINE} AS raw"
                         " FROM messages WHERE session_id = ? ORDER BY seq LIMIT ? OFFSET ?",
                         (session_id, MESSAGES_PAGE, page * MESSAGES_PAGE)).fetchall()
     title = lcm.sessions.title(conn, session_id, row["title"], total)
@@ -310,7 +310,7 @@ def node_page(conn, node_id: str, params: dict) -> str:
     else:
         rows = conn.execute(
             "SELECT m.id, m.uuid, m.role, m.type, m.subtype, m.created_at, m.thread, m.is_meta, m.model,"
-            " lcm_line(m.raw, m.block_id, m.block_pos) AS raw"  # lcm.store.LINE of `m`
+            " lcm_line(m.raw, m.block_id, m.block_pos) AS raw"  # lcm.vault.store.LINE of `m`
             " FROM summary_sources x JOIN messages m ON m.id = x.message_id WHERE x.summary_id = ? ORDER BY m.seq",
             (node_id,)).fetchall()
         parts.append(f"<h3>Sources: {len(rows)} messages</h3>")

@@ -16,7 +16,7 @@ import threading
 from http import HTTPStatus
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
-import lcm.db
+import lcm.vault.db
 from lcm.base.errors import LcmError
 from lcm.view import assets, pages
 

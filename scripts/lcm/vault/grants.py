@@ -21,7 +21,7 @@ import os
 from datetime import datetime, timedelta, timezone
 
 import lcm.base.config
-import lcm.db
+import lcm.vault.db
 from lcm.base.errors import LcmError
 
 NEW_GRANT_HINT = "ask lcm_expand_query.py again: it creates a fresh grant for the ids it needs"

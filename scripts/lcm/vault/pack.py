@@ -1,4 +1,4 @@
-"""Packing: plain stored lines into compressed blocks (lcm/store.py has the format).
+"""Packing: plain stored lines into compressed blocks (lcm/vault/store.py has the format).
 
 Ingest and the hooks store each new line as it is (cheap). Packing runs later, detached or by
 hand (`lcm_compact.py --pack`), and is the same step that converts a vault from before blocks:
@@ -13,8 +13,8 @@ import os
 import sys
 import time
 
-import lcm.store
-import lcm.db
+import lcm.vault.store
+import lcm.vault.db
 
 BLOCK_BYTES = 128 << 10  # lines per block: 64 KB packs to 0.277 of the lines, 256 KB 0.266,
 #                          1 MB 0.264 (shared data); 128 KB decodes in ~0.3 ms (expand reads one)
@@ -119,7 +119,7 @@ def _blocks(conn, everything: bool, idle: set):
 
 
 def _encode(rows) -> bytes:
-    return lcm.store.encode_block([lcm.store.as_bytes(r[3]) for r in rows], LEVEL)
+    return lcm.vault.store.encode_block([lcm.vault.store.as_bytes(r[3]) for r in rows], LEVEL)
 
 
 def _write(conn, batch: list, turns, pool=None) -> tuple[int, int]:
@@ -135,7 +135,7 @@ def _write(conn, batch: list, turns, pool=None) -> tuple[int, int]:
                                  f" ({','.join('?' * len(ids))})", ids).fetchone()[0]
             if still != len(ids):
                 continue  # another run packed them, or a purge removed some: read again next time
-            size += lcm.store.pack_rows(conn, rows, data)
+            size += lcm.vault.store.pack_rows(conn, rows, data)
             lines += len(rows)
         conn.execute("COMMIT")
     except BaseException:
@@ -163,7 +163,7 @@ def pack(conn, *, everything: bool = False, time_budget: float | None = None, pr
     turns = lcm.db.Turns(conn)
     if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'messages_plain'").fetchone():
         lcm.db.begin_write(conn, turns=turns)  # an old vault's first packing run
-        conn.execute(lcm.store.PLAIN_INDEX)
+        conn.execute(lcm.vault.store.PLAIN_INDEX)
         conn.execute("COMMIT")
         doc["indexed_s"] = round(time.monotonic() - started, 3)
     bar = _bar(pending(conn)) if progress else None

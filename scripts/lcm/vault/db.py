@@ -10,8 +10,8 @@ import time
 
 from lcm.base.config import db_path_str
 from lcm.base.errors import LcmError
-import lcm.schema
-import lcm.store
+import lcm.vault.schema
+import lcm.vault.store
 
 # ---------------------------------------------------------------------------
 # Opening: one guard for every vault
@@ -86,7 +86,7 @@ def check_tables(conn: sqlite3.Connection, path: str, fresh: bool = False) -> No
 
 
 class Connection(sqlite3.Connection):
-    """A vault connection: sqlite3's, which a weak reference can point at (lcm.store's line
+    """A vault connection: sqlite3's, which a weak reference can point at (lcm.vault.store's line
     reader, which the connection itself holds as an SQL function, must not keep it alive: a
     connection never freed is never closed, and SQLite then skips its checkpoint at close,
     leaving the WAL behind for the next process to read in full)."""
@@ -116,9 +116,9 @@ def _create(path: str) -> None:
         try:
             # before anything is written: 16 KB pages hold a typical transcript line (3-4 KB)
             # plus its text without an overflow chain; measured -15% bulk ingest time, grep alike
-            conn.execute(f"PRAGMA page_size = {lcm.schema.PAGE_SIZE}")
+            conn.execute(f"PRAGMA page_size = {lcm.vault.schema.PAGE_SIZE}")
             conn.execute("PRAGMA journal_mode = WAL")  # stored in the file: the vault is born in WAL mode
-            lcm.schema.migrate(conn, path)
+            lcm.vault.schema.migrate(conn, path)
             # the WAL into the file, checked: close() would checkpoint too, but silently, and a
             # full disk would then leave a cut-off file to link into place
             busy, log, done = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
@@ -169,24 +169,24 @@ def connect(explicit: str | None = None, *, create: bool = True, readonly: bool 
         conn = sqlite3.connect(_uri(path, readonly), uri=True, timeout=10.0, isolation_level=None,
                                factory=Connection)
         conn.row_factory = sqlite3.Row
-        lcm.store.install(conn)  # lcm_line(): original lines, packed or not
+        lcm.vault.store.install(conn)  # lcm_line(): original lines, packed or not
         # wait for a concurrent writer (a hook, a background compaction) instead of failing
         conn.execute(f"PRAGMA busy_timeout = {10000 if patience is None else int(patience * 1000)}")
         # summary_sources and friends rely on references being real
         conn.execute("PRAGMA foreign_keys = ON")
         check_tables(conn, path, fresh=not readonly and _own_place(path))
-        version = lcm.schema._schema_version(conn)
+        version = lcm.vault.schema._schema_version(conn)
         if not readonly:
             # readers never block the writer; hooks write while Claude greps
             conn.execute("PRAGMA journal_mode = WAL")
             # WAL + NORMAL is durable across application crashes and much faster
             conn.execute("PRAGMA synchronous = NORMAL")
-            lcm.schema.migrate(conn, path)
-        elif version > lcm.schema.SCHEMA_VERSION:
-            lcm.schema.migrate(conn, path)  # raises the "newer schema" error
-        elif version < lcm.schema.SCHEMA_VERSION:
+            lcm.vault.schema.migrate(conn, path)
+        elif version > lcm.vault.schema.SCHEMA_VERSION:
+            lcm.vault.schema.migrate(conn, path)  # raises the "newer schema" error
+        elif version < lcm.vault.schema.SCHEMA_VERSION:
             _older = (path, version)
-            lcm.store.before_blocks(conn)  # read-only and not migrated to blocks yet: lines are all plain
+            lcm.vault.store.before_blocks(conn)  # read-only and not migrated to blocks yet: lines are all plain
     except sqlite3.Error as exc:
         error = storage_error(exc, path, "cannot open vault")
         if error is not None and error.cause == "corrupt":
@@ -339,7 +339,7 @@ def masked_from(conn: sqlite3.Connection) -> dict[str, int]:
     version that masks as it writes (or lcm_doctor.py --remask ran). Rows before it must be
     masked whenever they are shown. A vault too old to say (1 << 62): no row is taken as masked."""
     unknown = {"message": 1 << 62, "summary": 1 << 62}
-    if conn.execute("PRAGMA user_version").fetchone()[0] < lcm.schema.MASK_RULES_VERSION:
+    if conn.execute("PRAGMA user_version").fetchone()[0] < lcm.vault.schema.MASK_RULES_VERSION:
         return unknown  # opened read-only before the migration that marks text stored under older rules
     try:
         rows = conn.execute("SELECT key, value FROM vault_meta WHERE key IN ('masked_from_message',"

@@ -8,7 +8,7 @@
    directory; compared as written and with symlinks resolved).
 4. Else: an error naming what was tried, or None for a command that works without a session.
 
-Under an expansion grant (LCM_GRANT), the answer must lie inside the grant (lcm.grants checks),
+Under an expansion grant (LCM_GRANT), the answer must lie inside the grant (lcm.vault.grants checks),
 and without a named session the default is the grant's own newest session.
 """
 from __future__ import annotations
@@ -59,8 +59,8 @@ def newest_of_project(conn, project: str | None = None) -> str | None:
 def session(conn, given: str | None = None, *, required: bool = True, whole: bool = False) -> str | None:
     """The session a command works on, by the rule in the module docstring. Under a grant it
     must lie in the grant (whole=True: all its content must, for export, checkpoint, resume)."""
-    import lcm.grants
-    scope = lcm.grants.scope(conn)
+    import lcm.vault.grants
+    scope = lcm.vault.grants.scope(conn)
     sid = _pick(conn, given, scope, required)
     if sid is not None:
         scope.check_session(sid, whole)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-import lcm.store
+import lcm.vault.store
 from lcm.base.errors import LcmError
 
 TYPE_CHECKING = False
@@ -100,9 +100,9 @@ def _substring_indexes(conn: sqlite3.Connection) -> None:
 
 def _place_sidechains(conn: sqlite3.Connection) -> None:
     """Give the sub-agent messages of an existing vault their place in the conversation order
-    (their calls are read from the stored lines; lcm/order.py has the rules)."""
-    import lcm.order  # imports only this module
-    lcm.order.place_existing(conn)
+    (their calls are read from the stored lines; lcm/vault/order.py has the rules)."""
+    import lcm.vault.order  # imports only this module
+    lcm.vault.order.place_existing(conn)
 
 
 # Title the sessions holding the leaf of a waiting older-CLI summary line (table leaf_titles), where
@@ -333,11 +333,11 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
         "CREATE INDEX notes_project ON notes(project, created_at)",
         _notes_fts,
     ],
-    # 4: a session's conversation order (lcm/order.py): ORDER BY seq is the main thread in
+    # 4: a session's conversation order (lcm/vault/order.py): ORDER BY seq is the main thread in
     # transcript order with each sub-agent's run right after the tool call that started it
     [
         lambda conn: _require_sqlite((3, 31), "generated columns"),
-        # sub-agent (sidechain) message: its seq, set by lcm.order.place_threads at ingest
+        # sub-agent (sidechain) message: its seq, set by lcm.vault.order.place_threads at ingest
         "ALTER TABLE messages ADD COLUMN placed_at INTEGER",
         # '' = the session's main thread, else the id of the sub-agent whose run this is
         "ALTER TABLE messages ADD COLUMN thread TEXT GENERATED ALWAYS AS"
@@ -438,8 +438,8 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
             created_at TEXT NOT NULL            -- ISO-8601 UTC of the last write
         )""",
     ],
-    # 13: original lines packed into compressed blocks (lcm/store.py has the format, lcm/pack.py packs)
-    lcm.store.MIGRATION,
+    # 13: original lines packed into compressed blocks (lcm/vault/store.py has the format, lcm/vault/pack.py packs)
+    lcm.vault.store.MIGRATION,
     # 14: masking learnt more (a secret under the name `pass`, the strings of a list under a
     # secret's name, a key inside a --flag's text, a JWT after a private key cut short): text
     # stored before is masked again on output, until lcm_doctor.py --remask

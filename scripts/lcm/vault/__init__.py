@@ -1,0 +1,10 @@
+"""The vault wing: the SQLite file, its layout, and who may read what. Imports base only.
+
+  schema    the append-only migrations and the tables they build
+  db        the one guard every vault is opened through; transactions; writers take turns
+  store     stored transcript lines, plain or in compressed blocks: the only reader of `raw`
+  pack      plain lines into compressed blocks, online and resumable
+  order     a session's conversation order (`messages.seq`)
+  grants    expansion grants and the one scope check of every reading command
+  resolve   which session a command means
+"""
