@@ -55,10 +55,10 @@ def build_vault(home: Path) -> None:
     os.environ.update(LCM_HOME=str(home), LCM_LLM="none", LCM_FRESH_TAIL_COUNT="0")
     import lcm.compact
     import lcm.vault.db
-    import lcm.bulk
-    import lcm.ingest
+    import lcm.capture.bulk
+    import lcm.capture.ingest
     conn = lcm.db.connect()
-    lcm.bulk.ingest_paths(conn, [str(SHARED)])
+    lcm.capture.bulk.ingest_paths(conn, [str(SHARED)])
     for (session,) in conn.execute("SELECT DISTINCT session_id FROM messages").fetchall():
         lcm.compact.compact(conn, session, mode="full")
     conn.close()

@@ -93,8 +93,8 @@ def main(argv=None) -> int:
         for name in ("LCM_DB", "LCM_SESSION_ID", "CLAUDE_CODE_SESSION_ID"):
             os.environ.pop(name, None)
         import lcm.vault.db
-        import lcm.bulk
-        import lcm.ingest
+        import lcm.capture.bulk
+        import lcm.capture.ingest
         bench = _load("recall_bench", ROOT / "bench" / "recall.py")
         hook = _load("recall_hook", ROOT / "hooks" / "recall.py")
         import recall_sets
@@ -103,10 +103,10 @@ def main(argv=None) -> int:
         answered = [(q, g, chat) for q, g in bench.build_personal(projects) + bench.build_holdout(projects)]
         answered += [(q, g, proj) for q, g, proj in recall_sets.persona_chats(projects)]
         conn = lcm.db.connect()
-        lcm.bulk.ingest_paths(conn, [projects])
+        lcm.capture.bulk.ingest_paths(conn, [projects])
         coding_cwd = None
         if bench.SHARED.exists():
-            lcm.bulk.ingest_paths(conn, [bench.SHARED])
+            lcm.capture.bulk.ingest_paths(conn, [bench.SHARED])
             for question, passage in bench.CODING:
                 golds = bench.gold_sets(conn, [passage])[0]
                 cwd = conn.execute("SELECT s.project FROM messages m JOIN sessions s USING (session_id)"

@@ -46,12 +46,12 @@ def main() -> int:
     import lcm.compact
 
     import lcm.vault.db
-    import lcm.bulk
-    import lcm.ingest
+    import lcm.capture.bulk
+    import lcm.capture.ingest
 
     conn = lcm.db.connect(str(work / "home" / "lcm.db"))
     started = time.perf_counter()
-    lcm.bulk.ingest_paths(conn, [str(corpus)])
+    lcm.capture.bulk.ingest_paths(conn, [str(corpus)])
     ingest_seconds = time.perf_counter() - started
     sessions = [r[0] for r in conn.execute("SELECT DISTINCT session_id FROM messages ORDER BY session_id")]
     messages = conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0]

@@ -5,7 +5,7 @@ Usage:
 
 Builds the corpus with gen_corpus.py if DIR does not exist, then, in one run:
   floor  = read every transcript and json.loads each line, nothing else;
-  ingest = lcm.bulk.ingest_paths into a fresh vault (parse, flatten, insert, FTS index, commit).
+  ingest = lcm.capture.bulk.ingest_paths into a fresh vault (parse, flatten, insert, FTS index, commit).
 Prints one JSON line; the target is ingest messages/second >= 20% of the floor's.
 The vault is kept (other benchmarks reuse it).
 """
@@ -22,9 +22,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "scripts"))
 
-import lcm.bulk
+import lcm.capture.bulk
 import lcm.vault.db  # noqa: E402
-import lcm.ingest  # noqa: E402
+import lcm.capture.ingest  # noqa: E402
 
 CONVERSATION = ("user", "assistant", "system")
 
@@ -55,7 +55,7 @@ def main() -> int:
     if not os.path.isdir(args.corpus):
         subprocess.run([sys.executable, str(HERE / "gen_corpus.py"), "--messages", str(args.messages),
                         "--out", args.corpus], check=True, stdout=subprocess.DEVNULL)
-    files = lcm.bulk.transcript_files([args.corpus])
+    files = lcm.capture.bulk.transcript_files([args.corpus])
     floor_seconds, floor_messages, size = floor(files)
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(args.vault + suffix):
@@ -63,7 +63,7 @@ def main() -> int:
     os.environ.setdefault("LCM_HOME", str(Path(args.vault).parent / "lcm-home"))  # externalised files
     conn = lcm.db.connect(args.vault)
     started = time.perf_counter()
-    result = lcm.bulk.ingest_paths(conn, [args.corpus])
+    result = lcm.capture.bulk.ingest_paths(conn, [args.corpus])
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # count the write-back into the main file too
     ingest_seconds = time.perf_counter() - started
     conn.close()

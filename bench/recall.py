@@ -524,8 +524,8 @@ def main(argv=None):
         for name in ("LCM_DB", "LCM_SESSION_ID", "CLAUDE_CODE_SESSION_ID"):
             os.environ.pop(name, None)
         import lcm.vault.db
-        import lcm.bulk
-        import lcm.ingest
+        import lcm.capture.bulk
+        import lcm.capture.ingest
         import lcm.query
         import lcm.rank
         import lcm.search
@@ -542,9 +542,9 @@ def main(argv=None):
         sets = {"personal": build_personal(projects), "holdout": build_holdout(projects),
                 "multi": build_multi(projects), "persona": recall_sets.persona_chats(projects)}
         conn = lcm.db.connect()
-        lcm.bulk.ingest_paths(conn, [projects])
+        lcm.capture.bulk.ingest_paths(conn, [projects])
         if SHARED.exists():
-            lcm.bulk.ingest_paths(conn, [SHARED])
+            lcm.capture.bulk.ingest_paths(conn, [SHARED])
             sets["coding"] = [(q, [passage]) for q, passage in CODING]
             sets["neighbour"], sets["half_remembered"] = recall_sets.coding_pairs(conn, str(SHARED))
             sets["paraphrase"] = recall_sets.paraphrase_cases(conn)

@@ -184,8 +184,8 @@ def excluded(payload: dict) -> bool:
     such a session is never captured, injected or compacted."""
     if not (os.environ.get("LCM_EXCLUDE") or "").strip():
         return False
-    import lcm.exclude
-    return any(lcm.exclude.excluded(path) for path in (payload.get("cwd"), os.environ.get("CLAUDE_PROJECT_DIR"))
+    import lcm.capture.exclude
+    return any(lcm.capture.exclude.excluded(path) for path in (payload.get("cwd"), os.environ.get("CLAUDE_PROJECT_DIR"))
                if isinstance(path, str))
 
 
@@ -239,9 +239,9 @@ def ingest(conn, path) -> dict:
         raise Skip("payload has no transcript path")
     if not os.path.isfile(path):
         raise Skip(f"transcript {path} does not exist (yet)")
-    import lcm.ingest
+    import lcm.capture.ingest
     try:
-        result = lcm.ingest.ingest_session(conn, path, patience=write_patience())
+        result = lcm.capture.ingest.ingest_session(conn, path, patience=write_patience())
     except lcm.db.VaultBusy as exc:
         raise Skip(f"{exc.message}; {exc.hint}") from None
     for bad in result["skipped_files"]:
@@ -316,7 +316,7 @@ def start_compaction(conn, sid: str, payload: dict) -> None:
     The running one holds the session lock; starting another would only queue behind it.
     """
     import lcm.vault.order
-    # the cheap half of the due check first (lcm.ingest loaded lcm.vault.order already): on most turns
+    # the cheap half of the due check first (lcm.capture.ingest loaded lcm.vault.order already): on most turns
     # nothing is due, and the hook never loads lcm.dag and its imports (~0.7 ms)
     if lcm.vault.order.due_hint(conn, sid) is None:
         return

@@ -26,8 +26,8 @@ import sys
 import lcm.cli
 import lcm.base.config
 import lcm.vault.db
-import lcm.bulk
-import lcm.ingest
+import lcm.capture.bulk
+import lcm.capture.ingest
 
 MALFORMED_SHOWN = 20  # malformed lines listed in text mode before "... N more"
 BULK_NICENESS = 10  # CPU priority the import lowers itself by (the parser process inherits it)
@@ -42,17 +42,17 @@ def _main(argv):
         p.error("give transcript paths or --all")
     lcm.base.config.validate_config()
     paths = list(args.paths)
-    root = lcm.ingest.projects_root()
+    root = lcm.capture.ingest.projects_root()
     if args.all:
         if root.is_dir():
             paths.append(root)
         else:
             sys.stderr.write(f"No transcripts yet under {root}\n")
-    lcm.bulk.transcript_files(paths)  # refuse a bad path before the vault is even created
+    lcm.capture.bulk.transcript_files(paths)  # refuse a bad path before the vault is even created
     conn = lcm.db.connect(args.db)
     # an empty vault before the import: a line skipped as known repeated one read in this import
     was_empty = conn.execute("SELECT 1 FROM messages LIMIT 1").fetchone() is None
-    result = lcm.bulk.ingest_paths(conn, paths, progress=not args.json)
+    result = lcm.capture.bulk.ingest_paths(conn, paths, progress=not args.json)
     if args.json:
         lcm.cli.print_json(result)
         return 0

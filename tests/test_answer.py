@@ -10,8 +10,8 @@ import pytest
 import lcm.answer
 import lcm.compact
 import lcm.vault.db
-import lcm.bulk
-import lcm.ingest
+import lcm.capture.bulk
+import lcm.capture.ingest
 from conftest import run
 
 from transcripts import Transcript
@@ -86,7 +86,7 @@ def session(tmp_path, vault, monkeypatch):
         t.assistant_text(f"Renamed helper_{i}. " + "note " * 60)
     t.write()
     conn = lcm.db.connect()
-    lcm.bulk.ingest_paths(conn, [str(t.path)])
+    lcm.capture.bulk.ingest_paths(conn, [str(t.path)])
     monkeypatch.setenv("LCM_LLM", "none")
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "0")
     monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "3000")

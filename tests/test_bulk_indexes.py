@@ -1,6 +1,6 @@
 """Bulk import fills the derived search indexes (exchange windows, CJK runs) from what its parser
 process found, not from the stored rows read back: the indexes must hold exactly what indexing
-the stored rows gives (lcm.indexes.rebuild, and a hook storing the same lines one by one)."""
+the stored rows gives (lcm.capture.indexes.rebuild, and a hook storing the same lines one by one)."""
 from __future__ import annotations
 
 import re
@@ -8,10 +8,10 @@ import re
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-import lcm.bulk
+import lcm.capture.bulk
 import lcm.vault.db
-import lcm.indexes
-import lcm.ingest
+import lcm.capture.indexes
+import lcm.capture.ingest
 import lcm.vault.schema
 from transcripts import Transcript
 
@@ -28,7 +28,7 @@ def _postings(conn, table: str) -> list[tuple]:
 
 
 def _indexes(conn) -> dict:
-    tables = [t for t in ("exchange_fts", "messages_cjk") if lcm.indexes._table(conn, t)]
+    tables = [t for t in ("exchange_fts", "messages_cjk") if lcm.capture.indexes._table(conn, t)]
     return {t: _postings(conn, t) for t in tables}
 
 
@@ -36,7 +36,7 @@ def _rebuilt(conn) -> dict:
     """The indexes made afresh from the stored rows (then put back as they were)."""
     conn.execute("BEGIN IMMEDIATE")
     try:
-        lcm.indexes.rebuild(conn)
+        lcm.capture.indexes.rebuild(conn)
         return _indexes(conn)
     finally:
         conn.execute("ROLLBACK")
@@ -45,7 +45,7 @@ def _rebuilt(conn) -> dict:
 def _by_hooks(tmp_path, paths) -> dict:
     hooks = lcm.db.connect(str(tmp_path / "hooks.db"))
     for path in paths:
-        lcm.ingest.ingest_file(hooks, path, patience=1.0)
+        lcm.capture.ingest.ingest_file(hooks, path, patience=1.0)
     return _indexes(hooks)
 
 
@@ -74,8 +74,8 @@ def test_bulk_indexes_equal_a_rebuild_and_a_hooks_import(tmp_path, monkeypatch, 
     to be externalised (its stored text is not what the parser saw), sub-agent threads, and
     through the parser process as well as inline."""
     monkeypatch.setenv("LCM_LARGE_FILE_THRESHOLD", "200")
-    monkeypatch.setattr(lcm.bulk, "GROUP_BYTES", 3000)
-    monkeypatch.setattr(lcm.bulk, "PARSE_PROCESS_MIN_FILES", 1 if through_process else 10 ** 6)
+    monkeypatch.setattr(lcm.capture.bulk, "GROUP_BYTES", 3000)
+    monkeypatch.setattr(lcm.capture.bulk, "PARSE_PROCESS_MIN_FILES", 1 if through_process else 10 ** 6)
     projects = tmp_path / "projects"
     first = _odd_session(projects, "s-one")
     first.write()
@@ -96,9 +96,9 @@ def test_bulk_indexes_equal_a_rebuild_and_a_hooks_import(tmp_path, monkeypatch, 
     later.write()
     _odd_session(projects, "s-two", cwd="/home/u/other").write()
     conn = lcm.db.connect(str(tmp_path / "bulk.db"))
-    result = lcm.bulk.ingest_paths(conn, [projects])
+    result = lcm.capture.bulk.ingest_paths(conn, [projects])
     assert result["messages_skipped"] > 0  # the copy's lines were refused
-    paths = lcm.bulk.transcript_files([projects])
+    paths = lcm.capture.bulk.transcript_files([projects])
     bulk = _indexes(conn)
     assert bulk["exchange_fts"], "no exchange windows at all"
     assert bulk == _rebuilt(conn)
@@ -132,18 +132,18 @@ def test_bulk_indexes_equal_a_rebuild_for_any_talk(tmp_path_factory, sessions, g
                 t.tool_use("Bash", {"command": text + tail})
         t.write()
     conn = lcm.db.connect(str(projects / "v.db"))
-    saved = lcm.bulk.GROUP_BYTES
-    lcm.bulk.GROUP_BYTES = group_bytes
+    saved = lcm.capture.bulk.GROUP_BYTES
+    lcm.capture.bulk.GROUP_BYTES = group_bytes
     try:
-        lcm.bulk.ingest_paths(conn, [projects])
+        lcm.capture.bulk.ingest_paths(conn, [projects])
     finally:
-        lcm.bulk.GROUP_BYTES = saved
+        lcm.capture.bulk.GROUP_BYTES = saved
     assert _indexes(conn) == _rebuilt(conn)
 
 
 def _fts_settings(conn) -> dict:
     return {t: dict(conn.execute(f"SELECT k, v FROM {t}_config WHERE k IN ('hashsize', 'automerge')").fetchall())
-            for t in ("messages_fts", "exchange_fts", "messages_cjk") if lcm.indexes._table(conn, t)}
+            for t in ("messages_fts", "exchange_fts", "messages_cjk") if lcm.capture.indexes._table(conn, t)}
 
 
 @pytest.mark.parametrize("fails", [False, True])
@@ -157,11 +157,11 @@ def test_bulk_import_gives_later_writes_fts5s_usual_merging_back(tmp_path, monke
     if fails:
         def broken(*args):
             raise RuntimeError("disk on fire")
-        monkeypatch.setattr(lcm.bulk, "_commit_placed", broken)
+        monkeypatch.setattr(lcm.capture.bulk, "_commit_placed", broken)
         with pytest.raises(RuntimeError):
-            lcm.bulk.ingest_paths(conn, [tmp_path / "projects"])
+            lcm.capture.bulk.ingest_paths(conn, [tmp_path / "projects"])
     else:
-        lcm.bulk.ingest_paths(conn, [tmp_path / "projects"])
+        lcm.capture.bulk.ingest_paths(conn, [tmp_path / "projects"])
         assert _indexes(conn) == _rebuilt(conn)
     settings = _fts_settings(conn)
     assert settings and all(s == {"hashsize": 1 << 20, "automerge": 4} for s in settings.values()), settings

@@ -10,8 +10,8 @@ import pytest
 from conftest import command, run
 
 import lcm.vault.db
-import lcm.bulk
-import lcm.ingest
+import lcm.capture.bulk
+import lcm.capture.ingest
 import lcm_checkpoint
 import lcm_resume
 from transcripts import coding_session
@@ -36,7 +36,7 @@ def workspace(tmp_path, monkeypatch):
 def stored(tmp_path, session_id: str, cwd: str, turns: int = 2):
     t = coding_session(tmp_path / "projects", turns=turns, session_id=session_id, cwd=cwd)
     t.write()
-    lcm.bulk.ingest_paths(lcm.db.connect(), [t.path])
+    lcm.capture.bulk.ingest_paths(lcm.db.connect(), [t.path])
     return t
 
 

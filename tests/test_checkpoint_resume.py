@@ -13,8 +13,8 @@ import lcm_checkpoint
 import lcm.compact
 import lcm.base.config
 import lcm.vault.db
-import lcm.bulk
-import lcm.ingest
+import lcm.capture.bulk
+import lcm.capture.ingest
 import lcm_resume
 from conftest import run, SCRIPTS, shared_data
 
@@ -37,7 +37,7 @@ def workspace(tmp_path, monkeypatch):
 
 def ingest(*paths):
     conn = lcm.db.connect()
-    lcm.bulk.ingest_paths(conn, [str(p) for p in paths])
+    lcm.capture.bulk.ingest_paths(conn, [str(p) for p in paths])
     return conn
 
 

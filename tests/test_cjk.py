@@ -7,10 +7,10 @@ import json
 import pytest
 
 import lcm.vault.db
-import lcm.indexes
+import lcm.capture.indexes
 import lcm.vault.schema
-import lcm.bulk
-import lcm.ingest
+import lcm.capture.bulk
+import lcm.capture.ingest
 import lcm_grep
 from conftest import run
 from transcripts import Transcript
@@ -42,7 +42,7 @@ def cjk_vault(tmp_path, vault):
         t.assistant_text("OK.")
     t.write()
     conn = lcm.db.connect(str(vault))
-    lcm.bulk.ingest_paths(conn, [tmp_path / "projects"])
+    lcm.capture.bulk.ingest_paths(conn, [tmp_path / "projects"])
     return vault
 
 
@@ -91,7 +91,7 @@ def test_without_trigram_cjk_is_still_found_by_scanning(tmp_path, vault, capsys,
     t.user("東京に住んでいます。")
     t.write()
     conn = lcm.db.connect(str(vault))
-    lcm.bulk.ingest_paths(conn, [tmp_path / "projects"])
+    lcm.capture.bulk.ingest_paths(conn, [tmp_path / "projects"])
     assert not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'messages_cjk'").fetchone()
     results = _results(capsys, vault, "東京オフィス")
     assert results[0]["snippet"].startswith("明日の会議")
@@ -100,7 +100,7 @@ def test_without_trigram_cjk_is_still_found_by_scanning(tmp_path, vault, capsys,
 def test_a_cjk_code_point_that_is_no_letter_is_indexed_without_failing():
     """U+FADA lies in the compatibility ideographs' range but is unassigned (not a word
     character): Hypothesis found it stopping ingest."""
-    assert lcm.indexes.cjk_runs("\ufada x 我们") == "\ufada 我们"
+    assert lcm.capture.indexes.cjk_runs("\ufada x 我们") == "\ufada 我们"
 
 
 def test_cjk_after_a_nul_or_in_a_hook_is_indexed(tmp_path, vault):
@@ -114,10 +114,10 @@ def test_cjk_after_a_nul_or_in_a_hook_is_indexed(tmp_path, vault):
     conn = lcm.db.connect(str(vault))
     if not lcm.vault.schema.has_trigram(conn):
         pytest.skip("this SQLite has no trigram tokenizer (3.34+)")
-    lcm.bulk.ingest_paths(conn, [tmp_path / "projects"])
+    lcm.capture.bulk.ingest_paths(conn, [tmp_path / "projects"])
     t.user("一次钩子写入的消息")
     t.write()
-    lcm.ingest.ingest_session(conn, str(t.path), patience=1.0)
+    lcm.capture.ingest.ingest_session(conn, str(t.path), patience=1.0)
     runs = [r[0] for r in conn.execute("SELECT runs FROM messages_cjk")]
     assert "数据库迁移" in runs and "一次钩子写入的消息" in runs
     assert len(runs) == 2
@@ -146,10 +146,10 @@ def test_bulk_import_indexes_the_same_cjk_runs_as_hooks(tmp_path, monkeypatch):
     bulk = lcm.db.connect(str(tmp_path / "bulk.db"))
     if not lcm.vault.schema.has_trigram(bulk):
         pytest.skip("this SQLite has no trigram tokenizer (3.34+)")
-    lcm.bulk.ingest_paths(bulk, [projects])
+    lcm.capture.bulk.ingest_paths(bulk, [projects])
     hooks = lcm.db.connect(str(tmp_path / "hooks.db"))
     for path in (t.path, copy):
-        lcm.ingest.ingest_session(hooks, str(path), patience=1.0)
+        lcm.capture.ingest.ingest_session(hooks, str(path), patience=1.0)
     expected = _cjk_by_uuid(hooks)
     assert _cjk_by_uuid(bulk) == expected
     assert "请检查 的错误" in expected.values() and "ありがとう 次はデータベースです" in expected.values()

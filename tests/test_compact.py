@@ -24,8 +24,8 @@ import lcm.vault.db
 import lcm.base.errors
 import lcm.vault.schema
 import lcm.extract
-import lcm.bulk
-import lcm.ingest
+import lcm.capture.bulk
+import lcm.capture.ingest
 import lcm.base.llm
 import lcm.prompts
 from conftest import ROOT, shared_data
@@ -52,7 +52,7 @@ def run_json(capsys, *args) -> dict:
 
 
 def ingest(conn, *paths):
-    return lcm.bulk.ingest_paths(conn, [str(p) for p in paths])
+    return lcm.capture.bulk.ingest_paths(conn, [str(p) for p in paths])
 
 
 def stored_rows(t: Transcript) -> list:

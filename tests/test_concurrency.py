@@ -18,16 +18,16 @@ from pathlib import Path
 import pytest
 
 import lcm.vault.db
-import lcm.bulk
-import lcm.ingest
+import lcm.capture.bulk
+import lcm.capture.ingest
 from conftest import SCRIPTS
 from transcripts import coding_session
 
 ROOT = Path(__file__).resolve().parent.parent
 # an import as `lcm_ingest.py` runs it, with small groups (many transactions) and the parser process
 # even for a few files, as a large tree would have
-IMPORT = ("import sys; sys.path.insert(0, {scripts!r}); import lcm.ingest, lcm_ingest; "
-          "lcm.bulk.GROUP_BYTES = {group}; lcm.bulk.PARSE_PROCESS_MIN_FILES = 1; "
+IMPORT = ("import sys; sys.path.insert(0, {scripts!r}); import lcm.capture.ingest, lcm_ingest; "
+          "lcm.capture.bulk.GROUP_BYTES = {group}; lcm.capture.bulk.PARSE_PROCESS_MIN_FILES = 1; "
           "sys.exit(lcm_ingest.main(sys.argv[1:]))")
 
 

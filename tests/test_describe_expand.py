@@ -14,8 +14,8 @@ import lcm.vault.db
 import lcm_describe
 import lcm.expand
 import lcm_expand
-import lcm.bulk
-import lcm.ingest
+import lcm.capture.bulk
+import lcm.capture.ingest
 from conftest import command, run, SCRIPTS
 from transcripts import Transcript, coding_session
 
@@ -32,7 +32,7 @@ def compacted_vault(tmp_path, monkeypatch, turns=12, sessions=("s1",)):
         t = coding_session(projects, turns=turns, session_id=sid, cwd=f"/home/u/{sid}")
         paths[sid] = t.write()
     conn = lcm.db.connect()
-    lcm.bulk.ingest_paths(conn, [projects])
+    lcm.capture.bulk.ingest_paths(conn, [projects])
     for sid in sessions:
         lcm.compact.compact(conn, sid, mode="full")
     return conn, paths
@@ -122,7 +122,7 @@ def test_expand_a_message_and_cut_a_huge_one(tmp_path, monkeypatch, capsys, vaul
     t.user("x" * 40000)
     t.write()
     conn = lcm.db.connect()
-    lcm.bulk.ingest_paths(conn, [tmp_path / "projects"])
+    lcm.capture.bulk.ingest_paths(conn, [tmp_path / "projects"])
     big = t.entries[1]["uuid"]
     code, out, _err = run(capsys, lcm_expand, big, "--max-tokens", "1000")
     assert code == 0 and len(out) < 5000 and f"lcm_expand.py {big} --raw" in out
@@ -168,7 +168,7 @@ def test_describe_file_with_bounded_content(tmp_path, monkeypatch, capsys, vault
     t.tool_result(call, "id,name,score\n" + "".join(f"{i},name{i},{i % 7}\n" for i in range(2000)))
     t.write()
     conn = lcm.db.connect()
-    lcm.bulk.ingest_paths(conn, [tmp_path / "projects"])
+    lcm.capture.bulk.ingest_paths(conn, [tmp_path / "projects"])
     row = conn.execute("SELECT * FROM files").fetchone()
     doc = json.loads(run(capsys, lcm_describe, row["id"], "--json")[1])
     assert doc["kind"] == "csv" and "columns: id, name, score" in doc["exploration"] and "content" not in doc
@@ -215,7 +215,7 @@ def test_real_transcript_round_trips_through_the_dag(tmp_path, monkeypatch, caps
     monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "3000")
     monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", "2")
     conn = lcm.db.connect()
-    lcm.bulk.ingest_paths(conn, [source])
+    lcm.capture.bulk.ingest_paths(conn, [source])
     session = conn.execute("SELECT session_id FROM messages LIMIT 1").fetchone()[0]
     lcm.compact.compact(conn, session, mode="full")
     by_uuid = {}

@@ -13,8 +13,8 @@ import pytest
 import lcm.base.config
 import lcm.vault.db
 import lcm.digest
-import lcm.bulk
-import lcm.ingest
+import lcm.capture.bulk
+import lcm.capture.ingest
 import lcm_compact
 import lcm_export
 import lcm_sessions
@@ -49,7 +49,7 @@ def test_every_ended_session_of_the_shared_data_gets_a_digest_that_says_what_fai
     session of the shared data: each gets one digest; the ones with failures and choices say so."""
     monkeypatch.setenv("LCM_LLM", "none")
     conn = lcm.db.connect()
-    lcm.bulk.ingest_paths(conn, [str(shared_data("claude-projects"))])
+    lcm.capture.bulk.ingest_paths(conn, [str(shared_data("claude-projects"))])
     sessions = [r[0] for r in conn.execute("SELECT DISTINCT session_id FROM messages ORDER BY session_id")]
     assert len(sessions) > 20
     for sid in sessions:
@@ -94,7 +94,7 @@ def test_the_session_end_hook_writes_the_digest_after_it_returns(tmp_path):
 def test_extractive_digest_is_masked_and_clean(tmp_path):
     t = small_session(tmp_path)
     conn = lcm.db.connect()
-    lcm.bulk.ingest_paths(conn, [t.path])
+    lcm.capture.bulk.ingest_paths(conn, [t.path])
     text = lcm.digest.write(conn, t.session_id, use_model=False)["text"]
     assert SECRET not in text and "Zx9Zx9Zx9" not in text and "\x1b" not in text
     assert "Ran 2 commands, 1 failed" in text
@@ -105,7 +105,7 @@ def test_a_model_writes_the_digest_when_one_answers_and_a_refusal_falls_back(tmp
     monkeypatch.setenv("LCM_LLM", "anthropic")
     t = small_session(tmp_path)
     conn = lcm.db.connect()
-    lcm.bulk.ingest_paths(conn, [t.path])
+    lcm.capture.bulk.ingest_paths(conn, [t.path])
     fake_api.enqueue("## What was done\n- Fixed the invoice tests\n## Decisions\n- Decimal for money\n"
                      "## Bugs found\n- float rounding\n## What failed\n- pytest: test_tax\n## Open at the end\n- none")
     code, out, err = run(capsys, lcm_compact, "--session", t.session_id, "--digest", "--json")
@@ -126,7 +126,7 @@ def test_a_model_writes_the_digest_when_one_answers_and_a_refusal_falls_back(tmp
 def test_sessions_shows_the_digest_and_export_files_it_by_date_once(tmp_path, capsys):
     t = small_session(tmp_path)
     conn = lcm.db.connect()
-    lcm.bulk.ingest_paths(conn, [t.path])
+    lcm.capture.bulk.ingest_paths(conn, [t.path])
     code, out, _ = run(capsys, lcm_sessions, t.session_id[:8])
     assert code == 0 and "Digest: none yet" in out and "--digest" in out
     lcm.digest.write(conn, t.session_id, use_model=False)
@@ -156,7 +156,7 @@ def test_purging_a_message_drops_its_sessions_digest(tmp_path, capsys):
     import lcm_purge
     t = small_session(tmp_path)
     conn = lcm.db.connect()
-    lcm.bulk.ingest_paths(conn, [t.path])
+    lcm.capture.bulk.ingest_paths(conn, [t.path])
     lcm.digest.write(conn, t.session_id, use_model=False)
     assert "float rounding" in digest_of(t.session_id)["text"]
     code, _, err = run(capsys, lcm_purge, "--match", "float rounding", "--yes")

@@ -3,7 +3,7 @@
 Rule for "commands": a scripts/lcm_*.py file with an `if __name__ == "__main__":` block is a
 command the agent runs, so SKILL.md names it and references/tools.md documents it (a section
 headed with its file name that mentions every flag of its --help). Modules without one (lcm.db,
-lcm.base.guard, lcm.transcript, ...) are shared code, not commands.
+lcm.base.guard, lcm.capture.transcript, ...) are shared code, not commands.
 """
 from __future__ import annotations
 

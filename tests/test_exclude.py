@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lcm.base.config
-import lcm.exclude
+import lcm.capture.exclude
 import lcm_compact
 import lcm_ingest
 import lcm_remember
@@ -117,12 +117,12 @@ def test_invalid_exclude_names_the_variable(monkeypatch, raw):
 def test_exclude_matches_the_directory_and_below(monkeypatch):
     monkeypatch.setenv("LCM_EXCLUDE", "/work/clients/*:~/secret")
     home = os.path.expanduser("~")
-    assert lcm.exclude.excluded("/work/clients/acme") and lcm.exclude.excluded("/work/clients/acme/src/deep")
-    assert lcm.exclude.excluded(f"{home}/secret/x") and lcm.exclude.excluded(f"{home}/secret")
-    assert not lcm.exclude.excluded("/work/clientsX") and not lcm.exclude.excluded(f"{home}/secretive")
-    assert not lcm.exclude.excluded(None) and not lcm.exclude.excluded("")
+    assert lcm.capture.exclude.excluded("/work/clients/acme") and lcm.capture.exclude.excluded("/work/clients/acme/src/deep")
+    assert lcm.capture.exclude.excluded(f"{home}/secret/x") and lcm.capture.exclude.excluded(f"{home}/secret")
+    assert not lcm.capture.exclude.excluded("/work/clientsX") and not lcm.capture.exclude.excluded(f"{home}/secretive")
+    assert not lcm.capture.exclude.excluded(None) and not lcm.capture.exclude.excluded("")
     monkeypatch.delenv("LCM_EXCLUDE")
-    assert not lcm.exclude.excluded("/work/clients/acme")
+    assert not lcm.capture.exclude.excluded("/work/clients/acme")
 
 
 # --- symlinks and sessions that move (issue 18.3) ------------------------------------------
@@ -206,7 +206,7 @@ def test_exclusion_holds_over_path_shapes(tmp_path_factory, depth, glob_via_link
     if dotted:
         cwd = str(cwd_root / ".." / "acme") + cwd[len(str(cwd_root)):]
     env = {"LCM_EXCLUDE": glob}
-    assert lcm.exclude.excluded(cwd, env)
-    assert lcm.exclude.excluded(cwd, env)  # decided once per process, the same answer again
-    assert not lcm.exclude.excluded(str(sibling), env) or wildcard == "star"
-    assert not lcm.exclude.excluded(str(base / "vol" / "clientsX"), env)
+    assert lcm.capture.exclude.excluded(cwd, env)
+    assert lcm.capture.exclude.excluded(cwd, env)  # decided once per process, the same answer again
+    assert not lcm.capture.exclude.excluded(str(sibling), env) or wildcard == "star"
+    assert not lcm.capture.exclude.excluded(str(base / "vol" / "clientsX"), env)

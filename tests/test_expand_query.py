@@ -14,8 +14,8 @@ import lcm.compact
 import lcm.vault.db
 import lcm_expand_query
 import lcm.vault.grants
-import lcm.bulk
-import lcm.ingest
+import lcm.capture.bulk
+import lcm.capture.ingest
 from conftest import run, SCRIPTS, shared_data
 
 from lcm.base.errors import LcmError
@@ -41,7 +41,7 @@ def dag(tmp_path, vault):
             t.assistant_text(f"Working on step {i}. " + FILLER)
     t.write()
     conn = lcm.db.connect()
-    lcm.bulk.ingest_paths(conn, [str(t.path)])
+    lcm.capture.bulk.ingest_paths(conn, [str(t.path)])
     ids = [r["id"] for r in conn.execute("SELECT id FROM messages WHERE session_id = 's-q' ORDER BY id")]
     uuids = [r["uuid"] for r in conn.execute("SELECT uuid FROM messages WHERE session_id = 's-q' ORDER BY id")]
     leaves = {"sum_aaaaaaaaaaaaaaa1": ids[:6], "sum_aaaaaaaaaaaaaaa2": ids[6:]}
@@ -219,7 +219,7 @@ def test_real_session_compacted_then_asked(vault, fake_api, monkeypatch, capsys)
     """A real transcript, compacted; the question is answered from the messages under the summaries."""
     session = "7acd37a8-2745-4b58-a8a9-46164b22ad9e"
     conn = lcm.db.connect()
-    lcm.bulk.ingest_paths(conn, [str(shared_data("claude-projects", "-Users-dain-workspace-JSSoundRecorder"))])
+    lcm.capture.bulk.ingest_paths(conn, [str(shared_data("claude-projects", "-Users-dain-workspace-JSSoundRecorder"))])
     monkeypatch.setenv("LCM_LLM", "none")
     lcm.compact.compact(conn, session, mode="full")
     code, out, err = run(capsys, lcm_expand_query, "--prompt", "Which build tool did we choose?", "--query", "let's do vite",

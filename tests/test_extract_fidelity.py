@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import lcm.vault.db
 import lcm.extract
-import lcm.bulk
+import lcm.capture.bulk
 import lcm.failures
-import lcm.ingest
+import lcm.capture.ingest
 from fake_anthropic import FakeAnthropic
 from transcripts import Transcript
 
@@ -44,7 +44,7 @@ def summary_of(tmp_path) -> str:
     t.assistant_text("Let me check the README handling next.")
     t.write()
     conn = lcm.db.connect()
-    lcm.bulk.ingest_paths(conn, [t.path])
+    lcm.capture.bulk.ingest_paths(conn, [t.path])
     rows = conn.execute("SELECT m.*, m.thread FROM messages m ORDER BY seq").fetchall()
     return lcm.extract.summarize_messages(rows, "test", 1200)
 
@@ -99,7 +99,7 @@ def test_no_ansi_escape_reaches_a_summary_or_the_summariser(tmp_path, monkeypatc
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "0")
     monkeypatch.setenv("LCM_LEAF_MIN_TOKENS", "1")
     t = coloured_session(tmp_path)
-    lcm.bulk.ingest_paths(lcm.db.connect(), [t.path])
+    lcm.capture.bulk.ingest_paths(lcm.db.connect(), [t.path])
     monkeypatch.setenv("LCM_LLM", "none")
     assert run(capsys, lcm_compact, "--session", t.session_id, "--full")[0] == 0
     conn = lcm.db.connect()
@@ -110,7 +110,7 @@ def test_no_ansi_escape_reaches_a_summary_or_the_summariser(tmp_path, monkeypatc
     assert "Decided to import fetchUser from api.ts instead of redefining it." in joined
 
     other = coloured_session(tmp_path / "b")
-    lcm.bulk.ingest_paths(conn, [other.path])
+    lcm.capture.bulk.ingest_paths(conn, [other.path])
     monkeypatch.setenv("LCM_LLM", "anthropic")
     fake_api.respond(lambda body: "Echo \x1b[31m" + FakeAnthropic.user_text(body)[-300:] + "\x1b[0m")
     assert run(capsys, lcm_compact, "--session", other.session_id, "--full")[0] == 0
@@ -130,7 +130,7 @@ def test_rejection_reasons_and_findings_are_kept(tmp_path):
                      "Let me check the lock file first.")
     t.write()
     conn = lcm.db.connect()
-    lcm.bulk.ingest_paths(conn, [t.path])
+    lcm.capture.bulk.ingest_paths(conn, [t.path])
     rows = conn.execute("SELECT m.*, m.thread FROM messages m ORDER BY seq").fetchall()
     text = lcm.extract.summarize_messages(rows, "test", 1200)
     assert "rejected by the user (`npm install`): use pnpm" in text

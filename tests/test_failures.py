@@ -411,8 +411,8 @@ def test_every_kind_survives_into_the_leaf_summary_of_a_long_failing_session(tmp
     import lcm.compact
     import lcm.base.config
     import lcm.vault.db
-    import lcm.bulk
-    import lcm.ingest
+    import lcm.capture.bulk
+    import lcm.capture.ingest
     from transcripts import Transcript
     monkeypatch.setenv("LCM_LLM", "none")
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "0")
@@ -424,7 +424,7 @@ def test_every_kind_survives_into_the_leaf_summary_of_a_long_failing_session(tmp
         t.assistant_text(f"Step {i} failed; looking at why.")
     t.write()
     conn = lcm.db.connect()
-    lcm.bulk.ingest_paths(conn, [t.path])
+    lcm.capture.bulk.ingest_paths(conn, [t.path])
     lcm.compact.compact(conn, t.session_id, mode="full")
     leaves = conn.execute("SELECT content, token_count FROM summaries WHERE kind = 'leaf'").fetchall()
     assert leaves and all(r["token_count"] <= lcm.base.config.get("LCM_LEAF_TARGET_TOKENS") for r in leaves)

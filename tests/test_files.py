@@ -7,13 +7,13 @@ import stat
 
 import lcm.base.config
 import lcm.vault.db
-import lcm.files
+import lcm.capture.files
 
 
 def _externalize(vault, name, content):
     conn = lcm.db.connect(str(vault))
     with lcm.db.transaction(conn):
-        text = lcm.files.externalize(conn, session_id="s1", message_uuid="u1", name=name, content=content)
+        text = lcm.capture.files.externalize(conn, session_id="s1", message_uuid="u1", name=name, content=content)
     row = conn.execute("SELECT * FROM files").fetchone()
     return conn, text, row
 
@@ -25,7 +25,7 @@ def test_json_summary_shows_shape_and_keys(vault):
     assert '"users": [{"id": int, "name": str, "tags": [str] x1}] x500' in text
     assert "top-level keys: users, total" in text
     assert row["kind"] == "json" and row["message_uuid"] == "u1"
-    assert lcm.files.read_content(row) == json.dumps(data)
+    assert lcm.capture.files.read_content(row) == json.dumps(data)
 
 
 def test_csv_summary_names_columns_and_rows(vault):
@@ -54,7 +54,7 @@ def test_text_summary_has_head_and_tail(vault):
 def test_content_stored_once_private_and_named_by_hash(vault):
     conn, _text, row = _externalize(vault, "a.txt", "same content\n" * 100)
     with lcm.db.transaction(conn):
-        lcm.files.externalize(conn, session_id="s1", message_uuid="u2", name="b.txt", content="same content\n" * 100)
+        lcm.capture.files.externalize(conn, session_id="s1", message_uuid="u2", name="b.txt", content="same content\n" * 100)
     paths = {r["path"] for r in conn.execute("SELECT path FROM files")}
     assert len(paths) == 1
     assert stat.S_IMODE(os.stat(row["path"]).st_mode) == 0o600
@@ -62,6 +62,6 @@ def test_content_stored_once_private_and_named_by_hash(vault):
 
 
 def test_detect_kind_from_content_without_extension():
-    assert lcm.files.detect_kind("tool output", '{"a": 1}') == "json"
-    assert lcm.files.detect_kind("tool output", "a\tb\n1\t2\n3\t4\n") == "tsv"
-    assert lcm.files.detect_kind("notes", "just some words\nmore words\n") == "text"
+    assert lcm.capture.files.detect_kind("tool output", '{"a": 1}') == "json"
+    assert lcm.capture.files.detect_kind("tool output", "a\tb\n1\t2\n3\t4\n") == "tsv"
+    assert lcm.capture.files.detect_kind("notes", "just some words\nmore words\n") == "text"

@@ -14,8 +14,8 @@ import lcm.vault.db
 import lcm.base.errors
 import lcm.vault.schema
 import lcm_grep
-import lcm.bulk
-import lcm.ingest
+import lcm.capture.bulk
+import lcm.capture.ingest
 import lcm.search
 import lcm.rank
 import lcm.sources
@@ -52,7 +52,7 @@ def grep_vault(tmp_path, vault):
     c.assistant_text("Draft ready: 'How we migrated the blog database without downtime'.")
     c.write()
     conn = lcm.db.connect(str(vault))
-    lcm.bulk.ingest_paths(conn, [projects])
+    lcm.capture.bulk.ingest_paths(conn, [projects])
     return conn
 
 
@@ -184,7 +184,7 @@ def test_regex_scan_is_bounded_in_time(grep_vault, tmp_path):
     t = Transcript(tmp_path / "more", session_id="sess-d", cwd="/home/u/shop")
     t.user("a" * 30 + "!")
     t.write()
-    lcm.bulk.ingest_paths(grep_vault, [tmp_path / "more"])
+    lcm.capture.bulk.ingest_paths(grep_vault, [tmp_path / "more"])
     start = time.monotonic()
     doc = lcm.search.search(grep_vault, r"(a+)+$", mode="regex", all_sessions=True, time_limit=0.3)
     assert time.monotonic() - start < 20  # not the minutes the match alone would take
@@ -229,7 +229,7 @@ def test_big_vault_paths_with_small_budgets(tmp_path, vault, capsys, monkeypatch
         t.user(f"deploy log line {60 + i}: the deploy went fine")
     t.write()
     conn = lcm.db.connect(str(vault))
-    lcm.bulk.ingest_paths(conn, [tmp_path / "projects"])
+    lcm.capture.bulk.ingest_paths(conn, [tmp_path / "projects"])
     monkeypatch.setattr(lcm.rank, "DF_CAP", 11)
     monkeypatch.setattr(lcm.rank, "RANK_BUDGET", 10)
     monkeypatch.setattr(lcm.rank, "RANK_WINDOW", 5)

@@ -156,9 +156,9 @@ def compacted(vault: Path, t: Transcript) -> list[str]:
     """Compact the session in-process with the deterministic backend; returns summary ids."""
     import lcm.compact
     import lcm.vault.db
-    import lcm.ingest
+    import lcm.capture.ingest
     conn = lcm.db.connect()
-    lcm.ingest.ingest_file(conn, str(t.path))
+    lcm.capture.ingest.ingest_file(conn, str(t.path))
     lcm.compact.compact(conn, t.session_id, mode="full")
     ids = [row[0] for row in conn.execute("SELECT id FROM summaries WHERE session_id = ?", (t.session_id,))]
     conn.close()
@@ -202,9 +202,9 @@ def test_scripts_fall_back_to_the_hook_files_repo(session, env_file, project):
 def test_session_start_points_to_the_projects_latest_checkpoint_in_the_vault(session, vault, env_file, project,
                                                                             projects):
     import lcm.vault.db
-    import lcm.ingest
+    import lcm.capture.ingest
     import lcm_checkpoint
-    lcm.ingest.ingest_file(lcm.db.connect(), str(session.path))
+    lcm.capture.ingest.ingest_file(lcm.db.connect(), str(session.path))
     assert lcm_checkpoint.main(["--session", session.session_id, "--vault-only"]) == 0
     assert list(project.iterdir()) == []
     monday = Transcript(projects, cwd=str(project))   # a new session of the same project
@@ -551,14 +551,14 @@ def test_compaction_is_due_exactly_when_an_incremental_pass_summarises(turns, ch
     sys.path.insert(0, str(HOOKS))
     import lcm.compact
     import lcm.vault.db
-    import lcm.ingest
+    import lcm.capture.ingest
     for name, value in {"LCM_LLM": "none", "LCM_LEAF_CHUNK_TOKENS": chunk, "LCM_CONDENSED_MIN_FANOUT": fanout,
                         "LCM_FRESH_TAIL_COUNT": tail}.items():
         monkeypatch.setenv(name, value)
     t = coding_session(projects, turns=turns)
     t.write()
     conn = lcm.db.connect()
-    lcm.ingest.ingest_file(conn, str(t.path))
+    lcm.capture.ingest.ingest_file(conn, str(t.path))
     if precompact:
         monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", "100")  # leaves only, then restore
         lcm.compact.compact(conn, t.session_id, mode=precompact)

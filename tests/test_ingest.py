@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import lcm.vault.db
 import lcm.vault.schema
-import lcm.bulk
-import lcm.ingest
-import lcm.transcript
+import lcm.capture.bulk
+import lcm.capture.ingest
+import lcm.capture.transcript
 import lcm_ingest
 from conftest import run, SCRIPTS, shared_data
 from transcripts import Transcript, coding_session
@@ -242,7 +242,7 @@ def test_every_block_type_is_searchable(capsys, tmp_path, vault):
 
 
 def test_bulk_import_indexes_each_new_message_once_and_keeps_the_live_index(capsys, tmp_path, vault, monkeypatch):
-    monkeypatch.setattr(lcm.bulk, "GROUP_BYTES", 4000)  # several transactions, as in a big import
+    monkeypatch.setattr(lcm.capture.bulk, "GROUP_BYTES", 4000)  # several transactions, as in a big import
     projects = tmp_path / "projects"
     sessions = [coding_session(projects, turns=3, cwd=f"/home/u/p{i}") for i in range(9)]
     for i, t in enumerate(sessions):
@@ -270,7 +270,7 @@ def test_bulk_import_externalises_a_large_block_once_even_when_a_copy_repeats_it
     group repeats the line; the stored original line still holds every byte."""
     monkeypatch.setenv("LCM_LARGE_FILE_THRESHOLD", "1000")
     projects = tmp_path / "projects"
-    for i in range(lcm.bulk.PARSE_PROCESS_MIN_FILES):   # enough files for the parser process
+    for i in range(lcm.capture.bulk.PARSE_PROCESS_MIN_FILES):   # enough files for the parser process
         coding_session(projects, turns=2, cwd=f"/home/u/p{i}").write()
     t = Transcript(projects, session_id="big")
     call = t.tool_use("Read", {"file_path": "/home/user/proj/table.csv"})
@@ -320,7 +320,7 @@ def test_an_unwritable_stage_is_an_error_with_a_hint_and_stores_nothing(capsys, 
     go on, exits 1, and the vault keeps what it had."""
     stage_dir = tmp_path / "stage"
     (stage_dir / "group-0.db").mkdir(parents=True)  # SQLite cannot open a directory as its file
-    monkeypatch.setattr(lcm.bulk, "_stage_dir", lambda sizes: str(stage_dir))
+    monkeypatch.setattr(lcm.capture.bulk, "_stage_dir", lambda sizes: str(stage_dir))
     coding_session(tmp_path / "projects", turns=2).write()
     code, out, err = run(capsys, lcm_ingest, tmp_path / "projects")
     assert code == 1 and err.startswith("Error: cannot write the import's stage file") and "\nHint: " in err
@@ -332,11 +332,11 @@ def test_bulk_import_copies_each_group_into_the_vault_file_as_it_goes(tmp_path, 
     """A big import checkpoints in the background: when it returns, its pages are in the vault
     file itself (not only in the WAL, which readers would have to search), the WAL was reused
     instead of growing as large as the import, and SQLite's own checkpoint setting is back."""
-    monkeypatch.setattr(lcm.bulk, "GROUP_BYTES", 100_000)
+    monkeypatch.setattr(lcm.capture.bulk, "GROUP_BYTES", 100_000)
     # as if every group were huge: each one waits for its checkpoint, so the WAL restarts after
     # every group however late the checkpoint thread runs (with 0, a thread that had not yet
     # reported the WAL's length let groups pass unwaited, and the WAL grew: flaky under load)
-    monkeypatch.setattr(lcm.bulk, "WAL_LIMIT", -1)
+    monkeypatch.setattr(lcm.capture.bulk, "WAL_LIMIT", -1)
     projects = tmp_path / "projects"
     for i in range(30):
         t = Transcript(projects, session_id=f"bulk-{i}")
@@ -344,7 +344,7 @@ def test_bulk_import_copies_each_group_into_the_vault_file_as_it_goes(tmp_path, 
             t.user(f"note {i}.{j} " + "lorem ipsum dolor " * 150)
         t.write()
     conn = lcm.db.connect(str(vault))  # kept open: closing the last connection checkpoints anyway
-    result = lcm.bulk.ingest_paths(conn, [projects])
+    result = lcm.capture.bulk.ingest_paths(conn, [projects])
     assert result["messages_added"] == 1200
     raw_bytes = conn.execute("SELECT sum(length(raw)) FROM messages").fetchone()[0]
     assert os.path.getsize(vault) > raw_bytes
@@ -414,7 +414,7 @@ def test_compaction_boundary_and_summary_are_recorded(capsys, tmp_path, vault):
 
 
 def test_huge_block_is_externalised_but_raw_kept(capsys, tmp_path, vault, monkeypatch):
-    pytest.importorskip("lcm.files", reason="lcm_files.py (large-file storage) is not in this checkout yet")
+    pytest.importorskip("lcm.capture.files", reason="lcm_files.py (large-file storage) is not in this checkout yet")
     monkeypatch.setenv("LCM_LARGE_FILE_THRESHOLD", "100")
     t = Transcript(tmp_path / "projects")
     call = t.tool_use("Read", {"file_path": "/big.csv"})
@@ -432,7 +432,7 @@ def test_huge_block_is_externalised_but_raw_kept(capsys, tmp_path, vault, monkey
 
 def test_all_reads_claude_config_dir(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "cfg"))
-    assert lcm.ingest.projects_root() == tmp_path / "cfg" / "projects"
+    assert lcm.capture.ingest.projects_root() == tmp_path / "cfg" / "projects"
     coding_session(tmp_path / "cfg" / "projects", turns=1).write()
     assert ingest_json(capsys, "--all")["messages_added"] == 7
 
@@ -447,9 +447,9 @@ def test_ingest_file_api_counts(tmp_path, vault):
     t = coding_session(tmp_path / "projects", turns=1)
     t.write()
     conn = lcm.db.connect()
-    one = lcm.ingest.ingest_file(conn, t.path)
+    one = lcm.capture.ingest.ingest_file(conn, t.path)
     assert (one["messages_added"], one["session_id"]) == (7, t.session_id)
-    assert lcm.ingest.ingest_file(conn, t.path)["messages_added"] == 0
+    assert lcm.capture.ingest.ingest_file(conn, t.path)["messages_added"] == 0
 
 
 # -- refusals -----------------------------------------------------------------------------------
@@ -553,12 +553,12 @@ def test_ingesting_twice_adds_nothing(tmp_path_factory, turns, split):
             t.assistant(blocks)
         if i == split:
             t.write()  # part now, the rest later: increments must add up
-            lcm.bulk.ingest_paths(lcm.db.connect(str(vault)), [t.path])
+            lcm.capture.bulk.ingest_paths(lcm.db.connect(str(vault)), [t.path])
     t.write()
     conn = lcm.db.connect(str(vault))
-    lcm.bulk.ingest_paths(conn, [t.path])
+    lcm.capture.bulk.ingest_paths(conn, [t.path])
     assert conn.execute("SELECT count(*) FROM messages").fetchone()[0] == len(turns)
-    again = lcm.bulk.ingest_paths(conn, [t.path])
+    again = lcm.capture.bulk.ingest_paths(conn, [t.path])
     assert again["messages_added"] == 0
     for row in conn.execute("SELECT raw, line_no FROM messages"):
         assert row["raw"] == transcript_line(t.path, row["line_no"])
@@ -575,39 +575,39 @@ def test_script_runs_as_a_subprocess(tmp_path):
 
 
 def test_import_is_cheap_for_hooks():
-    done = subprocess.run([sys.executable, "-X", "importtime", "-c", "import lcm.ingest"],
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c", "import lcm.capture.ingest"],
                           capture_output=True, text=True, cwd=SCRIPTS)
     assert done.returncode == 0, done.stderr
     imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines()}
-    assert not imported & {"tqdm", "anthropic", "jsonschema", "lcm.files"}
+    assert not imported & {"tqdm", "anthropic", "jsonschema", "lcm.capture.files"}
 
 
 def test_a_slower_concurrent_reader_never_moves_the_offset_back(tmp_path, vault):
     t = coding_session(tmp_path / "projects", turns=1)
     t.write()
     conn = lcm.db.connect()
-    stale_row = lcm.ingest.transcript_row(conn, str(t.path))  # None: nothing read yet
-    slow = lcm.transcript.read_new_lines(str(t.path), stale_row, *lcm.ingest.settings())
+    stale_row = lcm.capture.ingest.transcript_row(conn, str(t.path))  # None: nothing read yet
+    slow = lcm.capture.transcript.read_new_lines(str(t.path), stale_row, *lcm.capture.ingest.settings())
     t.user("written after the slow reader looked")
     t.write()
-    assert lcm.ingest.ingest_file(conn, t.path)["messages_added"] == 8  # a hook got there first
-    assert lcm.ingest.write_batch(conn, slow)["messages_added"] == 0
+    assert lcm.capture.ingest.ingest_file(conn, t.path)["messages_added"] == 8  # a hook got there first
+    assert lcm.capture.ingest.write_batch(conn, slow)["messages_added"] == 0
     offset = conn.execute("SELECT byte_offset FROM transcripts").fetchone()[0]
     assert offset == t.path.stat().st_size
-    assert lcm.ingest.ingest_file(conn, t.path)["messages_added"] == 0
+    assert lcm.capture.ingest.ingest_file(conn, t.path)["messages_added"] == 0
 
 
 def test_many_files_through_the_parser_process_match_inline(tmp_path):
     projects = tmp_path / "projects"
-    for i in range(lcm.bulk.PARSE_PROCESS_MIN_FILES + 2):
+    for i in range(lcm.capture.bulk.PARSE_PROCESS_MIN_FILES + 2):
         coding_session(projects, turns=2 + i % 3).write()
     conn = lcm.db.connect(str(tmp_path / "a.db"))
-    result = lcm.bulk.ingest_paths(conn, [projects])
+    result = lcm.capture.bulk.ingest_paths(conn, [projects])
     expected = expected_messages(projects)
-    assert result["messages_added"] == len(expected) and result["files"] == lcm.bulk.PARSE_PROCESS_MIN_FILES + 2
+    assert result["messages_added"] == len(expected) and result["files"] == lcm.capture.bulk.PARSE_PROCESS_MIN_FILES + 2
     assert {r[0] for r in conn.execute("SELECT uuid FROM messages")} == expected
     ordered = [r[0] for r in conn.execute("SELECT line_no FROM messages WHERE transcript_path = ? ORDER BY id",
-                                          (lcm.bulk.transcript_files([projects])[0],))]
+                                          (lcm.capture.bulk.transcript_files([projects])[0],))]
     assert ordered == sorted(ordered)
 
 
@@ -618,10 +618,10 @@ def test_ingest_session_catches_late_subagent_lines(tmp_path, vault):
     child.user("SUBTASK say hi")
     child.write()
     conn = lcm.db.connect()
-    lcm.ingest.ingest_file(conn, child.path)  # the sub-agent's own hook ran before its reply landed
+    lcm.capture.ingest.ingest_file(conn, child.path)  # the sub-agent's own hook ran before its reply landed
     child.assistant_text("hi from the subagent")
     child.write()
-    result = lcm.ingest.ingest_session(conn, parent.path)
+    result = lcm.capture.ingest.ingest_session(conn, parent.path)
     assert result["files"] == 2 and result["messages_added"] == 7 + 1
     rows = conn.execute("SELECT content FROM messages WHERE agent_id = 'late1' ORDER BY id").fetchall()
     assert [r[0] for r in rows] == ["SUBTASK say hi", "hi from the subagent"]

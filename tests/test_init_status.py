@@ -13,8 +13,8 @@ import pytest
 
 import lcm.vault.db
 import lcm.vault.schema
-import lcm.bulk
-import lcm.ingest
+import lcm.capture.bulk
+import lcm.capture.ingest
 import lcm_init
 import lcm.status
 import lcm_status
@@ -44,7 +44,7 @@ def status_json(capsys, *argv):
 
 
 def ingest(path):
-    lcm.bulk.ingest_paths(lcm.db.connect(), [path])
+    lcm.capture.bulk.ingest_paths(lcm.db.connect(), [path])
 
 
 def usage(inp, read=0, create=0, out=0):

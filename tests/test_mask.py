@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 import lcm.base.config
 import lcm.vault.db
-import lcm.ingest
+import lcm.capture.ingest
 import lcm.base.mask
 import lcm.vault.schema
 import lcm.doctor

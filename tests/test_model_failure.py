@@ -12,8 +12,8 @@ import pytest
 import lcm.compact
 import lcm.vault.db
 import lcm.doctor
-import lcm.bulk
-import lcm.ingest
+import lcm.capture.bulk
+import lcm.capture.ingest
 import lcm.base.llm
 from conftest import run, shared_data
 from fake_anthropic import FakeAnthropic, Reply
@@ -49,7 +49,7 @@ def refusing_api(request, monkeypatch):
 @pytest.mark.parametrize("refusing_api", REFUSALS, indirect=True)
 def test_compact_all_falls_back_then_a_working_model_upgrades(vault, refusing_api, monkeypatch, capsys):
     conn = lcm.db.connect()
-    lcm.bulk.ingest_paths(conn, [str(shared_data("claude-projects"))])
+    lcm.capture.bulk.ingest_paths(conn, [str(shared_data("claude-projects"))])
     code, out, err = run(capsys, "lcm_compact", "--all", "--dry-run", "--json")
     assert code == 0, err
     due = sum(s["would_create"]["leaf"] + s["would_create"]["condensed"] for s in json.loads(out)["sessions"])
@@ -129,8 +129,8 @@ def session_with_a_smaller_subagent(tmp_path) -> tuple:
     main.write()
     agent.write()
     conn = lcm.db.connect()
-    lcm.bulk.ingest_paths(conn, [str(main.path)])
-    lcm.bulk.ingest_paths(conn, [str(agent.path)])
+    lcm.capture.bulk.ingest_paths(conn, [str(main.path)])
+    lcm.capture.bulk.ingest_paths(conn, [str(agent.path)])
     last = conn.execute("SELECT model FROM messages WHERE model IS NOT NULL ORDER BY id DESC LIMIT 1").fetchone()[0]
     assert last == "claude-haiku-4-5"   # the trap: the newest stored message is the sub-agent's
     return conn, main

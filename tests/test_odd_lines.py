@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import lcm.vault.db
-import lcm.bulk
-import lcm.ingest
+import lcm.capture.bulk
+import lcm.capture.ingest
 from conftest import SCRIPTS
 from transcripts import Transcript, coding_session
 
@@ -145,13 +145,13 @@ def test_stop_hook_stores_odd_lines_and_keeps_capturing_the_session(tmp_path, va
 
 def test_odd_lines_through_the_parser_process_are_stored(tmp_path, vault, monkeypatch):
     """Enough files for the bulk import's parser process and several groups."""
-    monkeypatch.setattr(lcm.bulk, "GROUP_BYTES", 50_000)
+    monkeypatch.setattr(lcm.capture.bulk, "GROUP_BYTES", 50_000)
     projects = tmp_path / "projects"
     t, lines = odd_transcript(projects)
-    others = [coding_session(projects, turns=2, cwd=f"/home/u/p{i}") for i in range(lcm.bulk.PARSE_PROCESS_MIN_FILES)]
+    others = [coding_session(projects, turns=2, cwd=f"/home/u/p{i}") for i in range(lcm.capture.bulk.PARSE_PROCESS_MIN_FILES)]
     for other in others:
         other.write()
-    result = lcm.bulk.ingest_paths(lcm.db.connect(), [projects])
+    result = lcm.capture.bulk.ingest_paths(lcm.db.connect(), [projects])
     assert result["messages_added"] == len(ODD_UUIDS) + len(t.entries) + sum(len(o.entries) for o in others)
     assert result["malformed_lines"] == 1
 
@@ -182,13 +182,13 @@ def test_dangling_symlink_fifo_and_unreadable_file_are_skipped_not_fatal(tmp_pat
 
 def test_a_file_that_vanishes_during_the_import_is_skipped(tmp_path, vault, monkeypatch, capsys):
     projects = tmp_path / "projects"
-    sessions = [coding_session(projects, turns=1) for _ in range(lcm.bulk.PARSE_PROCESS_MIN_FILES + 1)]
+    sessions = [coding_session(projects, turns=1) for _ in range(lcm.capture.bulk.PARSE_PROCESS_MIN_FILES + 1)]
     for t in sessions:
         t.write()
-    files = lcm.bulk.transcript_files([projects])
+    files = lcm.capture.bulk.transcript_files([projects])
     vanished = files[-1]
-    real = lcm.bulk.transcript_files
-    monkeypatch.setattr(lcm.bulk, "transcript_files", lambda paths, *a, **kw: real(paths, *a, **kw) and files)
+    real = lcm.capture.bulk.transcript_files
+    monkeypatch.setattr(lcm.capture.bulk, "transcript_files", lambda paths, *a, **kw: real(paths, *a, **kw) and files)
     os.remove(vanished)
     import lcm_ingest
     assert lcm_ingest.main([str(projects)]) == 0
@@ -337,9 +337,9 @@ def test_fuzzed_lines_are_stored_exactly_once_byte_for_byte(lines, cuts):
         seen_malformed = 0
         for cut in sorted({c % (len(data) + 1) for c in cuts} | {len(data)}):
             path.write_bytes(data[:cut])
-            seen_malformed += lcm.ingest.ingest_session(hook_conn, path)["malformed_lines"]
+            seen_malformed += lcm.capture.ingest.ingest_session(hook_conn, path)["malformed_lines"]
         bulk_conn = lcm.db.connect(os.path.join(tmp, "bulk.db"))
-        result = lcm.bulk.ingest_paths(bulk_conn, [path.parent.parent])
+        result = lcm.capture.bulk.ingest_paths(bulk_conn, [path.parent.parent])
         for conn, found in ((hook_conn, seen_malformed), (bulk_conn, result["malformed_lines"])):
             rows = conn.execute("SELECT uuid, raw FROM messages").fetchall()
             assert len(rows) == len(want)

@@ -15,8 +15,8 @@ import lcm.base.errors
 import lcm.vault.schema
 import lcm.vault.order
 import lcm_compact
-import lcm.bulk
-import lcm.ingest
+import lcm.capture.bulk
+import lcm.capture.ingest
 from conftest import shared_data
 from transcripts import Transcript
 
@@ -63,7 +63,7 @@ def leaves(conn, sid: str) -> list[dict]:
 @pytest.mark.parametrize("sid", sorted(WITH_SUBAGENTS))
 def test_sessions_with_subagents_keep_their_conversation_order(sid, monkeypatch, capsys):
     project = shared_data("claude-projects", WITH_SUBAGENTS[sid])
-    lcm.bulk.ingest_paths(lcm.db.connect(), [str(project)])
+    lcm.capture.bulk.ingest_paths(lcm.db.connect(), [str(project)])
     conn = compact_full(monkeypatch, capsys, "--session", sid)
 
     # the uncovered main-thread messages are exactly the newest 32 of the transcript
@@ -94,7 +94,7 @@ def test_sessions_with_subagents_keep_their_conversation_order(sid, monkeypatch,
 
 def test_no_leaf_under_the_minimum_on_the_shared_data(monkeypatch, capsys):
     projects = shared_data("claude-projects")
-    lcm.bulk.ingest_paths(lcm.db.connect(), [str(projects)])
+    lcm.capture.bulk.ingest_paths(lcm.db.connect(), [str(projects)])
     conn = compact_full(monkeypatch, capsys, "--all")
     sizes = [r[0] for r in conn.execute("SELECT source_token_count FROM summaries WHERE kind = 'leaf'")]
     assert sizes and min(sizes) >= 2000
@@ -119,13 +119,13 @@ def test_a_subagent_run_follows_the_call_that_started_it(tmp_path):
     agent.assistant_text("It is in parser.py.")
     agent.write()
     conn = lcm.db.connect()
-    lcm.bulk.ingest_paths(conn, [str(agent.path)])          # the sub-agent first (SubagentStop)
+    lcm.capture.bulk.ingest_paths(conn, [str(agent.path)])          # the sub-agent first (SubagentStop)
     main.write()
-    lcm.bulk.ingest_paths(conn, [str(main.path)])
+    lcm.capture.bulk.ingest_paths(conn, [str(main.path)])
     main.tool_result(call, "It is in parser.py.", toolUseResult={"agentId": "a1", "status": "completed"})
     main.assistant_text("Found it.")
     main.write()
-    lcm.bulk.ingest_paths(conn, [str(main.path)])
+    lcm.capture.bulk.ingest_paths(conn, [str(main.path)])
     order = [(r["thread"], r["content"][:20]) for r in conn.execute(
         "SELECT thread, content FROM messages WHERE session_id = 's-order' ORDER BY seq")]
     assert [t for t, _ in order] == ["", "", "a1", "a1", "", ""]
@@ -137,7 +137,7 @@ def test_an_old_vault_migrates_to_the_conversation_order(tmp_path, monkeypatch):
     ingest would have, leaves every raw line as it was, and flags summaries that mixed threads."""
     project = shared_data("claude-projects", WITH_SUBAGENTS["ef958aa1-0e93-49f0-bb71-150f63befcd1"])
     conn = lcm.db.connect()
-    lcm.bulk.ingest_paths(conn, [str(project)])
+    lcm.capture.bulk.ingest_paths(conn, [str(project)])
     want = [r[0] for r in conn.execute("SELECT uuid FROM messages ORDER BY session_id, seq")]
     old_path = tmp_path / "old.db"
     # the schema as it was before this migration (later migrations may follow it in the list)
@@ -170,7 +170,7 @@ def test_summaries_built_on_ingest_order_are_rebuilt(monkeypatch, capsys):
     sid = "ef958aa1-0e93-49f0-bb71-150f63befcd1"
     project = shared_data("claude-projects", WITH_SUBAGENTS[sid])
     conn = lcm.db.connect()
-    lcm.bulk.ingest_paths(conn, [str(project)])
+    lcm.capture.bulk.ingest_paths(conn, [str(project)])
     compact_full(monkeypatch, capsys, "--session", sid)
     old = {r[0] for r in conn.execute("SELECT id FROM summaries WHERE session_id = ?", (sid,))}
     with lcm.db.transaction(conn):  # as the migration flags a session whose leaves mixed in sub-agents

@@ -6,8 +6,8 @@ import json
 import lcm.compact
 import lcm.dag
 import lcm.vault.db
-import lcm.bulk
-import lcm.ingest
+import lcm.capture.bulk
+import lcm.capture.ingest
 import lcm_describe
 from transcripts import Transcript
 
@@ -24,7 +24,7 @@ def compacted_session(tmp_path, monkeypatch, turns: int = 30) -> tuple:
         t.assistant_text(f"The fix is to guard case {i} because a && b can both be unset.")
     t.write()
     conn = lcm.db.connect()
-    lcm.bulk.ingest_paths(conn, [t.path])
+    lcm.capture.bulk.ingest_paths(conn, [t.path])
     lcm.compact.compact(conn, t.session_id, mode="full")
     return conn, t
 

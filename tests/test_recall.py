@@ -15,8 +15,8 @@ import lcm.vault.db
 import lcm.vault.schema
 import lcm.search
 import lcm.vault.grants
-import lcm.bulk
-import lcm.ingest
+import lcm.capture.bulk
+import lcm.capture.ingest
 import lcm_checkpoint
 import lcm_compact
 import lcm_describe
@@ -63,7 +63,7 @@ def chats(tmp_path, vault):
         c.assistant_text(f"The zookeeper quorum flake is the session timeout, run {i}.")
     c.write()
     conn = lcm.db.connect(str(vault))
-    lcm.bulk.ingest_paths(conn, [projects])
+    lcm.capture.bulk.ingest_paths(conn, [projects])
     return conn
 
 
@@ -94,7 +94,7 @@ def test_a_long_turns_last_reply_is_found_from_the_prompts_words(tmp_path, vault
     t.user("Thanks. Now bump the version.")
     t.assistant_text("Bumped to 2.4.0.")
     t.write()
-    lcm.bulk.ingest_paths(lcm.db.connect(str(vault)), [tmp_path / "projects"])
+    lcm.capture.bulk.ingest_paths(lcm.db.connect(str(vault)), [tmp_path / "projects"])
     doc = grep_json(capsys, "csv exporter semicolons delimiters", "--all-sessions")
     assert any("dialect sniffer" in r["snippet"] and r["next_to"] for r in doc["results"])
 
@@ -176,7 +176,7 @@ def test_a_vault_of_one_project_is_searched_once(tmp_path, vault, capsys, monkey
     t.user("the zookeeper quorum needs three nodes")
     t.write()
     conn = lcm.db.connect()
-    lcm.bulk.ingest_paths(conn, [tmp_path / "projects"])
+    lcm.capture.bulk.ingest_paths(conn, [tmp_path / "projects"])
     monkeypatch.setenv("LCM_SESSION_ID", t.session_id)
     searches = []
     real = lcm.search.search
@@ -258,7 +258,7 @@ def test_drill_down_without_a_model_reaches_an_answer_past_routine_messages(tmp_
                      "aware one, which raises TypeError when the DST offset changes.")
     t.write()
     conn = lcm.db.connect(str(vault))
-    lcm.bulk.ingest_paths(conn, [tmp_path / "projects"])
+    lcm.capture.bulk.ingest_paths(conn, [tmp_path / "projects"])
     assert conn.execute("SELECT sum(token_count) FROM messages").fetchone()[0] > 8000
     leaf = leaf_over(conn, "export-debug")
     monkeypatch.setenv("LCM_LLM", "none")
@@ -282,7 +282,7 @@ def _exchange_vault(tmp_path, vault):
     t.user("the nightly export job keeps timing out again")
     t.assistant_text("I raised its ceiling to 900 seconds and it passed.")
     t.write()
-    lcm.bulk.ingest_paths(lcm.db.connect(str(vault)), [tmp_path / "projects"])
+    lcm.capture.bulk.ingest_paths(lcm.db.connect(str(vault)), [tmp_path / "projects"])
 
 
 def test_an_exchange_holding_the_words_between_its_turns_is_found(tmp_path, vault, capsys, monkeypatch):
@@ -302,6 +302,6 @@ def test_a_question_hands_its_score_to_its_answer(tmp_path, vault, capsys):
     t.user("Frankfurt, close to our customers.")
     t.assistant_text("Staging cluster region set.")
     t.write()
-    lcm.bulk.ingest_paths(lcm.db.connect(str(vault)), [tmp_path / "projects"])
+    lcm.capture.bulk.ingest_paths(lcm.db.connect(str(vault)), [tmp_path / "projects"])
     doc = grep_json(capsys, "which region does the staging cluster run in", "--all-sessions")
     assert "Frankfurt" in doc["results"][1]["snippet"] or "Frankfurt" in doc["results"][0]["snippet"]

@@ -7,9 +7,9 @@ import json
 import pytest
 
 import lcm.vault.db
-import lcm.files
-import lcm.bulk
-import lcm.ingest
+import lcm.capture.files
+import lcm.capture.bulk
+import lcm.capture.ingest
 import lcm_checkpoint
 import lcm_grep
 import lcm_remember
@@ -45,7 +45,7 @@ def typed_vault(tmp_path, vault, capsys, monkeypatch):
     t.user("Next, wire the marmalade exporter into the handlers.")
     t.write()
     conn = lcm.db.connect(str(vault))
-    lcm.bulk.ingest_paths(conn, [tmp_path / "projects"])
+    lcm.capture.bulk.ingest_paths(conn, [tmp_path / "projects"])
     assert run(capsys, lcm_remember, "Always deploy the tangerine cluster on Fridays", "--global")[0] == 0
     assert run(capsys, lcm_checkpoint, "--session", "types-0001", "--output", tmp_path / "cp.md")[0] == 0
     # session digests are written at SessionEnd (lcm.extract); made here as that table holds them
@@ -105,6 +105,6 @@ def test_a_large_read_result_keeps_its_outline_and_its_text_is_found(typed_vault
 
 def test_line_numbers_are_read_through_only_when_most_lines_have_them():
     numbered = "\n".join(f"{n:>6}→def f{n}(): pass" for n in range(1, 30))
-    assert lcm.files.without_line_numbers(numbered).splitlines()[0] == "def f1(): pass"
+    assert lcm.capture.files.without_line_numbers(numbered).splitlines()[0] == "def f1(): pass"
     prose = "Step 1→ take the key\nthen open the door\nand go in\n12→ was the floor"
-    assert lcm.files.without_line_numbers(prose) == prose
+    assert lcm.capture.files.without_line_numbers(prose) == prose

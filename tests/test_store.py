@@ -18,8 +18,8 @@ import pytest
 
 import lcm.base.config
 import lcm.vault.db
-import lcm.bulk
-import lcm.ingest
+import lcm.capture.bulk
+import lcm.capture.ingest
 import lcm.vault.pack
 import lcm.vault.schema
 import lcm.vault.store
@@ -63,7 +63,7 @@ def _ingest(path, old: bool = False, dirs=("claude-projects", "odd-cases")):
         if old:
             patch.setattr(lcm.vault.schema, "SCHEMA_VERSION", BEFORE_BLOCKS)
         conn = lcm.db.connect(str(path))
-        lcm.bulk.ingest_paths(conn, [shared_data(d) for d in dirs])
+        lcm.capture.bulk.ingest_paths(conn, [shared_data(d) for d in dirs])
         if old:
             assert conn.execute("PRAGMA user_version").fetchone()[0] == BEFORE_BLOCKS
             assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'blocks'").fetchone() is None
@@ -367,7 +367,7 @@ def test_unknown_codec_is_refused_clearly():
 def test_hooks_store_lines_plain_and_packing_waits_for_a_file_to_go_idle(vault, tmp_path):
     """A live transcript's last partial block stays plain until the file is idle, or --all."""
     conn = lcm.db.connect(str(vault))
-    lcm.bulk.ingest_paths(conn, [shared_data("claude-projects")])
+    lcm.capture.bulk.ingest_paths(conn, [shared_data("claude-projects")])
     big = conn.execute("SELECT transcript_path FROM messages GROUP BY transcript_path"
                        " ORDER BY sum(length(raw)) DESC LIMIT 1").fetchone()[0]
     now = lcm.base.config.now_iso()
@@ -385,7 +385,7 @@ def test_stop_hook_leaves_packing_to_a_detached_run(vault):
     """The hook stores its turn plain and returns; a detached `lcm_compact.py --pack` packs."""
     from test_hooks import log_lines, run_hook, wait_for
     conn = lcm.db.connect(str(vault))
-    lcm.bulk.ingest_paths(conn, [shared_data("claude-projects")])
+    lcm.capture.bulk.ingest_paths(conn, [shared_data("claude-projects")])
     conn.execute("UPDATE transcripts SET updated_at = '2020-01-01T00:00:00.000Z'")  # idle for years
     path, sid = conn.execute("SELECT path, session_id FROM transcripts WHERE agent_id IS NULL"
                              " AND session_id IS NOT NULL LIMIT 1").fetchone()

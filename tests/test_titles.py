@@ -10,7 +10,7 @@ import json
 from collections import defaultdict
 
 import lcm.vault.db
-import lcm.ingest
+import lcm.capture.ingest
 import lcm.base.mask
 import lcm_ingest
 import lcm_sessions

@@ -12,8 +12,8 @@ import sys
 import pytest
 
 import lcm.vault.db
-import lcm.bulk
-import lcm.ingest
+import lcm.capture.bulk
+import lcm.capture.ingest
 import lcm.vault.schema
 from conftest import SCRIPTS
 from fake_anthropic import make_fake_claude
@@ -125,7 +125,7 @@ READERS = [(name, args) for name, args, writes in COMMANDS if not writes]
 @pytest.fixture
 def vault_file(workdir, vault):
     conn = lcm.db.connect(str(vault))
-    lcm.bulk.ingest_paths(conn, [workdir / "projects"])
+    lcm.capture.bulk.ingest_paths(conn, [workdir / "projects"])
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
     return vault

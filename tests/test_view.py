@@ -17,8 +17,8 @@ import pytest
 
 import lcm.compact
 import lcm.vault.db
-import lcm.bulk
-import lcm.ingest
+import lcm.capture.bulk
+import lcm.capture.ingest
 import lcm.sessions
 from conftest import SHARED_DATA, shared_data
 from lcm.view.server import Viewer
@@ -50,7 +50,7 @@ def vault_dir(tmp_path_factory):
         for name, value in env.items():
             m.setenv(name, value)
         conn = lcm.db.connect(str(root / "lcm.db"))
-        lcm.bulk.ingest_paths(conn, [str(SHARED_DATA / "claude-projects"), str(projects)])
+        lcm.capture.bulk.ingest_paths(conn, [str(SHARED_DATA / "claude-projects"), str(projects)])
         for (sid,) in conn.execute("SELECT session_id FROM sessions").fetchall():
             lcm.compact.compact(conn, sid, mode="full")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

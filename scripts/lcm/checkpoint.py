@@ -17,7 +17,7 @@ import lcm.base.config
 import lcm.vault.grants
 import lcm.base.mask
 import lcm.base.text
-import lcm.transcript
+import lcm.capture.transcript
 import lcm.worklog
 from lcm.base.errors import LcmError
 
@@ -57,11 +57,11 @@ def catch_up(conn, session_id: str) -> None:
     if not path or not Path(path).is_file():
         return
     try:
-        import lcm.ingest
+        import lcm.capture.ingest
     except ImportError:
         return
     try:
-        lcm.ingest.ingest_file(conn, path)
+        lcm.capture.ingest.ingest_file(conn, path)
     except LcmError as exc:  # the stored lines still make a checkpoint
         sys.stderr.write(f"Warning: could not read the newest lines of {path}: {exc.message}\n")
 

@@ -18,7 +18,7 @@ import lcm.base.llm
 import lcm.base.mask
 import lcm.prompts
 import lcm.base.text
-import lcm.transcript
+import lcm.capture.transcript
 from lcm.base.config import estimate_tokens
 from lcm.base.errors import LcmError
 
@@ -426,15 +426,15 @@ def _passes(work: Compactor, mode: str, until_under: int | None, started: float,
 def sessions_to_compact(conn, session: str | None, every: bool = False) -> list[str]:
     """The sessions a compaction run works on: every stored one (every=True) or the one the
     resolver picks; a session of a project in LCM_EXCLUDE is left alone (refused when named)."""
-    import lcm.exclude
+    import lcm.capture.exclude
     import lcm.vault.resolve
     if every:
         sessions = [r[0] for r in conn.execute("SELECT DISTINCT session_id FROM messages ORDER BY session_id")]
         projects = dict(conn.execute("SELECT session_id, project FROM sessions").fetchall())
-        return [s for s in sessions if not lcm.exclude.excluded(projects.get(s))]
+        return [s for s in sessions if not lcm.capture.exclude.excluded(projects.get(s))]
     session = lcm.vault.resolve.session(conn, session)
     row = conn.execute("SELECT project FROM sessions WHERE session_id = ?", (session,)).fetchone()
-    if row and lcm.exclude.excluded(row[0]):
+    if row and lcm.capture.exclude.excluded(row[0]):
         raise LcmError(f"session {session} belongs to {row[0]}, a project LCM_EXCLUDE keeps out of lcm",
                        "remove the glob that matches it from LCM_EXCLUDE to compact this session")
     return [session]

@@ -93,9 +93,9 @@ def answers(conn, rowids) -> dict[int, int]:
 
 
 def window_members(conn, ends) -> dict[int, list[int]]:
-    """{id of an exchange window's last turn: the ids of the turns in that window} (lcm.indexes
+    """{id of an exchange window's last turn: the ids of the turns in that window} (lcm.capture.indexes
     builds the windows the same way: that turn and the prompts and replies before it)."""
-    from lcm.indexes import EXCHANGE_TURNS
+    from lcm.capture.indexes import EXCHANGE_TURNS
     source = _talk_source(conn)
     out = {}
     for end in ends:

@@ -9,7 +9,7 @@ import json
 import re
 
 import lcm.expand
-import lcm.files
+import lcm.capture.files
 import lcm.vault.grants
 import lcm.base.mask
 import lcm.base.shell
@@ -40,7 +40,7 @@ def describe_file(conn, file_id, content=False, max_tokens=4000, offset=0) -> di
            "message_uuid": row["message_uuid"], "created_at": row["created_at"],
            "exploration": lcm.base.mask.mask(row["exploration"])}
     if content:
-        text = lcm.base.mask.mask(lcm.files.read_content(row))  # whole, so a page never cuts a secret
+        text = lcm.base.mask.mask(lcm.capture.files.read_content(row))  # whole, so a page never cuts a secret
         end = offset + max_tokens * 4
         doc.update(content=text[offset:end], offset=offset, has_more=end < len(text),
                    next_offset=end if end < len(text) else None)

@@ -21,8 +21,8 @@ import time
 import lcm.compact
 import lcm.base.config
 import lcm.vault.db
-import lcm.bulk
-import lcm.ingest
+import lcm.capture.bulk
+import lcm.capture.ingest
 import lcm.installation
 import lcm.base.mask
 import lcm.purge
@@ -286,7 +286,7 @@ def _repair_in_place(conn, path: str, doc: dict, done: dict) -> None:
 
 def _finish_rebuild(conn) -> int:
     root = lcm.recovery.projects_root()
-    added = lcm.bulk.ingest_paths(conn, [root])["messages_added"] if os.path.isdir(root) else 0
+    added = lcm.capture.bulk.ingest_paths(conn, [root])["messages_added"] if os.path.isdir(root) else 0
     with lcm.db.transaction(conn):
         conn.execute("DELETE FROM vault_meta WHERE key = 'rebuild'")
     return added
@@ -485,13 +485,13 @@ def copy_file(path: str) -> str:
 
 
 def rebuild_fts(conn, tables: list[str]) -> None:
-    import lcm.indexes  # the indexes derived from the messages are remade by their own module
+    import lcm.capture.indexes  # the indexes derived from the messages are remade by their own module
     with lcm.db.transaction(conn):
         for table in tables:
-            if table not in lcm.indexes.DERIVED:
+            if table not in lcm.capture.indexes.DERIVED:
                 conn.execute(f'INSERT INTO "{table}"("{table}") VALUES (\'rebuild\')')
-        if set(tables) & set(lcm.indexes.DERIVED):
-            lcm.indexes.rebuild(conn)
+        if set(tables) & set(lcm.capture.indexes.DERIVED):
+            lcm.capture.indexes.rebuild(conn)
 
 
 def drop_broken_summaries(conn, ids: list[str]) -> int:
@@ -546,7 +546,7 @@ def remask_content(conn, batch: int = 2000) -> dict:
             last = rows[-1][0]
         changed[table] = count
     if changed.get("messages"):  # the search indexes derived from the old text, made anew
-        from lcm import indexes
+        from lcm.capture import indexes
         with lcm.db.transaction(conn):
             indexes.rebuild(conn)
     if "vault_meta" in tables:  # every message and summary is masked now: output need not mask them again

@@ -44,7 +44,7 @@ def iso(seconds: float) -> str:
 # ---------------------------------------------------------------------------
 
 def stage_parents() -> list[str]:
-    """Where bulk imports make their stage directories (lcm.ingest: /dev/shm, else the temp dir)."""
+    """Where bulk imports make their stage directories (lcm.capture.ingest: /dev/shm, else the temp dir)."""
     return sorted({"/dev/shm", tempfile.gettempdir()})
 
 

@@ -21,7 +21,7 @@ import re
 import lcm.base.config
 import lcm.dag
 import lcm.vault.db
-import lcm.indexes
+import lcm.capture.indexes
 import lcm.vault.resolve
 import lcm.vault.schema
 import lcm.vault.store
@@ -104,9 +104,9 @@ def line_text(raw) -> tuple[str, str]:
     session on branch main. `raw` is the original line (lcm.vault.store.LINE): a change to how lines are
     stored changes only here.
     """
-    import lcm.transcript
+    import lcm.capture.transcript
     try:
-        entry = lcm.transcript.loads(bytes(raw))
+        entry = lcm.capture.transcript.loads(bytes(raw))
     except (ValueError, RecursionError):
         return "", ""
     if not isinstance(entry, dict):
@@ -187,7 +187,7 @@ def _scan(conn, home: str, literal: str | None = None, pattern: re.Pattern | Non
         "checkpoints": [r[0] for r in rows("checkpoints", "id", ["content"]) if hit(r[1])],
         "notes": [r[0] for r in rows("notes", "id", ["content"]) if hit(r[1])],
         "titles": [r[0] for r in rows("sessions", "session_id", ["title"]) if hit(r[1])],
-        # a title waiting for its session (lcm.ingest.place_leaf_titles)
+        # a title waiting for its session (lcm.capture.ingest.place_leaf_titles)
         "leaf_titles": ([r[0] for r in rows("leaf_titles", "leaf_uuid", ["title"]) if hit(r[1])]
                         if _has_table(conn, "leaf_titles") else []),
         "map_runs": [r[0] for r in rows("map_runs", "id", ["prompt", "schema", "options"]) if any(map(hit, r[1:]))],
@@ -451,7 +451,7 @@ def purge(conn, sel: Selection) -> dict:
             conn.executemany("INSERT OR IGNORE INTO purged (uuid, purged_at) VALUES (?, ?)", ((u, now) for u in uuids))
             dropped = drop_summaries(conn)
             files = conn.execute(f"SELECT id, path FROM files WHERE {FILES_OF_PURGE}").fetchall()
-            lcm.indexes.forget_files(conn, [r[0] for r in conn.execute(
+            lcm.capture.indexes.forget_files(conn, [r[0] for r in conn.execute(
                 f"SELECT rowid FROM files WHERE {FILES_OF_PURGE}")])
             conn.executemany("DELETE FROM files WHERE id = ?", ((r[0],) for r in files))
             conn.executemany("DELETE FROM checkpoints WHERE id = ?", ((r[0],) for r in checkpoints))
@@ -472,13 +472,13 @@ def purge(conn, sel: Selection) -> dict:
             for sid in sel.whole_sessions:
                 for table in ("compactions", "agent_calls", "threads"):
                     conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (sid,))
-            # the exchange windows (lcm.indexes) hold their text until told exactly what to forget
+            # the exchange windows (lcm.capture.indexes) hold their text until told exactly what to forget
             purged = [r[0] for r in conn.execute("SELECT id FROM temp.purge_messages")]
-            rewindow = lcm.indexes.forget(conn, purged)
+            rewindow = lcm.capture.indexes.forget(conn, purged)
             # a packed line's block is rewritten without it: no compressed copy survives
             lcm.vault.store.remove_lines(conn, purged)
             conn.execute("DELETE FROM messages WHERE id IN (SELECT id FROM temp.purge_messages)")
-            lcm.indexes.reindex(conn, rewindow)
+            lcm.capture.indexes.reindex(conn, rewindow)
             for sid in sel.sessions:  # a session with nothing left is forgotten too
                 conn.execute("DELETE FROM sessions WHERE session_id = ? AND NOT EXISTS"
                              " (SELECT 1 FROM messages WHERE session_id = ?)", (sid, sid))

@@ -43,7 +43,7 @@ COVERAGE_POWER = 3        # the share cubed: linear, partial hits crowded out ne
 # A hit that asks something hands its full score (this share) to the next turn of the other
 # speaker: its answer, which rarely repeats the question's words (persona 0.826 -> 0.868).
 QUESTION_HANDOFF = 1.0
-# The exchange index (lcm.indexes): windows of a few prompts and replies; each message of one of
+# The exchange index (lcm.capture.indexes): windows of a few prompts and replies; each message of one of
 # the EXCHANGE_WINDOWS best windows scores at least EXCHANGE_WEIGHT x the window's score (scaled
 # so the best window scores like the best single hit). neighbour 0.764 -> 0.836, paraphrase
 # 0.188 -> 0.438, persona 0.924 -> 0.868 (0.7, share squared: coding 0.895, holdout 0.95).

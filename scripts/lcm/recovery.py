@@ -15,8 +15,8 @@ import sqlite3
 import time
 
 import lcm.vault.db
-import lcm.bulk
-import lcm.ingest
+import lcm.capture.bulk
+import lcm.capture.ingest
 import lcm.vault.schema
 
 NOTE_COLUMNS = "id, content, project, session_id, created_at"
@@ -106,7 +106,7 @@ def rebuild(path: str, keep_damaged: bool = True) -> dict:
                 conn.execute(lcm.vault.schema.PURGED_TRIGGER)  # before the ingest: a purged line stays out
             conn.executemany(f"INSERT OR IGNORE INTO notes ({NOTE_COLUMNS}) VALUES (?, ?, ?, ?, ?)", notes)
         sources = ([done["projects_root"]] if os.path.isdir(done["projects_root"]) else []) + done["other_files"]
-        result = lcm.bulk.ingest_paths(conn, sources) if sources else {"messages_added": 0, "files": 0,
+        result = lcm.capture.bulk.ingest_paths(conn, sources) if sources else {"messages_added": 0, "files": 0,
                                                                              "sessions": 0}
         with lcm.db.transaction(conn):
             conn.execute("DELETE FROM vault_meta WHERE key = 'rebuild'")

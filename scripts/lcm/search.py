@@ -264,9 +264,9 @@ def _file_text(row, finders) -> str:
     """The part of an externalised block that a snippet is cut from: a few snippets' worth around
     the first match (the outline when the file is gone). Masking a whole 100 KB file for one
     snippet cost ~2 ms a result."""
-    import lcm.files
+    import lcm.capture.files
     try:
-        text = lcm.files.read_content(row)
+        text = lcm.capture.files.read_content(row)
     except LcmError:
         return row["content"]
     for finder in finders:

@@ -77,7 +77,7 @@ TYPES = {
     # session digests (SessionEnd): session_id, text, level, created_at
     "digest": ("digests", None, "rowid", "t.rowid AS rowid_, t.session_id AS id, t.session_id, t.level,"
                " t.created_at, t.text AS content", "t.created_at", "t.created_at", ""),
-    # externalised large blocks: their text is on disk, indexed by files_fts (lcm.indexes);
+    # externalised large blocks: their text is on disk, indexed by files_fts (lcm.capture.indexes);
     # `content` is the outline, the text itself is read for the snippet
     "file": ("files", "files_fts", "rowid", "t.rowid AS rowid_, t.id, t.session_id, t.created_at, t.name,"
              " t.kind, t.path, t.message_uuid, t.exploration AS content", "t.created_at", "t.created_at", ""),
@@ -102,7 +102,7 @@ class Source:
         self.has_fts = bool(self.fts) and conn.execute(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (self.fts,)).fetchone() is not None
         self.columns = cols
-        # the indexes derived from the messages (lcm.indexes), where the vault has them
+        # the indexes derived from the messages (lcm.capture.indexes), where the vault has them
         derived = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN"
                                               " ('messages_cjk', 'exchange_fts')")} \
             if kind == "message" and self.has_fts else set()

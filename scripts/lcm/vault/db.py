@@ -206,7 +206,7 @@ def older_vault(exc: sqlite3.Error) -> tuple[str, int] | None:
     return _older
 
 
-STAGE_PREFIX = "lcm-ingest-"  # + pid + "-": a bulk import's stage directory (see lcm.ingest)
+STAGE_PREFIX = "lcm-ingest-"  # + pid + "-": a bulk import's stage directory (see lcm.capture.ingest)
 
 
 def stale_stages(parent: str) -> list[str]:

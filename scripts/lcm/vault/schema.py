@@ -53,7 +53,7 @@ def has_trigram(conn: sqlite3.Connection) -> bool:
 
 
 def _search_indexes(conn: sqlite3.Connection) -> None:
-    """The indexes lcm/indexes.py derives from the messages and files; it fills them at the next
+    """The indexes lcm/capture/indexes.py derives from the messages and files; it fills them at the next
     ingest, from the marks set here (a vault's whole past first). Safe to run twice (a vault
     built while this had another number meets it again)."""
     if not fts_enabled(conn):
@@ -106,7 +106,7 @@ def _place_sidechains(conn: sqlite3.Connection) -> None:
 
 
 # Title the sessions holding the leaf of a waiting older-CLI summary line (table leaf_titles), where
-# they have no title yet, then forget those lines (lcm.ingest.place_leaf_titles, migration 10).
+# they have no title yet, then forget those lines (lcm.capture.ingest.place_leaf_titles, migration 10).
 PLACE_LEAF_TITLES = (
     """UPDATE sessions SET title = (SELECT p.title FROM leaf_titles p JOIN messages m ON m.uuid = p.leaf_uuid
         WHERE m.session_id = sessions.session_id ORDER BY p.rowid LIMIT 1)
@@ -415,12 +415,12 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
     [
         MASK_AGAIN,
     ],
-    # 10: search indexes derived from the messages (lcm/indexes.py): trigram over CJK runs,
+    # 10: search indexes derived from the messages (lcm/capture/indexes.py): trigram over CJK runs,
     # sliding windows of a conversation's prompts and replies, externalised file text
     [
         _search_indexes,
     ],
-    # 11: titles of older CLIs' summary lines whose leaf message is not stored yet (lcm.ingest)
+    # 11: titles of older CLIs' summary lines whose leaf message is not stored yet (lcm.capture.ingest)
     [
         """CREATE TABLE leaf_titles (
             leaf_uuid TEXT PRIMARY KEY,         -- the summary line's leafUuid: its session owns the title

@@ -1,7 +1,7 @@
 """Bulk import of many transcripts (lcm_ingest.py --all, a directory): files planned into groups
 of about GROUP_BYTES, parsed ahead in a child process into stage files, moved into the vault one
 transaction a group, with checkpoints on a background thread. One file at a time (the hooks)
-is lcm.ingest's."""
+is lcm.capture.ingest's."""
 from __future__ import annotations
 
 import os
@@ -9,12 +9,12 @@ import sys
 import time
 
 import lcm.vault.db
-import lcm.indexes
-import lcm.ingest
+import lcm.capture.indexes
+import lcm.capture.ingest
 import lcm.vault.order
 import lcm.vault.schema
 import lcm.base.text
-import lcm.transcript
+import lcm.capture.transcript
 from lcm.base.errors import LcmError
 from lcm.vault.db import begin_write
 
@@ -43,7 +43,7 @@ def transcript_files(paths, skipped: list | None = None) -> list[str]:
             raise LcmError("PATH is empty", "give a transcript file or a directory of them; --all reads ~/.claude/projects")
         path = os.path.abspath(os.path.expanduser(os.fspath(given)))
         if not os.path.isdir(path):
-            lcm.transcript.open_transcript(path)[0].close()
+            lcm.capture.transcript.open_transcript(path)[0].close()
             files[path] = None
             continue
         for directory, dirnames, names in os.walk(path):
@@ -81,16 +81,16 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
              "sessions": 0, "seconds": 0.0, "excluded_files": 0, "excluded_lines": 0, "malformed": [],
              "skipped_files": skipped}
     sessions: set[str] = set()
-    settings = lcm.ingest.settings()
+    settings = lcm.capture.ingest.settings()
     own = not conn.in_transaction
     if not own:  # the caller's transaction: no ATTACH inside it, so file by file
         for path in files:
             try:
-                batch = lcm.transcript.read_new_lines(path, lcm.ingest.transcript_row(conn, path), *settings)
+                batch = lcm.capture.transcript.read_new_lines(path, lcm.capture.ingest.transcript_row(conn, path), *settings)
             except LcmError as exc:
                 skipped.append({"path": path, "reason": exc.message})
                 continue
-            _count(total, sessions, lcm.ingest.write_batch(conn, batch))
+            _count(total, sessions, lcm.capture.ingest.write_batch(conn, batch))
         total["files"] -= total["excluded_files"]
         total["sessions"] = len(sessions)
         total["seconds"] = round(time.perf_counter() - started, 3)
@@ -124,7 +124,7 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
             for number, group in enumerate(groups):
                 stage = os.path.join(stage_dir, f"group-{number}.db")
                 # offsets as of now: a parallel import or a hook may have read these files since
-                group = [(path, lcm.ingest.transcript_row(conn, path)) for path, _ in group]
+                group = [(path, lcm.capture.ingest.transcript_row(conn, path)) for path, _ in group]
                 submit = _Inline().submit if split and number == 1 else pool.submit
                 ahead.append((submit(_parse_group, group, settings, stage), len(group)))
                 while len(ahead) > (GROUPS_AHEAD if number < len(groups) - 1 else 0):
@@ -158,7 +158,7 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
 
 def _set_fts(conn, hashsize: int, automerge: int) -> None:
     """A write like any other: in turn with the vault's other writers. The derived indexes that
-    catch_up fills per group too (lcm.indexes): -30% of their insert time at 100k messages."""
+    catch_up fills per group too (lcm.capture.indexes): -30% of their insert time at 100k messages."""
     begin_write(conn)
     try:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -185,7 +185,7 @@ def _plan_groups(conn, files: list[str], halve_first: bool = False) -> tuple[lis
     None), ...], ...], unread bytes of each group)."""
     groups, sizes, current, size = [], [], [], 0
     for i, path in enumerate(files):
-        known = lcm.ingest.transcript_row(conn, path)
+        known = lcm.capture.ingest.transcript_row(conn, path)
         try:
             size += max(os.path.getsize(path) - (known["byte_offset"] if known else 0), 0)
         except OSError:
@@ -237,7 +237,7 @@ def _parse_group(group: list[tuple], settings: tuple, stage: str) -> tuple[list,
             if _PARENT is not None and os.getppid() != _PARENT:
                 os._exit(1)  # the import is gone: nobody will read what we parse
             try:
-                batch = lcm.transcript.read_new_lines(path, known, *settings)
+                batch = lcm.capture.transcript.read_new_lines(path, known, *settings)
             except LcmError as exc:  # vanished, unreadable, swapped for a FIFO: skipped, reported
                 out.append({"path": path, "reason": exc.message})
                 continue
@@ -249,13 +249,13 @@ def _parse_group(group: list[tuple], settings: tuple, stage: str) -> tuple[list,
                     db.execute(f"PRAGMA page_size = {lcm.vault.schema.PAGE_SIZE}")
                     db.execute("PRAGMA journal_mode = OFF")
                     db.execute("PRAGMA synchronous = OFF")
-                    db.execute(f"CREATE TABLE ingest_stage ({lcm.ingest.MESSAGE_COLUMNS})")
+                    db.execute(f"CREATE TABLE ingest_stage ({lcm.capture.ingest.MESSAGE_COLUMNS})")
                     db.execute("BEGIN")
                 try:
                     db.executemany(f"INSERT INTO ingest_stage VALUES ({','.join('?' * 19)})", batch.rows)
                 except UnicodeEncodeError:  # a lone surrogate in some row's content (lcm.base.text.safe_text)
                     db.execute("DELETE FROM ingest_stage WHERE rowid > ?", (staged,))
-                    batch.rows = [lcm.transcript.safe_row(r) for r in batch.rows]
+                    batch.rows = [lcm.capture.transcript.safe_row(r) for r in batch.rows]
                     db.executemany(f"INSERT INTO ingest_stage VALUES ({','.join('?' * 19)})", batch.rows)
                 batch.stage_start, batch.staged = staged, len(batch.rows)
                 staged += len(batch.rows)
@@ -278,13 +278,13 @@ def _derive(batch) -> None:
     """What the derived indexes take from each staged row's text, by its index in the batch: its
     CJK runs, and the opening of each row that may be a prompt or a reply (its exchange windows'
     text). Found here, in the parser process, the writer need not read the text back to index
-    it (lcm.indexes.Found)."""
-    first_cjk, may_talk, opening = lcm.indexes.first_cjk, lcm.indexes.may_talk, lcm.indexes.opening
+    it (lcm.capture.indexes.Found)."""
+    first_cjk, may_talk, opening = lcm.capture.indexes.first_cjk, lcm.capture.indexes.may_talk, lcm.capture.indexes.opening
     for j, row in enumerate(batch.rows):
         text = row[14]
         at = first_cjk(text)
         if at >= 0:
-            batch.cjk[j] = lcm.indexes.cjk_runs(text, at)
+            batch.cjk[j] = lcm.capture.indexes.cjk_runs(text, at)
         if may_talk(row[4], row[13], row[15], text, row[16]):
             batch.talk[j] = opening(text)
 
@@ -325,11 +325,11 @@ def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: 
             if not batch.unchanged and not conn.in_transaction:
                 begin_write(conn, turns=turns)
                 # ids above this are the rows this transaction moves in from the stage
-                found = lcm.indexes.Found(conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0])
-            _count(total, sessions, lcm.ingest.write_batch(conn, batch))
+                found = lcm.capture.indexes.Found(conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0])
+            _count(total, sessions, lcm.capture.ingest.write_batch(conn, batch))
             if batch.staged:
                 before = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
-                added = lcm.ingest.flush_staged(conn, bulk=True, rows=(batch.stage_start, batch.staged))
+                added = lcm.capture.ingest.flush_staged(conn, bulk=True, rows=(batch.stage_start, batch.staged))
                 total["messages_added"] += added
                 _place_found(conn, batch, before, added, found)  # after write_batch: it may externalise a text
                 flushed.update(sid for sid in batch.sessions if sid)
@@ -355,8 +355,8 @@ def _commit_placed(conn, flushed: set, recheck: bool, found) -> None:
     commit: no reader sees a message without its place."""
     if flushed:
         lcm.vault.order.place_threads(conn, flushed, recheck=recheck)
-    lcm.indexes.catch_up(conn, found=found)  # the search indexes derived from the messages (lcm/indexes.py)
-    lcm.ingest.place_leaf_titles(conn)
+    lcm.capture.indexes.catch_up(conn, found=found)  # the search indexes derived from the messages (lcm/capture/indexes.py)
+    lcm.capture.ingest.place_leaf_titles(conn)
     conn.execute("COMMIT")
 
 

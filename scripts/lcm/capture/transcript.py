@@ -1,5 +1,5 @@
 """Reading Claude Code transcript JSONL: which file is which, the searchable text of an entry,
-and the new complete lines of a file parsed into message rows (lcm.ingest writes them).
+and the new complete lines of a file parsed into message rows (lcm.capture.ingest writes them).
 
 Stdlib only and cheap to import: the ingest hook loads it on every turn. The entry format is
 internal to Claude Code and changes between versions, so everything here is defensive: unknown
@@ -18,7 +18,7 @@ except ImportError:
 
 import lcm.base.text
 import lcm.base.config
-import lcm.exclude
+import lcm.capture.exclude
 import lcm.base.mask
 import lcm.vault.order
 from lcm.base.errors import LcmError
@@ -289,7 +289,7 @@ class Batch:
         self.large: list[tuple] = []  # (row index, blocks, entry, uuid, session) with a block over the threshold
         self.staged = 0  # bulk ingest: rows moved to a stage file (rows is then empty) ...
         self.stage_start = 0  # ... as that file's rows stage_start + 1 to stage_start + staged
-        # bulk ingest, found by the parser (lcm.indexes.Found), by index in rows: the CJK runs of a
+        # bulk ingest, found by the parser (lcm.capture.indexes.Found), by index in rows: the CJK runs of a
         # row's text, and the opening of a row that may be a prompt or a reply
         self.cjk: dict[int, str] = {}
         self.talk: dict[int, str] = {}
@@ -299,7 +299,7 @@ class Batch:
         self.compactions: list[tuple] = []
         self.agent_calls: list[tuple] = []  # rows for agent_calls: which Task/Agent call started which sub-agent
         self.version: str | None = None  # the Claude Code version the newest conversation line names
-        self.leaf_titles: list[tuple] = []  # (leafUuid, title) of older CLIs' summary lines (lcm.ingest places them)
+        self.leaf_titles: list[tuple] = []  # (leafUuid, title) of older CLIs' summary lines (lcm.capture.ingest places them)
         self.sessions: dict[str | None, Session] = {}
         self.msg_sid = row["session_id"] if row else None  # session of the file's first message
         self.guess_sid, self.agent_id, self.is_agent_file = describe_path(path)
@@ -357,7 +357,7 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
     file_sid = batch.msg_sid if batch.is_agent_file and batch.msg_sid else batch.guess_sid
     fallback_sid = batch.guess_sid or os.path.basename(path)
     estimate, mask, mask_json, may_mask = lcm.base.config.estimate_tokens, lcm.base.mask.mask, lcm.base.mask.mask_json, lcm.base.mask.may_contain
-    excluded = lcm.exclude.line_filter()  # None without LCM_EXCLUDE
+    excluded = lcm.capture.exclude.line_filter()  # None without LCM_EXCLUDE
     cwd_out = False  # the last cwd seen was excluded: lines without one (titles) stay out too
     for line in lines:
         line_no += 1

@@ -11,10 +11,10 @@ import lcm.base.config
 import lcm.vault.db
 import lcm.vault.schema
 import lcm.base.mask
-import lcm.indexes
+import lcm.capture.indexes
 import lcm.vault.order
 import lcm.base.text
-import lcm.transcript
+import lcm.capture.transcript
 from lcm.base.errors import LcmError
 from lcm.vault.db import VaultBusy, write_lock
 
@@ -66,11 +66,11 @@ def transcript_row(conn, path: str) -> dict | None:
     return dict(row) if row is not None else None
 
 
-def _externalize_large(conn, batch: lcm.transcript.Batch) -> None:
-    """Swap each huge block of a message new to the vault for lcm.files' reference text, in
+def _externalize_large(conn, batch: lcm.capture.transcript.Batch) -> None:
+    """Swap each huge block of a message new to the vault for lcm.capture.files' reference text, in
     batch.rows or, for a batch parsed into a stage file, in the stage."""
     try:
-        import lcm.files
+        import lcm.capture.files
     except ImportError:
         return  # large-file storage not installed: the text stays inline
     done: set[str] = set()
@@ -90,15 +90,15 @@ def _externalize_large(conn, batch: lcm.transcript.Batch) -> None:
             if len(text) > 4 * lcm.base.config.get("LCM_LARGE_FILE_THRESHOLD"):
                 label = lcm.base.text.safe_text(name) if isinstance(name, str) else f"{entry['type']} block {i} of {uuid}"
                 # the stored copy is searchable text like the rest: masked (the original line keeps the bytes)
-                blocks[i] = lcm.files.externalize(conn, session_id=sid, message_uuid=uuid, name=lcm.base.mask.mask(label),
+                blocks[i] = lcm.capture.files.externalize(conn, session_id=sid, message_uuid=uuid, name=lcm.base.mask.mask(label),
                                                   content=lcm.base.mask.mask(text))
         content = lcm.base.mask.mask(lcm.base.text.safe_text("\n".join(b for b in blocks if b)))
         if batch.staged:
             conn.execute("UPDATE lcm_stage.ingest_stage SET content = ?, token_count = ? WHERE rowid = ?",
                          (content, lcm.base.config.estimate_tokens(content), batch.stage_start + index + 1))
-            at = lcm.indexes.first_cjk(content)  # the parser's findings were about the text before
-            batch.cjk[index] = lcm.indexes.cjk_runs(content, at) if at >= 0 else ""
-            batch.talk[index] = lcm.indexes.opening(content)
+            at = lcm.capture.indexes.first_cjk(content)  # the parser's findings were about the text before
+            batch.cjk[index] = lcm.capture.indexes.cjk_runs(content, at) if at >= 0 else ""
+            batch.talk[index] = lcm.capture.indexes.opening(content)
         else:
             row = batch.rows[index]
             batch.rows[index] = row[:14] + (content, lcm.base.config.estimate_tokens(content)) + row[16:]
@@ -155,7 +155,7 @@ def flush_staged(conn, bulk: bool = False, rows: tuple[int, int] | None = None) 
     return added
 
 
-def write_batch(conn, batch: lcm.transcript.Batch, patience: float | None = None) -> dict:
+def write_batch(conn, batch: lcm.capture.transcript.Batch, patience: float | None = None) -> dict:
     """Store a parsed batch (one transaction unless the caller holds one); returns its counts.
 
     A batch whose rows bulk ingest put in a stage file has none here: _store_group moves and
@@ -177,7 +177,7 @@ def write_batch(conn, batch: lcm.transcript.Batch, patience: float | None = None
             added = _insert_rows(conn, batch.rows)
         except UnicodeEncodeError:  # a lone surrogate in some row's content (lcm.base.text.safe_text)
             conn.execute("ROLLBACK TO message_rows")
-            batch.rows = [lcm.transcript.safe_row(r) for r in batch.rows]
+            batch.rows = [lcm.capture.transcript.safe_row(r) for r in batch.rows]
             added = _insert_rows(conn, batch.rows)
         conn.execute("RELEASE message_rows")
         if batch.agent_calls:
@@ -211,7 +211,7 @@ def write_batch(conn, batch: lcm.transcript.Batch, patience: float | None = None
         if not batch.staged and (added or batch.agent_calls):  # staged rows: after _store_group's flush
             lcm.vault.order.place_threads(conn, touched, recheck=bool(batch.agent_calls))
         if added and not batch.staged:  # a hook's few lines: a bounded share of any backlog too
-            lcm.indexes.catch_up(conn, budget=CATCH_UP_BUDGET)
+            lcm.capture.indexes.catch_up(conn, budget=CATCH_UP_BUDGET)
         if not batch.staged and (added or batch.leaf_titles):
             place_leaf_titles(conn)
     result.update(messages_added=added, messages_skipped=len(batch.rows) - added,
@@ -243,7 +243,7 @@ def ingest_file(conn, path, patience: float | None = None) -> dict:
     malformed ([{path, line}]), sessions (ids seen). patience: see begin_write.
     """
     path = os.path.abspath(os.fspath(path))
-    return write_batch(conn, lcm.transcript.read_new_lines(path, transcript_row(conn, path), *settings()), patience)
+    return write_batch(conn, lcm.capture.transcript.read_new_lines(path, transcript_row(conn, path), *settings()), patience)
 
 
 def ingest_session(conn, transcript_path, patience: float | None = None) -> dict:
