@@ -47,11 +47,11 @@ Each one left out (--set COVERAGE_BY_RARITY=false | QUESTION_HANDOFF=0 | EXCHANG
 
 Usage:
   python3 bench/recall.py [--set NAME=VALUE ...] [--show-misses]
-Prints one JSON line. `--set` overrides a constant of lcm.rank (or lcm.query.NAME, lcm.search.NAME,
-lcm.conversation.NAME) to try a ranking idea, e.g. --set NEAR_PAIRS=true --set 'ROLE_WEIGHT={}'
---set lcm.conversation.TURN_SCAN=0.
+Prints one JSON line. `--set` overrides a constant of lcm.search.rank (or lcm.search.query.NAME, lcm.search.engine.NAME,
+lcm.search.conversation.NAME) to try a ranking idea, e.g. --set NEAR_PAIRS=true --set 'ROLE_WEIGHT={}'
+--set lcm.search.conversation.TURN_SCAN=0.
 
-Tried and measured here (recall@10 over all sets; kept = in lcm.search today):
+Tried and measured here (recall@10 over all sets; kept = in lcm.search.engine today):
   plain OR-BM25 0.80 -> stopwords minus pronouns and negations, role/tool weights, every-term x2,
   common words scored post hoc, dedupe: 0.93 (kept). Not kept: NEAR(a b) pairs 0.88 (MRR better),
   5-letter prefixes 0.92, IDF coverage multiplier (-0.04 on coding), strict every-term tiers
@@ -462,19 +462,19 @@ def all_terms(conn, question, project=None, limit=10):
 
 
 def auto(conn, question, project=None, limit=10):
-    import lcm.search
-    doc = lcm.search.search(conn, question, limit=limit, project=project, all_sessions=not project)
+    import lcm.search.engine
+    doc = lcm.search.engine.search(conn, question, limit=limit, project=project, all_sessions=not project)
     return [r["uuid"] for r in doc["results"] if r["type"] == "message"]
 
 
 def auto_before(conn, question, project=None, limit=10):
     """auto as it ranked before conversational neighbours lent their scores (the old code's order)."""
-    import lcm.rank
-    saved, lcm.rank.NEIGHBOUR_SOURCES = lcm.rank.NEIGHBOUR_SOURCES, 0
+    import lcm.search.rank
+    saved, lcm.search.rank.NEIGHBOUR_SOURCES = lcm.search.rank.NEIGHBOUR_SOURCES, 0
     try:
         return auto(conn, question, project, limit)
     finally:
-        lcm.rank.NEIGHBOUR_SOURCES = saved
+        lcm.search.rank.NEIGHBOUR_SOURCES = saved
 
 
 def gold_sets(conn, golds):
@@ -516,7 +516,7 @@ GROUPS = {"natural": ("persona", "neighbour", "paraphrase"), "known_item": ("cod
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override an lcm.rank constant")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override an lcm.search.rank constant")
     p.add_argument("--show-misses", action="store_true")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
@@ -526,17 +526,17 @@ def main(argv=None):
         import lcm.vault.db
         import lcm.capture.bulk
         import lcm.capture.ingest
-        import lcm.query
-        import lcm.rank
-        import lcm.search
+        import lcm.search.query
+        import lcm.search.rank
+        import lcm.search.engine
         import recall_sets
-        for setting in args.set:  # NAME=JSON (a lcm.rank constant), or lcm.query.NAME=JSON
+        for setting in args.set:  # NAME=JSON (a lcm.search.rank constant), or lcm.search.query.NAME=JSON
             name, value = setting.split("=", 1)
             module, _, name = name.rpartition(".")
             value = json.loads(value)
-            import lcm.conversation
-            target = {"lcm.query": lcm.query, "lcm.conversation": lcm.conversation,
-                      "lcm.search": lcm.search}.get(module, lcm.rank)
+            import lcm.search.conversation
+            target = {"lcm.search.query": lcm.search.query, "lcm.search.conversation": lcm.search.conversation,
+                      "lcm.search.engine": lcm.search.engine}.get(module, lcm.search.rank)
             setattr(target, name, frozenset(value) if name == "STOPWORDS" else value)
         projects = Path(tmp) / "projects"
         sets = {"personal": build_personal(projects), "holdout": build_holdout(projects),

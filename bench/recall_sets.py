@@ -226,17 +226,17 @@ WORD = re.compile(r"[A-Za-z][A-Za-z0-9]+")
 
 
 def content_stems(text: str) -> set[str]:
-    import lcm.query
-    return {lcm.query.crude_stem(w.lower()) for w in WORD.findall(text)
-            if len(w) > 2 and w.lower() not in lcm.query.STOPWORDS}
+    import lcm.search.query
+    return {lcm.search.query.crude_stem(w.lower()) for w in WORD.findall(text)
+            if len(w) > 2 and w.lower() not in lcm.search.query.STOPWORDS}
 
 
 def _content_words(text: str) -> list[str]:
-    import lcm.query
+    import lcm.search.query
     seen, out = set(), []
     for w in WORD.findall(text):
         w = w.lower()
-        if len(w) > 2 and w not in lcm.query.STOPWORDS and w not in seen:
+        if len(w) > 2 and w not in lcm.search.query.STOPWORDS and w not in seen:
             seen.add(w)
             out.append(w)
     return out
@@ -252,7 +252,7 @@ def coding_pairs(conn, under: str, max_words: int = 8) -> tuple[list, list]:
     half_remembered: 3 words of the prompt and 3 of the reply that the prompt lacks; either
     message is a hit. Only transcripts under the directory `under` are read.
     """
-    import lcm.query
+    import lcm.search.query
     rows = conn.execute(
         "SELECT id, uuid, session_id, agent_id, role, content, is_meta,"
         " role = 'user' AND instr(raw, 'tool_use_id') > 0 AS is_tool FROM messages"
@@ -275,7 +275,7 @@ def coding_pairs(conn, under: str, max_words: int = 8) -> tuple[list, list]:
                 replies.append(s)
         for n, answer in enumerate({x["id"]: x for x in replies[:2] + replies[-1:]}.values()):
             stems = content_stems(answer["content"])
-            missing = [w for w in prompt_words if lcm.query.crude_stem(w) not in stems][:max_words]
+            missing = [w for w in prompt_words if lcm.search.query.crude_stem(w) not in stems][:max_words]
             if len(missing) >= 3:
                 neighbour.append((" ".join(missing), [answer["uuid"]]))
             reply_words = [w for w in _content_words(answer["content"]) if w not in prompt_words]

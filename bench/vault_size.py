@@ -11,7 +11,7 @@ run, for the base tree and this one:
   size    = vault bytes / transcript bytes, and where the bytes are (dbstat: tables, the
             full-text index, other indexes, free pages; plus the summed column lengths), for the
             base vault as imported and after VACUUM, and this tree's after import and after packing;
-  grep    = median in-process lcm.search.search time of bench/grep.py's queries, each the best
+  grep    = median in-process lcm.search.engine.search time of bench/grep.py's queries, each the best
             of 5 runs (--rounds alternating rounds in fresh interpreters, each warmed first);
   expand  = lcm.expand.expand(uuid, raw=True) of 300 random messages plus reading their lines:
             median, p95 and max in milliseconds;
@@ -96,17 +96,17 @@ def timed(cmd: list[str], cpu: list | None = None) -> tuple[float, dict]:
 GREP = """
 import json, statistics, sys, time
 sys.path.insert(0, {scripts!r})
-import lcm.vault.db, lcm.search
+import lcm.vault.db, lcm.search.engine
 conn = lcm.db.connect({db!r}, create=False, readonly=True)
 queries = {queries!r}
 for q in queries:
-    lcm.search.search(conn, q, all_sessions=True)
+    lcm.search.engine.search(conn, q, all_sessions=True)
 times, cpu = [], []
 for q in queries:  # the best of 5 runs of each query: a loaded machine's preemptions filtered out
     best, best_cpu = 1e9, 1e9
     for _ in range(5):
         t, c = time.perf_counter(), time.thread_time()
-        lcm.search.search(conn, q, all_sessions=True)
+        lcm.search.engine.search(conn, q, all_sessions=True)
         best, best_cpu = min(best, time.perf_counter() - t), min(best_cpu, time.thread_time() - c)
     times.append(best * 1000)
     cpu.append(best_cpu * 1000)

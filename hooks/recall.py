@@ -3,9 +3,9 @@ strong, bounded, masked, and never twice in one session.
 
 The flow (memory-system-design.md): skip trivial prompts; search the current project; look at
 other projects and take their hits only when clearly stronger; keep hits whose own text holds
-most of the prompt's weight (rare words weigh more: lcm.rank's coverage); inject at most
+most of the prompt's weight (rare words weigh more: lcm.search.rank's coverage); inject at most
 MAX_CHARS with the ids that expand them; remember what this session was given.
-Loaded only when recall is on: lcm.search costs more to import than the rest of the hook.
+Loaded only when recall is on: lcm.search.engine costs more to import than the rest of the hook.
 """
 from __future__ import annotations
 
@@ -52,12 +52,12 @@ def find(conn, prompt: str, cwd: str | None, floor: float = COVERAGE_FLOOR, hits
     """The strong hits for `prompt`: the project's, or other projects' when clearly stronger.
     One search of every project (a second, project-only one would double the hook's cost),
     split by where each hit was made."""
-    import lcm.query
-    import lcm.search
+    import lcm.search.query
+    import lcm.search.engine
     query = prompt[:QUERY_CHARS]
-    if len([t for t in lcm.query.parse_query(query) if t.kind != "word" or t.text not in lcm.query.STOPWORDS]) < MIN_TERMS:
+    if len([t for t in lcm.search.query.parse_query(query) if t.kind != "word" or t.text not in lcm.search.query.STOPWORDS]) < MIN_TERMS:
         return []
-    results = lcm.search.search(conn, query, all_sessions=True, limit=hits * 6, types=TYPES)["results"]
+    results = lcm.search.engine.search(conn, query, all_sessions=True, limit=hits * 6, types=TYPES)["results"]
     if not cwd:
         return _strong(results, floor)
     inside = cwd.rstrip("/")

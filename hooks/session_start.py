@@ -100,9 +100,9 @@ def compact_context(conn, sid: str) -> str:
 
 def startup_context(conn, payload: dict, pointer: str | None) -> str | None:
     """What a new, resumed or cleared session starts with: the checkpoint pointer (one part,
-    kept whole) and the notes pinned for its project, newest first, within lcm.notes.INJECT_CHARS."""
-    import lcm.notes
-    return lcm.notes.context_text(conn, hooklib.project_dir(payload), pointer)
+    kept whole) and the notes pinned for its project, newest first, within lcm.search.notes.INJECT_CHARS."""
+    import lcm.search.notes
+    return lcm.search.notes.context_text(conn, hooklib.project_dir(payload), pointer)
 
 
 def export_env(payload: dict) -> None:

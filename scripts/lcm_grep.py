@@ -44,9 +44,9 @@ import lcm.vault.db
 import lcm.vault.grants
 import lcm.base.mask
 import lcm.vault.resolve
-import lcm.search_text
-import lcm.sources
-from lcm.search import search
+import lcm.search.output
+import lcm.search.result_types
+from lcm.search.engine import search
 
 def _main(argv):
     p = lcm.cli.parser(__doc__)
@@ -55,7 +55,7 @@ def _main(argv):
     p.add_argument("--scope", choices=["messages", "summaries", "notes", "both"], default="both",
                    help="messages, summaries or notes only (default: every type)")
     p.add_argument("--type", metavar="TYPE[,TYPE]", type=lambda v: [t.strip() for t in v.split(",") if t.strip()],
-                   help="only these result types: " + ", ".join(lcm.sources.TYPES))
+                   help="only these result types: " + ", ".join(lcm.search.result_types.TYPES))
     lcm.cli.add_session_arg(p)
     p.add_argument("--project", metavar="DIR", help="only sessions whose cwd is DIR (or below it)")
     p.add_argument("--all-sessions", action="store_true", help="search every session of every project")
@@ -98,7 +98,7 @@ def _main(argv):
                for word in (f"--{k}", str(v))]
     options += ["--typed"] if args.typed else []
     options += ["--all-sessions"] if args.all_sessions else []
-    sys.stdout.write(lcm.search_text.report(doc, options, args.offset + args.limit, args.grant))
+    sys.stdout.write(lcm.search.output.report(doc, options, args.offset + args.limit, args.grant))
     return 0
 
 

@@ -27,7 +27,7 @@ import lcm.cli
 import lcm.base.config
 import lcm.vault.db
 import lcm.vault.grants
-import lcm.notes
+import lcm.search.notes
 import lcm.base.shell
 
 
@@ -60,17 +60,17 @@ def _main(argv):
     if not args.list:
         lcm.vault.grants.scope(conn).refuse("pinning or forgetting a note")
     if args.forget:
-        note = lcm.notes.forget(conn, args.forget)
+        note = lcm.search.notes.forget(conn, args.forget)
         if args.json:
             lcm.cli.print_json({"forgotten": note})
         else:
-            print(f"Forgot {note['id']} ({_where(note)}): {lcm.notes.note_line(note)[2:]}")
+            print(f"Forgot {note['id']} ({_where(note)}): {lcm.search.notes.note_line(note)[2:]}")
         return 0
     if args.list:
         return _list(conn, args)
-    project = None if args.everywhere else lcm.notes.normalize_project(args.project) if args.project \
-        else lcm.notes.current_project(conn)
-    note, created = lcm.notes.add(conn, " ".join(args.text), project, lcm.base.config.current_session_id())
+    project = None if args.everywhere else lcm.search.notes.normalize_project(args.project) if args.project \
+        else lcm.search.notes.current_project(conn)
+    note, created = lcm.search.notes.add(conn, " ".join(args.text), project, lcm.base.config.current_session_id())
     if args.json:
         lcm.cli.print_json({"note": note, "created": created})
     else:
@@ -83,11 +83,11 @@ def _main(argv):
 
 def _list(conn, args) -> int:
     if args.all or args.everywhere:
-        notes, total = lcm.notes.every(conn, global_only=args.everywhere, limit=args.limit)
+        notes, total = lcm.search.notes.every(conn, global_only=args.everywhere, limit=args.limit)
         scope = "global notes" if args.everywhere else "notes of every project"
     else:
-        project = lcm.notes.normalize_project(args.project) if args.project else lcm.notes.current_project(conn)
-        notes = lcm.notes.for_project(conn, project, limit=lcm.cli.LIMIT_MAX + 1)
+        project = lcm.search.notes.normalize_project(args.project) if args.project else lcm.search.notes.current_project(conn)
+        notes = lcm.search.notes.for_project(conn, project, limit=lcm.cli.LIMIT_MAX + 1)
         total, notes = len(notes), notes[:args.limit]
         scope = f"notes for {project} (its own and global ones)"
     within = lcm.vault.grants.scope(conn)
@@ -102,7 +102,7 @@ def _list(conn, args) -> int:
         return 0
     print(f"{len(notes)} of {total} {scope}, newest first:")
     for note in notes:
-        print(lcm.notes.note_line(note) + (f" [{note['project']}]" if args.all and note["project"] else ""))
+        print(lcm.search.notes.note_line(note) + (f" [{note['project']}]" if args.all and note["project"] else ""))
     if total > len(notes):
         flags = ["--all"] if args.all else ["--global"] if args.everywhere else \
             ["--project", args.project] if args.project else []

@@ -25,10 +25,10 @@ import lcm.cli
 import lcm.vault.db
 import lcm.vault.resolve
 import lcm.vault.grants
-import lcm.search
+import lcm.search.engine
 import lcm.sessions
 import lcm.base.shell
-import lcm.sources
+import lcm.search.result_types
 import lcm.base.text
 from lcm.sessions import plural
 
@@ -119,7 +119,7 @@ def _main(argv):
         else:
             _print_one(view)
         return 0
-    since = lcm.sources.parse_when(args.since, "--since")
+    since = lcm.search.result_types.parse_when(args.since, "--since")
     sessions, total = lcm.sessions.list_sessions(conn, project=args.project, since=since, limit=args.limit,
                                                  within=lcm.vault.grants.scope(conn).sessions)
     if args.json:

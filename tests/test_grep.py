@@ -16,9 +16,9 @@ import lcm.vault.schema
 import lcm_grep
 import lcm.capture.bulk
 import lcm.capture.ingest
-import lcm.search
-import lcm.rank
-import lcm.sources
+import lcm.search.engine
+import lcm.search.rank
+import lcm.search.result_types
 from conftest import command, run, SCRIPTS
 from transcripts import Transcript
 
@@ -164,9 +164,9 @@ def test_scope_filters(grep_vault, capsys, monkeypatch):
 
 
 def test_relative_dates_and_bad_dates():
-    assert lcm.sources.parse_when("2d", "--since") < lcm.sources.parse_when("3h", "--since") < lcm.base.config.now_iso()
+    assert lcm.search.result_types.parse_when("2d", "--since") < lcm.search.result_types.parse_when("3h", "--since") < lcm.base.config.now_iso()
     with pytest.raises(lcm.base.errors.LcmError) as exc:
-        lcm.sources.parse_when("yesterday", "--since")
+        lcm.search.result_types.parse_when("yesterday", "--since")
     assert "--since 2d" in exc.value.hint
 
 
@@ -186,7 +186,7 @@ def test_regex_scan_is_bounded_in_time(grep_vault, tmp_path):
     t.write()
     lcm.capture.bulk.ingest_paths(grep_vault, [tmp_path / "more"])
     start = time.monotonic()
-    doc = lcm.search.search(grep_vault, r"(a+)+$", mode="regex", all_sessions=True, time_limit=0.3)
+    doc = lcm.search.engine.search(grep_vault, r"(a+)+$", mode="regex", all_sessions=True, time_limit=0.3)
     assert time.monotonic() - start < 20  # not the minutes the match alone would take
     assert doc["count"] == 0 and doc.get("stopped_early") is True
 
@@ -220,7 +220,7 @@ def test_subprocess_smoke_and_cheap_imports(grep_vault, vault):
 def test_big_vault_paths_with_small_budgets(tmp_path, vault, capsys, monkeypatch):
     """The bounds that keep 1M-message vaults fast, exercised on a small vault with tiny budgets:
     a common word is ranked over its newest matches, a rare word still finds old messages."""
-    import lcm.search
+    import lcm.search.engine
     t = Transcript(tmp_path / "projects", session_id="big")
     for i in range(60):
         t.user(f"deploy log line {i}: the deploy went fine")
@@ -230,17 +230,17 @@ def test_big_vault_paths_with_small_budgets(tmp_path, vault, capsys, monkeypatch
     t.write()
     conn = lcm.db.connect(str(vault))
     lcm.capture.bulk.ingest_paths(conn, [tmp_path / "projects"])
-    monkeypatch.setattr(lcm.rank, "DF_CAP", 11)
-    monkeypatch.setattr(lcm.rank, "RANK_BUDGET", 10)
-    monkeypatch.setattr(lcm.rank, "RANK_WINDOW", 5)
-    doc = lcm.search.search(conn, "deploy", limit=3)
+    monkeypatch.setattr(lcm.search.rank, "DF_CAP", 11)
+    monkeypatch.setattr(lcm.search.rank, "RANK_BUDGET", 10)
+    monkeypatch.setattr(lcm.search.rank, "RANK_WINDOW", 5)
+    doc = lcm.search.engine.search(conn, "deploy", limit=3)
     lines = [int(r["snippet"].split(":")[0].rsplit(" ", 1)[1]) for r in doc["results"]]
     assert doc["count"] == 3 and min(lines) >= 115  # ranked among the newest RANK_WINDOW matches
-    doc = lcm.search.search(conn, "deploy flamingo", limit=3)
+    doc = lcm.search.engine.search(conn, "deploy flamingo", limit=3)
     assert "flamingo incident" in doc["results"][0]["snippet"]  # the rare word leads, old or not
-    doc = lcm.search.search(conn, "deploy", mode="full_text", limit=3)
+    doc = lcm.search.engine.search(conn, "deploy", mode="full_text", limit=3)
     assert doc["count"] == 3
-    assert lcm.rank.df(conn, lcm.sources.Source(conn, "message", None, None, None, None, None),
+    assert lcm.search.rank.df(conn, lcm.search.result_types.Source(conn, "message", None, None, None, None, None),
                           '"deploy"', 121) >= 100  # estimated past the cap, not stuck at 11
 
 
@@ -253,7 +253,7 @@ def test_auto_mode_never_fails_on_any_text(grep_vault):
     @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(st.one_of(st.text(), st.lists(alphabet, max_size=30).map("".join)))
     def check(query):
-        doc = lcm.search.search(grep_vault, query, all_sessions=True, time_limit=0.5)
+        doc = lcm.search.engine.search(grep_vault, query, all_sessions=True, time_limit=0.5)
         assert doc["count"] == len(doc["results"]) <= 20
 
     check()
@@ -265,14 +265,14 @@ def test_a_word_pattern_finds_exactly_where_the_word_starts_a_word():
     to a letter or digit before it, case-insensitive, in any script."""
     import re
 
-    import lcm.query
+    import lcm.search.query
     from hypothesis import given, settings, strategies as st
 
     letters = st.sampled_from(list("aAbB3_-. é\u0130ßK\u212a\n") + ["ab", "3b", "b3"])
     words = st.lists(st.text(alphabet="abAB3é\u0130ßK", min_size=1, max_size=5), min_size=1, max_size=3)
 
     def plain(ws):  # the definition: a word may not continue a letter or digit before it
-        parts = [r"(?<![^\W_])" + re.escape(lcm.query.crude_stem(w)) + r"\w*" if len(w) > 2 else
+        parts = [r"(?<![^\W_])" + re.escape(lcm.search.query.crude_stem(w)) + r"\w*" if len(w) > 2 else
                  r"(?<![^\W_])" + re.escape(w.lower()) + r"(?![^\W_])" for w in ws]
         return "(?i)" + r"[\W_]+".join(parts)
 
@@ -280,7 +280,7 @@ def test_a_word_pattern_finds_exactly_where_the_word_starts_a_word():
     @given(words, st.lists(letters, max_size=40).map("".join))
     def check(ws, around):
         text = around[: len(around) // 2] + " ".join(ws) + around[len(around) // 2:] + around
-        fast = [m.span() for m in re.finditer(lcm.query._word_regex(ws), text)]
+        fast = [m.span() for m in re.finditer(lcm.search.query._word_regex(ws), text)]
         assert fast == [m.span() for m in re.finditer(plain(ws), text)]
 
     check()
@@ -291,7 +291,7 @@ def test_titles_checkpoints_and_digests_are_found_through_their_index_as_substri
     query's words as substrings in any case (Unicode, where the LIKE scan they replace folds ASCII
     only), in any script, glued into other words: those holding every word first, newest first;
     and they stay in step as titles change, digests are rewritten and rows are deleted."""
-    import lcm.query
+    import lcm.search.query
     from hypothesis import HealthCheck, given, settings, strategies as st
 
     conn = lcm.db.connect(str(vault))
@@ -301,14 +301,14 @@ def test_titles_checkpoints_and_digests_are_found_through_their_index_as_substri
     texts = st.lists(st.sampled_from(pieces), max_size=6).map(" ".join)
 
     def found(kind, terms):
-        src = lcm.sources.Source(conn, kind, None, None, None, None, None)
+        src = lcm.search.result_types.Source(conn, kind, None, None, None, None, None)
         assert src.tri
         rows = {}
-        lcm.rank._substrings(conn, src, terms, False, 20, time.monotonic() + 5, rows)
+        lcm.search.rank._substrings(conn, src, terms, False, 20, time.monotonic() + 5, rows)
         return list(rows)
 
     def expected(kind, terms):  # the definition, over the table's rows newest first
-        table, _, key, *_ = lcm.sources.TYPES[kind]
+        table, _, key, *_ = lcm.search.result_types.TYPES[kind]
         column = {"title": "title", "digest": "text"}.get(kind, "content")
         texts = conn.execute(f"SELECT {key}, {column} FROM {table} ORDER BY {key} DESC").fetchall()
         holds = [[t.text.lower() in (text or "").lower() for t in terms] for _, text in texts]
@@ -336,7 +336,7 @@ def test_titles_checkpoints_and_digests_are_found_through_their_index_as_substri
             conn.execute("DELETE FROM checkpoints WHERE id % 3 = 0")
         for index, *_ in lcm.vault.schema.SUBSTRING_INDEXES:  # raises if an index is out of step
             conn.execute(f"INSERT INTO {index}({index}, rank) VALUES ('integrity-check', 1)")
-        terms = [t for w in words for t in lcm.query.parse_query(w)]
+        terms = [t for w in words for t in lcm.search.query.parse_query(w)]
         if all(len(t.text) >= 3 for t in terms):  # (a shorter word: the scan, as before)
             for kind in ("title", "checkpoint", "digest"):
                 assert found(kind, terms) == expected(kind, terms), kind

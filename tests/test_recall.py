@@ -13,7 +13,7 @@ import pytest
 import lcm.base.config
 import lcm.vault.db
 import lcm.vault.schema
-import lcm.search
+import lcm.search.engine
 import lcm.vault.grants
 import lcm.capture.bulk
 import lcm.capture.ingest
@@ -179,9 +179,9 @@ def test_a_vault_of_one_project_is_searched_once(tmp_path, vault, capsys, monkey
     lcm.capture.bulk.ingest_paths(conn, [tmp_path / "projects"])
     monkeypatch.setenv("LCM_SESSION_ID", t.session_id)
     searches = []
-    real = lcm.search.search
-    monkeypatch.setattr(lcm.search, "search", lambda *a, **kw: searches.append(kw) or real(*a, **kw))
-    doc = lcm.search.search(conn, "zookeeper quorum")
+    real = lcm.search.engine.search
+    monkeypatch.setattr(lcm.search.engine, "search", lambda *a, **kw: searches.append(kw) or real(*a, **kw))
+    doc = lcm.search.engine.search(conn, "zookeeper quorum")
     assert doc["scope"]["kind"] == "project" and doc["scope"]["stronger_elsewhere"] == 0
     assert doc["count"] == 1 and len(searches) == 1
 

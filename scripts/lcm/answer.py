@@ -2,7 +2,7 @@
 
 One grant bounds what is read: its cap (--max-tokens) governs the whole answer. The messages
 under the candidate summaries are ranked by the question with grep's own ranking
-(lcm.rank.rank_messages), and each one shows windows around its matching lines, the key
+(lcm.search.rank.rank_messages), and each one shows windows around its matching lines, the key
 lines of a failure first (FAILED, the exception line that ends a traceback, an assert, a
 compiler error). Without a model those excerpts are the answer, labelled as excerpts; with a
 model they are its first sources and it may read further with lcm_expand under the same grant.
@@ -20,9 +20,9 @@ import lcm.base.llm
 import lcm.base.config
 import lcm.vault.grants
 import lcm.base.mask
-import lcm.query
-import lcm.rank
-import lcm.search
+import lcm.search.query
+import lcm.search.rank
+import lcm.search.engine
 import lcm.base.text
 from lcm.base.errors import LcmError
 
@@ -93,7 +93,7 @@ def find_candidates(conn, *, query: str | None, ids: list[str] | None, session=N
                                "find ids with lcm_grep.py or lcm_describe.py, or use --query TEXT")
             found.append(info)
         return found
-    doc = lcm.search.search(conn, query, scope="both", session=session, all_sessions=all_sessions, limit=20)
+    doc = lcm.search.engine.search(conn, query, scope="both", session=session, all_sessions=all_sessions, limit=20)
     found, seen = [], set()
     for item in doc.get("results", []):
         node_id = item.get("id") or item.get("uuid")
@@ -274,7 +274,7 @@ def ranked_excerpts(exp: Expansion, candidates: list[dict], question: str, *,
                     matched_only: bool = False) -> tuple[list[dict], int]:
     """Excerpts of the messages under the candidates, the most relevant to `question` first.
 
-    Ranking is grep's (lcm.rank.rank_messages); text leaves the vault only as excerpts,
+    Ranking is grep's (lcm.search.rank.rank_messages); text leaves the vault only as excerpts,
     charged to the grant until exp.limit. Empty messages are skipped, and an excerpt nearly
     identical to one already shown (successive TodoWrite snapshots, a re-run command) is folded
     into it. matched_only: leave out messages that match no word of the question (a model can
@@ -285,9 +285,9 @@ def ranked_excerpts(exp: Expansion, candidates: list[dict], question: str, *,
     for c in candidates:
         for chain, row in _under(conn, c["id"]):
             pairs.setdefault(row["id"], (chain, row))
-    scores = lend_to_results(pairs, lcm.rank.rank_messages(conn, question, list(pairs)))
+    scores = lend_to_results(pairs, lcm.search.rank.rank_messages(conn, question, list(pairs)))
     order = sorted(pairs, key=lambda i: (-scores.get(i, 0.0), i))
-    terms = [t for t in lcm.query.parse_query(question) if t.regex]
+    terms = [t for t in lcm.search.query.parse_query(question) if t.regex]
     failure = bool(FAILURE_WORDS.search(question))
     # "fail", "error" in a question ask for failure lines (KEY_LINE), not lines holding the word;
     # a name (test_x, net/retry.py, RETRY_DELAY) says more than a plain word
@@ -395,7 +395,7 @@ def run_tool(exp: Expansion, sessions: list[str], name: str, tool_input: dict) -
             keep = ("id", "type", "session_id", "created_at", "snippet", "covering_summary_id")
             items = []
             for session_id in sessions:
-                doc = lcm.search.search(conn, str(tool_input.get("query", "")), session=session_id, limit=10)
+                doc = lcm.search.engine.search(conn, str(tool_input.get("query", "")), session=session_id, limit=10)
                 items += [{k: r.get(k) for k in keep} for r in doc.get("results", [])]
             return json.dumps(items[:10]), False
     except LcmError as exc:

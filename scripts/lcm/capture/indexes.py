@@ -8,7 +8,7 @@ messages_cjk  (trigram) the word runs unicode61 cannot split: a run of Chinese, 
 exchange_fts  (porter unicode61, contentless) short sliding windows of a conversation: each
               prompt or reply with the EXCHANGE_TURNS - 1 prompts and replies before it (tool
               calls and output left out). A question's words and its answer's words meet in one
-              window; lcm.rank gives a message the best score of a window it sits in.
+              window; lcm.search.rank gives a message the best score of a window it sits in.
 
 Both are filled by `catch_up`, inside the writer's transaction, for messages above the
 `indexed_through` mark in vault_meta (ids only grow). Library only.

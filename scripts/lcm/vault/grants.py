@@ -215,7 +215,7 @@ class Scope:
     def sql(self, kind: str, alias: str = "t") -> tuple[str, list]:
         """(WHERE clause, params) that keeps rows of `kind` (message, summary, note or any other
         result type with a session_id column, aliased `alias`) in scope, for a query to apply
-        before it ranks or pages: lcm.search takes it as `within`."""
+        before it ranks or pages: lcm.search.engine takes it as `within`."""
         if not self.limited:
             return "1", []
         marks = ",".join("?" * len(self.sessions))

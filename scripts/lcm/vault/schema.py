@@ -71,7 +71,7 @@ def _search_indexes(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT OR IGNORE INTO vault_meta VALUES ('files_indexed_through', 0)")  # files.rowid
 
 
-# The small tables grep finds substrings in (lcm.sources.Source.tri): (index, table, its key,
+# The small tables grep finds substrings in (lcm.search.result_types.Source.tri): (index, table, its key,
 # the text column). One row per session or checkpoint, yet a heavy user's thousands of
 # digests are megabytes, which grep read whole for every query.
 SUBSTRING_INDEXES = (("sessions_tri", "sessions", "rowid", "title"), ("checkpoints_tri", "checkpoints", "id", "content"),

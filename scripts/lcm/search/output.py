@@ -1,4 +1,4 @@
-"""lcm_grep's text output: a search document (lcm.search) as lines a person or an agent reads,
+"""lcm_grep's text output: a search document (lcm.search.engine) as lines a person or an agent reads,
 with the commands that go further. Library only."""
 from __future__ import annotations
 

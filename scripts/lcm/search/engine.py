@@ -1,8 +1,8 @@
 """lcm_grep.py's search: puts the result types together and returns the --json document.
 
-auto mode is ranked by lcm.rank (BM25 over the rarer words, coverage, conversational neighbours);
+auto mode is ranked by lcm.search.rank (BM25 over the rarer words, coverage, conversational neighbours);
 full_text runs the user's FTS5 expression; regex runs Python `re` over the stored text, newest
-first, within a time limit. Where each type lives and how a scope filters it: lcm.sources.
+first, within a time limit. Where each type lives and how a scope filters it: lcm.search.result_types.
 Library only.
 """
 from __future__ import annotations
@@ -13,12 +13,12 @@ import time
 
 import lcm.vault.db
 import lcm.base.mask
-import lcm.query
-import lcm.rank
+import lcm.search.query
+import lcm.search.rank
 import lcm.vault.resolve
 from lcm.base.errors import LcmError
-from lcm.rank import df, newest_window, rank_sql
-from lcm.sources import SCAN_SECONDS, TYPES, Source, doc_count, fetch, parse_when, resolve_scope, scan, short
+from lcm.search.rank import df, newest_window, rank_sql
+from lcm.search.result_types import SCAN_SECONDS, TYPES, Source, doc_count, fetch, parse_when, resolve_scope, scan, short
 
 SNIPPET_CHARS = 200
 DEDUPE = True             # one result per distinct text, the best-scored copy
@@ -41,7 +41,7 @@ def _rank_full_text(conn, src: Source, query, want):
         window = ("", [])
         if src.id_range:
             window = ("AND f.rowid BETWEEN ? AND ?", src.id_range)
-        elif df(conn, src, query, n_docs) > lcm.rank.RANK_BUDGET:
+        elif df(conn, src, query, n_docs) > lcm.search.rank.RANK_BUDGET:
             window = newest_window(conn, src, query)
         ranked = rank_sql(conn, src, query, want, *window)
     except sqlite3.OperationalError as exc:
@@ -128,7 +128,7 @@ SCOPES = {"messages": ["message"], "summaries": ["summary"], "notes": ["note"]}
 def search(conn, query, *, mode="auto", scope="both", session=None, project=None, all_sessions=False,
            since=None, before=None, role=None, typed=False, sessions=None, within=None, limit=20, offset=0,
            time_limit=SCAN_SECONDS, look_elsewhere=True, types=None) -> dict:
-    """Search every result type (lcm.sources.TYPES) or some; returns the --json document.
+    """Search every result type (lcm.search.result_types.TYPES) or some; returns the --json document.
 
     types: the result types to search (default: all, or those of `scope`). session: an id or a
     unique prefix of one. sessions: a list of ids to stay within (an expansion grant's). typed:
@@ -163,13 +163,13 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
         kinds = [k for k in kinds if k == "message"]
     terms, finders, pattern = [], [], None
     if mode == "auto":
-        terms = lcm.query.parse_query(query)
+        terms = lcm.search.query.parse_query(query)
         # snippets centre on the most telling word: phrases and long words before short ones
         # (Terms compile their patterns on first use: most snippets need only the first)
         finders = sorted(terms, key=lambda t: (t.kind == "word", -len(t.text)))
     elif mode == "regex":
         pattern = _compile_regex(query)
-        finders = [lcm.query.Term(query, "regex", regex=query)]  # the same pattern (re caches it)
+        finders = [lcm.search.query.Term(query, "regex", regex=query)]  # the same pattern (re caches it)
     query_norm = " ".join(query.lower().split())
     scored, stopped, next_to, shared, coverage = [], False, {}, {}, {}
     for kind in kinds:
@@ -178,8 +178,8 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
         src = Source(conn, kind, session, project, since, before, role, typed, sessions, within)
         if mode == "auto":
             # a stored file's candidates are scored on its outline: fewer of them (its text is long)
-            candidates = FILE_CANDIDATES if kind == "file" else lcm.rank.CANDIDATES
-            hits, cut = (lcm.rank.rank_auto(conn, src, terms, max(candidates, want), want, deadline,
+            candidates = FILE_CANDIDATES if kind == "file" else lcm.search.rank.CANDIDATES
+            hits, cut = (lcm.search.rank.rank_auto(conn, src, terms, max(candidates, want), want, deadline,
                                             query_norm, shared) if terms else ([], False))
         elif mode == "full_text":
             hits, cut = _rank_full_text(conn, src, query, want)

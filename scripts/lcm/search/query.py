@@ -30,7 +30,7 @@ last time know let okay ok hey hi hello thanks thank kind sort
 # and BM25 already gives such common words little weight.
 
 # CJK scripts have no spaces: unicode61 indexes a whole run as one token, so CJK terms are
-# matched as substrings instead (see lcm.search).
+# matched as substrings instead (see lcm.search.engine).
 CJK_RANGES = ((0x3040, 0x30FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xAC00, 0xD7AF), (0xF900, 0xFAFF))
 
 
@@ -130,7 +130,7 @@ def _word_regex(words: list[str]) -> str:
 def _make(text: str, quoted: bool) -> Term | None:
     if has_cjk(text):
         literal = text.strip()
-        # FTS5 finds a CJK run that starts with the term (a prefix query); lcm.search adds a substring scan
+        # FTS5 finds a CJK run that starts with the term (a prefix query); lcm.search.engine adds a substring scan
         return Term(literal, "cjk", fts_string(literal) + "*", re.escape(literal)) if literal else None
     words = WORD.findall(text)
     if not words:

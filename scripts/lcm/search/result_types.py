@@ -2,7 +2,7 @@
 
 A Source names the table, full-text index and columns of one result type (message, summary,
 note, ...) and the WHERE clause of a search's scope (session, project, grant, dates, role).
-lcm.rank orders what a Source holds; lcm.search puts the types together. Library only.
+lcm.search.rank orders what a Source holds; lcm.search.engine puts the types together. Library only.
 """
 from __future__ import annotations
 
@@ -127,7 +127,7 @@ class Source:
             params.append(session)
         elif project and kind == "note":
             # notes that apply there: global ones, those pinned for it or above it, or below it
-            from lcm.notes import project_chain# only for a notes search in a project
+            from lcm.search.notes import project_chain# only for a notes search in a project
             chain = project_chain(project)
             below = project.rstrip("/") + "/"
             where.append(f"(t.project IS NULL OR t.project IN ({','.join('?' * len(chain))})"

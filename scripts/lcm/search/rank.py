@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 import time
 
-import lcm.query
+import lcm.search.query
 import lcm.vault.schema
-from lcm.sources import Source, doc_count, fetch, scan, like_escape
+from lcm.search.result_types import Source, doc_count, fetch, scan, like_escape
 
 CANDIDATES = 50           # BM25 candidates reranked per query (and per page beyond them)
 DF_CAP = 2001             # document frequencies are counted up to here, estimated beyond (a
@@ -29,7 +29,7 @@ COMPOUNDS = True          # adjacent words also as one word ("web workers" ~ Web
 # A question's words are often in the turn next to the answer (the prompt before a reply, the
 # assistant's question before the user's answer): the best hits lend this share of their score
 # to their 1st and 2nd conversational neighbours (max, not sum: one strong hit is enough;
-# lcm.conversation decides what a neighbour is).
+# lcm.search.conversation decides what a neighbour is).
 # bench/recall.py: 0.5/0.25 over the 10 best hits; sum instead of max, or every hit lending,
 # crowded known-item answers out of the top 10 (0.92 -> 0.84).
 NEIGHBOUR_WEIGHTS = (0.5, 0.25)
@@ -124,7 +124,7 @@ def _term_counts(text: str, terms) -> dict:
     lower = text.lower()
     counts = {}
     for t in terms:
-        stem = lcm.query.crude_stem(t.text) if t.kind == "word" and len(t.text) > 3 else ""
+        stem = lcm.search.query.crude_stem(t.text) if t.kind == "word" and len(t.text) > 3 else ""
         if stem and len(stem) > 3:
             counts[t] = lower.count(stem)
         elif t.regex and all(n in lower for n in t.needles):
@@ -137,7 +137,7 @@ def _term_counts(text: str, terms) -> dict:
 def _neighbour_shares(conn, best: list[tuple[int, float]]) -> dict[int, tuple[float, int]]:
     """{neighbour id: (its share of a best hit's score, that hit's id)} for best [(id, score)]:
     NEIGHBOUR_WEIGHTS by distance, the largest share where several hits lend to one message."""
-    from lcm.conversation import neighbours# imported when there are hits to lend from
+    from lcm.search.conversation import neighbours# imported when there are hits to lend from
     around = neighbours(conn, [rowid for rowid, _ in best])
     shares: dict[int, tuple[float, int]] = {}
     for rowid, score in best:
@@ -158,7 +158,7 @@ def _exchange_scores(conn, src: Source, chosen, base: float) -> tuple[dict[int, 
     """({message id: the best score of an exchange window it sits in}, {message id: another turn
     of that window}) over the best windows of the chosen terms, scaled so that the best window
     scores EXCHANGE_WEIGHT x the best single hit."""
-    from lcm.conversation import window_members# only when windows are searched
+    from lcm.search.conversation import window_members# only when windows are searched
     expr = " OR ".join(t.fts for t in chosen)
     window = ("AND f.rowid BETWEEN ? AND ?", src.id_range) if src.id_range else ("", ())
     ends = rank_sql(conn, src, expr, EXCHANGE_WINDOWS, *window, fts=src.exchange)
@@ -185,7 +185,7 @@ def _lend_to_neighbours(conn, src: Source, scored: list) -> list:
     uuids = {row["rowid_"]: row["uuid"] for _, row in best}
     shares = _neighbour_shares(conn, [(row["rowid_"], score) for score, row in best])
     if QUESTION_HANDOFF:
-        from lcm.conversation import answers
+        from lcm.search.conversation import answers
         asking = {row["rowid_"]: score for score, row in best if _asks(row["content"])}
         for question, answer in answers(conn, list(asking)).items():
             gain = asking[question] * QUESTION_HANDOFF
@@ -214,7 +214,7 @@ def rank_messages(conn, text: str, ids: list[int]) -> dict[int, float]:
     """Relevance to `text` of each message in `ids` that has any: BM25 over the full-text index
     (a substring count without FTS5), plus the share its conversational neighbours in `ids`
     lend it, as in auto mode. For drilling down inside known summaries (lcm_expand_query.py)."""
-    terms = lcm.query.parse_query(text)
+    terms = lcm.search.query.parse_query(text)
     wanted = set(ids)
     scores: dict[int, float] = {}
     fts_terms = [t for t in terms if t.fts] if lcm.vault.schema.fts_enabled(conn) else []
@@ -252,7 +252,7 @@ def _substrings(conn, src: Source, terms, use_fts: bool, want: int, deadline: fl
     any, newest first, within AUTO_SCAN_SECONDS; returns whether the scan stopped early."""
     if src.tri and all(len(t.text) >= 3 for t in terms):  # a trigram phrase is a substring, any case
         for joiner in ([" AND ", " OR "] if len(terms) > 1 else [" OR "]):
-            expr = joiner.join(lcm.query.fts_string(t.text) for t in terms)
+            expr = joiner.join(lcm.search.query.fts_string(t.text) for t in terms)
             for row in conn.execute(f"SELECT {src.columns} FROM {src.table} t WHERE t.{src.key} IN (SELECT rowid"
                                     f" FROM {src.tri} WHERE {src.tri} MATCH ?) AND {src.where}"
                                     f" ORDER BY t.{src.key} DESC LIMIT ?", [expr, *src.params, want]):
@@ -296,13 +296,13 @@ def rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm, s
     relevance = {}
     # "web workers" in the question, WebWorkers in the code: adjacent words glued into one, when
     # the vault has that word (they only add score; coverage counts the words as typed)
-    glued = [t for t in lcm.query.compounds(fts_terms) if COMPOUNDS and df(conn, src, t.fts, n_docs)]
+    glued = [t for t in lcm.search.query.compounds(fts_terms) if COMPOUNDS and df(conn, src, t.fts, n_docs)]
     if chosen or glued:
         words = [t for t in chosen if t.kind == "word"]
-        extras = lcm.query.ranking_extras([t for t in fts_terms if t in words], NEAR_PAIRS, PREFIXES)
+        extras = lcm.search.query.ranking_extras([t for t in fts_terms if t in words], NEAR_PAIRS, PREFIXES)
         relevance = _fts_candidates(conn, src, chosen or glued, total, extras + glued if chosen else extras, want)
     if trigram:  # a substring found here adds its BM25; bounded like the words (RANK_BUDGET)
-        expr = " OR ".join(lcm.query.fts_string(t.text) for t in trigram)
+        expr = " OR ".join(lcm.search.query.fts_string(t.text) for t in trigram)
         window = ("AND f.rowid BETWEEN ? AND ?", src.id_range) if src.id_range else ("", ())
         if not src.id_range and df(conn, src, expr, n_docs, fts=src.cjk) > RANK_BUDGET:
             window = newest_window(conn, src, expr, fts=src.cjk)

@@ -2,7 +2,7 @@
 
 A question's words are often in the turn next to its answer: the prompt before a reply, the
 assistant's question before the user's answer, the prompt that opened a long coding turn before
-the reply that closes it. lcm.search lends a share of a hit's score to these neighbours. Order
+the reply that closes it. lcm.search.engine lends a share of a hit's score to these neighbours. Order
 is message id order within a session and thread (the transcript's order); this module is the
 one place to change when a conversation-order column exists. Library only.
 """
