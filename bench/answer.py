@@ -53,14 +53,14 @@ def norm(text: str) -> str:
 
 def build_vault(home: Path) -> None:
     os.environ.update(LCM_HOME=str(home), LCM_LLM="none", LCM_FRESH_TAIL_COUNT="0")
-    import lcm.compact
+    import lcm.summary.compact
     import lcm.vault.db
     import lcm.capture.bulk
     import lcm.capture.ingest
     conn = lcm.db.connect()
     lcm.capture.bulk.ingest_paths(conn, [str(SHARED)])
     for (session,) in conn.execute("SELECT DISTINCT session_id FROM messages").fetchall():
-        lcm.compact.compact(conn, session, mode="full")
+        lcm.summary.compact.compact(conn, session, mode="full")
     conn.close()
 
 

@@ -43,7 +43,7 @@ def main() -> int:
         subprocess.run([sys.executable, str(ROOT / "bench" / "gen_corpus.py"), "--messages", str(args.messages),
                         "--out", str(corpus), "--seed", str(args.seed)], check=True, stdout=subprocess.DEVNULL)
 
-    import lcm.compact
+    import lcm.summary.compact
 
     import lcm.vault.db
     import lcm.capture.bulk
@@ -57,13 +57,13 @@ def main() -> int:
     messages = conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
 
     started = time.perf_counter()
-    results = [lcm.compact.compact(conn, s, mode="full") for s in sessions]
+    results = [lcm.summary.compact.compact(conn, s, mode="full") for s in sessions]
     seconds = time.perf_counter() - started
     compacted = conn.execute("SELECT COUNT(*) FROM summary_sources WHERE message_id IS NOT NULL").fetchone()[0]
     before = sum(r["tokens_before"] for r in results)
     after = sum(r["tokens_after"] for r in results)
     again = time.perf_counter()
-    rerun = [lcm.compact.compact(conn, s, mode="full") for s in sessions]
+    rerun = [lcm.summary.compact.compact(conn, s, mode="full") for s in sessions]
     rerun_seconds = time.perf_counter() - again
     print(json.dumps({
         "bench": "compact_extractive_full",

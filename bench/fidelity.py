@@ -22,7 +22,7 @@ summary against the messages it covers:
   size             leaf tokens against LCM_LEAF_TARGET_TOKENS (mean, max, how many above it), and
                    against their source (mean ratio).
   leaves_under_min leaves whose source is under LCM_LEAF_MIN_TOKENS (default 2000).
-  by_kind          the same count per kind of failure as lcm/failures.py names it (a breakdown
+  by_kind          the same count per kind of failure as lcm/summary/failures.py names it (a breakdown
                    only: what is kept is judged by the rule above).
 Prints one JSON line. --verbose lists each key line that was lost, on stderr.
 The key-line rule is written here independently of lcm's summariser, so it measures it.
@@ -115,11 +115,11 @@ def blocks(raw) -> list[dict]:
 
 
 def failure_kind(text: str) -> str:
-    """The kind lcm's rules give a failure (lcm/failures.py): a breakdown for reading the
+    """The kind lcm's rules give a failure (lcm/summary/failures.py): a breakdown for reading the
     figures, never a part of what counts as kept."""
     sys.path.insert(0, str(SCRIPTS))
-    import lcm.failures
-    return lcm.failures.classify(text)[0] or "other"
+    import lcm.summary.failures
+    return lcm.summary.failures.classify(text)[0] or "other"
 
 
 def measure(conn, verbose: bool) -> dict:

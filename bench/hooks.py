@@ -94,7 +94,7 @@ def turn_lines(turn: Transcript, i: int) -> None:
 def backlog(python: str, lines: int) -> dict:
     """The backlog scenario of the module docstring."""
     sys.path.insert(0, str(ROOT / "scripts"))
-    import lcm.dag
+    import lcm.summary.dag
     import lcm.base.config
     import lcm.vault.db
     import lcm.base.errors
@@ -118,7 +118,7 @@ def backlog(python: str, lines: int) -> dict:
 
         def running() -> bool:
             try:
-                with lcm.dag.session_lock(turn.session_id, blocking=False):
+                with lcm.summary.dag.session_lock(turn.session_id, blocking=False):
                     return False
             except lcm.base.errors.LcmError:
                 return True
@@ -130,7 +130,7 @@ def backlog(python: str, lines: int) -> dict:
             time.sleep(0.5)
             conn = lcm.db.connect()
             try:
-                due = lcm.dag.compaction_due(conn, turn.session_id)
+                due = lcm.summary.dag.compaction_due(conn, turn.session_id)
             finally:
                 conn.close()
             if not running() and (not due or time.perf_counter() - started > 30 and not during):
@@ -150,7 +150,7 @@ def backlog(python: str, lines: int) -> dict:
             after.append(timed(stop_cmd, payload, env))
         conn = lcm.db.connect()
         leaves = conn.execute("SELECT count(*) FROM summaries WHERE kind = 'leaf'").fetchone()[0]
-        raw_left = lcm.dag.body_rows(conn, turn.session_id, lcm.base.config.get("LCM_FRESH_TAIL_COUNT"))
+        raw_left = lcm.summary.dag.body_rows(conn, turn.session_id, lcm.base.config.get("LCM_FRESH_TAIL_COUNT"))
         log = scratch / "lcm" / "lcm.log"
         med_bare, med_after = statistics.median(bare), statistics.median(after)
         return {

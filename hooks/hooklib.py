@@ -317,15 +317,15 @@ def start_compaction(conn, sid: str, payload: dict) -> None:
     """
     import lcm.vault.order
     # the cheap half of the due check first (lcm.capture.ingest loaded lcm.vault.order already): on most turns
-    # nothing is due, and the hook never loads lcm.dag and its imports (~0.7 ms)
+    # nothing is due, and the hook never loads lcm.summary.dag and its imports (~0.7 ms)
     if lcm.vault.order.due_hint(conn, sid) is None:
         return
-    import lcm.dag
-    if not lcm.dag.compaction_due(conn, sid):
+    import lcm.summary.dag
+    if not lcm.summary.dag.compaction_due(conn, sid):
         return
     from lcm.base.errors import LcmError
     try:
-        with lcm.dag.session_lock(sid, blocking=False):
+        with lcm.summary.dag.session_lock(sid, blocking=False):
             pass
     except LcmError:
         return

@@ -49,16 +49,16 @@ def compact_now(conn, sid: str) -> None:
     if conn.execute("SELECT 1 FROM messages WHERE session_id = ? LIMIT 1", (sid,)).fetchone() is None:
         note("no messages of this session in the vault: nothing to compact")
         return
-    import lcm.compact
-    import lcm.dag
+    import lcm.summary.compact
+    import lcm.summary.dag
     from lcm.base.errors import LcmError
     try:
-        with lcm.dag.session_lock(sid, blocking=False):
+        with lcm.summary.dag.session_lock(sid, blocking=False):
             pass
     except LcmError as exc:  # someone is compacting this session right now
         note(f"compaction skipped: {exc.message}")
         return
-    result = lcm.compact.compact(conn, sid, mode="full", time_budget=TIME_BUDGET_SECONDS)
+    result = lcm.summary.compact.compact(conn, sid, mode="full", time_budget=TIME_BUDGET_SECONDS)
     if isinstance(result, dict) and result.get("stopped") == "time_budget":
         note(f"compaction stopped at its {TIME_BUDGET_SECONDS}s budget; the rest runs on a later Stop")
     if isinstance(result, dict) and result.get("model_failure"):

@@ -1,5 +1,5 @@
 """SessionEnd: final ingest, then detach a checkpoint (kept in the vault only: nothing is written
-into the user's project) and a compaction followed by the session's digest (lcm/digest.py).
+into the user's project) and a compaction followed by the session's digest (lcm/summary/digest.py).
 
 Claude Code gives all SessionEnd hooks of a plugin a shared 1.5 s, so nothing slow runs here:
 the checkpoint and the compaction run in their own processes after the hook has exited.

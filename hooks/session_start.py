@@ -86,12 +86,12 @@ def checkpoint_pointer(conn, payload: dict) -> str | None:
 
 def compact_context(conn, sid: str) -> str:
     try:
-        import lcm.dag
+        import lcm.summary.dag
     except ImportError:
-        note("lcm/dag.py is missing: only the drill-down pointer injected after compaction")
+        note("lcm/summary/dag.py is missing: only the drill-down pointer injected after compaction")
         body = ""
     else:
-        body = lcm.dag.render_context(conn, sid, max_chars=CONTEXT_CHARS).strip()
+        body = lcm.summary.dag.render_context(conn, sid, max_chars=CONTEXT_CHARS).strip()
     if not body:
         return ("lcm: this session was compacted. Its full history stays in the lcm vault. " + DRILL_DOWN)
     return ("lcm: active context of this session after compaction (summaries with their ids):\n"

@@ -27,7 +27,7 @@ import lcm.cli
 import lcm.base.config
 import lcm.vault.db
 import lcm.vault.resolve
-import lcm.checkpoint
+import lcm.summary.checkpoint
 import lcm.base.shell
 from lcm.base.errors import LcmError
 
@@ -37,31 +37,31 @@ def _main(argv):
     lcm.cli.add_session_arg(p)
     where = p.add_mutually_exclusive_group()
     where.add_argument("--output", metavar="PATH",
-                       help=f"file to write, - for stdout (default: {lcm.checkpoint.FILE_NAME} at the workspace root)")
+                       help=f"file to write, - for stdout (default: {lcm.summary.checkpoint.FILE_NAME} at the workspace root)")
     where.add_argument("--vault-only", action="store_true", help="store the checkpoint in the vault, write no file")
     p.add_argument("--llm", action="store_true", help="add a model-written narrative (LCM_LLM backend)")
     args = p.parse_args(argv)
     to_stdout = args.output == "-"
     output = Path(args.output).expanduser() if args.output and not to_stdout else None
     if output is not None and output.is_dir():
-        raise LcmError(f"--output {output} is a directory", f"pass a file path, e.g. {output / lcm.checkpoint.FILE_NAME}")
+        raise LcmError(f"--output {output} is a directory", f"pass a file path, e.g. {output / lcm.summary.checkpoint.FILE_NAME}")
     if output is not None and output.exists() and not output.is_file():  # a device or FIFO: never replace it
         raise LcmError(f"--output {output} is not a regular file", "pass the path of a file to write, or - for stdout")
     if output is not None and not output.parent.is_dir():
         raise LcmError(f"cannot write {output}: {output.parent} is not a directory", "pass --output PATH in an existing directory")
     conn = lcm.db.connect(args.db, create=False)
     session_id = lcm.vault.resolve.session(conn, args.session, whole=True)
-    default_file = lcm.checkpoint.workspace_root() / lcm.checkpoint.FILE_NAME
+    default_file = lcm.summary.checkpoint.workspace_root() / lcm.summary.checkpoint.FILE_NAME
     skipped = None  # why the default file was not written
     if output is None and not to_stdout and not args.vault_only:
-        skipped = lcm.checkpoint.foreign_reason(conn, session_id)
+        skipped = lcm.summary.checkpoint.foreign_reason(conn, session_id)
         output = None if skipped else default_file
-    lcm.checkpoint.catch_up(conn, session_id)
-    info, text = lcm.checkpoint.build(conn, session_id, lcm.base.config.db_path(args.db).resolve(), args.llm)
+    lcm.summary.checkpoint.catch_up(conn, session_id)
+    info, text = lcm.summary.checkpoint.build(conn, session_id, lcm.base.config.db_path(args.db).resolve(), args.llm)
     tmp = None
     if output is not None:
         try:
-            tmp = lcm.checkpoint.write_atomic(output, text)
+            tmp = lcm.summary.checkpoint.write_atomic(output, text)
         except OSError as exc:
             raise (lcm.db.storage_error(exc, str(output), "cannot write") or LcmError(
                 f"cannot write {output}: {exc.strerror}", "check the directory's permissions or pass --output PATH")) from None
@@ -74,8 +74,8 @@ def _main(argv):
                 (session_id, info["project"], path, text, info["last_message_id"], info["created_at"]))
             if tmp is not None:
                 os.replace(tmp, output)  # inside the transaction: a failed rename stores nothing
-        if output is not None and output.name == lcm.checkpoint.FILE_NAME:
-            lcm.checkpoint.keep_out_of_git(output)
+        if output is not None and output.name == lcm.summary.checkpoint.FILE_NAME:
+            lcm.summary.checkpoint.keep_out_of_git(output)
     finally:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)

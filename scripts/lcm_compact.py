@@ -40,8 +40,8 @@ import lcm.cli
 import lcm.base.config
 import lcm.vault.db
 import lcm.vault.grants
-import lcm.compact
-import lcm.digest
+import lcm.summary.compact
+import lcm.summary.digest
 import lcm.base.llm
 from lcm.base.errors import LcmError
 
@@ -59,7 +59,7 @@ def _main(argv):
     how.add_argument("--pack", action="store_true", help="compress stored lines into blocks (with --all: every line now)")
     p.add_argument("--vacuum", action="store_true", help="with --pack: give the freed space back to the disk")
     p.add_argument("--digest", action="store_true",
-                   help="then write each session's digest (lcm/digest.py; the SessionEnd hook passes it)")
+                   help="then write each session's digest (lcm/summary/digest.py; the SessionEnd hook passes it)")
     args = p.parse_args(argv)
     if args.vacuum and not args.pack:
         p.error("--vacuum goes with --pack")
@@ -69,16 +69,16 @@ def _main(argv):
     # a dry run writes in a transaction it rolls back, so it opens for writing, but makes no vault
     conn = lcm.db.connect(args.db, create=not args.dry_run)
     lcm.vault.grants.scope(conn).refuse("lcm_compact.py (it writes summaries)")
-    sessions = lcm.compact.sessions_to_compact(conn, args.session, every=args.all)
+    sessions = lcm.summary.compact.sessions_to_compact(conn, args.session, every=args.all)
     mode = "full" if args.full else "upgrade" if args.upgrade else "incremental"
     results, calls_left = [], lcm.base.config.get("LCM_MAX_SUMMARY_CALLS")
     breaker = lcm.base.llm.Breaker()  # one failing backend is found once per run, not once per session
     for session in sessions:  # one spend guard for the whole run, across sessions
-        results.append(lcm.compact.compact(conn, session, mode=mode, until_under=args.until_under, dry_run=args.dry_run,
+        results.append(lcm.summary.compact.compact(conn, session, mode=mode, until_under=args.until_under, dry_run=args.dry_run,
                                time_budget=args.time_budget, max_calls=calls_left, breaker=breaker))
         calls_left -= results[-1]["model_calls"]
         if args.digest and not args.dry_run:
-            results[-1]["digest"] = lcm.digest.write(conn, session)["level"]
+            results[-1]["digest"] = lcm.summary.digest.write(conn, session)["level"]
         if results[-1]["stopped"] in ("call_limit", "time_budget"):
             break
     if breaker.failure is not None:
@@ -92,7 +92,7 @@ def _main(argv):
             total = {k: sum(r[k] for r in results) for k in
                      ("leaf_created", "condensed_created", "upgraded", "model_calls", "tokens_before",
                       "tokens_after")}
-            total["levels"] = {k: sum(r["levels"][k] for r in results) for k in lcm.compact.LEVELS}
+            total["levels"] = {k: sum(r["levels"][k] for r in results) for k in lcm.summary.compact.LEVELS}
             lcm.cli.print_json({**total, "sessions": results, "count": len(results),
                                 "model_failure": breaker.failure.message if breaker.failure else None})
         else:

@@ -30,7 +30,7 @@ import tempfile
 import lcm.cli
 import lcm.base.config
 import lcm.vault.db
-import lcm.digest
+import lcm.summary.digest
 import lcm.vault.grants
 import lcm.vault.resolve
 import lcm.export
@@ -92,7 +92,7 @@ def _main(argv):
         lcm.vault.grants.scope(conn).refuse("--unmasked", "export without --unmasked: secrets stay masked")
     session_id = lcm.vault.resolve.session(conn, args.session, whole=True)
     if args.archive:
-        doc = lcm.digest.archive(conn, session_id, args.archive)
+        doc = lcm.summary.digest.archive(conn, session_id, args.archive)
         if args.json:
             lcm.cli.print_json(doc)
         else:

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import sys
 
-import lcm.checkpoint
+import lcm.summary.checkpoint
 import lcm.cli
 import lcm.base.config
 import lcm.vault.db
 import lcm.vault.resolve
-from lcm.checkpoint import FILE_NAME
+from lcm.summary.checkpoint import FILE_NAME
 
 
 def _main(argv):
@@ -37,7 +37,7 @@ def _main(argv):
         p.error("--max-tokens must be at least 200")
     conn = lcm.db.connect(args.db, create=False, readonly=True)
     session = lcm.vault.resolve.session(conn, args.session, whole=True) if args.session else None
-    result = lcm.checkpoint.resume(conn, args.checkpoint, session, lcm.base.config.db_path(args.db).resolve(),
+    result = lcm.summary.checkpoint.resume(conn, args.checkpoint, session, lcm.base.config.db_path(args.db).resolve(),
                                    args.max_tokens)
     if args.json:
         lcm.cli.print_json(result)

@@ -8,7 +8,7 @@ import json
 import pytest
 
 import lcm.answer
-import lcm.compact
+import lcm.summary.compact
 import lcm.vault.db
 import lcm.capture.bulk
 import lcm.capture.ingest
@@ -90,7 +90,7 @@ def session(tmp_path, vault, monkeypatch):
     monkeypatch.setenv("LCM_LLM", "none")
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "0")
     monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "3000")
-    lcm.compact.compact(conn, t.session_id, mode="full")
+    lcm.summary.compact.compact(conn, t.session_id, mode="full")
     tops = [r[0] for r in conn.execute("SELECT id FROM summaries WHERE parent_id IS NULL")]
     assert tops
     return conn, tops

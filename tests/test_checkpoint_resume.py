@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-import lcm.checkpoint
+import lcm.summary.checkpoint
 
 import lcm_checkpoint
-import lcm.compact
+import lcm.summary.compact
 import lcm.base.config
 import lcm.vault.db
 import lcm.capture.bulk
@@ -49,7 +49,7 @@ def test_checkpoint_then_resume_in_a_new_session_on_real_transcripts(workspace, 
 
     monkeypatch.setenv("LCM_LLM", "none")
     monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "3000")      # small chunks: enough leaves to condense
-    compacted = lcm.compact.compact(conn, REAL_SESSION, mode="full")
+    compacted = lcm.summary.compact.compact(conn, REAL_SESSION, mode="full")
     assert compacted["condensed_created"] >= 1
     top = conn.execute("SELECT id, depth FROM summaries WHERE session_id = ? AND parent_id IS NULL"
                        " ORDER BY depth DESC, first_message_id LIMIT 1", (REAL_SESSION,)).fetchone()

@@ -15,19 +15,19 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-import lcm.compact
+import lcm.summary.compact
 
 import lcm_compact
-import lcm.dag
+import lcm.summary.dag
 import lcm.base.config
 import lcm.vault.db
 import lcm.base.errors
 import lcm.vault.schema
-import lcm.extract
+import lcm.summary.extract
 import lcm.capture.bulk
 import lcm.capture.ingest
 import lcm.base.llm
-import lcm.prompts
+import lcm.summary.prompts
 from conftest import ROOT, shared_data
 from fake_anthropic import FakeAnthropic
 from transcripts import Transcript, coding_session
@@ -93,7 +93,7 @@ def check_dag(conn, session_id: str, tail: int, complete: bool = True) -> dict:
     for node in nodes.values():
         assert node["token_count"] == lcm.base.config.estimate_tokens(node["content"])
         assert 0 <= node["token_count"] < node["source_token_count"], node["id"]
-        assert node["level"] in lcm.compact.LEVELS
+        assert node["level"] in lcm.summary.compact.LEVELS
         sources = conn.execute("SELECT * FROM summary_sources WHERE summary_id = ? ORDER BY ord",
                                (node["id"],)).fetchall()
         assert [s["ord"] for s in sources] == list(range(len(sources))) and sources
@@ -221,13 +221,13 @@ def test_incremental_then_full_keeps_the_dag_sound(tmp_path_factory, monkeypatch
         if i % per_batch == 0:
             t.write()
             ingest(conn, t.path)
-            lcm.compact.compact(conn, t.session_id)
+            lcm.summary.compact.compact(conn, t.session_id)
             check_dag(conn, t.session_id, tail, complete=False)
     t.write()
     ingest(conn, t.path)
-    lcm.compact.compact(conn, t.session_id, mode="full")
+    lcm.summary.compact.compact(conn, t.session_id, mode="full")
     check_dag(conn, t.session_id, tail)
-    again = lcm.compact.compact(conn, t.session_id, mode="full")
+    again = lcm.summary.compact.compact(conn, t.session_id, mode="full")
     assert again["leaf_created"] == again["condensed_created"] == 0
 
 
@@ -238,12 +238,12 @@ def test_tool_call_and_result_are_never_split(tmp_path, monkeypatch):
     t = session_with(tmp_path, turns=8)
     conn = lcm.db.connect()
     ingest(conn, t.path)
-    lcm.compact.compact(conn, t.session_id, mode="full")
+    lcm.summary.compact.compact(conn, t.session_id, mode="full")
     check_dag(conn, t.session_id, 0)
     for leaf in conn.execute("SELECT id FROM summaries WHERE kind = 'leaf'"):
         opened, answered = set(), set()
         for mid in expand_to_messages(conn, leaf[0]):
-            o, a = lcm.dag.tool_ids(conn.execute("SELECT raw FROM messages WHERE id = ?", (mid,)).fetchone()[0])
+            o, a = lcm.summary.dag.tool_ids(conn.execute("SELECT raw FROM messages WHERE id = ?", (mid,)).fetchone()[0])
             opened.update(o)
             answered.update(a)
         assert opened <= answered and answered <= opened
@@ -261,7 +261,7 @@ def test_a_call_whose_result_is_in_the_fresh_tail_does_not_hold_back_the_chunk(t
     t.write()
     conn = lcm.db.connect()
     ingest(conn, t.path)
-    result = lcm.compact.compact(conn, t.session_id, mode="full")
+    result = lcm.summary.compact.compact(conn, t.session_id, mode="full")
     assert result["leaf_created"] == 1, "one leaf up to the tail, not a tiny leaf for the last call"
     check_dag(conn, t.session_id, 1)
 
@@ -275,15 +275,15 @@ def test_incremental_waits_for_a_full_chunk(tmp_path, monkeypatch, capsys):
     ingest(conn, t.path)
     quiet = run_json(capsys, "--session", t.session_id)
     assert set(quiet) >= JSON_KEYS and quiet["leaf_created"] == 0
-    assert not lcm.dag.compaction_due(conn, t.session_id)
+    assert not lcm.summary.dag.compaction_due(conn, t.session_id)
     monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "200")
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "8")
-    assert lcm.dag.compaction_due(conn, t.session_id)
+    assert lcm.summary.dag.compaction_due(conn, t.session_id)
     one = run_json(capsys, "--session", t.session_id)
     # one run drains the backlog until less than a chunk is left
     assert one["leaf_created"] > 1 and one["tokens_after"] < one["tokens_before"]
     assert one["levels"]["extractive"] == one["leaf_created"] + one["condensed_created"]
-    assert not lcm.dag.compaction_due(conn, t.session_id)
+    assert not lcm.summary.dag.compaction_due(conn, t.session_id)
 
 
 def test_dry_run_writes_nothing(tmp_path, monkeypatch, capsys):
@@ -308,22 +308,22 @@ def test_until_under_stops_at_the_target(tmp_path, monkeypatch, capsys):
     t = session_with(tmp_path, turns=20)
     conn = lcm.db.connect()
     ingest(conn, t.path)
-    before = lcm.dag.active_context_tokens(conn, t.session_id)
+    before = lcm.summary.dag.active_context_tokens(conn, t.session_id)
     target = before * 9 // 10
     result = run_json(capsys, "--session", t.session_id, "--until-under", str(target))
     assert result["tokens_after"] <= target < result["tokens_before"]
-    full = lcm.compact.compact(conn, t.session_id, mode="full")
+    full = lcm.summary.compact.compact(conn, t.session_id, mode="full")
     assert full["leaf_created"] > 0, "--until-under stopped early, leaving work for --full"
 
 
 def test_session_lock_excludes_a_second_compaction(tmp_path):
-    with lcm.dag.session_lock("s1"):
+    with lcm.summary.dag.session_lock("s1"):
         with pytest.raises(lcm.base.errors.LcmError, match="another compaction"):
-            with lcm.dag.session_lock("s1", blocking=False):
+            with lcm.summary.dag.session_lock("s1", blocking=False):
                 pass
-        with lcm.dag.session_lock("s2", blocking=False):
+        with lcm.summary.dag.session_lock("s2", blocking=False):
             pass
-    with lcm.dag.session_lock("s1", blocking=False):
+    with lcm.summary.dag.session_lock("s1", blocking=False):
         pass
 
 
@@ -335,23 +335,23 @@ def test_render_context_is_bounded_xml_with_drill_down_ids(tmp_path, monkeypatch
     t = session_with(tmp_path, turns=15)
     conn = lcm.db.connect()
     ingest(conn, t.path)
-    lcm.compact.compact(conn, t.session_id, mode="full")
-    items = lcm.dag.active_context(conn, t.session_id)
+    lcm.summary.compact.compact(conn, t.session_id, mode="full")
+    items = lcm.summary.dag.active_context(conn, t.session_id)
     assert [i["type"] for i in items][-3:] == ["message"] * 3
     tops = [i for i in items if i["type"] == "summary"]
-    xml = lcm.dag.render_context(conn, t.session_id, max_chars=100_000)
+    xml = lcm.summary.dag.render_context(conn, t.session_id, max_chars=100_000)
     import xml.etree.ElementTree as ET
     root = ET.fromstring(xml)
     found = root.findall("summary")
     assert [s.get("id") for s in found] == [i["id"] for i in tops]
     assert set(found[0].attrib) == {"id", "kind", "depth", "descendant_count", "earliest_at", "latest_at"}
     for limit in (600, 1500, 3000):
-        small = lcm.dag.render_context(conn, t.session_id, max_chars=limit)
+        small = lcm.summary.dag.render_context(conn, t.session_id, max_chars=limit)
         assert len(small) <= limit
         shown = ET.fromstring(small)
         cut = shown.find("omitted")
         assert len(shown.findall("summary")) + (int(cut.get("summaries")) if cut is not None else 0) == len(tops)
-    assert "(cut; lcm_expand.py sum_" in lcm.dag.render_context(conn, t.session_id, max_chars=1500)
+    assert "(cut; lcm_expand.py sum_" in lcm.summary.dag.render_context(conn, t.session_id, max_chars=1500)
 
 
 def test_missing_session_and_bad_setting(capsys, monkeypatch):
@@ -393,19 +393,19 @@ def test_extractive_summary_tells_a_coding_story(tmp_path, monkeypatch):
     t.tool_result(b, "ImportError: cannot import name 'verbose'\n1 failed", is_error=True)
     t.assistant_text("Fixed the import; all tests pass now.")
     rows = stored_rows(t)
-    text = lcm.extract.summarize_messages(rows, "messages #1-#9", 400)
+    text = lcm.summary.extract.summarize_messages(rows, "messages #1-#9", 400)
     assert "Add a --verbose flag" in text
     assert "/p/new_module.py (written)" in text and "/p/cli.py (edited)" in text
     assert "`pytest -q tests/test_cli.py` (failed)" in text
     assert "ImportError: cannot import name 'verbose'" in text
     assert "Ended: Fixed the import" in text
     assert text.splitlines()[-1].startswith("Expand for details about:")
-    assert text == lcm.extract.summarize_messages(rows, "messages #1-#9", 400), "deterministic"
+    assert text == lcm.summary.extract.summarize_messages(rows, "messages #1-#9", 400), "deterministic"
     for budget in (150, 80, 60):
-        small = lcm.extract.summarize_messages(rows, "messages #1-#9", budget)
+        small = lcm.summary.extract.summarize_messages(rows, "messages #1-#9", budget)
         assert lcm.base.config.estimate_tokens(small) <= budget and "Files: " in small
-    assert lcm.extract.summarize_messages(rows, "messages #1-#9", 5) is None, "too small: caller truncates"
-    merged = lcm.extract.summarize_summaries([text, text], "2 summaries", 300)
+    assert lcm.summary.extract.summarize_messages(rows, "messages #1-#9", 5) is None, "too small: caller truncates"
+    merged = lcm.summary.extract.summarize_summaries([text, text], "2 summaries", 300)
     assert "/p/cli.py (edited)" in merged and lcm.base.config.estimate_tokens(merged) <= 300
 
 
@@ -418,7 +418,7 @@ def test_extractive_summary_keeps_what_the_user_typed_not_the_ide_context(tmp_pa
     t.user("<command-name>/clear</command-name>\n<command-message>clear</command-message>")
     t.assistant_text("Renamed it; the tests pass.")
     rows = stored_rows(t)
-    text = lcm.extract.summarize_messages(rows, "messages #1-#3", 400)
+    text = lcm.summary.extract.summarize_messages(rows, "messages #1-#3", 400)
     assert "Rename parse_args in utils.py to read_options" in text
     assert "ide_opened_file" not in text and "/p/notes.md" not in text and "/clear" not in text
 
@@ -426,7 +426,7 @@ def test_extractive_summary_keeps_what_the_user_typed_not_the_ide_context(tmp_pa
 # -- prompts: one home, the required shape ------------------------------------------------------
 
 def test_prompts_live_only_in_references_and_have_the_required_shape():
-    prompts = lcm.prompts.load_prompts()
+    prompts = lcm.summary.prompts.load_prompts()
     assert set(prompts) >= {"system", "leaf", "leaf-aggressive", "condensed-d1", "condensed-d2", "condensed-d3",
                             "condensed-aggressive"}
     assert "untrusted" in prompts["system"]
@@ -443,11 +443,11 @@ def test_prompts_live_only_in_references_and_have_the_required_shape():
 
 
 def test_prompt_for_each_depth_and_level():
-    names = {(d, lvl): lcm.prompts.prompt_name(d, lvl) for d in range(6) for lvl in (1, 2)}
+    names = {(d, lvl): lcm.summary.prompts.prompt_name(d, lvl) for d in range(6) for lvl in (1, 2)}
     assert names[(0, 1)] == "leaf" and names[(0, 2)] == "leaf-aggressive"
     assert [names[(d, 1)] for d in (1, 2, 3, 4, 5)] == ["condensed-d1", "condensed-d2"] + ["condensed-d3"] * 3
     assert {names[(d, 2)] for d in range(1, 6)} == {"condensed-aggressive"}
-    filled = lcm.prompts.fill(lcm.prompts.prompt("leaf"), target_tokens=7, span="S", previous="P",
+    filled = lcm.summary.prompts.fill(lcm.summary.prompts.prompt("leaf"), target_tokens=7, span="S", previous="P",
                               source="{{previous}} stays")
     assert "about 7 tokens" in filled and "{{previous}} stays" in filled and "{{" not in filled.replace(
         "{{previous}} stays", "")
@@ -458,7 +458,7 @@ def test_prompt_for_each_depth_and_level():
 def prompt_of(body: dict) -> str:
     """Which prompt of references/prompts.md a recorded request used."""
     user = FakeAnthropic.user_text(body)
-    for name, text in lcm.prompts.load_prompts().items():
+    for name, text in lcm.summary.prompts.load_prompts().items():
         if name != "system" and user.startswith(text.split("{{")[0]):
             return name
     raise AssertionError("unknown prompt: " + user[:200])
@@ -484,7 +484,7 @@ def test_each_depth_gets_its_own_prompt(tmp_path, monkeypatch, fake_api, capsys)
         assert row["model"] == "claude-haiku-4-5"
         depths.add(row["depth"])
     assert depths >= {0, 1, 2, 3}
-    system = lcm.prompts.prompt("system")
+    system = lcm.summary.prompts.prompt("system")
     for body in fake_api.requests:
         assert FakeAnthropic.system_text(body) == system and body["model"] == "claude-haiku-4-5"
         assert "<conversation>" in FakeAnthropic.user_text(body) or "<summaries>" in FakeAnthropic.user_text(body)
@@ -564,7 +564,7 @@ def test_persistent_overload_falls_back_once_and_a_later_run_upgrades(tmp_path, 
     parents = dict(conn.execute("SELECT id, parent_id FROM summaries").fetchall())
 
     fake_api.respond(lambda body: "later\nFiles: none\nExpand for details about: x")
-    result = lcm.compact.compact(conn, t.session_id, mode="incremental")
+    result = lcm.summary.compact.compact(conn, t.session_id, mode="incremental")
     assert result["upgraded"] == len(before) and result["model_failure"] is None
     after = {r["id"]: r for r in conn.execute("SELECT * FROM summaries")}
     assert all(after[i]["level"] == "normal" and after[i]["content"].startswith("later") for i in before)
@@ -575,7 +575,7 @@ def test_persistent_overload_falls_back_once_and_a_later_run_upgrades(tmp_path, 
     assert set(kept) == set(before)
     assert all(kept[i]["content"] == before[i]["content"] and kept[i]["level"] == "fallback" for i in before)
     check_dag(conn, t.session_id, 0)
-    again = lcm.compact.compact(conn, t.session_id, mode="incremental")
+    again = lcm.summary.compact.compact(conn, t.session_id, mode="incremental")
     assert again["upgraded"] == 0 and again["model_calls"] == 0
 
 
@@ -600,9 +600,9 @@ def test_claude_cli_is_used_without_an_api_key(tmp_path, monkeypatch, fake_claud
     assert result["backend"] == "claude" and result["levels"]["normal"] == 1
     call = fake_claude.calls()[0]
     assert call["env"]["LCM_SUBAGENT"] == "1" and "--no-session-persistence" in call["argv"]
-    assert call["prompt"].startswith(lcm.prompts.prompt("leaf").split("{{")[0])
+    assert call["prompt"].startswith(lcm.summary.prompts.prompt("leaf").split("{{")[0])
     argv = call["argv"]
-    assert argv[argv.index("--append-system-prompt") + 1] == lcm.prompts.prompt("system")
+    assert argv[argv.index("--append-system-prompt") + 1] == lcm.summary.prompts.prompt("system")
     assert conn.execute("SELECT content FROM summaries").fetchone()[0].startswith("from claude")
 
 
@@ -634,10 +634,10 @@ def test_killed_compaction_leaves_a_consistent_vault(tmp_path, monkeypatch, fake
     made = check_dag(conn, t.session_id, 2, complete=False)
     assert made["nodes"] == 3, "three answered calls, three committed nodes, nothing half-written"
     fake_api.respond(lambda body: "done\nFiles: none\nExpand for details about: x")
-    result = lcm.compact.compact(conn, t.session_id, mode="full")  # the lock died with the process
+    result = lcm.summary.compact.compact(conn, t.session_id, mode="full")  # the lock died with the process
     assert result["leaf_created"] > 0
     check_dag(conn, t.session_id, 2)
-    assert lcm.compact.compact(conn, t.session_id, mode="full")["leaf_created"] == 0
+    assert lcm.summary.compact.compact(conn, t.session_id, mode="full")["leaf_created"] == 0
 
 
 def test_upgrade_rewrites_extractive_summaries_in_place(tmp_path, monkeypatch, capsys):
@@ -648,7 +648,7 @@ def test_upgrade_rewrites_extractive_summaries_in_place(tmp_path, monkeypatch, c
     t = session_with(tmp_path, turns=10)
     conn = lcm.db.connect()
     ingest(conn, t.path)
-    lcm.compact.compact(conn, t.session_id, mode="full")
+    lcm.summary.compact.compact(conn, t.session_id, mode="full")
     assert lcm_compact.main(["--session", t.session_id, "--upgrade"]) == 1
     assert "no model backend" in capsys.readouterr().err
     before = {r["id"]: r["parent_id"] for r in conn.execute("SELECT id, parent_id FROM summaries")}
@@ -700,9 +700,9 @@ def test_a_backlog_drains_in_one_incremental_run_and_resumes_after_the_spend_gua
     monkeypatch.setenv("LCM_MAX_SUMMARY_CALLS", "3")
     first = run_json(capsys, "--session", t.session_id)
     assert first["leaf_created"] == 3 and first["stopped"] == "call_limit"
-    assert lcm.dag.compaction_due(conn, t.session_id)
+    assert lcm.summary.dag.compaction_due(conn, t.session_id)
     monkeypatch.setenv("LCM_MAX_SUMMARY_CALLS", "50")
     second = run_json(capsys, "--session", t.session_id)
     assert second["leaf_created"] > 3 and second["stopped"] is None
-    assert not lcm.dag.compaction_due(conn, t.session_id)
+    assert not lcm.summary.dag.compaction_due(conn, t.session_id)
     check_dag(conn, t.session_id, 4, complete=False)

@@ -8,8 +8,8 @@ import sys
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-import lcm.compact
-import lcm.dag
+import lcm.summary.compact
+import lcm.summary.dag
 import lcm.vault.db
 import lcm_describe
 import lcm.expand
@@ -34,7 +34,7 @@ def compacted_vault(tmp_path, monkeypatch, turns=12, sessions=("s1",)):
     conn = lcm.db.connect()
     lcm.capture.bulk.ingest_paths(conn, [projects])
     for sid in sessions:
-        lcm.compact.compact(conn, sid, mode="full")
+        lcm.summary.compact.compact(conn, sid, mode="full")
     return conn, paths
 
 
@@ -153,7 +153,7 @@ def test_describe_summary_message_and_session(tmp_path, monkeypatch, capsys):
     assert len(session["summaries"]) == conn.execute("SELECT count(*) FROM summaries").fetchone()[0]
     items = session["context_items"]
     assert items[0]["type"] == "summary" and items[-1]["type"] == "message"
-    assert [i["id"] for i in items] == [i["id"] for i in lcm.dag.active_context(conn, "s1")]
+    assert [i["id"] for i in items] == [i["id"] for i in lcm.summary.dag.active_context(conn, "s1")]
     code, out, _err = run(capsys, lcm_describe, "--session", "s1")
     top = next(s for s in session["summaries"] if s["parent_id"] is None)
     assert code == 0 and out.splitlines()[1].startswith(top["id"]) and "\n  sum_" in out
@@ -217,7 +217,7 @@ def test_real_transcript_round_trips_through_the_dag(tmp_path, monkeypatch, caps
     conn = lcm.db.connect()
     lcm.capture.bulk.ingest_paths(conn, [source])
     session = conn.execute("SELECT session_id FROM messages LIMIT 1").fetchone()[0]
-    lcm.compact.compact(conn, session, mode="full")
+    lcm.summary.compact.compact(conn, session, mode="full")
     by_uuid = {}
     for line in source.read_bytes().split(b"\n"):
         try:

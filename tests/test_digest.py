@@ -12,7 +12,7 @@ import pytest
 
 import lcm.base.config
 import lcm.vault.db
-import lcm.digest
+import lcm.summary.digest
 import lcm.capture.bulk
 import lcm.capture.ingest
 import lcm_compact
@@ -40,7 +40,7 @@ def small_session(tmp_path) -> Transcript:
 
 
 def digest_of(session_id: str) -> dict:
-    return lcm.digest.get(lcm.db.connect(), session_id)
+    return lcm.summary.digest.get(lcm.db.connect(), session_id)
 
 
 def test_every_ended_session_of_the_shared_data_gets_a_digest_that_says_what_failed_and_was_decided(
@@ -60,7 +60,7 @@ def test_every_ended_session_of_the_shared_data_gets_a_digest_that_says_what_fai
     assert sorted(r["session_id"] for r in rows) == sessions
     for row in rows:
         assert row["level"] == "extractive" and "\x1b" not in row["text"]
-        assert all(f"## {name}" in row["text"] for name in lcm.digest.SECTIONS)
+        assert all(f"## {name}" in row["text"] for name in lcm.summary.digest.SECTIONS)
     texts = {r["session_id"][:8]: r["text"] for r in rows}
     failed, decided = (texts["cb2e607c"].split("## What failed")[1],
                        texts["cb2e607c"].split("## Decisions")[1].split("## ")[0])
@@ -95,7 +95,7 @@ def test_extractive_digest_is_masked_and_clean(tmp_path):
     t = small_session(tmp_path)
     conn = lcm.db.connect()
     lcm.capture.bulk.ingest_paths(conn, [t.path])
-    text = lcm.digest.write(conn, t.session_id, use_model=False)["text"]
+    text = lcm.summary.digest.write(conn, t.session_id, use_model=False)["text"]
     assert SECRET not in text and "Zx9Zx9Zx9" not in text and "\x1b" not in text
     assert "Ran 2 commands, 1 failed" in text
 
@@ -129,7 +129,7 @@ def test_sessions_shows_the_digest_and_export_files_it_by_date_once(tmp_path, ca
     lcm.capture.bulk.ingest_paths(conn, [t.path])
     code, out, _ = run(capsys, lcm_sessions, t.session_id[:8])
     assert code == 0 and "Digest: none yet" in out and "--digest" in out
-    lcm.digest.write(conn, t.session_id, use_model=False)
+    lcm.summary.digest.write(conn, t.session_id, use_model=False)
     code, out, _ = run(capsys, lcm_sessions, t.session_id[:8])
     assert "Digest (extractive, written " in out and "  ## What failed" in out
     assert json.loads(run(capsys, lcm_sessions, t.session_id, "--json")[1])["digest"]["level"] == "extractive"
@@ -157,7 +157,7 @@ def test_purging_a_message_drops_its_sessions_digest(tmp_path, capsys):
     t = small_session(tmp_path)
     conn = lcm.db.connect()
     lcm.capture.bulk.ingest_paths(conn, [t.path])
-    lcm.digest.write(conn, t.session_id, use_model=False)
+    lcm.summary.digest.write(conn, t.session_id, use_model=False)
     assert "float rounding" in digest_of(t.session_id)["text"]
     code, _, err = run(capsys, lcm_purge, "--match", "float rounding", "--yes")
     assert code == 0, err

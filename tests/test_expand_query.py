@@ -10,7 +10,7 @@ from datetime import datetime
 import pytest
 
 import lcm.answer
-import lcm.compact
+import lcm.summary.compact
 import lcm.vault.db
 import lcm_expand_query
 import lcm.vault.grants
@@ -221,7 +221,7 @@ def test_real_session_compacted_then_asked(vault, fake_api, monkeypatch, capsys)
     conn = lcm.db.connect()
     lcm.capture.bulk.ingest_paths(conn, [str(shared_data("claude-projects", "-Users-dain-workspace-JSSoundRecorder"))])
     monkeypatch.setenv("LCM_LLM", "none")
-    lcm.compact.compact(conn, session, mode="full")
+    lcm.summary.compact.compact(conn, session, mode="full")
     code, out, err = run(capsys, lcm_expand_query, "--prompt", "Which build tool did we choose?", "--query", "let's do vite",
                           "--session", session, "--json")
     assert code == 0, err

@@ -3,9 +3,9 @@ choices but not narration, the final todo list once, commands with their outcome
 from __future__ import annotations
 
 import lcm.vault.db
-import lcm.extract
+import lcm.summary.extract
 import lcm.capture.bulk
-import lcm.failures
+import lcm.summary.failures
 import lcm.capture.ingest
 from fake_anthropic import FakeAnthropic
 from transcripts import Transcript
@@ -46,7 +46,7 @@ def summary_of(tmp_path) -> str:
     conn = lcm.db.connect()
     lcm.capture.bulk.ingest_paths(conn, [t.path])
     rows = conn.execute("SELECT m.*, m.thread FROM messages m ORDER BY seq").fetchall()
-    return lcm.extract.summarize_messages(rows, "test", 1200)
+    return lcm.summary.extract.summarize_messages(rows, "test", 1200)
 
 
 def test_extractive_summary_keeps_the_line_that_says_what_failed(tmp_path):
@@ -67,13 +67,13 @@ def test_extractive_summary_keeps_choices_and_the_final_todo_list_only(tmp_path)
 
 
 def test_key_line_rules():
-    assert lcm.failures.key_line("<tool_use_error>String to replace not found in file.\nString: x"
+    assert lcm.summary.failures.key_line("<tool_use_error>String to replace not found in file.\nString: x"
                                 "</tool_use_error>") == "String to replace not found in file."
-    assert lcm.failures.key_line("== test session starts ==\ncollected 3 items / 3 deselected\n\n"
+    assert lcm.summary.failures.key_line("== test session starts ==\ncollected 3 items / 3 deselected\n\n"
                                 "======== no tests collected (3 deselected) in 0.39s ========") == \
         "======== no tests collected (3 deselected) in 0.39s ========"
-    assert lcm.failures.key_line("npm ERR! code E404\nnpm error: 404 Not Found") == "npm error: 404 Not Found"
-    assert lcm.failures.key_line("Exit code 127\n(eval):1: command not found: pytest") == \
+    assert lcm.summary.failures.key_line("npm ERR! code E404\nnpm error: 404 Not Found") == "npm error: 404 Not Found"
+    assert lcm.summary.failures.key_line("Exit code 127\n(eval):1: command not found: pytest") == \
         "Exit code 127: (eval):1: command not found: pytest"
 
 
@@ -132,7 +132,7 @@ def test_rejection_reasons_and_findings_are_kept(tmp_path):
     conn = lcm.db.connect()
     lcm.capture.bulk.ingest_paths(conn, [t.path])
     rows = conn.execute("SELECT m.*, m.thread FROM messages m ORDER BY seq").fetchall()
-    text = lcm.extract.summarize_messages(rows, "test", 1200)
+    text = lcm.summary.extract.summarize_messages(rows, "test", 1200)
     assert "rejected by the user (`npm install`): use pnpm" in text
     assert "- (user) use pnpm" in text
     decisions = text.split("Decisions:")[1]

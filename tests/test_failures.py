@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-import lcm.extract
-import lcm.failures
+import lcm.summary.extract
+import lcm.summary.failures
 import lcm.base.text
 
 GO_BUILD = """Exit code 1
@@ -326,7 +326,7 @@ KINDS = [
 
 @pytest.mark.parametrize("kind,output,expected", KINDS, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(KINDS)])
 def test_each_kind_of_failure_gives_its_key_line(kind, output, expected):
-    assert lcm.failures.classify(output) == (kind, expected)
+    assert lcm.summary.failures.classify(output) == (kind, expected)
 
 
 @pytest.mark.parametrize("kind,output,expected", KINDS, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(KINDS)])
@@ -334,30 +334,30 @@ def test_the_key_line_survives_noise_around_it(kind, output, expected):
     """Progress above and a shell's exit line below do not move the key line."""
     noisy = ("Exit code 1\n" + "\n".join(f"[{i}/40] building module {i}" for i in range(40))
              + "\n" + output + "\nmake: *** [all] Error 2\n")
-    assert lcm.failures.key_line(noisy) == expected
+    assert lcm.summary.failures.key_line(noisy) == expected
 
 
 def test_near_misses_are_not_taken_for_the_failure():
     # a warning that mentions errors, then the real error
-    assert lcm.failures.key_line("WARN this tool may have fatal errors: beta\nerror: config file missing") == \
+    assert lcm.summary.failures.key_line("WARN this tool may have fatal errors: beta\nerror: config file missing") == \
         "error: config file missing"
     # passing tests named after failures are not failures
-    assert lcm.failures.key_line("test parse::fails_on_empty ... ok\ntest result: ok. 1 passed\n"
+    assert lcm.summary.failures.key_line("test parse::fails_on_empty ... ok\ntest result: ok. 1 passed\n"
                                  "error: could not compile `x` due to 2 previous errors") == \
         "error: could not compile `x` due to 2 previous errors"
     # npm's bookkeeping lines give way to the one that says what happened
-    assert lcm.failures.key_line("npm ERR! code ELIFECYCLE\nnpm ERR! errno 1\n"
+    assert lcm.summary.failures.key_line("npm ERR! code ELIFECYCLE\nnpm ERR! errno 1\n"
                                  "npm ERR! web@1.0.0 build: `vite build`") == "npm ERR! web@1.0.0 build: `vite build`"
     # nothing recognisable: the first line, and Bash's exit line joined to what follows it
-    assert lcm.failures.key_line("something odd happened\nmore") == "something odd happened"
-    assert lcm.failures.key_line("Exit code 2\nusage: tool [-h]") == "Exit code 2: usage: tool [-h]"
-    assert lcm.failures.key_line("") == "error"
+    assert lcm.summary.failures.key_line("something odd happened\nmore") == "something odd happened"
+    assert lcm.summary.failures.key_line("Exit code 2\nusage: tool [-h]") == "Exit code 2: usage: tool [-h]"
+    assert lcm.summary.failures.key_line("") == "error"
 
 
 def test_ansi_codes_are_stripped():
     coloured = "\x1b[1m\x1b[31merror\x1b[0m: \x1b]8;;https://x.example\x07link\x1b]8;;\x07 broke\r\n"
     assert lcm.base.text.strip_ansi(coloured) == "error: link broke\n"
-    assert "\x1b" not in lcm.failures.key_line(VITEST + TSC_PRETTY + PNPM)
+    assert "\x1b" not in lcm.summary.failures.key_line(VITEST + TSC_PRETTY + PNPM)
 
 
 DECISIONS = [
@@ -390,25 +390,25 @@ NOT_DECISIONS = [
 
 @pytest.mark.parametrize("sentence", DECISIONS)
 def test_a_stated_choice_is_a_decision(sentence):
-    assert lcm.extract.is_choice(sentence)
+    assert lcm.summary.extract.is_choice(sentence)
 
 
 @pytest.mark.parametrize("sentence", NOT_DECISIONS)
 def test_narration_options_and_questions_are_not_decisions(sentence):
-    assert not lcm.extract.is_choice(sentence)
+    assert not lcm.summary.extract.is_choice(sentence)
 
 
 def test_findings_are_kept_apart_from_decisions():
-    assert lcm.extract.is_finding("The root cause was a stale lock file in /tmp.")
-    assert lcm.extract.is_finding("Turns out the proxy strips the Authorization header.")
-    assert not lcm.extract.is_finding("Is the cause a stale lock file?")
-    assert not lcm.extract.is_finding("Let me look at the lock file.")
+    assert lcm.summary.extract.is_finding("The root cause was a stale lock file in /tmp.")
+    assert lcm.summary.extract.is_finding("Turns out the proxy strips the Authorization header.")
+    assert not lcm.summary.extract.is_finding("Is the cause a stale lock file?")
+    assert not lcm.summary.extract.is_finding("Let me look at the lock file.")
 
 
 def test_every_kind_survives_into_the_leaf_summary_of_a_long_failing_session(tmp_path, monkeypatch):
     """One session that fails thirty ways in a row (more failures than a leaf has lines for its
     other sections): every key line is in the extractive leaf summaries, which stay under target."""
-    import lcm.compact
+    import lcm.summary.compact
     import lcm.base.config
     import lcm.vault.db
     import lcm.capture.bulk
@@ -425,7 +425,7 @@ def test_every_kind_survives_into_the_leaf_summary_of_a_long_failing_session(tmp
     t.write()
     conn = lcm.db.connect()
     lcm.capture.bulk.ingest_paths(conn, [t.path])
-    lcm.compact.compact(conn, t.session_id, mode="full")
+    lcm.summary.compact.compact(conn, t.session_id, mode="full")
     leaves = conn.execute("SELECT content, token_count FROM summaries WHERE kind = 'leaf'").fetchall()
     assert leaves and all(r["token_count"] <= lcm.base.config.get("LCM_LEAF_TARGET_TOKENS") for r in leaves)
     text = " ".join(" ".join(r["content"].split()) for r in leaves)
@@ -448,17 +448,17 @@ def test_the_key_line_is_always_a_line_of_the_output():
     @given(st.lists(st.one_of(pieces, st.text(max_size=30)), max_size=12))
     def check(parts):
         text = "\n".join(parts)
-        line = lcm.failures.key_line(text)
+        line = lcm.summary.failures.key_line(text)
         assert "\x1b" not in line
-        lines = lcm.failures.clean_lines(text)
+        lines = lcm.summary.failures.clean_lines(text)
         if not lines:
             assert line == "error"
             return
-        if lcm.failures.EXIT_CODE.match(lines[0]) and line.startswith(lines[0] + ": "):
+        if lcm.summary.failures.EXIT_CODE.match(lines[0]) and line.startswith(lines[0] + ": "):
             line = line[len(lines[0]) + 2:]
         assert any(line.startswith(ln) for ln in lines)
 
     check()
     started = time.perf_counter()
-    lcm.failures.key_line("Exit code 1\n" + ":in `a' " * 200_000 + "\n" + "x" * 1_000_000)
+    lcm.summary.failures.key_line("Exit code 1\n" + ":in `a' " * 200_000 + "\n" + "x" * 1_000_000)
     assert time.perf_counter() - started < 2

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-import lcm.dag
+import lcm.summary.dag
 import lcm.vault.schema
 from fake_anthropic import make_fake_claude
 from transcripts import Transcript, coding_session
@@ -154,12 +154,12 @@ def start_env(env_file: Path, project: Path, **extra) -> dict:
 
 def compacted(vault: Path, t: Transcript) -> list[str]:
     """Compact the session in-process with the deterministic backend; returns summary ids."""
-    import lcm.compact
+    import lcm.summary.compact
     import lcm.vault.db
     import lcm.capture.ingest
     conn = lcm.db.connect()
     lcm.capture.ingest.ingest_file(conn, str(t.path))
-    lcm.compact.compact(conn, t.session_id, mode="full")
+    lcm.summary.compact.compact(conn, t.session_id, mode="full")
     ids = [row[0] for row in conn.execute("SELECT id FROM summaries WHERE session_id = ?", (t.session_id,))]
     conn.close()
     return ids
@@ -549,7 +549,7 @@ def test_hooks_json_runs_every_hook_file(tmp_path):
 def test_compaction_is_due_exactly_when_an_incremental_pass_summarises(turns, chunk, fanout, tail, precompact,
                                                        projects, monkeypatch):
     sys.path.insert(0, str(HOOKS))
-    import lcm.compact
+    import lcm.summary.compact
     import lcm.vault.db
     import lcm.capture.ingest
     for name, value in {"LCM_LLM": "none", "LCM_LEAF_CHUNK_TOKENS": chunk, "LCM_CONDENSED_MIN_FANOUT": fanout,
@@ -561,12 +561,12 @@ def test_compaction_is_due_exactly_when_an_incremental_pass_summarises(turns, ch
     lcm.capture.ingest.ingest_file(conn, str(t.path))
     if precompact:
         monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", "100")  # leaves only, then restore
-        lcm.compact.compact(conn, t.session_id, mode=precompact)
+        lcm.summary.compact.compact(conn, t.session_id, mode=precompact)
         monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", fanout)
-    due = lcm.dag.compaction_due(conn, t.session_id)
+    due = lcm.summary.dag.compaction_due(conn, t.session_id)
     count = "SELECT count(*) FROM summaries WHERE session_id = ?"
     before = conn.execute(count, (t.session_id,)).fetchone()[0]
-    lcm.compact.compact(conn, t.session_id, mode="incremental")
+    lcm.summary.compact.compact(conn, t.session_id, mode="incremental")
     assert due == (conn.execute(count, (t.session_id,)).fetchone()[0] > before)
 
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-import lcm.compact
+import lcm.summary.compact
 import lcm.vault.db
 import lcm.doctor
 import lcm.capture.bulk
@@ -67,7 +67,7 @@ def test_compact_all_falls_back_then_a_working_model_upgrades(vault, refusing_ap
     nodes = conn.execute("SELECT id, content, token_count, source_token_count FROM summaries").fetchall()
     assert len(nodes) == due and all(0 < n["token_count"] < n["source_token_count"] for n in nodes)
 
-    listed = lcm.compact.fallback_summaries(conn)
+    listed = lcm.summary.compact.fallback_summaries(conn)
     assert {s["id"] for s in listed} == {n["id"] for n in nodes}
     report = lcm.doctor.fallback_levels(conn, {"backend": "anthropic"})
     assert report["fallback"] == due == report["upgradable"] and report["status"] == "warn"
@@ -79,7 +79,7 @@ def test_compact_all_falls_back_then_a_working_model_upgrades(vault, refusing_ap
     assert code == 0, err
     doc = json.loads(out)
     assert doc["upgraded"] == due and doc["leaf_created"] == doc["condensed_created"] == 0
-    assert not lcm.compact.fallback_summaries(conn)
+    assert not lcm.summary.compact.fallback_summaries(conn)
     after = {r["id"]: r for r in conn.execute("SELECT * FROM summaries")}
     assert set(after) == {n["id"] for n in nodes}                      # same ids, same graph
     assert all(r["level"] == "normal" and r["content"].startswith("A model summary") for r in after.values())
@@ -141,7 +141,7 @@ def test_compaction_and_expand_query_ask_the_main_threads_model(tmp_path, vault,
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "2")
     conn, main = session_with_a_smaller_subagent(tmp_path)
     fake_api.respond(lambda body: "Summary.\nExpand for details about: retries.")
-    result = lcm.compact.compact(conn, main.session_id, mode="full")
+    result = lcm.summary.compact.compact(conn, main.session_id, mode="full")
     assert result["leaf_created"] >= 1 and result["model"] == "claude-opus-4-1"
     assert {body["model"] for body in fake_api.requests} == {"claude-opus-4-1"}
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import json
 
-import lcm.compact
-import lcm.dag
+import lcm.summary.compact
+import lcm.summary.dag
 import lcm.vault.db
 import lcm.capture.bulk
 import lcm.capture.ingest
@@ -25,13 +25,13 @@ def compacted_session(tmp_path, monkeypatch, turns: int = 30) -> tuple:
     t.write()
     conn = lcm.db.connect()
     lcm.capture.bulk.ingest_paths(conn, [t.path])
-    lcm.compact.compact(conn, t.session_id, mode="full")
+    lcm.summary.compact.compact(conn, t.session_id, mode="full")
     return conn, t
 
 
 def test_injected_context_has_no_html_entities(tmp_path, monkeypatch):
     conn, t = compacted_session(tmp_path, monkeypatch)
-    text = lcm.dag.render_context(conn, t.session_id, max_chars=6000)
+    text = lcm.summary.dag.render_context(conn, t.session_id, max_chars=6000)
     assert "<summary id=" in text
     assert "&amp;" not in text and "&gt;" not in text and "&lt;" not in text
     assert "make && ./check" in text and "a -> b" in text

@@ -508,9 +508,9 @@ def test_checkpoint_llm_is_written_without_the_narrative_when_the_model_hangs(tm
                                                                              capsys):
     """The same hang through checkpoint --llm: 120 s a call and four retries (ten minutes) before
     the checkpoint was written without its narrative."""
-    import lcm.checkpoint
+    import lcm.summary.checkpoint
     code, err, _ = _run_while_the_model_hangs(
-        tmp_path, capsys, fake_api, monkeypatch, (lcm.checkpoint, "NARRATIVE_SECONDS"), "lcm_checkpoint",
+        tmp_path, capsys, fake_api, monkeypatch, (lcm.summary.checkpoint, "NARRATIVE_SECONDS"), "lcm_checkpoint",
         ["--session", "s1", "--llm", "--output", str(tmp_path / "cp.md")], join=45)
     assert code is not None, "checkpoint still waits for the model"
     assert code == 0 and "narrative skipped" in err and (tmp_path / "cp.md").exists(), err

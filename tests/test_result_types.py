@@ -48,7 +48,7 @@ def typed_vault(tmp_path, vault, capsys, monkeypatch):
     lcm.capture.bulk.ingest_paths(conn, [tmp_path / "projects"])
     assert run(capsys, lcm_remember, "Always deploy the tangerine cluster on Fridays", "--global")[0] == 0
     assert run(capsys, lcm_checkpoint, "--session", "types-0001", "--output", tmp_path / "cp.md")[0] == 0
-    # session digests are written at SessionEnd (lcm.extract); made here as that table holds them
+    # session digests are written at SessionEnd (lcm.summary.extract); made here as that table holds them
     conn.execute("CREATE TABLE IF NOT EXISTS digests (session_id TEXT PRIMARY KEY, text TEXT NOT NULL,"
                  " level TEXT NOT NULL, created_at TEXT NOT NULL)")
     conn.execute("INSERT INTO digests VALUES ('types-0001', 'Decided: pin the zeppelin chart version.'"

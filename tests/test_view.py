@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-import lcm.compact
+import lcm.summary.compact
 import lcm.vault.db
 import lcm.capture.bulk
 import lcm.capture.ingest
@@ -52,7 +52,7 @@ def vault_dir(tmp_path_factory):
         conn = lcm.db.connect(str(root / "lcm.db"))
         lcm.capture.bulk.ingest_paths(conn, [str(SHARED_DATA / "claude-projects"), str(projects)])
         for (sid,) in conn.execute("SELECT session_id FROM sessions").fetchall():
-            lcm.compact.compact(conn, sid, mode="full")
+            lcm.summary.compact.compact(conn, sid, mode="full")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         conn.close()
     return root

@@ -18,7 +18,7 @@ import shutil
 import sqlite3
 import time
 
-import lcm.compact
+import lcm.summary.compact
 import lcm.base.config
 import lcm.vault.db
 import lcm.capture.bulk
@@ -417,7 +417,7 @@ def fallback_levels(conn, backend: dict) -> dict:
     upgradable = without if backend["backend"] not in ("none", None) else 0
     return {"status": lcm.installation.status(False, upgradable > 0 or counts.get("fallback", 0) > 0),
             "extractive": counts.get("extractive", 0), "fallback": counts.get("fallback", 0),
-            "fallback_ids": [r["id"] for r in lcm.compact.fallback_summaries(conn, LISTED)],
+            "fallback_ids": [r["id"] for r in lcm.summary.compact.fallback_summaries(conn, LISTED)],
             "truncated": counts.get("truncated", 0), "upgradable": upgradable, "backend": backend["backend"],
             "sessions": sessions}
 

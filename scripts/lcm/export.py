@@ -13,7 +13,7 @@ import lcm.base.config
 import lcm.base.mask
 import lcm.sessions
 import lcm.vault.store
-from lcm.extract import typed_text
+from lcm.summary.extract import typed_text
 from lcm.base.text import content_blocks, one_line
 
 LABEL_CHARS = 120   # a tool call or result folded to one line

@@ -19,7 +19,7 @@ import os
 import re
 
 import lcm.base.config
-import lcm.dag
+import lcm.summary.dag
 import lcm.vault.db
 import lcm.capture.indexes
 import lcm.vault.resolve
@@ -426,11 +426,11 @@ def _locks(sessions: set[str]):
     """Hold every affected session's compaction lock (a running compaction would write a summary
     of messages being deleted)."""
     import contextlib
-    import lcm.compact
+    import lcm.summary.compact
     stack = contextlib.ExitStack()
     try:
         for sid in sorted(sessions):
-            stack.enter_context(lcm.dag.session_lock(sid, blocking=False))
+            stack.enter_context(lcm.summary.dag.session_lock(sid, blocking=False))
     except BaseException:
         stack.close()
         raise

@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 import os
 
-import lcm.digest
+import lcm.summary.digest
 import lcm.base.mask
 import lcm.vault.store
 import lcm.base.text
-import lcm.worklog
+import lcm.summary.worklog
 from lcm.base.text import one_line
 
 TITLE_CHARS = 80
@@ -40,7 +40,7 @@ def first_prompt(conn, session_id: str) -> str | None:
                 entry = json.loads(raw)
                 if sidechain:
                     entry = {**entry, "isSidechain": False}  # user_request_text skips sub-agent lines
-                text = lcm.worklog.user_request_text(entry)
+                text = lcm.summary.worklog.user_request_text(entry)
             except (ValueError, TypeError, AttributeError, RecursionError):
                 continue  # an odd line is skipped, never fatal
             if text and text.strip() != WARMUP:
@@ -122,12 +122,12 @@ def session_view(conn, session_id: str) -> dict:
     """Everything lcm_sessions.py ID shows: the list fields, the work done, the summary tree."""
     row = conn.execute("SELECT * FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
     view = _counts(conn, row)
-    log = lcm.worklog.worklog(conn, session_id)
+    log = lcm.summary.worklog.worklog(conn, session_id)
     tree, summaries = summary_tree(conn, session_id)
     view.update(model=row["model"], transcript_path=row["transcript_path"],
                 files_edited=log["files_edited"], files_created=log["files_created"],
                 command_count=log["command_count"], failed_command_count=log["failed_command_count"],
                 commands=[{"command": c["command"], "failed": c["failed"]} for c in log["commands"]],
                 summary_tree=tree, summary_tree_truncated=summaries > TREE_NODES,
-                digest=lcm.digest.get(conn, session_id))
+                digest=lcm.summary.digest.get(conn, session_id))
     return view

@@ -9,7 +9,7 @@ import os
 import sqlite3
 
 import lcm.base.config
-import lcm.dag
+import lcm.summary.dag
 import lcm.vault.schema
 import lcm.vault.store
 
@@ -150,7 +150,7 @@ def status(conn, session_id: str | None = None, check_fts: bool | None = None, g
         row = conn.execute("SELECT model, title FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
         if row is not None:
             model, title = model or row["model"], row["title"]
-        lcm_tokens = lcm.dag.active_context_tokens(conn, session_id)
+        lcm_tokens = lcm.summary.dag.active_context_tokens(conn, session_id)
     window, window_source = window_and_source(model, tokens)
     threshold = int(lcm.base.config.get("LCM_CONTEXT_THRESHOLD") * window)
     return {

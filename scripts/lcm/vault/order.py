@@ -161,9 +161,9 @@ def main_thread_tail_start(conn, session_id: str, tail: int) -> int | None:
 
 
 def due_hint(conn, session_id: str) -> str | None:
-    """The cheap half of lcm.dag.compaction_due, index lookups only: "leaf" when the raw tokens
+    """The cheap half of lcm.summary.dag.compaction_due, index lookups only: "leaf" when the raw tokens
     after the newest leaf pass LCM_LEAF_CHUNK_TOKENS, "condense" when some depth holds
-    LCM_CONDENSED_MIN_FANOUT parentless summaries (whether they are adjacent is lcm.dag's to
+    LCM_CONDENSED_MIN_FANOUT parentless summaries (whether they are adjacent is lcm.summary.dag's to
     decide), else None: nothing is due."""
     if backlog_tokens(conn, session_id) > lcm.base.config.get("LCM_LEAF_CHUNK_TOKENS"):
         return "leaf"

@@ -428,7 +428,7 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
         )""",
         _credit_leaf_titles,
     ],
-    # 12: session digests (lcm/digest.py), written when a session ends: its decisions, bugs found,
+    # 12: session digests (lcm/summary/digest.py), written when a session ends: its decisions, bugs found,
     # failed approaches and what was done; one per session, rewritten when the session goes on
     [
         """CREATE TABLE IF NOT EXISTS digests (
@@ -446,7 +446,7 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
     [
         MASK_AGAIN,
     ],
-    # 15: summaries are masked when written too (lcm.compact): those written from here on are
+    # 15: summaries are masked when written too (lcm.summary.compact): those written from here on are
     # shown as stored, older ones masked again on output, until lcm_doctor.py --remask
     [
         "INSERT OR IGNORE INTO vault_meta VALUES ('masked_from_summary', (SELECT coalesce(max(rowid), 0) + 1 FROM summaries))",

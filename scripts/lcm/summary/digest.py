@@ -18,10 +18,10 @@ import sys
 
 import lcm.base.config
 import lcm.vault.db
-import lcm.extract
+import lcm.summary.extract
 import lcm.base.mask
 import lcm.base.text
-import lcm.worklog
+import lcm.summary.worklog
 from lcm.base.errors import LcmError
 
 SECTIONS = ("What was done", "Decisions", "Bugs found", "What failed", "Open at the end")
@@ -55,7 +55,7 @@ def extractive(conn, session_id: str) -> str:
     session = conn.execute("SELECT * FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
     if session is None:
         raise LcmError(f"session {session_id} is not in the vault", "lcm_sessions.py lists the sessions it holds")
-    log = lcm.worklog.worklog(conn, session_id, request_limit=10_000)
+    log = lcm.summary.worklog.worklog(conn, session_id, request_limit=10_000)
     requests = log["user_requests"]
     done = []
     if requests:
@@ -96,7 +96,7 @@ def extractive(conn, session_id: str) -> str:
 def _material(conn, session_id: str, draft: str) -> str:
     """What the model reads: the extractive digest, the top summaries, the last exchanges."""
     parts = ["<extractive_digest>", draft, "</extractive_digest>"]
-    for s in lcm.worklog.top_summaries(conn, session_id, limit=8):
+    for s in lcm.summary.worklog.top_summaries(conn, session_id, limit=8):
         row = conn.execute("SELECT content FROM summaries WHERE id = ?", (s["id"],)).fetchone()
         parts += [f"<summary id=\"{s['id']}\">", _clip(row["content"], 3000), "</summary>"]
     rows = conn.execute(

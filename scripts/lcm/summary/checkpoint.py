@@ -18,7 +18,7 @@ import lcm.vault.grants
 import lcm.base.mask
 import lcm.base.text
 import lcm.capture.transcript
-import lcm.worklog
+import lcm.summary.worklog
 from lcm.base.errors import LcmError
 
 FILE_NAME = ".lcm-checkpoint.md"
@@ -85,13 +85,13 @@ def narrative(conn, session_id: str, body: str) -> str | None:
 
 def build(conn, session_id: str, vault: Path, use_llm: bool) -> tuple[dict, str]:
     session = conn.execute("SELECT * FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
-    log = lcm.worklog.worklog(conn, session_id)
-    top = lcm.worklog.top_summaries(conn, session_id)
+    log = lcm.summary.worklog.worklog(conn, session_id)
+    top = lcm.summary.worklog.top_summaries(conn, session_id)
     summaries = conn.execute("SELECT count(*) FROM summaries WHERE session_id = ?", (session_id,)).fetchone()[0]
     meta = {"version": FORMAT_VERSION, "session_id": session_id, "vault": str(vault),
             "project": session["project"], "last_message_id": log["last_message_id"],
             "created_at": lcm.base.config.now_iso()}
-    body = lcm.worklog.render(lcm.worklog.sections(log, top))
+    body = lcm.summary.worklog.render(lcm.summary.worklog.sections(log, top))
     story = narrative(conn, session_id, body) if use_llm else None
     head = [
         f"<!-- {MARKER} {json.dumps(meta)} -->",
@@ -303,9 +303,9 @@ class Budget:
 
 def reconstruct(conn, meta: dict, source: str, text: str, warnings: list[str], max_tokens: int) -> dict:
     sid, last = meta["session_id"], meta["last_message_id"]
-    state = lcm.worklog.worklog(conn, sid, upto_id=last)
-    newer = lcm.worklog.worklog(conn, sid, after_id=last or 0)
-    top = lcm.worklog.top_summaries(conn, sid)
+    state = lcm.summary.worklog.worklog(conn, sid, upto_id=last)
+    newer = lcm.summary.worklog.worklog(conn, sid, after_id=last or 0)
+    top = lcm.summary.worklog.top_summaries(conn, sid)
     title = conn.execute("SELECT title FROM sessions WHERE session_id = ?", (sid,)).fetchone()["title"]
     story = re.search(r"^## Narrative \(model-written\)\n(.*?)(?=^## |\Z)", text, re.S | re.M)
     footer = ["", '## Drill further (scripts in "$LCM_SCRIPTS")',
@@ -324,7 +324,7 @@ def reconstruct(conn, meta: dict, source: str, text: str, warnings: list[str], m
                                            for r in reversed(newer["user_requests"])]
                   + [f"- edited: {f}" for f in newer["files_edited"] + newer["files_created"]]
                   + [f"- todo [{t['status']}] {t['content']}" for t in newer["open_todos"]])
-    secs = lcm.worklog.sections(state, top, list_cap=10, text_cap=300)
+    secs = lcm.summary.worklog.sections(state, top, list_cap=10, text_cap=300)
     for heading, lines in secs[:5]:
         out.block(heading, lines)
     if story:

@@ -8,15 +8,15 @@ import contextlib
 import json
 import time
 
-import lcm.dag
+import lcm.summary.dag
 import lcm.base.config
 import lcm.vault.db
 import lcm.base.errors
 import lcm.vault.schema
-import lcm.extract
+import lcm.summary.extract
 import lcm.base.llm
 import lcm.base.mask
-import lcm.prompts
+import lcm.summary.prompts
 import lcm.base.text
 import lcm.capture.transcript
 from lcm.base.config import estimate_tokens
@@ -30,7 +30,7 @@ LEVELS = ("normal", "aggressive", "truncated", "extractive", "fallback")
 UPGRADABLE = ("extractive", "fallback")  # what --upgrade rewrites; a normal run upgrades 'fallback' only
 
 
-# the DAG readers other modules call through lcm.compact (hooks, status)
+# the DAG readers other modules call through lcm.summary.compact (hooks, status)
 
 
 # ---------------------------------------------------------------------------
@@ -110,7 +110,7 @@ class Compactor:
     def eligible_body(self) -> list[dict]:
         """The messages before the fresh tail in conversation order (read once per run)."""
         if self.body is None:
-            self.body = lcm.dag.body_rows(self.conn, self.session_id, self.tail)
+            self.body = lcm.summary.dag.body_rows(self.conn, self.session_id, self.tail)
         return self.body
 
     def raw_tokens(self) -> int:
@@ -128,12 +128,12 @@ class Compactor:
         elif self.breaker.failure is not None:  # the backend failed earlier in this pass: no new call
             return self._fallback(source, span, source_tokens, target, extractive)
         else:
-            system = lcm.prompts.prompt("system")
+            system = lcm.summary.prompts.prompt("system")
             for level, goal in ((1, target), (2, max(target // 2, 1))):
                 if self.calls >= self.max_calls:
                     self.stopped = "call_limit"
                     break
-                body = lcm.prompts.fill(lcm.prompts.prompt(lcm.prompts.prompt_name(depth, level)),
+                body = lcm.summary.prompts.fill(lcm.summary.prompts.prompt(lcm.summary.prompts.prompt_name(depth, level)),
                                         target_tokens=goal, span=span, previous=previous or "none", source=source)
                 self.calls += 1
                 try:
@@ -144,7 +144,7 @@ class Compactor:
                 text = lcm.base.text.strip_ansi(done.text).strip()
                 if text and estimate_tokens(text) < source_tokens:
                     return text, ("normal" if level == 1 else "aggressive"), done.model
-        return lcm.extract.truncate(source, span, min(TRUNCATE_TOKENS, source_tokens - 1)), "truncated", None
+        return lcm.summary.extract.truncate(source, span, min(TRUNCATE_TOKENS, source_tokens - 1)), "truncated", None
 
     def _fallback(self, source, span, source_tokens, target, extractive) -> tuple[str, str, str | None]:
         """The model failed (this call or earlier in the pass): the extractive summary, else the
@@ -154,7 +154,7 @@ class Compactor:
             text = extractive(min(target, source_tokens - 1))
             if text and estimate_tokens(text) < source_tokens:
                 return text, "fallback", None
-        return lcm.extract.truncate(source, span, min(TRUNCATE_TOKENS, source_tokens - 1)), "fallback", None
+        return lcm.summary.extract.truncate(source, span, min(TRUNCATE_TOKENS, source_tokens - 1)), "fallback", None
 
     def _call_limits(self) -> dict:
         """A pass under a time budget (the PreCompact hook) gives each call what is left of it,
@@ -176,10 +176,10 @@ class Compactor:
     def leaf_pass(self) -> str | None:
         anchors = dict(self.conn.execute("SELECT thread, anchor_id FROM threads WHERE session_id = ?",
                                          (self.session_id,)).fetchall())
-        run = lcm.dag.next_run(self.eligible_body(), anchors, self.leaf_min)
+        run = lcm.summary.dag.next_run(self.eligible_body(), anchors, self.leaf_min)
         if not run:
             return None
-        rows = lcm.dag.leaf_chunk(self.conn, self.session_id, run, self.chunk_cap, self.leaf_min,
+        rows = lcm.summary.dag.leaf_chunk(self.conn, self.session_id, run, self.chunk_cap, self.leaf_min,
                                   closed=run[0]["thread"] != "")
         times = [r["created_at"] for r in rows if r["created_at"]]
         span, source = _leaf_source(rows)
@@ -187,8 +187,8 @@ class Compactor:
         source_tokens = max(sum(r["token_count"] for r in rows), 1)
         content, level, model = self.summarise(
             0, source, source_tokens, span, self._previous(0, rows[0]["id"]),
-            lambda budget: lcm.extract.summarize_messages(rows, span, budget))
-        file_ids = sorted(set(lcm.extract.FILE_ID.findall(source))) if "file_" in source else []
+            lambda budget: lcm.summary.extract.summarize_messages(rows, span, budget))
+        file_ids = sorted(set(lcm.summary.extract.FILE_ID.findall(source))) if "file_" in source else []
         node_id = lcm.base.config.new_id("sum")
         with _atomic(self.conn):
             self._insert(node_id, "leaf", 0, content, source_tokens, level, model,
@@ -205,8 +205,8 @@ class Compactor:
         return node_id
 
     def condense_pass(self) -> str | None:
-        group = lcm.dag.condense_group(lcm.dag.top_summaries(self.conn, self.session_id),
-                                       lcm.dag.gap_check(self.conn, self.session_id))
+        group = lcm.summary.dag.condense_group(lcm.summary.dag.top_summaries(self.conn, self.session_id),
+                                       lcm.summary.dag.gap_check(self.conn, self.session_id))
         if group is None:
             return None
         depth, children = group
@@ -216,7 +216,7 @@ class Compactor:
         source_tokens = max(sum(c["token_count"] for c in children), 1)
         content, level, model = self.summarise(
             depth, source, source_tokens, span, self._previous(depth, children[0]["first_message_id"]),
-            lambda budget: lcm.extract.summarize_summaries([c["content"] for c in children], span, budget))
+            lambda budget: lcm.summary.extract.summarize_summaries([c["content"] for c in children], span, budget))
         file_ids = sorted({f for c in children for f in json.loads(c["file_ids"] or "[]")})
         node_id = lcm.base.config.new_id("sum")
         with _atomic(self.conn):
@@ -332,12 +332,12 @@ def compact(conn, session_id: str, *, mode: str = "incremental", until_under: in
     if max_calls is None:
         max_calls = lcm.base.config.get("LCM_MAX_SUMMARY_CALLS")
     started = time.monotonic()
-    with lcm.dag.session_lock(session_id):
+    with lcm.summary.dag.session_lock(session_id):
         if not dry_run and mode != "upgrade":
             rebuild_stale(conn, session_id)
         work = Compactor(conn, session_id, "none" if dry_run else backend, model, max_calls, breaker,
                          None if time_budget is None else started + time_budget)
-        before = lcm.dag.active_context_tokens(conn, session_id)
+        before = lcm.summary.dag.active_context_tokens(conn, session_id)
         if dry_run:
             conn.execute("BEGIN IMMEDIATE")
         try:
@@ -346,7 +346,7 @@ def compact(conn, session_id: str, *, mode: str = "incremental", until_under: in
                                              " AND level IN ('extractive', 'fallback')", (session_id,)).fetchone()[0]
             else:
                 _passes(work, mode, until_under, started, time_budget)
-            after = lcm.dag.active_context_tokens(conn, session_id)
+            after = lcm.summary.dag.active_context_tokens(conn, session_id)
         finally:
             if dry_run:
                 conn.execute("ROLLBACK")
@@ -403,7 +403,7 @@ def _passes(work: Compactor, mode: str, until_under: int | None, started: float,
             pass
         return
     if until_under is not None:
-        while lcm.dag.active_context_tokens(work.conn, work.session_id) > until_under and not out_of_time():
+        while lcm.summary.dag.active_context_tokens(work.conn, work.session_id) > until_under and not out_of_time():
             if work.leaf_pass() is None and work.condense_pass() is None:
                 work.stopped = "nothing_left"
                 break

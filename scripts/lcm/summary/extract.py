@@ -3,7 +3,7 @@
 Built for coding sessions: what the user asked, choices stated by the assistant or the person
 (not narration of the next step, options or questions), causes found and fixes that worked, files
 created or edited (from Edit/Write/MultiEdit/NotebookEdit tool calls), commands run with their
-outcome, the line that says what each failure was (lcm/failures.py: compilers, test runners,
+outcome, the line that says what each failure was (lcm/summary/failures.py: compilers, test runners,
 package managers, containers, stack traces), the final state of the todo list, and where the
 stretch ended. No terminal escape codes. The text always fits the token budget it is given, so
 the caller can make it strictly shorter than its source; failures get whatever room the other
@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 
-import lcm.failures
+import lcm.summary.failures
 import lcm.base.mask
 import lcm.base.text
 from lcm.base.text import content_blocks, one_line
@@ -226,7 +226,7 @@ def facts_from_messages(rows) -> Facts:
                     if reason:
                         facts.decisions.append(f"(user) {reason}")
                 else:  # what failed first: a width cut must not lose it to the command's text
-                    facts.errors.append(f"{_one_line(lcm.failures.key_line(text), 200)} ({_one_line(label, 60)})")
+                    facts.errors.append(f"{_one_line(lcm.summary.failures.key_line(text), 200)} ({_one_line(label, 60)})")
                 if tool_id in command_index:
                     facts.commands[command_index.pop(tool_id)] += " (failed)"
             elif kind == "tool_result" and block.get("tool_use_id") in command_index:

@@ -124,7 +124,7 @@ def tool_ids(raw) -> tuple[list, list]:
     """(tool_use ids opened, tool_use ids answered) by one raw transcript line."""
     if b"tool_use" not in raw and b"tool_result" not in raw:
         return [], []
-    from lcm.extract import raw_blocks# here: the hooks' due check imports this module, not the extractor
+    from lcm.summary.extract import raw_blocks# here: the hooks' due check imports this module, not the extractor
     _entry, blocks = raw_blocks(raw)
     opened = [b.get("id") for b in blocks if b.get("type") == "tool_use" and b.get("id")]
     answered = [b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result" and b.get("tool_use_id")]
@@ -309,7 +309,7 @@ def can_condense(conn, session_id: str) -> bool:
 @contextlib.contextmanager
 def session_lock(session_id: str, blocking: bool = True):
     """An exclusive file lock per session under $LCM_HOME/locks; the OS drops it if we die.
-    Here rather than in lcm.compact so a hook can see a compaction running without loading it."""
+    Here rather than in lcm.summary.compact so a hook can see a compaction running without loading it."""
     import fcntl
     import zlib
     locks = lcm.base.config.lcm_home() / "locks"

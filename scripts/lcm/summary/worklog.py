@@ -13,11 +13,11 @@ import json
 import re
 import sqlite3
 
-import lcm.extract
-import lcm.failures
+import lcm.summary.extract
+import lcm.summary.failures
 import lcm.base.mask
 import lcm.vault.store
-from lcm.extract import typed_text
+from lcm.summary.extract import typed_text
 from lcm.base.text import content_blocks, one_line, summary_head
 
 FILE_TOOLS = ("Edit", "Write", "MultiEdit", "NotebookEdit")
@@ -98,15 +98,15 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
         text = user_request_text(entry)
         if text:
             requests.append({"uuid": row["uuid"], "at": entry.get("timestamp"), "text": text})
-            decisions += [s for s in lcm.extract.sentences(text) if lcm.extract.is_choice(s)]
+            decisions += [s for s in lcm.summary.extract.sentences(text) if lcm.summary.extract.is_choice(s)]
         for block in content_blocks(entry):
             kind = block.get("type")
             if kind == "text" and entry.get("type") == "assistant" and not entry.get("isSidechain"):
-                # the one rule of lcm.extract: a stated choice, not narration, an option or a question
-                for sentence in lcm.extract.sentences(str(block.get("text", ""))):
-                    if lcm.extract.is_choice(sentence):
+                # the one rule of lcm.summary.extract: a stated choice, not narration, an option or a question
+                for sentence in lcm.summary.extract.sentences(str(block.get("text", ""))):
+                    if lcm.summary.extract.is_choice(sentence):
                         decisions.append(sentence)
-                    elif lcm.extract.is_finding(sentence):
+                    elif lcm.summary.extract.is_finding(sentence):
                         findings.append(sentence)
             elif kind == "tool_use":
                 tool_input = block.get("input") if isinstance(block.get("input"), dict) else {}
@@ -124,7 +124,7 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
                     call["status"] = "rejected" if REJECTION.match(text) else "error"
                     # the line that says what failed, or for a rejection the person's reason
                     call["error"] = (_first_line(text.partition("reason for the rejection:")[2]) if
-                                     call["status"] == "rejected" else _first_line(lcm.failures.key_line(text)))
+                                     call["status"] == "rejected" else _first_line(lcm.summary.failures.key_line(text)))
                     if call["status"] == "rejected" and call["error"]:  # the person's own choice
                         decisions.append(f"(user, declining {call['name']}) {call['error']}")
                 else:
