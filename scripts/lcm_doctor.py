@@ -38,7 +38,7 @@ from __future__ import annotations
 import sys
 
 import lcm.cli
-import lcm.doctor
+import lcm.care.doctor
 import lcm.base.shell
 
 
@@ -102,7 +102,7 @@ def _print(doc: dict) -> None:
         text = f"{h['problem']}; {text}; {h['hint']}"
     out += _line(h["status"], "hooks", text)
     k = doc["masking"]
-    out += _line(k["status"], "masking", lcm.doctor.masking_text(k))
+    out += _line(k["status"], "masking", lcm.care.doctor.masking_text(k))
     m = doc["backend"]
     out += _line(m["status"], "model backend", f"{m['backend']} ({m['reason']}): {m.get('detail', '')}"
                  + (f"; {m['hint']}" if m.get("hint") else ""))
@@ -114,10 +114,10 @@ def _print(doc: dict) -> None:
     out += "".join(f"Fixed: {line}\n" for line in doc["fixed"])
     out += "".join(f"Not fixed: {line}\n" for line in doc["not_fixed"])
     if doc["recovery"]:
-        out += lcm.doctor.recovery_text(doc["recovery"])
+        out += lcm.care.doctor.recovery_text(doc["recovery"])
     if doc["problems"]:
         hint = (" Run lcm_doctor.py --fix (it backs the vault up first)." if not (doc["fixed"] or doc["not_fixed"])
-                and lcm.doctor.fixable(doc) and not doc.get("damage") else "")
+                and lcm.care.doctor.fixable(doc) and not doc.get("damage") else "")
         out += f"{doc['problems']} problem{'s' * (doc['problems'] != 1)}.{hint}\n"
     else:
         out += "Healthy.\n"
@@ -130,9 +130,9 @@ def _main(argv):
     p.add_argument("--remask", action="store_true", help="back up the vault, then mask text stored before masking"
                    " (or before a redact.txt pattern was added)")
     args = p.parse_args(argv)
-    doc = lcm.doctor.examine(args.db)
+    doc = lcm.care.doctor.examine(args.db)
     if args.fix or args.remask:
-        doc = lcm.doctor.repair(doc, remask=args.remask, fix=args.fix)
+        doc = lcm.care.doctor.repair(doc, remask=args.remask, fix=args.fix)
     doc["status"] = "problem" if doc["problems"] else "ok"
     lcm.cli.print_json({k: v for k, v in doc.items() if k != "_integrity_status"}) if args.json else _print(doc)
     return 1 if doc["problems"] else 0

@@ -36,7 +36,7 @@ import sys
 import lcm.cli
 import lcm.vault.db
 import lcm.vault.grants
-import lcm.purge
+import lcm.care.purge
 
 
 def _n(count: int, one: str, many: str | None = None) -> str:
@@ -101,9 +101,9 @@ def _main(argv):
         p.error("--regex and --hidden go with --match")
     conn = lcm.db.connect(args.db, create=False, readonly=not args.yes)  # a dry run only reads
     lcm.vault.grants.scope(conn).refuse("lcm_purge.py")
-    sel = lcm.purge.select(conn, session=args.session, message=args.message, match=args.match, regex=args.regex,
+    sel = lcm.care.purge.select(conn, session=args.session, message=args.message, match=args.match, regex=args.regex,
                            hidden=args.hidden)
-    doc = lcm.purge.purge(conn, sel) if args.yes else lcm.purge.plan(conn, sel)
+    doc = lcm.care.purge.purge(conn, sel) if args.yes else lcm.care.purge.plan(conn, sel)
     doc["removed"] = args.yes
     if args.json:
         lcm.cli.print_json(doc)

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-import lcm.doctor
+import lcm.care.doctor
 import lcm.base.mask
-import lcm.installation
+import lcm.care.installation
 import lcm_compact
 import lcm_doctor
 import lcm_grep
@@ -28,7 +28,7 @@ def stage_root(tmp_path, monkeypatch):
     /dev/shm may hold other processes' directories)."""
     root = tmp_path / "shm"
     root.mkdir()
-    monkeypatch.setattr(lcm.installation, "stage_parents", lambda: [str(root)])
+    monkeypatch.setattr(lcm.care.installation, "stage_parents", lambda: [str(root)])
     return root
 
 

@@ -16,7 +16,7 @@ import lcm.vault.db
 import lcm.capture.ingest
 import lcm.base.mask
 import lcm.vault.schema
-import lcm.doctor
+import lcm.care.doctor
 import lcm_checkpoint
 import lcm_compact
 import lcm_describe
@@ -542,7 +542,7 @@ def test_a_vault_filled_before_masking_still_masks_every_output(planted, capsys,
     for body in fake_api.requests:
         assert not leaks(body), f"a request body leaks {leaks(body)}"
 
-    changed = lcm.doctor.remask_content(conn)
+    changed = lcm.care.doctor.remask_content(conn)
     assert changed["messages"] == 3 and changed["summaries"] >= 1  # prompt, Bash call, its result
     stored = " ".join(r[0] for r in conn.execute("SELECT content FROM messages UNION ALL SELECT content FROM summaries"
                                                  " UNION ALL SELECT coalesce(title, '') FROM sessions"))
@@ -553,7 +553,7 @@ def test_a_vault_filled_before_masking_still_masks_every_output(planted, capsys,
     assert hits["count"] == 0
     fp = hashlib.sha256(SECRETS["aws_id"].encode()).hexdigest()[:4]
     assert json.loads(shown(capsys, lcm_grep, fp, "--all-sessions", "--json"))["count"] >= 1
-    assert not any(lcm.doctor.remask_content(conn).values())  # a second run changes nothing
+    assert not any(lcm.care.doctor.remask_content(conn).values())  # a second run changes nothing
     # every stored message is masked now: output shows it as stored instead of masking it again
     assert lcm.db.masked_from(conn)["message"] <= conn.execute("SELECT min(id) FROM messages").fetchone()[0]
     shown_as_stored = []

@@ -11,7 +11,7 @@ import pytest
 
 import lcm.summary.compact
 import lcm.vault.db
-import lcm.doctor
+import lcm.care.doctor
 import lcm.capture.bulk
 import lcm.capture.ingest
 import lcm.base.llm
@@ -69,7 +69,7 @@ def test_compact_all_falls_back_then_a_working_model_upgrades(vault, refusing_ap
 
     listed = lcm.summary.compact.fallback_summaries(conn)
     assert {s["id"] for s in listed} == {n["id"] for n in nodes}
-    report = lcm.doctor.fallback_levels(conn, {"backend": "anthropic"})
+    report = lcm.care.doctor.fallback_levels(conn, {"backend": "anthropic"})
     assert report["fallback"] == due == report["upgradable"] and report["status"] == "warn"
 
     shape = conn.execute("SELECT summary_id, ord, message_id, child_id FROM summary_sources ORDER BY 1, 2").fetchall()

@@ -27,8 +27,8 @@ TAIL = b"phonequokka"  # the index compresses a term's prefix against its neighb
 def private_stage_dirs(tmp_path, monkeypatch):
     """lcm_doctor looks for dead imports' stage directories here, not in the machine's /dev/shm
     (where other processes' imports come and go)."""
-    import lcm.installation
-    monkeypatch.setattr(lcm.installation, "stage_parents", lambda: [str(tmp_path)])
+    import lcm.care.installation
+    monkeypatch.setattr(lcm.care.installation, "stage_parents", lambda: [str(tmp_path)])
 
 
 @pytest.fixture
@@ -395,8 +395,8 @@ def test_match_main_on_the_shared_data_selects_visible_text_only(capsys, vault):
 def test_a_pathological_regex_is_refused_cleanly_and_never_echoed(isolated_home, vault, capsys, monkeypatch):
     import time
 
-    import lcm.purge
-    monkeypatch.setattr(lcm.purge, "REGEX_SECONDS", 1.0)
+    import lcm.care.purge
+    monkeypatch.setattr(lcm.care.purge, "REGEX_SECONDS", 1.0)
     t = Transcript(isolated_home / ".claude" / "projects", session_id="ffff6666-slow")
     t.user("a" * 40 + "!")
     t.write()

@@ -201,7 +201,7 @@ def test_purge_regex_reads_the_vault_in_a_directory_named_with_uri_characters(ca
     import sqlite3
 
     import lcm.vault.db
-    import lcm.purge
+    import lcm.care.purge
     _ingest_one(isolated_home, "hello world unique-word-42")
     assert run(capsys, "lcm_ingest", "--all")[0] == 0
     (tmp_path / odd).mkdir()
@@ -211,7 +211,7 @@ def test_purge_regex_reads_the_vault_in_a_directory_named_with_uri_characters(ca
     src.backup(dst)
     src.close(), dst.close()
     conn = sqlite3.connect(f"file:{str(moved).replace('?', '%3f').replace('#', '%23')}", uri=True)
-    sel = lcm.purge.select(conn, match="unique-word-4[0-9]", regex=True)
+    sel = lcm.care.purge.select(conn, match="unique-word-4[0-9]", regex=True)
     assert len(sel.message_ids) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["home", odd])
     shutil.rmtree(tmp_path / odd)

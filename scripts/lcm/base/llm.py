@@ -354,7 +354,7 @@ def tool_loop(system: str | None, messages, tools: list[dict], run_tool, *, max_
 
 
 # ---------------------------------------------------------------------------
-# Probing the key (lcm.installation, for lcm_doctor.py): one request that costs nothing
+# Probing the key (lcm.care.installation, for lcm_doctor.py): one request that costs nothing
 # ---------------------------------------------------------------------------
 
 def probe_key(timeout: float) -> tuple[str, str]:

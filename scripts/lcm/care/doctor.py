@@ -4,7 +4,7 @@ what can be fixed, after one backup at most.
 Each check is a dict with a `status` ("ok", "warn" or "problem") and its findings. Only a
 problem makes lcm_doctor.py exit 1; a warning is advice. Examining never changes the vault: it
 is opened read-only (the full-text check needs a write-capable handle and changes nothing).
-A vault SQLite cannot read is not patched in place: the recovery (lcm.recovery) keeps the
+A vault SQLite cannot read is not patched in place: the recovery (lcm.care.recovery) keeps the
 damaged file aside and rebuilds from the transcripts on disk.
 """
 from __future__ import annotations
@@ -23,10 +23,10 @@ import lcm.base.config
 import lcm.vault.db
 import lcm.capture.bulk
 import lcm.capture.ingest
-import lcm.installation
+import lcm.care.installation
 import lcm.base.mask
-import lcm.purge
-import lcm.recovery
+import lcm.care.purge
+import lcm.care.recovery
 import lcm.vault.schema
 import lcm.base.shell
 import lcm.vault.store
@@ -98,7 +98,7 @@ def _vault_checks(conn, path: str, doc: dict) -> None:
     doc["integrity"] = check["result"]
     s = doc["schema"] = {"version": check["schema_version"], "current": check["code_schema_version"],
                          "purge_guard": check["purge_guard"]}
-    s["status"] = lcm.installation.status(s["version"] > s["current"] or not s["purge_guard"], s["version"] < s["current"])
+    s["status"] = lcm.care.installation.status(s["version"] > s["current"] or not s["purge_guard"], s["version"] < s["current"])
     doc["_integrity_status"] = check["status"]
     writable = None if doc.get("access") else _rw(path)
     try:
@@ -114,7 +114,7 @@ def _vault_checks(conn, path: str, doc: dict) -> None:
         doc["fallback"] = {"status": "ok", "extractive": 0, "fallback": 0, "fallback_ids": [], "truncated": 0,
                            "upgradable": 0, "sessions": [], "backend": doc["backend"]["backend"]}
     doc["storage"] = storage(conn)
-    if lcm.recovery.interrupted(conn):
+    if lcm.care.recovery.interrupted(conn):
         doc["rebuild_interrupted"] = True
 
 
@@ -133,8 +133,8 @@ def examine(db_arg: str | None = None, probe: bool = True) -> dict:
     path = str(lcm.base.config.db_path(db_arg))
     conn, why = _open(path)
     doc = {"db": path, "integrity": None, "backup": None, "fixed": [], "not_fixed": [], "recovery": None}
-    doc["backend"] = lcm.installation.backend(probe)
-    doc["stale"] = lcm.installation.stale()
+    doc["backend"] = lcm.care.installation.backend(probe)
+    doc["stale"] = lcm.care.installation.stale()
     bad = lcm.base.mask.redact_problems()  # a pattern that cannot be used masks nothing: say so
     doc["masking"] = {"status": "warn" if bad else "ok", "redact_problems": bad, "stored_before_rules": 0}
     try:
@@ -143,7 +143,7 @@ def examine(db_arg: str | None = None, probe: bool = True) -> dict:
                 doc["access"] = _write_problem(path)
                 _vault_checks(conn, path, doc)
                 _masking(conn, doc["masking"])
-                doc["hooks"] = lcm.installation.hooks(conn)
+                doc["hooks"] = lcm.care.installation.hooks(conn)
             except sqlite3.DatabaseError as exc:  # pages past the header are damaged
                 why = lcm.db.storage_error(exc, path)
                 if why is None or getattr(why, "cause", None) != "corrupt":
@@ -157,10 +157,10 @@ def examine(db_arg: str | None = None, probe: bool = True) -> dict:
             why.cause = "corrupt"
         if why is not None and getattr(why, "cause", None) == "corrupt":
             doc["damage"] = why.message
-            doc["recovery"] = lcm.recovery.plan(path)
+            doc["recovery"] = lcm.care.recovery.plan(path)
             doc["integrity"] = doc["integrity"] if isinstance(doc["integrity"], list) else [why.message]
         if "hooks" not in doc:
-            doc["hooks"] = lcm.installation.hooks(None)
+            doc["hooks"] = lcm.care.installation.hooks(None)
         doc["disk"] = disk_at(path)
     finally:
         if conn is not None:
@@ -216,7 +216,7 @@ def repair(doc: dict, remask: bool = False, fix: bool = True) -> dict:
     path = doc["db"]
     done = {"backup": None, "fixed": [], "not_fixed": [], "recovery": None}
     if fix:
-        removed = lcm.installation.remove_stale(doc["stale"])
+        removed = lcm.care.installation.remove_stale(doc["stale"])
         if removed:
             done["fixed"].append(f"removed {len(removed)} stale stage directories and idle lock files")
     if doc.get("access") and (fix or remask):
@@ -285,7 +285,7 @@ def _repair_in_place(conn, path: str, doc: dict, done: dict) -> None:
 
 
 def _finish_rebuild(conn) -> int:
-    root = lcm.recovery.projects_root()
+    root = lcm.care.recovery.projects_root()
     added = lcm.capture.bulk.ingest_paths(conn, [root])["messages_added"] if os.path.isdir(root) else 0
     with lcm.db.transaction(conn):
         conn.execute("DELETE FROM vault_meta WHERE key = 'rebuild'")
@@ -293,7 +293,7 @@ def _finish_rebuild(conn) -> int:
 
 
 def _recover(path: str, done: dict, keep_damaged: bool) -> None:
-    result = lcm.recovery.rebuild(path, keep_damaged=keep_damaged)
+    result = lcm.care.recovery.rebuild(path, keep_damaged=keep_damaged)
     result["moved_to"] = result["moved_to"] or done["backup"]
     done["recovery"] = result  # lcm_doctor.py prints it as "Recovered: ..." (recovery_text)
 
@@ -304,7 +304,7 @@ def integrity(conn) -> dict:
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     doc = {"result": "ok" if rows == ["ok"] else rows, "schema_version": version,
            "code_schema_version": lcm.vault.schema.SCHEMA_VERSION, "purge_guard": purge_guard(conn)}
-    doc["status"] = lcm.installation.status(rows != ["ok"] or version > lcm.vault.schema.SCHEMA_VERSION or not doc["purge_guard"])
+    doc["status"] = lcm.care.installation.status(rows != ["ok"] or version > lcm.vault.schema.SCHEMA_VERSION or not doc["purge_guard"])
     return doc
 
 
@@ -320,7 +320,7 @@ def fts(conn) -> dict:
     """Whether each FTS5 index agrees with the text it indexes (FTS5's own integrity-check
     against the content: it re-reads every row)."""
     tables = {}
-    for table in lcm.purge.fts_tables(conn):
+    for table in lcm.care.purge.fts_tables(conn):
         try:
             conn.execute(f'INSERT INTO "{table}"("{table}", rank) VALUES (\'integrity-check\', 1)')
             tables[table] = "ok"
@@ -334,7 +334,7 @@ def fts(conn) -> dict:
         except sqlite3.DatabaseError as exc:
             tables[table] = f"damaged: {exc}"
     damaged = [t for t, v in tables.items() if v.startswith("damaged")]
-    return {"status": lcm.installation.status(bool(damaged)), "tables": tables, "damaged": damaged,
+    return {"status": lcm.care.installation.status(bool(damaged)), "tables": tables, "damaged": damaged,
             "available": bool(tables) or lcm.vault.schema.has_fts5(conn)}
 
 
@@ -347,7 +347,7 @@ def storage(conn) -> dict:
     except sqlite3.OperationalError:  # opened read-only before its migration: nothing packed yet
         doc = {"ratio": None, "plain_lines": conn.execute("SELECT count(*) FROM messages").fetchone()[0]}
     doc["pending"] = doc["plain_lines"] >= lcm.vault.pack.CONVERT_LINES
-    doc["status"] = lcm.installation.status(False, doc["pending"])
+    doc["status"] = lcm.care.installation.status(False, doc["pending"])
     doc["text"] = ((f"vault/transcripts {doc['ratio']}; " if doc["ratio"] else "") + f"{doc['plain_lines']} lines not"
                    " yet packed" + (": convert with lcm_compact.py --pack --all --vacuum" if doc["pending"] else ""))
     return doc
@@ -401,7 +401,7 @@ def dag(conn) -> dict:
             if what not in faults[sid]:
                 faults[sid].append(what)
     total = conn.execute("SELECT count(*) FROM summaries").fetchone()[0]
-    return {"status": lcm.installation.status(bool(faults)), "summaries": total, "broken": len(faults),
+    return {"status": lcm.care.installation.status(bool(faults)), "summaries": total, "broken": len(faults),
             "faults": [{"summary_id": s, "problems": p} for s, p in sorted(faults.items())][:LISTED]}
 
 
@@ -415,7 +415,7 @@ def fallback_levels(conn, backend: dict) -> dict:
         " ORDER BY count(*) DESC LIMIT ?", (LISTED,))]
     without = counts.get("extractive", 0) + counts.get("fallback", 0)
     upgradable = without if backend["backend"] not in ("none", None) else 0
-    return {"status": lcm.installation.status(False, upgradable > 0 or counts.get("fallback", 0) > 0),
+    return {"status": lcm.care.installation.status(False, upgradable > 0 or counts.get("fallback", 0) > 0),
             "extractive": counts.get("extractive", 0), "fallback": counts.get("fallback", 0),
             "fallback_ids": [r["id"] for r in lcm.summary.compact.fallback_summaries(conn, LISTED)],
             "truncated": counts.get("truncated", 0), "upgradable": upgradable, "backend": backend["backend"],
@@ -438,7 +438,7 @@ def disk_at(path: str) -> dict:
     vault = size(path)
     doc = {"path": path, "vault_bytes": vault, "wal_bytes": size(path + "-wal"), "files_bytes": files_bytes,
            "free_bytes": free}
-    doc["status"] = lcm.installation.status(free is not None and free < LOW_DISK_BYTES, free is not None and free < vault)
+    doc["status"] = lcm.care.installation.status(free is not None and free < LOW_DISK_BYTES, free is not None and free < vault)
     return doc
 
 
@@ -501,8 +501,8 @@ def drop_broken_summaries(conn, ids: list[str]) -> int:
         conn.execute("CREATE TEMP TABLE IF NOT EXISTS purge_summaries (id TEXT PRIMARY KEY)")
         conn.execute("DELETE FROM temp.purge_summaries")
         conn.executemany("INSERT OR IGNORE INTO temp.purge_summaries VALUES (?)", ((i,) for i in ids))
-        lcm.purge.add_ancestors(conn)
-        return lcm.purge.drop_summaries(conn)
+        lcm.care.purge.add_ancestors(conn)
+        return lcm.care.purge.drop_summaries(conn)
 
 
 def remask_content(conn, batch: int = 2000) -> dict:
