@@ -17,7 +17,7 @@ agent reads in its context), with the default cap (4000 tokens). A hit: the gold
 Measured 2026-11-25 (side by side, --scripts on a worktree of main at 77ac32a):
   tuning set, 63 questions (30 config, 25 test, 8 error): before (400-character windows,
   12 excerpts, model prefetch in conversation order) no model 0.381, model prompt 0.286;
-  after 1.000 and 1.000. The rules of lcm.answer were tuned on this set.
+  after 1.000 and 1.000. The rules of lcm.readers.answer were tuned on this set.
   holdout (--holdout), 61 questions never used for tuning: before 0.279 / 0.262, after
   0.984 / 0.984 (the miss: a FAILED line of a run whose output the budget cut).
 
@@ -79,7 +79,7 @@ def tool_input(conn, parent_uuid: str | None) -> tuple[str, dict]:
 def questions(conn, holdout: bool = False) -> list[dict]:
     """Questions whose answer is one line inside a long tool result, a few of each kind.
 
-    holdout: other lines of the same outputs, never looked at while tuning lcm.answer: the
+    holdout: other lines of the same outputs, never looked at while tuning lcm.readers.answer: the
     last failure line of a command instead of its first, the third and fourth setting of a file
     instead of its first two, the last E line of a failing test's block."""
     out: list[dict] = []

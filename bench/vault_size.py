@@ -13,7 +13,7 @@ run, for the base tree and this one:
             base vault as imported and after VACUUM, and this tree's after import and after packing;
   grep    = median in-process lcm.search.engine.search time of bench/grep.py's queries, each the best
             of 5 runs (--rounds alternating rounds in fresh interpreters, each warmed first);
-  expand  = lcm.expand.expand(uuid, raw=True) of 300 random messages plus reading their lines:
+  expand  = lcm.readers.expand.expand(uuid, raw=True) of 300 random messages plus reading their lines:
             median, p95 and max in milliseconds;
   hooks   = with --hooks, each tree's bench/hooks.py on its own vault (Stop and UserPromptSubmit
             against a bare python3), --backlog-lines 0.
@@ -116,14 +116,14 @@ print(json.dumps([times, cpu]))
 EXPAND = """
 import json, random, statistics, sys, time
 sys.path.insert(0, {scripts!r})
-import lcm.vault.db, lcm.expand
+import lcm.vault.db, lcm.readers.expand
 conn = lcm.db.connect({db!r}, create=False, readonly=True)
 uuids = [r[0] for r in conn.execute("SELECT uuid FROM messages ORDER BY id")]
 random.Random(7).shuffle(uuids)
 times, cpu, size = [], [], 0
 for uuid in uuids[:300]:
     t, c = time.perf_counter(), time.thread_time()
-    doc = lcm.expand.expand(conn, uuid, raw=True, max_tokens=10**9)
+    doc = lcm.readers.expand.expand(conn, uuid, raw=True, max_tokens=10**9)
     size += sum(len(bytes(r["raw"])) for r in doc["_rows"])
     times.append((time.perf_counter() - t) * 1000)
     cpu.append((time.thread_time() - c) * 1000)

@@ -33,8 +33,8 @@ def handle(payload: dict):
     import lcm.vault.db
     before = None
     try:
-        import lcm.status
-        before = lcm.status.claude_context_tokens(conn, sid)  # last usage seen, before the new lines
+        import lcm.readers.status
+        before = lcm.readers.status.claude_context_tokens(conn, sid)  # last usage seen, before the new lines
     except ImportError:
         pass
     hooklib.try_ingest(conn, payload.get("transcript_path"))

@@ -22,7 +22,7 @@ import sys
 import lcm.cli
 import lcm.base.config
 import lcm.vault.db
-import lcm.describe
+import lcm.readers.describe
 import lcm.vault.grants
 import lcm.vault.resolve
 import lcm.base.shell
@@ -102,10 +102,10 @@ def _main(argv):
     conn = lcm.db.connect(args.db, create=False, readonly=True)
     scope = lcm.vault.grants.scope(conn)
     if args.id is None:
-        doc = lcm.describe.describe_session(conn, lcm.vault.resolve.session(conn, args.session))
+        doc = lcm.readers.describe.describe_session(conn, lcm.vault.resolve.session(conn, args.session))
         lcm.cli.print_json(doc) if args.json else _print_session(doc)
         return 0
-    doc = lcm.describe.describe(conn, args.id, content=args.content, max_tokens=args.max_tokens, offset=args.offset,
+    doc = lcm.readers.describe.describe(conn, args.id, content=args.content, max_tokens=args.max_tokens, offset=args.offset,
                                 scope=scope)
     lcm.cli.print_json(doc) if args.json else _print_node(doc)
     return 0

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import sys
 
-import lcm.answer
+import lcm.readers.answer
 import lcm.cli
 import lcm.base.config
 import lcm.vault.db
@@ -54,7 +54,7 @@ def _main(argv):
     conn = lcm.db.connect(args.db, create=False)
     # a new grant from inside one would reach past it
     lcm.vault.grants.scope(conn).refuse("lcm_expand_query.py", "use lcm_expand.py ID for the ids the grant names")
-    result = lcm.answer.answer(conn, args.prompt, query=args.query, ids=args.summary_ids, session=args.session,
+    result = lcm.readers.answer.answer(conn, args.prompt, query=args.query, ids=args.summary_ids, session=args.session,
                                all_sessions=args.all_sessions, cap=cap, db_path=lcm.base.config.db_path(args.db).resolve(),
                                warn=lambda text: sys.stderr.write(f"Warning: {text}\n"))
     if args.json:

@@ -33,19 +33,19 @@ import lcm.vault.db
 import lcm.summary.digest
 import lcm.vault.grants
 import lcm.vault.resolve
-import lcm.export
+import lcm.readers.export
 import lcm.base.mask
-import lcm.sessions
+import lcm.readers.sessions
 from lcm.base.errors import LcmError
 
 
 def pieces(conn, session_id: str, fmt: str, masked: bool) -> object:
     """The export as a stream of bytes, secrets masked unless masked=False (--unmasked)."""
     if fmt == "jsonl":
-        for line in lcm.export.jsonl(conn, session_id):
+        for line in lcm.readers.export.jsonl(conn, session_id):
             yield lcm.base.mask.mask_line(line) if masked else line
     else:
-        for text in lcm.export.markdown(conn, session_id, masked=masked):
+        for text in lcm.readers.export.markdown(conn, session_id, masked=masked):
             yield (lcm.base.mask.mask(text) if masked else text).encode("utf-8", "surrogatepass")
 
 

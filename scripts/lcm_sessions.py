@@ -26,11 +26,11 @@ import lcm.vault.db
 import lcm.vault.resolve
 import lcm.vault.grants
 import lcm.search.engine
-import lcm.sessions
+import lcm.readers.sessions
 import lcm.base.shell
 import lcm.search.result_types
 import lcm.base.text
-from lcm.sessions import plural
+from lcm.readers.sessions import plural
 
 FILES_SHOWN = 15
 COMMANDS_SHOWN = 10
@@ -113,14 +113,14 @@ def _main(argv):
         p.error("ID shows one session: --project and --since filter the list")
     conn = lcm.db.connect(args.db, create=False, readonly=True)
     if args.session:
-        view = lcm.sessions.session_view(conn, lcm.vault.resolve.session(conn, args.session, whole=True))
+        view = lcm.readers.sessions.session_view(conn, lcm.vault.resolve.session(conn, args.session, whole=True))
         if args.json:
             lcm.cli.print_json(view)
         else:
             _print_one(view)
         return 0
     since = lcm.search.result_types.parse_when(args.since, "--since")
-    sessions, total = lcm.sessions.list_sessions(conn, project=args.project, since=since, limit=args.limit,
+    sessions, total = lcm.readers.sessions.list_sessions(conn, project=args.project, since=since, limit=args.limit,
                                                  within=lcm.vault.grants.scope(conn).sessions)
     if args.json:
         lcm.cli.print_json({"sessions": sessions, "count": len(sessions), "total": total,

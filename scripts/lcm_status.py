@@ -27,7 +27,7 @@ import lcm.base.config
 import lcm.vault.db
 import lcm.vault.resolve
 import lcm.base.shell
-import lcm.status
+import lcm.readers.status
 
 
 def _main(argv):
@@ -39,7 +39,7 @@ def _main(argv):
     lcm.base.config.validate_config()
     conn = lcm.db.connect(args.db, create=False, readonly=True)
     session = lcm.vault.resolve.session(conn, args.session, required=False)
-    s = lcm.status.status(conn, session, check_fts=True if args.check_fts else None, given=args.session is not None)
+    s = lcm.readers.status.status(conn, session, check_fts=True if args.check_fts else None, given=args.session is not None)
     if args.json:
         lcm.cli.print_json(s)
         return 0

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-import lcm.answer
+import lcm.readers.answer
 import lcm.summary.compact
 import lcm.vault.db
 import lcm.capture.bulk
@@ -120,7 +120,7 @@ def test_the_models_first_prompt_holds_the_line_that_answers(session, question, 
 
 
 def test_a_failures_key_lines_come_before_its_passing_noise():
-    lines = lcm.answer.excerpt(PYTEST_OUTPUT, [], 600, failure=True)[0]
+    lines = lcm.readers.answer.excerpt(PYTEST_OUTPUT, [], 600, failure=True)[0]
     assert "E       AssertionError: assert 16.2 == 18.0" in lines and "FAILED tests/test_cart.py" in lines
     assert "test_case_3 PASSED" not in lines and len(lines) <= 600 + 100
 
@@ -145,5 +145,5 @@ def test_max_tokens_governs_the_whole_answer(session, monkeypatch, capsys):
 
 def test_terminal_colours_do_not_reach_the_excerpt():
     coloured = "collected 3 items\n" + "ok\n" * 40 + "\x1b[31mFAILED\x1b[0m tests/test_io.py::test_read - OSError: [Errno 5]\n"
-    shown, hits = lcm.answer.excerpt(coloured, [], 800, failure=True)
+    shown, hits = lcm.readers.answer.excerpt(coloured, [], 800, failure=True)
     assert "FAILED tests/test_io.py::test_read - OSError: [Errno 5]" in shown and "\x1b" not in shown and hits

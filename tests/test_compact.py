@@ -147,7 +147,7 @@ def check_dag(conn, session_id: str, tail: int, complete: bool = True) -> dict:
 def raw_lines_via_expand(conn, node_id: str) -> list[bytes]:
     """Original lines under a node: `lcm_expand.py ID --full --raw` (in-process) when it exists, else SQL."""
     try:
-        import lcm.expand
+        import lcm.readers.expand
         import lcm_expand
     except ImportError:  # helper module not there yet: walk summary_sources ourselves
         ids = expand_to_messages(conn, node_id)

@@ -12,7 +12,7 @@ import lcm.summary.compact
 import lcm.summary.dag
 import lcm.vault.db
 import lcm_describe
-import lcm.expand
+import lcm.readers.expand
 import lcm_expand
 import lcm.capture.bulk
 import lcm.capture.ingest
@@ -79,7 +79,7 @@ def test_paged_raw_expansion_is_lossless(tmp_path_factory, monkeypatch, turns, p
     for (sid,) in conn.execute("SELECT id FROM summaries WHERE parent_id IS NULL").fetchall():
         got, offset = [], 0
         while offset is not None:
-            doc = lcm.expand.expand(conn, sid, raw=True, max_tokens=page, offset=offset)
+            doc = lcm.readers.expand.expand(conn, sid, raw=True, max_tokens=page, offset=offset)
             got += [bytes(r["raw"]) for r in doc["_rows"]]
             offset = doc["next_offset"]
         assert got == [originals[u] for u in covered_uuids(conn, sid)]

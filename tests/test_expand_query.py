@@ -9,7 +9,7 @@ from datetime import datetime
 
 import pytest
 
-import lcm.answer
+import lcm.readers.answer
 import lcm.summary.compact
 import lcm.vault.db
 import lcm_expand_query
@@ -133,7 +133,7 @@ def test_tool_loop_is_refused_past_the_cap_and_bounded_in_turns(dag, fake_api, m
                      if body.get("tool_choice", {}).get("type") != "none" else {"text": "Cannot tell."})
     code, out, err = run(capsys, lcm_expand_query, "--prompt", "q", "--summary-ids", dag["top"], "--max-tokens", "500", "--json")
     assert code == 0, err
-    assert len(fake_api.requests) == lcm.answer.MAX_TURNS
+    assert len(fake_api.requests) == lcm.readers.answer.MAX_TURNS
     sent = all_request_text(fake_api)
     assert "later work 6" in sent and "later work 7" not in sent     # the cap ends inside message 7
     assert "has used its 500 tokens" in sent
@@ -149,7 +149,7 @@ def test_revoked_or_expired_grant_refuses_expansion(dag, monkeypatch, capsys):
         conn.execute("UPDATE grants SET expires_at = '2000-01-01T00:00:00.000Z' WHERE id = ?", (expired,))
     for grant in (revoked, expired):
         with pytest.raises(LcmError):
-            lcm.answer.Expansion(conn, grant, 1000).expand(dag["top"])
+            lcm.readers.answer.Expansion(conn, grant, 1000).expand(dag["top"])
         monkeypatch.setenv("LCM_GRANT", grant)
         import lcm_expand
         code = lcm_expand.main([dag["top"]])
@@ -227,7 +227,7 @@ def test_real_session_compacted_then_asked(vault, fake_api, monkeypatch, capsys)
     assert code == 0, err
     doc = json.loads(out)
     assert "ok, fine, let's do vite" in doc["answer"] and doc["total_source_tokens"] <= 4000
-    assert doc["excerpt_ids"] and all(lcm.answer.node_info(conn, i) for i in doc["excerpt_ids"])
+    assert doc["excerpt_ids"] and all(lcm.readers.answer.node_info(conn, i) for i in doc["excerpt_ids"])
 
     monkeypatch.setenv("LCM_LLM", "anthropic")
     choice = conn.execute("SELECT uuid FROM messages WHERE content LIKE '%let''s do vite%'").fetchone()[0]
@@ -246,7 +246,7 @@ def test_text_past_the_cap_is_never_fetched_from_the_vault(dag):
     statements: list[str] = []
     conn.set_trace_callback(statements.append)
     try:
-        exp = lcm.answer.Expansion(conn, grant, 1000)
+        exp = lcm.readers.answer.Expansion(conn, grant, 1000)
         got = exp.expand(dag["top"])
     finally:
         conn.set_trace_callback(None)

@@ -1,4 +1,4 @@
-"""Expansion grants: scope, token cap, expiry and revocation, enforced by lcm.expand via LCM_GRANT."""
+"""Expansion grants: scope, token cap, expiry and revocation, enforced by lcm.readers.expand via LCM_GRANT."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,7 @@ import pytest
 
 import lcm.base.config
 import lcm_describe
-import lcm.expand
+import lcm.readers.expand
 import lcm_expand
 import lcm.vault.grants
 from lcm.base.errors import LcmError
@@ -55,7 +55,7 @@ def test_node_scope_covers_descendants_only(dag, monkeypatch):
         " AND parent_id IS NULL) FROM summary_sources s WHERE s.summary_id = ? ORDER BY ord", (node,)).fetchone()
     grant = lcm.vault.grants.create_grant(dag, ["s1"], [child], token_cap=100000)
     assert lcm.vault.grants.check_and_charge(dag, grant, child, 10) == 10
-    leaf_below = lcm.expand.expand_to_messages(dag, child)[0]["uuid"]
+    leaf_below = lcm.readers.expand.expand_to_messages(dag, child)[0]["uuid"]
     assert lcm.vault.grants.check_and_charge(dag, grant, leaf_below, 10) == 10  # a message under it
     with pytest.raises(LcmError, match="outside grant"):
         lcm.vault.grants.check_and_charge(dag, grant, node, 10)  # its parent is not in scope

@@ -16,7 +16,7 @@ import lcm.vault.schema
 import lcm.capture.bulk
 import lcm.capture.ingest
 import lcm_init
-import lcm.status
+import lcm.readers.status
 import lcm_status
 from conftest import SCRIPTS, shared_data
 from transcripts import Transcript, coding_session
@@ -148,9 +148,9 @@ def test_threshold_follows_the_setting(capsys, tmp_path, monkeypatch):
 
 
 def test_one_million_windows(capsys, tmp_path):
-    assert lcm.status.context_window("claude-sonnet-4-5[1m]") == 1_000_000
-    assert lcm.status.context_window("claude-opus-4-1") == 200_000
-    assert lcm.status.context_window(None) == 200_000
+    assert lcm.readers.status.context_window("claude-sonnet-4-5[1m]") == 1_000_000
+    assert lcm.readers.status.context_window("claude-opus-4-1") == 200_000
+    assert lcm.readers.status.context_window(None) == 200_000
     t = Transcript(tmp_path / "projects")
     t.assistant_text("big", usage=usage(5, 450_000))
     t.write()
@@ -254,7 +254,7 @@ def test_large_vault_gets_a_quick_fts_check_unless_asked(capsys, tmp_path, vault
     t = coding_session(tmp_path / "projects", turns=1)
     t.write()
     ingest(t.path)
-    monkeypatch.setattr(lcm.status, "FULL_CHECK_MAX_ROWS", 3)  # this vault now counts as large
+    monkeypatch.setattr(lcm.readers.status, "FULL_CHECK_MAX_ROWS", 3)  # this vault now counts as large
     assert status_json(capsys)["fts_ok"] is True
     conn = sqlite3.connect(vault)
     row = conn.execute("SELECT id, content FROM messages LIMIT 1").fetchone()
@@ -327,8 +327,8 @@ def test_context_window_from_the_setting_the_model_id_or_the_usage(capsys, tmp_p
     code, out, _ = call(lcm_status, capsys)
     assert "150001 of 1000000 tokens (15%; window from LCM_CONTEXT_WINDOW)" in out
     monkeypatch.delenv("LCM_CONTEXT_WINDOW")
-    assert lcm.status.window_and_source("claude-opus-4-6[1m]") == (1_000_000, "model id claude-opus-4-6[1m]")
-    assert lcm.status.window_and_source("claude-opus-4-6", 300_000) == (1_000_000, "300000 tokens seen in use")
+    assert lcm.readers.status.window_and_source("claude-opus-4-6[1m]") == (1_000_000, "model id claude-opus-4-6[1m]")
+    assert lcm.readers.status.window_and_source("claude-opus-4-6", 300_000) == (1_000_000, "300000 tokens seen in use")
     monkeypatch.setenv("LCM_CONTEXT_WINDOW", "a lot")
     code, _, err = call(lcm_status, capsys)
     assert code == 1 and "LCM_CONTEXT_WINDOW" in err

@@ -495,9 +495,9 @@ def test_expand_query_answers_within_its_budget_when_the_model_hangs(tmp_path, v
     """A model that accepts the call and never answers: expand_query waited 120 s a call, retried
     four times, for up to six calls (an hour), where Claude Code's Bash tool stops a command after
     two minutes and the agent gets nothing. Within its budget it shows the excerpts instead."""
-    import lcm.answer
+    import lcm.readers.answer
     code, err, seconds = _run_while_the_model_hangs(
-        tmp_path, capsys, fake_api, monkeypatch, (lcm.answer, "ANSWER_SECONDS"), "lcm_expand_query",
+        tmp_path, capsys, fake_api, monkeypatch, (lcm.readers.answer, "ANSWER_SECONDS"), "lcm_expand_query",
         ["--query", "parser", "--prompt", "what changed in the parser?"], join=60)
     assert code is not None, "expand_query still waits for the model"
     assert code == 0 and "showing excerpts instead" in err, err

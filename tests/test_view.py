@@ -19,7 +19,7 @@ import lcm.summary.compact
 import lcm.vault.db
 import lcm.capture.bulk
 import lcm.capture.ingest
-import lcm.sessions
+import lcm.readers.sessions
 from conftest import SHARED_DATA, shared_data
 from lcm.view.server import Viewer
 from transcripts import Transcript
@@ -236,7 +236,7 @@ def test_browser_a_session_page_shows_its_first_prompt(page, vault_dir):
     conn = lcm.db.connect(str(vault_dir / "lcm.db"), create=False, readonly=True)
     sid = conn.execute("SELECT session_id FROM messages WHERE role = 'user' GROUP BY session_id"
                        " ORDER BY count(*) DESC LIMIT 1").fetchone()[0]
-    prompt = lcm.sessions.first_prompt(conn, sid)
+    prompt = lcm.readers.sessions.first_prompt(conn, sid)
     conn.close()
     assert prompt
     page.click(f"a.session[href='/s/{sid}']")

@@ -63,7 +63,7 @@ def active_context(conn, session_id: str) -> list[dict]:
 
 def active_context_tokens(conn, session_id: str) -> int:
     """Tokens of lcm's active context: the parentless summaries plus the messages no summary covers
-    (what compaction lowers; not Claude Code's own context, see lcm.status.claude_context_tokens)."""
+    (what compaction lowers; not Claude Code's own context, see lcm.readers.status.claude_context_tokens)."""
     row = conn.execute(
         "SELECT (SELECT COALESCE(SUM(token_count), 0) FROM summaries WHERE session_id = :s AND parent_id IS NULL)"
         " + (SELECT COALESCE(SUM(m.token_count), 0) FROM messages m WHERE m.session_id = :s AND NOT EXISTS"

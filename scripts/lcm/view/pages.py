@@ -9,7 +9,7 @@ from urllib.parse import quote, urlencode
 
 import lcm.base.mask
 import lcm.search.engine
-import lcm.sessions
+import lcm.readers.sessions
 import lcm.vault.store
 from lcm.base.errors import LcmError
 from lcm.base.text import content_blocks, one_line, strip_ansi
@@ -61,7 +61,7 @@ def _when(value) -> str:
 def sessions_page(conn, params: dict) -> str:
     project, text = params.get("project", ""), params.get("q", "")
     page = _page_number(params)
-    rows, total = lcm.sessions.list_sessions(conn, project=project or None, text=text or None,
+    rows, total = lcm.readers.sessions.list_sessions(conn, project=project or None, text=text or None,
                                              limit=SESSIONS_PAGE, offset=page * SESSIONS_PAGE)
     body = [f"<h1>Sessions</h1><form class=filters method=get action='/'>"
             f"<input type=text name=q value='{shown(text)}' placeholder='Title contains' aria-label='Title contains'>"
@@ -119,7 +119,7 @@ def session_page(conn, session_id: str, params: dict) -> str:
     rows = conn.execute(f"SELECT id, uuid, role, type, subtype, created_at, thread, is_meta, model, {lcm.vault.store.LINE} AS raw"
                         " FROM messages WHERE session_id = ? ORDER BY seq LIMIT ? OFFSET ?",
                         (session_id, MESSAGES_PAGE, page * MESSAGES_PAGE)).fetchall()
-    title = lcm.sessions.title(conn, session_id, row["title"], total)
+    title = lcm.readers.sessions.title(conn, session_id, row["title"], total)
     sid = quote(session_id, safe="")
     body = [f"<h1>{shown(title)}</h1><p class=meta>{esc(session_id)} &middot; {shown(row['project'])} &middot; "
             f"{_when(row['first_at'])} to {_when(row['last_at'])} &middot; {total} messages &middot; "
@@ -236,7 +236,7 @@ def dag_page(conn, session_id: str, params: dict) -> str:
         "SELECT s.id, s.kind, s.depth, s.parent_id, s.token_count, s.descendant_count, s.level,"
         " s.earliest_at, s.latest_at, m.seq AS first_seq FROM summaries s JOIN messages m ON m.id = s.first_message_id"
         " WHERE s.session_id = ? ORDER BY s.depth DESC, m.seq LIMIT ?", (session_id, DAG_NODES)).fetchall()
-    title = lcm.sessions.title(conn, session_id, row["title"], 0)
+    title = lcm.readers.sessions.title(conn, session_id, row["title"], 0)
     sid = quote(session_id, safe="")
     head = (f"<h1>Summary DAG: {shown(title)}</h1><p class=meta><a href='{link('/s/' + sid)}'>Conversation</a>"
             f" &middot; {len(nodes)} summaries &middot; depth by row, the newest to the right; click a node</p>")
@@ -346,7 +346,7 @@ def search_page(conn, params: dict) -> str:
         sid = hit.get("session_id") or ""
         if sid and sid not in titles:
             srow = conn.execute("SELECT title FROM sessions WHERE session_id = ?", (sid,)).fetchone()
-            titles[sid] = lcm.sessions.title(conn, sid, srow["title"] if srow else None, 0)
+            titles[sid] = lcm.readers.sessions.title(conn, sid, srow["title"] if srow else None, 0)
         snippet = shown(hit["snippet"])
         if finder:
             snippet = finder.sub(lambda m: f"<mark>{m.group(0)}</mark>", snippet)

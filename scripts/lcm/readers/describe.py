@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 
-import lcm.expand
+import lcm.readers.expand
 import lcm.capture.files
 import lcm.vault.grants
 import lcm.base.mask
@@ -92,7 +92,7 @@ def describe(conn, node_id: str, *, content: bool = False, max_tokens: int = 400
         if scope is not None and scope.limited:  # a stored file is read as part of its message
             scope.check_node(doc["message_uuid"] or node_id)
         return doc
-    kind, row = lcm.expand.resolve_node(conn, node_id)
+    kind, row = lcm.readers.expand.resolve_node(conn, node_id)
     if scope is not None:
         scope.check_node(node_id)
     if kind == "summary":

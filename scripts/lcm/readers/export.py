@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import lcm.base.config
 import lcm.base.mask
-import lcm.sessions
+import lcm.readers.sessions
 import lcm.vault.store
 from lcm.summary.extract import typed_text
 from lcm.base.text import content_blocks, one_line
@@ -125,7 +125,7 @@ def markdown(conn, session_id: str, masked: bool = True) -> Iterator[str]:
     for s in conn.execute("SELECT id, kind, depth, content, descendant_count, earliest_at, latest_at, first_message_id"
                           " FROM summaries WHERE session_id = ? ORDER BY depth DESC", (session_id,)):
         summaries.setdefault(s["first_message_id"], []).append(s)
-    title = lcm.sessions.title(conn, session_id, row["title"], count)
+    title = lcm.readers.sessions.title(conn, session_id, row["title"], count)
     yield "\n".join([
         f"# {title}", "",
         f"- Session: `{session_id}`",
@@ -149,7 +149,7 @@ def markdown(conn, session_id: str, masked: bool = True) -> Iterator[str]:
         if masked and entry is not None and lcm.base.mask.may_contain(m["raw"]):
             entry = lcm.base.mask.mask_json(entry)
         message = entry.get("message") if isinstance(entry, dict) else None
-        if m["is_sidechain"] and isinstance(message, dict) and message.get("content") == lcm.sessions.WARMUP:
+        if m["is_sidechain"] and isinstance(message, dict) and message.get("content") == lcm.readers.sessions.WARMUP:
             warmups.add(m["agent_id"])
         if m["is_sidechain"] and m["agent_id"] in warmups:
             entry = None
