@@ -57,7 +57,7 @@ def build_vault(home: Path) -> None:
     import lcm.vault.db
     import lcm.capture.bulk
     import lcm.capture.ingest
-    conn = lcm.db.connect()
+    conn = lcm.vault.db.connect()
     lcm.capture.bulk.ingest_paths(conn, [str(SHARED)])
     for (session,) in conn.execute("SELECT DISTINCT session_id FROM messages").fetchall():
         lcm.summary.compact.compact(conn, session, mode="full")
@@ -166,7 +166,7 @@ def main() -> int:
         import lcm.base.mask
         import lcm_expand_query
         from fake_anthropic import FakeAnthropic
-        conn = lcm.db.connect()
+        conn = lcm.vault.db.connect()
         asked = [dict(q, summary=top_summary(conn, q["message"])) for q in questions(conn, args.holdout)]
         asked = [q for q in asked if q["summary"]]
         hits = {"none": 0, "model": 0}

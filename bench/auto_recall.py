@@ -102,7 +102,7 @@ def main(argv=None) -> int:
         chat = "/home/me/chat"
         answered = [(q, g, chat) for q, g in bench.build_personal(projects) + bench.build_holdout(projects)]
         answered += [(q, g, proj) for q, g, proj in recall_sets.persona_chats(projects)]
-        conn = lcm.db.connect()
+        conn = lcm.vault.db.connect()
         lcm.capture.bulk.ingest_paths(conn, [projects])
         coding_cwd = None
         if bench.SHARED.exists():

@@ -49,7 +49,7 @@ def main() -> int:
     import lcm.capture.bulk
     import lcm.capture.ingest
 
-    conn = lcm.db.connect(str(work / "home" / "lcm.db"))
+    conn = lcm.vault.db.connect(str(work / "home" / "lcm.db"))
     started = time.perf_counter()
     lcm.capture.bulk.ingest_paths(conn, [str(corpus)])
     ingest_seconds = time.perf_counter() - started

@@ -62,7 +62,7 @@ QUERIES = [
 def in_process(db: str) -> dict:
     import lcm.vault.db
     import lcm.search.engine
-    conn = lcm.db.connect(db, create=False, readonly=True)
+    conn = lcm.vault.db.connect(db, create=False, readonly=True)
     session = conn.execute("SELECT session_id FROM messages ORDER BY id DESC LIMIT 1").fetchone()[0]
     cases = [(q, {"all_sessions": True}) for q in QUERIES]
     cases[-1] = (QUERIES[-1], {"session": session})  # one query filtered to a session
@@ -105,7 +105,7 @@ def main(argv=None):
     if not Path(args.db).exists():
         raise SystemExit(f"no vault at {args.db}: build it with bench/ingest first")
     import lcm.vault.db
-    conn = lcm.db.connect(args.db, create=False, readonly=True)
+    conn = lcm.vault.db.connect(args.db, create=False, readonly=True)
     messages = conn.execute("SELECT max(id) FROM messages").fetchone()[0]
     report = {"bench": "grep", "db": args.db, "messages": messages, **in_process(args.db)}
     # an installed copy has its modules byte-compiled (pip does it; so does a first run unless

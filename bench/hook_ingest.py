@@ -7,7 +7,7 @@ Takes the largest session transcript of the corpus that the vault was built from
 beside the vault (so the shared corpus is never modified) and ingests the copy once (untimed:
 every line is already in the vault). Then, --runs times: append one new turn (prompt, text,
 tool call, tool result, answer: 5 lines) and run, as a NEW PROCESS the way a hook does,
-  python3 -c "import lcm.vault.db, lcm.capture.ingest; lcm.capture.ingest.ingest_file(lcm.db.connect(VAULT), PATH)"
+  python3 -c "import lcm.vault.db, lcm.capture.ingest; lcm.capture.ingest.ingest_file(lcm.vault.db.connect(VAULT), PATH)"
 interleaved with a bare `python3 -c pass`. Medians of both, and the same pair with `-S` (the
 plugin's hooks start Python with -S). The added rows are deleted again at the end.
 Prints one JSON line; the target is hook median <= 1.5x the bare start.
@@ -29,7 +29,7 @@ from benchlib import real_python
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 HOOK = ("import sys; sys.path.insert(0, {scripts!r}); import lcm.vault.db, lcm.capture.ingest; "
-        "r = lcm.capture.ingest.ingest_file(lcm.db.connect({vault!r}), {path!r}); "
+        "r = lcm.capture.ingest.ingest_file(lcm.vault.db.connect({vault!r}), {path!r}); "
         "sys.exit(0 if r['messages_added'] == 5 else 3)")
 
 

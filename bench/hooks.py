@@ -128,7 +128,7 @@ def backlog(python: str, lines: int) -> dict:
         during = []
         while time.perf_counter() - started < 600:
             time.sleep(0.5)
-            conn = lcm.db.connect()
+            conn = lcm.vault.db.connect()
             try:
                 due = lcm.summary.dag.compaction_due(conn, turn.session_id)
             finally:
@@ -148,7 +148,7 @@ def backlog(python: str, lines: int) -> dict:
             turn.write()
             bare.append(timed(bare_cmd, b"", env))
             after.append(timed(stop_cmd, payload, env))
-        conn = lcm.db.connect()
+        conn = lcm.vault.db.connect()
         leaves = conn.execute("SELECT count(*) FROM summaries WHERE kind = 'leaf'").fetchone()[0]
         raw_left = lcm.summary.dag.body_rows(conn, turn.session_id, lcm.base.config.get("LCM_FRESH_TAIL_COUNT"))
         log = scratch / "lcm" / "lcm.log"

@@ -61,7 +61,7 @@ def main() -> int:
         if os.path.exists(args.vault + suffix):
             os.remove(args.vault + suffix)
     os.environ.setdefault("LCM_HOME", str(Path(args.vault).parent / "lcm-home"))  # externalised files
-    conn = lcm.db.connect(args.vault)
+    conn = lcm.vault.db.connect(args.vault)
     started = time.perf_counter()
     result = lcm.capture.bulk.ingest_paths(conn, [args.corpus])
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # count the write-back into the main file too

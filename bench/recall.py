@@ -541,7 +541,7 @@ def main(argv=None):
         projects = Path(tmp) / "projects"
         sets = {"personal": build_personal(projects), "holdout": build_holdout(projects),
                 "multi": build_multi(projects), "persona": recall_sets.persona_chats(projects)}
-        conn = lcm.db.connect()
+        conn = lcm.vault.db.connect()
         lcm.capture.bulk.ingest_paths(conn, [projects])
         if SHARED.exists():
             lcm.capture.bulk.ingest_paths(conn, [SHARED])

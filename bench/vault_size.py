@@ -97,7 +97,7 @@ GREP = """
 import json, statistics, sys, time
 sys.path.insert(0, {scripts!r})
 import lcm.vault.db, lcm.search.engine
-conn = lcm.db.connect({db!r}, create=False, readonly=True)
+conn = lcm.vault.db.connect({db!r}, create=False, readonly=True)
 queries = {queries!r}
 for q in queries:
     lcm.search.engine.search(conn, q, all_sessions=True)
@@ -117,7 +117,7 @@ EXPAND = """
 import json, random, statistics, sys, time
 sys.path.insert(0, {scripts!r})
 import lcm.vault.db, lcm.readers.expand
-conn = lcm.db.connect({db!r}, create=False, readonly=True)
+conn = lcm.vault.db.connect({db!r}, create=False, readonly=True)
 uuids = [r[0] for r in conn.execute("SELECT uuid FROM messages ORDER BY id")]
 random.Random(7).shuffle(uuids)
 times, cpu, size = [], [], 0

@@ -52,7 +52,7 @@ def main() -> int:
     p.add_argument("--db", default="/tmp/lcm-bench/vault-1m.db")
     p.add_argument("--runs", type=int, default=5)
     args = p.parse_args()
-    conn = lcm.db.connect(args.db, create=False)
+    conn = lcm.vault.db.connect(args.db, create=False)
     messages = conn.execute("SELECT max(id) FROM messages").fetchone()[0]
     sid, length = conn.execute("SELECT session_id, count(*) FROM messages GROUP BY session_id"
                                " ORDER BY count(*) DESC LIMIT 1").fetchone()

@@ -214,10 +214,10 @@ def write_patience() -> float:
 def connect():
     import lcm.vault.db
     import lcm.base.errors
-    # any write of a hook waits about a second for another writer at most, not lcm.db's 10 s:
+    # any write of a hook waits about a second for another writer at most, not lcm.vault.db's 10 s:
     # an upgrade's migration in another process too (this turn's lines wait for the next hook)
     try:
-        conn = lcm.db.connect(patience=write_patience())
+        conn = lcm.vault.db.connect(patience=write_patience())
     except lcm.base.errors.LcmError as exc:
         if getattr(exc, "cause", None) == "busy":
             raise Skip(f"{exc.message}; the next hook stores this turn's lines") from None
@@ -242,7 +242,7 @@ def ingest(conn, path) -> dict:
     import lcm.capture.ingest
     try:
         result = lcm.capture.ingest.ingest_session(conn, path, patience=write_patience())
-    except lcm.db.VaultBusy as exc:
+    except lcm.vault.db.VaultBusy as exc:
         raise Skip(f"{exc.message}; {exc.hint}") from None
     for bad in result["skipped_files"]:
         note(f"file skipped: {bad['reason']}")

@@ -13,7 +13,7 @@ EVENT = "PostCompact"
 
 
 def boundary_tokens(conn, sid: str) -> tuple[int | None, int | None]:
-    import lcm.vault.store  # loaded already by the connection (lcm.db)
+    import lcm.vault.store  # loaded already by the connection (lcm.vault.db)
     row = conn.execute(
         f"SELECT {lcm.vault.store.LINE} FROM messages WHERE session_id = ? AND subtype = 'compact_boundary' "
         "ORDER BY id DESC LIMIT 1", (sid,)).fetchone()
@@ -45,7 +45,7 @@ def handle(payload: dict):
     if post is None and isinstance(payload.get("compact_summary"), str):
         post = lcm.base.config.estimate_tokens(payload["compact_summary"])
     trigger = payload.get("trigger") if payload.get("trigger") in ("manual", "auto") else None
-    with lcm.db.transaction(conn):
+    with lcm.vault.db.transaction(conn):
         conn.execute(
             "INSERT INTO compactions (session_id, source, trigger, pre_tokens, post_tokens, created_at) "
             "VALUES (?, 'hook', ?, ?, ?, ?)", (sid, trigger, pre, post, lcm.base.config.now_iso()))

@@ -49,7 +49,7 @@ def _main(argv):
         raise LcmError(f"--output {output} is not a regular file", "pass the path of a file to write, or - for stdout")
     if output is not None and not output.parent.is_dir():
         raise LcmError(f"cannot write {output}: {output.parent} is not a directory", "pass --output PATH in an existing directory")
-    conn = lcm.db.connect(args.db, create=False)
+    conn = lcm.vault.db.connect(args.db, create=False)
     session_id = lcm.vault.resolve.session(conn, args.session, whole=True)
     default_file = lcm.summary.checkpoint.workspace_root() / lcm.summary.checkpoint.FILE_NAME
     skipped = None  # why the default file was not written
@@ -63,11 +63,11 @@ def _main(argv):
         try:
             tmp = lcm.summary.checkpoint.write_atomic(output, text)
         except OSError as exc:
-            raise (lcm.db.storage_error(exc, str(output), "cannot write") or LcmError(
+            raise (lcm.vault.db.storage_error(exc, str(output), "cannot write") or LcmError(
                 f"cannot write {output}: {exc.strerror}", "check the directory's permissions or pass --output PATH")) from None
     path = str(output.resolve()) if output is not None else None
     try:
-        with lcm.db.transaction(conn):
+        with lcm.vault.db.transaction(conn):
             cur = conn.execute(
                 "INSERT INTO checkpoints (session_id, project, path, content, last_message_id, created_at)"
                 " VALUES (?, ?, ?, ?, ?, ?)",

@@ -67,7 +67,7 @@ def _main(argv):
         return _pack(args)
     lcm.base.config.validate_config()
     # a dry run writes in a transaction it rolls back, so it opens for writing, but makes no vault
-    conn = lcm.db.connect(args.db, create=not args.dry_run)
+    conn = lcm.vault.db.connect(args.db, create=not args.dry_run)
     lcm.vault.grants.scope(conn).refuse("lcm_compact.py (it writes summaries)")
     sessions = lcm.summary.compact.sessions_to_compact(conn, args.session, every=args.all)
     mode = "full" if args.full else "upgrade" if args.upgrade else "incremental"
@@ -120,7 +120,7 @@ def _pack(args) -> int:
     import lcm.vault.pack
     if args.session or args.dry_run or args.digest:
         raise LcmError("--pack works on the whole vault", "drop --session, --dry-run and --digest")
-    conn = lcm.db.connect(args.db, create=False)  # by hand (no budget): waits for a run the hooks started
+    conn = lcm.vault.db.connect(args.db, create=False)  # by hand (no budget): waits for a run the hooks started
     doc = lcm.vault.pack.run(conn, everything=args.all, time_budget=args.time_budget, progress=not args.json,
                        then_vacuum=args.vacuum)
     if args.json:

@@ -99,7 +99,7 @@ def _main(argv):
     args = p.parse_args(argv)
     if args.max_tokens < 1 or args.offset < 0:
         raise LcmError("--max-tokens must be >= 1 and --offset >= 0", "e.g. --max-tokens 4000 --offset 0")
-    conn = lcm.db.connect(args.db, create=False, readonly=True)
+    conn = lcm.vault.db.connect(args.db, create=False, readonly=True)
     scope = lcm.vault.grants.scope(conn)
     if args.id is None:
         doc = lcm.readers.describe.describe_session(conn, lcm.vault.resolve.session(conn, args.session))

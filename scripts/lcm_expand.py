@@ -55,7 +55,7 @@ def _main(argv):
     if args.unmasked and granted:
         raise LcmError("--unmasked is refused under an expansion grant (LCM_GRANT): what a sub-agent reads goes to a model",
                        "read the masked lines with --raw, or run --raw --unmasked yourself outside the sub-agent")
-    conn = lcm.db.connect(args.db, create=False, readonly=not granted)
+    conn = lcm.vault.db.connect(args.db, create=False, readonly=not granted)
     doc = lcm.readers.expand.expand(conn, args.id, full=args.full, max_tokens=args.max_tokens, offset=args.offset, raw=args.raw)
     rows = doc.pop("_rows")
     more = f"... {doc['total'] - doc['offset'] - doc['count']} more: {_next_command(doc, args)}\n" if doc["has_more"] else ""

@@ -51,7 +51,7 @@ def _main(argv):
     cap = args.max_tokens if args.max_tokens is not None else lcm.base.config.get("LCM_MAX_EXPAND_TOKENS")
     if cap <= 0:
         p.error("--max-tokens must be a positive integer")
-    conn = lcm.db.connect(args.db, create=False)
+    conn = lcm.vault.db.connect(args.db, create=False)
     # a new grant from inside one would reach past it
     lcm.vault.grants.scope(conn).refuse("lcm_expand_query.py", "use lcm_expand.py ID for the ids the grant names")
     result = lcm.readers.answer.answer(conn, args.prompt, query=args.query, ids=args.summary_ids, session=args.session,

@@ -87,7 +87,7 @@ def _main(argv):
         p.error("--archive writes the session's markdown digest to DIR/YYYY-MM-DD.md: no --output, --unmasked or jsonl")
     if args.json and not (args.output or args.archive):
         p.error("--json reports a written file: give --output FILE (without it the export itself is the output)")
-    conn = lcm.db.connect(args.db, create=False, readonly=True)
+    conn = lcm.vault.db.connect(args.db, create=False, readonly=True)
     if args.unmasked:
         lcm.vault.grants.scope(conn).refuse("--unmasked", "export without --unmasked: secrets stay masked")
     session_id = lcm.vault.resolve.session(conn, args.session, whole=True)

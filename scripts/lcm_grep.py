@@ -67,7 +67,7 @@ def _main(argv):
     lcm.cli.add_limit_arg(p)
     p.add_argument("--offset", type=lcm.cli.int_arg(), default=0, metavar="N", help="skip the first N results")
     args = p.parse_args(argv)
-    conn = lcm.db.connect(args.db, create=False, readonly=True)
+    conn = lcm.vault.db.connect(args.db, create=False, readonly=True)
     within = lcm.vault.grants.scope(conn)
     args.grant = within.grant_id
     if args.session and within.limited:

@@ -49,7 +49,7 @@ def _main(argv):
         else:
             sys.stderr.write(f"No transcripts yet under {root}\n")
     lcm.capture.bulk.transcript_files(paths)  # refuse a bad path before the vault is even created
-    conn = lcm.db.connect(args.db)
+    conn = lcm.vault.db.connect(args.db)
     # an empty vault before the import: a line skipped as known repeated one read in this import
     was_empty = conn.execute("SELECT 1 FROM messages LIMIT 1").fetchone() is None
     result = lcm.capture.bulk.ingest_paths(conn, paths, progress=not args.json)

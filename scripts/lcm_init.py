@@ -25,7 +25,7 @@ def init(db: str | None = None) -> dict:
     lcm.base.config.validate_config()
     path = lcm.base.config.db_path(db)
     created = not path.exists()
-    conn = lcm.db.connect(db)
+    conn = lcm.vault.db.connect(db)
     try:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
     finally:

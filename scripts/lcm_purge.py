@@ -99,7 +99,7 @@ def _main(argv):
     args = p.parse_args(argv)
     if (args.regex or args.hidden) and args.match is None:
         p.error("--regex and --hidden go with --match")
-    conn = lcm.db.connect(args.db, create=False, readonly=not args.yes)  # a dry run only reads
+    conn = lcm.vault.db.connect(args.db, create=False, readonly=not args.yes)  # a dry run only reads
     lcm.vault.grants.scope(conn).refuse("lcm_purge.py")
     sel = lcm.care.purge.select(conn, session=args.session, message=args.message, match=args.match, regex=args.regex,
                            hidden=args.hidden)

@@ -56,7 +56,7 @@ def _main(argv):
         p.error("--all goes with --list")
     if args.forget and (args.project or args.everywhere):
         p.error("--forget takes only the note's id")
-    conn = lcm.db.connect(args.db, create=not (args.list or args.forget), readonly=args.list)
+    conn = lcm.vault.db.connect(args.db, create=not (args.list or args.forget), readonly=args.list)
     if not args.list:
         lcm.vault.grants.scope(conn).refuse("pinning or forgetting a note")
     if args.forget:

@@ -35,7 +35,7 @@ def _main(argv):
     args = p.parse_args(argv)
     if args.max_tokens < 200:
         p.error("--max-tokens must be at least 200")
-    conn = lcm.db.connect(args.db, create=False, readonly=True)
+    conn = lcm.vault.db.connect(args.db, create=False, readonly=True)
     session = lcm.vault.resolve.session(conn, args.session, whole=True) if args.session else None
     result = lcm.summary.checkpoint.resume(conn, args.checkpoint, session, lcm.base.config.db_path(args.db).resolve(),
                                    args.max_tokens)

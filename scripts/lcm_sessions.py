@@ -111,7 +111,7 @@ def _main(argv):
     args = p.parse_args(argv)
     if args.session and (args.project or args.since):
         p.error("ID shows one session: --project and --since filter the list")
-    conn = lcm.db.connect(args.db, create=False, readonly=True)
+    conn = lcm.vault.db.connect(args.db, create=False, readonly=True)
     if args.session:
         view = lcm.readers.sessions.session_view(conn, lcm.vault.resolve.session(conn, args.session, whole=True))
         if args.json:

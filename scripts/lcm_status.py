@@ -37,7 +37,7 @@ def _main(argv):
                    help="full FTS5 integrity check even on a large vault (re-reads all text)")
     args = p.parse_args(argv)
     lcm.base.config.validate_config()
-    conn = lcm.db.connect(args.db, create=False, readonly=True)
+    conn = lcm.vault.db.connect(args.db, create=False, readonly=True)
     session = lcm.vault.resolve.session(conn, args.session, required=False)
     s = lcm.readers.status.status(conn, session, check_fts=True if args.check_fts else None, given=args.session is not None)
     if args.json:

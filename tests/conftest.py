@@ -12,6 +12,10 @@ SCRIPTS = ROOT / "scripts"
 SHARED_DATA = ROOT.parent / "shared" / "data"
 sys.path.insert(0, str(SCRIPTS))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# tests are filed by subject (tests/<wing>/), and some share helpers across subjects
+# (test_hooks.run_hook, test_mask.SAMPLES): every subject folder is importable by module name
+sys.path[1:1] = [str(p) for p in sorted(Path(__file__).resolve().parent.iterdir())
+                 if p.is_dir() and not p.name.startswith((".", "__"))]
 
 # the fake Messages API and the fake `claude` executable: fixtures fake_api and fake_claude
 pytest_plugins = ["fake_anthropic"]

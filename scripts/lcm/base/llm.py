@@ -29,7 +29,6 @@ import lcm.base.config
 import lcm.base.guard
 import lcm.base.mask
 import lcm.base.text
-import lcm.capture.transcript
 
 DEFAULT_MODEL = "claude-haiku-4-5"
 DEFAULT_TIMEOUT = 120.0

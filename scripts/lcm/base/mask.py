@@ -132,7 +132,7 @@ _WORDS = rf"(?:{_SPACE}[^\s;|&]+){{0,40}}?{_SPACE}"  # the other arguments of a 
 #   check     None, or a function secret -> bool that must say yes
 # Rows run in order: specific kinds first, so the assignment rules below (names such as
 # `password` followed by a value) find their values already masked. Then add a sample to
-# SAMPLES in tests/test_mask.py: the property tests put it in every place a string can sit.
+# SAMPLES in tests/base/test_mask.py: the property tests put it in every place a string can sit.
 # A new *name* for assigned values (like `passphrase`) is a branch of _NAMES and of _NAME_GROUPS.
 KINDS = [
     ("private-key", ("private key",), _pem_blocks, None),

@@ -25,7 +25,7 @@ def lcm_on_path() -> bool:
     return _LCM_ON_PATH[0]
 
 
-SCRIPTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # beside this package
+SCRIPTS_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # beside the package
 
 
 def command_prefix(script: str) -> str:

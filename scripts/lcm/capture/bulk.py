@@ -106,7 +106,7 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
     # page cache keeps them hot (a 1M-message vault's uuid index alone is ~60 MB)
     conn.execute("PRAGMA cache_size = -262144")
     checkpointer = _Checkpointer(conn)
-    turns = lcm.db.Turns(conn)
+    turns = lcm.vault.db.Turns(conn)
     fts = lcm.vault.schema.fts_enabled(conn)
     from collections import deque
     ahead: deque = deque()
@@ -206,15 +206,15 @@ def _stage_dir(sizes: list[int]) -> str:
     system's temp directory.
     """
     import tempfile
-    prefix = f"{lcm.db.STAGE_PREFIX}{os.getpid()}-"
+    prefix = f"{lcm.vault.db.STAGE_PREFIX}{os.getpid()}-"
     need = 2 * sum(sorted(sizes)[-(GROUPS_AHEAD + 2):])  # a stage file is ~1.4x its transcripts
     try:
-        shm = os.statvfs("/dev/shm")  # stale stages there went at connect (lcm.db.remove_stale_stages)
+        shm = os.statvfs("/dev/shm")  # stale stages there went at connect (lcm.vault.db.remove_stale_stages)
         if shm.f_bavail * shm.f_frsize > need + (256 << 20):
             return tempfile.mkdtemp(prefix=prefix, dir="/dev/shm")
     except OSError:
         pass  # no /dev/shm (macOS, Windows) or not usable
-    lcm.db.remove_stale_stages(tempfile.gettempdir())
+    lcm.vault.db.remove_stale_stages(tempfile.gettempdir())
     return tempfile.mkdtemp(prefix=prefix)
 
 
@@ -306,10 +306,10 @@ def _place_found(conn, batch, before: int, added: int, found) -> None:
     found.openings.update((ids[j], text) for j, text in batch.talk.items() if j in ids)
 
 
-def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: set, turns: lcm.db.Turns) -> int:
+def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: set, turns: lcm.vault.db.Turns) -> int:
     """Write one parsed group in one transaction; returns how many messages it held.
 
-    A file's rows, offset and session rows commit together; when a hook knocks (see lcm.db.Turns),
+    A file's rows, offset and session rows commit together; when a hook knocks (see lcm.vault.db.Turns),
     the transaction ends after the file at hand and the hook gets its turn before the next.
     Otherwise the FTS index gets one flush and one segment per group."""
     for batch in batches:

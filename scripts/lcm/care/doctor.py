@@ -45,27 +45,27 @@ def _open(path: str):
     """(read-only connection or None, the LcmError of a damaged vault). Anything the guard
     refuses as not a vault is raised: doctor never offers to move another application's file."""
     try:
-        return lcm.db.connect(path, create=False, readonly=True), None
+        return lcm.vault.db.connect(path, create=False, readonly=True), None
     except LcmError as exc:
         if getattr(exc, "cause", None) == "corrupt":
             return None, exc
         if getattr(exc, "cause", None) not in ("readonly", "cantopen", "permission"):
             raise
     # a read-only filesystem: SQLite cannot even make the -shm file; read the file as it is
-    conn = sqlite3.connect(lcm.db.file_uri(path, "mode=ro&immutable=1"), uri=True)
+    conn = sqlite3.connect(lcm.vault.db.file_uri(path, "mode=ro&immutable=1"), uri=True)
     conn.row_factory = sqlite3.Row
     lcm.vault.store.install(conn)  # lcm_line(): packed lines read like plain ones
-    lcm.db.check_tables(conn, path)
+    lcm.vault.db.check_tables(conn, path)
     lcm.vault.store.before_blocks(conn)
     return conn, None
 
 
 def _write_problem(path: str) -> str | None:
     """Why the vault cannot be written here (read-only filesystem, permissions), or None."""
-    cause = lcm.db._path_cause(path, os.path.dirname(path) or ".")
+    cause = lcm.vault.db._path_cause(path, os.path.dirname(path) or ".")
     if cause not in ("readonly", "permission"):
         return None
-    error = lcm.db.storage_error(OSError(errno.EROFS if cause == "readonly" else errno.EACCES, cause), path)
+    error = lcm.vault.db.storage_error(OSError(errno.EROFS if cause == "readonly" else errno.EACCES, cause), path)
     return f"{error.message} ({error.hint})"
 
 
@@ -121,7 +121,7 @@ def _vault_checks(conn, path: str, doc: dict) -> None:
 def _rw(path: str):
     """A write-capable handle for FTS5's integrity-check (an INSERT that writes nothing)."""
     try:
-        conn = sqlite3.connect(lcm.db.file_uri(path, "mode=rw"), uri=True, timeout=2.0, isolation_level=None)
+        conn = sqlite3.connect(lcm.vault.db.file_uri(path, "mode=rw"), uri=True, timeout=2.0, isolation_level=None)
         conn.execute("PRAGMA busy_timeout = 2000")
         return conn
     except sqlite3.Error:
@@ -145,7 +145,7 @@ def examine(db_arg: str | None = None, probe: bool = True) -> dict:
                 _masking(conn, doc["masking"])
                 doc["hooks"] = lcm.care.installation.hooks(conn)
             except sqlite3.DatabaseError as exc:  # pages past the header are damaged
-                why = lcm.db.storage_error(exc, path)
+                why = lcm.vault.db.storage_error(exc, path)
                 if why is None or getattr(why, "cause", None) != "corrupt":
                     raise
                 for key in ("access", "schema", "fts", "dag", "fallback", "storage", "_integrity_status"):
@@ -231,7 +231,7 @@ def repair(doc: dict, remask: bool = False, fix: bool = True) -> dict:
             # a byte copy, made before the vault is opened here: closing a second handle on the file
             # would drop the locks of the connection below (the backup API may stop at the damage)
             done["backup"] = copy_file(path)
-        conn = lcm.db.connect(path, create=False)
+        conn = lcm.vault.db.connect(path, create=False)
         try:
             if fix:
                 _repair_in_place(conn, path, doc, done)
@@ -287,7 +287,7 @@ def _repair_in_place(conn, path: str, doc: dict, done: dict) -> None:
 def _finish_rebuild(conn) -> int:
     root = lcm.care.recovery.projects_root()
     added = lcm.capture.bulk.ingest_paths(conn, [root])["messages_added"] if os.path.isdir(root) else 0
-    with lcm.db.transaction(conn):
+    with lcm.vault.db.transaction(conn):
         conn.execute("DELETE FROM vault_meta WHERE key = 'rebuild'")
     return added
 
@@ -486,7 +486,7 @@ def copy_file(path: str) -> str:
 
 def rebuild_fts(conn, tables: list[str]) -> None:
     import lcm.capture.indexes  # the indexes derived from the messages are remade by their own module
-    with lcm.db.transaction(conn):
+    with lcm.vault.db.transaction(conn):
         for table in tables:
             if table not in lcm.capture.indexes.DERIVED:
                 conn.execute(f'INSERT INTO "{table}"("{table}") VALUES (\'rebuild\')')
@@ -497,7 +497,7 @@ def rebuild_fts(conn, tables: list[str]) -> None:
 def drop_broken_summaries(conn, ids: list[str]) -> int:
     """Delete summaries that break the DAG's rules, with their ancestors; the next lcm_compact.py
     summarises their messages again. Returns how many were deleted."""
-    with lcm.db.transaction(conn):
+    with lcm.vault.db.transaction(conn):
         conn.execute("CREATE TEMP TABLE IF NOT EXISTS purge_summaries (id TEXT PRIMARY KEY)")
         conn.execute("DELETE FROM temp.purge_summaries")
         conn.executemany("INSERT OR IGNORE INTO temp.purge_summaries VALUES (?)", ((i,) for i in ids))
@@ -523,7 +523,7 @@ def remask_content(conn, batch: int = 2000) -> dict:
         index = index if index in tables else None
         count, last = 0, -1 << 63
         while True:
-            with lcm.db.transaction(conn):
+            with lcm.vault.db.transaction(conn):
                 rows = conn.execute(f"SELECT rowid, {column} FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT ?",
                                     (last, batch)).fetchall()
                 for rowid, old in rows:
@@ -547,10 +547,10 @@ def remask_content(conn, batch: int = 2000) -> dict:
         changed[table] = count
     if changed.get("messages"):  # the search indexes derived from the old text, made anew
         from lcm.capture import indexes
-        with lcm.db.transaction(conn):
+        with lcm.vault.db.transaction(conn):
             indexes.rebuild(conn)
     if "vault_meta" in tables:  # every message and summary is masked now: output need not mask them again
-        with lcm.db.transaction(conn):
+        with lcm.vault.db.transaction(conn):
             # (every row from the first on: rows a hook added meanwhile were masked as stored)
             conn.execute("UPDATE vault_meta SET value = 1 WHERE key IN ('masked_from_message', 'masked_from_summary')")
     return changed

@@ -50,7 +50,7 @@ def stage_parents() -> list[str]:
 
 def stage_dirs() -> list[str]:
     """Stage directories of bulk imports whose process is gone."""
-    return sorted(path for parent in stage_parents() for path in lcm.db.stale_stages(parent))
+    return sorted(path for parent in stage_parents() for path in lcm.vault.db.stale_stages(parent))
 
 
 def _idle(path: str) -> bool | None:

@@ -220,7 +220,7 @@ def _scan_child(pipe, beat, db: str, home: str, source: str, flags: int) -> None
     import sqlite3
     try:
         pattern = re.compile(source, flags)
-        conn = sqlite3.connect(lcm.db.file_uri(db, "mode=ro"), uri=True)  # quoted: a # in the path is not a fragment
+        conn = sqlite3.connect(lcm.vault.db.file_uri(db, "mode=ro"), uri=True)  # quoted: a # in the path is not a fragment
         lcm.vault.store.install(conn)  # packed lines read through lcm_line() here too
         pipe.send(("ok", _scan(conn, home, pattern=pattern, beat=beat)))
     except BaseException as exc:  # noqa: BLE001 - reported by the parent, without the pattern
@@ -442,7 +442,7 @@ def purge(conn, sel: Selection) -> dict:
     with _locks(sel.sessions):
         # overwrite deleted content with zeros instead of leaving it in free space
         conn.execute("PRAGMA secure_delete = ON")
-        with lcm.db.transaction(conn):
+        with lcm.vault.db.transaction(conn):
             doc = plan(conn, sel)
             checkpoints = _doomed_checkpoints(conn, sel)
             uuids = [r[0] for r in conn.execute("SELECT uuid FROM messages WHERE id IN (SELECT id FROM temp.purge_messages)")]

@@ -26,7 +26,7 @@ def _readable_rows(path: str, query: str) -> list[tuple] | None:
     """The rows of `query` that the damaged file still gives, up to the first unreadable page;
     None when not even that (no such table, a header SQLite refuses)."""
     try:
-        conn = sqlite3.connect(lcm.db.file_uri(path, "mode=ro&immutable=1"), uri=True)
+        conn = sqlite3.connect(lcm.vault.db.file_uri(path, "mode=ro&immutable=1"), uri=True)
     except sqlite3.Error:
         return None
     rows: list[tuple] = []
@@ -97,9 +97,9 @@ def rebuild(path: str, keep_damaged: bool = True) -> dict:
         except FileNotFoundError:
             pass
     done["moved_to"] = aside
-    conn = lcm.db.connect(path)
+    conn = lcm.vault.db.connect(path)
     try:
-        with lcm.db.transaction(conn):
+        with lcm.vault.db.transaction(conn):
             conn.execute("INSERT OR REPLACE INTO vault_meta VALUES ('rebuild', 'running')")
             if purged:
                 conn.executemany("INSERT OR IGNORE INTO purged (uuid, purged_at) VALUES (?, ?)", purged)
@@ -108,7 +108,7 @@ def rebuild(path: str, keep_damaged: bool = True) -> dict:
         sources = ([done["projects_root"]] if os.path.isdir(done["projects_root"]) else []) + done["other_files"]
         result = lcm.capture.bulk.ingest_paths(conn, sources) if sources else {"messages_added": 0, "files": 0,
                                                                              "sessions": 0}
-        with lcm.db.transaction(conn):
+        with lcm.vault.db.transaction(conn):
             conn.execute("DELETE FROM vault_meta WHERE key = 'rebuild'")
     finally:
         conn.close()

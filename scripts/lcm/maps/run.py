@@ -50,7 +50,7 @@ def _not_ready(document: dict, command: str) -> dict:
 
 def _run(job: jobs.MapJob, args, model: str, go) -> dict:
     """Open (or resume) the run in the vault, call go(state), write OUT and the summary."""
-    conn = lcm.db.connect(args.db)
+    conn = lcm.vault.db.connect(args.db)
     state = states.RunState.open(conn, job, model, args.resume)
     try:
         go(state)

@@ -50,7 +50,7 @@ class RunState:
             if row["prompt"] != job.prompt or row["schema"] != schema_text:
                 raise LcmError(f"run {row['id']} used a different prompt or schema",
                                "resume with the same --prompt/--schema, or drop --resume to start over")
-            with lcm.db.transaction(conn):
+            with lcm.vault.db.transaction(conn):
                 conn.execute("UPDATE map_runs SET status = 'running', updated_at = ? WHERE id = ?",
                              (lcm.base.config.now_iso(), row["id"]))
             state = cls(conn, row["id"], row["total"])
@@ -62,7 +62,7 @@ class RunState:
             sys.stderr.write(_unfinished_note(conn, row))
         run_id = lcm.base.config.new_id("map")
         now = lcm.base.config.now_iso()
-        with lcm.db.transaction(conn):
+        with lcm.vault.db.transaction(conn):
             conn.execute(
                 "INSERT INTO map_runs (id, kind, input_path, input_sha256, output_path, prompt, schema, model,"
                 " options, status, total, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -91,7 +91,7 @@ class RunState:
         self._last_flush = time.monotonic()
         if not self._pending:
             return
-        with lcm.db.transaction(self.conn):
+        with lcm.vault.db.transaction(self.conn):
             # attempts and tokens add up over resumes: they are what the run really cost
             self.conn.executemany(
                 "INSERT INTO map_items (run_id, item_index, status, attempts, result, error, input_tokens,"
@@ -106,13 +106,13 @@ class RunState:
 
     def save_options(self, options: dict) -> None:
         self.options = options
-        with lcm.db.transaction(self.conn):
+        with lcm.vault.db.transaction(self.conn):
             self.conn.execute("UPDATE map_runs SET options = ?, updated_at = ? WHERE id = ?",
                               (json.dumps(options, sort_keys=True), lcm.base.config.now_iso(), self.run_id))
 
     def finish(self, status: str) -> None:
         self.flush()
-        with lcm.db.transaction(self.conn):
+        with lcm.vault.db.transaction(self.conn):
             self.conn.execute("UPDATE map_runs SET status = ?, updated_at = ? WHERE id = ?",
                               (status, lcm.base.config.now_iso(), self.run_id))
 

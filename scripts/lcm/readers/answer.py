@@ -411,7 +411,7 @@ def answer_with_anthropic(exp: Expansion, sessions: list[str], prompt: str, mode
 
 
 def answer_with_claude(exp: Expansion, prompt: str, db: Path, model: str) -> str:
-    scripts = Path(__file__).resolve().parent.parent
+    scripts = Path(__file__).resolve().parent.parent.parent
     tools = [f"Bash(python3 {scripts}/lcm_{verb}.py:*)" for verb in ("expand", "describe", "grep")]
     guide = ("\n\nTo read more, run (the grant in LCM_GRANT limits what you can read):\n"
              + "\n".join(f"python3 {scripts}/lcm_{verb}.py {arg}" for verb, arg in

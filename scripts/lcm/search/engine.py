@@ -213,7 +213,7 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
     # a message or summary stored by a version that masks when it writes is shown as stored
     # (masking it again would change nothing, and compiling the masks is ~1 ms of a grep); older
     # rows, the other types and any text under redact.txt patterns added since are masked here
-    masked_from = {} if lcm.base.mask.has_user_patterns() else lcm.db.masked_from(conn)
+    masked_from = {} if lcm.base.mask.has_user_patterns() else lcm.vault.db.masked_from(conn)
     results = [_result(conn, kind, row, score, finders, next_to.get((kind, row["rowid_"])),
                        stored_masked=0 < masked_from.get(kind, 0) <= row["rowid_"])
                for score, kind, row in page]

@@ -69,7 +69,7 @@ def add(conn, text: str, project: str | None, session_id: str | None) -> tuple[d
         raise LcmError(f"the note has {len(text)} characters, more than {MAX_NOTE_CHARS}",
                        "pin the fact itself in a sentence or two; the conversation it came from stays searchable with lcm_grep.py")
     text = lcm.base.mask.mask(text)  # a note is searchable text and only ever shown masked: stored so
-    with lcm.db.transaction(conn):
+    with lcm.vault.db.transaction(conn):
         row = conn.execute(f"SELECT {COLUMNS} FROM notes WHERE content = ? AND project IS ?", (text, project)).fetchone()
         if row is not None:
             return _note(row), False
@@ -95,7 +95,7 @@ def resolve(conn, ident: str) -> dict:
 
 def forget(conn, ident: str) -> dict:
     """Delete a note; returns it."""
-    with lcm.db.transaction(conn):
+    with lcm.vault.db.transaction(conn):
         note = resolve(conn, ident)
         conn.execute("DELETE FROM notes WHERE id = ?", (note["id"],))
     return note

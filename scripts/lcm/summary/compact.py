@@ -56,7 +56,7 @@ def _atomic(conn):
             raise
         conn.execute("RELEASE node")
     else:
-        with lcm.db.transaction(conn):
+        with lcm.vault.db.transaction(conn):
             yield
 
 
@@ -384,7 +384,7 @@ def rebuild_stale(conn, session_id: str) -> int:
     if conn.execute("SELECT 1 FROM summaries WHERE session_id = ? AND built_on = 'ingest' LIMIT 1",
                     (session_id,)).fetchone() is None:
         return 0
-    with lcm.db.transaction(conn):
+    with lcm.vault.db.transaction(conn):
         conn.execute("DELETE FROM summary_sources WHERE summary_id IN (SELECT id FROM summaries WHERE session_id = ?)",
                      (session_id,))
         return conn.execute("DELETE FROM summaries WHERE session_id = ?", (session_id,)).rowcount

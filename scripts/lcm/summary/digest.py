@@ -134,7 +134,7 @@ def write(conn, session_id: str, use_model: bool = True) -> dict:
     text = model_written(conn, session_id, draft) if use_model else None
     digest = {"session_id": session_id, "level": "model" if text else "extractive", "text": text or draft,
               "created_at": lcm.base.config.now_iso()}
-    with lcm.db.transaction(conn):
+    with lcm.vault.db.transaction(conn):
         conn.execute("INSERT INTO digests (session_id, text, level, created_at) VALUES (?, ?, ?, ?)"
                      " ON CONFLICT(session_id) DO UPDATE SET text = excluded.text, level = excluded.level,"
                      " created_at = excluded.created_at",

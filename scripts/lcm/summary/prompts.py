@@ -1,4 +1,5 @@
-"""Prompt texts for the summariser, read from references/prompts.md (their only home).
+"""Prompt texts for the summariser, read from prompts.md beside this module (their only home,
+shipped as package data, so an installed `lcm` has them too).
 
 Each prompt is the first ```text block under a `## name` heading; `{{placeholder}}` marks
 are filled by `fill`. Stdlib only.
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from lcm.base.errors import LcmError
 
-PROMPTS_PATH = Path(__file__).resolve().parent.parent.parent / "references" / "prompts.md"
+PROMPTS_PATH = Path(__file__).resolve().parent / "prompts.md"
 _SECTION = re.compile(r"^## (\S+)\s*\n(.*?)(?=^## |\Z)", re.M | re.S)
 _BLOCK = re.compile(r"^```text\n(.*?)^```", re.M | re.S)
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
@@ -25,7 +26,7 @@ def load_prompts(path: str | None = None) -> dict[str, str]:
         markdown = source.read_text(encoding="utf-8")
     except OSError as exc:
         raise LcmError(f"cannot read the prompts file {source}: {exc.strerror}",
-                       "reinstall lcm; references/prompts.md ships with it") from None
+                       "reinstall lcm: prompts.md ships inside the package (lcm/summary/prompts.md)") from None
     prompts = {}
     for name, body in _SECTION.findall(markdown):
         block = _BLOCK.search(body)
@@ -37,7 +38,7 @@ def load_prompts(path: str | None = None) -> dict[str, str]:
 def prompt(name: str) -> str:
     prompts = load_prompts()
     if name not in prompts:
-        raise LcmError(f"references/prompts.md has no prompt `{name}`",
+        raise LcmError(f"{PROMPTS_PATH} has no prompt `{name}`",
                        "restore the file from the lcm release; the code expects headings "
                        "system, leaf, leaf-aggressive, condensed-d1/d2/d3, condensed-aggressive")
     return prompts[name]

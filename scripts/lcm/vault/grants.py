@@ -48,7 +48,7 @@ def _write(conn):
             def __exit__(self, *exc):
                 return False
         return _Joined()
-    return lcm.db.transaction(conn)
+    return lcm.vault.db.transaction(conn)
 
 
 def create_grant(conn, session_ids, node_ids, token_cap, ttl_seconds=300) -> str:

@@ -4,7 +4,7 @@ Ingest and the hooks store each new line as it is (cheap). Packing runs later, d
 hand (`lcm_compact.py --pack`), and is the same step that converts a vault from before blocks:
 its lines are all plain. It works online, in small batches: lines are read and compressed
 outside any transaction, and each batch is written in one short transaction that first checks
-its lines are still plain, taking turns with hooks (lcm.db). Killed at any
+its lines are still plain, taking turns with hooks (lcm.vault.db). Killed at any
 point, it leaves every line either plain or in a committed block; the next run goes on.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ import lcm.vault.db
 BLOCK_BYTES = 128 << 10  # lines per block: 64 KB packs to 0.277 of the lines, 256 KB 0.266,
 #                          1 MB 0.264 (shared data); 128 KB decodes in ~0.3 ms (expand reads one)
 BATCH_BYTES = 1 << 20  # lines per write transaction: ~20 ms idle, ~0.2 s on a machine loaded 8x over;
-#                       between two, waiting hooks go first (lcm.db.Turns)
+#                       between two, waiting hooks go first (lcm.vault.db.Turns)
 IDLE_SECONDS = 1800  # a file unchanged this long gets its last, partial block packed too
 DUE_LINES = 1024  # plain lines in the vault before a Stop hook starts packing (~4 MB)
 CONVERT_LINES = 4 * DUE_LINES  # more plain lines than this: lcm_doctor.py says to run --pack --all
@@ -126,7 +126,7 @@ def _write(conn, batch: list, turns, pool=None) -> tuple[int, int]:
     """One transaction: the blocks of `batch` whose lines are all still plain. (lines, bytes)."""
     # compressed before the write lock is taken: the transaction only stores the result
     encoded = list(pool.map(_encode, batch)) if pool is not None else [_encode(rows) for rows in batch]
-    lcm.db.begin_write(conn, turns=turns)
+    lcm.vault.db.begin_write(conn, turns=turns)
     lines = size = 0
     try:
         for rows, data in zip(batch, encoded):
@@ -160,9 +160,9 @@ def pack(conn, *, everything: bool = False, time_budget: float | None = None, pr
     if lock is None:
         doc["stopped"] = "another packing run is at work"
         return doc
-    turns = lcm.db.Turns(conn)
+    turns = lcm.vault.db.Turns(conn)
     if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'messages_plain'").fetchone():
-        lcm.db.begin_write(conn, turns=turns)  # an old vault's first packing run
+        lcm.vault.db.begin_write(conn, turns=turns)  # an old vault's first packing run
         conn.execute(lcm.vault.store.PLAIN_INDEX)
         conn.execute("COMMIT")
         doc["indexed_s"] = round(time.monotonic() - started, 3)

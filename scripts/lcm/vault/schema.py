@@ -160,7 +160,7 @@ def _credit_leaf_titles(conn: sqlite3.Connection) -> None:
 
 # Text stored before the migration that runs this is masked again whenever it is shown (masking
 # learnt something): every message and summary so far counts as stored under older rules, until
-# lcm_doctor.py --remask masks it in place (lcm.db.masked_from). A key the vault does not have
+# lcm_doctor.py --remask masks it in place (lcm.vault.db.masked_from). A key the vault does not have
 # yet (masked_from_summary before migration 15) is left alone.
 MASK_AGAIN = ("UPDATE vault_meta SET value = CASE key"
               " WHEN 'masked_from_message' THEN (SELECT coalesce(max(id), 0) + 1 FROM messages)"

@@ -96,7 +96,7 @@ class Reader:
 
     def __init__(self, conn: sqlite3.Connection):
         import weakref
-        # weak when it can be (lcm.db.Connection): the connection holds this reader as its SQL
+        # weak when it can be (lcm.vault.db.Connection): the connection holds this reader as its SQL
         # function, and a strong reference back would keep it from ever being freed and closed
         try:
             self.conn = weakref.ref(conn)

@@ -152,7 +152,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 def open_readonly(path: str) -> sqlite3.Connection:
     """The vault, read-only: SQLite refuses any write on this connection (mode=ro, query_only)."""
-    conn = lcm.db.connect(path, create=False, readonly=True)
+    conn = lcm.vault.db.connect(path, create=False, readonly=True)
     conn.execute("PRAGMA query_only = ON")
     return conn
 

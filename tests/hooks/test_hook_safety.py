@@ -1,0 +1,98 @@
+"""Hooks facing hostile or broken surroundings: a session id that tries to inject shell code into
+CLAUDE_ENV_FILE, a model that fails under a detached compaction, a cwd that no longer exists."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fake_anthropic import make_fake_claude
+from test_hooks import run_hook, wait_for
+from transcripts import coding_session
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def log_text() -> str:
+    path = Path(os.environ["LCM_HOME"]) / "lcm.log"
+    return path.read_text() if path.exists() else ""
+
+
+HOSTILE_IDS = [
+    "x\ntouch {marker}-newline",
+    "$(touch {marker}-subst)",
+    "`touch {marker}-backtick`",
+    "a'; touch {marker}-quote; echo '",
+    "b\r\ntouch {marker}-crlf #",
+    "c\\\ntouch {marker}-backslash",
+]
+
+
+@pytest.mark.parametrize("hostile", HOSTILE_IDS)
+def test_env_file_yields_nothing_but_the_exports(hostile, tmp_path):
+    """Bash sources CLAUDE_ENV_FILE before every command: a session id must come back as the exact
+    value, and run nothing, on the first SessionStart and after a resume rewrites the file."""
+    marker = tmp_path / "ran"
+    sid = hostile.format(marker=marker)
+    env_file = tmp_path / "env" / "sessionstart-hook-0.sh"
+    env_file.parent.mkdir()
+    env_file.write_text("export OTHER_TOOL=kept\n")
+    project = tmp_path / "proj"
+    project.mkdir()
+    t = coding_session(tmp_path / "projects", turns=1, cwd=str(project))
+    t.write()
+    for source, session in (("startup", sid), ("resume", sid), ("resume", "plain-" + sid)):
+        payload = {"session_id": session, "transcript_path": str(t.path), "cwd": str(project),
+                   "hook_event_name": "SessionStart", "source": source}
+        done = run_hook("session_start", payload, {"CLAUDE_ENV_FILE": str(env_file), "CLAUDE_PROJECT_DIR": str(project)})
+        assert done.returncode == 0
+        shown = subprocess.run(["bash", "-c", f'source "$1" && printf %s "$LCM_SESSION_ID" && printf "\\0%s" "$OTHER_TOOL"'
+                                f' "$LCM_SCRIPTS"', "bash", str(env_file)], capture_output=True,
+                               cwd=tmp_path, env={"PATH": os.environ["PATH"]})
+        assert shown.returncode == 0, shown.stderr
+        assert shown.stdout.decode().split("\0") == [session, "kept", str(ROOT / "scripts")]
+        assert not list(tmp_path.glob("ran*"))
+
+
+def compaction_setup(tmp_path):
+    """A session big enough that the Stop hook starts a compaction."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    t = coding_session(tmp_path / "projects", turns=12, cwd=str(project))
+    t.write()
+    env = {"LCM_LEAF_CHUNK_TOKENS": "200", "LCM_FRESH_TAIL_COUNT": "4"}
+    payload = {"session_id": t.session_id, "transcript_path": str(t.path), "cwd": str(project),
+               "hook_event_name": "Stop", "stop_hook_active": False}
+    return t, project, env, payload
+
+
+def test_a_detached_compaction_whose_model_fails_leaves_a_line_in_the_log(tmp_path, vault):
+    t, project, env, payload = compaction_setup(tmp_path)
+    fake = make_fake_claude(tmp_path / "bin", "def respond(call):\n"
+                            "    return {'is_error': True, 'result': 'model overloaded, try later', 'exit_code': 1}\n")
+    env.update(LCM_LLM="claude", PATH=f"{fake.dir}{os.pathsep}{os.environ['PATH']}")
+    done = run_hook("stop", payload, env)
+    assert done.returncode == 0
+    assert wait_for(lambda: "lcm_compact.py" in log_text())
+    line = next(x for x in log_text().splitlines() if "lcm_compact.py" in x)
+    assert "Stop" in line and t.session_id in line and "model overloaded" in line
+    assert fake.calls()
+
+
+def test_a_payload_cwd_that_no_longer_exists_does_not_stop_the_detach(tmp_path, vault):
+    import sqlite3
+    t, project, env, payload = compaction_setup(tmp_path)
+    payload["cwd"] = str(tmp_path / "deleted-since")
+    env.update(LCM_LLM="none")
+    done = run_hook("stop", payload, env)
+    assert done.returncode == 0
+
+    def summaries() -> int:
+        conn = sqlite3.connect(vault)
+        try:
+            return conn.execute("SELECT count(*) FROM summaries").fetchone()[0]
+        finally:
+            conn.close()
+    assert wait_for(lambda: summaries() > 0), log_text()

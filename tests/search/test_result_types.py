@@ -1,0 +1,110 @@
+"""Everything a person would search is searchable, each as its own result type grep can filter:
+session titles, checkpoints, pinned notes, session digests, and the text of externalised files."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import lcm.vault.db
+import lcm.capture.files
+import lcm.capture.bulk
+import lcm.capture.ingest
+import lcm_checkpoint
+import lcm_grep
+import lcm_remember
+from conftest import run
+from transcripts import Transcript
+
+
+def _read_result(lines: int) -> str:
+    """A Read tool result as Claude Code writes it: every line numbered `     N→`."""
+    body = []
+    for n in range(1, lines + 1):
+        if n % 50 == 1:
+            body.append(f"class Handler{n}:")
+        elif n % 50 == 2:
+            body.append(f"    def handle_{n}(self, request):")
+        elif n == 377:
+            body.append("        return quasar_flux_capacitor(request)  # only in this file")
+        else:
+            body.append(f"        value_{n} = compute(request, {n})")
+    return "\n".join(f"{n:>6}→{line}" for n, line in enumerate(body, 1))
+
+
+@pytest.fixture
+def typed_vault(tmp_path, vault, capsys, monkeypatch):
+    monkeypatch.setenv("LCM_LARGE_FILE_THRESHOLD", "2000")  # tokens: the 754-line file is above it
+    t = Transcript(tmp_path / "projects", session_id="types-0001", cwd="/home/u/app")
+    t.title("Migrating the billing service to Kubernetes")
+    t.user("Please read the request handlers.")
+    call = t.tool_use("Read", {"file_path": "/home/u/app/handlers.py"})
+    t.tool_result(call, _read_result(754), toolUseResult={"type": "text", "file": {
+        "filePath": "/home/u/app/handlers.py", "content": "...", "numLines": 754}})
+    t.assistant_text("The handlers are all thin wrappers.")
+    t.user("Next, wire the marmalade exporter into the handlers.")
+    t.write()
+    conn = lcm.vault.db.connect(str(vault))
+    lcm.capture.bulk.ingest_paths(conn, [tmp_path / "projects"])
+    assert run(capsys, lcm_remember, "Always deploy the tangerine cluster on Fridays", "--global")[0] == 0
+    assert run(capsys, lcm_checkpoint, "--session", "types-0001", "--output", tmp_path / "cp.md")[0] == 0
+    # session digests are written at SessionEnd (lcm.summary.extract); made here as that table holds them
+    conn.execute("CREATE TABLE IF NOT EXISTS digests (session_id TEXT PRIMARY KEY, text TEXT NOT NULL,"
+                 " level TEXT NOT NULL, created_at TEXT NOT NULL)")
+    conn.execute("INSERT INTO digests VALUES ('types-0001', 'Decided: pin the zeppelin chart version.'"
+                 ", 'extractive', '2026-11-20T10:00:00Z')")
+    conn.commit()
+    return vault
+
+
+def _grep(capsys, vault, *argv):
+    code, out, err = run(capsys, lcm_grep, *argv, "--db", vault, "--all-sessions", "--json")
+    assert code == 0, err
+    return json.loads(out)["results"]
+
+
+@pytest.mark.parametrize("query,kind,expected", [
+    ("billing kubernetes", "title", "Migrating the billing service to Kubernetes"),
+    ("tangerine cluster", "note", "tangerine cluster"),
+    ("marmalade exporter", "checkpoint", "marmalade exporter"),
+    ("zeppelin chart", "digest", "zeppelin chart"),
+    ("quasar_flux_capacitor", "file", "quasar_flux_capacitor"),
+])
+def test_each_type_is_found_and_can_be_asked_for_alone(typed_vault, capsys, query, kind, expected):
+    everything = _grep(capsys, typed_vault, query)
+    assert any(r["type"] == kind and expected in r["snippet"] for r in everything), everything
+    only = _grep(capsys, typed_vault, query, "--type", kind)
+    assert only and {r["type"] for r in only} == {kind} and expected in only[0]["snippet"]
+
+
+def test_text_output_names_each_type(typed_vault, capsys):
+    code, out, _ = run(capsys, lcm_grep, "quasar_flux_capacitor", "--db", typed_vault, "--all-sessions",
+                       "--type", "file")
+    assert code == 0 and "  file  " in out and "handlers.py" in out and "quasar_flux_capacitor" in out
+    assert "lcm_describe.py file_" in out  # the next command looks at the stored file
+
+
+def test_an_unknown_type_is_an_error_with_the_list(typed_vault, capsys):
+    code, _, err = run(capsys, lcm_grep, "x", "--db", typed_vault, "--type", "tweets")
+    assert code == 1 and "Error:" in err and "checkpoint" in err
+
+
+def test_a_large_read_result_keeps_its_outline_and_its_text_is_found(typed_vault, capsys):
+    """Issue 23.6: the line-number prefix no longer hides the declarations; the text that went to
+    disk is found by grep in auto and full_text modes."""
+    conn = lcm.vault.db.connect(str(typed_vault), create=False, readonly=True)
+    row = conn.execute("SELECT * FROM files WHERE name LIKE '%handlers.py'").fetchone()
+    assert row is not None, "the 754-line Read result was not externalised"
+    outline = row["exploration"]
+    assert outline.startswith("code, 754 lines, 32 declarations"), outline[:80]
+    assert "1: class Handler1:" in outline and "2: def handle_2(self, request):" in outline
+    for mode in ("auto", "full_text"):
+        results = _grep(capsys, typed_vault, "quasar_flux_capacitor", "--mode", mode)
+        assert results and results[0]["type"] == "file" and results[0]["id"] == row["id"], (mode, results)
+
+
+def test_line_numbers_are_read_through_only_when_most_lines_have_them():
+    numbered = "\n".join(f"{n:>6}→def f{n}(): pass" for n in range(1, 30))
+    assert lcm.capture.files.without_line_numbers(numbered).splitlines()[0] == "def f1(): pass"
+    prose = "Step 1→ take the key\nthen open the door\nand go in\n12→ was the floor"
+    assert lcm.capture.files.without_line_numbers(prose) == prose

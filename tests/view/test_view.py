@@ -1,0 +1,281 @@
+"""lcm_view.py: the local web view, driven as a person would in a real headless Chromium, and
+attacked as a page on another site would: no token, another Host, a write, a planted secret."""
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+import lcm.summary.compact
+import lcm.vault.db
+import lcm.capture.bulk
+import lcm.capture.ingest
+import lcm.readers.sessions
+from conftest import SHARED_DATA, shared_data
+from lcm.view.server import Viewer
+from transcripts import Transcript
+
+REAL_HOME = Path(os.path.expanduser("~"))  # read before a test changes HOME
+SCREENSHOTS = Path(os.environ.get("LCM_SCREENSHOTS") or REAL_HOME / ".cache" / "lcm" / "screenshots")
+SECRETS = ("sk-ant-api03-" + "Zq8" * 30 + "AA", "AKIA" + "QX7T2MWB4KRN6PLD", "ghp_" + "k3Jw9" * 8)
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+@pytest.fixture(scope="module")
+def vault_dir(tmp_path_factory):
+    """The shared transcripts plus one session with planted secrets, compacted deep enough for
+    a DAG of several levels (extractive summaries, no model)."""
+    if not SHARED_DATA.exists():
+        shared_data("claude-projects")  # skips, saying why
+    root = tmp_path_factory.mktemp("view")
+    projects = root / "projects"
+    planted = Transcript(projects, session_id="5ec12e7a-0000-4000-8000-00000000beef", cwd="/srv/planted")
+    planted.user(f"Here is my key {SECRETS[0]} and on its own line:\n{SECRETS[1]}")
+    call = planted.tool_use("Bash", {"command": f"export GITHUB_TOKEN=\n{SECRETS[2]}\ncurl -H 'x' https://x"})
+    planted.tool_result(call, "ok")
+    planted.assistant_text("Stored the planted credentials in the environment.")
+    planted.write()
+    env = {"LCM_HOME": str(root / "home"), "LCM_LLM": "none", "LCM_LEAF_CHUNK_TOKENS": "1500",
+           "LCM_LEAF_MIN_TOKENS": "300", "LCM_CONDENSED_MIN_FANOUT": "2", "LCM_FRESH_TAIL_COUNT": "4"}
+    with pytest.MonkeyPatch.context() as m:
+        for name, value in env.items():
+            m.setenv(name, value)
+        conn = lcm.vault.db.connect(str(root / "lcm.db"))
+        lcm.capture.bulk.ingest_paths(conn, [str(SHARED_DATA / "claude-projects"), str(projects)])
+        for (sid,) in conn.execute("SELECT session_id FROM sessions").fetchall():
+            lcm.summary.compact.compact(conn, sid, mode="full")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.close()
+    return root
+
+
+@pytest.fixture(scope="module")
+def viewer(vault_dir):
+    server = Viewer(str(vault_dir / "lcm.db"))
+    server.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def get(viewer, path: str, *, host: str | None = None, cookie: bool = True, method: str = "GET"):
+    conn = http.client.HTTPConnection("127.0.0.1", viewer.port, timeout=30)
+    headers = {"Host": host or f"127.0.0.1:{viewer.port}"}
+    if cookie:
+        headers["Cookie"] = f"lcm_view={viewer.token}"
+    conn.request(method, path, headers=headers)
+    response = conn.getresponse()
+    body = response.read().decode("utf-8", "replace")
+    conn.close()
+    return response, body
+
+
+class Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.links = []
+
+    def handle_starttag(self, tag, attrs):
+        href = dict(attrs).get("href")
+        if tag == "a" and href and href.startswith("/"):
+            self.links.append(href.split("#")[0])
+
+
+def crawl(viewer, start=("/",), limit=400) -> dict[str, str]:
+    """Every page reachable from `start` by the viewer's own links (at most `limit`)."""
+    seen, queue = {}, list(start)
+    while queue and len(seen) < limit:
+        path = queue.pop(0)
+        if path in seen:
+            continue
+        response, body = get(viewer, path)
+        assert response.status == 200, (path, response.status, body[:300])
+        seen[path] = body
+        parser = Links()
+        parser.feed(body)
+        queue += [link.replace("&amp;", "&") for link in parser.links if link not in seen]
+    return seen
+
+
+# -- security ----------------------------------------------------------------------------------
+
+def test_a_request_without_the_token_is_refused(viewer):
+    for path in ("/", "/search?q=key", "/static/app.css", "/s/anything"):
+        response, body = get(viewer, path, cookie=False)
+        assert response.status == 403 and SECRETS[0] not in body
+    response, _ = get(viewer, "/?token=" + "x" * len(viewer.token), cookie=False)
+    assert response.status == 403
+
+
+def test_the_printed_url_sets_the_token_once_and_leaves_the_address_bar(viewer):
+    response, _ = get(viewer, f"/?token={viewer.token}&q=x", cookie=False)
+    assert response.status == 303 and response.getheader("Location") == "/?q=x"
+    cookie = response.getheader("Set-Cookie")
+    assert f"lcm_view={viewer.token}" in cookie and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+
+
+def test_another_host_name_is_refused_even_with_the_token(viewer):
+    for host in ("evil.example", f"evil.example:{viewer.port}", f"127.0.0.1:{viewer.port + 1}", "0.0.0.0"):
+        response, _ = get(viewer, "/", host=host)
+        assert response.status == 403, host
+    assert get(viewer, "/", host=f"localhost:{viewer.port}")[0].status == 200
+
+
+def test_nothing_can_be_written_and_every_response_has_a_strict_policy(viewer):
+    for method in ("POST", "PUT", "DELETE", "PATCH"):
+        response, _ = get(viewer, "/", method=method)
+        assert response.status == 405
+    response, _ = get(viewer, "/")
+    policy = response.getheader("Content-Security-Policy")
+    assert "default-src 'none'" in policy and "script-src 'self'" in policy and "unsafe-inline" not in policy
+    assert response.getheader("X-Content-Type-Options") == "nosniff"
+
+
+def _other_addresses() -> list[str]:
+    """This machine's IPv4 addresses that are not loopback."""
+    found = set()
+    try:
+        out = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True, timeout=10).stdout
+        found.update(re.findall(r"inet (\d+\.\d+\.\d+\.\d+)", out))
+    except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        found.update(info[4][0] for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET))
+    except OSError:
+        pass
+    return sorted(a for a in found if not a.startswith("127."))
+
+
+def test_the_server_listens_on_loopback_only(viewer):
+    assert viewer.server_address[0] == "127.0.0.1"
+    others = _other_addresses()
+    if not others:
+        pytest.skip("this machine has no non-loopback IPv4 address to try")
+    for address in others:
+        with pytest.raises(OSError):
+            socket.create_connection((address, viewer.port), timeout=3).close()
+
+
+def test_a_planted_secret_is_masked_on_every_page_and_the_vault_is_untouched(viewer, vault_dir):
+    db = vault_dir / "lcm.db"
+    before = (hashlib.sha256(db.read_bytes()).hexdigest(), db.stat().st_mtime_ns)
+    conn = lcm.vault.db.connect(str(db), create=False, readonly=True)
+    planted = "5ec12e7a-0000-4000-8000-00000000beef"
+    nodes = [r[0] for r in conn.execute("SELECT id FROM summaries WHERE session_id = ?", (planted,))]
+    conn.close()
+    pages = crawl(viewer, start=["/", f"/s/{planted}", f"/s/{planted}/dag", "/search?q=planted+credentials",
+                                 *(f"/n/{n}" for n in nodes)])
+    assert len(pages) > 50
+    shown = "\n".join(pages.values())
+    for secret in SECRETS:
+        assert secret not in shown
+        assert secret[4:20] not in shown
+    assert "[secret:" in pages[f"/s/{planted}"]  # the planted message is shown, masked
+    assert (hashlib.sha256(db.read_bytes()).hexdigest(), db.stat().st_mtime_ns) == before
+
+
+# -- in a real browser ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def browser():
+    required = os.environ.get("LCM_TEST_REQUIRE_BROWSER") == "1"
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        if required:
+            pytest.fail("playwright is not installed (requirements-dev.txt) and LCM_TEST_REQUIRE_BROWSER=1")
+        pytest.skip("playwright is not installed (pip install -r requirements-dev.txt)")
+    if not CHROMIUM:
+        if required:
+            pytest.fail("no chromium on PATH and LCM_TEST_REQUIRE_BROWSER=1")
+        pytest.skip("no Chromium installed (Debian: apt-get install chromium)")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"])
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, viewer):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.goto(viewer.url)  # the printed URL: token in, cookie set, address bar clean
+    assert "token=" not in page.url
+    yield page
+    context.close()
+
+
+def screenshot(page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"view-{name}.png"))
+
+
+def test_browser_sessions_list_shows_every_session(page, vault_dir):
+    conn = lcm.vault.db.connect(str(vault_dir / "lcm.db"), create=False, readonly=True)
+    ids = [r[0] for r in conn.execute("SELECT session_id FROM sessions ORDER BY last_at DESC LIMIT 50")]
+    conn.close()
+    shown = page.locator("a.session").count()
+    assert shown == len(ids)
+    text = page.inner_text("main")
+    assert all(sid[:8] in text for sid in ids)
+    screenshot(page, "sessions")
+
+
+def test_browser_a_session_page_shows_its_first_prompt(page, vault_dir):
+    conn = lcm.vault.db.connect(str(vault_dir / "lcm.db"), create=False, readonly=True)
+    sid = conn.execute("SELECT session_id FROM messages WHERE role = 'user' GROUP BY session_id"
+                       " ORDER BY count(*) DESC LIMIT 1").fetchone()[0]
+    prompt = lcm.readers.sessions.first_prompt(conn, sid)
+    conn.close()
+    assert prompt
+    page.click(f"a.session[href='/s/{sid}']")
+    page.wait_for_url(f"**/s/{sid}")
+    words = " ".join(prompt.split())[:40]
+    assert words in " ".join(page.inner_text("main").split())
+    screenshot(page, "session")
+
+
+def test_browser_the_dag_draws_every_summary_and_a_leaf_shows_its_sources(page, viewer, vault_dir):
+    conn = lcm.vault.db.connect(str(vault_dir / "lcm.db"), create=False, readonly=True)
+    sid, count = conn.execute("SELECT session_id, count(*) FROM summaries GROUP BY session_id"
+                              " ORDER BY max(depth) DESC, count(*) DESC LIMIT 1").fetchone()
+    leaf = conn.execute("SELECT id FROM summaries WHERE session_id = ? AND kind = 'leaf' ORDER BY first_message_id"
+                        " LIMIT 1", (sid,)).fetchone()[0]
+    sources = [r[0] for r in conn.execute("SELECT m.uuid FROM summary_sources x JOIN messages m ON m.id = x.message_id"
+                                          " WHERE x.summary_id = ?", (leaf,))]
+    conn.close()
+    page.goto(f"http://127.0.0.1:{viewer.port}/s/{sid}/dag")
+    assert page.locator("svg a.node").count() == count
+    assert page.locator("svg a.node.leaf").count() >= 1 and page.locator("svg line").count() >= 1
+    page.click(f"svg a.node[data-id='{leaf}']")
+    page.wait_for_selector(f"#panel article[id='m-{sources[0]}']")
+    assert page.locator("#panel article.msg").count() == len(sources)
+    screenshot(page, "dag")
+
+
+def test_browser_search_finds_a_known_message_and_its_link_lands_on_it(page, vault_dir):
+    page.fill("header input[name=q]", "planted credentials")
+    page.press("header input[name=q]", "Enter")
+    page.wait_for_selector(".hit")
+    assert page.locator(".hit mark").count() >= 1
+    screenshot(page, "search")
+    conn = lcm.vault.db.connect(str(vault_dir / "lcm.db"), create=False, readonly=True)
+    uuid = conn.execute("SELECT uuid FROM messages WHERE session_id = '5ec12e7a-0000-4000-8000-00000000beef'"
+                        " AND role = 'assistant' ORDER BY id DESC LIMIT 1").fetchone()[0]
+    conn.close()
+    page.click(f"a.hit-link[href*='{uuid}']")
+    page.wait_for_url(f"**#m-{uuid}")
+    target = page.locator(f"article[id='m-{uuid}']")
+    assert target.is_visible() and "planted credentials" in target.inner_text()
+    assert json.loads(page.evaluate("JSON.stringify(location.hash)")) == f"#m-{uuid}"
