@@ -309,9 +309,9 @@ def test_titles_checkpoints_and_digests_are_found_through_their_index_as_substri
         return list(rows)
 
     def expected(kind, terms):  # the definition, over the table's rows newest first
-        table, _, key, *_ = lcm.search.result_types.TYPES[kind]
-        column = {"title": "title", "digest": "text"}.get(kind, "content")
-        texts = conn.execute(f"SELECT {key}, {column} FROM {table} ORDER BY {key} DESC").fetchall()
+        rtype = lcm.search.result_types.TYPES[kind]
+        texts = conn.execute(f"SELECT t.{rtype.key}, {rtype.text} FROM {rtype.table} t"
+                             f" ORDER BY t.{rtype.key} DESC").fetchall()
         holds = [[t.text.lower() in (text or "").lower() for t in terms] for _, text in texts]
         every = [k for (k, _), h in zip(texts, holds) if all(h)]
         if len(every) >= 20 or len(terms) == 1:

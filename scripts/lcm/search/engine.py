@@ -173,7 +173,7 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
     query_norm = " ".join(query.lower().split())
     scored, stopped, next_to, shared, coverage = [], False, {}, {}, {}
     for kind in kinds:
-        if kind != "message" and not _has_rows(conn, TYPES[kind][0]):
+        if kind != "message" and not _has_rows(conn, TYPES[kind].table):
             continue  # nothing of that type yet (nothing compacted, no note ...): skip its index
         src = Source(conn, kind, session, project, since, before, role, typed, sessions, within)
         if mode == "auto":
@@ -255,11 +255,6 @@ def _has_rows(conn, table: str) -> bool:
         return False
 
 
-# what each result type adds to a result beside the common keys
-EXTRA = {"note": ("project",), "title": ("project",), "checkpoint": ("project", "path"), "digest": ("level",),
-         "file": ("name", "message_uuid")}
-
-
 def _file_text(row, finders) -> str:
     """The part of an externalised block that a snippet is cut from: a few snippets' worth around
     the first match (the outline when the file is gone). Masking a whole 100 KB file for one
@@ -277,25 +272,24 @@ def _file_text(row, finders) -> str:
 
 
 def _result(conn, kind, row, score, finders, next_to=None, stored_masked=False) -> dict:
-    if kind in EXTRA:
-        text = _file_text(row, finders) if kind == "file" else row["content"]
-        return {"type": kind, "id": row["id"], "session_id": row["session_id"], "uuid": None, "role": None,
-                "created_at": row["created_at"], "snippet": _snippet(lcm.base.mask.mask(text), finders),
-                "score": round(score, 4), "covering_summary_id": None, "kind": None, "depth": None,
-                "next_to": None, **{key: row[key] for key in EXTRA[kind]}}
+    """The --json form of one hit: the keys every result has, then what its type adds (its
+    record's `extra`; a message's uuid, role and covering summary; a summary's kind and depth)."""
+    rtype = TYPES[kind]
+    if kind == "file":
+        text = _file_text(row, finders)
+    else:  # masked whole before the cut (a vault filled before masking may hold secrets)
+        text = row["content"] if stored_masked else lcm.base.mask.mask(row["content"])
+    result = {"type": kind, "id": row["id"] if kind != "message" else row["uuid"], "session_id": row["session_id"],
+              "uuid": None, "role": None, "created_at": row["created_at"],
+              "snippet": _snippet(lcm.base.mask.mask(text) if kind == "file" else text, finders),
+              "score": round(score, 4), "covering_summary_id": None, "kind": None, "depth": None,
+              "next_to": None, **{key: row[key] for key in rtype.extra}}
     if kind == "message":
         cover = conn.execute("SELECT summary_id FROM summary_sources WHERE message_id = ?",
                              (row["rowid_"],)).fetchone()
-        ident, uuid, role, covering = row["uuid"], row["uuid"], row["role"], cover[0] if cover else None
-        summary_kind, depth = None, None
-    else:
-        ident, uuid, role, covering = row["id"], None, None, row["parent_id"]
-        summary_kind, depth = row["kind"], row["depth"]
-    # kind/depth: a summary's (leaf or condensed, 0 = over messages); next_to: the hit a message
-    # that lacks the query's words sits next to
-    return {"type": kind, "id": ident, "session_id": row["session_id"], "uuid": uuid, "role": role,
-            # masked whole before the cut (a vault filled before masking may hold secrets)
-            "created_at": row["created_at"],
-            "snippet": _snippet(row["content"] if stored_masked else lcm.base.mask.mask(row["content"]), finders),
-            "score": round(score, 4), "covering_summary_id": covering, "kind": summary_kind,
-            "depth": depth, "next_to": next_to}
+        # next_to: the hit a message that lacks the query's words sits next to
+        result.update(uuid=row["uuid"], role=row["role"], covering_summary_id=cover[0] if cover else None,
+                      next_to=next_to)
+    elif kind == "summary":  # kind and depth: leaf or condensed, 0 = over messages
+        result.update(covering_summary_id=row["parent_id"], kind=row["kind"], depth=row["depth"])
+    return result
