@@ -54,15 +54,15 @@ def find(conn, prompt: str, cwd: str | None, floor: float = COVERAGE_FLOOR, hits
     """The strong hits for `prompt`: the project's, or other projects' when clearly stronger.
     One search of every project (a second, project-only one would double the hook's cost),
     split by where each hit was made."""
-    query = prompt[:QUERY_CHARS]
-    if len([t for t in lcm.search.query.parse_query(query) if t.kind != "word" or t.text not in lcm.search.query.STOPWORDS]) < MIN_TERMS:
-        return []
     # the types whose record says recall: not session titles (a title names a session, it answers
     # nothing) nor stored file text (long, seldom what a new prompt asks for). On the 1M-message
     # vault those two were 4 of the search's 17 ms; bench/auto_recall.py: the same answers held
     # (0.298) and the same new work left alone (0.925) without them
     types = [name for name, rtype in lcm.search.result_types.TYPES.items() if rtype.recall]
-    results = lcm.search.engine.search(conn, query, all_sessions=True, limit=hits * 6, types=types)["results"]
+    ask = lcm.search.query.Query(prompt[:QUERY_CHARS], all_sessions=True, limit=hits * 6, types=types)
+    if len([t for t in ask.terms if t.kind != "word" or t.text not in lcm.search.query.STOPWORDS]) < MIN_TERMS:
+        return []
+    results = lcm.search.engine.search(conn, ask)["results"]
     if not cwd:
         return _strong(results, floor)
     inside = cwd.rstrip("/")

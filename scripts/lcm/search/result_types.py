@@ -13,15 +13,12 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 import lcm.base.config
 from lcm.base.shell import Positional
 from lcm.base.errors import LcmError
 
-SCAN_SECONDS = 3.0        # wall-time bound of a regex scan
 SCAN_BATCH = 5000         # ids per scan step, newest first
 
 def parse_when(value: str | None, flag: str) -> str | None:
@@ -60,30 +57,44 @@ def resolve_scope(conn, session, project, all_sessions):
     return None, os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
 
 
-@dataclass(frozen=True)
 class ResultType:
     """Everything lcm knows about one kind of search result, in one record: adding a type is one
     record in TYPES (and the migration that makes its table and indexes).
 
     The table's rows are read as `t`; `columns` is the SELECT list, with the searched text selected
-    as `content` and the time shown as `created_at`.
+    as `content` and the time shown as `created_at`. (A plain class: importing dataclasses costs
+    ~7 ms of every grep.)
+
+      name           what --type calls it and results say in "type"
+      table, key     where its rows live; the integer key its indexes point at (rowid or id)
+      text           the searched text, as a column of t
+      since_column   --since keeps rows whose this is at or after it ...
+      before_column  ... and --before those whose this is before it
+      fts            its word index (FTS5, porter + unicode61), or None: scanned
+      substring      its trigram index, where a migration made one, or None: scanned
+      always         a condition every row must meet
+      extra          the keys its results carry beside the common ones
+      head           a result -> the rest of its head line after the id
+      next           a result -> [(script, *args)]: its Next: commands
+      grant          under a grant of nodes: "messages"/"summaries", the rows below the granted
+                     nodes; None: a type that lies below no summary, outside such a grant
+      recall         whether the prompt hook's recall searches it (lcm.search.recall)
     """
-    name: str
-    table: str
-    key: str                       # the integer key the indexes point at (rowid or id)
-    columns: str
-    text: str                      # the searched text, as a column of t
-    since_column: str              # --since keeps rows whose this is at or after it ...
-    before_column: str             # ... and --before those whose this is before it
-    fts: str | None = None         # its word index (FTS5, porter + unicode61), else scanned
-    substring: str | None = None   # its trigram index, where a migration made one, else scanned
-    always: str = ""               # a condition every row must meet
-    extra: tuple = ()              # what its results carry beside the common keys
-    head: Callable[[dict], str] | None = None      # a result -> the rest of its head line
-    next: Callable[[dict], list] | None = None     # a result -> [(script, *args)] for Next: lines
-    grant: str | None = None       # under a node grant: "messages"/"summaries" below the nodes;
-                                   # None: a type outside every node grant
-    recall: bool = True            # searched for the prompt hook's recall (lcm.search.recall)
+
+    __slots__ = ("name", "table", "key", "columns", "text", "since_column", "before_column", "fts",
+                 "substring", "always", "extra", "head", "next", "grant", "recall")
+
+    def __init__(self, name: str, table: str, key: str, columns: str, text: str, since_column: str,
+                 before_column: str, *, fts: str | None = None, substring: str | None = None,
+                 always: str = "", extra: tuple = (), head=None, next=None, grant: str | None = None,
+                 recall: bool = True):
+        self.name, self.table, self.key, self.columns, self.text = name, table, key, columns, text
+        self.since_column, self.before_column = since_column, before_column
+        self.fts, self.substring, self.always, self.extra = fts, substring, always, extra
+        self.head, self.next, self.grant, self.recall = head, next, grant, recall
+
+    def __repr__(self) -> str:
+        return f"ResultType({self.name}: {self.table})"
 
 
 def _session_of(r: dict) -> str:
