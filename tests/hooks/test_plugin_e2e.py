@@ -24,6 +24,8 @@ import pytest
 
 from fake_anthropic import FakeAnthropic
 
+pytestmark = pytest.mark.slow  # the real claude CLI, installs and clones
+
 ROOT = Path(__file__).resolve().parents[2]
 # .ci/run's cached npm prefix (LCM_CI_NPM_PREFIX overrides it there and here)
 CI_BIN = Path(os.environ.get("LCM_CI_NPM_PREFIX") or Path.home() / ".cache" / "lcm-ci" / "npm") / "bin"
