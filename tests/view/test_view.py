@@ -12,6 +12,7 @@ import socket
 import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import urljoin
 
 import pytest
 
@@ -67,12 +68,12 @@ def viewer(vault_dir):
     server.server_close()
 
 
-def get(viewer, path: str, *, host: str | None = None, cookie: bool = True, method: str = "GET"):
+def get(viewer, path: str, *, host: str | None = None, capability: bool = True, method: str = "GET",
+        headers: dict | None = None):
+    """GET `path` under the viewer's root (its capability), or as given with capability=False."""
     conn = http.client.HTTPConnection("127.0.0.1", viewer.port, timeout=30)
-    headers = {"Host": host or f"127.0.0.1:{viewer.port}"}
-    if cookie:
-        headers["Cookie"] = f"lcm_view={viewer.token}"
-    conn.request(method, path, headers=headers)
+    sent = {"Host": host or f"127.0.0.1:{viewer.port}", **(headers or {})}
+    conn.request(method, viewer.root + path.lstrip("/") if capability else path, headers=sent)
     response = conn.getresponse()
     body = response.read().decode("utf-8", "replace")
     conn.close()
@@ -83,15 +84,20 @@ class Links(HTMLParser):
     def __init__(self):
         super().__init__()
         self.links = []
+        self.base = None
 
     def handle_starttag(self, tag, attrs):
-        href = dict(attrs).get("href")
-        if tag == "a" and href and href.startswith("/"):
+        attrs = dict(attrs)
+        if tag == "base":
+            self.base = attrs.get("href")
+        href = attrs.get("href")
+        if tag == "a" and href and not href.startswith("#"):
             self.links.append(href.split("#")[0])
 
 
 def crawl(viewer, start=("/",), limit=400) -> dict[str, str]:
-    """Every page reachable from `start` by the viewer's own links (at most `limit`)."""
+    """Every page reachable from `start` by the viewer's own links (at most `limit`); every link
+    is relative and resolves under the viewer's root (the page's <base>)."""
     seen, queue = {}, list(start)
     while queue and len(seen) < limit:
         path = queue.pop(0)
@@ -102,25 +108,38 @@ def crawl(viewer, start=("/",), limit=400) -> dict[str, str]:
         seen[path] = body
         parser = Links()
         parser.feed(body)
-        queue += [link.replace("&amp;", "&") for link in parser.links if link not in seen]
+        assert parser.base == viewer.root, parser.base
+        for link in parser.links:
+            link = link.replace("&amp;", "&")
+            assert not link.startswith(("/", "http:", "https:", "//")), link  # nothing spells the root
+            resolved = urljoin(viewer.url, link)
+            assert resolved.startswith(viewer.url), (link, resolved)
+            rest = "/" + resolved[len(viewer.url):]
+            if rest not in seen:
+                queue.append(rest)
     return seen
 
 
 # -- security ----------------------------------------------------------------------------------
 
-def test_a_request_without_the_token_is_refused(viewer):
-    for path in ("/", "/search?q=key", "/static/app.css", "/s/anything"):
-        response, body = get(viewer, path, cookie=False)
-        assert response.status == 403 and SECRETS[0] not in body
-    response, _ = get(viewer, "/?token=" + "x" * len(viewer.token), cookie=False)
+def test_a_request_without_the_capability_is_refused(viewer):
+    for path in ("/", "/search?q=key", "/static/app.css", "/s/anything", f"/?token={viewer.token}",
+                 f"/x{viewer.token}/", f"/{viewer.token[:-1]}/", f"/{viewer.token}x/", f"/%2F{viewer.token}/",
+                 f"/static/{viewer.token}/"):
+        response, body = get(viewer, path, capability=False)
+        assert response.status == 403 and SECRETS[0] not in body, path
+    # the old credential, a cookie, opens nothing
+    response, _ = get(viewer, "/", capability=False, headers={"Cookie": f"lcm_view={viewer.token}"})
     assert response.status == 403
 
 
-def test_the_printed_url_sets_the_token_once_and_leaves_the_address_bar(viewer):
-    response, _ = get(viewer, f"/?token={viewer.token}&q=x", cookie=False)
-    assert response.status == 303 and response.getheader("Location") == "/?q=x"
-    cookie = response.getheader("Set-Cookie")
-    assert f"lcm_view={viewer.token}" in cookie and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+def test_the_printed_url_holds_the_capability_and_sets_no_cookie(viewer):
+    assert viewer.url == f"http://127.0.0.1:{viewer.port}/{viewer.token}/"
+    response, body = get(viewer, "/")
+    assert response.status == 200 and response.getheader("Set-Cookie") is None
+    assert f"<base href='{viewer.root}'>" in body and response.getheader("Referrer-Policy") == "no-referrer"
+    response, _ = get(viewer, f"/{viewer.token}", capability=False)  # the root without its slash
+    assert response.status == 301 and response.getheader("Location") == viewer.root
 
 
 def test_another_host_name_is_refused_even_with_the_token(viewer):
@@ -210,8 +229,8 @@ def browser():
 def page(browser, viewer):
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
-    page.goto(viewer.url)  # the printed URL: token in, cookie set, address bar clean
-    assert "token=" not in page.url
+    page.goto(viewer.url)  # the printed URL: the capability is the root path
+    assert page.url == viewer.url and context.cookies() == []
     yield page
     context.close()
 
@@ -239,7 +258,7 @@ def test_browser_a_session_page_shows_its_first_prompt(page, vault_dir):
     prompt = lcm.readers.sessions.first_prompt(conn, sid)
     conn.close()
     assert prompt
-    page.click(f"a.session[href='/s/{sid}']")
+    page.click(f"a.session[href='s/{sid}']")
     page.wait_for_url(f"**/s/{sid}")
     words = " ".join(prompt.split())[:40]
     assert words in " ".join(page.inner_text("main").split())
@@ -255,7 +274,7 @@ def test_browser_the_dag_draws_every_summary_and_a_leaf_shows_its_sources(page, 
     sources = [r[0] for r in conn.execute("SELECT m.uuid FROM summary_sources x JOIN messages m ON m.id = x.message_id"
                                           " WHERE x.summary_id = ?", (leaf,))]
     conn.close()
-    page.goto(f"http://127.0.0.1:{viewer.port}/s/{sid}/dag")
+    page.goto(f"{viewer.url}s/{sid}/dag")
     assert page.locator("svg a.node").count() == count
     assert page.locator("svg a.node.leaf").count() >= 1 and page.locator("svg line").count() >= 1
     page.click(f"svg a.node[data-id='{leaf}']")
