@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import hashlib
 import http.client
+import http.server
 import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
+import sys
+import threading
+import time
 from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import urljoin
+from urllib.parse import unquote, urljoin, urlsplit
 
 import pytest
 
@@ -22,9 +27,11 @@ import lcm.capture.bulk
 import lcm.capture.ingest
 import lcm.readers.sessions
 from conftest import SHARED_DATA, shared_data
+from lcm.view import server as server_module
 from lcm.view.server import Viewer
 from transcripts import Transcript
 
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 REAL_HOME = Path(os.path.expanduser("~"))  # read before a test changes HOME
 SCREENSHOTS = Path(os.environ.get("LCM_SCREENSHOTS") or REAL_HOME / ".cache" / "lcm" / "screenshots")
 SECRETS = ("sk-ant-api03-" + "Zq8" * 30 + "AA", "AKIA" + "QX7T2MWB4KRN6PLD", "ghp_" + "k3Jw9" * 8)
@@ -298,3 +305,184 @@ def test_browser_search_finds_a_known_message_and_its_link_lands_on_it(page, vau
     target = page.locator(f"article[id='m-{uuid}']")
     assert target.is_visible() and "planted credentials" in target.inner_text()
     assert json.loads(page.evaluate("JSON.stringify(location.hash)")) == f"#m-{uuid}"
+
+
+# -- the credential is this viewer's alone (issue 31.3) ------------------------------------------
+
+class Recorder(http.server.ThreadingHTTPServer):
+    """A plain server on another 127.0.0.1 port that keeps every request it receives: what any
+    other local server (a dev server, another tool) would see of the browser."""
+
+    daemon_threads = True
+
+    def __init__(self):
+        self.received = []
+        recorder = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                recorder.received.append((self.path, dict(self.headers.items())))
+                body = b"<!doctype html><title>other</title><p>another local server</p>"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format, *args):  # noqa: A002
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server_address[1]}/"
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+def test_browser_another_local_server_receives_nothing_that_opens_the_viewer(browser, viewer):
+    """The viewer open in a tab, the browser then visits another server on 127.0.0.1 (from the
+    viewer's own page and directly): everything that server received, replayed against the
+    viewer, is refused."""
+    other = Recorder()
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.goto(viewer.url)
+        page.click("a.session >> nth=0")
+        page.wait_for_selector("article.msg")
+        page.evaluate("url => { location.href = url + 'from-the-viewer'; }", other.url)  # a navigation the viewer's page starts
+        page.wait_for_url(other.url + "from-the-viewer")
+        second = context.new_page()
+        second.goto(other.url + "typed")
+        fetched = second.evaluate("url => fetch(url, {credentials: 'include'}).then(r => r.status)", other.url + "fetched")
+        assert fetched == 200
+        assert context.cookies() == []
+    finally:
+        context.close()
+        other.shutdown()
+        other.server_close()
+    paths = [path for path, _ in other.received]
+    assert {"/from-the-viewer", "/typed", "/fetched"} <= set(paths), paths
+    for path, headers in other.received:
+        assert viewer.token not in path + json.dumps(headers), (path, headers)
+        assert "Cookie" not in headers and f":{viewer.port}" not in headers.get("Referer", ""), headers
+        replay = {k: v for k, v in headers.items() if k.lower() not in ("host", "content-length")}
+        for target in (path, "/", viewer.root):  # its own path, the root, the root's shape without its token
+            response, _ = get(viewer, target if target != viewer.root else "/" + "x" * len(viewer.token) + "/",
+                              capability=False, headers=replay)
+            assert response.status == 403, (target, headers)
+
+
+def test_browser_two_viewers_open_at_once_both_answer(browser, viewer, vault_dir):
+    second = Viewer(str(vault_dir / "lcm.db"))
+    second.start()
+    context = browser.new_context()
+    try:
+        first_page, second_page = context.new_page(), context.new_page()
+        first_page.goto(viewer.url)
+        second_page.goto(second.url)
+        for page, server in ((first_page, viewer), (second_page, second), (first_page, viewer)):
+            assert page.goto(server.url).status == 200 and page.locator("a.session").count() >= 1
+            page.click("a.session >> nth=0")
+            page.wait_for_selector("article.msg")
+            assert page.url.startswith(server.url)
+            response = page.goto(server.url + "search?q=planted+credentials")
+            assert response.status == 200 and page.locator(".hit").count() >= 1
+    finally:
+        context.close()
+        second.shutdown()
+        second.server_close()
+
+
+def test_half_open_connections_are_closed_within_the_idle_timeout(vault_dir):
+    """300 connections that send half a request, or nothing, are each closed after the idle
+    timeout (2 s here; IDLE_TIMEOUT in use), and the viewer still answers meanwhile."""
+    timeout = 2.0
+    server = Viewer(str(vault_dir / "lcm.db"), idle_timeout=timeout)
+    server.start()
+    sockets = []
+    try:
+        started = time.monotonic()
+        for i in range(300):
+            s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+            if i % 2:
+                s.sendall(f"GET {server.root} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n".encode())  # no blank line
+            sockets.append(s)
+        assert get(server, "/")[0].status == 200  # a person's request is served beside them
+        closed_at = []
+        for s in sockets:
+            s.settimeout(max(0.1, started + timeout + 8 - time.monotonic()))
+            try:
+                data = s.recv(100)
+            except ConnectionResetError:
+                data = b""
+            except socket.timeout:
+                data = None
+            assert data == b"", "a half-open connection is still held"
+            closed_at.append(time.monotonic() - started)
+        assert max(closed_at) < timeout + 8 and min(closed_at) >= timeout * 0.9
+    finally:
+        for s in sockets:
+            s.close()
+        server.shutdown()
+        server.server_close()
+    assert server_module.IDLE_TIMEOUT <= 30
+
+
+# -- the browser is opened without the token on a command line -----------------------------------
+
+OPENER = """#!/usr/bin/env python3
+import json, os, sys, time
+record = {"argv": sys.argv, "cmdlines": []}
+time.sleep(0.5)
+for pid in os.listdir("/proc"):
+    if pid.isdigit():
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                record["cmdlines"].append(f.read().decode("utf-8", "replace"))
+        except OSError:
+            pass
+with open(os.environ["OPENER_RECORD"], "w") as f:
+    json.dump(record, f)
+"""
+
+
+def test_the_browser_is_opened_without_the_token_on_any_command_line(tmp_path, vault_dir):
+    """lcm_view.py opens the browser (here a recording opener, as $BROWSER) on a 0600 file that
+    redirects to the viewer: the opener's argv, and every process's command line while it
+    runs, hold no token; the file is gone once the viewer stops."""
+    opener = tmp_path / "opener"
+    opener.write_text(OPENER)
+    opener.chmod(0o755)
+    record = tmp_path / "record.json"
+    env = {**os.environ, "BROWSER": str(opener), "OPENER_RECORD": str(record), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, str(SCRIPTS / "lcm_view.py"), "--db", str(vault_dir / "lcm.db")],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = proc.stdout.readline().split("lcm viewer: ", 1)[1].strip()
+        token = url.rstrip("/").rsplit("/", 1)[1]
+        deadline = time.monotonic() + 30
+        while not record.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        seen = json.loads(record.read_text())
+        assert len(seen["argv"]) == 2 and seen["argv"][1].startswith("file://"), seen["argv"]
+        assert token not in " ".join(seen["argv"])
+        assert len(seen["cmdlines"]) > 3 and not [c for c in seen["cmdlines"] if token in c]
+        page = Path(unquote(urlsplit(seen["argv"][1]).path))
+        assert page.stat().st_mode & 0o777 == 0o600 and page.parent.stat().st_mode & 0o777 == 0o700
+        assert url in page.read_text()  # it sends the browser on to the printed URL
+    finally:
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: the viewer stops and removes the page
+        proc.communicate(timeout=30)
+    assert proc.returncode == 0 and not page.exists() and not page.parent.exists()
+
+
+def test_browser_the_opener_page_lands_on_the_viewer(browser, viewer):
+    page_file = Path(server_module.opener_page(viewer.url))
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.goto(page_file.as_uri())
+        page.wait_for_url(viewer.url)
+        assert page.locator("a.session").count() >= 1
+    finally:
+        context.close()
+        shutil.rmtree(page_file.parent)

@@ -58,6 +58,7 @@ class Viewer(http.server.ThreadingHTTPServer):
     free port; idle_timeout is IDLE_TIMEOUT unless a test wants it shorter."""
 
     daemon_threads = True
+    request_queue_size = 128  # connections the kernel holds before accept: a page's burst, not 5
 
     def __init__(self, db_path: str, port: int = 0, token: str | None = None, idle_timeout: float = IDLE_TIMEOUT):
         self.db_path = db_path
@@ -71,6 +72,12 @@ class Viewer(http.server.ThreadingHTTPServer):
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}{self.root}"
+
+    def handle_error(self, request, client_address):
+        """A browser that closed its tab or a connection that timed out mid-write: nothing to
+        report. Anything else keeps its traceback on stderr."""
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)
 
     def start(self) -> threading.Thread:
         """Serve on a background thread (tests, benchmarks); shutdown() stops it."""
