@@ -29,6 +29,7 @@ import http.server
 import os
 import secrets
 import shutil
+import socket
 import sqlite3
 import sys
 import tempfile
@@ -76,7 +77,7 @@ class Viewer(http.server.ThreadingHTTPServer):
     def handle_error(self, request, client_address):
         """A browser that closed its tab or a connection that timed out mid-write: nothing to
         report. Anything else keeps its traceback on stderr."""
-        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+        if not isinstance(sys.exc_info()[1], (ConnectionError, socket.timeout)):  # TimeoutError from 3.10
             super().handle_error(request, client_address)
 
     def start(self) -> threading.Thread:
