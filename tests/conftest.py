@@ -42,6 +42,14 @@ else:
     settings.load_profile("lcm")
 
 
+def pytest_collection_modifyitems(items):
+    """A test that drives a real browser (the `browser` fixture of tests/view) is slow, like the
+    kill loops, installs and real-CLI runs marked in their files: `-m "not slow"` leaves it out."""
+    for item in items:
+        if "browser" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path, monkeypatch):
     """A private HOME, LCM_HOME and vault; no inherited LCM_* or Claude Code variables."""
