@@ -10,6 +10,7 @@ import time
 
 from lcm.base.config import db_path_str
 from lcm.base.errors import LcmError
+import lcm.vault.purgelist
 import lcm.vault.schema
 import lcm.vault.store
 
@@ -100,7 +101,26 @@ def file_uri(path: str, query: str = "") -> str:
 
 
 def _uri(path: str, readonly: bool) -> str:
+    if readonly and _frozen(path):
+        # a WAL vault needs its -shm (made by the first opener) to be read; where nobody can
+        # write, nobody can change the file either, and immutable=1 reads it without one
+        return file_uri(path, "mode=ro&immutable=1")
     return file_uri(path, "mode=ro" if readonly else "")
+
+
+def _frozen(path: str) -> bool:
+    """Whether the vault sits where no one can write (a read-only mount, a snapshot, a directory
+    without write access) and holds everything in its main file (no -wal with frames): then
+    nothing can change it while it is read, and immutable=1 is exact. A -wal with frames but
+    no -shm cannot be read read-only at all (SQLite needs the index of the WAL); storage_error
+    says so and how to copy the pair elsewhere."""
+    where = os.path.dirname(path) or "."
+    if os.access(where, os.W_OK):
+        return False
+    try:
+        return os.path.getsize(path + "-wal") == 0
+    except OSError:
+        return True  # no -wal: the file is whole
 
 
 def _create(path: str) -> None:
@@ -182,6 +202,7 @@ def connect(explicit: str | None = None, *, create: bool = True, readonly: bool 
             # WAL + NORMAL is durable across application crashes and much faster
             conn.execute("PRAGMA synchronous = NORMAL")
             lcm.vault.schema.migrate(conn, path)
+            lcm.vault.purgelist.sync(conn, path)  # a rebuilt vault learns what was purged before
         elif version > lcm.vault.schema.SCHEMA_VERSION:
             lcm.vault.schema.migrate(conn, path)  # raises the "newer schema" error
         elif version < lcm.vault.schema.SCHEMA_VERSION:
