@@ -341,6 +341,16 @@ def start_packing(conn, payload: dict) -> None:
         detach("lcm_compact.py", ["--pack", "--time-budget", str(PACK_TIME_BUDGET)], payload)
 
 
+def start_backup(payload: dict) -> None:
+    """Detach `lcm_backup.py --auto` when the last automatic backup started
+    LCM_BACKUP_INTERVAL_HOURS ago or more (one stat(); LCM_BACKUP=0: never). The start is
+    recorded first, so the next hooks do not start another; the backup itself takes its lock."""
+    import lcm.care.backup
+    if lcm.care.backup.due():
+        lcm.care.backup.mark_started()
+        detach("lcm_backup.py", ["--auto"], payload)
+
+
 def context_output(event: str, text: str) -> dict:
     """Text injected into the session's context, secrets masked (lcm.base.mask)."""
     import lcm.base.mask

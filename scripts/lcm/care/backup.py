@@ -50,6 +50,10 @@ STARTED_FILE = ".started"  # in the backup directory: its mtime is when the last
 LOCK_FILE = ".lock"  # in the backup directory: one backup at a time
 
 
+class BackupRunning(LcmError):
+    """Another backup is being written to the same directory."""
+
+
 # ---------------------------------------------------------------------------
 # Where, and when
 # ---------------------------------------------------------------------------
@@ -313,7 +317,7 @@ def backup(vault_path: str, to: str | None = None) -> dict:
     lock = _Lock(directory)
     try:
         if not lock.held:
-            raise LcmError(f"another backup is being written to {directory}", "wait for it, then run lcm_backup.py again")
+            raise BackupRunning(f"another backup is being written to {directory}", "wait for it, then run lcm_backup.py again")
         _space_check(vault_path, directory)
         src = lcm.vault.db.connect(vault_path, create=False, readonly=True)
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
