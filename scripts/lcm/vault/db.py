@@ -349,9 +349,61 @@ class transaction:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if not exc_type:
-            self.conn.execute("COMMIT")
+            commit(self.conn)
         elif self.conn.in_transaction:  # SQLite has already rolled back after some errors (disk full)
             self.conn.execute("ROLLBACK")
+
+
+ROOMY_BYTES = 64 << 20  # free space past twice a commit's growth: no reservation needed
+
+
+def commit(conn: sqlite3.Connection) -> None:
+    """COMMIT, never leaving committed pages that only the WAL can hold.
+
+    A commit writes its pages to the WAL; the checkpoint then copies them into the vault file,
+    which grows. On a nearly full disk the commit fits and the checkpoint does not: the import
+    said it succeeded while most of the vault sat in the -wal, a file people delete to free
+    space. So when free space is short, the room the vault file will need is reserved first (a
+    `<vault>-reserve` file of that size, fallocated): no room, and the transaction is rolled
+    back with a disk-full error; room, and the reserve is released after COMMIT for the
+    checkpoint. Cost when the disk has room: one PRAGMA, one stat and one statvfs."""
+    reserve = None
+    try:
+        reserve = _reserve_room(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    finally:
+        if reserve is not None:
+            try:
+                os.remove(reserve)
+            except OSError:
+                pass
+
+
+def _reserve_room(conn: sqlite3.Connection) -> str | None:
+    path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
+    if not path or not hasattr(os, "posix_fallocate"):
+        return None
+    grow = conn.execute("PRAGMA page_count").fetchone()[0] * conn.execute("PRAGMA page_size").fetchone()[0]
+    grow -= os.path.getsize(path)
+    if grow <= 0:
+        return None
+    st = os.statvfs(os.path.dirname(path) or ".")
+    if st.f_bavail * st.f_frsize > 2 * grow + ROOMY_BYTES:
+        return None
+    reserve = path + "-reserve"
+    fd = os.open(reserve, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)  # another file: the vault's locks stay
+    try:
+        os.posix_fallocate(fd, 0, grow)
+    except OSError:
+        os.close(fd)
+        os.remove(reserve)
+        raise
+    os.close(fd)
+    return reserve
 
 
 def masked_from(conn: sqlite3.Connection) -> dict[str, int]:
@@ -393,7 +445,7 @@ class write_lock:
 
     def __exit__(self, exc_type, exc, tb):
         if self.own and not exc_type:
-            self.conn.execute("COMMIT")
+            commit(self.conn)
         elif self.own and self.conn.in_transaction:  # SQLite may have rolled back already (disk full)
             self.conn.execute("ROLLBACK")
 
