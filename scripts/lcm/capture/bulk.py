@@ -5,6 +5,7 @@ is lcm.capture.ingest's."""
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
 import time
 
@@ -152,14 +153,16 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
             _set_fts(conn, FTS_HASHSIZE, FTS_AUTOMERGE)
         turns.close()
         checkpointer.close()
+        # everything committed into the vault file, the WAL emptied: nothing of the import lives
+        # only in a file someone short of space might delete (a reader may hold it back: the WAL
+        # then stays valid, and the next checkpoint finishes the work)
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.Error:
+            pass
     total["messages_skipped"] = seen - total["messages_added"]
     total["files"] -= total["excluded_files"]
     conn.execute("PRAGMA cache_size = -2000")  # back to SQLite's default for later writes
-    # everything committed into the vault file, the WAL emptied: nothing of the import lives
-    # only in a file someone short of space might delete (a reader may still hold it: PASSIVE work
-    # is then done by the next checkpoint, and the WAL stays valid)
-    if checkpointer.usable or checkpointer.thread is not None:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
     total["sessions"] = len(sessions)
     total["seconds"] = round(time.perf_counter() - started, 3)
     return total
@@ -168,7 +171,6 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
 def _disk_full(conn, exc: BaseException, first_id: int) -> LcmError | None:
     """The error of an import the disk filled up under, saying what it kept: every group
     committed before is whole in the vault file; the group at hand was rolled back."""
-    import sqlite3
     if not isinstance(exc, (sqlite3.Error, OSError)):
         return None
     error = lcm.vault.db.storage_error(exc)
@@ -176,7 +178,6 @@ def _disk_full(conn, exc: BaseException, first_id: int) -> LcmError | None:
         return None
     try:
         kept = conn.execute("SELECT count(*) FROM messages WHERE id > ?", (first_id,)).fetchone()[0]
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
     except sqlite3.Error:
         kept = None
     said = ("nothing of this import was stored" if kept == 0 else
@@ -198,7 +199,7 @@ def _set_fts(conn, hashsize: int, automerge: int) -> None:
                 conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('hashsize', {hashsize})")
                 conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('automerge', {automerge})")
     finally:
-        conn.execute("COMMIT")
+        lcm.vault.db.commit(conn)
 
 
 def _count(total: dict, sessions: set, one: dict) -> None:

@@ -301,7 +301,7 @@ def make_directory(directory: str) -> str:
     except OSError as exc:
         raise LcmError(f"cannot make the backup directory {directory}: {exc.strerror}",
                        "pass --to a directory you can write, or set LCM_BACKUP_DIR") from None
-    if os.path.samefile(directory, backup_dir()) or not os.listdir(directory):
+    if directory == os.path.abspath(backup_dir()) or not os.listdir(directory):
         os.chmod(directory, 0o700)  # lcm's own directory; another disk's existing one is the user's
     return directory
 
@@ -321,10 +321,11 @@ def backup(vault_path: str, to: str | None = None) -> dict:
         _space_check(vault_path, directory)
         src = lcm.vault.db.connect(vault_path, create=False, readonly=True)
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        name, n = f"{_stem(vault_path)}-{stamp}.db", 1
-        while os.path.exists(os.path.join(directory, name)):
-            n += 1
-            name = f"{_stem(vault_path)}-{stamp}-{n}.db"
+        # a second backup within the same second sorts after every earlier one (-2, -3, ...)
+        taken = [b["path"] for b in list_backups(vault_path, [directory]) if stamp in os.path.basename(b["path"])]
+        n = max((int(m.group(2) or 1) for m in (_name_pattern(vault_path).match(os.path.basename(p)) for p in taken)
+                 if m), default=0) + 1
+        name = f"{_stem(vault_path)}-{stamp}.db" if n == 1 else f"{_stem(vault_path)}-{stamp}-{n}.db"
         final = os.path.join(directory, name)
         tmp = os.path.join(directory, f".{name}.tmp-{os.getpid()}")
         try:

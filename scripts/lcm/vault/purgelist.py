@@ -53,7 +53,7 @@ def append(vault_path: str, uuids: list[str]) -> None:
     if not uuids:
         return
     path = path_for(vault_path)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         # a list a crash cut mid-line must not glue the next uuid onto the broken one
         data = "".join(f"{u}\n" for u in uuids).encode("ascii", "replace")
