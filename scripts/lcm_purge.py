@@ -23,7 +23,7 @@ leaves no copy in the vault's free pages or its write-ahead log. Purged messages
 by uuid (in the vault and in <vault>.purged beside it, which outlives the vault file), so a
 transcript still on disk never imports them again, not even into a rebuilt vault; delete the
 transcript itself (under ~/.claude/projects) if it must go too. Every backup lcm_backup.py keeps
-(its directory and each --to used) is rewritten without it. Backups that lcm_doctor.py made
+(its directory and each other one it wrote to) is rewritten without it. Backups that lcm_doctor.py made
 beside the vault, and .lcm-checkpoint.md files in projects, are not touched: the output lists them.
 
 Examples:
