@@ -36,7 +36,6 @@ From day 31 the vault is the only copy of a session (Claude Code deletes its tra
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 import time
 
@@ -85,7 +84,8 @@ def mark_started() -> None:
     os.utime(path)
 
 
-def _name_pattern(vault_path: str) -> re.Pattern:
+def _name_pattern(vault_path: str):
+    import re  # not at the top: the Stop hook imports this module for due() alone
     stem = re.escape(_stem(vault_path))
     return re.compile(rf"^{stem}-(\d{{8}}T\d{{6}}Z)(?:-(\d+))?\.db$")
 
