@@ -217,6 +217,18 @@ def test_restore_gives_back_every_message_byte_for_byte(filled, projects, capsys
     assert code == 0 and "aaaa1111" in out
 
 
+def test_restore_from_a_damaged_backup_leaves_the_vault_as_it_was(filled, capsys):
+    backup = lcm.care.backup.backup(str(filled))["path"]
+    with open(backup, "r+b") as f:
+        f.truncate(os.path.getsize(backup) // 3)
+    before = filled.read_bytes()
+    with pytest.raises(lcm.care.backup.LcmError) as caught:
+        lcm.care.backup.restore(backup, str(filled))
+    assert str(backup) in caught.value.message and caught.value.hint
+    assert filled.read_bytes() == before
+    assert sorted(p.name for p in filled.parent.iterdir() if ".restore-" in p.name) == []
+
+
 def test_a_purge_before_or_after_the_backup_stays_purged_after_restore(filled, projects, capsys):
     lines = _lines(projects)
     first = next(u for u, line in lines.items() if WORD.encode() in line)

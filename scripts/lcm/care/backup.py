@@ -9,12 +9,14 @@ From day 31 the vault is the only copy of a session (Claude Code deletes its tra
 - How: SQLite's online backup API in one step, inside a read transaction of the source. WAL
   readers never block the writer, so hooks go on writing while it runs, and the copy is the
   vault exactly as of one commit. Counts taken in that same transaction are the expectation
-  the copy is verified against. Measured on the shared data (20 MB): backup API 0.10 s, VACUUM
-  INTO 0.09 s, both the same size; at 300k messages (bench/backup.py) the backup API copies
-  pages at disk speed where VACUUM INTO rebuilds every index (FTS5 shadow tables included),
-  so it is the backup API. An incremental scheme over the immutable blocks would copy less
-  per day, but the plain lines, summaries and indexes change too, and a restore would then
-  need a chain of files that must all be intact: a whole copy restores from one file.
+  the copy is verified against. Measured (bench/backup.py, 2 shared cores at load ~16): on the
+  shared data (20 MB) backup API 0.10 s, VACUUM INTO 0.09 s; at 300k messages (1.86 GB) the
+  backup API 30.2 s with its checks (quick_check alone 6.6 s), VACUUM INTO 44.7 s for a file
+  0.5% smaller: VACUUM INTO rebuilds every b-tree and index where the backup API copies pages,
+  so it is the backup API. By extrapolation a 1M-message vault (~6 GB) takes ~100 s and 6 GB per
+  backup, off the hooks' path. An incremental scheme over the immutable blocks would copy less
+  per day, but the plain lines, summaries and indexes change too, and a restore would then need
+  a chain of files that must all be intact: a whole copy restores from one file.
 - Verified: written as `.<name>.tmp-PID` (0600, in a 0700 directory), switched to rollback
   journal mode (one self-contained file, readable on a read-only disk), fsynced, reopened:
   `PRAGMA quick_check` says ok and the messages, summaries and blocks counted in the source's
@@ -26,9 +28,10 @@ From day 31 the vault is the only copy of a session (Claude Code deletes its tra
 - Purges reach every backup: after a purge, each backup (here and every `--to` directory
   used, recorded in `$LCM_HOME/backup-places`) is rewritten without what was purged: copied
   beside itself, purged with the same criterion and the whole purge list, verified and renamed
-  over the old one. Rewriting costs about one copy per backup (seconds per GB); the
-  alternative, backups that keep only what can be scrubbed, would leave the thing a backup is
-  for (the stored lines) outside them.
+  over the old one. Rewriting costs a copy, a purge and a check per backup (53 s for the 300k
+  vault's backup under the same load); the alternative, backups that keep only what can be
+  scrubbed, would leave the thing a backup is for (the stored lines) outside them. A restore
+  of that backup took 20.6 s.
 - Restore: `restore(backup, vault)` builds the vault beside the old one from the backup,
   drops every uuid of the purge list (a purge after the backup stays purged), verifies it,
   then renames it into place; the file replaced is kept as `<vault>.replaced-<time>`.
