@@ -254,7 +254,7 @@ class BackupLoop:
 
     def _run(self) -> None:
         cmd = [self.python, str(self.side.tree / "scripts" / "lcm_backup.py"), "--to", str(self.side.scratch / "backups"),
-               "--json"]
+               "--json", "--auto"]  # as the Stop hook starts it: low CPU and I/O priority
         while not self.stop.is_set():
             proc = subprocess.run(cmd, env=self.env, capture_output=True)
             if proc.returncode != 0:

@@ -32,8 +32,8 @@ def _main(argv):
     p = lcm.cli.parser(__doc__)
     p.add_argument("--to", metavar="DIR", help="write the backup there (another disk) instead of the backup directory")
     p.add_argument("--list", action="store_true", help="list the backups of the vault, newest first")
-    p.add_argument("--auto", action="store_true", help="what the Stop hook runs: quietly nothing when another"
-                   " backup is running")
+    p.add_argument("--auto", action="store_true", help="what the Stop hook runs: at a low CPU and disk priority,"
+                   " and quietly nothing when another backup is running")
     args = p.parse_args(argv)
     lcm.base.config.validate_config()
     vault = lcm.base.config.db_path_str(args.db)
@@ -47,6 +47,8 @@ def _main(argv):
         if not found:
             print(lcm.base.shell.runnable("No backups yet: lcm_backup.py makes one."))
         return 0
+    if args.auto:
+        lcm.care.backup.yield_cpu()
     try:
         doc = lcm.care.backup.backup(vault, args.to)
     except lcm.care.backup.BackupRunning:

@@ -50,6 +50,7 @@ COUNTED = ("messages", "summaries", "blocks")  # tables whose row counts a backu
 PLACES_FILE = "backup-places"  # in $LCM_HOME: the --to directories used, so purges reach them
 STARTED_FILE = ".started"  # in the backup directory: its mtime is when the last automatic run began
 LOCK_FILE = ".lock"  # in the backup directory: one backup at a time
+IOPRIO_SET = {"x86_64": 251, "aarch64": 30}  # Linux's ioprio_set syscall number by machine
 
 
 class BackupRunning(LcmError):
@@ -307,6 +308,24 @@ def make_directory(directory: str) -> str:
     if directory == os.path.abspath(backup_dir()) or not os.listdir(directory):
         os.chmod(directory, 0o700)  # lcm's own directory; another disk's existing one is the user's
     return directory
+
+
+def yield_cpu() -> None:
+    """Run this process at nice 10 and, on Linux, the idle I/O class: an automatic backup takes
+    the time the session leaves over (the Stop hooks it runs beside keep theirs)."""
+    try:
+        os.nice(10)
+    except (AttributeError, OSError):
+        pass
+    number = IOPRIO_SET.get(os.uname().machine) if hasattr(os, "uname") and os.uname().sysname == "Linux" else None
+    if number is None:
+        return
+    try:
+        import ctypes
+        # ioprio_set(IOPRIO_WHO_PROCESS, this process, IOPRIO_CLASS_IDLE << 13): no stdlib wrapper
+        ctypes.CDLL(None, use_errno=True).syscall(number, 1, 0, 3 << 13)
+    except (OSError, AttributeError, TypeError):
+        pass
 
 
 def backup(vault_path: str, to: str | None = None) -> dict:
