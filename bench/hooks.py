@@ -330,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
                   "bare_python_S_ms": round(statistics.median(bare_s), 1), "target_ratio": TARGET,
                   **sides[0].report(med_bare, args.runs), "python": python, "load_avg": os.getloadavg()[0]}
         if args.with_backup:
+            result["expected_lines"] += 4 * args.runs  # the turns of the series beside the backups
             during = statistics.median(sides[0].times["stop_backup"])
             result["with_backup"] = {**backup_figures, "stop_ms": round(during, 1),
                                      "stop_ratio": round(during / med_bare, 2),
