@@ -347,7 +347,11 @@ def start_backup(payload: dict) -> None:
     recorded first, so the next hooks do not start another; the backup itself takes its lock."""
     import lcm.care.backup
     if lcm.care.backup.due():
-        lcm.care.backup.mark_started()
+        try:
+            lcm.care.backup.mark_started()
+        except OSError as exc:  # the backup directory cannot be made: said once per Stop, in the log
+            note(f"automatic backup not started: {exc}")
+            return
         detach("lcm_backup.py", ["--auto"], payload)
 
 

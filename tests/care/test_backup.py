@@ -381,3 +381,30 @@ def test_every_reading_command_works_on_a_read_only_mount(filled, projects, tmp_
         assert sorted(os.listdir(disk)) == ["lcm.db"]  # nothing written, not even a -shm
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def test_a_read_only_snapshot_with_changes_in_its_wal_names_the_way_out(filled, tmp_path, monkeypatch, capsys):
+    """A snapshot taken while lcm wrote: the -wal holds changes, and SQLite cannot read them
+    without writing a -shm. Refused with the copy to make, never read without them."""
+    import shutil
+    disk = tmp_path / "snapshot"
+    mount_tmpfs(disk, "16m")
+    try:
+        writer = sqlite3.connect(filled, isolation_level=None)
+        writer.execute("PRAGMA wal_autocheckpoint = 0")
+        writer.execute("INSERT INTO vault_meta VALUES ('snapshot_probe', 1)")
+        for suffix in ("", "-wal"):
+            shutil.copy(f"{filled}{suffix}", disk / f"lcm.db{suffix}")
+        writer.close()
+        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+        code, out, err = run(capsys, lcm_grep, "blue tile", "--all-sessions", "--db", disk / "lcm.db")
+        assert code == 1 and "Traceback" not in err
+        assert "-wal holds changes" in err and f"cp {disk}/lcm.db {disk}/lcm.db-wal" in err
+        copy = tmp_path / "copy"
+        copy.mkdir()
+        for suffix in ("", "-wal"):
+            shutil.copy(disk / f"lcm.db{suffix}", copy / f"lcm.db{suffix}")
+        code, out, err = run(capsys, lcm_grep, "blue tile", "--all-sessions", "--db", copy / "lcm.db")
+        assert code == 0 and "aaaa1111" in out
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)

@@ -108,6 +108,23 @@ def _uri(path: str, readonly: bool) -> str:
     return file_uri(path, "mode=ro" if readonly else "")
 
 
+def _check_wal_readable(path: str) -> None:
+    """Refuse, naming the way out, a vault whose -wal holds changes on a disk where SQLite cannot
+    make the -shm it needs to read them (a read-only snapshot taken while lcm was writing)."""
+    where = os.path.dirname(path) or "."
+    if os.access(where, os.W_OK) or os.path.exists(path + "-shm"):
+        return
+    try:
+        if os.path.getsize(path + "-wal") == 0:
+            return
+    except OSError:
+        return
+    raise LcmError(f"{path}-wal holds changes not yet in {path}, and SQLite needs to write a -shm file beside"
+                   f" them to read them, which {where} does not allow (read-only)",
+                   f"copy both files to a writable directory (cp {path} {path}-wal /tmp/) and pass --db"
+                   " the copy; the vault is not damaged")
+
+
 def _frozen(path: str) -> bool:
     """Whether the vault sits where no one can write (a read-only mount, a snapshot, a directory
     without write access) and holds everything in its main file (no -wal with frames): then
@@ -183,6 +200,8 @@ def connect(explicit: str | None = None, *, create: bool = True, readonly: bool 
             raise LcmError(f"no vault at {path}", "run lcm_init.py or lcm_ingest.py --all first, or pass --db")
         _create(path)
     check_vault_file(path, write=not readonly)
+    if readonly:
+        _check_wal_readable(path)
     _vault = path
     try:
         # isolation_level=None: we issue BEGIN ourselves, so nothing commits behind our back
@@ -364,7 +383,7 @@ def commit(conn: sqlite3.Connection) -> None:
     which grows. On a nearly full disk the commit fits and the checkpoint does not: the import
     said it succeeded while most of the vault sat in the -wal, a file people delete to free
     space. So when free space is short, the room the vault file will need is reserved first (a
-    `<vault>-reserve` file of that size, fallocated): no room, and the transaction is rolled
+    `<vault>-reserve-<pid>` file of that size, fallocated): no room, and the transaction is rolled
     back with a disk-full error; room, and the reserve is released after COMMIT for the
     checkpoint, which then runs at once (PASSIVE: it never waits for a reader). Cost when the
     disk has room: three PRAGMAs, one stat and one statvfs."""
@@ -387,6 +406,25 @@ def commit(conn: sqlite3.Connection) -> None:
         conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
 
+def _remove_dead_reserves(path: str) -> None:
+    directory, name = os.path.split(path)
+    prefix = name + "-reserve-"
+    try:
+        names = [n for n in os.listdir(directory or ".") if n.startswith(prefix) and n[len(prefix):].isdigit()]
+    except OSError:
+        return
+    for stale in names:
+        try:
+            os.kill(int(stale[len(prefix):]), 0)
+        except ProcessLookupError:
+            try:
+                os.remove(os.path.join(directory, stale))
+            except OSError:
+                pass
+        except OSError:
+            pass  # alive, another user's
+
+
 def _reserve_room(conn: sqlite3.Connection) -> str | None:
     path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
     if not path or not hasattr(os, "posix_fallocate"):
@@ -398,7 +436,8 @@ def _reserve_room(conn: sqlite3.Connection) -> str | None:
     st = os.statvfs(os.path.dirname(path) or ".")
     if st.f_bavail * st.f_frsize > 2 * grow + ROOMY_BYTES:
         return None
-    reserve = path + "-reserve"
+    _remove_dead_reserves(path)  # a process killed between its reserve and its COMMIT left one
+    reserve = f"{path}-reserve-{os.getpid()}"
     fd = os.open(reserve, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)  # another file: the vault's locks stay
     try:
         os.posix_fallocate(fd, 0, grow)
