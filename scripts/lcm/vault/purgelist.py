@@ -25,8 +25,9 @@ META_KEY = "purge_list_bytes"  # vault_meta: how many bytes of the list this vau
 
 
 def path_for(vault_path: str) -> str:
-    """Where the purge list of the vault at `vault_path` lives."""
-    return vault_path + SUFFIX
+    """Where the purge list of the vault at `vault_path` lives: beside the file itself (a vault
+    reached through a symlink has one list, whichever path names it)."""
+    return os.path.realpath(vault_path) + SUFFIX
 
 
 def read(vault_path: str, offset: int = 0) -> list[str]:
