@@ -274,6 +274,7 @@ def test_purge_leaves_no_byte_of_the_word_in_any_backup_or_purge_list(filled, tm
     assert holding == []
     purge_list = open(lcm.vault.purgelist.path_for(str(filled)), "rb").read()
     assert purge_list and WORD.encode() not in purge_list
+    assert stat.S_IMODE(os.stat(lcm.vault.purgelist.path_for(str(filled))).st_mode) == 0o600
     for path in _backups(filled):  # each backup holds the purge list in its own table, uuids only
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         assert {r[0] for r in conn.execute("SELECT uuid FROM purged")} == set(lcm.vault.purgelist.read(str(filled)))
