@@ -20,9 +20,11 @@ built on them and those summaries' ancestors (the next lcm_compact.py summarises
 their externalised files under $LCM_HOME/files, the checkpoints and session digests that may
 quote them, and
 leaves no copy in the vault's free pages or its write-ahead log. Purged messages are remembered
-by uuid, so a transcript still on disk never imports them again; delete the transcript itself
-(under ~/.claude/projects) if it must go too. Backups that lcm_doctor.py made beside the
-vault, and .lcm-checkpoint.md files in projects, are not touched: the output lists them.
+by uuid (in the vault and in <vault>.purged beside it, which outlives the vault file), so a
+transcript still on disk never imports them again, not even into a rebuilt vault; delete the
+transcript itself (under ~/.claude/projects) if it must go too. Every backup lcm_backup.py keeps
+(its directory and each other one it wrote to) is rewritten without it. Backups that lcm_doctor.py made
+beside the vault, and .lcm-checkpoint.md files in projects, are not touched: the output lists them.
 
 Examples:
   python3 "$LCM_SCRIPTS/lcm_purge.py" --match 'sk-ant-api03-AbC'
@@ -36,6 +38,7 @@ import sys
 import lcm.cli
 import lcm.vault.db
 import lcm.vault.grants
+import lcm.care.backup
 import lcm.care.purge
 
 
@@ -76,6 +79,10 @@ def _print(doc: dict, done: bool) -> None:
                   " run the same command again when it is idle.\n")
     for path in doc["backups"]:
         out.write(f"Backup that still holds the purged text (delete it yourself): {path}\n")
+    if doc["backups_scrubbed"]:
+        out.write(f"Rewrote {_n(len(doc['backups_scrubbed']), 'backup')} without it (lcm_backup.py --list).\n")
+    for failed in doc["backups_failed"]:
+        out.write(f"Backup not rewritten, it may still hold it: {failed['path']} ({failed['error']})\n")
 
 
 def _hidden_note(doc: dict, done: bool) -> None:
@@ -103,7 +110,8 @@ def _main(argv):
     lcm.vault.grants.scope(conn).refuse("lcm_purge.py")
     sel = lcm.care.purge.select(conn, session=args.session, message=args.message, match=args.match, regex=args.regex,
                            hidden=args.hidden)
-    doc = lcm.care.purge.purge(conn, sel) if args.yes else lcm.care.purge.plan(conn, sel)
+    criterion = {"match": args.match, "regex": args.regex, "hidden": args.hidden} if args.match else {}
+    doc = lcm.care.backup.purge_everywhere(conn, sel, criterion) if args.yes else lcm.care.purge.plan(conn, sel)
     doc["removed"] = args.yes
     if args.json:
         lcm.cli.print_json(doc)

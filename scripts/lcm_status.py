@@ -27,6 +27,7 @@ import lcm.base.config
 import lcm.vault.db
 import lcm.vault.resolve
 import lcm.base.shell
+import lcm.readers.sessions
 import lcm.readers.status
 
 
@@ -48,6 +49,9 @@ def _main(argv):
            " then rebuilds it", None: "no full-text index: LIKE search"}[s["fts_ok"]]
     print(f"Vault {s['db']} ({s['db_bytes'] / 1e6:.1f} MB, {fts}): {s['sessions']} sessions, {s['messages']} messages"
           f" (~{s['raw_tokens']} tokens), {s['summaries']} summaries, max depth {depth}")
+    if s["only_in_vault"]:
+        print(lcm.base.shell.runnable(f"{s['only_in_vault']} of {s['sessions']} sessions exist only in the vault now"
+                                      f" ({lcm.readers.sessions.CLEANUP_NOTE}); its backups: lcm_backup.py --list"))
     if s["session_id"] is None:
         print(lcm.base.shell.runnable("Session: none yet (run lcm_ingest.py --all)"))
         return 0

@@ -52,7 +52,7 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path, monkeypatch):
-    """A private HOME, LCM_HOME and vault; no inherited LCM_* or Claude Code variables."""
+    """A private HOME, LCM_HOME and vault; no inherited LCM_* or Claude Code variables; no automatic backups."""
     for name in list(os.environ):
         if name.startswith(("LCM_", "CLAUDE", "ANTHROPIC_")):
             monkeypatch.delenv(name, raising=False)
@@ -60,6 +60,9 @@ def isolated_home(tmp_path, monkeypatch):
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("LCM_HOME", str(home / ".claude-lcm"))
+    # a Stop hook would start a detached backup in every test that runs one: tests/care/test_backup.py
+    # turns it on where it is the subject
+    monkeypatch.setenv("LCM_BACKUP", "0")
     return home
 
 

@@ -9,7 +9,8 @@ built on them and that summary's ancestors (their other children become parentle
 their other messages uncovered, so the next lcm_compact.py summarises what remains), their
 externalised files, the checkpoints that may quote them, and the compaction records of their
 boundary lines. Each purged uuid is remembered in `purged`, and a trigger on `messages` refuses
-it, so a transcript still on disk never brings the line back. The delete runs with
+it, so a transcript still on disk never brings the line back; it is written first to the purge
+list beside the vault (lcm.vault.purgelist), which outlives the vault file. The delete runs with
 secure_delete on, the full-text indexes are merged (old segments hold the deleted terms), and
 the WAL is checkpointed and truncated: no copy stays in the vault's free pages or its -wal.
 """
@@ -22,6 +23,7 @@ import lcm.base.config
 import lcm.summary.dag
 import lcm.vault.db
 import lcm.capture.indexes
+import lcm.vault.purgelist
 import lcm.vault.resolve
 import lcm.vault.schema
 import lcm.vault.store
@@ -447,6 +449,8 @@ def purge(conn, sel: Selection) -> dict:
             checkpoints = _doomed_checkpoints(conn, sel)
             uuids = [r[0] for r in conn.execute("SELECT uuid FROM messages WHERE id IN (SELECT id FROM temp.purge_messages)")]
             now = lcm.base.config.now_iso()
+            # the list beside the vault first: it outlives the vault file (lcm.vault.purgelist)
+            lcm.vault.purgelist.append(vault_path(conn), uuids)
             conn.execute(lcm.vault.schema.PURGED_TRIGGER)
             conn.executemany("INSERT OR IGNORE INTO purged (uuid, purged_at) VALUES (?, ?)", ((u, now) for u in uuids))
             dropped = drop_summaries(conn)
@@ -491,6 +495,11 @@ def purge(conn, sel: Selection) -> dict:
         doc["wal_emptied"] = _empty_wal(conn)
     doc["backups"] = backups_beside(conn)
     return doc
+
+
+def vault_path(conn) -> str:
+    """The file of the vault `conn` has open."""
+    return conn.execute("PRAGMA database_list").fetchone()[2]
 
 
 def fts_tables(conn) -> list[str]:
