@@ -73,6 +73,8 @@ def _vault_lines(doc: dict) -> str:
     if doc.get("rebuild_interrupted"):
         out += _line("problem", "rebuild", "an earlier recovery stopped before it had read every transcript")
     out += _line(b["status"], "fallback summaries", text)
+    if doc.get("blocks") is not None:
+        out += _line(doc["blocks"]["status"], "stored blocks", lcm.care.doctor.blocks_text(doc["blocks"]))
     if doc.get("storage") is not None:
         out += _line(doc["storage"]["status"], "storage", lcm.base.shell.runnable(doc["storage"]["text"]))
     return out
@@ -93,6 +95,7 @@ def _print(doc: dict) -> None:
             if st["stage_dirs"] else "no stage directories of killed imports; ")
     out += _line(st["status"], "stale files", text + f"{len(st['locks_held'])} locks held by running processes,"
                  f" {len(st['locks_idle'])} idle lock files")
+    out += _line(doc["leftovers"]["status"], "leftovers", lcm.care.doctor.leftovers_text(doc["leftovers"]))
     h = doc["hooks"]
     ran = {e: t for e, t in h["last_run"].items() if t}
     text = ("loaded from: " + "; ".join(h["installed"])) if h["installed"] else "not installed (README: Install)"

@@ -69,6 +69,12 @@ def _print(doc: dict, done: bool) -> None:
     if not done:
         out.write("Nothing was removed. Run the same command with --yes to remove it.\n")
         return
+    if doc.get("unreadable"):
+        out.write(f"{_n(doc['unreadable'], 'of them was', 'of them were')} in a damaged block whose lines could not be"
+                  " read: removed all the same, with the whole damaged block"
+                  + (f" ({_n(doc['unreadable_kept'], 'other message')} of that block, unreadable already, kept"
+                     " their rows: lcm_doctor.py --fix restores their lines from a transcript or backup)"
+                     if doc["unreadable_kept"] else "") + ".\n")
     if doc["summaries"]:
         out.write("Summaries over the remaining messages are rebuilt by the next lcm_compact.py.\n")
     if not doc["wal_emptied"]:

@@ -476,7 +476,7 @@ def purge(conn, sel: Selection) -> dict:
             purged = [r[0] for r in conn.execute("SELECT id FROM temp.purge_messages")]
             rewindow = lcm.capture.indexes.forget(conn, purged)
             # a packed line's block is rewritten without it: no compressed copy survives
-            lcm.vault.store.remove_lines(conn, purged)
+            lines = lcm.vault.store.remove_lines(conn, purged)
             conn.execute("DELETE FROM messages WHERE id IN (SELECT id FROM temp.purge_messages)")
             lcm.capture.indexes.reindex(conn, rewindow)
             for sid in sel.sessions:  # a session with nothing left is forgotten too
@@ -486,6 +486,9 @@ def purge(conn, sel: Selection) -> dict:
             if uuids or dropped or notes or sel.titles or sel.leaf_titles or sel.map_runs or sel.map_items:
                 for table in fts_tables(conn):
                     conn.execute(f"INSERT INTO \"{table}\"(\"{table}\") VALUES ('optimize')")
+        # a damaged block went whole: the removed lines in it, and its other messages (unreadable already)
+        doc["unreadable"] = lines["unreadable"]
+        doc["unreadable_kept"] = len(lines["others"])
         doc["files_removed"] = _remove_files(conn, [r[1] for r in files])
         doc["log_lines_removed"] = _forget_log_lines(str(lcm.base.config.lcm_home()), sel.log_lines)
         doc["wal_emptied"] = _empty_wal(conn)

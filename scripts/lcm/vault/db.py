@@ -270,6 +270,10 @@ def storage_error(exc: BaseException, path: str | None = None, doing: str = "") 
     files (disk full, read-only, permissions, a busy or damaged vault); None when `exc` is none
     of those. Only real damage points to lcm_doctor.py, and no hint suggests discarding a vault."""
     import errno
+    block = lcm.vault.store.function_error(exc)  # a damaged block, met by lcm_line() in a query
+    if block is not None:
+        block.cause = "block"
+        return block
     cause = None
     if isinstance(exc, sqlite3.Error):
         code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
