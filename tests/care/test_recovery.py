@@ -87,7 +87,7 @@ def test_truncated_vault_is_rebuilt_from_the_transcripts_on_disk(filled, vault, 
     code, out, err = run(capsys, lcm_doctor)
     assert code == 1, err
     assert not err, err
-    assert "--fix moves the damaged file aside" in out and "builds a new vault from the transcripts" in out
+    assert "--fix builds a new vault from the transcripts" in out and "kept aside" in out
     assert "cannot bring back" in out and "summaries" in out
     assert vault.read_bytes() == damaged and _copies(vault) == []  # examining changed nothing
 
@@ -183,3 +183,132 @@ def test_session_start_on_a_damaged_vault_exports_and_tells_claude_once(isolated
     other = coding_session(tmp_path / "projects", turns=1, cwd=str(project))
     other.write()
     assert "lcm_doctor.py" in run_hook("session_start", session_start(other), env).stdout
+
+
+# -- recovery is atomic under SIGKILL ----------------------------------------------------------
+
+def _damaged_vault(isolated_home, vault, sessions: int = 6) -> set[str]:
+    """A vault of a few sessions, cut to its first pages (SQLite cannot read it); returns the
+    uuids the transcripts on disk hold."""
+    projects = isolated_home / ".claude" / "projects"
+    expected = set()
+    for i in range(sessions):
+        t = coding_session(projects, turns=12, session_id=f"kill-{i:02d}", cwd=f"/home/user/p{i % 2}")
+        t.write()
+        expected |= {e["uuid"] for e in t.entries if "uuid" in e}
+    assert lcm_ingest.main(["--all"]) == 0
+    conn = sqlite3.connect(vault)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    with open(vault, "r+b") as f:
+        f.truncate(8192)
+    return expected
+
+
+def _state(vault) -> str:
+    """'damaged' (the damaged vault still in place) or 'complete'; fails on anything else: no
+    vault at the path, or a vault missing messages."""
+    import lcm.vault.db
+    from lcm.base.errors import LcmError
+    assert vault.exists(), "no vault at the vault path"
+    try:
+        conn = lcm.vault.db.connect(str(vault), readonly=True)
+    except LcmError as exc:
+        assert getattr(exc, "cause", None) == "corrupt", exc.message
+        return "damaged"
+    try:
+        return "complete:%d" % conn.execute("SELECT count(*) FROM messages").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def _fix_in_child(die_at: int | None, counter_file) -> int:
+    """lcm_doctor.py --fix in a forked process that dies abruptly (os._exit: no cleanup, as under
+    SIGKILL) just before its `die_at`-th file-system step (link, rename, replace, remove);
+    None: it runs to the end and writes how many steps it took to counter_file."""
+    import lcm.care.recovery
+    pid = os.fork()
+    if pid == 0:  # the child
+        steps = [0]
+        real = {name: getattr(os, name) for name in ("link", "rename", "replace", "remove")}
+
+        def step(name):
+            def call(*args, **kwargs):
+                steps[0] += 1
+                if die_at is not None and steps[0] == die_at:
+                    os._exit(137)
+                return real[name](*args, **kwargs)
+            return call
+        for name in real:
+            setattr(lcm.care.recovery.os, name, step(name))
+        code = 1
+        try:
+            code = lcm_doctor.main(["--fix"])
+        finally:
+            if die_at is None:
+                counter_file.write_text(str(steps[0]))
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+@pytest.mark.slow
+def test_a_kill_at_any_step_of_the_recovery_leaves_a_vault_and_the_next_fix_completes_it(
+        isolated_home, vault, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("LCM_LLM", "none")
+    expected = _damaged_vault(isolated_home, vault)
+    damaged = vault.read_bytes()
+    counter = tmp_path / "steps"
+    assert _fix_in_child(None, counter) == 0
+    steps = int(counter.read_text())
+    assert steps >= 10 and _state(vault) == f"complete:{len(expected)}"
+    for die_at in range(1, steps + 1):
+        for p in vault.parent.iterdir():  # the damaged vault again, nothing beside it
+            if p.name.startswith("lcm.db"):
+                p.unlink()
+        vault.write_bytes(damaged)
+        assert _fix_in_child(die_at, counter) == 137
+        assert _state(vault) in ("damaged", f"complete:{len(expected)}"), die_at
+        code, out, _ = run(capsys, lcm_doctor, "--fix")
+        assert code == 0, (die_at, out)
+        assert set(_stored(vault)) == expected, die_at
+        assert not [p.name for p in vault.parent.iterdir() if ".new-" in p.name], die_at  # leftovers cleaned
+        assert len(_copies(vault)) <= 2, die_at
+
+
+@pytest.mark.slow
+def test_sigkill_of_doctor_fix_at_many_times_leaves_a_usable_vault(isolated_home, vault, tmp_path, monkeypatch, capsys):
+    import subprocess
+    import sys
+    import time
+    from conftest import SCRIPTS
+    monkeypatch.setenv("LCM_LLM", "none")
+    expected = _damaged_vault(isolated_home, vault, sessions=12)
+    damaged = vault.read_bytes()
+    env = dict(os.environ)
+
+    def start():
+        return subprocess.Popen([sys.executable, str(SCRIPTS / "lcm_doctor.py"), "--fix"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    began = time.monotonic()
+    assert start().wait() == 0
+    whole = time.monotonic() - began
+    assert _state(vault) == f"complete:{len(expected)}"
+    seen = set()
+    for k in range(1, 13):
+        for p in vault.parent.iterdir():
+            if p.name.startswith("lcm.db"):
+                p.unlink()
+        vault.write_bytes(damaged)
+        proc = start()
+        time.sleep(whole * k / 12)
+        proc.kill()
+        proc.wait()
+        state = _state(vault)
+        seen.add(state)
+        assert state in ("damaged", f"complete:{len(expected)}"), k
+        code, out, _ = run(capsys, lcm_doctor, "--fix")
+        assert code == 0, (k, out)
+        assert set(_stored(vault)) == expected, k
+        assert not [p.name for p in vault.parent.iterdir() if ".new-" in p.name], k
+    assert "damaged" in seen  # some kills landed before the new vault was in place

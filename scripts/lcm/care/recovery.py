@@ -211,7 +211,7 @@ def _swap(path: str, new: str, keep_damaged: bool) -> str | None:
 
 
 def _remove(path: str) -> None:
-    for suffix in ("", "-wal", "-shm", "-journal"):
+    for suffix in ("", "-wal", "-shm", "-journal", "-turn.lock", "-pack.lock"):
         try:
             os.remove(path + suffix)
         except FileNotFoundError:
@@ -287,6 +287,7 @@ def rebuild(path: str, keep_damaged: bool = True) -> dict:
         finally:
             conn.close()  # the last connection: SQLite checkpoints and removes new's -wal
         done["moved_to"] = _swap(path, new, keep_damaged)
+        _remove(new)  # its lock files (the vault itself is in place now)
     except BaseException:
         _remove(new)  # an error (a kill leaves it to leftovers())
         raise
