@@ -107,6 +107,7 @@ def test_doctor_names_the_damaged_session_and_every_reader_says_error_and_hint(p
     assert code == 0 and out.encode() == b"".join(before[e["uuid"]] + b"\n" for e in other.entries)
     code, out, _ = run(capsys, lcm_sessions, other.session_id)
     assert code == 0 and out
+    _viewer_pages(vault, hit.session_id, other.session_id)
     code, out, err = run(capsys, lcm_grep, "pytest", "--all-sessions")
     assert code == 0 and "Traceback" not in err
     _error_names_doctor(*run(capsys, lcm_describe, victim)[::2])  # a message: its line
@@ -180,3 +181,24 @@ def test_purge_of_the_damaged_session_still_works_and_says_so(packed, vault, cap
             if entry["uuid"] != victim:
                 assert kept[entry["uuid"]] == json.dumps(entry, ensure_ascii=False).encode()
     assert run(capsys, lcm_export, "--session", other.session_id)[0] == 0
+
+
+def _viewer_pages(vault, damaged: str, intact: str) -> None:
+    """The viewer's page of the damaged session says Error with the hint; the other one shows."""
+    import http.client
+    from lcm.view.server import Viewer
+    server = Viewer(str(vault))
+    server.start()
+    try:
+        for session_id, status, words in ((damaged, 500, ("damaged", "lcm_doctor.py")), (intact, 200, ())):
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+            conn.request("GET", f"/s/{session_id}", headers={"Host": f"127.0.0.1:{server.port}",
+                                                             "Cookie": f"lcm_view={server.token}"})
+            response = conn.getresponse()
+            body = response.read().decode("utf-8", "replace")
+            conn.close()
+            assert response.status == status, body[:300]
+            assert all(w in body for w in words) and "Traceback" not in body, body[:600]
+    finally:
+        server.shutdown()
+        server.server_close()
