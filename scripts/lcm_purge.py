@@ -64,6 +64,10 @@ def _print(doc: dict, done: bool) -> None:
     if doc["messages"] > len(doc["examples"]):
         out.write(f"  ... {doc['messages'] - len(doc['examples'])} more\n")
     _hidden_note(doc, done)
+    if doc.get("checked_by_text"):
+        out.write(f"{_n(doc['checked_by_text'], 'message')} in damaged blocks (their original lines cannot be read)"
+                  f" {'was' if doc['checked_by_text'] == 1 else 'were'} matched on their searchable text only:"
+                  " lcm_doctor.py --fix restores the lines, then run this purge again to be sure.\n")
     for path in doc["checkpoint_files"]:
         out.write(f"Checkpoint file that may quote them (not deleted): {path}\n")
     if not done:

@@ -202,3 +202,20 @@ def _viewer_pages(vault, damaged: str, intact: str) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_purge_match_over_a_damaged_block_matches_its_searchable_text_and_says_so(packed, vault, capsys):
+    hit, other = packed
+    _flip(vault, hit.session_id)
+    import lcm.cli, traceback
+    orig = lcm.cli._report
+    se = lcm.cli.storage_error
+    lcm.cli.storage_error = lambda exc, *a: (traceback.print_exception(exc), se(exc, *a))[1]
+    code, out, err = run(capsys, lcm_purge, "--match", "module_3.py", "--yes")
+    lcm.cli.storage_error = se
+    assert code == 0, err
+    assert "damaged blocks" in out and "searchable text only" in out
+    conn = sqlite3.connect(vault)
+    left = conn.execute("SELECT count(*) FROM messages WHERE instr(content, 'module_3.py') > 0").fetchone()[0]
+    conn.close()
+    assert left == 0  # in both sessions, the damaged one included

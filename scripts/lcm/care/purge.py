@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 
 import lcm.base.config
 import lcm.summary.dag
@@ -56,6 +57,7 @@ class Selection:
         self.log_lines: dict[str, list[int]] = {}  # lcm.log file name -> matching line numbers
         self.previews: dict[int, str] = {}  # message id -> preview with the text blanked
         self.hidden_only: list[int] = []   # messages holding the text only in hidden tool data (kept)
+        self.checked_by_text = 0           # messages in damaged blocks, matched on their searchable text only
 
 
 # ---------------------------------------------------------------------------
@@ -163,23 +165,46 @@ def _scan(conn, home: str, literal: str | None = None, pattern: re.Pattern | Non
         sql = f"SELECT {key}, {cols} FROM {table} WHERE {where}"
         return conn.execute(sql, [literal] * len(columns) if literal is not None else [])
 
-    if literal is not None:
+    def candidates(unreadable: list[int]):
+        # the lines of damaged blocks cannot be read: those messages are left to the check below
+        ids = ",".join(map(str, unreadable))
+        # (CASE: SQLite may evaluate a WHERE's terms in any order, a CASE's branches only as needed)
+        line = f"CASE WHEN block_id IN ({ids}) THEN NULL ELSE {lcm.vault.store.LINE} END" if unreadable else \
+            lcm.vault.store.LINE
+        skip = f" AND (block_id IS NULL OR block_id NOT IN ({ids}))" if unreadable else ""
+        if literal is None:
+            return conn.execute(f"SELECT id, {line} FROM messages WHERE 1{skip} ORDER BY id")
         forms = _json_forms(literal)
-        where = " OR ".join([f"instr({lcm.vault.store.LINE}, ?) > 0"] * len(forms) + ["instr(content, ?) > 0"])
-        candidates = conn.execute(f"SELECT id, {lcm.vault.store.LINE} FROM messages WHERE {where} ORDER BY id",
-                                  [*forms, literal])
-    else:
-        candidates = conn.execute(f"SELECT id, {lcm.vault.store.LINE} FROM messages ORDER BY id")
-    messages, hidden_only = [], []
-    for mid, raw in candidates:
-        visible, hidden = line_text(raw)
-        if hit(visible):
-            messages.append(mid)
-        elif hit(hidden):
-            hidden_only.append(mid)
+        where = " OR ".join([f"instr({line}, ?) > 0"] * len(forms) + ["instr(content, ?) > 0"])
+        return conn.execute(f"SELECT id, {line} FROM messages WHERE ({where}){skip} ORDER BY id", [*forms, literal])
+
+    unreadable: list[int] = []
+    for attempt in (0, 1):
+        messages, hidden_only = [], []
+        try:
+            for mid, raw in candidates(unreadable):
+                visible, hidden = line_text(raw)
+                if hit(visible):
+                    messages.append(mid)
+                elif hit(hidden):
+                    hidden_only.append(mid)
+            break
+        except sqlite3.OperationalError as exc:
+            if attempt or lcm.vault.store.function_error(exc) is None:
+                raise
+            unreadable = lcm.vault.store.damaged_block_ids(conn)
+    checked_by_text = 0
+    if unreadable:  # a message whose line cannot be read is matched on its searchable text
+        for mid, content in conn.execute(f"SELECT id, content FROM messages WHERE block_id IN"
+                                         f" ({','.join(map(str, unreadable))}) ORDER BY id"):
+            checked_by_text += 1
+            if hit(content):
+                messages.append(mid)
+        messages.sort()
     doc = {
         "messages": messages,
         "hidden_only": hidden_only,
+        "checked_by_text": checked_by_text,
         # a summary goes when its text or an earlier text of it (summary_versions) holds the match
         "summaries": sorted({r[0] for r in rows("summaries", "id", ["content"]) if hit(r[1])} | (
             {r[0] for r in rows("summary_versions", "summary_id", ["content"]) if hit(r[1])}
@@ -307,6 +332,7 @@ def select(conn, *, session: str | None = None, message: str | None = None, matc
         sel.matched = True
         sel.message_ids = sorted(hits["messages"] + hits["hidden_only"]) if hidden else hits["messages"]
         sel.hidden_only = [] if hidden else hits["hidden_only"]
+        sel.checked_by_text = hits["checked_by_text"]
         for key in ("summaries", "checkpoints", "notes", "titles", "leaf_titles", "map_runs", "map_items", "digests",
                     "log_lines", "previews"):
             setattr(sel, key, hits[key])
@@ -400,6 +426,7 @@ def plan(conn, sel: Selection) -> dict:
         "notes": len(sel.notes),
         "titles": len(sel.titles) + len(sel.leaf_titles),
         "hidden_only": len(sel.hidden_only),
+        "checked_by_text": sel.checked_by_text,
         "map_items": len(sel.map_runs) + len(sel.map_items),
         "log_lines": sum(map(len, sel.log_lines.values())),
         "checkpoint_files": sorted({r[1] for r in checkpoints if r[1] and os.path.isfile(r[1])}),

@@ -135,6 +135,15 @@ def damage_error(conn: sqlite3.Connection, block_id: int, why: str) -> DamagedBl
                         f" its {row[1]} messages{span} cannot be read", DAMAGE_HINT)
 
 
+def damaged_block_ids(conn: sqlite3.Connection) -> list[int]:
+    """Every block whose lines cannot be read whole, and every block a message points at that is
+    missing (reads each block once: a full pass over the stored lines)."""
+    bad = [r[0] for r in conn.execute("SELECT id, line_count, line_bytes, data FROM blocks") if verify_block(r)]
+    bad += [r[0] for r in conn.execute("SELECT DISTINCT block_id FROM messages WHERE block_id IS NOT NULL"
+                                       " AND block_id NOT IN (SELECT id FROM blocks)")]
+    return sorted(set(bad))
+
+
 def function_error(exc: BaseException) -> DamagedBlock | None:
     """The DamagedBlock behind an SQL error, when lcm_line() raised it: sqlite3 reports only
     "user-defined function raised exception", so the reader keeps the error it raised."""
