@@ -312,3 +312,83 @@ def test_sigkill_of_doctor_fix_at_many_times_leaves_a_usable_vault(isolated_home
         assert set(_stored(vault)) == expected, k
         assert not [p.name for p in vault.parent.iterdir() if ".new-" in p.name], k
     assert "damaged" in seen  # some kills landed before the new vault was in place
+
+
+# -- life after deletion: the vault is the only copy ----------------------------------------
+
+@pytest.mark.slow
+def test_after_claude_code_deletes_every_transcript_the_vault_stands_alone(filled, vault, monkeypatch, capsys):
+    """Claude Code's cleanupPeriodDays deletes the transcripts: everything still reads from the
+    vault alone, every original line byte for byte, and doctor says healthy and offers no
+    rebuild from transcripts that are gone."""
+    import lcm.vault.db
+    import lcm.vault.pack
+    import lcm_checkpoint
+    import lcm_describe
+    import lcm_expand
+    import lcm_export
+    import lcm_purge
+    import lcm_resume
+    import lcm_sessions
+    monkeypatch.setenv("LCM_LLM", "none")
+    conn = lcm.vault.db.connect(str(vault))
+    lcm.vault.pack.pack(conn, everything=True)  # as the hooks' packing leaves it
+    lines = {r[0]: bytes(r[1]) for r in conn.execute(f"SELECT uuid, {lcm.vault.store.LINE} FROM messages")}
+    sessions = [r[0] for r in conn.execute("SELECT session_id FROM sessions ORDER BY session_id")]
+    conn.close()
+    assert run(capsys, lcm_checkpoint, "--session", sessions[0], "--vault-only")[0] == 0
+    shutil.rmtree(filled)  # every transcript, as cleanupPeriodDays would
+
+    code, out, _ = run(capsys, lcm_grep, "parser", "--all-sessions")
+    assert code == 0 and out.strip()
+    for uuid, line in lines.items():
+        code, out, err = run(capsys, lcm_expand, uuid, "--raw", "--unmasked")
+        assert code == 0 and out.encode("utf-8", "surrogateescape") == line + b"\n", (uuid, err)
+    some = next(iter(lines))
+    assert run(capsys, lcm_describe, some)[0] == 0
+    for sid in sessions:
+        code, out, _ = run(capsys, lcm_export, "--session", sid, "--format", "jsonl", "--unmasked")
+        assert code == 0 and out.encode() == b"".join(
+            lines[u] + b"\n" for u in _session_uuids(vault, sid)), sid
+        assert run(capsys, lcm_export, "--session", sid)[0] == 0
+        assert run(capsys, lcm_sessions, sid)[0] == 0
+    assert run(capsys, lcm_sessions)[0] == 0
+    code, out, err = run(capsys, lcm_resume, "--session", sessions[0])
+    assert code == 0 and out.strip(), err
+    _viewer_shows(vault, sessions[0])
+
+    code, doc = _doctor_json(capsys)
+    assert code == 0 and doc["problems"] == 0 and not doc["recovery"], doc
+    code, out, _ = run(capsys, lcm_doctor)
+    assert code == 0 and "Healthy." in out and "rebuild" not in out.lower() and "transcripts under" not in out
+    code, out, err = run(capsys, lcm_purge, "--session", sessions[-1], "--yes")
+    assert code == 0, err
+    assert sessions[-1] not in {r[0] for r in sqlite3.connect(vault).execute("SELECT session_id FROM sessions")}
+    code, out, _ = run(capsys, lcm_doctor)
+    assert code == 0 and "Healthy." in out
+
+
+def _session_uuids(vault, sid: str) -> list[str]:
+    conn = sqlite3.connect(vault)
+    try:
+        return [r[0] for r in conn.execute("SELECT uuid FROM messages WHERE session_id = ? ORDER BY id", (sid,))]
+    finally:
+        conn.close()
+
+
+def _viewer_shows(vault, sid: str) -> None:
+    import http.client
+    from lcm.view.server import Viewer
+    server = Viewer(str(vault))
+    server.start()
+    try:
+        for path in ("/", f"/s/{sid}"):
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+            conn.request("GET", path, headers={"Host": f"127.0.0.1:{server.port}", "Cookie": f"lcm_view={server.token}"})
+            response = conn.getresponse()
+            body = response.read()
+            conn.close()
+            assert response.status == 200, (path, body[:300])
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -216,7 +216,7 @@ def fixable(doc: dict) -> bool:
 def recovery_text(r: dict) -> str:
     """The recovery as lcm_doctor.py prints it: what --fix would do, or what it did."""
     if r.get("not_rebuilt"):
-        return "Not recovered: " + r["not_rebuilt"] + "\n"
+        return ""  # said among what --fix could not fix
     if r.get("moved_to"):
         source = (f"{r['from_backup']} messages from the backup {r['backup']}, then " if r.get("backup") else "")
         return (f"Recovered: {r['messages']} messages of {r['sessions']} sessions ({source}every message of the"

@@ -256,8 +256,8 @@ def rebuild(path: str, keep_damaged: bool = True) -> dict:
     done = plan(path)
     done["moved_to"] = None
     if done["source"] is None:
-        done["not_rebuilt"] = (f"neither a backup nor a transcript under {done['projects_root']} holds anything to"
-                               " rebuild it from; the damaged vault stays where it is")
+        done["not_rebuilt"] = (f"nothing to rebuild it from: no backup, and no transcript under"
+                               f" {done['projects_root']}; the damaged vault stays where it is")
         return done
     notes = _readable_rows(path, f"SELECT {NOTE_COLUMNS} FROM notes") or []
     purged = _readable_rows(path, "SELECT uuid, purged_at FROM purged") or []
