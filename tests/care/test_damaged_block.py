@@ -92,6 +92,8 @@ def test_doctor_names_the_damaged_session_and_every_reader_says_error_and_hint(p
     assert code == 1 and "stored blocks" in out and hit.session_id in out and "PROBLEM" in out
     if codec:
         assert "newer lcm" not in out  # a changed codec byte in a vault of this schema is damage
+    code, out, _ = run(capsys, lcm_doctor, "--quick")  # the frequent run checks every block too
+    assert code == 1 and hit.session_id in out and "not checked (--quick)" in out
 
     victim = bad["damaged"][0]["messages"][0]["uuid"]
     for module, *argv in [(lcm_export, "--session", hit.session_id), (lcm_export, "--session", hit.session_id,

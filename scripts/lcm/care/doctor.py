@@ -94,16 +94,16 @@ def masking_text(k: dict) -> str:
     return text
 
 
-def _vault_checks(conn, path: str, doc: dict) -> None:
-    check = integrity(conn)
+def _vault_checks(conn, path: str, doc: dict, quick: bool = False) -> None:
+    check = integrity(conn, quick)
     doc["integrity"] = check["result"]
     s = doc["schema"] = {"version": check["schema_version"], "current": check["code_schema_version"],
                          "purge_guard": check["purge_guard"]}
     s["status"] = lcm.care.installation.status(s["version"] > s["current"] or not s["purge_guard"], s["version"] < s["current"])
     doc["_integrity_status"] = check["status"]
-    writable = None if doc.get("access") else _rw(path)
+    writable = None if doc.get("access") or quick else _rw(path)
     try:
-        doc["fts"] = fts(writable or conn)
+        doc["fts"] = fts(writable or conn, quick)
     finally:
         if writable is not None:
             writable.close()
@@ -130,8 +130,10 @@ def _rw(path: str):
         return None
 
 
-def examine(db_arg: str | None = None, probe: bool = True) -> dict:
-    """Every check, read-only. probe=False skips the model backend's live probe."""
+def examine(db_arg: str | None = None, probe: bool = True, quick: bool = False) -> dict:
+    """Every check, read-only. probe=False skips the model backend's live probe. quick: only what
+    cannot be rebuilt (every stored block, SQLite's quick_check of the tables), not what can be
+    (index consistency, the full-text indexes): about a quarter of the time (bench/verify.py)."""
     path = str(lcm.base.config.db_path(db_arg))
     conn, why = _open(path)
     doc = {"db": path, "integrity": None, "backup": None, "fixed": [], "not_fixed": [], "recovery": None}
@@ -144,7 +146,7 @@ def examine(db_arg: str | None = None, probe: bool = True) -> dict:
         if conn is not None:
             try:
                 doc["access"] = _write_problem(path)
-                _vault_checks(conn, path, doc)
+                _vault_checks(conn, path, doc, quick)
                 _masking(conn, doc["masking"])
                 doc["hooks"] = lcm.care.installation.hooks(conn)
             except sqlite3.DatabaseError as exc:  # pages past the header are damaged
@@ -414,9 +416,10 @@ def _recover(path: str, done: dict, keep_damaged: bool) -> None:
     done["recovery"] = result  # lcm_doctor.py prints it as "Recovered: ..." (recovery_text)
 
 
-def integrity(conn) -> dict:
-    """PRAGMA integrity_check and the schema version."""
-    rows = [r[0] for r in conn.execute("PRAGMA integrity_check(100)")]
+def integrity(conn, quick: bool = False) -> dict:
+    """PRAGMA integrity_check (quick: quick_check, which skips indexes against their tables) and
+    the schema version."""
+    rows = [r[0] for r in conn.execute("PRAGMA quick_check(100)" if quick else "PRAGMA integrity_check(100)")]
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     doc = {"result": "ok" if rows == ["ok"] else rows, "schema_version": version,
            "code_schema_version": lcm.vault.schema.SCHEMA_VERSION, "purge_guard": purge_guard(conn)}
@@ -432,11 +435,14 @@ def purge_guard(conn) -> bool:
     return conn.execute("SELECT 1 FROM purged LIMIT 1").fetchone() is None
 
 
-def fts(conn) -> dict:
+def fts(conn, quick: bool = False) -> dict:
     """Whether each FTS5 index agrees with the text it indexes (FTS5's own integrity-check
-    against the content: it re-reads every row)."""
+    against the content: it re-reads every row; quick: not checked)."""
     tables = {}
     for table in lcm.care.purge.fts_tables(conn):
+        if quick:
+            tables[table] = "not checked (--quick)"
+            continue
         try:
             conn.execute(f'INSERT INTO "{table}"("{table}", rank) VALUES (\'integrity-check\', 1)')
             tables[table] = "ok"
