@@ -55,7 +55,7 @@ def _open(path: str):
     # a read-only filesystem: SQLite cannot even make the -shm file; read the file as it is
     conn = sqlite3.connect(lcm.vault.db.file_uri(path, "mode=ro&immutable=1"), uri=True)
     conn.row_factory = sqlite3.Row
-    lcm.vault.store.install(conn)  # lcm_line(): packed lines read like plain ones
+    lcm.vault.store.install(conn, lcm.vault.schema.SCHEMA_VERSION)  # lcm_line(): packed lines read like plain ones
     lcm.vault.db.check_tables(conn, path)
     lcm.vault.store.before_blocks(conn)
     return conn, None

@@ -246,7 +246,7 @@ def _scan_child(pipe, beat, db: str, home: str, source: str, flags: int) -> None
     try:
         pattern = re.compile(source, flags)
         conn = sqlite3.connect(lcm.vault.db.file_uri(db, "mode=ro"), uri=True)  # quoted: a # in the path is not a fragment
-        lcm.vault.store.install(conn)  # packed lines read through lcm_line() here too
+        lcm.vault.store.install(conn, lcm.vault.schema.SCHEMA_VERSION)  # packed lines read through lcm_line() here too
         pipe.send(("ok", _scan(conn, home, pattern=pattern, beat=beat)))
     except BaseException as exc:  # noqa: BLE001 - reported by the parent, without the pattern
         pipe.send(("error", type(exc).__name__))

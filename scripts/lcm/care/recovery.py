@@ -94,7 +94,7 @@ def lines_from_backup(path: str, uuids: set) -> dict:
         conn = sqlite3.connect(lcm.vault.db.file_uri(backup, "mode=ro&immutable=1"), uri=True)
     except sqlite3.Error:
         return {}
-    lcm.vault.store.install(conn)
+    lcm.vault.store.install(conn, lcm.vault.schema.SCHEMA_VERSION)
     lcm.vault.store.before_blocks(conn)
     found = {}
     try:

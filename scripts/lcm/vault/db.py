@@ -169,7 +169,7 @@ def connect(explicit: str | None = None, *, create: bool = True, readonly: bool 
         conn = sqlite3.connect(_uri(path, readonly), uri=True, timeout=10.0, isolation_level=None,
                                factory=Connection)
         conn.row_factory = sqlite3.Row
-        lcm.vault.store.install(conn)  # lcm_line(): original lines, packed or not
+        lcm.vault.store.install(conn, lcm.vault.schema.SCHEMA_VERSION)  # lcm_line(): original lines, packed or not
         # wait for a concurrent writer (a hook, a background compaction) instead of failing
         conn.execute(f"PRAGMA busy_timeout = {10000 if patience is None else int(patience * 1000)}")
         # summary_sources and friends rely on references being real

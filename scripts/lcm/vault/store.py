@@ -163,8 +163,9 @@ def stub(line: bytes) -> bytes:
 class Reader:
     """Original lines of one connection's vault, with the last few decoded blocks cached."""
 
-    def __init__(self, conn: sqlite3.Connection):
+    def __init__(self, conn: sqlite3.Connection, newest: int | None = None):
         import weakref
+        self.newest = newest  # the schema version this lcm writes (a codec it does not know is then damage)
         # weak when it can be (lcm.vault.db.Connection): the connection holds this reader as its SQL
         # function, and a strong reference back would keep it from ever being freed and closed
         try:
@@ -182,7 +183,7 @@ class Reader:
             if row is None:
                 raise self._failed(damage_error(conn, block_id, "its row is missing"))
             try:
-                lines = decode_block(bytes(row[0]), _newer_schema(conn))
+                lines = decode_block(bytes(row[0]), _newer_schema(conn, self.newest))
             except (ValueError, zlib.error) as exc:
                 raise self._failed(damage_error(conn, block_id, str(exc))) from None
             if len(self.cache) >= CACHE_BLOCKS:
@@ -204,17 +205,21 @@ class Reader:
         return lines[block_pos]
 
 
-def _newer_schema(conn) -> bool:
-    import lcm.vault.schema  # here: schema imports this module for its migration
+def _newer_schema(conn, newest: int | None) -> bool:
+    """Whether the vault's schema is newer than `newest`, the one this lcm writes."""
+    if newest is None:
+        return False
     try:
-        return conn.execute("PRAGMA user_version").fetchone()[0] > lcm.vault.schema.SCHEMA_VERSION
+        return conn.execute("PRAGMA user_version").fetchone()[0] > newest
     except sqlite3.Error:
         return False
 
 
-def install(conn: sqlite3.Connection) -> None:
-    """Make lcm_line(raw, block_id, block_pos) callable in this connection's SQL."""
-    reader = Reader(conn)
+def install(conn: sqlite3.Connection, newest: int | None = None) -> None:
+    """Make lcm_line(raw, block_id, block_pos) callable in this connection's SQL. newest: the
+    schema version this lcm writes (lcm.vault.schema.SCHEMA_VERSION), so that a block codec it
+    does not know reads as "written by a newer lcm" only in a vault whose schema is newer."""
+    reader = Reader(conn, newest)
     conn.create_function("lcm_line", 3, reader.line, deterministic=True)
 
 
