@@ -269,6 +269,10 @@ def test_a_kill_at_any_step_of_the_recovery_leaves_a_vault_and_the_next_fix_comp
         vault.write_bytes(damaged)
         assert _fix_in_child(die_at, counter) == 137
         assert _state(vault) in ("damaged", f"complete:{len(expected)}"), die_at
+        half = sorted(p.name for p in vault.parent.iterdir() if ".new-" in p.name)
+        if half:  # what the killed run left is named
+            code, doc = _doctor_json(capsys)
+            assert sorted(os.path.basename(p) for p in doc["leftovers"]["stale"]) == half, die_at
         code, out, _ = run(capsys, lcm_doctor, "--fix")
         assert code == 0, (die_at, out)
         assert set(_stored(vault)) == expected, die_at
@@ -392,3 +396,87 @@ def _viewer_shows(vault, sid: str) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+# -- the backup seam (lcm.care.backup, built on another branch): newest_backup, purged_uuids -------
+
+@pytest.fixture
+def backups(monkeypatch):
+    """A stand-in for lcm.care.backup with the two names recovery uses: `state["backup"]` is the
+    newest backup's path, `state["purged"]` the purge list kept beside the vault."""
+    import sys
+    import types
+    state = {"backup": None, "purged": set()}
+    module = types.ModuleType("lcm.care.backup")
+    module.newest_backup = lambda vault_path: state["backup"]
+    module.purged_uuids = lambda vault_path: set(state["purged"])
+    monkeypatch.setitem(sys.modules, "lcm.care.backup", module)
+    import lcm.care
+    monkeypatch.setattr(lcm.care, "backup", module, raising=False)
+    return state
+
+
+def _take_backup(vault, target) -> str:
+    src = sqlite3.connect(vault)
+    dst = sqlite3.connect(target)
+    src.backup(dst)
+    dst.close()
+    src.close()
+    return str(target)
+
+
+def test_after_deletion_a_truncated_vault_comes_back_from_the_backup_and_purges_hold(
+        isolated_home, vault, tmp_path, backups, monkeypatch, capsys):
+    import lcm_purge
+    monkeypatch.setenv("LCM_LLM", "none")
+    projects = isolated_home / ".claude" / "projects"
+    sessions = [coding_session(projects, turns=6, session_id=f"only-{i}") for i in range(3)]
+    for t in sessions:
+        t.write()
+    assert lcm_ingest.main(["--all"]) == 0
+    before_purge = sessions[0].entries[1]["uuid"]
+    assert run(capsys, lcm_purge, "--message", before_purge, "--yes")[0] == 0
+    backups["purged"].add(before_purge)
+    backups["backup"] = _take_backup(vault, tmp_path / "lcm.db.backup-auto")
+    after_backup = sessions[1].entries[2]["uuid"]  # purged after the backup was taken
+    assert run(capsys, lcm_purge, "--message", after_backup, "--yes")[0] == 0
+    backups["purged"].add(after_backup)
+    stored = _stored(vault)
+    shutil.rmtree(projects)  # cleanupPeriodDays: the vault and its backup are all there is
+    conn = sqlite3.connect(vault)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    with open(vault, "r+b") as f:
+        f.truncate(os.path.getsize(vault) * 9 // 10)
+
+    code, out, _ = run(capsys, lcm_doctor)
+    assert code == 1 and "from the backup" in out and "transcripts under" in out
+    code, doc = _doctor_json(capsys, "--fix")
+    assert code == 0, doc
+    assert doc["recovery"]["source"] == "backup" and doc["recovery"]["purged_again"] == 1
+    after = _stored(vault)
+    assert after == stored  # every message back byte for byte, and neither purged one
+    assert before_purge not in after and after_backup not in after
+
+
+def test_a_damaged_block_whose_transcript_is_gone_comes_back_from_the_backup(
+        isolated_home, vault, tmp_path, backups, monkeypatch, capsys):
+    import lcm.vault.db
+    import lcm.vault.pack
+    from test_damaged_block import _flip, _raw
+    monkeypatch.setenv("LCM_LLM", "none")
+    projects = isolated_home / ".claude" / "projects"
+    t = coding_session(projects, turns=6, session_id="blocky-1")
+    t.write()
+    assert lcm_ingest.main(["--all"]) == 0
+    conn = lcm.vault.db.connect(str(vault))
+    lcm.vault.pack.pack(conn, everything=True)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    backups["backup"] = _take_backup(vault, tmp_path / "lcm.db.backup-auto")
+    before = _raw(vault)
+    t.path.unlink()
+    _flip(vault, t.session_id)
+    code, out, _ = run(capsys, lcm_doctor, "--fix")
+    assert code == 0 and "from the backup" in out, out
+    assert _raw(vault) == before
