@@ -68,6 +68,8 @@ def _vault_lines(doc: dict) -> str:
         "; lcm_init.py upgrades it (every message is kept)" if s["version"] < s["current"] else "") + (
         "" if s["purge_guard"] else "; the trigger that keeps purged messages out is missing")
     out = _line(doc["_integrity_status"] if s["status"] == "ok" else s["status"], "integrity", text)
+    if doc.get("blocks") is not None:
+        out += _line(doc["blocks"]["status"], "stored blocks", lcm.care.doctor.blocks_text(doc["blocks"]))
     out += _line(f["status"], "full-text index", "; ".join(f"{t} {v}" for t, v in f["tables"].items())
                  if f["tables"] else "no FTS5 in this SQLite: search falls back to LIKE")
     text = f"{g['summaries']} summaries, rules hold" if not g["broken"] else (
@@ -84,8 +86,6 @@ def _vault_lines(doc: dict) -> str:
     if doc.get("rebuild_interrupted"):
         out += _line("problem", "rebuild", "an earlier recovery stopped before it had read every transcript")
     out += _line(b["status"], "fallback summaries", text)
-    if doc.get("blocks") is not None:
-        out += _line(doc["blocks"]["status"], "stored blocks", lcm.care.doctor.blocks_text(doc["blocks"]))
     if doc.get("storage") is not None:
         out += _line(doc["storage"]["status"], "storage", lcm.base.shell.runnable(doc["storage"]["text"]))
     return out

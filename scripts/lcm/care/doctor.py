@@ -291,10 +291,11 @@ def repair(doc: dict, remask: bool = False, fix: bool = True) -> dict:
 def _repair_in_place(conn, path: str, doc: dict, done: dict) -> None:
     damaged = doc["integrity"] != "ok"
     bad_blocks = doc.get("blocks", {}).get("damaged")
-    if damaged or doc["fts"]["damaged"] or doc["dag"]["broken"] or not doc["schema"]["purge_guard"] or bad_blocks:
+    found = find_lines(conn, path, bad_blocks) if bad_blocks else {}
+    if damaged or doc["fts"]["damaged"] or doc["dag"]["broken"] or not doc["schema"]["purge_guard"] or found:
         done["backup"] = done["backup"] or backup(conn, path)
-    if bad_blocks:
-        restore_blocks(conn, path, bad_blocks, done)
+    if bad_blocks:  # (with nothing found, no backup: a vault whose loss is known is not copied at every run)
+        restore_blocks(conn, bad_blocks, found, done)
     try:
         if damaged:
             conn.execute("REINDEX")  # rebuilds every index from its table: the usual damage
@@ -322,14 +323,20 @@ def _repair_in_place(conn, path: str, doc: dict, done: dict) -> None:
         done["fixed"].append(f"finished the interrupted rebuild: {result} messages read from the transcripts")
 
 
-def restore_blocks(conn, path: str, damaged: list[dict], done: dict) -> None:
-    """Put back the lines of damaged blocks: from the transcripts still on disk (the original
-    lines, found by uuid), else from the newest backup; what neither holds is listed as lost
-    in done["lost"] and stays addressable, each read stopping with an Error that names doctor."""
+def find_lines(conn, path: str, damaged: list[dict]) -> dict:
+    """{uuid: (original line, where from)} for the messages of damaged blocks: from the
+    transcripts still on disk (found by uuid), else from the newest backup."""
     wanted = {m["uuid"] for d in damaged for m in d["messages"]}
     found = lines_from_transcripts(conn, damaged, wanted)
     if wanted - found.keys():
         found.update(lcm.care.recovery.lines_from_backup(path, wanted - found.keys()))
+    return found
+
+
+def restore_blocks(conn, damaged: list[dict], found: dict, done: dict) -> None:
+    """Put back the lines of damaged blocks that find_lines() found; what it did not find is
+    listed as lost in done["lost"] and stays addressable, each read stopping with an Error that
+    names doctor (a backup disk plugged in later can still restore it)."""
     restored, sources, lost = 0, set(), []
     conn.execute("PRAGMA secure_delete = ON")  # the damaged block's pages are zeroed as it goes
     with lcm.vault.db.transaction(conn):
@@ -360,7 +367,7 @@ def restore_blocks(conn, path: str, damaged: list[dict], done: dict) -> None:
         done["not_fixed"].append(
             f"lost: the original lines of {sum(x['count'] for x in lost)} messages, which no transcript on disk"
             " and no backup holds: " + "; ".join(
-                f"session {x['session_id']}, {x['count']} messages from {x['first_at'][:16]} to {x['last_at'][:16]}"
+                f"session {x['session_id']}, {x['count']} messages from {_when(x['first_at'])} to {_when(x['last_at'])}"
                 f" ({', '.join(m['uuid'] for m in x['messages'][:3])}{' ...' if x['count'] > 3 else ''})"
                 for x in lost[:LISTED]) + ". Their rows, searchable text and summaries stay; reading their lines"
             " says they are damaged. To let them go: lcm_purge.py --message UUID (or --session ID)")
@@ -504,13 +511,17 @@ def damaged_blocks(conn, bad: dict) -> list[dict]:
     return out
 
 
+def _when(stamp: str | None) -> str:
+    return (stamp or "?")[:19].replace("T", " ")
+
+
 def blocks_text(b: dict) -> str:
     """doctor's stored-blocks line."""
     size = f"{b['checked']} blocks ({b['bytes'] / 1e6:.1f} MB) read back whole"
     if not b["damaged"]:
         return size
-    parts = [f"session {d['session_id']}: {d['count']} messages, {(d['first_at'] or '?')[:16]} to"
-             f" {(d['last_at'] or '?')[:16]} (block {d['block_id']}: {d['why']}; first "
+    parts = [f"session {d['session_id']}: {d['count']} messages, {_when(d['first_at'])} to"
+             f" {_when(d['last_at'])} (block {d['block_id']}: {d['why']}; first "
              + ", ".join(m["uuid"] for m in d["messages"][:3]) + ")" for d in b["damaged"][:LISTED]]
     return (f"{len(b['damaged'])} damaged of {b['checked']} blocks: the original lines of {b['messages']} messages"
             f" cannot be read; " + "; ".join(parts) + ". lcm_doctor.py --fix restores them from the transcripts"

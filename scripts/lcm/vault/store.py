@@ -200,8 +200,8 @@ class Reader:
         if block_id is None:
             return raw
         lines = self.block(block_id)
-        if not 0 <= block_pos < len(lines):
-            raise self._failed(damage_error(self.conn(), block_id, f"it holds no line {block_pos}"))
+        if not isinstance(block_pos, int) or not 0 <= block_pos < len(lines):
+            raise self._failed(damage_error(self.conn(), block_id, f"it holds no line {block_pos!r}"))
         return lines[block_pos]
 
 
