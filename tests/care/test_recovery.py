@@ -480,3 +480,31 @@ def test_a_damaged_block_whose_transcript_is_gone_comes_back_from_the_backup(
     code, out, _ = run(capsys, lcm_doctor, "--fix")
     assert code == 0 and "from the backup" in out, out
     assert _raw(vault) == before
+
+
+def test_a_header_damaged_vault_rebuilt_from_transcripts_keeps_purges_from_the_list_beside_it(
+        isolated_home, vault, backups, monkeypatch, capsys):
+    """The damaged file's own purge list is unreadable (its header is gone): the list kept beside
+    the vault still keeps every purged message out of the rebuild."""
+    import lcm_purge
+    monkeypatch.setenv("LCM_LLM", "none")
+    projects = isolated_home / ".claude" / "projects"
+    t = Transcript(projects, session_id="purge-beside")
+    t.user("the staging password is zebra-quokka-17")
+    t.assistant_text("noted, I will not repeat it")
+    t.user("now fix the parser")
+    t.write()
+    assert lcm_ingest.main(["--all"]) == 0
+    assert run(capsys, lcm_purge, "--match", "zebra-quokka-17", "--yes")[0] == 0
+    backups["purged"] = {t.entries[0]["uuid"]}
+    conn = sqlite3.connect(vault)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    data = bytearray(vault.read_bytes())
+    data[:100] = b"\0" * 100
+    vault.write_bytes(bytes(data))
+    code, doc = _doctor_json(capsys, "--fix")
+    assert code == 0 and doc["recovery"]["source"] == "transcripts"
+    stored = _stored(vault)
+    assert t.entries[0]["uuid"] not in stored and t.entries[2]["uuid"] in stored
+    assert not any(b"zebra-quokka-17" in raw for raw in stored.values())
