@@ -109,6 +109,8 @@ def test_doctor_names_the_damaged_session_and_every_reader_says_error_and_hint(p
     assert code == 0 and out.encode() == b"".join(before[e["uuid"]] + b"\n" for e in other.entries)
     code, out, _ = run(capsys, lcm_sessions, other.session_id)
     assert code == 0 and out
+    code, out, err = run(capsys, lcm_sessions)  # the list shows every session, the damaged one untitled
+    assert code == 0 and hit.session_id[:8] in out and other.session_id[:8] in out, err
     _viewer_pages(vault, hit.session_id, other.session_id)
     code, out, err = run(capsys, lcm_grep, "pytest", "--all-sessions")
     assert code == 0 and "Traceback" not in err
@@ -192,9 +194,10 @@ def _viewer_pages(vault, damaged: str, intact: str) -> None:
     server = Viewer(str(vault))
     server.start()
     try:
-        for session_id, status, words in ((damaged, 500, ("damaged", "lcm_doctor.py")), (intact, 200, ())):
+        for path, status, words in ((f"/s/{damaged}", 500, ("damaged", "lcm_doctor.py")), (f"/s/{intact}", 200, ()),
+                                    ("/", 200, (intact[:8],))):
             conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
-            conn.request("GET", f"/s/{session_id}", headers={"Host": f"127.0.0.1:{server.port}",
+            conn.request("GET", path, headers={"Host": f"127.0.0.1:{server.port}",
                                                              "Cookie": f"lcm_view={server.token}"})
             response = conn.getresponse()
             body = response.read().decode("utf-8", "replace")
