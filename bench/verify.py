@@ -9,7 +9,7 @@ vault the hooks have kept for a while. Then times, on that vault (opened read-on
 does; the full-text check with a write-capable handle): reading every stored block back whole
 (lcm.care.doctor.blocks: decompress, zlib's checksum, framing, each message's place), SQLite's
 `PRAGMA quick_check` and `PRAGMA integrity_check`, FTS5's `integrity-check` of each full-text
-index, and the whole `lcm_doctor.py` run (a process, as a person runs it). The page cache is
+index, and the whole `lcm_doctor.py` run, plain and `--quick` (a process, as a person runs it). The page cache is
 warm (each check runs twice, the second is reported): a cold read adds the disk's own speed.
 Prints one JSON line: sizes, seconds of each check, and seconds per GB of vault file.
 """
@@ -74,8 +74,10 @@ def measure(vault: str) -> dict:
     conn.close()
     rw.close()
     env = dict(os.environ, LCM_LLM="none")
-    seconds["doctor"] = timed(lambda: subprocess.run([sys.executable, str(ROOT / "scripts" / "lcm_doctor.py"),
-                                                      "--db", vault], env=env, stdout=subprocess.DEVNULL), 1)
+    for name, extra in (("doctor", []), ("doctor_quick", ["--quick"])):
+        seconds[name] = timed(lambda: subprocess.run([sys.executable, str(ROOT / "scripts" / "lcm_doctor.py"),
+                                                      "--db", vault, *extra], env=env, stdout=subprocess.DEVNULL), 1)
+    doc["load_average"] = round(os.getloadavg()[0], 1)  # the machine is shared: the figures scale with it
     doc["seconds"] = seconds
     doc["seconds_per_gb"] = {k: round(v / (size / 1e9), 1) for k, v in seconds.items()}
     return doc
