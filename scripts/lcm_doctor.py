@@ -14,9 +14,10 @@ or cut short (truncated); where Claude Code loads the plugin from and whether th
 still holds it; when each hook last ran (stamps under $LCM_HOME/last-run) or failed
 ($LCM_HOME/lcm.log), and the sessions recorded since that no hook saw; the model backend lcm
 would use, probed at no cost (the claude CLI's login, or the API key against the models list;
-"unverified" when it cannot be reached); the vault's size and free disk. About a minute per GB of
-vault on a loaded 2-core machine (bench/verify.py); --quick checks only what cannot be rebuilt
-(every stored block, SQLite's quick_check of the tables), not the indexes: about a quarter of that.
+"unverified" when it cannot be reached); the vault's size and free disk. One to two and a half
+minutes per GB of vault on a busy 2-core machine (bench/verify.py); --quick checks only what
+cannot be rebuilt (every stored block, SQLite's quick_check of the tables), not the indexes:
+about 40% of that.
 
 --fix copies the vault beside it first (lcm.db.backup-<time>, printed; one copy of a damaged
 file, however often it runs), then puts back the lines of damaged blocks (from the transcripts
@@ -142,7 +143,7 @@ def _main(argv):
     p = lcm.cli.parser(__doc__)
     p.add_argument("--fix", action="store_true", help="back up the vault, then repair what the checks found")
     p.add_argument("--quick", action="store_true", help="check only what cannot be rebuilt (every stored block,"
-                   " the tables), not the indexes: about a quarter of the time, for frequent runs")
+                   " the tables), not the indexes: about 40% of the time, for frequent runs")
     p.add_argument("--remask", action="store_true", help="back up the vault, then mask text stored before masking"
                    " (or before a redact.txt pattern was added)")
     args = p.parse_args(argv)

@@ -133,7 +133,7 @@ def _rw(path: str):
 def examine(db_arg: str | None = None, probe: bool = True, quick: bool = False) -> dict:
     """Every check, read-only. probe=False skips the model backend's live probe. quick: only what
     cannot be rebuilt (every stored block, SQLite's quick_check of the tables), not what can be
-    (index consistency, the full-text indexes): about a quarter of the time (bench/verify.py)."""
+    (index consistency, the full-text indexes): about 40% of the time (bench/verify.py)."""
     path = str(lcm.base.config.db_path(db_arg))
     conn, why = _open(path)
     doc = {"db": path, "integrity": None, "backup": None, "fixed": [], "not_fixed": [], "recovery": None}
