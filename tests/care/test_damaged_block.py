@@ -126,6 +126,8 @@ def test_doctor_fix_restores_the_block_from_the_transcript_byte_for_byte(packed,
     code, out, _ = run(capsys, lcm_doctor, "--fix")
     assert code == 0, out
     assert "restored the original lines" in out and "Healthy." in out
+    # the lines re-pack to the very bytes the block held: only the flipped byte differs
+    assert "differing from it in 1 byte: the damage" in out
     assert _raw(vault) == before  # every message's original line, byte for byte
     code, out, _ = run(capsys, lcm_doctor)
     assert code == 0 and "Healthy." in out

@@ -337,7 +337,7 @@ def restore_blocks(conn, damaged: list[dict], found: dict, done: dict) -> None:
     """Put back the lines of damaged blocks that find_lines() found; what it did not find is
     listed as lost in done["lost"] and stays addressable, each read stopping with an Error that
     names doctor (a backup disk plugged in later can still restore it)."""
-    restored, sources, lost = 0, set(), []
+    restored, sources, lost, identical = 0, set(), [], []
     conn.execute("PRAGMA secure_delete = ON")  # the damaged block's pages are zeroed as it goes
     with lcm.vault.db.transaction(conn):
         for d in damaged:
@@ -347,7 +347,10 @@ def restore_blocks(conn, damaged: list[dict], found: dict, done: dict) -> None:
             missing = [{"uuid": m[1], "created_at": m[2]} for m in members if m[1] not in found]
             if have:
                 try:
-                    lcm.vault.store.restore_block(conn, d["block_id"], have)
+                    result = lcm.vault.store.restore_block(conn, d["block_id"], have)
+                    # re-packed like the original, the data differs from the damaged block only where it was hit
+                    if result["same_size"]:
+                        identical.append(result["bytes_differing"])
                 except ValueError as exc:  # not the lines the block held: keep it as it is
                     done["not_fixed"].append(f"block {d['block_id']} of session {d['session_id']}: {exc}")
                     missing = [{"uuid": m[1], "created_at": m[2]} for m in members]
@@ -361,7 +364,10 @@ def restore_blocks(conn, damaged: list[dict], found: dict, done: dict) -> None:
                              "messages": missing})
     if restored:
         done["fixed"].append(f"restored the original lines of {restored} messages in damaged blocks from "
-                             + " and ".join(sorted(sources)) + " (each found by its uuid, re-packed and read back)")
+                             + " and ".join(sorted(sources)) + " (each found by its uuid, re-packed and read back"
+                             + (f"; {len(identical)} re-packed block{'s' * (len(identical) != 1)} the damaged one's size,"
+                                f" differing from it in {sum(identical)} byte{'s' * (sum(identical) != 1)}: the damage"
+                                if identical else "") + ")")
     if lost:
         done["lost"] = lost
         done["not_fixed"].append(
