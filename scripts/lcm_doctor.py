@@ -143,7 +143,7 @@ def _main(argv):
     p = lcm.cli.parser(__doc__)
     p.add_argument("--fix", action="store_true", help="back up the vault, then repair what the checks found")
     p.add_argument("--quick", action="store_true", help="check only what cannot be rebuilt (every stored block,"
-                   " the tables), not the indexes: about 40% of the time, for frequent runs")
+                   " the tables), not the indexes: about 40%% of the time, for frequent runs")
     p.add_argument("--remask", action="store_true", help="back up the vault, then mask text stored before masking"
                    " (or before a redact.txt pattern was added)")
     args = p.parse_args(argv)
