@@ -20,6 +20,7 @@ import lcm_purge
 import lcm_sessions
 import lcm.vault.db
 import lcm.vault.pack
+import lcm.vault.store
 from conftest import run
 from transcripts import coding_session
 
