@@ -67,11 +67,21 @@ def _print(doc: dict, done: bool) -> None:
     if doc["messages"] > len(doc["examples"]):
         out.write(f"  ... {doc['messages'] - len(doc['examples'])} more\n")
     _hidden_note(doc, done)
+    if doc.get("checked_by_text"):
+        out.write(f"{_n(doc['checked_by_text'], 'message')} in damaged blocks (their original lines cannot be read)"
+                  f" {'was' if doc['checked_by_text'] == 1 else 'were'} matched on their searchable text only:"
+                  " lcm_doctor.py --fix restores the lines, then run this purge again to be sure.\n")
     for path in doc["checkpoint_files"]:
         out.write(f"Checkpoint file that may quote them (not deleted): {path}\n")
     if not done:
         out.write("Nothing was removed. Run the same command with --yes to remove it.\n")
         return
+    if doc.get("unreadable"):
+        out.write(f"{_n(doc['unreadable'], 'of them was', 'of them were')} in a damaged block whose lines could not be"
+                  " read: removed all the same, with the whole damaged block"
+                  + (f" ({_n(doc['unreadable_kept'], 'other message')} of that block, unreadable already, kept"
+                     " their rows: lcm_doctor.py --fix restores their lines from a transcript or backup)"
+                     if doc["unreadable_kept"] else "") + ".\n")
     if doc["summaries"]:
         out.write("Summaries over the remaining messages are rebuilt by the next lcm_compact.py.\n")
     if not doc["wal_emptied"]:

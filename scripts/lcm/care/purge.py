@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 
 import lcm.base.config
 import lcm.summary.dag
@@ -58,6 +59,7 @@ class Selection:
         self.log_lines: dict[str, list[int]] = {}  # lcm.log file name -> matching line numbers
         self.previews: dict[int, str] = {}  # message id -> preview with the text blanked
         self.hidden_only: list[int] = []   # messages holding the text only in hidden tool data (kept)
+        self.checked_by_text = 0           # messages in damaged blocks, matched on their searchable text only
 
 
 # ---------------------------------------------------------------------------
@@ -165,23 +167,46 @@ def _scan(conn, home: str, literal: str | None = None, pattern: re.Pattern | Non
         sql = f"SELECT {key}, {cols} FROM {table} WHERE {where}"
         return conn.execute(sql, [literal] * len(columns) if literal is not None else [])
 
-    if literal is not None:
+    def candidates(unreadable: list[int]):
+        # the lines of damaged blocks cannot be read: those messages are left to the check below
+        ids = ",".join(map(str, unreadable))
+        # (CASE: SQLite may evaluate a WHERE's terms in any order, a CASE's branches only as needed)
+        line = f"CASE WHEN block_id IN ({ids}) THEN NULL ELSE {lcm.vault.store.LINE} END" if unreadable else \
+            lcm.vault.store.LINE
+        skip = f" AND (block_id IS NULL OR block_id NOT IN ({ids}))" if unreadable else ""
+        if literal is None:
+            return conn.execute(f"SELECT id, {line} FROM messages WHERE 1{skip} ORDER BY id")
         forms = _json_forms(literal)
-        where = " OR ".join([f"instr({lcm.vault.store.LINE}, ?) > 0"] * len(forms) + ["instr(content, ?) > 0"])
-        candidates = conn.execute(f"SELECT id, {lcm.vault.store.LINE} FROM messages WHERE {where} ORDER BY id",
-                                  [*forms, literal])
-    else:
-        candidates = conn.execute(f"SELECT id, {lcm.vault.store.LINE} FROM messages ORDER BY id")
-    messages, hidden_only = [], []
-    for mid, raw in candidates:
-        visible, hidden = line_text(raw)
-        if hit(visible):
-            messages.append(mid)
-        elif hit(hidden):
-            hidden_only.append(mid)
+        where = " OR ".join([f"instr({line}, ?) > 0"] * len(forms) + ["instr(content, ?) > 0"])
+        return conn.execute(f"SELECT id, {line} FROM messages WHERE ({where}){skip} ORDER BY id", [*forms, literal])
+
+    unreadable: list[int] = []
+    for attempt in (0, 1):
+        messages, hidden_only = [], []
+        try:
+            for mid, raw in candidates(unreadable):
+                visible, hidden = line_text(raw)
+                if hit(visible):
+                    messages.append(mid)
+                elif hit(hidden):
+                    hidden_only.append(mid)
+            break
+        except sqlite3.OperationalError as exc:
+            if attempt or lcm.vault.store.function_error(exc) is None:
+                raise
+            unreadable = lcm.vault.store.damaged_block_ids(conn)
+    checked_by_text = 0
+    if unreadable:  # a message whose line cannot be read is matched on its searchable text
+        for mid, content in conn.execute(f"SELECT id, content FROM messages WHERE block_id IN"
+                                         f" ({','.join(map(str, unreadable))}) ORDER BY id"):
+            checked_by_text += 1
+            if hit(content):
+                messages.append(mid)
+        messages.sort()
     doc = {
         "messages": messages,
         "hidden_only": hidden_only,
+        "checked_by_text": checked_by_text,
         # a summary goes when its text or an earlier text of it (summary_versions) holds the match
         "summaries": sorted({r[0] for r in rows("summaries", "id", ["content"]) if hit(r[1])} | (
             {r[0] for r in rows("summary_versions", "summary_id", ["content"]) if hit(r[1])}
@@ -223,7 +248,7 @@ def _scan_child(pipe, beat, db: str, home: str, source: str, flags: int) -> None
     try:
         pattern = re.compile(source, flags)
         conn = sqlite3.connect(lcm.vault.db.file_uri(db, "mode=ro"), uri=True)  # quoted: a # in the path is not a fragment
-        lcm.vault.store.install(conn)  # packed lines read through lcm_line() here too
+        lcm.vault.store.install(conn, lcm.vault.schema.SCHEMA_VERSION)  # packed lines read through lcm_line() here too
         pipe.send(("ok", _scan(conn, home, pattern=pattern, beat=beat)))
     except BaseException as exc:  # noqa: BLE001 - reported by the parent, without the pattern
         pipe.send(("error", type(exc).__name__))
@@ -309,6 +334,7 @@ def select(conn, *, session: str | None = None, message: str | None = None, matc
         sel.matched = True
         sel.message_ids = sorted(hits["messages"] + hits["hidden_only"]) if hidden else hits["messages"]
         sel.hidden_only = [] if hidden else hits["hidden_only"]
+        sel.checked_by_text = hits["checked_by_text"]
         for key in ("summaries", "checkpoints", "notes", "titles", "leaf_titles", "map_runs", "map_items", "digests",
                     "log_lines", "previews"):
             setattr(sel, key, hits[key])
@@ -402,6 +428,7 @@ def plan(conn, sel: Selection) -> dict:
         "notes": len(sel.notes),
         "titles": len(sel.titles) + len(sel.leaf_titles),
         "hidden_only": len(sel.hidden_only),
+        "checked_by_text": sel.checked_by_text,
         "map_items": len(sel.map_runs) + len(sel.map_items),
         "log_lines": sum(map(len, sel.log_lines.values())),
         "checkpoint_files": sorted({r[1] for r in checkpoints if r[1] and os.path.isfile(r[1])}),
@@ -480,7 +507,7 @@ def purge(conn, sel: Selection) -> dict:
             purged = [r[0] for r in conn.execute("SELECT id FROM temp.purge_messages")]
             rewindow = lcm.capture.indexes.forget(conn, purged)
             # a packed line's block is rewritten without it: no compressed copy survives
-            lcm.vault.store.remove_lines(conn, purged)
+            lines = lcm.vault.store.remove_lines(conn, purged)
             conn.execute("DELETE FROM messages WHERE id IN (SELECT id FROM temp.purge_messages)")
             lcm.capture.indexes.reindex(conn, rewindow)
             for sid in sel.sessions:  # a session with nothing left is forgotten too
@@ -490,6 +517,9 @@ def purge(conn, sel: Selection) -> dict:
             if uuids or dropped or notes or sel.titles or sel.leaf_titles or sel.map_runs or sel.map_items:
                 for table in fts_tables(conn):
                     conn.execute(f"INSERT INTO \"{table}\"(\"{table}\") VALUES ('optimize')")
+        # a damaged block went whole: the removed lines in it, and its other messages (unreadable already)
+        doc["unreadable"] = lines["unreadable"]
+        doc["unreadable_kept"] = len(lines["others"])
         doc["files_removed"] = _remove_files(conn, [r[1] for r in files])
         doc["log_lines_removed"] = _forget_log_lines(str(lcm.base.config.lcm_home()), sel.log_lines)
         doc["wal_emptied"] = _empty_wal(conn)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 
 import lcm.summary.digest
 import lcm.base.mask
@@ -32,9 +33,14 @@ def first_prompt(conn, session_id: str) -> str | None:
     task given to a sub-agent.
     """
     for sidechain in (0, 1):
-        rows = conn.execute(
-            f"SELECT {lcm.vault.store.LINE} FROM messages WHERE session_id = ? AND type = 'user' AND is_meta = 0 AND is_sidechain = ?"
-            " ORDER BY id LIMIT ?", (session_id, sidechain, PROMPT_SCAN))
+        try:
+            rows = conn.execute(
+                f"SELECT {lcm.vault.store.LINE} FROM messages WHERE session_id = ? AND type = 'user' AND is_meta = 0"
+                " AND is_sidechain = ? ORDER BY id LIMIT ?", (session_id, sidechain, PROMPT_SCAN)).fetchall()
+        except sqlite3.OperationalError as exc:
+            if lcm.vault.store.function_error(exc) is None:
+                raise
+            return None  # its lines sit in a damaged block: a list of sessions still shows the others
         for (raw,) in rows:
             try:
                 entry = json.loads(raw)

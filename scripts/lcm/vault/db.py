@@ -208,7 +208,7 @@ def connect(explicit: str | None = None, *, create: bool = True, readonly: bool 
         conn = sqlite3.connect(_uri(path, readonly), uri=True, timeout=10.0, isolation_level=None,
                                factory=Connection)
         conn.row_factory = sqlite3.Row
-        lcm.vault.store.install(conn)  # lcm_line(): original lines, packed or not
+        lcm.vault.store.install(conn, lcm.vault.schema.SCHEMA_VERSION)  # lcm_line(): original lines, packed or not
         # wait for a concurrent writer (a hook, a background compaction) instead of failing
         conn.execute(f"PRAGMA busy_timeout = {10000 if patience is None else int(patience * 1000)}")
         # summary_sources and friends rely on references being real
@@ -310,6 +310,10 @@ def storage_error(exc: BaseException, path: str | None = None, doing: str = "") 
     files (disk full, read-only, permissions, a busy or damaged vault); None when `exc` is none
     of those. Only real damage points to lcm_doctor.py, and no hint suggests discarding a vault."""
     import errno
+    block = lcm.vault.store.function_error(exc)  # a damaged block, met by lcm_line() in a query
+    if block is not None:
+        block.cause = "block"
+        return block
     cause = None
     if isinstance(exc, sqlite3.Error):
         code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
