@@ -398,35 +398,16 @@ def _viewer_shows(vault, sid: str) -> None:
         server.server_close()
 
 
-# -- the backup seam (lcm.care.backup, built on another branch): newest_backup, purged_uuids -------
+# -- backups (lcm.care.backup) and the purge list kept beside the vault ----------------------------
 
-@pytest.fixture
-def backups(monkeypatch):
-    """A stand-in for lcm.care.backup with the two names recovery uses: `state["backup"]` is the
-    newest backup's path, `state["purged"]` the purge list kept beside the vault."""
-    import sys
-    import types
-    state = {"backup": None, "purged": set()}
-    module = types.ModuleType("lcm.care.backup")
-    module.newest_backup = lambda vault_path: state["backup"]
-    module.purged_uuids = lambda vault_path: set(state["purged"])
-    monkeypatch.setitem(sys.modules, "lcm.care.backup", module)
-    import lcm.care
-    monkeypatch.setattr(lcm.care, "backup", module, raising=False)
-    return state
-
-
-def _take_backup(vault, target) -> str:
-    src = sqlite3.connect(vault)
-    dst = sqlite3.connect(target)
-    src.backup(dst)
-    dst.close()
-    src.close()
-    return str(target)
+def _take_backup(vault) -> str:
+    """A backup as the Stop hook takes one (lcm.care.backup.backup): verified, in $LCM_HOME/backups."""
+    import lcm.care.backup
+    return lcm.care.backup.backup(str(vault))["path"]
 
 
 def test_after_deletion_a_truncated_vault_comes_back_from_the_backup_and_purges_hold(
-        isolated_home, vault, tmp_path, backups, monkeypatch, capsys):
+        isolated_home, vault, tmp_path, monkeypatch, capsys):
     import lcm_purge
     monkeypatch.setenv("LCM_LLM", "none")
     projects = isolated_home / ".claude" / "projects"
@@ -436,11 +417,9 @@ def test_after_deletion_a_truncated_vault_comes_back_from_the_backup_and_purges_
     assert lcm_ingest.main(["--all"]) == 0
     before_purge = sessions[0].entries[1]["uuid"]
     assert run(capsys, lcm_purge, "--message", before_purge, "--yes")[0] == 0
-    backups["purged"].add(before_purge)
-    backups["backup"] = _take_backup(vault, tmp_path / "lcm.db.backup-auto")
+    _take_backup(vault)
     after_backup = sessions[1].entries[2]["uuid"]  # purged after the backup was taken
-    assert run(capsys, lcm_purge, "--message", after_backup, "--yes")[0] == 0
-    backups["purged"].add(after_backup)
+    assert run(capsys, lcm_purge, "--message", after_backup, "--yes")[0] == 0  # reaches the backup too
     stored = _stored(vault)
     shutil.rmtree(projects)  # cleanupPeriodDays: the vault and its backup are all there is
     conn = sqlite3.connect(vault)
@@ -453,14 +432,14 @@ def test_after_deletion_a_truncated_vault_comes_back_from_the_backup_and_purges_
     assert code == 1 and "from the backup" in out and "transcripts under" in out
     code, doc = _doctor_json(capsys, "--fix")
     assert code == 0, doc
-    assert doc["recovery"]["source"] == "backup" and doc["recovery"]["purged_again"] == 1
+    assert doc["recovery"]["source"] == "backup"
     after = _stored(vault)
     assert after == stored  # every message back byte for byte, and neither purged one
     assert before_purge not in after and after_backup not in after
 
 
 def test_a_damaged_block_whose_transcript_is_gone_comes_back_from_the_backup(
-        isolated_home, vault, tmp_path, backups, monkeypatch, capsys):
+        isolated_home, vault, tmp_path, monkeypatch, capsys):
     import lcm.vault.db
     import lcm.vault.pack
     from test_damaged_block import _flip, _raw
@@ -473,7 +452,7 @@ def test_a_damaged_block_whose_transcript_is_gone_comes_back_from_the_backup(
     lcm.vault.pack.pack(conn, everything=True)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
-    backups["backup"] = _take_backup(vault, tmp_path / "lcm.db.backup-auto")
+    _take_backup(vault)
     before = _raw(vault)
     t.path.unlink()
     _flip(vault, t.session_id)
@@ -483,7 +462,7 @@ def test_a_damaged_block_whose_transcript_is_gone_comes_back_from_the_backup(
 
 
 def test_a_header_damaged_vault_rebuilt_from_transcripts_keeps_purges_from_the_list_beside_it(
-        isolated_home, vault, backups, monkeypatch, capsys):
+        isolated_home, vault, monkeypatch, capsys):
     """The damaged file's own purge list is unreadable (its header is gone): the list kept beside
     the vault still keeps every purged message out of the rebuild."""
     import lcm_purge
@@ -495,8 +474,7 @@ def test_a_header_damaged_vault_rebuilt_from_transcripts_keeps_purges_from_the_l
     t.user("now fix the parser")
     t.write()
     assert lcm_ingest.main(["--all"]) == 0
-    assert run(capsys, lcm_purge, "--match", "zebra-quokka-17", "--yes")[0] == 0
-    backups["purged"] = {t.entries[0]["uuid"]}
+    assert run(capsys, lcm_purge, "--match", "zebra-quokka-17", "--yes")[0] == 0  # onto the list beside it
     conn = sqlite3.connect(vault)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()

@@ -60,12 +60,9 @@ def projects_root() -> str:
 
 
 def newest_backup(path: str) -> str | None:
-    """The newest verified backup of the vault at `path` (lcm.care.backup), or None: no backups
-    kept, or a version of lcm without them."""
-    try:
-        import lcm.care.backup
-    except ImportError:
-        return None
+    """The newest verified backup of the vault at `path` (lcm.care.backup), or None: no backup
+    kept, or none that can be read."""
+    import lcm.care.backup
     try:
         return lcm.care.backup.newest_backup(path)
     except (LcmError, OSError, sqlite3.Error):
@@ -75,10 +72,7 @@ def newest_backup(path: str) -> str | None:
 def purged_uuids(path: str) -> set[str]:
     """The uuids purged from the vault at `path`, from the purge list kept beside it (which
     outlives the vault file), or an empty set without one."""
-    try:
-        import lcm.care.backup
-    except ImportError:
-        return set()
+    import lcm.care.backup
     try:
         return set(lcm.care.backup.purged_uuids(path))
     except (LcmError, OSError, sqlite3.Error):
