@@ -264,8 +264,17 @@ def test_purge_leaves_no_byte_of_the_word_in_any_backup_or_purge_list(filled, tm
     lcm.care.backup.backup(str(filled), str(other))
     files = [*_backups(filled)]
     assert len(files) == 2 and all(WORD.encode() in open(p, "rb").read() for p in files)
+    # and the copies lcm leaves beside the vault: doctor --fix's before a repair, a restore's old file
+    beside = [f"{filled}.backup-20260101-000000", f"{filled}.replaced-20260102-000000"]
+    for copy in beside:
+        source = sqlite3.connect(str(filled))
+        target = sqlite3.connect(copy)
+        source.backup(target)
+        target.close()
+        source.close()
+    files += beside
     code, out, _ = run(capsys, lcm_purge, "--match", WORD, "--hidden", "--yes")
-    assert code == 0 and "Rewrote 2 backups" in out
+    assert code == 0 and "Rewrote 4 backups" in out and "delete it yourself" not in out
     home = isolated_home / ".claude-lcm"
     every = [*_backups(filled), *home.rglob("*"), *other.rglob("*")]
     assert set(files) <= set(map(str, every))

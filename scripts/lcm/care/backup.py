@@ -484,14 +484,19 @@ def scrub_backups(vault_path: str, criterion: dict | None = None) -> dict:
     purge list names and (a --match purge) without every text `criterion` matches, so no backup
     keeps a byte of it. {"scrubbed": paths, "failed": [{path, error}]}: a backup that cannot be
     rewritten (an unplugged disk, a damaged file) is named, never silently kept."""
+    import lcm.care.purge
     uuids = purged_uuids(vault_path)
     done: dict = {"scrubbed": [], "failed": []}
-    for b in list_backups(vault_path):
+    # the backups, and the copies lcm left beside the vault (doctor's, a restore's, a recovery's)
+    for path in [b["path"] for b in list_backups(vault_path)] + lcm.care.purge.copies_beside(vault_path):
         try:
-            _rewrite(b["path"], criterion or {}, uuids)
-            done["scrubbed"].append(b["path"])
+            _rewrite(path, criterion or {}, uuids)
+            done["scrubbed"].append(path)
         except (LcmError, sqlite3.Error, OSError) as exc:
-            done["failed"].append({"path": b["path"], "error": getattr(exc, "message", None) or str(exc)})
+            error = getattr(exc, "message", None) or str(exc)
+            if ".damaged-" in os.path.basename(path):
+                error = f"a damaged copy SQLite cannot rewrite: delete it (rm {path})"
+            done["failed"].append({"path": path, "error": error})
     for directory in places(vault_path)[1:]:
         if not os.path.isdir(directory):
             done["failed"].append({"path": directory, "error": "not reachable now (another disk, unplugged?)"})
@@ -505,6 +510,8 @@ def purge_everywhere(conn, sel, criterion: dict | None = None) -> dict:
     doc = lcm.care.purge.purge(conn, sel)
     done = scrub_backups(lcm.care.purge.vault_path(conn), criterion)
     doc["backups_scrubbed"], doc["backups_failed"] = done["scrubbed"], done["failed"]
+    handled = set(done["scrubbed"]) | {f["path"] for f in done["failed"]}
+    doc["backups"] = [path for path in doc["backups"] if path not in handled]
     return doc
 
 

@@ -582,12 +582,23 @@ def _empty_wal(conn) -> bool:
     return busy == 0
 
 
-def backups_beside(conn) -> list[str]:
-    """lcm_doctor.py backups next to the vault (they still hold whatever was purged)."""
-    path = conn.execute("PRAGMA database_list").fetchone()[2]
+# whole copies of the vault lcm leaves beside it: lcm_doctor.py --fix's copy before it repairs,
+# the file a restore replaced, the damaged file a recovery moved aside
+COPY_MARKS = (".backup-", ".replaced-", ".damaged-")
+
+
+def copies_beside(path: str) -> list[str]:
+    """The copies of the vault at `path` that lie beside it (COPY_MARKS): they hold whatever was
+    purged after they were made (lcm.care.backup rewrites them after a purge)."""
     directory, name = os.path.split(path)
     try:
         return sorted(os.path.join(directory, n) for n in os.listdir(directory or ".")
-                      if n.startswith(name + ".backup-"))
+                      if n.startswith(tuple(name + mark for mark in COPY_MARKS))
+                      and not n.endswith(("-wal", "-shm", "-journal")))
     except OSError:
         return []
+
+
+def backups_beside(conn) -> list[str]:
+    """copies_beside the vault `conn` has open."""
+    return copies_beside(conn.execute("PRAGMA database_list").fetchone()[2])
