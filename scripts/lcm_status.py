@@ -49,7 +49,13 @@ def _main(argv):
     print(f"Vault {s['db']} ({s['db_bytes'] / 1e6:.1f} MB, {fts}): {s['sessions']} sessions, {s['messages']} messages"
           f" (~{s['raw_tokens']} tokens), {s['summaries']} summaries, max depth {depth}")
     if s["session_id"] is None:
-        print(lcm.base.shell.runnable("Session: none yet (run lcm_ingest.py --all)"))
+        if not s["sessions"]:
+            print(lcm.base.shell.runnable("Session: none yet: start `claude` in a project (its hooks store every"
+                                          " session), or import past sessions with lcm_ingest.py --all"))
+        else:  # sessions are stored, none of them this project's: importing again would change nothing
+            print(lcm.base.shell.runnable(
+                "Session: none here (no current session, and no stored session of this directory);"
+                f" {lcm.base.shell.SESSIONS_HINT}, and lcm_status.py --session ID shows one"))
         return 0
     title = f' "{s["session_title"]}"' if s["session_title"] else ""
     print(f"Session {s['session_id']}{title}: {s['session_reason']}")
