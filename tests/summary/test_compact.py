@@ -706,3 +706,38 @@ def test_a_backlog_drains_in_one_incremental_run_and_resumes_after_the_spend_gua
     assert second["leaf_created"] > 3 and second["stopped"] is None
     assert not lcm.summary.dag.compaction_due(conn, t.session_id)
     check_dag(conn, t.session_id, 4, complete=False)
+
+
+def test_each_escalation_level_sends_its_temperature_where_the_sdk_takes_one(tmp_path, monkeypatch, fake_api, capsys):
+    """The seeds: 0.2 for the normal prompt, 0.1 for the aggressive one, sent through the model
+    seam and seen by the Messages API. An SDK of 1.0 or later has no sampling parameters (and the
+    API version it sends answers any with a 400): then none is sent, and the call still works."""
+    import inspect
+    from anthropic.resources.messages import Messages
+    takes = "temperature" in inspect.signature(Messages.create).parameters
+    conn, t = one_leaf_session(tmp_path, monkeypatch)
+    fake_api.enqueue("word " * 5000).enqueue("- short bullets\nFiles: none\nExpand for details about: x")
+    result = run_json(capsys, "--session", t.session_id, "--full")
+    assert result["levels"]["aggressive"] == 1
+    expected = [("leaf", 0.2), ("leaf-aggressive", 0.1)] if takes else [("leaf", None), ("leaf-aggressive", None)]
+    assert [(prompt_of(b), b.get("temperature")) for b in fake_api.requests] == expected
+    assert lcm.summary.compact.ESCALATION_TEMPERATURE == {1: 0.2, 2: 0.1}
+
+
+def test_compact_all_reports_each_session_on_stderr_when_not_a_terminal(tmp_path, monkeypatch, fake_api, capsys):
+    """A model compaction of every session (up to LCM_MAX_SUMMARY_CALLS calls) printed nothing
+    until it ended; off a terminal it now says each session as it finishes."""
+    monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "0")
+    for n in range(3):
+        session_with(tmp_path, turns=3, session_id=f"s-{n}")
+    conn = lcm.vault.db.connect()
+    ingest(conn, tmp_path / "projects")
+    code = lcm_compact.main(["--all", "--full"])
+    out, err = capsys.readouterr()
+    assert code == 0
+    lines = [ln for ln in err.splitlines() if ln.startswith("compact ")]
+    assert [ln.split(" ", 2)[1] for ln in lines] == ["1/3", "2/3", "3/3"]
+    assert all("1 leaf + 0 condensed" in ln and "model calls (anthropic)" in ln for ln in lines), lines
+    assert "compact " not in out                                   # stdout stays the result
+    code = lcm_compact.main(["--session", "s-0", "--full"])        # one session: nothing to follow
+    assert code == 0 and "compact 1/1" not in capsys.readouterr().err
