@@ -16,9 +16,9 @@ CONTEXT_CHARS = 6000
 DRILL_DOWN = (
     "The summaries above stand in for older messages of this session; every original message is "
     "still in the lcm vault. To get details back: "
-    'python3 "$LCM_SCRIPTS/lcm_grep.py" "<words>" to search, '
-    'python3 "$LCM_SCRIPTS/lcm_describe.py" <sum_id> to inspect a summary, '
-    'python3 "$LCM_SCRIPTS/lcm_expand_query.py" --summary-ids <sum_id> --prompt "<question>" to answer from the originals '
+    'python3 "$LCM_SCRIPTS/lcm_grep.py" "WORDS" to search, '
+    'python3 "$LCM_SCRIPTS/lcm_describe.py" SUMMARY_ID to inspect a summary, '
+    'python3 "$LCM_SCRIPTS/lcm_expand_query.py" --summary-ids SUMMARY_ID --prompt "QUESTION" to answer from the originals '
     "(the lcm skill has the details)."
 )
 OUR_EXPORTS = ("LCM_SCRIPTS", "LCM_SESSION_ID", "LCM_DB")

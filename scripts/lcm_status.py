@@ -68,7 +68,8 @@ def _main(argv):
         print(f"Claude Code's context: {s['context_tokens']} of {s['context_window']} tokens ({share:.0f}%;"
               f" window from {s['context_window_source']}). Only Claude Code's /compact lowers it: {verdict}")
     print(f"lcm's view of this session: {s['lcm_context_tokens']} tokens of summaries and not yet summarised"
-          " messages. lcm_compact.py lowers it (what lcm re-injects after a compaction), not Claude Code's context")
+          f" messages. {lcm.base.shell.command_line('lcm_compact.py', '--session', s['session_id'])} lowers it"
+          " (what lcm re-injects after a compaction), not Claude Code's context")
     return 0
 
 
