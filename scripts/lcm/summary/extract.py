@@ -245,16 +245,14 @@ def facts_from_messages(rows) -> Facts:
                 if text:
                     facts.asked.append(text)
                     # a choice the person stated ("use pnpm", "let's keep the name") is a decision too
-                    facts.decisions.extend(f"(user) {s}" for s in sentences(text) if is_choice(s))
+                    facts.decisions.extend(f"(user) {s}" for s in sentences(text, PERSON_HINTS) if is_person_choice(s))
             elif kind == "text" and role == "assistant":
                 text = str(block.get("text") or "")  # whatever the line holds (a number, a list)
                 if text.strip() and _thread(row) == own:  # a folded sub-agent's last words are not the end
                     facts.ended = text
-                    for sentence in sentences(text):
-                        if is_choice(sentence):
-                            facts.decisions.append(sentence)
-                        elif is_finding(sentence):
-                            facts.found.append(sentence)
+                    told = sentences(text)
+                    facts.decisions += [s for s in told if is_choice(s)]
+                    facts.found += [s for s in findings_in(told) if not is_choice(s)]
             elif kind == "tool_use":
                 name, data = block.get("name") or "tool", block.get("input") or {}
                 if not isinstance(data, dict):

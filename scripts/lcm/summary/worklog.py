@@ -99,7 +99,7 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
         text = user_request_text(entry)
         if text:
             requests.append({"uuid": row["uuid"], "at": entry.get("timestamp"), "text": text})
-            decisions += [s for s in lcm.summary.extract.sentences(text, lcm.summary.extract.PERSON_HINTS)
+            decisions += [f"(user) {s}" for s in lcm.summary.extract.sentences(text, lcm.summary.extract.PERSON_HINTS)
                           if lcm.summary.extract.is_person_choice(s)]
             last_words = []  # the assistant's text since this request
         for block in content_blocks(entry):
@@ -126,9 +126,6 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
                 text = _result_text(block)
                 if block.get("is_error"):
                     call["status"] = "rejected" if REJECTION.match(text) else "error"
-                    # Claude Code's own refusal of a malformed call (an Edit whose old text is not
-                    # in the file, a file not read first): a slip of the assistant, not of the work
-                    call["slip"] = text.startswith("<tool_use_error>")
                     # the line that says what failed, or for a rejection the person's reason
                     call["error"] = (_first_line(text.partition("reason for the rejection:")[2]) if
                                      call["status"] == "rejected" else _first_line(lcm.summary.failures.key_line(text)))
@@ -187,7 +184,7 @@ def _summarise(order, requests, decisions, todos, tasks, count, last_id, request
             commands.append({"command": call["key"], "failed": status == "error", "uuid": call["uuid"],
                              "rejected": status == "rejected",
                              **({"error": call["error"]} if status in ("error", "rejected") else {})})
-        if status == "error" and name not in LOOK_TOOLS and not call.get("slip"):
+        if status == "error" and name not in LOOK_TOOLS:
             # fixed by a later success of the same call: the same file edited, or the same command
             # run again (with other options, inside a longer line, through `uv run`: command_family)
             family = command_family(call["key"]) if name == "Bash" else None
@@ -316,6 +313,9 @@ def sections(log: dict, top: list[dict], *, list_cap: int = 15, text_cap: int = 
     if log.get("findings"):
         out.append(("Findings (causes found, fixes that worked; heuristic)",
                     [f"- {one_line(f, 200)}" for f in log["findings"]]))
+    if log.get("open_questions"):
+        out.append(("Open questions (asked at the end, not answered)",
+                    [f"- {one_line(q, 200)}" for q in log["open_questions"]]))
     out.append(("Top of the summary DAG", [
         f"- {s['id']} ({s['kind']}, depth {s['depth']}, {s['descendant_count']} messages,"
         f" {(s['earliest_at'] or '')[:16]} .. {(s['latest_at'] or '')[:16]}): {s['head']}" for s in top]
