@@ -151,12 +151,21 @@ def is_finding(sentence: str) -> bool:
         and not sentence.rstrip().endswith(("?", ":")) and not NEXT_STEP.match(sentence)
 
 
+# the lead and the finding in one sentence: "I see the issue - Hatchling needs to be told ..."
+FINDING_INLINE = re.compile(r"^\W*(?:i (?:can )?see|i found|there'?s|here'?s|that'?s) the (?:issue|problem|bug|culprit|"
+                            r"cause|mismatch)\s*(?:[-\u2013\u2014:,;]|\.\.\.)\s*(.{12,})$", re.I)
+
+
 def findings_in(sentences_: list[str]) -> list[str]:
-    """The findings among a text's sentences: those that state one, and the sentence after a
-    lead such as "I see the issue." or "There's the bug!", which says what it is."""
+    """The findings among a text's sentences: those that state one, the sentence after a lead
+    such as "I see the issue." or "There's the bug!", which says what it is, and what follows such
+    a lead in the same sentence ("I see the issue - ...")."""
     found = []
     for i, sentence in enumerate(sentences_):
-        if FINDING_LEAD.match(sentence):
+        inline = FINDING_INLINE.match(sentence)
+        if inline:
+            found.append(inline.group(1))
+        elif FINDING_LEAD.match(sentence):
             if i + 1 < len(sentences_) and not sentences_[i + 1].rstrip().endswith("?"):
                 found.append(sentences_[i + 1])
         elif is_finding(sentence) and (not found or found[-1] != sentence):

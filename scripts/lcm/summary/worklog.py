@@ -24,6 +24,9 @@ FILE_TOOLS = ("Edit", "Write", "MultiEdit", "NotebookEdit")
 # a failed look-around (a missing file, a stopped shell) is exploration, not an error left to fix
 LOOK_TOOLS = ("Read", "Glob", "Grep", "LS", "WebFetch", "WebSearch", "BashOutput", "KillShell", "KillBash",
               "TaskOutput", "ToolSearch")
+# the harness's own tools (a question to the person, plan mode): their failure leaves no work undone
+INTERACTION_TOOLS = ("AskUserQuestion", "ExitPlanMode", "EnterPlanMode", "TodoWrite", "TaskCreate", "TaskUpdate",
+                     "TaskList", "SendMessage")
 # the user said no: not an error to fix
 REJECTION = re.compile(r"^The user doesn't want to (proceed|take this action)")
 KEEP = 50  # newest commands / errors kept in the returned lists
@@ -184,7 +187,7 @@ def _summarise(order, requests, decisions, todos, tasks, count, last_id, request
             commands.append({"command": call["key"], "failed": status == "error", "uuid": call["uuid"],
                              "rejected": status == "rejected",
                              **({"error": call["error"]} if status in ("error", "rejected") else {})})
-        if status == "error" and name not in LOOK_TOOLS:
+        if status == "error" and name not in LOOK_TOOLS and name not in INTERACTION_TOOLS:
             # fixed by a later success of the same call: the same file edited, or the same command
             # run again (with other options, inside a longer line, through `uv run`: command_family)
             family = command_family(call["key"]) if name == "Bash" else None
