@@ -96,3 +96,53 @@ def test_a_payload_cwd_that_no_longer_exists_does_not_stop_the_detach(tmp_path, 
         finally:
             conn.close()
     assert wait_for(lambda: summaries() > 0), log_text()
+
+
+# -- lcm.log is a sink like any other: masked as it is written (issue 31.4) --------------------
+
+PLANTED = ["sk-ant-api03-" + "Zq8" * 30 + "AA", "AKIA" + "QX7T2MWB4KRN6PLD", "ghp_" + "k3Jw9" * 8,
+           "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz", "glpat-Ab12Cd34Ef56Gh78Ij90",
+           "xoxb-123456789012-abcdefABCDEF", "sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+           "AIzaSyD-abcdefghijklmnopqrstuvwxyz012345", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJwbGFudGVkIn0.c2lnbmF0dXJlcGxhbnRlZA",
+           "hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567", "npm_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+           "SG.AbCdEfGhIjKlMnOpQrStUv.AbCdEfGhIjKlMnOpQrStUvWxYz0123456789abcdefg", "sk-proj-4bC9xYz012345678901234abcd",
+           "rk_test_51Habcdefghij0123456789"]
+
+
+def assert_no_planted_key(text: str) -> None:
+    leaked = [key for key in PLANTED if key in text or key[4:20] in text]
+    assert not leaked, (leaked, text)
+
+
+def test_the_log_holds_no_key_planted_in_session_ids_paths_and_errors(tmp_path):
+    """Every hook, given a session id and a transcript path that hold keys (a missing transcript
+    is logged with its path), and a setting whose bad value is a key (logged with its value)."""
+    hooks = ["session_start", "user_prompt_submit", "stop", "subagent_stop", "pre_compact", "post_compact",
+             "session_end"]
+    for i, name in enumerate(hooks):
+        sid, in_path = PLANTED[i % len(PLANTED)], PLANTED[(i + 7) % len(PLANTED)]
+        payload = {"session_id": sid, "transcript_path": str(tmp_path / in_path / "t.jsonl"), "cwd": str(tmp_path),
+                   "hook_event_name": name, "agent_transcript_path": str(tmp_path / in_path / "a.jsonl")}
+        assert run_hook(name, payload, {"CLAUDE_ENV_FILE": str(tmp_path / "env.sh")}).returncode == 0
+    for key in PLANTED[:4]:
+        assert run_hook("stop", {"session_id": key}, {"LCM_DISABLE": key}).returncode == 0
+    lines = log_text().splitlines()
+    assert len(lines) == len(hooks) + 4, lines
+    assert sum("does not exist" in line for line in lines) >= 5 and sum("LCM_DISABLE" in line for line in lines) == 4
+    assert all("[secret:" in line for line in lines)  # each line still says what happened, the key masked
+    assert_no_planted_key(log_text())
+
+
+def test_a_detached_run_logs_its_failure_masked(tmp_path, vault):
+    """A detached compaction whose model fails with keys in its error text (a model echoing a
+    prompt, a proxy's error page): the line in the log keeps the failure, not the keys."""
+    t, project, env, payload = compaction_setup(tmp_path)
+    fake = make_fake_claude(tmp_path / "bin", "def respond(call):\n"
+                            f"    return {{'is_error': True, 'result': 'overloaded {PLANTED[0]} {PLANTED[2]} {PLANTED[5]}',"
+                            " 'exit_code': 1}\n")
+    env.update(LCM_LLM="claude", PATH=f"{fake.dir}{os.pathsep}{os.environ['PATH']}")
+    assert run_hook("stop", payload, env).returncode == 0
+    assert wait_for(lambda: "lcm_compact.py" in log_text())
+    line = next(x for x in log_text().splitlines() if "lcm_compact.py" in x)
+    assert "overloaded" in line and t.session_id in line and "[secret:" in line
+    assert_no_planted_key(log_text())

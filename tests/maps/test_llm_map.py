@@ -178,6 +178,7 @@ def test_refused_credentials_stop_the_run_with_an_error(tmp_path, fake_api, caps
 
 # -- resume ---------------------------------------------------------------------------------
 
+@pytest.mark.slow  # a kill loop
 def test_killed_run_finishes_with_resume_without_redoing_finished_items(tmp_path, fake_api, vault):
     total = 100
     write_items(tmp_path / "in.jsonl", [{"n": i} for i in range(total)])
