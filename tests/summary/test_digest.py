@@ -190,6 +190,9 @@ def test_decisions_bugs_and_open_questions_a_person_would_name(tmp_path, vault):
     t.tool_result(push, "To github.com:acme/proj.git\n   1a2b3c..4d5e6f  main -> main")
     build = t.tool_use("Bash", {"command": "npm run build"})
     t.tool_result(build, "Error: Cannot find module 'vite'", is_error=True)
+    denied = t.tool_use("Bash", {"command": "rm -rf build"})
+    t.tool_result(denied, "This command requires approval", is_error=True)     # the person's settings said no
+    t.assistant_text("The issue might be a stale lock file instead of the cache.")   # a guess: neither
     t.user("push it and tell me what is left")
     t.assistant_text("Pushed. Should the export keep the header row when the file is empty?"
                      " Would you like me to add a benchmark too?")

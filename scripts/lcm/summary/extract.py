@@ -51,7 +51,7 @@ BETTER_WAY = re.compile(r"^\W*(?:using|switching to|keeping|sticking with|going 
 PERSON_CHOOSES = re.compile(
     r"\blet'?s (?:do|go|also|make|use|keep|switch|stick|move|migrate|drop|remove|change|try|just|not)\b|"
     r"^\W*(?:use|go with|keep|switch to|stick with|don't|do not|never|always)\b|"
-    r"\byou (?:can|should) (?:just )?(?:use|set|do|call|keep)\b|\bi(?:'d| would) rather\b|\bi prefer\b|"
+    r"\byou (?:can|should) (?:just )?(?:use|set|do|call|keep)\b(?! (?:it|this|them|that) to\b)|\bi(?:'d| would) rather\b|\bi prefer\b|"
     r"\b(?:we're|we are) not (?:doing|going to)\b|\b(?:just|only) (?:pick|take|use|keep)\b", re.I)
 # a request ("Hey Claude, can you ...") asks for work; it states no choice by itself
 REQUEST = re.compile(r"^\W*(?:hey|hi|hello|can you|could you|would you|will you|please|i'd like|i would like|"
@@ -63,8 +63,14 @@ NOT_A_DECISION = re.compile(
     r"\b(?:use|using) (?:the )?[\w-]+(?: tool| command)? to (?:find|check|see|look|read|search|locate|"
     r"verify|inspect|run|get|view|list|explore)\b|\?\s*$|"
     # an apology or an acknowledgement is not a choice, nor a line that leads into a list or code
-    r"^\W*(?:i apologi[sz]e|sorry|my apologies|you're (?:absolutely )?right|you are (?:absolutely )?right)\b|:\s*$",
+    r"^\W*(?:i apologi[sz]e|sorry|my apologies|you're (?:absolutely )?right|you are (?:absolutely )?right)\b|:\s*$|"
+    # what a problem is (a finding, or a guess at one) is not a choice
+    r"^\W*(?:the|this|that) (?:real )?(?:issue|problem|bug|cause|error)\b|"
+    # taking up the person's request is not choosing ("I'll help you modify the TUI to ...")
+    r"^\W*(?:i'll|i will|let me) help you\b",
     re.I)
+# a guess at a cause is not a finding yet
+GUESS = re.compile(r"\b(?:might|may be|probably|perhaps|likely|possibly|could be|i suspect|i think)\b", re.I)
 # a finding: the cause of a bug or what fixed it
 FINDING = re.compile(r"\b(?:root cause|the (?:real )?(?:cause|problem|issue|bug|culprit|reason) (?:is|was)|"
                      r"turns out|turned out|the fix (?:is|was)|(?:caused|broken) by|fixed by|"
@@ -148,7 +154,7 @@ def is_finding(sentence: str) -> bool:
     """A sentence that says what caused a problem or what fixed it."""
     lowered = sentence.lower()
     return any(hint in lowered for hint in FINDING_HINTS) and bool(FINDING.search(sentence)) \
-        and not sentence.rstrip().endswith(("?", ":")) and not NEXT_STEP.match(sentence)
+        and not sentence.rstrip().endswith(("?", ":")) and not NEXT_STEP.match(sentence) and not GUESS.search(sentence)
 
 
 # the lead and the finding in one sentence: "I see the issue - Hatchling needs to be told ..."
@@ -166,8 +172,9 @@ def findings_in(sentences_: list[str]) -> list[str]:
         if inline:
             found.append(inline.group(1))
         elif FINDING_LEAD.match(sentence):
-            if i + 1 < len(sentences_) and not sentences_[i + 1].rstrip().endswith("?"):
-                found.append(sentences_[i + 1])
+            after = sentences_[i + 1] if i + 1 < len(sentences_) else ""
+            if after and not after.rstrip().endswith(("?", ":")) and not GUESS.search(after):
+                found.append(after)
         elif is_finding(sentence) and (not found or found[-1] != sentence):
             found.append(sentence)
     return found

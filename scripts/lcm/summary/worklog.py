@@ -29,6 +29,9 @@ INTERACTION_TOOLS = ("AskUserQuestion", "ExitPlanMode", "EnterPlanMode", "TodoWr
                      "TaskList", "SendMessage")
 # the user said no: not an error to fix
 REJECTION = re.compile(r"^The user doesn't want to (proceed|take this action)")
+# the person's permission settings stopped the call ("This command requires approval", "... was
+# blocked. For security, ..."): their choice, like a rejection, not an error left to fix
+NOT_ALLOWED = re.compile(r"\brequires approval\b|\bwas blocked\. For security\b|^Permission to use \w+ (?:has been|was) denied")
 KEEP = 50  # newest commands / errors kept in the returned lists
 
 
@@ -128,7 +131,8 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
                 call = calls[str(block.get("tool_use_id"))]
                 text = _result_text(block)
                 if block.get("is_error"):
-                    call["status"] = "rejected" if REJECTION.match(text) else "error"
+                    call["status"] = "rejected" if REJECTION.match(text) else "denied" if NOT_ALLOWED.search(text) \
+                        else "error"
                     # the line that says what failed, or for a rejection the person's reason
                     call["error"] = (_first_line(text.partition("reason for the rejection:")[2]) if
                                      call["status"] == "rejected" else _first_line(lcm.summary.failures.key_line(text)))
@@ -185,8 +189,8 @@ def _summarise(order, requests, decisions, todos, tasks, count, last_id, request
                 target.append(call["key"])
         if name == "Bash" and not call["sidechain"] and call["key"]:
             commands.append({"command": call["key"], "failed": status == "error", "uuid": call["uuid"],
-                             "rejected": status == "rejected",
-                             **({"error": call["error"]} if status in ("error", "rejected") else {})})
+                             "rejected": status in ("rejected", "denied"),
+                             **({"error": call["error"]} if status in ("error", "rejected", "denied") else {})})
         if status == "error" and name not in LOOK_TOOLS and name not in INTERACTION_TOOLS:
             # fixed by a later success of the same call: the same file edited, or the same command
             # run again (with other options, inside a longer line, through `uv run`: command_family)
