@@ -146,3 +146,44 @@ def test_a_detached_run_logs_its_failure_masked(tmp_path, vault):
     line = next(x for x in log_text().splitlines() if "lcm_compact.py" in x)
     assert "overloaded" in line and t.session_id in line and "[secret:" in line
     assert_no_planted_key(log_text())
+
+
+def _python_39():
+    """A Python 3.9 interpreter (pyenv's, or python3.9 on PATH), else None. Read at import, while
+    HOME is still the real one (each test gets its own)."""
+    import glob
+    import shutil
+    from pathlib import Path
+    return next(iter(sorted(glob.glob(str(Path.home() / ".pyenv" / "versions" / "3.9*" / "bin" / "python")))),
+                None) or shutil.which("python3.9")
+
+
+PYTHON_39 = _python_39()
+
+
+@pytest.mark.parametrize("hook", ["session_start", "user_prompt_submit", "stop", "subagent_stop", "pre_compact",
+                                  "post_compact", "session_end"])
+def test_every_hook_runs_on_python_3_9(tmp_path, vault, hook):
+    """Claude Code runs the hooks with whatever `python3` is on PATH; on 3.9 they must at least
+    fail open. lcm/base/errors.py, which every hook imports, evaluated `str | None` at import: every
+    hook raised TypeError, and again while logging it, so each exited 1 with a traceback, and
+    nothing was captured."""
+    import json
+    import os
+    import subprocess
+
+    from test_hooks import HOOKS, PAYLOADS, ROOT
+    from transcripts import coding_session
+    python = PYTHON_39
+    if python is None:
+        pytest.skip("no Python 3.9 here (pyenv's 3.9.x or python3.9 on PATH)")
+    t = coding_session(tmp_path / "projects", turns=3, cwd=str(tmp_path))
+    t.write()
+    done = subprocess.run([python, "-S", str(HOOKS / f"{hook}.py")], input=json.dumps(PAYLOADS[hook](t)).encode(),
+                          env={**os.environ, "CLAUDE_PLUGIN_ROOT": str(ROOT), "LCM_LLM": "none"},
+                          capture_output=True, timeout=60)
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr.decode()
+    if hook == "stop":
+        import sqlite3
+        stored = sqlite3.connect(vault).execute("SELECT count(*) FROM messages").fetchone()[0]
+        assert stored == len(t.entries)

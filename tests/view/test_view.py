@@ -30,6 +30,9 @@ from conftest import SHARED_DATA, shared_data
 from lcm.view import server as server_module
 from lcm.view.server import Viewer
 from transcripts import Transcript
+import lcm.base.config
+import lcm.base.mask
+from conftest import one_transcript, run
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 REAL_HOME = Path(os.path.expanduser("~"))  # read before a test changes HOME
@@ -486,3 +489,32 @@ def test_browser_the_opener_page_lands_on_the_viewer(browser, viewer):
     finally:
         context.close()
         shutil.rmtree(page_file.parent)
+
+
+K = "sk-ant-api03-" + "a1B2c3D4e5F6g7H8i9J0" * 3
+
+
+def test_the_viewer_does_not_echo_a_secret_typed_in_a_box_or_an_address(capsys, isolated_home):
+    """A person checks whether a key was stored by searching for it, or follows a link holding one:
+    the page repeats what was asked (heading, search box, filter, a not-found message); the viewer
+    shows everything masked, and that includes what it echoes."""
+    import http.client
+    from urllib.parse import quote
+
+    import lcm.vault.db
+    from lcm.view.server import Viewer
+    one_transcript(isolated_home)
+    assert run(capsys, "lcm_ingest", "--all")[0] == 0
+    server = Viewer(str(lcm.base.config.db_path_str(None)))
+    server.start()
+    try:
+        for path in (f"/search?q={K}", f"/?q={K}", f"/?project={K}", f"/s/{K}", f"/n/{K}", f"/s/{K}/dag"):
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+            conn.request("GET", server.root + path.replace(K, quote(K)).lstrip("/"), headers={
+                "Host": f"127.0.0.1:{server.port}"})
+            body = conn.getresponse().read().decode()
+            conn.close()
+            assert K not in body, path
+    finally:
+        server.shutdown()
+        server.server_close()
