@@ -65,6 +65,9 @@ def _mb(n) -> str:
 def _vault_lines(doc: dict) -> str:
     integ, s, f, g, b = doc["integrity"], doc["schema"], doc["fts"], doc["dag"], doc["fallback"]
     text = "ok" if integ == "ok" else "; ".join(integ[:5]) + (" ..." if len(integ) > 5 else "")
+    if doc.get("contents"):
+        c = doc["contents"]
+        text += f" ({c['sessions']} sessions, {c['messages']} messages, {c['summaries']} summaries)"
     text += f"; schema {s['version']} (this lcm: {s['current']})" + (
         "; lcm_init.py upgrades it (every message is kept)" if s["version"] < s["current"] else "") + (
         "" if s["purge_guard"] else "; the trigger that keeps purged messages out is missing")
@@ -93,6 +96,13 @@ def _vault_lines(doc: dict) -> str:
 
 
 def _print(doc: dict) -> None:
+    if doc.get("fresh"):
+        h = doc["hooks"]
+        out = lcm.base.shell.runnable(doc["next"]) + "\n"
+        if h["status"] == "problem":
+            out += _line("problem", "hooks", f"{h['problem']}; {lcm.base.shell.runnable(h['hint'])}")
+        sys.stdout.write(out)
+        return
     d = doc["disk"]
     out = (f"Vault {doc['db']} ({_mb(d['vault_bytes'])}, WAL {_mb(d['wal_bytes'])}, stored files "
            f"{_mb(d['files_bytes'])}; {_mb(d['free_bytes'])} free on its disk)\n")
@@ -114,7 +124,9 @@ def _print(doc: dict) -> None:
     text += "; last run: " + (", ".join(f"{e} {t}" for e, t in ran.items()) if ran else "never seen")
     text += "".join(f"; last {event} failure: {err}" for event, err in h["last_error"].items())
     if h.get("problem"):
-        text = f"{h['problem']}; {text}; {h['hint']}"
+        text = f"{h['problem']}; {text}; {lcm.base.shell.runnable(h['hint'])}"
+    elif h.get("advice"):
+        text = f"{h['advice']}; {text}"
     out += _line(h["status"], "hooks", text)
     k = doc["masking"]
     out += _line(k["status"], "masking", lcm.care.doctor.masking_text(k))
@@ -150,7 +162,7 @@ def _main(argv):
     if args.quick and (args.fix or args.remask):
         p.error("--quick only checks; --fix checks everything first")
     doc = lcm.care.doctor.examine(args.db, quick=args.quick)
-    if args.fix or args.remask:
+    if (args.fix or args.remask) and not doc.get("fresh"):  # no vault yet: nothing to repair
         doc = lcm.care.doctor.repair(doc, remask=args.remask, fix=args.fix)
     doc["status"] = "problem" if doc["problems"] else "ok"
     lcm.cli.print_json({k: v for k, v in doc.items() if k != "_integrity_status"}) if args.json else _print(doc)

@@ -36,6 +36,7 @@ from __future__ import annotations
 import sys
 
 import lcm.cli
+import lcm.base.shell
 import lcm.vault.db
 import lcm.vault.grants
 import lcm.care.backup
@@ -46,7 +47,7 @@ def _n(count: int, one: str, many: str | None = None) -> str:
     return f"{count} {one if count == 1 else many or one + 's'}"
 
 
-def _print(doc: dict, done: bool) -> None:
+def _print(doc: dict, done: bool, whole_sessions: bool = False) -> None:
     out = sys.stdout
     verb = "Removed" if done else "Would remove"
     if not any(doc.get(k) for k in ("messages", "summaries", "notes", "titles", "map_items", "log_lines")):
@@ -82,8 +83,11 @@ def _print(doc: dict, done: bool) -> None:
                   + (f" ({_n(doc['unreadable_kept'], 'other message')} of that block, unreadable already, kept"
                      " their rows: lcm_doctor.py --fix restores their lines from a transcript or backup)"
                      if doc["unreadable_kept"] else "") + ".\n")
-    if doc["summaries"]:
-        out.write("Summaries over the remaining messages are rebuilt by the next lcm_compact.py.\n")
+    if doc["summaries"] and not whole_sessions:
+        # the hooks compact again at the next session's end; this does it now
+        again = (lcm.base.shell.command_line("lcm_compact.py", "--session", doc["sessions"][0])
+                 if len(doc["sessions"]) == 1 else lcm.base.shell.command_line("lcm_compact.py", "--all"))
+        out.write(f"Summaries over the remaining messages are rebuilt at the next compaction; to rebuild them now: {again}\n")
     if not doc["wal_emptied"]:
         out.write("Note: another process has the vault open, so its write-ahead log still holds old pages;"
                   " run the same command again when it is idle.\n")
@@ -126,7 +130,7 @@ def _main(argv):
     if args.json:
         lcm.cli.print_json(doc)
     else:
-        _print(doc, doc["removed"])
+        _print(doc, doc["removed"], whole_sessions=args.session is not None)
     return 0
 
 

@@ -197,11 +197,10 @@ def _viewer_pages(vault, damaged: str, intact: str) -> None:
     server = Viewer(str(vault))
     server.start()
     try:
-        for path, status, words in ((f"/s/{damaged}", 500, ("damaged", "lcm_doctor.py")), (f"/s/{intact}", 200, ()),
-                                    ("/", 200, (intact[:8],))):
+        for path, status, words in ((f"s/{damaged}", 500, ("damaged", "lcm_doctor.py")), (f"s/{intact}", 200, ()),
+                                    ("", 200, (intact[:8],))):
             conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
-            conn.request("GET", path, headers={"Host": f"127.0.0.1:{server.port}",
-                                                             "Cookie": f"lcm_view={server.token}"})
+            conn.request("GET", server.root + path, headers={"Host": f"127.0.0.1:{server.port}"})
             response = conn.getresponse()
             body = response.read().decode("utf-8", "replace")
             conn.close()

@@ -184,8 +184,8 @@ def test_a_damaged_vault_points_to_the_doctor(isolated_home, vault, stage_root, 
     assert code == 0 and open(doc["recovery"]["moved_to"], "rb").read() == b"this is not a database at all" * 200
 
 
-def test_no_vault_is_an_error(isolated_home, capsys):
-    assert lcm_doctor.main([]) == 1
+def test_a_db_path_that_names_no_vault_is_an_error(isolated_home, tmp_path, capsys):
+    assert lcm_doctor.main(["--db", str(tmp_path / "typo.db")]) == 1     # (no --db: see test_doctor_truth)
     assert "no vault" in capsys.readouterr().err
 
 

@@ -94,6 +94,7 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
             _count(total, sessions, lcm.capture.ingest.write_batch(conn, batch))
         total["files"] -= total["excluded_files"]
         total["sessions"] = len(sessions)
+        total["vault_sessions"] = vault_sessions(conn)
         total["seconds"] = round(time.perf_counter() - started, 3)
         return total
     # Until the first group is parsed the writer has nothing to do, and one core is idle: the
@@ -164,6 +165,7 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
     total["files"] -= total["excluded_files"]
     conn.execute("PRAGMA cache_size = -2000")  # back to SQLite's default for later writes
     total["sessions"] = len(sessions)
+    total["vault_sessions"] = vault_sessions(conn)
     total["seconds"] = round(time.perf_counter() - started, 3)
     return total
 
@@ -186,6 +188,13 @@ def _disk_full(conn, exc: BaseException, first_id: int) -> LcmError | None:
     full = LcmError(f"{error.message}; {said}", error.hint + "; the import goes on from where it stopped")
     full.cause = "full"
     return full
+
+
+def vault_sessions(conn) -> int:
+    """The sessions the vault holds: the one count every command prints (status, sessions,
+    doctor, ingest). A file's own tally of sessions cannot be it: one transcript may hold lines
+    of several sessions (a resumed or forked one), and a file read before adds no row to count."""
+    return conn.execute("SELECT count(*) FROM sessions").fetchone()[0]
 
 
 def _set_fts(conn, hashsize: int, automerge: int) -> None:

@@ -116,6 +116,7 @@ def _vault_checks(conn, path: str, doc: dict, quick: bool = False) -> None:
                            "upgradable": 0, "sessions": [], "backend": doc["backend"]["backend"]}
     doc["storage"] = storage(conn)
     doc["blocks"] = blocks(conn)
+    doc["contents"] = contents(conn)
     if lcm.care.recovery.interrupted(conn):
         doc["rebuild_interrupted"] = True
 
@@ -135,6 +136,8 @@ def examine(db_arg: str | None = None, probe: bool = True, quick: bool = False) 
     cannot be rebuilt (every stored block, SQLite's quick_check of the tables), not what can be
     (index consistency, the full-text indexes): about 40% of the time (bench/verify.py)."""
     path = str(lcm.base.config.db_path(db_arg))
+    if not os.path.lexists(path) and db_arg is None:  # a --db that names no file is a mistyped path
+        return fresh(path)
     conn, why = _open(path)
     doc = {"db": path, "integrity": None, "backup": None, "fixed": [], "not_fixed": [], "recovery": None}
     doc["backend"] = lcm.care.installation.backend(probe)
@@ -190,6 +193,26 @@ def leftovers_text(k: dict) -> str:
                  + ", ".join(k["damaged_copies"][:3]) + "): they may still hold what the recovery could not bring"
                  " back, and whatever was purged since; delete them once you no longer need them")
     return text
+
+
+def fresh(path: str) -> dict:
+    """Right after installing: no vault yet, because no session has started (the SessionStart hook
+    creates it) and nothing was imported. Nothing is wrong, unless Claude Code loads lcm from a
+    directory that no longer holds it, or sessions ran since the install that no hook saw."""
+    h = lcm.care.installation.hooks(None)
+    doc = {"db": path, "fresh": True, "hooks": h, "backup": None, "fixed": [], "not_fixed": [], "recovery": None,
+           "problems": int(h["status"] == "problem")}
+    doc["next"] = ("no vault yet at " + path + ": start `claude` once in a project (its hooks create the vault and"
+                   " capture every session from then on); to bring in past sessions too, run lcm_ingest.py --all")
+    return doc
+
+
+def contents(conn) -> dict:
+    """What the vault holds, counted as lcm_status.py and lcm_sessions.py count it (one row of
+    `sessions` per session, every stored message, every summary)."""
+    row = conn.execute("SELECT (SELECT count(*) FROM sessions), (SELECT count(*) FROM messages),"
+                       " (SELECT count(*) FROM summaries)").fetchone()
+    return {"sessions": row[0], "messages": row[1], "summaries": row[2]}
 
 
 # what PRAGMA integrity_check says about an index whose table is sound: REINDEX rebuilds it
