@@ -30,6 +30,7 @@ HOSTILE = ["", "\udcff", "x" * 60_000, "9223372036854775808", "-9223372036854775
 
 # a valid call of each command, to which one hostile option at a time is added
 BASE = {
+    "lcm_backup": ["--list"],
     "lcm_agentic_map": ["--input", "in.jsonl", "--output", "out.jsonl", "--prompt", "p", "--dry-run"],
     "lcm_checkpoint": ["--session", "s-hostile", "--output", "cp.md"],
     "lcm_compact": ["--session", "s-hostile", "--dry-run"],

@@ -141,7 +141,7 @@ def plan(path: str) -> dict:
     return {"damaged": path, "projects_root": root, "other_files": elsewhere, "backup": backup,
             "transcripts_on_disk": on_disk, "source": "backup" if backup else "transcripts" if on_disk else None,
             "transcripts_recorded": None if recorded is None else len(paths), "transcripts_gone": len(gone),
-            "notes_kept": len(notes or ()), "purged_kept": len(purged or ()) + len(kept_list), "lost": lost}
+            "notes_kept": len(notes or ()), "purged_kept": len({r[0] for r in purged or ()} | kept_list), "lost": lost}
 
 
 def aside_path(path: str) -> str:
