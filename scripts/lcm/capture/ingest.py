@@ -12,6 +12,7 @@ import lcm.vault.db
 import lcm.vault.schema
 import lcm.base.mask
 import lcm.capture.indexes
+import lcm.capture.tokens
 import lcm.vault.order
 import lcm.base.text
 import lcm.capture.transcript
@@ -180,6 +181,8 @@ def write_batch(conn, batch: lcm.capture.transcript.Batch, patience: float | Non
             batch.rows = [lcm.capture.transcript.safe_row(r) for r in batch.rows]
             added = _insert_rows(conn, batch.rows)
         conn.execute("RELEASE message_rows")
+        if not batch.staged:  # staged rows: after _store_group's flush
+            lcm.capture.tokens.store(conn, batch.usage)
         if batch.agent_calls:
             lcm.vault.order.store_calls(conn, batch.agent_calls)
         if batch.compactions:
@@ -212,6 +215,7 @@ def write_batch(conn, batch: lcm.capture.transcript.Batch, patience: float | Non
             lcm.vault.order.place_threads(conn, touched, recheck=bool(batch.agent_calls))
         if added and not batch.staged:  # a hook's few lines: a bounded share of any backlog too
             lcm.capture.indexes.catch_up(conn, budget=CATCH_UP_BUDGET)
+            lcm.capture.tokens.backfill(conn, budget=CATCH_UP_BUDGET // 5)
         if not batch.staged and (added or batch.leaf_titles):
             place_leaf_titles(conn)
     result.update(messages_added=added, messages_skipped=len(batch.rows) - added,

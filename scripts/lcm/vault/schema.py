@@ -455,6 +455,32 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
     [
         _substring_indexes,
     ],
+    # 17: the token counts of every response (lcm/capture/tokens.py fills it at ingest; lcm usage
+    # reads it), and the session of each purged uuid (a bundle carries its sessions' purges)
+    [
+        """CREATE TABLE IF NOT EXISTS usage (
+            message_id INTEGER PRIMARY KEY,     -- messages.id of a line carrying message.usage
+            at TEXT,                            -- its timestamp (UTC, ISO-8601)
+            session_id TEXT NOT NULL,
+            model TEXT,                         -- message.model; '-fast' appended when usage.speed is fast
+            response TEXT,                      -- message.id:requestId, shared by the lines of one response
+                                                -- (NULL: either is missing, the line counts alone)
+            input_tokens INTEGER NOT NULL,
+            output_tokens INTEGER NOT NULL,
+            cache_write_tokens INTEGER NOT NULL,    -- cache_creation_input_tokens (5-minute and 1-hour)
+            cache_write_1h_tokens INTEGER NOT NULL, -- of which written for an hour
+            cache_read_tokens INTEGER NOT NULL,
+            cost_usd REAL                       -- the costUSD an early Claude Code wrote on the line, else NULL
+        )""",
+        # a response counts once: its first line (the lowest message_id of its response)
+        "CREATE INDEX IF NOT EXISTS usage_response ON usage(response, message_id) WHERE response IS NOT NULL",
+        """CREATE TRIGGER IF NOT EXISTS usage_ad AFTER DELETE ON messages BEGIN
+            DELETE FROM usage WHERE message_id = old.id;
+        END""",
+        # messages stored before this migration: read for usage later (lcm.capture.tokens.backfill)
+        "INSERT OR IGNORE INTO vault_meta VALUES ('usage_backfill_below', (SELECT coalesce(max(id), 0) + 1 FROM messages))",
+        "ALTER TABLE purged ADD COLUMN session_id TEXT",  # NULL: purged before lcm kept it
+    ],
 ]
 
 # Every insert path (hook, bulk import, a re-read from byte 0) goes through this trigger. The
