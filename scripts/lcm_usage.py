@@ -49,9 +49,11 @@ def _main(argv):
     if args.json:
         lcm.cli.print_json(doc)
         return 0
+    pending = (f"{doc['lines_not_read']} lines stored by an older lcm are not counted yet: "
+               + lcm.base.shell.command_line("lcm_ingest.py", "--all") + " reads them once") if doc["lines_not_read"] else ""
     if not doc["items"]:
-        print("No usage recorded" + (" in that range" if since or until else
-                                      lcm.base.shell.runnable(" yet (run lcm_ingest.py --all)")))
+        print(pending or "No usage recorded" + (" in that range" if since or until else
+                                                lcm.base.shell.runnable(" yet (run lcm_ingest.py --all)")))
         return 0
     print(f"{args.by:<28} {'input':>12} {'output':>12} {'cache write':>14} {'cache read':>15} {'cost':>11}")
     for g in doc["items"][:args.limit]:
@@ -67,9 +69,8 @@ def _main(argv):
         print(f"Not priced (no price in the table; add it to $LCM_HOME/prices.json): {names}")
     override = f", overridden by {doc['prices']['override']}" if doc["prices"]["override"] else ""
     print(f"Prices taken {doc['prices']['taken']}{override}; days in {doc['timezone']} time")
-    if doc["lines_not_read"]:
-        print(f"{doc['lines_not_read']} lines stored by an older lcm are not counted yet: "
-              + lcm.base.shell.command_line("lcm_ingest.py", "--all") + " reads them once")
+    if pending:
+        print(pending)
     return 0
 
 
