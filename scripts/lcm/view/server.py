@@ -127,6 +127,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return pages.sessions_page(conn, params)
             if path == "/search":
                 return pages.search_page(conn, params)
+            if path == "/usage":
+                return pages.usage_page(conn, params)
             if path.startswith("/n/"):
                 return pages.node_page(conn, path[3:], params)
             if path.startswith("/s/"):
