@@ -9,6 +9,7 @@ from urllib.parse import quote, urlencode
 
 import lcm.base.mask
 import lcm.search.engine
+import lcm.search.query
 import lcm.readers.sessions
 import lcm.vault.store
 from lcm.base.errors import LcmError
@@ -335,7 +336,7 @@ def search_page(conn, params: dict) -> str:
     query = params.get("q", "").strip()
     if not query:
         return layout("Search", "<h1>Search</h1><p class=muted>Type words, a phrase or an id in the box above.</p>")
-    doc = lcm.search.engine.search(conn, query, all_sessions=True, limit=SEARCH_RESULTS)
+    doc = lcm.search.engine.search(conn, lcm.search.query.Query(query, all_sessions=True, limit=SEARCH_RESULTS))
     words = [w for w in re.findall(r"\w+", query) if len(w) > 1]
     finder = re.compile("|".join(re.escape(html.escape(w)) for w in sorted(words, key=len, reverse=True)),
                         re.I) if words else None
