@@ -195,3 +195,22 @@ def test_a_vault_filled_before_the_usage_table_is_read_once_by_the_next_import(t
     run(capsys, lcm_ingest, t.path)
     doc = json.loads(run(capsys, lcm_usage, "--json")[1])
     assert (doc["totals"]["input_tokens"], doc["totals"]["output_tokens"], doc["lines_not_read"]) == (11, 22, 0)
+
+
+def test_odd_usage_fields_never_stop_an_ingest(tmp_path, capsys):
+    t = Transcript(tmp_path / "projects", model="claude-haiku-4-5", start="2026-11-20T09:00:00Z")
+    odd = ({"input_tokens": "12", "output_tokens": 3},             # a string: ccusage skips the line too
+           {"input_tokens": 2**70, "output_tokens": 1},            # too large for SQLite
+           {"input_tokens": 5.0, "output_tokens": 2, "cache_read_input_tokens": True},
+           [1, 2], None)
+    for i, u in enumerate(odd):
+        t.entry("assistant", {"id": f"m{i}", "model": "claude-haiku-4-5", "content": [], "usage": u}, requestId=f"r{i}")
+    t.entry("assistant", {"id": "m9", "model": "claude-ODD", "content": [], "usage": {"input_tokens": 7, "output_tokens": 1}},
+            requestId="r9")
+    t.pending[-1] = t.pending[-1].replace("ODD", "\udcff")  # a byte that is not UTF-8 in the model's name
+    t.path.parent.mkdir(parents=True)
+    t.path.write_bytes(b"".join(line.encode("utf-8", "surrogateescape") + b"\n" for line in t.pending))
+    code, out, err = run(capsys, lcm_ingest, t.path, "--json")
+    assert code == 0 and json.loads(out)["messages_added"] == len(odd) + 1
+    doc = json.loads(run(capsys, lcm_usage, "--json", "--by", "model")[1])
+    assert doc["totals"]["input_tokens"] == 5 + 7 and doc["totals"]["responses"] == 2

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 
+import lcm.base.text
+
 # (message_id from messages.uuid, at, session_id, model, response, input, output, cache write,
 # of it 1h, cache read, cost_usd)
 INSERT = ("INSERT OR IGNORE INTO usage (message_id, at, session_id, model, response, input_tokens, output_tokens,"
@@ -52,6 +54,9 @@ def of_entry(entry: dict) -> tuple | None:
         model += "-fast"
     msg_id, request = message.get("id"), entry.get("requestId")
     response = f"{msg_id}:{request}" if isinstance(msg_id, str) and msg_id and isinstance(request, str) and request else None
+    # text SQLite can store (a lone surrogate from a line that was not UTF-8 cannot be bound)
+    model = model if model is None or model.isascii() else lcm.base.text.safe_text(model)
+    response = response if response is None or response.isascii() else lcm.base.text.safe_text(response)
     split = usage.get("cache_creation")
     hour = _count(split.get("ephemeral_1h_input_tokens")) if type(split) is dict else None
     cost = entry.get("costUSD")
