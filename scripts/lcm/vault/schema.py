@@ -158,6 +158,13 @@ def _credit_leaf_titles(conn: sqlite3.Connection) -> None:
         conn.execute(sql)
 
 
+def _purged_session(conn: sqlite3.Connection) -> None:
+    """purged.session_id: the session a purged uuid belonged to (NULL: purged before lcm kept it).
+    Safe to run twice (a vault set back to an earlier version meets this migration again)."""
+    if "session_id" not in [r[1] for r in conn.execute("PRAGMA table_info(purged)")]:
+        conn.execute("ALTER TABLE purged ADD COLUMN session_id TEXT")
+
+
 # Text stored before the migration that runs this is masked again whenever it is shown (masking
 # learnt something): every message and summary so far counts as stored under older rules, until
 # lcm_doctor.py --remask masks it in place (lcm.vault.db.masked_from). A key the vault does not have
@@ -479,7 +486,7 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
         END""",
         # messages stored before this migration: read for usage later (lcm.capture.tokens.backfill)
         "INSERT OR IGNORE INTO vault_meta VALUES ('usage_backfill_below', (SELECT coalesce(max(id), 0) + 1 FROM messages))",
-        "ALTER TABLE purged ADD COLUMN session_id TEXT",  # NULL: purged before lcm kept it
+        _purged_session,
     ],
 ]
 
