@@ -151,7 +151,7 @@ def _bundle(args) -> int:
     session = lcm.vault.resolve.session(conn, args.session, whole=True) if not (args.all or since) else None
     sessions = lcm.readers.bundle.choose_sessions(conn, session, args.all, since)
     doc = lcm.readers.bundle.write(conn, args.bundle, sessions, masked=not args.unmasked, everything=args.all,
-                                   since=since, progress=not args.json)
+                                   since=since, progress=True)  # on stderr, when a terminal
     if args.json:
         lcm.cli.print_json(doc)
     else:

@@ -61,7 +61,7 @@ def _main(argv):
     conn = lcm.vault.db.connect(args.db)
     # an empty vault before the import: a line skipped as known repeated one read in this import
     was_empty = conn.execute("SELECT 1 FROM messages LIMIT 1").fetchone() is None
-    merged = [lcm.readers.bundle.merge(conn, b, progress=not args.json) for b in bundles]
+    merged = [lcm.readers.bundle.merge(conn, b, progress=True) for b in bundles]  # on stderr, when a terminal
     if bundles and not paths:
         return _merged(merged, args.json)
     result = lcm.capture.bulk.ingest_paths(conn, paths, progress=not args.json)
