@@ -75,3 +75,38 @@ def test_the_usage_route_needs_the_token_and_answers_a_bad_grouping_with_an_erro
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_browser_draws_the_usage_chart_without_a_policy_violation(vault):
+    """In a real Chromium: the chart's bars are drawn under the viewer's Content-Security-Policy
+    (nothing refused), one a day; a skip says why when no browser is installed."""
+    import os
+    import shutil
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("playwright is not installed (pip install -r requirements-dev.txt)")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if not chromium:
+        if os.environ.get("LCM_TEST_REQUIRE_BROWSER") == "1":
+            pytest.fail("no chromium on PATH and LCM_TEST_REQUIRE_BROWSER=1")
+        pytest.skip("no Chromium installed (Debian: apt-get install chromium)")
+    server = Viewer(str(vault))
+    server.start()
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
+            page = browser.new_page()
+            refused = []
+            page.on("console", lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None)
+            page.goto(server.url)  # the printed URL: its token becomes the cookie
+            page.goto(f"http://127.0.0.1:{server.port}/usage?by=day")
+            bars = page.locator("svg.usage-chart rect.bar")
+            assert bars.count() == 3
+            box = bars.first.bounding_box()
+            assert box and box["height"] > 10 and box["width"] > 10
+            assert refused == []
+            browser.close()
+    finally:
+        server.shutdown()
+        server.server_close()
