@@ -49,8 +49,8 @@ def _main(argv):
     if args.json:
         lcm.cli.print_json(doc)
         return 0
-    pending = (f"{doc['lines_not_read']} lines stored by an older lcm are not counted yet: "
-               + lcm.base.shell.command_line("lcm_ingest.py", "--all") + " reads them once") if doc["lines_not_read"] else ""
+    pending = (f"{doc['messages_not_read']} messages stored by an older lcm are not read for usage yet: "
+               + lcm.base.shell.command_line("lcm_ingest.py", "--all") + " reads them once") if doc["messages_not_read"] else ""
     if not doc["items"]:
         print(pending or "No usage recorded" + (" in that range" if since or until else
                                                 lcm.base.shell.runnable(" yet (run lcm_ingest.py --all)")))

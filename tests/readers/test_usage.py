@@ -191,10 +191,10 @@ def test_a_vault_filled_before_the_usage_table_is_read_once_by_the_next_import(t
     conn.execute("UPDATE vault_meta SET value = (SELECT max(id) + 1 FROM messages) WHERE key = 'usage_backfill_below'")
     conn.close()
     code, out, _ = run(capsys, lcm_usage)
-    assert "2 lines stored by an older lcm are not counted yet" in out
+    assert "2 messages stored by an older lcm are not read for usage yet" in out
     run(capsys, lcm_ingest, t.path)
     doc = json.loads(run(capsys, lcm_usage, "--json")[1])
-    assert (doc["totals"]["input_tokens"], doc["totals"]["output_tokens"], doc["lines_not_read"]) == (11, 22, 0)
+    assert (doc["totals"]["input_tokens"], doc["totals"]["output_tokens"], doc["messages_not_read"]) == (11, 22, 0)
 
 
 def test_odd_usage_fields_never_stop_an_ingest(tmp_path, capsys):

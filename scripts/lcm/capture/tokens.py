@@ -72,33 +72,33 @@ def store(conn, rows: list[tuple]) -> None:
         conn.executemany(INSERT, [(*row[1:], row[0]) for row in rows])
 
 
-def backfill(conn, budget: int | None = None) -> int:
+def backfill(conn, budget: int | None = None) -> None:
     """Read the usage of messages stored before the table existed (ids below the mark
-    usage_backfill_below), newest first, at most `budget` of them; inside the caller's write.
-    Returns how many stored lines are still to read."""
+    usage_backfill_below), newest first, at most `budget` assistant lines of them; inside the
+    caller's write. Cheap when nothing waits: one lookup (every hook's write calls it)."""
     import lcm.vault.store
-    row = conn.execute("SELECT value FROM vault_meta WHERE key = 'usage_backfill_below'").fetchone()
-    below = row[0] if row is not None else 1
+    below = _mark(conn)
     done = 0
     while below > 1 and (budget is None or done < budget):
         take = BACKFILL_ROWS if budget is None else min(BACKFILL_ROWS, budget - done)
         rows = conn.execute(f"SELECT id, uuid, session_id, created_at, {lcm.vault.store.LINE} FROM messages"
                             " WHERE id < ? AND type = 'assistant' ORDER BY id DESC LIMIT ?", (below, take)).fetchall()
-        found = [(uuid, created, sid, *usage) for _, uuid, sid, created, raw in rows
-                 for usage in (line_usage(raw),) if usage is not None]
-        store(conn, found)
+        store(conn, [(uuid, created, sid, *usage) for _, uuid, sid, created, raw in rows
+                     for usage in (line_usage(raw),) if usage is not None])
         below = rows[-1][0] if len(rows) == take else 1
         done += len(rows)
         conn.execute("UPDATE vault_meta SET value = ? WHERE key = 'usage_backfill_below'", (below,))
-    return pending(conn)
+
+
+def _mark(conn) -> int:
+    row = conn.execute("SELECT value FROM vault_meta WHERE key = 'usage_backfill_below'").fetchone()
+    return row[0] if row is not None else 1
 
 
 def pending(conn) -> int:
-    """Assistant lines stored before the usage table whose usage is not read yet."""
-    row = conn.execute("SELECT value FROM vault_meta WHERE key = 'usage_backfill_below'").fetchone()
-    if row is None or row[0] <= 1:
-        return 0
-    return conn.execute("SELECT count(*) FROM messages WHERE id < ? AND type = 'assistant'", (row[0],)).fetchone()[0]
+    """Messages stored before the usage table whose lines are not read for usage yet (all
+    kinds: counting the assistant lines among them would read them)."""
+    return max(_mark(conn) - 1, 0)
 
 
 def line_usage(raw) -> tuple | None:

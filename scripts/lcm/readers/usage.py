@@ -195,11 +195,7 @@ def report(conn, by: str = "day", since: str | None = None, until: str | None = 
             "items": items, "count": len(items), "totals": totals,
             "unpriced_models": [{"model": m, "total_tokens": t} for m, t in sorted(unpriced.items())],
             "prices": {"taken": table["taken"], "source": table.get("source"), "override": table["override"]},
-            "lines_not_read": lcm.capture.tokens.pending(conn) if _has_backfill_mark(conn) else 0}
-
-
-def _has_backfill_mark(conn) -> bool:
-    return conn.execute("SELECT 1 FROM vault_meta WHERE key = 'usage_backfill_below'").fetchone() is not None
+            "messages_not_read": lcm.capture.tokens.pending(conn)}
 
 
 def _tokens(sums) -> dict:
