@@ -16,6 +16,7 @@ import pytest
 import lcm_export
 import lcm_ingest
 import lcm_purge
+import lcm_usage
 from conftest import run, shared_data
 from test_mask import SAMPLES
 from transcripts import Transcript
@@ -134,6 +135,10 @@ def test_a_masked_bundle_holds_no_planted_secret_and_an_unmasked_one_the_exact_b
     assert run(capsys, lcm_ingest, "--db", other, tmp_path / "masked.lcmb")[0] == 0
     stored = lines_of(other)
     assert len(stored) == len(t.entries) and all(b"[secret:" in line for line in list(stored.values())[:4])
+    # what a masked bundle keeps: the usage of every response (README: "What a masked bundle loses")
+    here = json.loads(run(capsys, lcm_usage, "--json", "--by", "model")[1])
+    there = json.loads(run(capsys, lcm_usage, "--json", "--by", "model", "--db", other)[1])
+    assert here["totals"] == there["totals"] and here["totals"]["responses"] == len(SAMPLES) * 2
     # unmasked: the exact bytes of the transcript, through a second vault
     assert run(capsys, lcm_export, "--bundle", tmp_path / "exact.lcmb", "--all", "--unmasked")[0] == 0
     exact = tmp_path / "exact.db"
