@@ -21,9 +21,14 @@ import lcm.base.text
 
 # (message_id from messages.uuid, at, session_id, model, response, input, output, cache write,
 # of it 1h, cache read, cost_usd)
+# counted: the response's first stored line (no line of it with a lower id), or a line without a
+# response key; the triggers of migration 18 add what counts to usage_rollup
 INSERT = ("INSERT OR IGNORE INTO usage (message_id, at, session_id, model, response, input_tokens, output_tokens,"
-          " cache_write_tokens, cache_write_1h_tokens, cache_read_tokens, cost_usd)"
-          " SELECT id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM messages WHERE uuid = ?")
+          " cache_write_tokens, cache_write_1h_tokens, cache_read_tokens, cost_usd, counted)"
+          " SELECT id, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, NOT EXISTS (SELECT 1 FROM usage d WHERE d.response = ?4"
+          " AND d.message_id < messages.id) FROM messages WHERE uuid = ?11")
+# a line stored before another of its response, read later (backfill): that other no longer counts
+DEMOTE = "UPDATE usage SET counted = 0 WHERE response = ? AND message_id > (SELECT id FROM messages WHERE uuid = ?) AND counted = 1"
 BACKFILL_ROWS = 2000  # stored lines one backfill statement reads
 
 
@@ -65,11 +70,14 @@ def of_entry(entry: dict) -> tuple | None:
             _count(usage.get("cache_read_input_tokens")) or 0, cost)
 
 
-def store(conn, rows: list[tuple]) -> None:
+def store(conn, rows: list[tuple], older: bool = False) -> None:
     """Insert the usage of lines just stored: rows of (uuid, at, session_id, *of_entry). A uuid
-    not stored (purged, or refused) inserts nothing; one stored before keeps its row."""
+    not stored (purged, or refused) inserts nothing; one stored before keeps its row. older:
+    lines stored before others already read (backfill), which may take over their response's count."""
     if rows:
         conn.executemany(INSERT, [(*row[1:], row[0]) for row in rows])
+        if older:
+            conn.executemany(DEMOTE, [(row[4], row[0]) for row in rows if row[4] is not None])
 
 
 def backfill(conn, budget: int | None = None) -> None:
@@ -84,7 +92,7 @@ def backfill(conn, budget: int | None = None) -> None:
         rows = conn.execute(f"SELECT id, uuid, session_id, created_at, {lcm.vault.store.LINE} FROM messages"
                             " WHERE id < ? AND type = 'assistant' ORDER BY id DESC LIMIT ?", (below, take)).fetchall()
         store(conn, [(uuid, created, sid, *usage) for _, uuid, sid, created, raw in rows
-                     for usage in (line_usage(raw),) if usage is not None])
+                     for usage in (line_usage(raw),) if usage is not None], older=True)
         below = rows[-1][0] if len(rows) == take else 1
         done += len(rows)
         conn.execute("UPDATE vault_meta SET value = ? WHERE key = 'usage_backfill_below'", (below,))

@@ -1,8 +1,9 @@
 """What the work cost: tokens and dollars by day, week, month, session, project or model, over
 the whole vault (lcm usage; the viewer's usage page).
 
-Read from the table `usage` (lcm/capture/tokens.py: one row per stored line that carries
-message.usage). Counted as ccusage counts, so the two agree on the same transcripts: a response
+Read from usage_rollup: the counted lines of the table `usage` (lcm/capture/tokens.py: one row
+per stored line that carries message.usage) summed by quarter hour, session and model, kept in
+step by the triggers of migration 18, so a report reads thousands of rows, not every response. Counted as ccusage counts, so the two agree on the same transcripts: a response
 written on several lines (one per content block, the same message.id and requestId) counts
 once, its first stored line; a line without either id counts alone; Claude Code's
 `<synthetic>` placeholders are left out; a day is the local calendar day (TZ) of the line's
@@ -17,41 +18,20 @@ import os
 import re
 
 import lcm.base.config
+import lcm.vault.schema
 from lcm.base.errors import LcmError
 
 BY = ("day", "week", "month", "session", "project", "model")
 FIELDS = ("input", "output", "cache_write_5m", "cache_read")  # priced fields of prices.json
-THRESHOLD = 200_000  # tokens of one field of one response past which above_200k rates apply
 MILLION = 1_000_000
 SYNTHETIC = "<synthetic>"  # Claude Code's stand-in for a response it made up itself (an error): no tokens
 
-# the group of a usage row u (joined to its session s), in SQL; a day is the local one (TZ)
-KEYS = {
-    "day": "date(u.at, 'localtime')",
-    "week": "date(u.at, 'localtime', 'weekday 0', '-6 days')",  # the Monday that starts it
-    "month": "strftime('%Y-%m', u.at, 'localtime')",
-    "session": "u.session_id",
-    "project": "coalesce(s.project, '')",
-    "model": "''",
-}
-DAY = KEYS["day"]
-# the first stored line of each response, and every line without a response key
-COUNTED = ("(u.response IS NULL OR u.message_id = (SELECT min(d.message_id) FROM usage d"
-           " WHERE d.response = u.response))")
-# per group and model: every token, then the ones priced from the table (a line without its own
-# costUSD) with their excess over THRESHOLD, and the costUSD lines carry
-SUMS = ("count(*), sum(u.input_tokens), sum(u.output_tokens), sum(u.cache_write_tokens), sum(u.cache_write_1h_tokens),"
-        " sum(u.cache_read_tokens),"
-        " total(CASE WHEN u.cost_usd IS NULL THEN u.input_tokens END),"
-        " total(CASE WHEN u.cost_usd IS NULL THEN u.output_tokens END),"
-        " total(CASE WHEN u.cost_usd IS NULL THEN u.cache_write_tokens END),"
-        " total(CASE WHEN u.cost_usd IS NULL THEN u.cache_read_tokens END),"
-        " total(CASE WHEN u.cost_usd IS NULL THEN u.cache_write_1h_tokens END),"
-        f" total(CASE WHEN u.cost_usd IS NULL THEN max(u.input_tokens - {THRESHOLD}, 0) END),"
-        f" total(CASE WHEN u.cost_usd IS NULL THEN max(u.output_tokens - {THRESHOLD}, 0) END),"
-        f" total(CASE WHEN u.cost_usd IS NULL THEN max(u.cache_write_tokens - {THRESHOLD}, 0) END),"
-        f" total(CASE WHEN u.cost_usd IS NULL THEN max(u.cache_read_tokens - {THRESHOLD}, 0) END),"
-        " total(u.cost_usd)")
+# the SQL group of a usage_rollup row r (s: its session); time groups are read by quarter hour and
+# put in your local day, week or month here (every zone's offset is a whole number of quarter hours)
+KEYS = {"day": "r.bucket", "week": "r.bucket", "month": "r.bucket", "session": "r.session_id",
+        "project": "coalesce(s.project, '')", "model": "''"}
+TIME_GROUPS = ("day", "week", "month")
+SUMS = ", ".join(f"sum(r.{name})" for name in lcm.vault.schema.USAGE_SUMS)
 
 
 def _package_prices() -> dict:
@@ -138,36 +118,61 @@ def parse_day(value: str | None, flag: str) -> str | None:
     return "-".join(m.groups())
 
 
+def _local_key(bucket: int, by: str, cache: dict) -> str | None:
+    """The local day (YYYY-MM-DD), week (its Monday) or month (YYYY-MM) of a quarter-hour slot."""
+    key = cache.get(bucket)
+    if key is None and bucket >= 0:
+        import time
+        when = time.localtime(bucket * lcm.vault.schema.USAGE_BUCKET_SECONDS)
+        if by == "week":
+            when = time.localtime(time.mktime((when.tm_year, when.tm_mon, when.tm_mday - when.tm_wday, 12, 0, 0, 0, 0, -1)))
+        key = cache[bucket] = time.strftime("%Y-%m" if by == "month" else "%Y-%m-%d", when)
+    return key
+
+
+def _bucket_of_day(day: str, after: bool = False) -> int:
+    """The first quarter-hour slot of a local day (after=True: the first one after it)."""
+    import time
+    year, month, mday = (int(p) for p in day.split("-"))
+    start = time.mktime((year, month, mday + (1 if after else 0), 0, 0, 0, 0, 0, -1))
+    return int(start) // lcm.vault.schema.USAGE_BUCKET_SECONDS
+
+
 def report(conn, by: str = "day", since: str | None = None, until: str | None = None) -> dict:
     """Usage grouped by `by` (one of BY), newest first for time groups, costliest first otherwise;
     each group with its models. since/until: local days (parse_day), both included."""
     if by not in BY:
         raise LcmError(f"cannot group usage by {by!r}", f"use one of: {', '.join(BY)}")
     table = prices()
-    where = [COUNTED, f"coalesce(u.model, '') != '{SYNTHETIC}'"]
-    params: list = []
+    where, params = [f"r.model != '{SYNTHETIC}'"], []
     if since:
-        where.append(f"{DAY} >= ?")
-        params.append(since)
+        where.append("r.bucket >= ?")
+        params.append(_bucket_of_day(since))
     if until:
-        where.append(f"{DAY} <= ?")
-        params.append(until)
-    join = " LEFT JOIN sessions s ON s.session_id = u.session_id" if by == "project" else ""
-    rows = conn.execute(f"SELECT {KEYS[by]} AS k, coalesce(u.model, 'unknown') AS m, {SUMS} FROM usage u{join}"
-                        f" WHERE {' AND '.join(where)} GROUP BY k, m", params).fetchall()
+        where.append("r.bucket >= 0 AND r.bucket < ?")
+        params.append(_bucket_of_day(until, after=True))
+    join = " LEFT JOIN sessions s ON s.session_id = r.session_id" if by == "project" else ""
+    rows = conn.execute(f"SELECT {KEYS[by]} AS k, r.model AS m, {SUMS} FROM usage_rollup r{join}"
+                        f" WHERE {' AND '.join(where)} GROUP BY k, m HAVING sum(r.responses) > 0", params).fetchall()
+    merged: dict = {}  # (group, model) -> sums: quarter hours into days, weeks or months
+    cache: dict = {}
+    for row in rows:
+        key = _local_key(row[0], by, cache) if by in TIME_GROUPS else row[0]
+        model = row[1] or "unknown"
+        key = model if by == "model" else key
+        sums = merged.get((key, model))
+        merged[(key, model)] = list(row[2:]) if sums is None else [a + b for a, b in zip(sums, row[2:])]
     groups: dict = {}
     unpriced: dict[str, int] = {}
-    for row in rows:
-        key, model = row[0], row[1]
-        if by == "model":
-            key = model
+    for (key, model), sums in merged.items():
         rates, factor = price_of(model, table["models"])
-        tokens = _tokens(row[2:8])
-        if rates is None and row[17] == 0:
+        tokens = _tokens(sums[:6])
+        carried = sums[15]
+        if rates is None and not carried:
             cost = None
             unpriced[model] = unpriced.get(model, 0) + tokens["total_tokens"]
         else:
-            cost = _cost(tuple(row[8:18]), rates or {}, factor)
+            cost = _cost(tuple(sums[6:16]), rates or {}, factor)
         group = groups.setdefault(key, {"key": key, **_tokens((0,) * 6), "cost_usd": 0.0, "models": []})
         for name, value in tokens.items():
             group[name] += value
@@ -178,7 +183,7 @@ def report(conn, by: str = "day", since: str | None = None, until: str | None = 
     for group in items:
         group["models"].sort(key=lambda m: (-(m["cost_usd"] or 0), -m["total_tokens"], m["model"]))
         group["cost_complete"] = all(m["cost_usd"] is not None for m in group["models"])
-    if by in ("day", "week", "month"):
+    if by in TIME_GROUPS:
         items.sort(key=lambda g: g["key"] or "", reverse=True)
     else:
         items.sort(key=lambda g: (-g["cost_usd"], -g["total_tokens"], str(g["key"])))
