@@ -193,12 +193,19 @@ def _usage_rollup_triggers(conn: sqlite3.Connection) -> None:
         return (f"INSERT INTO usage_rollup VALUES ({_usage_key(row)}, {values})"
                 " ON CONFLICT (bucket, session_id, model) DO UPDATE SET "
                 + ", ".join(f"{name} = {name} + excluded.{name}" for name in USAGE_SUMS) + ";")
-    conn.execute(f"CREATE TRIGGER usage_rollup_ai AFTER INSERT ON usage WHEN new.counted = 1 BEGIN {add('new', '1')} END")
-    conn.execute(f"CREATE TRIGGER usage_rollup_ad AFTER DELETE ON usage WHEN old.counted = 1 BEGIN {add('old', '-1')}"
+    conn.execute(f"CREATE TRIGGER IF NOT EXISTS usage_rollup_ai AFTER INSERT ON usage WHEN new.counted = 1 BEGIN {add('new', '1')} END")
+    conn.execute(f"CREATE TRIGGER IF NOT EXISTS usage_rollup_ad AFTER DELETE ON usage WHEN old.counted = 1 BEGIN {add('old', '-1')}"
                  " UPDATE usage SET counted = 1 WHERE message_id = (SELECT min(message_id) FROM usage"
                  " WHERE response = old.response) AND old.response IS NOT NULL; END")
-    conn.execute("CREATE TRIGGER usage_rollup_au AFTER UPDATE OF counted ON usage WHEN new.counted != old.counted"
+    conn.execute("CREATE TRIGGER IF NOT EXISTS usage_rollup_au AFTER UPDATE OF counted ON usage WHEN new.counted != old.counted"
                  f" BEGIN {add('new', '2 * new.counted - 1')} END")
+
+
+def _usage_counted(conn: sqlite3.Connection) -> None:
+    """usage.counted: 1 for the line that counts for its response (its first stored line) or a
+    line without a response key. Safe to run twice."""
+    if "counted" not in [r[1] for r in conn.execute("PRAGMA table_info(usage)")]:
+        conn.execute("ALTER TABLE usage ADD COLUMN counted INTEGER NOT NULL DEFAULT 1")
 
 
 def _purged_session(conn: sqlite3.Connection) -> None:
@@ -534,11 +541,10 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
     # 18: usage summed by quarter hour, session and model, kept in step by triggers, so that
     # lcm usage reads a few thousand rows instead of every response (~5 s at 1M messages)
     [
-        # 1: the line that counts for its response (its first stored line), or one without a response key
-        "ALTER TABLE usage ADD COLUMN counted INTEGER NOT NULL DEFAULT 1",
+        _usage_counted,
         "UPDATE usage SET counted = 0 WHERE response IS NOT NULL AND message_id !="
         " (SELECT min(d.message_id) FROM usage d WHERE d.response = usage.response)",
-        f"""CREATE TABLE usage_rollup (
+        f"""CREATE TABLE IF NOT EXISTS usage_rollup (
             bucket INTEGER NOT NULL,            -- {USAGE_BUCKET_SECONDS}-second slot of the UTC time (-1: no time);
                                                 -- every time zone's offset is a whole number of them
             session_id TEXT NOT NULL,
@@ -546,6 +552,7 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
             {USAGE_SUMS_COLUMNS},
             PRIMARY KEY (bucket, session_id, model)
         ) WITHOUT ROWID""",
+        "DELETE FROM usage_rollup",  # met again (a vault set back to an earlier version): summed anew
         f"INSERT INTO usage_rollup SELECT {_usage_key('u')}, {', '.join(f'sum({e})' for e in _usage_values('u'))}"
         " FROM usage u WHERE u.counted = 1 GROUP BY 1, 2, 3",
         _usage_rollup_triggers,
