@@ -49,10 +49,19 @@ def lcm_home() -> str:
 
 
 def log(event: str, payload: dict | None, message: str) -> None:
-    """One line in $LCM_HOME/lcm.log; if even that fails, one line on stderr (Claude Code's debug log)."""
+    """One line in $LCM_HOME/lcm.log, masked (lcm.base.mask): a session id, a transcript path or an
+    error's text may hold a key, and the log is a sink like any other. If even writing fails, the
+    same masked line goes to stderr (Claude Code's debug log). Hooks log only when something went
+    wrong, so the mask's import is paid on those runs alone."""
     session = (payload or {}).get("session_id") if isinstance(payload, dict) else None
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     line = f"{stamp} {event} session={session or '-'} {' '.join(str(message).split())}\n"
+    try:
+        setup_path()
+        import lcm.base.mask
+        line = lcm.base.mask.mask(line)
+    except Exception as exc:  # noqa: BLE001 - no mask, no text: the line says only that it was withheld
+        line = f"{stamp} {event} (text withheld: masking failed: {type(exc).__name__})\n"
     try:
         home = lcm_home()
         os.makedirs(home, mode=0o700, exist_ok=True)

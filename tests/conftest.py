@@ -103,3 +103,13 @@ def pytest_configure(config):
     # real transcripts name the models they ran on, some now deprecated; the SDK's notice about
     # that is not a fault of lcm and would bury real warnings
     config.addinivalue_line("filterwarnings", "ignore:The model .* is deprecated:DeprecationWarning")
+
+
+def one_transcript(home, text: str = "hello world") -> None:
+    """One Claude Code transcript of one user line under `home`'s ~/.claude/projects."""
+    import json
+    project = home / ".claude" / "projects" / "-tmp-x"
+    project.mkdir(parents=True)
+    line = {"type": "user", "sessionId": "s1", "uuid": "u1", "timestamp": "2026-01-01T00:00:00Z",
+            "cwd": "/tmp/x", "message": {"role": "user", "content": text}}
+    (project / "s1.jsonl").write_text(json.dumps(line) + "\n")

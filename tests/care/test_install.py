@@ -20,6 +20,8 @@ import pytest
 
 from transcripts import coding_session
 
+pytestmark = pytest.mark.slow  # installs into fresh virtualenvs (pip, pipx, uv)
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
 REAL_HOME = Path.home()  # read before conftest moves HOME: pip's, pipx's and uv's caches live there

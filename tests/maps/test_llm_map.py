@@ -18,6 +18,7 @@ import pytest
 import lcm_llm_map
 from fake_anthropic import Reply
 from fake_batches import FakeBatches
+from conftest import run
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "lcm_llm_map.py"
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}, "double": {"type": "integer"}},
@@ -178,6 +179,7 @@ def test_refused_credentials_stop_the_run_with_an_error(tmp_path, fake_api, caps
 
 # -- resume ---------------------------------------------------------------------------------
 
+@pytest.mark.slow  # a kill loop
 def test_killed_run_finishes_with_resume_without_redoing_finished_items(tmp_path, fake_api, vault):
     total = 100
     write_items(tmp_path / "in.jsonl", [{"n": i} for i in range(total)])
@@ -471,3 +473,17 @@ def test_map_commands_only_parse_and_print():
         if module.name != "llm.py":
             assert not re.search(r"^\s*(import anthropic|from anthropic)", text, re.M), module.name
             assert ".messages." not in text, f"{module.name} calls the SDK itself"
+
+
+@pytest.mark.parametrize("command", ["lcm_llm_map", "lcm_agentic_map"])
+def test_map_tools_never_replace_an_output_that_is_no_regular_file(capsys, tmp_path, fake_api, command):
+    """The map tools' output goes through the same rename: a FIFO (or a device) named as
+    --output was replaced by the results file."""
+    import os
+    import stat
+    (tmp_path / "in.jsonl").write_text('{"a": 1}\n')
+    os.mkfifo(tmp_path / "fifo")
+    code, out, err = run(capsys, command, "--input", tmp_path / "in.jsonl", "--output", tmp_path / "fifo",
+                         "--prompt", "Sum up")
+    assert code == 1 and "not a regular file" in err and "Hint:" in err
+    assert stat.S_ISFIFO(os.stat(tmp_path / "fifo").st_mode)

@@ -608,6 +608,7 @@ def test_claude_cli_is_used_without_an_api_key(tmp_path, monkeypatch, fake_claud
 
 # -- Must show 3: a kill midway leaves a consistent vault; the next run finishes ------------------
 
+@pytest.mark.slow  # a kill loop
 def test_killed_compaction_leaves_a_consistent_vault(tmp_path, monkeypatch, fake_api):
     monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "120")
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "2")

@@ -1,5 +1,5 @@
 """The viewer's usage page: a chart of the cost as inline SVG (no script library), the table,
-masked like every page; served at /usage behind the viewer's token."""
+masked like every page; served at `usage` under the viewer's root (its capability)."""
 from __future__ import annotations
 
 import http.client
@@ -55,22 +55,19 @@ def test_the_usage_page_draws_one_bar_a_group_in_inline_svg_and_masks_every_name
     assert "No usage recorded" in empty and "<svg" not in empty
 
 
-def test_the_usage_route_needs_the_token_and_answers_a_bad_grouping_with_an_error_page(vault):
+def test_the_usage_route_needs_the_capability_and_answers_a_bad_grouping_with_an_error_page(vault):
     server = Viewer(str(vault))
     server.start()
     try:
-        def get(path, cookie=True):
+        def get(path, capability=True):
             conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
-            headers = {"Host": f"127.0.0.1:{server.port}"}
-            if cookie:
-                headers["Cookie"] = f"lcm_view={server.token}"
-            conn.request("GET", path, headers=headers)
+            conn.request("GET", server.root + path if capability else "/" + path, headers={"Host": f"127.0.0.1:{server.port}"})
             reply = conn.getresponse()
             return reply.status, reply.read().decode()
-        assert get("/usage", cookie=False)[0] == 403
-        status, body = get("/usage?by=model")
+        assert get("usage", capability=False)[0] == 403
+        status, body = get("usage?by=model")
         assert status == 200 and "<svg class=usage-chart" in body and "claude-opus-4-7" in body
-        status, body = get("/usage?by=colour")
+        status, body = get("usage?by=colour")
         assert status == 500 and "cannot group usage by" in body
     finally:
         server.shutdown()
@@ -99,8 +96,7 @@ def test_browser_draws_the_usage_chart_without_a_policy_violation(vault):
             page = browser.new_page()
             refused = []
             page.on("console", lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None)
-            page.goto(server.url)  # the printed URL: its token becomes the cookie
-            page.goto(f"http://127.0.0.1:{server.port}/usage?by=day")
+            page.goto(server.url + "usage?by=day")  # under the printed URL's root (its capability)
             bars = page.locator("svg.usage-chart rect.bar")
             assert bars.count() == 3
             box = bars.first.bounding_box()

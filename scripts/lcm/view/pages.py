@@ -37,18 +37,21 @@ def shown(text) -> str:
 
 
 def link(path: str, **query) -> str:
+    """A link relative to the viewer's root (`/s/ID` -> `s/ID`, `/` -> `./`): the page's <base>
+    names the root, which holds the viewer's capability (lcm.view.server), so no link spells it."""
     query = {k: v for k, v in query.items() if v not in (None, "", 0)}
-    return esc(path + ("?" + urlencode(query) if query else ""))
+    return esc((path.lstrip("/") or "./") + ("?" + urlencode(query) if query else ""))
 
 
-def layout(title: str, body: str, *, query: str = "", wide: bool = False) -> str:
+def layout(title: str, body: str, *, query: str = "", wide: bool = False, root: str = "/") -> str:
+    """A whole page; `root` is the viewer's root path (its capability), the base of every link."""
     return (
-        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        f"<!doctype html><html lang=en><head><meta charset=utf-8><base href='{esc(root)}'>"
         "<meta name=viewport content='width=device-width, initial-scale=1'>"
-        f"<title>{shown(title)} - lcm</title><link rel=stylesheet href='/static/app.css'>"
-        "<script src='/static/app.js' defer></script></head><body>"
-        "<header><a class=brand href='/'>lcm</a><a href='/'>Sessions</a>"
-        f"<form action='/search' method=get role=search><input type=search name=q value='{shown(query)}'"
+        f"<title>{shown(title)} - lcm</title><link rel=stylesheet href='static/app.css'>"
+        "<script src='static/app.js' defer></script></head><body>"
+        "<header><a class=brand href='./'>lcm</a><a href='./'>Sessions</a>"
+        f"<form action='search' method=get role=search><input type=search name=q value='{shown(query)}'"
         " placeholder='Search every session' aria-label=Search> <button>Search</button></form></header>"
         f"<main{' class=wide' if wide else ''}>{body}</main></body></html>")
 
@@ -59,12 +62,12 @@ def _when(value) -> str:
 
 # -- sessions -----------------------------------------------------------------------------------
 
-def sessions_page(conn, params: dict) -> str:
+def sessions_page(conn, params: dict, root: str = "/") -> str:
     project, text = params.get("project", ""), params.get("q", "")
     page = _page_number(params)
     rows, total = lcm.readers.sessions.list_sessions(conn, project=project or None, text=text or None,
                                              limit=SESSIONS_PAGE, offset=page * SESSIONS_PAGE)
-    body = [f"<h1>Sessions</h1><form class=filters method=get action='/'>"
+    body = [f"<h1>Sessions</h1><form class=filters method=get action='./'>"
             f"<input type=text name=q value='{shown(text)}' placeholder='Title contains' aria-label='Title contains'>"
             f"<input type=text name=project value='{shown(project)}' placeholder='Project directory'"
             " aria-label='Project directory'><button>Filter</button></form>",
@@ -79,7 +82,7 @@ def sessions_page(conn, params: dict) -> str:
                         f"<td class=num>{s['summaries']}</td></tr>")
         body.append("</tbody></table>")
     body.append(_pager("/", page, total, SESSIONS_PAGE, q=text, project=project))
-    return layout("Sessions", "".join(body))
+    return layout("Sessions", "".join(body), root=root)
 
 
 def _page_number(params: dict) -> int:
@@ -106,7 +109,7 @@ def _session_row(conn, session_id: str):
     return row
 
 
-def session_page(conn, session_id: str, params: dict) -> str:
+def session_page(conn, session_id: str, params: dict, root: str = "/") -> str:
     row = _session_row(conn, session_id)
     total = conn.execute("SELECT count(*) FROM messages WHERE session_id = ?", (session_id,)).fetchone()[0]
     page = _page_number(params)
@@ -127,7 +130,7 @@ def session_page(conn, session_id: str, params: dict) -> str:
             f"<a href='{link('/s/' + sid + '/dag')}'>Summary DAG</a></p>",
             _pager(f"/s/{sid}", page, total, MESSAGES_PAGE), conversation(rows),
             _pager(f"/s/{sid}", page, total, MESSAGES_PAGE)]
-    return layout(title, "".join(body))
+    return layout(title, "".join(body), root=root)
 
 
 def conversation(rows) -> str:
@@ -231,7 +234,7 @@ def result_html(block: dict) -> str:
 
 # -- the summary DAG ----------------------------------------------------------------------------
 
-def dag_page(conn, session_id: str, params: dict) -> str:
+def dag_page(conn, session_id: str, params: dict, root: str = "/") -> str:
     row = _session_row(conn, session_id)
     nodes = conn.execute(
         "SELECT s.id, s.kind, s.depth, s.parent_id, s.token_count, s.descendant_count, s.level,"
@@ -242,10 +245,10 @@ def dag_page(conn, session_id: str, params: dict) -> str:
     head = (f"<h1>Summary DAG: {shown(title)}</h1><p class=meta><a href='{link('/s/' + sid)}'>Conversation</a>"
             f" &middot; {len(nodes)} summaries &middot; depth by row, the newest to the right; click a node</p>")
     if not nodes:
-        return layout(title, head + "<p>No summaries yet: this session has not been compacted.</p>")
+        return layout(title, head + "<p>No summaries yet: this session has not been compacted.</p>", root=root)
     return layout(title, head + f"<div class=dag><div class=canvas>{dag_svg(nodes)}</div>"
                   "<aside id=panel><p class=muted>Click a node to see its text and its sources.</p></aside></div>",
-                  wide=True)
+                  wide=True, root=root)
 
 
 def dag_svg(nodes) -> str:
@@ -289,7 +292,7 @@ def dag_svg(nodes) -> str:
             f" viewBox='0 0 {width} {height}' role=img aria-label='summary DAG'>{''.join(lines)}{''.join(boxes)}</svg>")
 
 
-def node_page(conn, node_id: str, params: dict) -> str:
+def node_page(conn, node_id: str, params: dict, root: str = "/") -> str:
     node = conn.execute("SELECT * FROM summaries WHERE id = ?", (node_id,)).fetchone()
     if node is None:
         raise NotFound(f"no summary {node_id!r}")
@@ -327,15 +330,16 @@ def node_page(conn, node_id: str, params: dict) -> str:
     fragment = "".join(parts)
     if params.get("part") == "1":
         return fragment
-    return layout(node["id"], f"<p class=meta><a href='{link('/s/' + sid + '/dag')}'>Back to the DAG</a></p>" + fragment)
+    return layout(node["id"], f"<p class=meta><a href='{link('/s/' + sid + '/dag')}'>Back to the DAG</a></p>" + fragment, root=root)
 
 
 # -- search -------------------------------------------------------------------------------------
 
-def search_page(conn, params: dict) -> str:
+def search_page(conn, params: dict, root: str = "/") -> str:
     query = params.get("q", "").strip()
     if not query:
-        return layout("Search", "<h1>Search</h1><p class=muted>Type words, a phrase or an id in the box above.</p>")
+        return layout("Search", "<h1>Search</h1><p class=muted>Type words, a phrase or an id in the box above.</p>",
+                      root=root)
     doc = lcm.search.engine.search(conn, lcm.search.query.Query(query, all_sessions=True, limit=SEARCH_RESULTS))
     words = [w for w in re.findall(r"\w+", query) if len(w) > 1]
     finder = re.compile("|".join(re.escape(html.escape(w)) for w in sorted(words, key=len, reverse=True)),
@@ -360,7 +364,7 @@ def search_page(conn, params: dict) -> str:
         head = f"<a class=hit-link href='{target}'>{esc(hit['type'])} {esc(hit['id'][:12])}</a>" if target else esc(hit["type"])
         body.append(f"<div class=hit>{head} <span class=meta>{shown(titles.get(sid, ''))} &middot; "
                     f"{_when(hit.get('created_at'))}</span><div>{snippet}</div></div>")
-    return layout(f"Search: {query}", "".join(body), query=query)
+    return layout(f"Search: {query}", "".join(body), query=query, root=root)
 
 
 # -- usage --------------------------------------------------------------------------------------
@@ -369,7 +373,7 @@ USAGE_BARS = 60  # groups the chart draws at most (the newest, or the costliest)
 CHART_W, CHART_H, CHART_PAD = 900, 220, 48
 
 
-def usage_page(conn, params: dict) -> str:
+def usage_page(conn, params: dict, root: str = "/") -> str:
     """Tokens and cost (lcm_usage.py's report) by day, week, month, session, project or model: a
     bar chart of the cost as inline SVG (no script), then the table. Every name is masked."""
     import lcm.readers.usage
@@ -379,7 +383,7 @@ def usage_page(conn, params: dict) -> str:
     doc = lcm.readers.usage.report(conn, by, since, until)
     tabs = " ".join(f"<a href='{link('/usage', by=b, since=since, until=until)}'>{'<b>' + b + '</b>' if b == by else b}</a>"
                     for b in lcm.readers.usage.BY)
-    body = [f"<h1>Usage</h1><p>{tabs}</p><form class=filters method=get action='/usage'>"
+    body = [f"<h1>Usage</h1><p>{tabs}</p><form class=filters method=get action='usage'>"
             f"<input type=hidden name=by value='{esc(by)}'>"
             f"<input type=text name=since value='{esc(since or '')}' placeholder='Since YYYY-MM-DD' aria-label=Since>"
             f"<input type=text name=until value='{esc(until or '')}' placeholder='Until YYYY-MM-DD' aria-label=Until>"
@@ -389,7 +393,7 @@ def usage_page(conn, params: dict) -> str:
                 f" ${totals['cost_usd']:,.2f}{'+' if doc['unpriced_models'] else ''}; prices taken"
                 f" {esc(doc['prices']['taken'])}; days in {esc(doc['timezone'])} time</p>")
     if not doc["items"]:
-        return layout("Usage", "".join(body + ["<p>No usage recorded.</p>"]))
+        return layout("Usage", "".join(body + ["<p>No usage recorded.</p>"]), root=root)
     body.append(_usage_chart(doc["items"], by))
     body.append("<table><thead><tr><th>" + esc(by.capitalize()) + "</th><th>Input</th><th>Output</th>"
                 "<th>Cache write</th><th>Cache read</th><th>Cost</th><th>Models</th></tr></thead><tbody>")
@@ -405,7 +409,7 @@ def usage_page(conn, params: dict) -> str:
     if doc["unpriced_models"]:
         body.append("<p class=muted>Not priced (add them to $LCM_HOME/prices.json): "
                     + ", ".join(shown(m["model"]) for m in doc["unpriced_models"]) + "</p>")
-    return layout("Usage", "".join(body), wide=True)
+    return layout("Usage", "".join(body), wide=True, root=root)
 
 
 def _usage_chart(items: list[dict], by: str) -> str:
