@@ -29,6 +29,7 @@ import gzip
 import json
 import os
 import sys
+import tempfile
 
 import lcm.base.config
 import lcm.base.mask
@@ -102,7 +103,18 @@ def write(conn, path: str, sessions: list[str], masked: bool = True, everything:
           since: str | None = None, progress: bool = False) -> dict:
     """Write the bundle of `sessions` to `path` (beside it first, then renamed into place: the file
     is whole or absent; 0600, it holds conversations). Returns what it holds."""
-    import tempfile
+    own = not conn.in_transaction
+    if own:  # one snapshot: a purge made while the bundle is written is in it whole or not at all
+        conn.execute("BEGIN")
+    try:
+        return _write(conn, path, sessions, masked, everything, since, progress)
+    finally:
+        if own and conn.in_transaction:
+            conn.execute("ROLLBACK")  # it only read
+
+
+def _write(conn, path: str, sessions: list[str], masked: bool, everything: bool, since: str | None,
+           progress: bool) -> dict:
     purged = _purges(conn, sessions, everything, since)
     counts = {}
     for i in range(0, len(sessions), 500):
