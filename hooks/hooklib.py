@@ -350,6 +350,20 @@ def start_packing(conn, payload: dict) -> None:
         detach("lcm_compact.py", ["--pack", "--time-budget", str(PACK_TIME_BUDGET)], payload)
 
 
+def start_backup(payload: dict) -> None:
+    """Detach `lcm_backup.py --auto` when the last automatic backup started
+    LCM_BACKUP_INTERVAL_HOURS ago or more (one stat(); LCM_BACKUP=0: never). The start is
+    recorded first, so the next hooks do not start another; the backup itself takes its lock."""
+    import lcm.care.backup
+    if lcm.care.backup.due():
+        try:
+            lcm.care.backup.mark_started()
+        except OSError as exc:  # the backup directory cannot be made: said once per Stop, in the log
+            note(f"automatic backup not started: {exc}")
+            return
+        detach("lcm_backup.py", ["--auto"], payload)
+
+
 def context_output(event: str, text: str) -> dict:
     """Text injected into the session's context, secrets masked (lcm.base.mask)."""
     import lcm.base.mask

@@ -92,7 +92,7 @@ def _main(argv):
     known = (f" ({skipped} repeated in more than one transcript)" if was_empty else f" ({skipped} already stored)"
              ) if skipped else ""
     print(f"{result['messages_added']} new messages{known} from "
-          f"{result['files']} files, {result['sessions']} sessions in {result['seconds']}s{note}")
+          f"{result['files']} files in {result['seconds']}s; the vault holds {result['vault_sessions']} sessions{note}")
     return 0
 
 

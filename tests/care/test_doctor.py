@@ -18,7 +18,7 @@ import lcm_doctor
 import lcm_grep
 import lcm_ingest
 import lcm_status
-from conftest import ROOT, SCRIPTS, mount_tmpfs, shared_data
+from conftest import ROOT, SCRIPTS, mount_tmpfs, run, shared_data
 from transcripts import Transcript
 from conftest import one_transcript, run
 
@@ -170,12 +170,22 @@ def test_a_damaged_vault_points_to_the_doctor(isolated_home, vault, stage_root, 
     assert "lcm_doctor.py" in err and "move it aside" not in err and "rebuild" not in err
     code, doc = _doctor(capsys)
     assert code == 1 and doc["integrity"] != "ok" and doc["recovery"]
-    code, doc = _doctor(capsys, "--fix")  # the damaged file is kept aside, the vault rebuilt (empty here)
+    # nothing to rebuild it from (no backup, no transcript): --fix puts no empty vault in its place
+    code, doc = _doctor(capsys, "--fix")
+    assert code == 1 and doc["recovery"]["source"] is None and "nothing to rebuild" in " ".join(doc["not_fixed"])
+    assert vault.read_bytes() == b"this is not a database at all" * 200
+    code, out, _ = run(capsys, lcm_doctor)
+    assert code == 1 and "nothing to rebuild it from" in out and "--fix builds" not in out
+    # a transcript on disk: the vault is rebuilt from it, the damaged file kept aside
+    t = Transcript(isolated_home / ".claude" / "projects", session_id="after-damage")
+    t.user("a new session after the damage")
+    t.write()
+    code, doc = _doctor(capsys, "--fix")
     assert code == 0 and open(doc["recovery"]["moved_to"], "rb").read() == b"this is not a database at all" * 200
 
 
-def test_no_vault_is_an_error(isolated_home, capsys):
-    assert lcm_doctor.main([]) == 1
+def test_a_db_path_that_names_no_vault_is_an_error(isolated_home, tmp_path, capsys):
+    assert lcm_doctor.main(["--db", str(tmp_path / "typo.db")]) == 1     # (no --db: see test_doctor_truth)
     assert "no vault" in capsys.readouterr().err
 
 

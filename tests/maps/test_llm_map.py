@@ -462,6 +462,30 @@ def test_dry_run_without_a_backend_says_the_run_would_fail(tmp_path, monkeypatch
     assert err.startswith("Error: ") and "Hint: unset LCM_LLM" in err
 
 
+@pytest.mark.parametrize("env, missing, expected", [
+    ({"LCM_LLM": "anthropic", "ANTHROPIC_API_KEY": "sk-test"}, True, "pip install anthropic"),
+    ({"LCM_LLM": "anthropic"}, False, "export ANTHROPIC_API_KEY"),
+    ({"LCM_LLM": "claude", "PATH": "/nonexistent"}, False, "install Claude Code"),
+])
+def test_dry_run_is_not_ready_when_the_chosen_backend_cannot_start(tmp_path, monkeypatch, capsys, env, missing, expected):
+    """The dry run said "ready": true for LCM_LLM=anthropic without the SDK, and the real run's
+    hint then offered LCM_LLM=none, which llm_map refuses. Both now name what is missing."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    if missing:  # the package absent, as on a machine where it was never installed
+        monkeypatch.setattr(lcm_llm_map.lcm.base.llm, "sdk_available", lambda: False)
+    assert run_map(tmp_path, "--dry-run", items=[{"n": 1}]) == 1
+    out, err = capsys.readouterr()
+    report = json.loads(out)
+    assert report["ready"] is False and report["backend"] == env["LCM_LLM"] and expected in report["hint"]
+    assert run_map(tmp_path, items=[{"n": 1}]) == 1
+    err = capsys.readouterr().err
+    assert expected in err and "LCM_LLM=none" not in err
+    assert not (tmp_path / "out.jsonl").exists()
+
+
 def test_map_commands_only_parse_and_print():
     """Issue 19: the map scripts parse, call lcm.maps, print; the logic lives in lcm/maps/, one job a
     module, and every model call in lcm/base/llm.py (no map module imports anthropic)."""

@@ -102,6 +102,8 @@ def test_two_overlapping_halves_merge_into_their_exact_union_and_a_purge_holds(t
     assert "messages here purged as they were there" in out
     after = lines_of(dbs["b"])
     assert gone not in after and other not in after
+    listed = (tmp_path / "b.db.purged").read_text().split()  # the purge list beside the vault, which outlives it
+    assert gone in listed and other in listed
     assert run(capsys, lcm_ingest, "--db", dbs["b"], tmp_path / "b")[0] == 0  # its transcripts never bring them back
     assert gone not in lines_of(dbs["b"])
 

@@ -363,7 +363,9 @@ def test_reader_cache_never_serves_a_rewritten_block(vault):
 
 
 def test_unknown_codec_is_refused_clearly():
-    with pytest.raises(ValueError, match="newer lcm"):
+    with pytest.raises(ValueError, match="newer lcm"):  # only when the vault's schema is newer
+        lcm.vault.store.decode_block(b"\x07" + zlib.compress(b"x"), newer_schema=True)
+    with pytest.raises(ValueError, match="not one lcm writes"):  # else it is damage
         lcm.vault.store.decode_block(b"\x07" + zlib.compress(b"x"))
     lines = [b'{"a":1}', b"", "caf\u00e9".encode(), b"x" * 100000]
     assert lcm.vault.store.decode_block(lcm.vault.store.encode_block(lines)) == lines

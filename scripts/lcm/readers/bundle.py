@@ -37,6 +37,7 @@ import lcm.capture.ingest
 import lcm.capture.transcript
 import lcm.care.purge
 import lcm.vault.db
+import lcm.vault.purgelist
 import lcm.vault.schema
 import lcm.vault.store
 from lcm.base.errors import LcmError
@@ -313,6 +314,8 @@ def _apply_purges(conn, uuids: list, result: dict) -> None:
         return
     if conn.in_transaction:
         conn.execute("COMMIT")
+    # the list beside the vault first, as a purge here does: it outlives the vault file
+    lcm.vault.purgelist.append(lcm.care.purge.vault_path(conn), [r[0] for r in rows])
     with lcm.vault.db.transaction(conn):
         conn.execute(lcm.vault.schema.PURGED_TRIGGER)
         before = conn.total_changes

@@ -137,6 +137,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self._send(HTTPStatus.NOT_FOUND, pages.layout("Not found", f"<h1>Not found</h1><p>{pages.shown(exc.message)}</p>",
                                                                  root=root).encode(), "text/html; charset=utf-8", head=head)
         except (LcmError, sqlite3.Error) as exc:
+            exc = lcm.vault.db.storage_error(exc) or exc  # a damaged block: which session, and the hint
             message = getattr(exc, "message", None) or str(exc)
             hint = getattr(exc, "hint", None)
             text = f"<h1>Error</h1><p>{pages.shown(message)}</p>" + (f"<p class=muted>{pages.shown(hint)}</p>" if hint else "")
