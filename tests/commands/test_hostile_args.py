@@ -48,6 +48,7 @@ BASE = {
     "lcm_sessions": [],
     "lcm_remember": ["a note about the parser"],
     "lcm_export": ["--session", "s-hostile"],
+    "lcm_usage": ["--by", "model"],
     "lcm_view": ["--no-browser", "--json"],  # --json is refused before it would serve
 }
 SKIP_OPTIONS = {"--db"}  # covered by test_hostile_vault_paths

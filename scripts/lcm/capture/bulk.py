@@ -12,6 +12,7 @@ import time
 import lcm.vault.db
 import lcm.capture.indexes
 import lcm.capture.ingest
+import lcm.capture.tokens
 import lcm.vault.order
 import lcm.vault.schema
 import lcm.base.text
@@ -161,6 +162,14 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         except sqlite3.Error:
             pass
+    if lcm.capture.tokens.pending(conn):  # nothing new to import, yet the usage of older lines to read
+        begin_write(conn)
+        try:
+            lcm.capture.tokens.backfill(conn)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
     total["messages_skipped"] = seen - total["messages_added"]
     total["files"] -= total["excluded_files"]
     conn.execute("PRAGMA cache_size = -2000")  # back to SQLite's default for later writes
@@ -371,6 +380,7 @@ def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: 
             if batch.staged:
                 before = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
                 added = lcm.capture.ingest.flush_staged(conn, bulk=True, rows=(batch.stage_start, batch.staged))
+                lcm.capture.tokens.store(conn, batch.usage)
                 total["messages_added"] += added
                 _place_found(conn, batch, before, added, found)  # after write_batch: it may externalise a text
                 flushed.update(sid for sid in batch.sessions if sid)
@@ -397,6 +407,7 @@ def _commit_placed(conn, flushed: set, recheck: bool, found) -> None:
     if flushed:
         lcm.vault.order.place_threads(conn, flushed, recheck=recheck)
     lcm.capture.indexes.catch_up(conn, found=found)  # the search indexes derived from the messages (lcm/capture/indexes.py)
+    lcm.capture.tokens.backfill(conn)  # a vault from before the usage table: read once, by the first import
     lcm.capture.ingest.place_leaf_titles(conn)
     lcm.vault.db.commit(conn)  # room for its checkpoint reserved first: nothing committed stays only in the WAL
 

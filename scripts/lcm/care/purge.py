@@ -474,12 +474,15 @@ def purge(conn, sel: Selection) -> dict:
         with lcm.vault.db.transaction(conn):
             doc = plan(conn, sel)
             checkpoints = _doomed_checkpoints(conn, sel)
-            uuids = [r[0] for r in conn.execute("SELECT uuid FROM messages WHERE id IN (SELECT id FROM temp.purge_messages)")]
+            doomed = conn.execute("SELECT uuid, session_id FROM messages WHERE id IN (SELECT id FROM temp.purge_messages)").fetchall()
+            uuids = [r[0] for r in doomed]
             now = lcm.base.config.now_iso()
             # the list beside the vault first: it outlives the vault file (lcm.vault.purgelist)
             lcm.vault.purgelist.append(vault_path(conn), uuids)
             conn.execute(lcm.vault.schema.PURGED_TRIGGER)
-            conn.executemany("INSERT OR IGNORE INTO purged (uuid, purged_at) VALUES (?, ?)", ((u, now) for u in uuids))
+            # the session too: a bundle of that session carries its purges (lcm.readers.bundle)
+            conn.executemany("INSERT OR IGNORE INTO purged (uuid, purged_at, session_id) VALUES (?, ?, ?)",
+                             ((u, now, sid) for u, sid in doomed))
             dropped = drop_summaries(conn)
             files = conn.execute(f"SELECT id, path FROM files WHERE {FILES_OF_PURGE}").fetchall()
             lcm.capture.indexes.forget_files(conn, [r[0] for r in conn.execute(

@@ -365,3 +365,73 @@ def search_page(conn, params: dict, root: str = "/") -> str:
         body.append(f"<div class=hit>{head} <span class=meta>{shown(titles.get(sid, ''))} &middot; "
                     f"{_when(hit.get('created_at'))}</span><div>{snippet}</div></div>")
     return layout(f"Search: {query}", "".join(body), query=query, root=root)
+
+
+# -- usage --------------------------------------------------------------------------------------
+
+USAGE_BARS = 60  # groups the chart draws at most (the newest, or the costliest)
+CHART_W, CHART_H, CHART_PAD = 900, 220, 48
+
+
+def usage_page(conn, params: dict, root: str = "/") -> str:
+    """Tokens and cost (lcm_usage.py's report) by day, week, month, session, project or model: a
+    bar chart of the cost as inline SVG (no script), then the table. Every name is masked."""
+    import lcm.readers.usage
+    by = params.get("by") or "day"
+    since = lcm.readers.usage.parse_day(params.get("since"), "since")
+    until = lcm.readers.usage.parse_day(params.get("until"), "until")
+    doc = lcm.readers.usage.report(conn, by, since, until)
+    tabs = " ".join(f"<a href='{link('/usage', by=b, since=since, until=until)}'>{'<b>' + b + '</b>' if b == by else b}</a>"
+                    for b in lcm.readers.usage.BY)
+    body = [f"<h1>Usage</h1><p>{tabs}</p><form class=filters method=get action='usage'>"
+            f"<input type=hidden name=by value='{esc(by)}'>"
+            f"<input type=text name=since value='{esc(since or '')}' placeholder='Since YYYY-MM-DD' aria-label=Since>"
+            f"<input type=text name=until value='{esc(until or '')}' placeholder='Until YYYY-MM-DD' aria-label=Until>"
+            "<button>Show</button></form>"]
+    totals = doc["totals"]
+    body.append(f"<p class=muted>{totals['responses']:,} responses, {totals['total_tokens']:,} tokens,"
+                f" ${totals['cost_usd']:,.2f}{'+' if doc['unpriced_models'] else ''}; prices taken"
+                f" {esc(doc['prices']['taken'])}; days in {esc(doc['timezone'])} time</p>")
+    if not doc["items"]:
+        return layout("Usage", "".join(body + ["<p>No usage recorded.</p>"]), root=root)
+    body.append(_usage_chart(doc["items"], by))
+    body.append("<table><thead><tr><th>" + esc(by.capitalize()) + "</th><th>Input</th><th>Output</th>"
+                "<th>Cache write</th><th>Cache read</th><th>Cost</th><th>Models</th></tr></thead><tbody>")
+    for g in doc["items"]:
+        key = g["key"] if g["key"] is not None else "(unknown)"
+        label = (f"<a href='{link('/s/' + quote(key, safe=''))}'>{shown(key[:8])}</a>" if by == "session"
+                 else shown(key))
+        models = ", ".join(shown(m["model"]) for m in g["models"])
+        body.append(f"<tr><td>{label}</td><td class=num>{g['input_tokens']:,}</td><td class=num>{g['output_tokens']:,}</td>"
+                    f"<td class=num>{g['cache_write_tokens']:,}</td><td class=num>{g['cache_read_tokens']:,}</td>"
+                    f"<td class=num>${g['cost_usd']:,.2f}{'' if g['cost_complete'] else '+'}</td><td>{models}</td></tr>")
+    body.append("</tbody></table>")
+    if doc["unpriced_models"]:
+        body.append("<p class=muted>Not priced (add them to $LCM_HOME/prices.json): "
+                    + ", ".join(shown(m["model"]) for m in doc["unpriced_models"]) + "</p>")
+    return layout("Usage", "".join(body), wide=True, root=root)
+
+
+def _usage_chart(items: list[dict], by: str) -> str:
+    """The cost of each group as a bar (oldest left for time groups), each with its value in a
+    <title> a browser shows on hover."""
+    shown_items = items[:USAGE_BARS]
+    if by in ("day", "week", "month"):
+        shown_items = list(reversed(shown_items))
+    top = max((g["cost_usd"] for g in shown_items), default=0) or 1.0
+    width = (CHART_W - CHART_PAD) / len(shown_items)
+    bars = []
+    for i, g in enumerate(shown_items):
+        height = (CHART_H - 30) * g["cost_usd"] / top
+        x, y = CHART_PAD + i * width, CHART_H - 20 - height
+        label = g["key"] if g["key"] is not None else "(unknown)"
+        bars.append(f"<rect class=bar x='{x + 1:.1f}' y='{y:.1f}' width='{max(width - 2, 1):.1f}' height='{height:.1f}'"
+                    f" fill='#4a7bd0'><title>{shown(label)}: ${g['cost_usd']:,.2f}, {g['total_tokens']:,} tokens</title></rect>")
+    first, last = (shown_items[0]["key"], shown_items[-1]["key"]) if by in ("day", "week", "month") else ("", "")
+    return (f"<svg class=usage-chart role=img aria-label='Cost by {esc(by)}' viewBox='0 0 {CHART_W} {CHART_H}'"
+            f" width='100%' xmlns='http://www.w3.org/2000/svg'>"
+            f"<text x='0' y='12' font-size='11'>${top:,.2f}</text>"
+            f"<line x1='{CHART_PAD}' y1='{CHART_H - 20}' x2='{CHART_W}' y2='{CHART_H - 20}' stroke='#888'/>"
+            + "".join(bars)
+            + f"<text x='{CHART_PAD}' y='{CHART_H - 4}' font-size='11'>{shown(first)}</text>"
+            f"<text x='{CHART_W}' y='{CHART_H - 4}' font-size='11' text-anchor='end'>{shown(last)}</text></svg>")

@@ -156,6 +156,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return pages.sessions_page(conn, params, root=root)
             if path == "/search":
                 return pages.search_page(conn, params, root=root)
+            if path == "/usage":
+                return pages.usage_page(conn, params, root=root)
             if path.startswith("/n/"):
                 return pages.node_page(conn, path[3:], params, root=root)
             if path.startswith("/s/"):
