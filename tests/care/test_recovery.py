@@ -386,9 +386,9 @@ def _viewer_shows(vault, sid: str) -> None:
     server = Viewer(str(vault))
     server.start()
     try:
-        for path in ("/", f"/s/{sid}"):
+        for path in ("", f"s/{sid}"):
             conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
-            conn.request("GET", path, headers={"Host": f"127.0.0.1:{server.port}", "Cookie": f"lcm_view={server.token}"})
+            conn.request("GET", server.root + path, headers={"Host": f"127.0.0.1:{server.port}"})
             response = conn.getresponse()
             body = response.read()
             conn.close()
