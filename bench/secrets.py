@@ -102,7 +102,7 @@ def go_to_python(source: str) -> tuple[str, int]:
     """A Go RE2 pattern as Python reads it: `\\z` is `\\Z`; a flag group in mid-pattern (`(?i)`)
     is not allowed: it is dropped, and the pattern compiled case-insensitive as a whole."""
     flags = 0
-    source = source.replace(r"\z", r"\Z")
+    source = source.replace(r"\z", r"\Z").replace("[[:alnum:]]", "[A-Za-z0-9]")
     if source.startswith("(?i)"):
         source, flags = source[4:], re.I
     if "(?i)" in source:
@@ -160,7 +160,7 @@ class Generator:
         if op is C.NOT_LITERAL:
             return rng.choice([c for c in "abcxyz019" if c != chr(av)])
         if op is C.ANY:
-            return rng.choice("abcdefghijkmnopqrstuvwxyz0123456789")
+            return "."  # mostly a dot left unescaped (`hooks.slack.com`)
         if op is C.IN:
             return rng.choice(self.charset(av))
         if op is C.BRANCH:
@@ -213,11 +213,28 @@ def allowed(rule: dict, secret: str, sample: str) -> bool:
     return False
 
 
-def keyword_anchored(parsed) -> bool:
-    """Whether the pattern finds its secret after a name: a group that is not the first item."""
-    items = list(parsed)
-    return any(op is C.SUBPATTERN and av[0] for op, av in items[1:]) and not (
-        items and items[0][0] is C.SUBPATTERN and items[0][1][0])
+NAME_PREFIX = r"[\w.-]{0,50}?"  # how a keyword rule opens: a name around the vendor's
+
+
+def identifier_of(source: str, flags: int, rng: random.Random) -> str | None:
+    """The vendor name a keyword rule looks for before its value (`[\\w.-]{0,50}?(?:adafruit)...`),
+    drawn from that group; None for a rule that is not shaped so."""
+    scoped = NAME_PREFIX + "(?i:" + NAME_PREFIX  # `[\\w.-]{0,50}?(?i:[\\w.-]{0,50}?(?:meraki)...`
+    if source.startswith(scoped + "(?:"):
+        at = len(scoped)
+    elif source.startswith(NAME_PREFIX + "(?:"):
+        at = len(NAME_PREFIX)
+    else:
+        return None
+    depth = 0
+    for end in range(at, len(source)):
+        if source[end] == "\\":
+            continue
+        depth += {"(": 1, ")": -1}.get(source[end], 0) if source[end - 1] != "\\" else 0
+        if depth == 0:
+            break
+    name = Generator(rng, False).items(sre_parse.parse(source[at:end + 1], flags))
+    return name if name and all(c.isalnum() or c in "_-." for c in name) else None
 
 
 def make_samples(rule: dict, count: int, rng: random.Random) -> tuple[list, list, str | None]:
@@ -232,8 +249,7 @@ def make_samples(rule: dict, count: int, rng: random.Random) -> tuple[list, list
         return [], [], f"does not compile: {exc}"
     group = secret_group(rule, pattern)
     floor = float(rule.get("entropy") or 0)
-    keyword = (rule.get("keywords") or [""])[0]
-    anchored = keyword_anchored(parsed) and keyword.isalnum()
+    anchored = identifier_of(source, flags, rng) is not None
     named, bare = [], []
     tries = 0
     while (len(named) < count or (anchored and len(bare) < count)) and tries < 400:
@@ -246,18 +262,25 @@ def make_samples(rule: dict, count: int, rng: random.Random) -> tuple[list, list
         m = pattern.search(whole)
         if m is None:
             continue
-        secret = m.group(group) if group else m.group(0)
+        g = group if group and m.group(group) is not None else next(
+            (i for i in range(1, (pattern.groups or 0) + 1) if m.group(i)), 0)
+        secret = m.group(g)
+        if g and not rule.get("secretGroup") and len(secret) < 10 < len(m.group(0)):
+            g, secret = 0, m.group(0)  # a group inside the token (`([a-z0-9]{4}-){3}`), not the secret
         if not secret or entropy(secret) < floor or allowed(rule, secret, m.group(0)):
             continue
         if not anchored:
-            if len(named) < count:
-                named.append((m.group(0), secret))
+            if len(named) < count:  # the match up to the secret's end (not the character after it)
+                named.append((whole[m.start():m.end(g)], secret))
             continue
         shapes = NAMED if len(named) < count else BARE
         shape = shapes[(len(named) if shapes is NAMED else len(bare)) % len(shapes)]
-        sample = shape.format(i=keyword, I=keyword.upper(), s=secret)
+        name = identifier_of(source, flags, rng)
+        if name is None:
+            continue
+        sample = shape.format(i=name, I=name.upper(), s=secret)
         m = pattern.search(sample)
-        if m is None or (m.group(group) if group else m.group(0)) != secret:
+        if m is None or secret not in m.group(0):
             continue
         (named if shapes is NAMED else bare).append((sample, secret))
     if not named:

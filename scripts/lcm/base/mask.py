@@ -66,7 +66,7 @@ def _private_spans(text: str) -> str:
     """<private>...</private> (any case) masked whole; an unclosed tag to the end of the text.
     One pass over the tags: linear however many lack a close."""
     spans, start = [], None
-    for m in _regex(r"(?i)<(/?)private>").finditer(text):
+    for m in _regex(r"(?i)<(/?)private(?:\s[^<>]*)?>").finditer(text):  # <private reason=...>, </private >
         if start is None and not m.group(1):
             start = m.start()
         elif start is not None and m.group(1):
@@ -81,7 +81,8 @@ _PEM_BEGIN = r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
 _PEM_END = r"-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
 # base64 runs, newlines raw or JSON-escaped; a run must end where base64 does: one going on
 # with `.`, `-` or `_` is the next token (a JWT pasted after a key cut short), not the key
-_PEM_BODY = r"(?:(?:\\[nr]|\s)*[A-Za-z0-9+/=]+(?![A-Za-z0-9+/=._-]))*"
+_PEM_BODY = (r"(?:(?:\\[nr]|\s)*(?:Proc-Type|DEK-Info|Comment|Version):[^\n\\]*)*"  # an encrypted key's headers
+             r"(?:(?:\\[nr]|\s)*[A-Za-z0-9+/=]+(?![A-Za-z0-9+/=._-]))*")
 
 
 def _pem_blocks(text: str) -> str:
@@ -113,20 +114,87 @@ def _basic_credentials(value: str) -> bool:
 _VARIABLE = ("$", "%", "{{", "<")  # `-p$DB_PASS`: the value is elsewhere
 
 
-# A token may start where a word does not go on (`(?<![\w-])`, or a stricter class), or right
-# after a JSON escape: in text that quotes JSON, `\n` or `\u2028` before a key is not a letter.
-def _edge(lookbehind: str = r"(?<![\w-])") -> str:
+# A token may start where an ASCII word does not go on (`(?<![A-Za-z0-9_-])`, or a stricter
+# class), or right after a JSON escape: in text that quotes JSON, `\n` or `\u2028` before a key is
+# not a letter. Any other letter is an edge: Japanese and Chinese put no space before a key
+# (`APIキーはsk-ant-...です`), and no key of any kind starts inside a word of their scripts.
+def _edge(lookbehind: str = r"(?<![A-Za-z0-9_-])") -> str:
     return rf"(?:{lookbehind}|(?<=\\[nrtbf])|(?<=\\u[0-9a-fA-F]{{4}}))"
 
 
 _SPACE = r"(?:[ \t]|\\\r?\n)+"  # between shell words, a continued line included
 _WORDS = rf"(?:{_SPACE}[^\s;|&]+){{0,40}}?{_SPACE}"  # the other arguments of a command, up to the one sought
 
+def _htpasswd(text: str) -> str:
+    """`htpasswd -b[c] FILE USER PASSWORD` and `htpasswd -nb USER PASSWORD`: the last word masked."""
+    def replace(m):
+        flags = m.group("flags")
+        if "b" not in flags.replace("-", ""):
+            return m.group(0)
+        words = m.group("words").split()
+        need = 2 if "n" in flags else 3
+        if len(words) < need or words[need - 1].startswith(_VARIABLE + ("[secret:",)):
+            return m.group(0)
+        secret = words[need - 1]
+        head = m.group(0)[:m.start("words") - m.start()]
+        rest = m.group("words")
+        at = 0
+        for word in words[:need - 1]:
+            at = rest.index(word, at) + len(word)
+        at = rest.index(secret, at)
+        return head + rest[:at] + token("password", secret) + rest[at + len(secret):]
+    return _regex(r"htpasswd(?P<flags>(?:[ \t]+-[A-Za-z]+)+)(?P<words>(?:[ \t]+[^\s;|&]+){2,3})").sub(replace, text)
+
+
+# `password: |` (or `>`, `|-`, ...): a YAML block scalar under a secret's name, its lines masked
+_YAML_BLOCK = (r"(?im)^(?P<indent>[ \t]*)[\w.-]*(?:pass(?:word|wd|phrase)?|secret|token|api[_-]?key|private[_-]?key"
+               r"|credentials?)[\"']?[ \t]*:[ \t]*[|>][+-]?[0-9]?[ \t]*\r?\n"
+               r"(?P=indent)[ \t]+(?P<s>\S[^\n]*(?:\n(?P=indent)[ \t]+\S[^\n]*)*)")
+
+
+def _yaml_blocks(text: str) -> str:
+    def replace(m):
+        body = m.group("s")
+        if body.startswith("[secret:"):
+            return m.group(0)
+        start = m.start("s") - m.start()
+        return m.group(0)[:start] + token("secret", body) + m.group(0)[start + len(body):]
+    return _regex(_YAML_BLOCK).sub(replace, text)
+
+
+def _cookie_values(text: str) -> str:
+    """`Cookie: a=1; sessionid=X` (a request header, curl -b): every value masked, names kept."""
+    def replace(m):
+        pairs = _regex(r"(?P<n>[^\s=;,\"'\\]+)=(?P<v>[^;\s\"'\\]{4,})").sub(
+            lambda p: p.group(0) if p.group("v").startswith("[secret:") else f"{p.group('n')}={token('cookie', p.group('v'))}",
+            m.group("pairs"))
+        return m.group("head") + pairs
+    return _regex(r"(?i)(?P<head>(?<![\w-])(?:set-)?cookie\\?[\"']?[ \t]*:[ \t]*|(?<![\w-])(?:-b|--cookie)[ \t]+[\"']?)"
+                  r"(?P<pairs>[^\s\"'\\=;]+=[^\n\"'\\]*)").sub(replace, text)
+
+
+# .pgpass: host:port:database:user:password, one a line
+_PGPASS = (r"(?m)(?:^|(?<=\\n))[A-Za-z0-9.*_\[\]-]+:(?:\d{1,5}|\*):[^\s:]+:[^\s:]+:"
+           r"(?P<s>(?:[^\s:\\]|\\.)+)(?=\r?$|\\[nr])")
+
+_URL_PASSWORD = (r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*:(?:\\?/){2}[^\s:/@\"'<>\[\]\\]*:"
+                 r"(?P<s>(?:(?!:(?:\\?/){2})\S){1,256}?)@(?=[A-Za-z0-9\[][A-Za-z0-9.\]:-]*(?:[/?#\s\"'\\,;)>}]|$))")
+
+
+def _not_a_port(value: str) -> bool:
+    """`http://host:8080/path@x`: the port and a path, not a password."""
+    return not _regex(r"\d{1,5}(?:[/?#]|\\/|$)").match(value) and not value.startswith(_VARIABLE)
+
+
+_VALUE_WORD = r"(?P<q>['\"])?(?P<s>(?(q)(?:(?!(?P=q))[^\n\\])+|[^\s;|&'\"]+))(?(q)(?P=q))"  # one shell word, quoted or not
+_USER_PASS = r"(?P<q>['\"])?[^\s:'\"]*:(?P<s>(?(q)(?:(?!(?P=q))[^\n\\])+|[^\s'\"]+))(?(q)(?P=q))"
+
 # Where to add a secret pattern: one row of KINDS, nothing else.
 #   (kind, triggers, pattern, check)
 #   kind      what the mask says: [secret:KIND:fp]
 #   triggers  lowercase literals that every match contains; the prefilter (built from them)
-#             looks for these first, and the pattern runs only on text that holds one
+#             looks for these first, and the pattern runs only on text that holds one (a literal
+#             in capitals, such as "SK", is looked for as written instead: see _CASED)
 #   pattern   a regular expression (group `s` = the secret when the match holds more; start it
 #             with _edge() so it also starts after a JSON escape), or a function text -> text
 #   check     None, or a function secret -> bool that must say yes
@@ -134,36 +202,127 @@ _WORDS = rf"(?:{_SPACE}[^\s;|&]+){{0,40}}?{_SPACE}"  # the other arguments of a 
 # `password` followed by a value) find their values already masked. Then add a sample to
 # SAMPLES in tests/base/test_mask.py: the property tests put it in every place a string can sit.
 # A new *name* for assigned values (like `passphrase`) is a branch of _NAMES and of _NAME_GROUPS.
+# Keys that open with a vendor's prefix, each row run only on text that holds its prefix (the
+# prefix alone is too short to be a word). A vendor's key under its name (`lobToken=live_...`) is
+# found by the name.
+_PREFIXED = [
+    (("a3-",), r"A3-[A-Z0-9]{6}(?:-[A-Z0-9]{5,11}){4,5}"),  # 1Password secret key
+    (("ops_eyj",), r"ops_eyJ[A-Za-z0-9+/]{100,}={0,3}"),
+    (("p8e-",), r"p8e-[A-Za-z0-9]{32}"),  # Adobe
+    (("age-secret-key-1",), r"AGE-SECRET-KEY-1[0-9A-Z]{58}"),
+    (("ltai",), r"LTAI[A-Za-z0-9]{20}"),  # Alibaba
+    (("akcp", "cmvmd"), r"(?:AKCp[A-Za-z0-9]{60,}|cmVmd[A-Za-z0-9]{50,})"),  # Artifactory
+    ((".acc_", ".acc-"), r"(?:sc|ext|scauth|authress)_[a-z0-9]{5,30}\.[a-z0-9]{4,6}\.acc[_-][a-z0-9-]{10,32}\.[A-Za-z0-9+/_=-]{30,}"),
+    (("4b1d",), r"4b1d[A-Za-z0-9]{38}"),  # ClickHouse
+    (("clojars_",), r"CLOJARS_[a-z0-9]{60}"),
+    (("v1.0-",), r"v1\.0-[a-f0-9]{24}-[a-f0-9]{140,}"),  # Cloudflare origin CA
+    (("dapi",), r"dapi[a-f0-9]{32}(?:-\d)?"),  # Databricks
+    (("_v1_",), r"do[opr]_v1_[a-f0-9]{64}"),  # DigitalOcean
+    (("dp.pt.",), r"dp\.pt\.[A-Za-z0-9]{40,}"),  # Doppler
+    (("duffel_",), r"duffel_(?:test|live)_[A-Za-z0-9_=-]{40,}"),
+    (("dt0c01.",), r"dt0c01\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}"),  # Dynatrace
+    (("ezak", "eztk"), r"EZ[AT]K[A-Za-z0-9]{54}"),  # EasyPost
+    (("eaa", "sq0atp-", "sq0csp-"), r"(?:EAA[A-Za-z0-9]{30,}|sq0(?:atp|csp)-[A-Za-z0-9_-]{22,})"),  # Facebook, Square
+    (("flwseck_", "flwpubk_"), r"FLW(?:SECK|PUBK)_TEST-[A-Za-z0-9]{12,}(?:-X)?"),  # Flutterwave
+    (("fo1_", "fm1a_", "fm1r_", "fm2_"), r"(?:fo1_[\w-]{40,}|fm(?:1[ar]|2)_[A-Za-z0-9+/]{80,}={0,3})"),  # Fly.io
+    (("fio-u-",), r"fio-u-[A-Za-z0-9_=-]{60,}"),  # Frame.io
+    (("pat.", "sat."), r"(?:pat|sat)\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{20}"),  # Harness
+    ((".atlasv1.",), r"[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,}"),  # Terraform Cloud
+    (("hrku-",), r"HRKU-AA[0-9A-Za-z_-]{58}"),  # Heroku
+    (("ico-",), r"ico-[A-Za-z0-9]{32}"),  # Infracost
+    (("s-s4t2",), r"s-s4t2(?:ud|af)-[a-f0-9]{64}"),  # 42 intra
+    (("lin_api_",), r"lin_api_[A-Za-z0-9]{40}"),  # Linear
+    (("_mmk",), r"[A-Za-z0-9]{6}_[A-Za-z0-9]{29}_mmk"),  # MaxMind
+    (("ntn_",), r"ntn_[0-9]{11}[A-Za-z0-9]{35}"),  # Notion
+    (("sha256~",), r"sha256~[\w-]{43}"),  # OpenShift
+    (("pplx-",), r"pplx-[A-Za-z0-9]{48}"),  # Perplexity
+    (("pscale_",), r"pscale_(?:tkn|oauth|pw)_[\w=.-]{32,}"),  # PlanetScale
+    (("pmak-",), r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}"),  # Postman
+    (("pnu_",), r"pnu_[A-Za-z0-9]{36}"),  # Prefect
+    (("pul-",), r"pul-[a-f0-9]{40}"),  # Pulumi
+    (("rdme_",), r"rdme_[a-z0-9]{70}"),  # ReadMe
+    (("rubygems_",), r"rubygems_[a-f0-9]{48}"),
+    (("tk-us-",), r"tk-us-[\w-]{48}"),  # Scalingo
+    (("xkeysib-",), r"xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}"),  # Sendinblue
+    (("sntrys_", "sntryu_"), r"(?:sntrys_eyJ[A-Za-z0-9+/=_]{50,}|sntryu_[a-f0-9]{64})"),  # Sentry
+    (("sm_aat_", "sm_pat_", "sm_sat_"), r"sm_[aps]at_[A-Za-z0-9]{16}"),  # SettleMint
+    (("shippo_",), r"shippo_(?:live|test)_[A-Fa-f0-9]{40}"),
+    (("shpat_", "shpca_", "shppa_", "shpss_"), r"shp(?:at|ca|pa|ss)_[A-Fa-f0-9]{32}"),  # Shopify
+    (("sgp_",), r"sgp_(?:[A-Fa-f0-9]{16}_|local_)?[A-Fa-f0-9]{40}"),  # Sourcegraph
+    (("tfp_",), r"tfp_[A-Za-z0-9_.=-]{59}"),  # Typeform
+    (("hvb.", "hvs."), r"hv[bs]\.[\w-]{90,}"),  # Vault
+    (("ctp_",), r"ctp_[A-Za-z0-9]{36}"),
+    (("dnkey-",), r"dnkey-[a-z0-9=_-]{26}-[a-z0-9=_-]{52}"),  # Defined Networking
+    (("nrak-", "nrii-", "nrjs-"), r"NR(?:AK|II|JS)-[A-Za-z0-9-]{19,32}"),  # New Relic
+    (("SK", "API-"), r"(?:SK[0-9a-fA-F]{32}|API-[A-Z0-9]{26})"),  # Twilio, Octopus Deploy: looked for in capitals
+    (("pat",), r"pat[A-Za-z0-9]{14}\.[a-f0-9]{64}"),  # Airtable
+]
+
+_E = _edge()
+_A = _edge(r"(?<![A-Za-z0-9])")
+_END = r"(?![A-Za-z0-9])"
 KINDS = [
     ("private-key", ("private key",), _pem_blocks, None),
-    ("private", ("<private>",), _private_spans, None),
-    ("anthropic-key", ("sk-",), _edge() + r"sk-ant-[A-Za-z0-9_-]{20,}", None),
+    ("private", ("<private",), _private_spans, None),
+    ("anthropic-key", ("sk-",), _E + r"sk-ant-[A-Za-z0-9_-]{20,}", None),
     # sk-, sk-proj-, sk-svcacct-, sk-admin-: at least 20 more characters, one of them a digit
-    ("openai-key", ("sk-",), _edge() + r"sk-(?!ant-)(?=[A-Za-z0-9_-]{0,200}\d)[A-Za-z0-9_-]{20,}", None),
-    ("aws-key", ("akia",), _edge(r"(?<![A-Za-z0-9])") + r"(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])", None),
-    # its secret key is found by its name (_NAME_GROUPS "sec"): 40 characters of base64 alone are anything
-    ("aws-secret", (), (r"(?i)(?:aws[_-]?)?secret[_-]?(?:access[_-]?)?key\\?[\"']?\s*[:=]\s*\\?[\"']?"
+    ("openai-key", ("sk-",), _E + r"sk-(?!ant-)(?=[A-Za-z0-9_-]{0,200}\d)[A-Za-z0-9_-]{20,}", None),
+    ("aws-key", ("akia", "ASIA"), _A + r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}" + _END, None),
+    # its secret key is found by its name (_NAME_GROUPS "sec"): 40 characters of base64 alone are anything;
+    # the CLI's table output puts a `|` between them
+    ("aws-secret", (), (r"(?i)(?:aws[_-]?)?secret[_-]?(?:access[_-]?)?key\\?[\"']?[ \t]*(?:[:=]|\|)[ \t]*\\?[\"']?"
                         r"(?P<s>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"), None),
+    ("aws-key", ("absk", "bedrock-api-key-"), _A + r"(?:ABSK[A-Za-z0-9+/]{100,}={0,2}|bedrock-api-key-[A-Za-z0-9+/=]{20,})", None),
+    ("token", ("sessiontoken",), r"(?i)sessiontoken[ \t]*\|[ \t]*(?P<s>[A-Za-z0-9/+=]{16,})", None),  # aws sts, table output
     ("github-token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
      _edge(r"(?<![A-Za-z0-9_])") + r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})", None),
-    ("gitlab-token", ("glpat-",), _edge() + r"glpat-[A-Za-z0-9_-]{20,}", None),
-    ("slack-token", ("xox",), _edge() + r"xox[abposr]-[A-Za-z0-9-]{10,}", None),
-    ("slack-webhook", ("hooks.slack",), r"hooks\.slack\.com/services/(?P<s>[A-Za-z0-9_/-]{8,})", None),
-    ("stripe-key", ("sk_live_", "sk_test_", "rk_live_", "rk_test_"),
-     _edge(r"(?<![A-Za-z0-9_])") + r"[sr]k_(?:live|test)_[A-Za-z0-9]{10,}", None),
-    ("google-key", ("aiza",), _edge() + r"AIza[0-9A-Za-z_-]{35}", None),
-    ("huggingface-token", ("hf_",), _edge() + r"hf_[A-Za-z0-9]{30,}", None),
-    ("npm-token", ("npm_",), _edge() + r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])", None),
-    ("sendgrid-key", ("sg.",), _edge() + r"SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}", None),
+    ("gitlab-token", ("glpat-", "glcbt-", "gldt-", "glffct-", "glft-", "glimt-", "glagent-", "gloas-", "glptt-", "glrt-",
+                      "glsoat-", "gr1348941"),
+     _E + r"(?:gl(?:pat|cbt|dt|ffct|ft|imt|agent|oas|ptt|rt|soat)-[A-Za-z0-9_.-]{20,}|GR1348941[A-Za-z0-9_-]{20,})", None),
+    ("gitlab-token", ("_gitlab_session=",), r"_gitlab_session=(?P<s>[0-9a-z]{20,})", None),
+    ("slack-token", ("xox", "xapp-"), _E + r"(?:xox[a-z](?:.xox[a-z])?|xapp)-[A-Za-z0-9-]{10,}", None),
+    ("slack-webhook", ("hooks.slack",), r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<s>[A-Za-z0-9_+/-]{8,})", None),
+    ("stripe-key", ("sk_live_", "sk_test_", "sk_prod_", "rk_live_", "rk_test_", "rk_prod_", "whsec_"),
+     _edge(r"(?<![A-Za-z0-9_])") + r"(?:[sr]k_(?:live|test|prod)_[A-Za-z0-9]{10,}|whsec_[A-Za-z0-9+/=]{20,})", None),
+    ("google-key", ("aiza",), _E + r"AIza[0-9A-Za-z_-]{35}", None),
+    ("google-token", ("ya29.",), _E + r"ya29\.[0-9A-Za-z_-]{20,}", None),
+    ("huggingface-token", ("hf_", "api_org_"), _E + r"(?:hf_|api_org_)[A-Za-z0-9]{30,}", None),
+    ("npm-token", ("npm_",), _E + r"npm_[A-Za-z0-9]{36}" + _END, None),
+    ("pypi-token", ("pypi-",), _E + r"pypi-[A-Za-z0-9_-]{50,}", None),
+    ("sendgrid-key", ("sg.",), _E + r"SG\.(?:[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}|[A-Za-z0-9=_.-]{60,})", None),
     ("azure-key", ("accountkey",), r"(?i)accountkey[ \t]*=[ \t]*(?P<s>[A-Za-z0-9+/]{20,}={0,2})", None),
-    ("jwt", ("eyj",), _edge() + r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*", None),
+    ("azure-key", ("q~",), r"(?<![A-Za-z0-9_~.])[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}", None),
+    ("grafana-token", ("eyjrijoi", "glc_", "glsa_"),
+     _E + r"(?:eyJrIjoi[A-Za-z0-9]{40,}={0,3}|glc_[A-Za-z0-9+/]{32,}={0,3}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8})", None),
+    ("jwt", ("eyj", ".ey"), _E + r"ey[A-Za-z0-9_-]{5,}\.ey[A-Za-z0-9_/\\-]{5,}\.[A-Za-z0-9_/\\-]*", None),
+    ("jwt", ("zxlk",), _E + r"ZXlK[A-Za-z0-9+/]{10,}={0,2}", None),  # a JWT in base64
+    ("telegram-token", ("api.telegram.org/bot",), r"api\.telegram\.org/(?:file/)?bot(?P<s>\d{5,}:[A-Za-z0-9_-]{30,})", None),
+    ("discord-webhook", ("/api/webhooks/",), r"discord(?:app)?\.com/api/webhooks/\d+/(?P<s>[A-Za-z0-9_-]{30,})", None),
+    ("webhook", ("webhook.office.com",), r"webhook\.office\.com/webhookb2/(?P<s>[^\s\"'\\<>]{20,})", None),
+    *[("vendor-token", triggers, _edge(r"(?<![A-Za-z0-9_.])") + body + _END, None) for triggers, body in _PREFIXED],
     ("token", ("bearer",), r"(?i)bearer\s+(?P<s>[A-Za-z0-9._~+/-]{16,}=*)", None),
+    ("token", ("authorization",), r"(?i)authorization\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?(?:token|bearer|apikey|key|sso-key)"
+                                  r"[ \t]+(?P<s>[A-Za-z0-9._~+/=:-]{8,})", None),
     ("basic-auth", ("basic",), r"(?i)basic[ \t]+(?P<s>[A-Za-z0-9+/]{4,}=*[A-Za-z0-9+/=]*)", _basic_credentials),
-    ("password", ("mysql", "mariadb"), _edge() + r"(?:mysql|mariadb)[\w-]*" + _WORDS + r"-p(?P<s>[^\s;|&]+)",
+    ("cookie", ("cookie",), _cookie_values, None),
+    ("password", ("mysql", "mariadb"), _E + r"(?:mysql|mariadb)[\w-]*" + _WORDS + r"-p" + _VALUE_WORD,
      lambda value: not value.startswith(_VARIABLE)),
-    ("password", ("curl",), _edge() + r"curl" + _WORDS + r"(?:-u|--user)(?:[ \t]+|=)?['\"]?[^\s:'\"]*:(?P<s>[^\s'\"]+)",
+    ("password", ("curl",), _E + r"curl" + _WORDS + r"(?:-u|--user)(?:[ \t]+|=)?" + _USER_PASS,
      lambda value: not value.startswith(_VARIABLE)),
-    ("password", ("@",), r"://[^\s:/@\"'\\<>\[\]]*:(?P<s>[^\s/@\"'\\<>]+)@", None),  # scheme://user:password@host
+    ("password", ("sshpass",), _E + r"sshpass(?:" + _WORDS + r")?-p[ \t]*" + _VALUE_WORD, lambda value: not value.startswith(_VARIABLE)),
+    ("password", ("docker", "podman"), _E + r"(?:docker|podman|nerdctl)[ \t]+login" + _WORDS + r"-p[ \t]*" + _VALUE_WORD,
+     lambda value: not value.startswith(_VARIABLE)),
+    ("password", ("redis-cli",), _E + r"redis-cli" + _WORDS + r"-a[ \t]*" + _VALUE_WORD,
+     lambda value: not value.startswith(_VARIABLE)),
+    ("password", ("passin", "passout", "-pass "), r"(?<![A-Za-z0-9_-])-(?:pass(?:in|out)?|k|password)[ \t]+['\"]?pass:(?P<s>[^\s'\"]+)", None),  # openssl
+    ("password", ("htpasswd",), _htpasswd, None),
+    ("password", ("machine", "default"), (r"(?<![\w-])(?:machine[ \t]+\S+|default)(?:[ \t\n]+(?:login|account|port)[ \t]+\S+)*"
+                                          r"[ \t\n]+password[ \t]+(?P<s>[^\s\\]+)"), None),  # .netrc
+    ("password", ("_auth",), r"(?i)(?<![A-Za-z0-9])_auth(?:token)?[ \t]*=[ \t]*['\"]?(?P<s>[^\s'\"\\]{8,})", None),  # .npmrc
+    ("password", (":port:",), _PGPASS, None),
+    ("password", ("@",), _URL_PASSWORD, _not_a_port),  # scheme://user:password@host, `/` and `@` in it too
+    ("password", ("<add key=",), r"(?i)<add key=\\?\"(?:cleartext)?password\\?\"[ \t]*value=\\?\"(?P<s>[^\"\\]+)\\?\"", None),
+    ("secret", (), _yaml_blocks, None),  # run when a name is seen (_NAME_GROUPS)
 ]
 
 # The prefilter: one regular expression over the lowercased text that matches wherever a rule
@@ -190,11 +349,13 @@ _NAMES = {
 # offset, from the group's place in its branch: `token` matches as k, e, n, then the empty group
 # tok; "end": the group's end minus 3) and the kinds whose pattern must run too
 _NAME_GROUPS = {
-    "tok": ("token", -5, ()), "key": ("key", -3, ()), "sec": ("secret", -6, ("aws-secret",)),
-    "cred": ("credential", -4, ()), "pw": ("pass", -4, ()), "fpass": ("pass", 0, ()),
+    "tok": ("token", -5, ("secret",)), "key": ("key", -3, ("secret",)), "sec": ("secret", -6, ("aws-secret", "secret")),
+    "cred": ("credential", -4, ("secret",)), "pw": ("pass", -4, ("secret",)), "fpass": ("pass", 0, ()),
     "fsecret": ("secret", 0, ()), "ftoken": ("token", 0, ()), "fkey": ("key", "end", ()),
     "fcred": ("credential", 0, ()),
 }
+# triggers that are patterns, not literals: (first character, the rest as a regular expression)
+_PATTERN_TRIGGERS = {":port:": (":", r"(?:\d{1,5}|\*):")}  # .pgpass: host:5432:db:user:password
 # letters by how seldom text holds them, those other branches start with already first: the engine
 # stops at each position holding a first letter (each kind of this round's adds ~4% to the pass)
 _RARE_FIRST = "zqjx<@kbgpcvywfmu"
@@ -206,6 +367,10 @@ def _prefilter(triggers: list[str]) -> str:
     import re
     by_letter = {letter: [body] for letter, body in _NAMES.items()}
     for n, literal in enumerate(triggers):
+        if literal in _PATTERN_TRIGGERS:
+            first, rest = _PATTERN_TRIGGERS[literal]
+            by_letter.setdefault(first, []).append(f"{rest}(?P<t{n}>)")
+            continue
         at = min(range(len(literal)), key=lambda i: (_RARE_FIRST + literal[i]).index(literal[i]))
         behind = f"(?<={re.escape(literal[:at + 1])})" if at else ""
         by_letter.setdefault(literal[at], []).append(f"{behind}{re.escape(literal[at + 1:])}(?P<t{n}>)")
@@ -214,13 +379,17 @@ def _prefilter(triggers: list[str]) -> str:
     return "|".join(f"{re.escape(c)}(?:{'|'.join(rest)})" for c, rest in by_letter.items())
 
 
-_TRIGGERS = sorted({t for _k, triggers, _p, _c in KINDS for t in triggers})
+_TRIGGERS = sorted({t for _k, triggers, _p, _c in KINDS for t in triggers if t == t.lower()})
+# literals looked for as written, with `in` (a pass at memory speed): in lowercase text they are
+# common ("asia", "sk", "api-"), in capitals rare
+_CASED_ROWS = {t: {i for i, row in enumerate(KINDS) if t in row[1]}
+               for t in sorted({t for _k, triggers, _p, _c in KINDS for t in triggers if t != t.lower()})}
 _TRIGGER_ROWS = {f"t{n}": {i for i, row in enumerate(KINDS) if t in row[1]} for n, t in enumerate(_TRIGGERS)}
 _NAME_ROWS = {g: {i for i, row in enumerate(KINDS) if row[0] in kinds} for g, (_w, _o, kinds) in _NAME_GROUPS.items()}
-_ASIA_ROW = [row[0] for row in KINDS].index("aws-key")
 _PREFILTER = None  # built on first use (re is imported then)
 # every branch of the prefilter holds one of these: a trigger, or the keyword of a name group
-_QUICK = (*_TRIGGERS, "token", "key", "secret", "cred", "pass")
+_QUICK = (*(t for t in _TRIGGERS if t not in _PATTERN_TRIGGERS), *(first for first, _r in _PATTERN_TRIGGERS.values()),
+          "token", "key", "secret", "cred", "pass")
 QUICK_CHARS = 4096  # text up to this long is tested for them before the prefilter is compiled
 _MASK = r"\[secret:[a-z0-9-]+:[0-9a-f]{4}\]"
 
@@ -276,6 +445,8 @@ def _literal(value: str, key: str, sep: str, quoted: bool, flag: bool) -> bool:
     """
     if value.startswith(("$", "%", "{{", "[secret:", "<", "*", "&")) or value.strip(".xX*-_ ") == "":
         return False  # a variable, a template, our own mask, a placeholder or a pointer
+    if not quoted and _regex(r"[|>][+-]?[0-9]?").fullmatch(value):
+        return False  # a YAML block scalar: its lines are the value (_yaml_blocks)
     password = "pass" in key.lower()
     if quoted:
         return password or (len(value) >= 8 and not any(c.isspace() for c in value))
@@ -377,8 +548,9 @@ def _scan(text: str, low: str) -> tuple[set, list]:
     """(rows of KINDS to run, [(position in low, keyword)] of secret names that may take a value)."""
     global _PREFILTER
     rows, found = set(), []
-    if "A" in text and "ASIA" in text:  # "asia" is common in lowercase text: not a trigger
-        rows.add(_ASIA_ROW)
+    for literal, cased in _CASED_ROWS.items():
+        if literal in text:
+            rows |= cased
     if _PREFILTER is None and len(low) <= QUICK_CHARS and not any(word in low for word in _QUICK):
         return rows, found  # the prefilter could not match: a process that masks only short,
         # plain text (a grep's echoed query) never compiles it (~1 ms)
