@@ -366,7 +366,8 @@ def _prefilter(triggers: list[str]) -> str:
     lookbehind for what precedes the letter, the rest of the literal and its group t0, t1, ..."""
     import re
     by_letter = {letter: [body] for letter, body in _NAMES.items()}
-    for n, literal in enumerate(triggers):
+    # the longest literal first: where one ends another (`eyj`, `ops_eyj`), the one that says more wins
+    for n, literal in sorted(enumerate(triggers), key=lambda item: -len(item[1])):
         if literal in _PATTERN_TRIGGERS:
             first, rest = _PATTERN_TRIGGERS[literal]
             by_letter.setdefault(first, []).append(f"{rest}(?P<t{n}>)")
@@ -454,13 +455,16 @@ def _literal(value: str, key: str, sep: str, quoted: bool, flag: bool) -> bool:
         return False
     if not set(value) <= _NAME_CHARS | _DIGITS:
         return True  # punctuation: hunter2!, a/b+c=, some-long-value
-    if value.isdigit():
-        return password and len(value) >= 4  # a PIN; else more likely a length or a count
+    if value.isdigit():  # a PIN, or an id that is a key (16 digits and more); else a length or a count
+        return (password and len(value) >= 4) or len(value) >= 16
     if set(value) & _DIGITS:
         return True  # hunter2, ab12cd34
     # a plain word: a name in code (password=password, token: str), a literal in a shell or
-    # .env line (DB_PASSWORD=hunter) and after a command-line flag
-    return flag or (sep == "=" and key.upper() == key and any(c.isalpha() for c in key))
+    # .env line (DB_PASSWORD=hunter) and after a command-line flag; 16 letters and more in one
+    # case and without a `_` or `.` is no name in code (getAccessToken is camelCase) but a key
+    if flag or (sep == "=" and key.upper() == key and any(c.isalpha() for c in key)):
+        return True
+    return len(value) >= 16 and value.isalpha() and (value.islower() or value.isupper())
 
 
 _SEPARATORS = frozenset(("=", ":", '"', "'", "\\"))  # what may follow a name before its value
