@@ -147,9 +147,10 @@ def _htpasswd(text: str) -> str:
 
 
 # `password: |` (or `>`, `|-`, ...): a YAML block scalar under a secret's name, its lines masked
-_YAML_BLOCK = (r"(?im)^(?P<indent>[ \t]*)[\w.-]*(?:pass(?:word|wd|phrase)?|secret|token|api[_-]?key|private[_-]?key"
-               r"|credentials?)[\"']?[ \t]*:[ \t]*[|>][+-]?[0-9]?[ \t]*\r?\n"
-               r"(?P=indent)[ \t]+(?P<s>\S[^\n]*(?:\n(?P=indent)[ \t]+\S[^\n]*)*)")
+_YAML_BLOCK = (r"(?im)(?:^|(?<=\\n)|(?<=\"))(?P<indent>[ \t]*)[\w.-]*(?:pass(?:word|wd|phrase)?|secret|token"
+               r"|api[_-]?key|private[_-]?key|credentials?)[\"']?[ \t]*:[ \t]*[|>][+-]?[0-9]?[ \t]*(?P<nl>\r?\n|(?:\\r)?\\n)"
+               # the lines indented deeper than the name, their newlines raw or JSON-escaped like the first
+               r"(?P=indent)[ \t]+(?P<s>\S(?:(?!\\[nr])[^\n])*(?:(?P=nl)(?P=indent)[ \t]+\S(?:(?!\\[nr])[^\n])*)*)")
 
 
 def _yaml_blocks(text: str) -> str:
@@ -169,21 +170,41 @@ def _cookie_values(text: str) -> str:
             lambda p: p.group(0) if p.group("v").startswith("[secret:") else f"{p.group('n')}={token('cookie', p.group('v'))}",
             m.group("pairs"))
         return m.group("head") + pairs
-    return _regex(r"(?i)(?P<head>(?<![\w-])(?:set-)?cookie\\?[\"']?[ \t]*:[ \t]*|(?<![\w-])(?:-b|--cookie)[ \t]+[\"']?)"
+    return _regex(r"(?i)(?P<head>(?<![A-Za-z0-9_-])(?:set-)?cookie\\?[\"']?[ \t]*:[ \t]*|(?<![A-Za-z0-9_-])(?:-b|--cookie)[ \t]+[\"']?)"
                   r"(?P<pairs>[^\s\"'\\=;]+=[^\n\"'\\]*)").sub(replace, text)
 
 
 # .pgpass: host:port:database:user:password, one a line
-_PGPASS = (r"(?m)(?:^|(?<=\\n))[A-Za-z0-9.*_\[\]-]+:(?:\d{1,5}|\*):[^\s:]+:[^\s:]+:"
-           r"(?P<s>(?:[^\s:\\]|\\.)+)(?=\r?$|\\[nr])")
+_PGPASS = (r"(?m)(?:^|(?<=\\n)|(?<=[^\x00-\x7f])|(?<=\"))[A-Za-z0-9.*_\[\]-]+:(?:\d{1,5}|\*):[^\s:\"]+:[^\s:\"]+:"
+           r"(?P<s>(?:[^\s:\\\"]|\\.)+)(?=\r?$|\\[nr]|\")")
 
-_URL_PASSWORD = (r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*:(?:\\?/){2}[^\s:/@\"'<>\[\]\\]*:"
-                 r"(?P<s>(?:(?!:(?:\\?/){2})\S){1,256}?)@(?=[A-Za-z0-9\[][A-Za-z0-9.\]:-]*(?:[/?#\s\"'\\,;)>}]|$))")
+_URL_PASSWORD = (r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*:(?:\\*/){2}(?P<user>[^\s:/@\"'<>\[\]\\]*):"  # `\/` in JSON, `\\/` in JSON of JSON
+                 r"(?P<s>(?:(?!:(?:\\*/){2})\S){1,256})@(?=[A-Za-z0-9\[][A-Za-z0-9.\]:-]*(?:[/?#\s\"'\\,;)>}]|$))")
 
 
-def _not_a_port(value: str) -> bool:
-    """`http://host:8080/path@x`: the port and a path, not a password."""
-    return not _regex(r"\d{1,5}(?:[/?#]|\\/|$)").match(value) and not value.startswith(_VARIABLE)
+def _url_passwords(text: str) -> str:
+    """scheme://user:password@host with any characters in the password, `/` and `@` too (the last
+    `@` before a host ends it); a host's port and path (`registry.npmjs.org:443/@types/node`,
+    `localhost:8080/users@me`) is no password: there the part before `:` is a host, not a user."""
+    def replace(m):
+        secret, user = m.group("s"), m.group("user")
+        if secret.startswith("[secret:") or is_variable(secret):
+            return m.group(0)
+        if ("." in user or user.lower() == "localhost") and _regex(r"\d{1,5}(?:[/?#]|\\+/)").match(secret):
+            return m.group(0)
+        start = m.start("s") - m.start()
+        return m.group(0)[:start] + token("password", secret) + m.group(0)[start + len(secret):]
+    return _regex(_URL_PASSWORD).sub(replace, text)
+
+
+# a value that names one held elsewhere: $DB_PASS, ${DB_PASS}, $(cat f), %(password)s, %PASS%, {{ pass }}, <password>
+_VARIABLE_FORM = (r"\$[A-Za-z_][A-Za-z0-9_]*|\$\{[^{}]+\}|\$\([^()]*\)|%\([A-Za-z_]\w*\)[sdr]|%[A-Za-z_]\w*%"
+                  r"|\{\{[^{}]*\}\}|<[A-Za-z_][\w -]*>")
+
+
+def is_variable(value: str) -> bool:
+    """Whether a URL's password is a reference to one (`$DB_PASS`), not the password itself."""
+    return _regex(_VARIABLE_FORM).fullmatch(value) is not None
 
 
 _VALUE_WORD = r"(?P<q>['\"])?(?P<s>(?(q)(?:(?!(?P=q))[^\n\\])+|[^\s;|&'\"]+))(?(q)(?P=q))"  # one shell word, quoted or not
@@ -316,11 +337,11 @@ KINDS = [
      lambda value: not value.startswith(_VARIABLE)),
     ("password", ("passin", "passout", "-pass "), r"(?<![A-Za-z0-9_-])-(?:pass(?:in|out)?|k|password)[ \t]+['\"]?pass:(?P<s>[^\s'\"]+)", None),  # openssl
     ("password", ("htpasswd",), _htpasswd, None),
-    ("password", ("machine", "default"), (r"(?<![\w-])(?:machine[ \t]+\S+|default)(?:[ \t\n]+(?:login|account|port)[ \t]+\S+)*"
+    ("password", ("machine", "default"), (r"(?<![A-Za-z0-9_-])(?:machine[ \t]+\S+|default)(?:[ \t\n]+(?:login|account|port)[ \t]+\S+)*"
                                           r"[ \t\n]+password[ \t]+(?P<s>[^\s\\]+)"), None),  # .netrc
     ("password", ("_auth",), r"(?i)(?<![A-Za-z0-9])_auth(?:token)?[ \t]*=[ \t]*['\"]?(?P<s>[^\s'\"\\]{8,})", None),  # .npmrc
     ("password", (":port:",), _PGPASS, None),
-    ("password", ("@",), _URL_PASSWORD, _not_a_port),  # scheme://user:password@host, `/` and `@` in it too
+    ("password", ("@",), _url_passwords, None),  # scheme://user:password@host, `/` and `@` in it too
     ("password", ("<add key=",), r"(?i)<add key=\\?\"(?:cleartext)?password\\?\"[ \t]*value=\\?\"(?P<s>[^\"\\]+)\\?\"", None),
     ("secret", (), _yaml_blocks, None),  # run when a name is seen (_NAME_GROUPS)
 ]
