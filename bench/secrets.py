@@ -53,6 +53,7 @@ SHARED = HERE.parent.parent / "shared"
 NAMED = ["{i}Token={s}", '{i}_token: "{s}"', "{I}_TOKEN={s}", '{i}_api_token = "{s}"', "{i}_secret: {s}",
          '"{i}_api_key": "{s}"', "{I}_API_KEY='{s}'", "{i}Token = {s}"]
 BARE = ["{i}={s}", "{i}: {s}"]
+REPEATS = 3  # timings: the best of
 PLACES = ["user text", "tool result", "bash command", "file written"]
 POSITIONS = ["after a newline", "after a CJK letter", "inside JSON"]
 
@@ -400,9 +401,11 @@ def transcripts(data: Path) -> list[bytes]:
 def data_figures(data: Path, outlets: Outlets) -> dict:
     lines = transcripts(data)
     mask = outlets.mask
-    started = time.perf_counter()
-    masked = [mask.mask_line(line) for line in lines]
-    line_seconds = time.perf_counter() - started
+    masked, line_seconds = [], float("inf")
+    for _ in range(REPEATS):  # the best of a few: the machine is shared
+        started = time.perf_counter()
+        masked = [mask.mask_line(line) for line in lines]
+        line_seconds = min(line_seconds, time.perf_counter() - started)
     texts = []
     for line in lines:
         try:
@@ -411,10 +414,12 @@ def data_figures(data: Path, outlets: Outlets) -> dict:
             continue
         if isinstance(entry, dict):
             texts.append("\n".join(outlets.transcript.entry_blocks(entry)))
-    started = time.perf_counter()
-    for text in texts:
-        mask.mask(text)
-    text_seconds = time.perf_counter() - started
+    text_seconds = float("inf")
+    for _ in range(REPEATS):
+        started = time.perf_counter()
+        for text in texts:
+            mask.mask(text)
+        text_seconds = min(text_seconds, time.perf_counter() - started)
     kinds = Counter()
     for line in masked:
         for m in re.finditer(rb"\[secret:([a-z0-9-]+):[0-9a-f]{4}\]", line):

@@ -12,12 +12,16 @@ A secret becomes `[secret:KIND:FP]`, FP the first 4 hex digits of its SHA-256, s
 still match (and a search for the fingerprint finds both). The vault keeps each line's original
 bytes in `messages.raw`: `lcm_expand.py --raw --unmasked` is the one way back to them.
 
-Recognised: the kinds of KINDS below, literal values assigned to secret-like names (`PASSWORD=`,
-`"api_key": "..."`, `--password x`), `<private>...</private>` in any case (unclosed: to the end of
-the string), and each regular expression of $LCM_HOME/redact.txt (one a line, `#` comments; a bad
-one is reported on stderr and ignored). Not recognised: a secret encoded (base64, hex) or cut
-across lines or strings. Masking is idempotent, and text with nothing to mask costs one pass of
-one regular expression. The module imports only `os` and `sys`: hooks import it on every turn.
+Recognised: the kinds of KINDS below (vendors' keys by their prefix, wherever they stand: after a
+letter of any script too), passwords in the forms commands and config files give them (URLs,
+`mysql -p`, `curl -u`, `sshpass`, `.netrc`, `.pgpass`, `.npmrc`, YAML blocks, ...), literal values
+assigned to secret-like names (`PASSWORD=`, `"api_key": "..."`, `--password x`),
+`<private>...</private>` in any case (unclosed: to the end of the string), and each regular
+expression of $LCM_HOME/redact.txt (one a line, `#` comments; a bad one is reported on stderr and
+ignored). Not recognised: a secret encoded (base64, hex) or cut across lines or strings, or under
+a vendor's name alone (`adafruit=...`; bench/secrets.py measures it). Masking is idempotent, and
+text with nothing to mask costs one pass of one regular expression (and one of a few literals in
+capitals). The module imports only `os` and `sys`: hooks import it on every turn.
 """
 from __future__ import annotations
 
@@ -122,6 +126,24 @@ def _edge(lookbehind: str = r"(?<![A-Za-z0-9_-])") -> str:
     return rf"(?:{lookbehind}|(?<=\\[nrtbf])|(?<=\\u[0-9a-fA-F]{{4}}))"
 
 
+def _edge_after(literal: str, chars: str = "A-Za-z0-9_-") -> str:
+    """`literal` where a token may start (as _edge), the test made after it: a pattern that opens
+    with a literal is searched for at memory speed, one that opens with a lookbehind is tried at
+    every position (30x slower on a long tool result)."""
+    import re
+    lit = re.escape(literal)
+    return rf"{lit}(?:(?<![{chars}]{lit})|(?<=\\[nrtbf]{lit})|(?<=\\u[0-9a-fA-F]{{4}}{lit}))"
+
+
+def _edged(body: str, chars: str) -> str:
+    """body with _edge's test: after its opening literal if it has one (_edge_after), else before it."""
+    import re
+    lead = re.match(r"[A-Za-z0-9_~-]{2,}", body)
+    if lead is None:
+        return _edge(f"(?<![{chars}])") + body
+    return _edge_after(lead.group(0), chars) + body[lead.end():]
+
+
 _SPACE = r"(?:[ \t]|\\\r?\n)+"  # between shell words, a continued line included
 _WORDS = rf"(?:{_SPACE}[^\s;|&]+){{0,40}}?{_SPACE}"  # the other arguments of a command, up to the one sought
 
@@ -178,7 +200,8 @@ def _cookie_values(text: str) -> str:
 _PGPASS = (r"(?m)(?:^|(?<=\\n)|(?<=[^\x00-\x7f])|(?<=\"))[A-Za-z0-9.*_\[\]-]+:(?:\d{1,5}|\*):[^\s:\"]+:[^\s:\"]+:"
            r"(?P<s>(?:[^\s:\\\"]|\\.)+)(?=\r?$|\\[nr]|\")")
 
-_URL_PASSWORD = (r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*:(?:\\*/){2}(?P<user>[^\s:/@\"'<>\[\]\\]*):"  # `\/` in JSON, `\\/` in JSON of JSON
+# from the `:` of `://` (a literal first: searched for at memory speed); `\/` in JSON, `\\/` in JSON of JSON
+_URL_PASSWORD = (r":(?<=[A-Za-z0-9+.-]:)(?:\\*/){2}(?P<user>[^\s:/@\"'<>\[\]\\]*):"
                  r"(?P<s>(?:(?!:(?:\\*/){2})\S){1,256})@(?=[A-Za-z0-9\[][A-Za-z0-9.\]:-]*(?:[/?#\s\"'\\,;)>}]|$))")
 
 
@@ -227,29 +250,31 @@ _USER_PASS = r"(?P<q>['\"])?[^\s:'\"]*:(?P<s>(?(q)(?:(?!(?P=q))[^\n\\])+|[^\s'\"
 # prefix alone is too short to be a word). A vendor's key under its name (`lobToken=live_...`) is
 # found by the name.
 _PREFIXED = [
-    (("a3-",), r"A3-[A-Z0-9]{6}(?:-[A-Z0-9]{5,11}){4,5}"),  # 1Password secret key
+    (("A3-",), r"A3-[A-Z0-9]{6}(?:-[A-Z0-9]{5,11}){4,5}"),  # 1Password secret key
     (("ops_eyj",), r"ops_eyJ[A-Za-z0-9+/]{100,}={0,3}"),
     (("p8e-",), r"p8e-[A-Za-z0-9]{32}"),  # Adobe
-    (("age-secret-key-1",), r"AGE-SECRET-KEY-1[0-9A-Z]{58}"),
-    (("ltai",), r"LTAI[A-Za-z0-9]{20}"),  # Alibaba
-    (("akcp", "cmvmd"), r"(?:AKCp[A-Za-z0-9]{60,}|cmVmd[A-Za-z0-9]{50,})"),  # Artifactory
+    (("AGE-SECRET-KEY-1",), r"AGE-SECRET-KEY-1[0-9A-Z]{58}"),
+    (("LTAI",), r"LTAI[A-Za-z0-9]{20}"),  # Alibaba
+    (("AKCp",), r"AKCp[A-Za-z0-9]{60,}"),  # Artifactory
+    (("cmvmd",), r"cmVmd[A-Za-z0-9]{50,}"),
     ((".acc_", ".acc-"), r"(?:sc|ext|scauth|authress)_[a-z0-9]{5,30}\.[a-z0-9]{4,6}\.acc[_-][a-z0-9-]{10,32}\.[A-Za-z0-9+/_=-]{30,}"),
     (("4b1d",), r"4b1d[A-Za-z0-9]{38}"),  # ClickHouse
-    (("clojars_",), r"CLOJARS_[a-z0-9]{60}"),
+    (("CLOJARS_",), r"CLOJARS_[a-z0-9]{60}"),
     (("v1.0-",), r"v1\.0-[a-f0-9]{24}-[a-f0-9]{140,}"),  # Cloudflare origin CA
     (("dapi",), r"dapi[a-f0-9]{32}(?:-\d)?"),  # Databricks
     (("_v1_",), r"do[opr]_v1_[a-f0-9]{64}"),  # DigitalOcean
     (("dp.pt.",), r"dp\.pt\.[A-Za-z0-9]{40,}"),  # Doppler
     (("duffel_",), r"duffel_(?:test|live)_[A-Za-z0-9_=-]{40,}"),
     (("dt0c01.",), r"dt0c01\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}"),  # Dynatrace
-    (("ezak", "eztk"), r"EZ[AT]K[A-Za-z0-9]{54}"),  # EasyPost
-    (("eaa", "sq0atp-", "sq0csp-"), r"(?:EAA[A-Za-z0-9]{30,}|sq0(?:atp|csp)-[A-Za-z0-9_-]{22,})"),  # Facebook, Square
-    (("flwseck_", "flwpubk_"), r"FLW(?:SECK|PUBK)_TEST-[A-Za-z0-9]{12,}(?:-X)?"),  # Flutterwave
+    (("EZAK", "EZTK"), r"EZ[AT]K[A-Za-z0-9]{54}"),  # EasyPost
+    (("EAA",), r"EAA[A-Za-z0-9]{30,}"),  # Facebook, Square
+    (("sq0atp-", "sq0csp-"), r"sq0(?:atp|csp)-[A-Za-z0-9_-]{22,}"),  # Square
+    (("FLWSECK_", "FLWPUBK_"), r"FLW(?:SECK|PUBK)_TEST-[A-Za-z0-9]{12,}(?:-X)?"),  # Flutterwave
     (("fo1_", "fm1a_", "fm1r_", "fm2_"), r"(?:fo1_[\w-]{40,}|fm(?:1[ar]|2)_[A-Za-z0-9+/]{80,}={0,3})"),  # Fly.io
     (("fio-u-",), r"fio-u-[A-Za-z0-9_=-]{60,}"),  # Frame.io
-    (("pat.", "sat."), r"(?:pat|sat)\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{20}"),  # Harness
+    (("pat.",), r"(?:pat|sat)\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{20}"),  # Harness
     ((".atlasv1.",), r"[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,}"),  # Terraform Cloud
-    (("hrku-",), r"HRKU-AA[0-9A-Za-z_-]{58}"),  # Heroku
+    (("HRKU-",), r"HRKU-AA[0-9A-Za-z_-]{58}"),  # Heroku
     (("ico-",), r"ico-[A-Za-z0-9]{32}"),  # Infracost
     (("s-s4t2",), r"s-s4t2(?:ud|af)-[a-f0-9]{64}"),  # 42 intra
     (("lin_api_",), r"lin_api_[A-Za-z0-9]{40}"),  # Linear
@@ -258,7 +283,7 @@ _PREFIXED = [
     (("sha256~",), r"sha256~[\w-]{43}"),  # OpenShift
     (("pplx-",), r"pplx-[A-Za-z0-9]{48}"),  # Perplexity
     (("pscale_",), r"pscale_(?:tkn|oauth|pw)_[\w=.-]{32,}"),  # PlanetScale
-    (("pmak-",), r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}"),  # Postman
+    (("PMAK-",), r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}"),  # Postman
     (("pnu_",), r"pnu_[A-Za-z0-9]{36}"),  # Prefect
     (("pul-",), r"pul-[a-f0-9]{40}"),  # Pulumi
     (("rdme_",), r"rdme_[a-z0-9]{70}"),  # ReadMe
@@ -274,9 +299,10 @@ _PREFIXED = [
     (("hvb.", "hvs."), r"hv[bs]\.[\w-]{90,}"),  # Vault
     (("ctp_",), r"ctp_[A-Za-z0-9]{36}"),
     (("dnkey-",), r"dnkey-[a-z0-9=_-]{26}-[a-z0-9=_-]{52}"),  # Defined Networking
-    (("nrak-", "nrii-", "nrjs-"), r"NR(?:AK|II|JS)-[A-Za-z0-9-]{19,32}"),  # New Relic
-    (("SK", "API-"), r"(?:SK[0-9a-fA-F]{32}|API-[A-Z0-9]{26})"),  # Twilio, Octopus Deploy: looked for in capitals
-    (("pat",), r"pat[A-Za-z0-9]{14}\.[a-f0-9]{64}"),  # Airtable
+    (("NRAK-", "NRII-", "NRJS-"), r"NR(?:AK|II|JS)-[A-Za-z0-9-]{19,32}"),  # New Relic
+    (("SK",), r"SK[0-9a-fA-F]{32}"),  # Twilio
+    (("API-",), r"API-[A-Z0-9]{26}"),  # Octopus Deploy
+    (("pat14.",), r"pat[A-Za-z0-9]{14}\.[a-f0-9]{64}"),  # Airtable
 ]
 
 _E = _edge()
@@ -315,12 +341,13 @@ KINDS = [
     ("azure-key", ("q~",), r"(?<![A-Za-z0-9_~.])[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}", None),
     ("grafana-token", ("eyjrijoi", "glc_", "glsa_"),
      _E + r"(?:eyJrIjoi[A-Za-z0-9]{40,}={0,3}|glc_[A-Za-z0-9+/]{32,}={0,3}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8})", None),
-    ("jwt", ("eyj", ".ey"), _E + r"ey[A-Za-z0-9_-]{5,}\.ey[A-Za-z0-9_/\\-]{5,}\.[A-Za-z0-9_/\\-]*", None),
+    ("jwt", ("eyj",), _E + r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_/\\-]{5,}\.[A-Za-z0-9_/\\-]*", None),
     ("jwt", ("zxlk",), _E + r"ZXlK[A-Za-z0-9+/]{10,}={0,2}", None),  # a JWT in base64
     ("telegram-token", ("api.telegram.org/bot",), r"api\.telegram\.org/(?:file/)?bot(?P<s>\d{5,}:[A-Za-z0-9_-]{30,})", None),
     ("discord-webhook", ("/api/webhooks/",), r"discord(?:app)?\.com/api/webhooks/\d+/(?P<s>[A-Za-z0-9_-]{30,})", None),
     ("webhook", ("webhook.office.com",), r"webhook\.office\.com/webhookb2/(?P<s>[^\s\"'\\<>]{20,})", None),
-    *[("vendor-token", triggers, _edge(r"(?<![A-Za-z0-9_.])") + body + _END, None) for triggers, body in _PREFIXED],
+    # not inside a word, a path or base64 (an image's `/EAAB...` is no Facebook token)
+    *[("vendor-token", triggers, _edged(body, "A-Za-z0-9_./+") + _END, None) for triggers, body in _PREFIXED],
     ("token", ("bearer",), r"(?i)bearer\s+(?P<s>[A-Za-z0-9._~+/-]{16,}=*)", None),
     ("token", ("authorization",), r"(?i)authorization\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?(?:token|bearer|apikey|key|sso-key)"
                                   r"[ \t]+(?P<s>[A-Za-z0-9._~+/=:-]{8,})", None),
@@ -335,9 +362,9 @@ KINDS = [
      lambda value: not value.startswith(_VARIABLE)),
     ("password", ("redis-cli",), _E + r"redis-cli" + _WORDS + r"-a[ \t]*" + _VALUE_WORD,
      lambda value: not value.startswith(_VARIABLE)),
-    ("password", ("passin", "passout", "-pass "), r"(?<![A-Za-z0-9_-])-(?:pass(?:in|out)?|k|password)[ \t]+['\"]?pass:(?P<s>[^\s'\"]+)", None),  # openssl
+    ("password", ("-passin", "-passout", "-pass "), r"(?<![A-Za-z0-9_-])-(?:pass(?:in|out)?|k|password)[ \t]+['\"]?pass:(?P<s>[^\s'\"]+)", None),  # openssl
     ("password", ("htpasswd",), _htpasswd, None),
-    ("password", ("machine", "default"), (r"(?<![A-Za-z0-9_-])(?:machine[ \t]+\S+|default)(?:[ \t\n]+(?:login|account|port)[ \t]+\S+)*"
+    ("password", ("machine",), (_edge_after("machine") + r"[ \t]+\S+(?:[ \t\n]+(?:login|account|port)[ \t]+\S+)*"
                                           r"[ \t\n]+password[ \t]+(?P<s>[^\s\\]+)"), None),  # .netrc
     ("password", ("_auth",), r"(?i)(?<![A-Za-z0-9])_auth(?:token)?[ \t]*=[ \t]*['\"]?(?P<s>[^\s'\"\\]{8,})", None),  # .npmrc
     ("password", (":port:",), _PGPASS, None),
@@ -376,10 +403,11 @@ _NAME_GROUPS = {
     "fcred": ("credential", 0, ()),
 }
 # triggers that are patterns, not literals: (first character, the rest as a regular expression)
-_PATTERN_TRIGGERS = {":port:": (":", r"(?:\d{1,5}|\*):")}  # .pgpass: host:5432:db:user:password
+_PATTERN_TRIGGERS = {":port:": (":", r"(?:\d{1,5}|\*):[^\s:\"]+:[^\s:\"]+:"),  # .pgpass: host:5432:db:user:password
+                     "pat14.": ("p", r"at[a-z0-9]{14}\.")}  # Airtable: `path` is everywhere
 # letters by how seldom text holds them, those other branches start with already first: the engine
 # stops at each position holding a first letter (each kind of this round's adds ~4% to the pass)
-_RARE_FIRST = "zqjx<@kbgpcvywfmu"
+_RARE_FIRST = "zqjx<@~kbgpcvywfmu4_"
 
 
 def _prefilter(triggers: list[str]) -> str:
@@ -394,18 +422,22 @@ def _prefilter(triggers: list[str]) -> str:
             by_letter.setdefault(first, []).append(f"{rest}(?P<t{n}>)")
             continue
         at = min(range(len(literal)), key=lambda i: (_RARE_FIRST + literal[i]).index(literal[i]))
-        behind = f"(?<={re.escape(literal[:at + 1])})" if at else ""
-        by_letter.setdefault(literal[at], []).append(f"{behind}{re.escape(literal[at + 1:])}(?P<t{n}>)")
+        # the rest of the literal first, then a lookbehind for all of it: the engine skips a
+        # branch that opens with a letter other than the text's at once, and tries one that opens
+        # with a lookbehind (3x slower with this many triggers)
+        behind = f"(?<={re.escape(literal)})" if at else ""
+        by_letter.setdefault(literal[at], []).append(f"{re.escape(literal[at + 1:])}{behind}(?P<t{n}>)")
     # every branch starts with a literal, outside any group: else the engine has no first
     # letters to skip to, and tries every position (50x slower)
     return "|".join(f"{re.escape(c)}(?:{'|'.join(rest)})" for c, rest in by_letter.items())
 
 
 _TRIGGERS = sorted({t for _k, triggers, _p, _c in KINDS for t in triggers if t == t.lower()})
-# literals looked for as written, with `in` (a pass at memory speed): in lowercase text they are
-# common ("asia", "sk", "api-"), in capitals rare
+# literals looked for as written (capitals, digits, `-`, `_`: no regular expression syntax), by one
+# more pass of their own: in lowercase text they are common ("asia", "sk", "api-"), in capitals rare
 _CASED_ROWS = {t: {i for i, row in enumerate(KINDS) if t in row[1]}
                for t in sorted({t for _k, triggers, _p, _c in KINDS for t in triggers if t != t.lower()})}
+_CASED = "|".join(sorted(_CASED_ROWS, key=len, reverse=True))
 _TRIGGER_ROWS = {f"t{n}": {i for i, row in enumerate(KINDS) if t in row[1]} for n, t in enumerate(_TRIGGERS)}
 _NAME_ROWS = {g: {i for i, row in enumerate(KINDS) if row[0] in kinds} for g, (_w, _o, kinds) in _NAME_GROUPS.items()}
 _PREFILTER = None  # built on first use (re is imported then)
@@ -573,9 +605,10 @@ def _scan(text: str, low: str) -> tuple[set, list]:
     """(rows of KINDS to run, [(position in low, keyword)] of secret names that may take a value)."""
     global _PREFILTER
     rows, found = set(), []
-    for literal, cased in _CASED_ROWS.items():
-        if literal in text:
-            rows |= cased
+    if _regex(_CASED).search(text) is not None:  # one pass; the rows of each literal found (rare)
+        for literal, cased in _CASED_ROWS.items():
+            if literal in text:
+                rows |= cased
     if _PREFILTER is None and len(low) <= QUICK_CHARS and not any(word in low for word in _QUICK):
         return rows, found  # the prefilter could not match: a process that masks only short,
         # plain text (a grep's echoed query) never compiles it (~1 ms)
