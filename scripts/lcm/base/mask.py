@@ -346,8 +346,9 @@ KINDS = [
     ("telegram-token", ("api.telegram.org/bot",), r"api\.telegram\.org/(?:file/)?bot(?P<s>\d{5,}:[A-Za-z0-9_-]{30,})", None),
     ("discord-webhook", ("/api/webhooks/",), r"discord(?:app)?\.com/api/webhooks/\d+/(?P<s>[A-Za-z0-9_-]{30,})", None),
     ("webhook", ("webhook.office.com",), r"webhook\.office\.com/webhookb2/(?P<s>[^\s\"'\\<>]{20,})", None),
-    # not inside a word, a path or base64 (an image's `/EAAB...` is no Facebook token)
-    *[("vendor-token", triggers, _edged(body, "A-Za-z0-9_./+") + _END, None) for triggers, body in _PREFIXED],
+    # a prefix base64 can hold (EAA, SK) is no key after base64's `/` or `+` either (an image's `/EAAB...`)
+    *[("vendor-token", triggers, _edged(body, "A-Za-z0-9_." + ("/+" if all(t.isalnum() for t in triggers) else ""))
+       + _END, None) for triggers, body in _PREFIXED],
     ("token", ("bearer",), r"(?i)bearer\s+(?P<s>[A-Za-z0-9._~+/-]{16,}=*)", None),
     ("token", ("authorization",), r"(?i)authorization\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?(?:token|bearer|apikey|key|sso-key)"
                                   r"[ \t]+(?P<s>[A-Za-z0-9._~+/=:-]{8,})", None),
