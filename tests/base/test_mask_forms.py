@@ -160,3 +160,40 @@ def test_what_is_not_a_secret_stays_readable():
         assert mask(text) is text, text
         for position in POSITIONS.values():
             assert mask(position(text)) == position(text), text
+
+
+def test_text_stored_under_the_rules_before_is_masked_on_output_after_the_upgrade(tmp_path, capsys, monkeypatch):
+    """A vault the release before filled (its masking left a key after a Japanese letter and a URL
+    password holding `/` in clear) is upgraded: grep masks those rows on the way out, and
+    lcm_doctor.py --remask masks them in place."""
+    import lcm.care.doctor
+    import lcm.vault.db
+    import lcm.vault.schema
+    import lcm_grep
+    import lcm_ingest
+    from conftest import run
+    from transcripts import Transcript
+
+    key, url_password = "sk-ant-api03-" + "Qw3" * 12, "pa/ss9word"
+    t = Transcript(tmp_path / "projects", session_id="s-old", cwd=str(tmp_path))
+    t.user(f"デプロイのAPIキーは{key}です and the db is postgres://app:{url_password}@db.internal/app")
+    t.write()
+    with monkeypatch.context() as m:  # stored as the older rules left it: these two in clear
+        m.setattr(lcm.base.mask, "mask", lambda text: text)
+        m.setattr(lcm.base.mask, "mask_json", lambda value: value)
+        assert run(capsys, lcm_ingest, str(tmp_path / "projects"))[0] == 0
+    conn = lcm.vault.db.connect()
+    with lcm.vault.db.transaction(conn):  # as that release left the vault: all of it masked by its rules
+        conn.execute("UPDATE vault_meta SET value = (SELECT max(id) + 1 FROM messages) WHERE key = 'masked_from_message'")
+        conn.execute(f"PRAGMA user_version = {lcm.vault.schema.MASK_RULES_VERSION - 1}")
+    conn.close()
+    conn = lcm.vault.db.connect()  # migrates
+    assert lcm.vault.db.masked_from(conn)["message"] > conn.execute("SELECT max(id) FROM messages").fetchone()[0]
+    code, out, _err = run(capsys, lcm_grep, "デプロイ db.internal", "--all-sessions", "--json")
+    assert code == 0 and json.loads(out)["count"] == 1
+    assert key[12:] not in out, out
+    assert url_password not in out, out
+    assert lcm.base.mask.token("password", url_password) in out  # masked under the new rules
+    assert lcm.care.doctor.remask_content(conn)["messages"] == 1
+    stored = conn.execute("SELECT content FROM messages").fetchone()[0]
+    assert key[12:] not in stored and url_password not in stored
