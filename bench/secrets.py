@@ -2,7 +2,7 @@
 
 Usage:
   python3 bench/secrets.py [--rules ../shared/secrets/gitleaks.toml] [--samples 3] [--seed 1]
-                           [--data ../shared/data] [--root TREE] [--verbose] [--skip-data]
+                           [--data ../shared/data] [--root TREE] [--verbose] [--skip-data] [--data-only]
 
 For every rule of the rule set (gitleaks' default config: 222 rules), samples are built from its
 regular expression by a small generator over `sre_parse` (a random string of each class and
@@ -161,7 +161,7 @@ class Generator:
         if op is C.NOT_LITERAL:
             return rng.choice([c for c in "abcxyz019" if c != chr(av)])
         if op is C.ANY:
-            return "."  # mostly a dot left unescaped (`hooks.slack.com`)
+            return "."  # alone, mostly a dot left unescaped (`hooks.slack.com`)
         if op is C.IN:
             return rng.choice(self.charset(av))
         if op is C.BRANCH:
@@ -176,6 +176,8 @@ class Generator:
             low, high, parsed = av
             high = low + 12 if high == C.MAXREPEAT else high
             count = rng.randint(low, max(low, min(high, low + 24)))
+            if [op for op, _av in parsed] == [C.ANY]:  # `.*`, `.{8,}`: words and spaces
+                return "".join(rng.choice("abcdefghijkmnopqrstuvwxyz0123456789  ") for _ in range(count))
             return "".join(self.items(parsed) for _ in range(count))
         if op in (C.AT, C.ASSERT, C.ASSERT_NOT):
             return ""
@@ -271,8 +273,9 @@ def make_samples(rule: dict, count: int, rng: random.Random) -> tuple[list, list
         if not secret or entropy(secret) < floor or allowed(rule, secret, m.group(0)):
             continue
         if not anchored:
-            if len(named) < count:  # the match up to the secret's end (not the character after it)
-                named.append((whole[m.start():m.end(g)], secret))
+            if len(named) < count:  # the match without the character that ends it (a quote, `\\n`)
+                end = m.end() - len(re.search(r"(?:[`'\"\s;]|\\[nr])?$", m.group(0)).group(0))
+                named.append((whole[m.start():max(end, m.end(g))], secret))
             continue
         shapes = NAMED if len(named) < count else BARE
         shape = shapes[(len(named) if shapes is NAMED else len(bare)) % len(shapes)]
@@ -429,6 +432,37 @@ def data_figures(data: Path, outlets: Outlets) -> dict:
             "tokens_hidden": sum(kinds.values()), "tokens_hidden_by_kind": dict(sorted(kinds.items()))}
 
 
+def generic_evidence(rule: dict, data: Path, outlets: Outlets, measured: dict | None) -> dict:
+    """What gitleaks' generic rule (any name holding key/token/secret/auth..., then a value over
+    its entropy floor) finds in the shared transcripts, which hold no secret lcm knows of: each
+    match is text that masking by that rule would hide."""
+    source, flags = go_to_python(rule["regex"])
+    pattern, floor = re.compile(source, flags), float(rule.get("entropy") or 0)
+    # the wider reading a bare vendor name would need: a value over the floor after *any* name
+    any_name = re.compile(r"""(?i)[\w.-]{1,50}[ \t]{0,3}(?:=|:|=>|:=)[ \t]{0,3}["'`]?([a-z0-9_+/=.-]{16,})""")
+    found = wide = 0
+    for line in transcripts(data):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(entry, dict):
+            continue
+        for text in outlets.transcript.entry_blocks(entry):
+            for m in pattern.finditer(text):
+                secret = next((g for g in m.groups() if g), m.group(0))
+                if entropy(secret) >= floor and not allowed(rule, secret, m.group(0)):
+                    found += 1
+            for m in any_name.finditer(text):
+                value = m.group(1)
+                wide += entropy(value) >= floor and any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+    return {"matches_in_shared_transcripts": found, "any_name_over_the_floor_in_shared_transcripts": wide,
+            "samples_masked_share": round(1 - measured["clear_share"], 3) if measured else None,
+            "decision": "not copied: lcm masks a value by its name (password, token, secret, api_key, ...) "
+                        "and by its vendor's prefix, not by its entropy after any name (paths, URLs, SHAs, "
+                        "module names: the any-name count, none of them a secret)"}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rules", default=str(SHARED / "secrets" / "gitleaks.toml"))
@@ -438,8 +472,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-data", action="store_true", help="leave the shared transcripts out")
     p.add_argument("--root", default=str(HERE.parent), help="the lcm checkout to measure")
     p.add_argument("--verbose", action="store_true", help="per-rule detail on stderr")
+    p.add_argument("--data-only", action="store_true", help="only the shared transcripts' figures (for timing runs)")
     args = p.parse_args(argv)
     sys.path.insert(0, str(Path(args.root) / "scripts"))
+    if args.data_only:
+        print(json.dumps({"root": args.root, "data": data_figures(Path(args.data), Outlets())}))
+        return 0
     import tomllib
     with open(args.rules, "rb") as f:
         rules = tomllib.load(f)["rules"]
@@ -485,6 +523,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     if not args.skip_data and os.path.isdir(args.data):
         figures["data"] = data_figures(Path(args.data), outlets)
+        generic = next((r for r in rules if r["id"] == "generic-api-key"), None)
+        if generic is not None:
+            figures["generic_api_key"] = generic_evidence(generic, Path(args.data), outlets, per_rule.get(generic["id"]))
     if args.verbose:
         for rule_id, r in worst:
             sys.stderr.write(f"{r['clear_share']:.3f} {r['masked']}/{r['samples']} {rule_id}: {r['example']!r}\n")

@@ -86,7 +86,7 @@ _PEM_END = r"-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
 # base64 runs, newlines raw or JSON-escaped; a run must end where base64 does: one going on
 # with `.`, `-` or `_` is the next token (a JWT pasted after a key cut short), not the key
 _PEM_BODY = (r"(?:(?:\\[nr]|\s)*(?:Proc-Type|DEK-Info|Comment|Version):[^\n\\]*)*"  # an encrypted key's headers
-             r"(?:(?:\\[nr]|\s)*[A-Za-z0-9+/=]+(?![A-Za-z0-9+/=._-]))*")
+             r"(?:(?:\\[nr]|\s)*[A-Za-z0-9+/=]+(?:(?![A-Za-z0-9+/=._-])|(?=-----)))*")  # or ends at a marker
 
 
 def _pem_blocks(text: str) -> str:
@@ -202,7 +202,7 @@ _PGPASS = (r"(?m)(?:^|(?<=\\n)|(?<=[^\x00-\x7f])|(?<=\"))[A-Za-z0-9.*_\[\]-]+:(?
 
 # from the `:` of `://` (a literal first: searched for at memory speed); `\/` in JSON, `\\/` in JSON of JSON
 _URL_PASSWORD = (r":(?<=[A-Za-z0-9+.-]:)(?:\\*/){2}(?P<user>[^\s:/@\"'<>\[\]\\]*):"
-                 r"(?P<s>(?:(?!:(?:\\*/){2})\S){1,256})@(?=[A-Za-z0-9\[][A-Za-z0-9.\]:-]*(?:[/?#\s\"'\\,;)>}]|$))")
+                 r"(?P<s>(?:(?!:(?:\\*/){2})\S){1,256})@(?=[A-Za-z0-9\[][A-Za-z0-9.\]:-]*(?:[/?#\s\"'\\,;|)>}]|$))")
 
 
 def _url_passwords(text: str) -> str:
@@ -314,7 +314,7 @@ KINDS = [
     ("anthropic-key", ("sk-",), _E + r"sk-ant-[A-Za-z0-9_-]{20,}", None),
     # sk-, sk-proj-, sk-svcacct-, sk-admin-: at least 20 more characters, one of them a digit
     ("openai-key", ("sk-",), _E + r"sk-(?!ant-)(?=[A-Za-z0-9_-]{0,200}\d)[A-Za-z0-9_-]{20,}", None),
-    ("aws-key", ("akia", "ASIA"), _A + r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}" + _END, None),
+    ("aws-key", ("akia", "ASIA", "ABIA", "ACCA", "A3T"), _A + r"(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}" + _END, None),
     # its secret key is found by its name (_NAME_GROUPS "sec"): 40 characters of base64 alone are anything;
     # the CLI's table output puts a `|` between them
     ("aws-secret", (), (r"(?i)(?:aws[_-]?)?secret[_-]?(?:access[_-]?)?key\\?[\"']?[ \t]*(?:[:=]|\|)[ \t]*\\?[\"']?"
