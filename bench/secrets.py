@@ -269,7 +269,12 @@ def make_samples(rule: dict, count: int, rng: random.Random) -> tuple[list, list
             (i for i in range(1, (pattern.groups or 0) + 1) if m.group(i)), 0)
         secret = m.group(g)
         if g and not rule.get("secretGroup") and len(secret) < 10 < len(m.group(0)):
-            g, secret = 0, m.group(0)  # a group inside the token (`([a-z0-9]{4}-){3}`), not the secret
+            # a scheme (`(https?://)`) or a piece of the token (`([a-z0-9]{4}-){3}`) first: the
+            # longest group is the secret, or the whole match if every group is such a piece
+            g = max(range(1, pattern.groups + 1), key=lambda i: len(m.group(i) or ""))
+            if len(m.group(g)) < 10:
+                g = 0
+            secret = m.group(g)
         if not secret or entropy(secret) < floor or allowed(rule, secret, m.group(0)):
             continue
         if not anchored:
