@@ -126,22 +126,27 @@ def _edge(lookbehind: str = r"(?<![A-Za-z0-9_-])") -> str:
     return rf"(?:{lookbehind}|(?<=\\[nrtbf])|(?<=\\u[0-9a-fA-F]{{4}}))"
 
 
+def _escaped(literal: str) -> str:
+    """re.escape without importing re (the hooks import this module, not re, on every turn)."""
+    return "".join("\\" + c if c in ".^$*+?{}[]\\|()" else c for c in literal)
+
+
 def _edge_after(literal: str, chars: str = "A-Za-z0-9_-") -> str:
     """`literal` where a token may start (as _edge), the test made after it: a pattern that opens
     with a literal is searched for at memory speed, one that opens with a lookbehind is tried at
     every position (30x slower on a long tool result)."""
-    import re
-    lit = re.escape(literal)
+    lit = _escaped(literal)
     return rf"{lit}(?:(?<![{chars}]{lit})|(?<=\\[nrtbf]{lit})|(?<=\\u[0-9a-fA-F]{{4}}{lit}))"
 
 
 def _edged(body: str, chars: str) -> str:
     """body with _edge's test: after its opening literal if it has one (_edge_after), else before it."""
-    import re
-    lead = re.match(r"[A-Za-z0-9_~-]{2,}", body)
-    if lead is None:
+    lead = 0
+    while lead < len(body) and (body[lead].isalnum() and body[lead].isascii() or body[lead] in "_~-"):
+        lead += 1
+    if lead < 2:
         return _edge(f"(?<![{chars}])") + body
-    return _edge_after(lead.group(0), chars) + body[lead.end():]
+    return _edge_after(body[:lead], chars) + body[lead:]
 
 
 _SPACE = r"(?:[ \t]|\\\r?\n)+"  # between shell words, a continued line included
@@ -436,10 +441,13 @@ def _prefilter(triggers: list[str]) -> str:
 _TRIGGERS = sorted({t for _k, triggers, _p, _c in KINDS for t in triggers if t == t.lower()})
 # literals looked for as written (capitals, digits, `-`, `_`: no regular expression syntax), by one
 # more pass of their own: in lowercase text they are common ("asia", "sk", "api-"), in capitals rare
-_CASED_ROWS = {t: {i for i, row in enumerate(KINDS) if t in row[1]}
-               for t in sorted({t for _k, triggers, _p, _c in KINDS for t in triggers if t != t.lower()})}
+_ROWS_OF: dict[str, set] = {}  # trigger -> the rows of KINDS it starts
+for _i, (_k, _triggers, _p, _c) in enumerate(KINDS):
+    for _t in _triggers:
+        _ROWS_OF.setdefault(_t, set()).add(_i)
+_CASED_ROWS = {t: rows for t, rows in sorted(_ROWS_OF.items()) if t != t.lower()}
 _CASED = "|".join(sorted(_CASED_ROWS, key=len, reverse=True))
-_TRIGGER_ROWS = {f"t{n}": {i for i, row in enumerate(KINDS) if t in row[1]} for n, t in enumerate(_TRIGGERS)}
+_TRIGGER_ROWS = {f"t{n}": _ROWS_OF[t] for n, t in enumerate(_TRIGGERS)}
 _NAME_ROWS = {g: {i for i, row in enumerate(KINDS) if row[0] in kinds} for g, (_w, _o, kinds) in _NAME_GROUPS.items()}
 _PREFILTER = None  # built on first use (re is imported then)
 # every branch of the prefilter holds one of these: a trigger, or the keyword of a name group
