@@ -197,3 +197,30 @@ def test_text_stored_under_the_rules_before_is_masked_on_output_after_the_upgrad
     assert lcm.care.doctor.remask_content(conn)["messages"] == 1
     stored = conn.execute("SELECT content FROM messages").fetchone()[0]
     assert key[12:] not in stored and url_password not in stored
+
+
+VENDOR_KEYS = [  # keys whose prefix holds another's (`ops_eyJ` holds `eyJ`, `shpat_` holds `pat`): each found
+    "ops_eyJ" + "a1B2c3D4" * 32,  # 1Password service account
+    "eyJrIjoi" + "Qm9vb2tzQW5kU3RyZWFtczEyMzQ1Njc4OTAxMjM0NTY3ODkwMTIzNDU2Nzg5MA",  # Grafana API key
+    "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",  # Shopify
+    "sm_pat_Zq8XyW7vU6tS5rQ4",  # SettleMint
+    "glsa_Zq8XyW7vU6tS5rQ4pO3nM2lK1jI0hG9f_0a1b2c3d",  # Grafana service account
+    "dop_v1_" + "0a1b2c3d4e5f6071" * 4,  # DigitalOcean
+    "AKIA" + "Q3EXAMPLEKEY7ZZZ", "A3T" + "XQ3EXAMPLEKEY7ZZZ",  # AWS
+]
+
+
+def test_a_vendor_key_whose_prefix_holds_another_is_masked():
+    for key in VENDOR_KEYS:
+        for text in (key, f"key: {key}\n", f"鍵は{key}です"):
+            assert key[-12:] not in mask(text), text
+
+
+def test_a_key_in_another_script_is_a_secrets_name_only_where_it_ends_with_one():
+    """A JSON key `日本 DB_PASSWORD=[secret:...]` (masked once) ended, counted in UTF-8 bytes, where
+    its mask's `password` ends: its value `1` was masked on the second pass, not the first."""
+    entry = {"input": {"env": {"日本 \u2028DB_PASSWORD=correcthorse9": "1"}}}
+    once = lcm.base.mask.mask_line(json.dumps(entry).encode())
+    assert lcm.base.mask.mask_line(once) == once and json.loads(once)["input"]["env"].popitem()[1] == "1"
+    assert lcm.base.mask.mask_json({"パスワード password": "hunter2!"}) == {
+        "パスワード password": lcm.base.mask.token("password", "hunter2!")}

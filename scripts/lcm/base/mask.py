@@ -451,7 +451,7 @@ def _trie(items: list) -> str:
         if rest:
             children.setdefault(rest[0], []).append((rest[1:], ending))
     branches = [re.escape(c) + _trie(sub) for c, sub in children.items()]
-    branches += [ending for rest, ending in items if not rest]
+    branches += sorted((ending for rest, ending in items if not rest), key=len, reverse=True)  # the longer lookbehind first
     return branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
 
 
@@ -719,8 +719,8 @@ def _is_name(key) -> bool:
     if not isinstance(key, str):
         return False
     probe = f'"{key}":'
-    low = _lowered(probe)[0]
-    return any(_name_end(low, i, keyword) == len(probe) - 2 for i, keyword in _scan(probe, low)[1])
+    low = _lowered(probe)[0]  # one character per UTF-8 byte: its length, not the probe's, places the end
+    return any(_name_end(low, i, keyword) == len(low) - 2 for i, keyword in _scan(probe, low)[1])
 
 
 def mask_json(value):
