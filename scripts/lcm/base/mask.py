@@ -181,6 +181,9 @@ _YAML_BLOCK = (r"(?im)(?:^|(?<=\\n)|(?<=\"))(?P<indent>[ \t]*)[\w.-]*(?:pass(?:w
 
 
 def _yaml_blocks(text: str) -> str:
+    if not _regex(r":[ \t]*[|>][+-]?[0-9]?[ \t]*(?:\r?\n|\\n)").search(text):
+        return text  # no block scalar at all: one quick pass (the full pattern opens with a lookbehind)
+
     def replace(m):
         body = m.group("s")
         if body.startswith("[secret:"):
@@ -364,15 +367,15 @@ KINDS = [
     ("password", ("curl",), _E + r"curl" + _WORDS + r"(?:-u|--user)(?:[ \t]+|=)?" + _USER_PASS,
      lambda value: not value.startswith(_VARIABLE)),
     ("password", ("sshpass",), _E + r"sshpass(?:" + _WORDS + r")?-p[ \t]*" + _VALUE_WORD, lambda value: not value.startswith(_VARIABLE)),
-    ("password", ("docker", "podman"), _E + r"(?:docker|podman|nerdctl)[ \t]+login" + _WORDS + r"-p[ \t]*" + _VALUE_WORD,
-     lambda value: not value.startswith(_VARIABLE)),
+    *[("password", (tool,), _edge_after(tool) + r"[ \t]+login" + _WORDS + r"-p[ \t]*" + _VALUE_WORD,
+       lambda value: not value.startswith(_VARIABLE)) for tool in ("docker", "podman")],
     ("password", ("redis-cli",), _E + r"redis-cli" + _WORDS + r"-a[ \t]*" + _VALUE_WORD,
      lambda value: not value.startswith(_VARIABLE)),
     ("password", ("-passin", "-passout", "-pass "), r"(?<![A-Za-z0-9_-])-(?:pass(?:in|out)?|k|password)[ \t]+['\"]?pass:(?P<s>[^\s'\"]+)", None),  # openssl
     ("password", ("htpasswd",), _htpasswd, None),
     ("password", ("machine",), (_edge_after("machine") + r"[ \t]+\S+(?:[ \t\n]+(?:login|account|port)[ \t]+\S+)*"
                                           r"[ \t\n]+password[ \t]+(?P<s>[^\s\\]+)"), None),  # .netrc
-    ("password", ("_auth",), r"(?i)(?<![A-Za-z0-9])_auth(?:token)?[ \t]*=[ \t]*['\"]?(?P<s>[^\s'\"\\]{8,})", None),  # .npmrc
+    ("password", ("_auth",), r"_auth(?<![A-Za-z0-9]_auth)(?:[Tt]oken)?[ \t]*=[ \t]*['\"]?(?P<s>[^\s'\"\\]{8,})", None),  # .npmrc
     ("password", (":port:",), _PGPASS, None),
     ("password", ("@",), _url_passwords, None),  # scheme://user:password@host, `/` and `@` in it too
     ("password", ("<add key=",), r"(?i)<add key=\\?\"(?:cleartext)?password\\?\"[ \t]*value=\\?\"(?P<s>[^\"\\]+)\\?\"", None),
