@@ -220,7 +220,7 @@ class Side:
         return timed(self.stop_cmd, payload, self.env)
 
     def report(self, bare: float, runs: int) -> dict:
-        med = {name: round(statistics.median(xs), 1) for name, xs in self.times.items()}
+        med = {name: round(statistics.median(xs), 1) for name, xs in self.times.items() if xs}
         conn = sqlite3.connect(f"file:{self.vault}?mode=ro", uri=True)
         messages = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
         added = conn.execute("SELECT count(*) FROM messages WHERE transcript_path = ?", (str(self.copy),)).fetchone()[0]
