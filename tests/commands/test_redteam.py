@@ -8,6 +8,7 @@ import lcm.base.config
 import lcm.base.mask
 from conftest import run
 from lcm.base.mask import mask
+from test_python_versions import python_for  # at import: it looks under the real HOME
 
 K = "sk-ant-api03-" + "a1B2c3D4e5F6g7H8i9J0" * 3
 
@@ -338,19 +339,6 @@ def test_an_answer_that_is_no_messages_response_falls_back(tmp_path, vault, fake
     assert code == 0, err
 
 
-def _python_39():
-    """A Python 3.9 interpreter (pyenv's, or python3.9 on PATH), else None. Read at import, while
-    HOME is still the real one (each test gets its own)."""
-    import glob
-    import shutil
-    from pathlib import Path
-    return next(iter(sorted(glob.glob(str(Path.home() / ".pyenv" / "versions" / "3.9*" / "bin" / "python")))),
-                None) or shutil.which("python3.9")
-
-
-PYTHON_39 = _python_39()
-
-
 @pytest.mark.parametrize("hook", ["session_start", "user_prompt_submit", "stop", "subagent_stop", "pre_compact",
                                   "post_compact", "session_end"])
 def test_every_hook_runs_on_python_3_9(tmp_path, vault, hook):
@@ -364,9 +352,7 @@ def test_every_hook_runs_on_python_3_9(tmp_path, vault, hook):
 
     from test_hooks import HOOKS, PAYLOADS, ROOT
     from transcripts import coding_session
-    python = PYTHON_39
-    if python is None:
-        pytest.skip("no Python 3.9 here (pyenv's 3.9.x or python3.9 on PATH)")
+    python = python_for((3, 9))
     t = coding_session(tmp_path / "projects", turns=3, cwd=str(tmp_path))
     t.write()
     done = subprocess.run([python, "-S", str(HOOKS / f"{hook}.py")], input=json.dumps(PAYLOADS[hook](t)).encode(),

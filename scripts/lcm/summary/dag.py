@@ -310,8 +310,12 @@ def can_condense(conn, session_id: str) -> bool:
 def session_lock(session_id: str, blocking: bool = True):
     """An exclusive file lock per session under $LCM_HOME/locks; the OS drops it if we die.
     Here rather than in lcm.summary.compact so a hook can see a compaction running without loading it."""
-    import fcntl
     import zlib
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): compaction relies on its in-transaction checks alone
+        yield
+        return
     locks = lcm.base.config.lcm_home() / "locks"
     locks.mkdir(parents=True, exist_ok=True, mode=0o700)
     name = f"{re.sub(r'[^A-Za-z0-9_-]', '_', session_id)[:80]}-{zlib.crc32(session_id.encode()):08x}"
