@@ -351,7 +351,19 @@ def test_render_context_is_bounded_xml_with_drill_down_ids(tmp_path, monkeypatch
         shown = ET.fromstring(small)
         cut = shown.find("omitted")
         assert len(shown.findall("summary")) + (int(cut.get("summaries")) if cut is not None else 0) == len(tops)
-    assert "(cut; lcm_expand.py sum_" in lcm.summary.dag.render_context(conn, t.session_id, max_chars=1500)
+    # a cut body points the main agent to describe (lcm_expand.py is for sub-agents)
+    cut_xml = next(x for x in (lcm.summary.dag.render_context(conn, t.session_id, max_chars=n)
+                               for n in range(1500, 6000, 250)) if "(cut;" in x)
+    assert "(cut; lcm_describe.py sum_" in cut_xml and "lcm_expand.py" not in cut_xml
+    # a condensed summary names the summaries it was made from, in order, as the seeds' <parents>
+    condensed = [s for s in found if s.get("kind") == "condensed"]
+    assert condensed, [s.get("kind") for s in found]
+    for node in condensed:
+        refs = [r.get("id") for r in node.find("parents").findall("summary_ref")]
+        sources = [r[0] for r in conn.execute("SELECT id FROM summaries WHERE parent_id = ? ORDER BY earliest_at, id",
+                                              (node.get("id"),))]
+        assert refs == sources and len(refs) >= 2
+    assert all(s.find("parents") is None for s in found if s.get("kind") == "leaf")
 
 
 def test_missing_session_and_bad_setting(capsys, monkeypatch):

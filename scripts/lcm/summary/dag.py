@@ -82,7 +82,10 @@ def render_context(conn, session_id: str, max_chars: int = 8000) -> str:
     goes through lcm.base.text.untagged, so it cannot close these tags or open one of its own.
 
     Each summary gets an equal share of the room left; a cut body names the command that shows
-    the rest, and summaries that do not fit at all are counted in an <omitted> element.
+    the rest (lcm_describe.py: the main agent inspects, lcm_expand.py is for sub-agents), and
+    summaries that do not fit at all are counted in an <omitted> element. A condensed summary
+    lists the summaries it condenses in <parents> (the seeds' name for them: the nodes it was made
+    from), so one of them can be described or expanded without the whole subtree.
     """
     items = active_context(conn, session_id)
     summaries = [i for i in items if i["type"] == "summary"]
@@ -101,11 +104,15 @@ def render_context(conn, session_id: str, max_chars: int = 8000) -> str:
         open_tag = (f"<summary id=\"{item['id']}\" kind=\"{item['kind']}\" depth=\"{item['depth']}\""
                     f" descendant_count=\"{item['descendant_count']}\" earliest_at={quoteattr(item['earliest_at'] or '')}"
                     f" latest_at={quoteattr(item['latest_at'] or '')}>")
+        if item["kind"] == "condensed":
+            sources = [r[0] for r in conn.execute("SELECT child_id FROM summary_sources WHERE summary_id = ?"
+                                                  " AND child_id IS NOT NULL ORDER BY ord", (item["id"],))]
+            open_tag += "\n<parents>" + "".join(f'\n<summary_ref id="{s}"/>' for s in sources) + "\n</parents>"
         share = room // (len(summaries) - i) - len(open_tag) - len("</summary>") - 3
         body = lcm.base.mask.mask(item["content"])  # before the cut: a cut must not split a secret
         body = lcm.base.text.untagged(body)
         if len(body) > share:
-            cut = f"... (cut; lcm_expand.py {item['id']})"
+            cut = f"... (cut; lcm_describe.py {item['id']})"
             if share < len(cut) + 40:
                 blocks.append(omitted(len(summaries) - i))
                 break
