@@ -545,19 +545,25 @@ def test_hooks_json_runs_every_hook_file(tmp_path):
 
 # -- the hooks' compaction check: due exactly when a compaction has work ------------------------
 
-@pytest.mark.parametrize("turns,chunk,fanout,tail,precompact", [
-    (10, "20000", "4", "32", None), (10, "300", "4", "4", None), (40, "400", "4", "4", "full"),
-    (40, "400", "2", "4", "incremental"), (40, "400", "8", "4", "full"), (3, "100", "2", "0", "full"),
-    (40, "400", "100", "4", "full"), (40, "2000", "3", "4", "full"),
+@pytest.mark.parametrize("turns,chunk,fanout,tail,precompact,more", [
+    (10, "20000", "4", "32", None, {}), (10, "300", "4", "4", None, {}), (40, "400", "4", "4", "full", {}),
+    (40, "400", "2", "4", "incremental", {}), (40, "400", "8", "4", "full", {}), (3, "100", "2", "0", "full", {}),
+    (40, "400", "100", "4", "full", {}), (40, "2000", "3", "4", "full", {}),
+    # the seeds' two fanouts and incrementalMaxDepth: what a hook's run may not condense is not due
+    (40, "400", "2", "4", None, {"LCM_LEAF_MIN_FANOUT": "3"}),
+    (40, "400", "3", "4", "incremental", {"LCM_LEAF_MIN_FANOUT": "2"}),
+    (40, "400", "2", "4", None, {"LCM_INCREMENTAL_MAX_DEPTH": "0"}),
+    (40, "400", "2", "4", "full", {"LCM_INCREMENTAL_MAX_DEPTH": "1"}),
+    (40, "400", "2", "4", "incremental", {"LCM_INCREMENTAL_MAX_DEPTH": "1"}),
 ])
 def test_compaction_is_due_exactly_when_an_incremental_pass_summarises(turns, chunk, fanout, tail, precompact,
-                                                       projects, monkeypatch):
+                                                       more, projects, monkeypatch):
     sys.path.insert(0, str(HOOKS))
     import lcm.summary.compact
     import lcm.vault.db
     import lcm.capture.ingest
     for name, value in {"LCM_LLM": "none", "LCM_LEAF_CHUNK_TOKENS": chunk, "LCM_CONDENSED_MIN_FANOUT": fanout,
-                        "LCM_FRESH_TAIL_COUNT": tail}.items():
+                        "LCM_LEAF_MIN_FANOUT": fanout, "LCM_FRESH_TAIL_COUNT": tail, **more}.items():
         monkeypatch.setenv(name, value)
     t = coding_session(projects, turns=turns)
     t.write()
@@ -565,8 +571,10 @@ def test_compaction_is_due_exactly_when_an_incremental_pass_summarises(turns, ch
     lcm.capture.ingest.ingest_file(conn, str(t.path))
     if precompact:
         monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", "100")  # leaves only, then restore
+        monkeypatch.setenv("LCM_LEAF_MIN_FANOUT", "100")
         lcm.summary.compact.compact(conn, t.session_id, mode=precompact)
         monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", fanout)
+        monkeypatch.setenv("LCM_LEAF_MIN_FANOUT", more.get("LCM_LEAF_MIN_FANOUT", fanout))
     due = lcm.summary.dag.compaction_due(conn, t.session_id)
     count = "SELECT count(*) FROM summaries WHERE session_id = ?"
     before = conn.execute(count, (t.session_id,)).fetchone()[0]

@@ -274,17 +274,25 @@ def gap_check(conn, session_id: str):
     return gap
 
 
-def condense_group(tops: list, gap, fanout: int | None = None):
-    """(depth, nodes) to condense next: the oldest `fanout` adjacent parentless nodes at the
-    shallowest depth that has that many in a row; None when nothing is eligible.
+def fanouts() -> tuple[int, int]:
+    """(leaf, condensed) fanout: the adjacent parentless summaries of depth 0, and of one depth 1
+    and up, needed to condense them; at least 2 (one child would only re-wrap the same summary)."""
+    return (max(2, lcm.base.config.get("LCM_LEAF_MIN_FANOUT")),
+            max(2, lcm.base.config.get("LCM_CONDENSED_MIN_FANOUT")))
+
+
+def condense_group(tops: list, gap, fanout: tuple[int, int] | None = None, max_depth: int = -1):
+    """(depth, nodes) to condense next: the oldest adjacent parentless nodes at the shallowest
+    depth that has enough of them in a row (the leaf fanout at depth 0, the condensed fanout
+    above, as the seeds' leafMinFanout and condensedMinFanout); None when nothing is eligible.
+    max_depth (>= 0): no node deeper than that is made (an incremental pass's limit).
 
     gap(a, b) says whether an uncovered message lies between two positions (gap_check).
-    Taking exactly `fanout` children keeps the tree balanced and each condensed input at about
-    fanout x the child target, whether the children came one run at a time or all at once.
+    Taking exactly the fanout's number of children keeps the tree balanced and each condensed
+    input at about fanout x the child target, whether the children came one run at a time or
+    all at once.
     """
-    fanout = fanout or lcm.base.config.get("LCM_CONDENSED_MIN_FANOUT")
-    if fanout < 2:
-        fanout = 2  # one child would only re-wrap the same summary
+    leaf_fanout, condensed_fanout = fanout or fanouts()
     runs: list[list] = []
     for node in tops:
         prev = runs[-1][-1] if runs else None
@@ -292,12 +300,16 @@ def condense_group(tops: list, gap, fanout: int | None = None):
             runs[-1].append(node)
         else:
             runs.append([node])
-    eligible = [run for run in runs if len(run) >= fanout]
+
+    def needed(depth: int) -> int:
+        return leaf_fanout if depth == 0 else condensed_fanout
+    eligible = [run for run in runs if len(run) >= needed(run[0]["depth"])
+                and (max_depth < 0 or run[0]["depth"] + 1 <= max_depth)]
     if not eligible:
         return None
     depth = min(run[0]["depth"] for run in eligible)
     run = next(run for run in eligible if run[0]["depth"] == depth)
-    return depth + 1, run[:fanout]
+    return depth + 1, run[:needed(depth)]
 
 
 def compaction_due(conn, session_id: str) -> bool:
@@ -309,8 +321,10 @@ def compaction_due(conn, session_id: str) -> bool:
 
 
 def can_condense(conn, session_id: str) -> bool:
-    """Whether a run of adjacent parentless summaries of one depth can be condensed now."""
-    return condense_group(top_summaries(conn, session_id), gap_check(conn, session_id)) is not None
+    """Whether an incremental pass would condense a run of adjacent parentless summaries now
+    (within LCM_INCREMENTAL_MAX_DEPTH)."""
+    return condense_group(top_summaries(conn, session_id), gap_check(conn, session_id),
+                          max_depth=lcm.base.config.get("LCM_INCREMENTAL_MAX_DEPTH")) is not None
 
 
 @contextlib.contextmanager
