@@ -543,6 +543,18 @@ def test_hooks_json_runs_every_hook_file(tmp_path):
         assert any(f'"${{CLAUDE_PLUGIN_ROOT}}/hooks/{name}.py"' in c for c in commands), name
 
 
+def test_the_recall_hook_shows_a_status_while_it_searches():
+    """The seeds' "Searching memory..." status: Claude Code shows a hook's statusMessage while it
+    runs, so a person waiting on a prompt sees why. Only the hook that may search says so; the
+    others store lines in milliseconds and stay silent. (`claude plugin validate --strict`, run by
+    .ci/run and test_plugin_e2e, accepts the field.)"""
+    config = json.loads((HOOKS / "hooks.json").read_text())
+    shown = {event: h.get("statusMessage") for event, entries in config["hooks"].items()
+             for entry in entries for h in entry["hooks"]}
+    assert shown.pop("UserPromptSubmit") == "Searching lcm memory..."
+    assert not any(shown.values()), shown
+
+
 # -- the hooks' compaction check: due exactly when a compaction has work ------------------------
 
 @pytest.mark.parametrize("turns,chunk,fanout,tail,precompact,more", [
