@@ -36,9 +36,6 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .md pre code { background: none; padding: 0; }
 .md .url { color: var(--muted); font-size: 12px; }
 details.status { color: var(--muted); font-size: 12px; margin: .1rem 0 .1rem .7rem; }
-details.status > summary { list-style: none; }
-details.status > summary::before { content: "\25B8 "; }
-details.status[open] > summary::before { content: "\25BE "; }
 .hookcount { color: var(--muted); font-size: 11px; margin-left: .4rem; }
 .msg .meta.hooks { display: block; margin-top: .3rem; }
 .msg .meta { display: flex; gap: .6rem; }
