@@ -1,4 +1,4 @@
-"""Recall that comes by itself (hooks/recall.py, UserPromptSubmit): does it earn its tokens?
+"""Recall that comes by itself (lcm.search.recall, the UserPromptSubmit hook): does it earn its tokens?
 
 Usage:
   python3 bench/auto_recall.py [--floors 0.5,0.6,0.7,0.8,0.9] [--hits 3]
@@ -10,7 +10,7 @@ The vault of bench/recall.py (synthetic chats + ../shared/data when present). Tw
   new_work  prompts of new work (NEW_WORK below: coding tasks and everyday requests nobody asked
             before) from a chat and a coding project; "silent" = nothing was injected (target
             >= 0.90: an injection that does not help costs the session tokens and attention)
-For each coverage floor (hooks/recall.py COVERAGE_FLOOR): answered_holds, answered_injected,
+For each coverage floor (lcm.search.recall.COVERAGE_FLOOR): answered_holds, answered_injected,
 precision (injections holding the answer), new_work_silent, and the ms per prompt of the recall
 step (searching, not Python's start). Prints one JSON line.
 """
@@ -96,7 +96,7 @@ def main(argv=None) -> int:
         import lcm.capture.bulk
         import lcm.capture.ingest
         bench = _load("recall_bench", ROOT / "bench" / "recall.py")
-        hook = _load("recall_hook", ROOT / "hooks" / "recall.py")
+        import lcm.search.recall as hook
         import recall_sets
         projects = Path(tmp) / "projects"
         chat = "/home/me/chat"

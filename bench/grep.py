@@ -62,16 +62,17 @@ QUERIES = [
 def in_process(db: str) -> dict:
     import lcm.vault.db
     import lcm.search.engine
+    import lcm.search.query
     conn = lcm.vault.db.connect(db, create=False, readonly=True)
     session = conn.execute("SELECT session_id FROM messages ORDER BY id DESC LIMIT 1").fetchone()[0]
     cases = [(q, {"all_sessions": True}) for q in QUERIES]
     cases[-1] = (QUERIES[-1], {"session": session})  # one query filtered to a session
     for q, kw in cases:  # warm the page cache the way a live vault is
-        lcm.search.engine.search(conn, q, **kw)
+        lcm.search.engine.search(conn, lcm.search.query.Query(q, **kw))
     times, counts = [], []
     for q, kw in cases:
         start = time.perf_counter()
-        doc = lcm.search.engine.search(conn, q, **kw)
+        doc = lcm.search.engine.search(conn, lcm.search.query.Query(q, **kw))
         times.append((time.perf_counter() - start) * 1000)
         counts.append(doc["count"])
     return {"median_ms": round(statistics.median(times), 1), "p90_ms": round(sorted(times)[int(0.9 * len(times)) - 1], 1),

@@ -463,7 +463,8 @@ def all_terms(conn, question, project=None, limit=10):
 
 def auto(conn, question, project=None, limit=10):
     import lcm.search.engine
-    doc = lcm.search.engine.search(conn, question, limit=limit, project=project, all_sessions=not project)
+    import lcm.search.query
+    doc = lcm.search.engine.search(conn, lcm.search.query.Query(question, limit=limit, project=project, all_sessions=not project))
     return [r["uuid"] for r in doc["results"] if r["type"] == "message"]
 
 

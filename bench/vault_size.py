@@ -96,17 +96,17 @@ def timed(cmd: list[str], cpu: list | None = None) -> tuple[float, dict]:
 GREP = """
 import json, statistics, sys, time
 sys.path.insert(0, {scripts!r})
-import lcm.vault.db, lcm.search.engine
+import lcm.vault.db, lcm.search.engine, lcm.search.query
 conn = lcm.vault.db.connect({db!r}, create=False, readonly=True)
 queries = {queries!r}
 for q in queries:
-    lcm.search.engine.search(conn, q, all_sessions=True)
+    lcm.search.engine.search(conn, lcm.search.query.Query(q, all_sessions=True))
 times, cpu = [], []
 for q in queries:  # the best of 5 runs of each query: a loaded machine's preemptions filtered out
     best, best_cpu = 1e9, 1e9
     for _ in range(5):
         t, c = time.perf_counter(), time.thread_time()
-        lcm.search.engine.search(conn, q, all_sessions=True)
+        lcm.search.engine.search(conn, lcm.search.query.Query(q, all_sessions=True))
         best, best_cpu = min(best, time.perf_counter() - t), min(best_cpu, time.thread_time() - c)
     times.append(best * 1000)
     cpu.append(best_cpu * 1000)

@@ -242,7 +242,7 @@ def ingest(conn, path) -> dict:
     import lcm.capture.ingest
     try:
         result = lcm.capture.ingest.ingest_session(conn, path, patience=write_patience())
-    except lcm.vault.db.VaultBusy as exc:
+    except lcm.vault.db.VaultBusy as exc:  # lcm.vault.db is loaded: connect() imported it
         raise Skip(f"{exc.message}; {exc.hint}") from None
     for bad in result["skipped_files"]:
         note(f"file skipped: {bad['reason']}")

@@ -19,9 +19,9 @@ def handle(payload: dict):
     hooklib.try_ingest(conn, payload.get("transcript_path"))
     if hooklib.flag("LCM_SUBAGENT") or not hooklib.flag("LCM_RECALL") or not hooklib.flag("LCM_INJECT"):
         return None
-    import recall
-    text = recall.recall_text(conn, prompt, payload.get("session_id"), payload.get("cwd"),
-                              hits=RECALL_HITS, max_chars=RECALL_CHARS, min_words=MIN_RECALL_WORDS)
+    import lcm.search.recall
+    text = lcm.search.recall.recall_text(conn, prompt, payload.get("session_id"), payload.get("cwd"),
+                                         hits=RECALL_HITS, max_chars=RECALL_CHARS, min_words=MIN_RECALL_WORDS)
     return hooklib.context_output(EVENT, text) if text else None
 
 

@@ -21,6 +21,7 @@ Examples:
 from __future__ import annotations
 
 import sys
+from dataclasses import fields
 
 import lcm.cli
 import lcm.base.guard
@@ -49,7 +50,8 @@ def _main(argv):
 
     lcm.base.guard.check_delegation("lcm_agentic_map.py", args.delegated_scope, args.kept_work,
                                instead="read the files with your own tools, or use lcm_llm_map.py for tool-free work")
-    result = agentic_map(args)
+    result = agentic_map(job.MapOptions(**{f.name: getattr(args, f.name) for f in fields(job.MapOptions)
+                                        if hasattr(args, f.name)}))
     lcm.cli.print_json(result)
     return job.dry_run_code(result)
 

@@ -47,6 +47,7 @@ import lcm.vault.resolve
 import lcm.search.output
 import lcm.search.result_types
 from lcm.search.engine import search
+from lcm.search.query import Query
 
 def _main(argv):
     p = lcm.cli.parser(__doc__)
@@ -73,10 +74,11 @@ def _main(argv):
     if args.session and within.limited:
         within.check_session(lcm.vault.resolve.by_id(conn, args.session))
     # under a grant the scope is part of the query: a page holds only what the grant covers
-    doc = search(conn, args.query, mode=args.mode, scope=args.scope, session=args.session,
-                 project=args.project, all_sessions=args.all_sessions, since=args.since,
-                 before=args.before, role=args.role, typed=args.typed, limit=args.limit, offset=args.offset,
-                 types=args.type, sessions=within.sessions, within=within if within.limited else None)
+    doc = search(conn, Query(args.query, mode=args.mode, scope=args.scope, session=args.session,
+                             project=args.project, all_sessions=args.all_sessions, since=args.since,
+                             before=args.before, role=args.role, typed=args.typed, limit=args.limit,
+                             offset=args.offset, types=args.type, sessions=within.sessions,
+                             within=within if within.limited else None))
     doc["query"] = lcm.base.mask.mask(doc["query"])  # echoed back: a secret searched for stays masked
     if args.project:  # and so is one pasted as --project DIR (scope line, JSON, the commands printed)
         args.project = lcm.base.mask.mask(args.project)

@@ -23,6 +23,7 @@ Examples:
 from __future__ import annotations
 
 import sys
+from dataclasses import fields
 
 import lcm.cli
 import lcm.base.llm
@@ -42,7 +43,8 @@ def _main(argv):
     p.add_argument("--poll-interval", type=lcm.cli.seconds_arg, default=10.0, metavar="S",
                    help="first wait between batch status checks; doubles up to 60 s (default 10)")
     args = p.parse_args(argv)
-    result = llm_map(args)
+    result = llm_map(job.MapOptions(**{f.name: getattr(args, f.name) for f in fields(job.MapOptions)
+                                        if hasattr(args, f.name)}))
     lcm.cli.print_json(result)
     return job.dry_run_code(result)
 

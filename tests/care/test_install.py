@@ -8,7 +8,9 @@ Without one these tests skip and say why. pipx and uv are installed once per mac
 """
 from __future__ import annotations
 
+import json
 import os
+import sqlite3
 import shutil
 import subprocess
 import sys
@@ -170,6 +172,26 @@ def test_lcm_verbs_print_exactly_what_their_scripts_print(installer, request, fi
     assert "deploys go through the canary first" in listed.stdout
     found = sh([lcm, "sessions"], env=env, cwd=tmp_path / "proj")
     assert found.returncode == 0 and found.stdout.strip()
+
+
+def test_installed_lcm_compacts_with_a_model_from_its_own_prompts(pip_lcm, filled_home, tmp_path):
+    """An installed `lcm compact` reads the summariser's prompts from the package it was installed
+    as (no clone beside it) and writes model summaries: here through a fake `claude` on PATH, since
+    a plain `pip install .` has no anthropic SDK."""
+    from fake_anthropic import make_fake_claude
+    fake = make_fake_claude(tmp_path / "fake-bin",
+                            result="Leaf summary written by the model.\nExpand for details about: the tests.")
+    env = {**plain_env(filled_home, [fake.dir]), "LCM_LLM": "claude", "LCM_FRESH_TAIL_COUNT": "4",
+           "LCM_LEAF_MIN_TOKENS": "1", "LCM_LEAF_CHUNK_TOKENS": "800"}
+    session = sh([pip_lcm, "sessions", "--json"], env=env, cwd=tmp_path / "proj")
+    sid = json.loads(session.stdout)["sessions"][0]["id"]
+    done = sh([pip_lcm, "compact", "--session", sid, "--json"], env=env, cwd=tmp_path / "proj")
+    assert done.returncode == 0, done.stdout + done.stderr
+    prompts = [c["prompt"] or c["stdin"] or "" for c in fake.calls()]
+    assert prompts and all("Summarise this stretch of a coding session" in p for p in prompts[:1]), prompts[:1]
+    db = filled_home / ".claude-lcm" / "lcm.db"
+    levels = [r[0] for r in sqlite3.connect(db).execute("SELECT level FROM summaries")]
+    assert levels and set(levels) <= {"normal", "aggressive"}, levels  # written by the model, not extracted
 
 
 def test_plugin_bin_lcm_runs_with_the_plain_python3(filled_home, tmp_path):

@@ -4,6 +4,7 @@ standard library and the package."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -196,3 +197,35 @@ def test_one_import_path_per_name():
                     if (alias.asname or alias.name) not in used:
                         aliases.setdefault(name, []).append(f"from {node.module} import {alias.name} (unused: a re-export)")
     assert not aliases, aliases
+
+
+def _architecture_section(title: str) -> str:
+    text = (ROOT / "references" / "architecture.md").read_text(encoding="utf-8")
+    start = text.index(title)
+    return text[start:text.index("\n#", start + len(title))]
+
+
+def test_the_code_map_names_every_module_of_every_wing():
+    """references/architecture.md's code map: one row per wing, in lcm.WINGS' order, naming exactly
+    the modules the wing's folder holds."""
+    import lcm
+    rows = [line.split("|")[1:-1] for line in _architecture_section("## Code map").splitlines()
+            if line.startswith("| `")]
+    assert [r[0].strip().strip("`") for r in rows] == list(lcm.WINGS)
+    for wing, _what, modules in rows:
+        wing = wing.strip().strip("`")
+        named = set(re.findall(r"(?:^|, )`(\w+)`", re.sub(r" \([^)]*\)", "", modules.strip())))
+        folder = PACKAGE / wing
+        actual = ({p.stem for p in folder.glob("*.py") if p.stem != "__init__"} if folder.is_dir() else {wing})
+        assert named == actual, f"code map row {wing}: names {sorted(named)}, the wing holds {sorted(actual)}"
+
+
+def test_where_to_change_what_names_files_that_exist():
+    """Every file the 'where to change what' table sends a reader to exists (a template such as
+    scripts/lcm_<verb>.py or hooks/<event>.py stands for files that do)."""
+    table = _architecture_section("### Where to change what")
+    named = set(re.findall(r"`([\w./<>-]+\.(?:py|md|json|toml))`", table))
+    assert len(named) >= 15, named
+    for path in sorted(named):
+        pattern = re.sub(r"<[^>]+>", "*", path)
+        assert list(ROOT.glob(pattern)), f"architecture.md names {path}, which does not exist"

@@ -18,6 +18,7 @@ import lcm_grep
 import lcm.capture.bulk
 import lcm.capture.ingest
 import lcm.search.engine
+import lcm.search.query
 import lcm.search.rank
 import lcm.search.result_types
 from conftest import command, run, SCRIPTS
@@ -187,7 +188,7 @@ def test_regex_scan_is_bounded_in_time(grep_vault, tmp_path):
     t.write()
     lcm.capture.bulk.ingest_paths(grep_vault, [tmp_path / "more"])
     start = time.monotonic()
-    doc = lcm.search.engine.search(grep_vault, r"(a+)+$", mode="regex", all_sessions=True, time_limit=0.3)
+    doc = lcm.search.engine.search(grep_vault, lcm.search.query.Query(r"(a+)+$", mode="regex", all_sessions=True, time_limit=0.3))
     assert time.monotonic() - start < 20  # not the minutes the match alone would take
     assert doc["count"] == 0 and doc.get("stopped_early") is True
 
@@ -234,12 +235,12 @@ def test_big_vault_paths_with_small_budgets(tmp_path, vault, capsys, monkeypatch
     monkeypatch.setattr(lcm.search.rank, "DF_CAP", 11)
     monkeypatch.setattr(lcm.search.rank, "RANK_BUDGET", 10)
     monkeypatch.setattr(lcm.search.rank, "RANK_WINDOW", 5)
-    doc = lcm.search.engine.search(conn, "deploy", limit=3)
+    doc = lcm.search.engine.search(conn, lcm.search.query.Query("deploy", limit=3))
     lines = [int(r["snippet"].split(":")[0].rsplit(" ", 1)[1]) for r in doc["results"]]
     assert doc["count"] == 3 and min(lines) >= 115  # ranked among the newest RANK_WINDOW matches
-    doc = lcm.search.engine.search(conn, "deploy flamingo", limit=3)
+    doc = lcm.search.engine.search(conn, lcm.search.query.Query("deploy flamingo", limit=3))
     assert "flamingo incident" in doc["results"][0]["snippet"]  # the rare word leads, old or not
-    doc = lcm.search.engine.search(conn, "deploy", mode="full_text", limit=3)
+    doc = lcm.search.engine.search(conn, lcm.search.query.Query("deploy", mode="full_text", limit=3))
     assert doc["count"] == 3
     assert lcm.search.rank.df(conn, lcm.search.result_types.Source(conn, "message", None, None, None, None, None),
                           '"deploy"', 121) >= 100  # estimated past the cap, not stuck at 11
@@ -254,7 +255,7 @@ def test_auto_mode_never_fails_on_any_text(grep_vault):
     @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(st.one_of(st.text(), st.lists(alphabet, max_size=30).map("".join)))
     def check(query):
-        doc = lcm.search.engine.search(grep_vault, query, all_sessions=True, time_limit=0.5)
+        doc = lcm.search.engine.search(grep_vault, lcm.search.query.Query(query, all_sessions=True, time_limit=0.5))
         assert doc["count"] == len(doc["results"]) <= 20
 
     check()
@@ -309,9 +310,9 @@ def test_titles_checkpoints_and_digests_are_found_through_their_index_as_substri
         return list(rows)
 
     def expected(kind, terms):  # the definition, over the table's rows newest first
-        table, _, key, *_ = lcm.search.result_types.TYPES[kind]
-        column = {"title": "title", "digest": "text"}.get(kind, "content")
-        texts = conn.execute(f"SELECT {key}, {column} FROM {table} ORDER BY {key} DESC").fetchall()
+        rtype = lcm.search.result_types.TYPES[kind]
+        texts = conn.execute(f"SELECT t.{rtype.key}, {rtype.text} FROM {rtype.table} t"
+                             f" ORDER BY t.{rtype.key} DESC").fetchall()
         holds = [[t.text.lower() in (text or "").lower() for t in terms] for _, text in texts]
         every = [k for (k, _), h in zip(texts, holds) if all(h)]
         if len(every) >= 20 or len(terms) == 1:

@@ -14,6 +14,7 @@ import lcm.base.config
 import lcm.vault.db
 import lcm.vault.schema
 import lcm.search.engine
+import lcm.search.query
 import lcm.vault.grants
 import lcm.capture.bulk
 import lcm.capture.ingest
@@ -181,7 +182,7 @@ def test_a_vault_of_one_project_is_searched_once(tmp_path, vault, capsys, monkey
     searches = []
     real = lcm.search.engine.search
     monkeypatch.setattr(lcm.search.engine, "search", lambda *a, **kw: searches.append(kw) or real(*a, **kw))
-    doc = lcm.search.engine.search(conn, "zookeeper quorum")
+    doc = lcm.search.engine.search(conn, lcm.search.query.Query("zookeeper quorum"))
     assert doc["scope"]["kind"] == "project" and doc["scope"]["stronger_elsewhere"] == 0
     assert doc["count"] == 1 and len(searches) == 1
 

@@ -108,3 +108,38 @@ def test_line_numbers_are_read_through_only_when_most_lines_have_them():
     assert lcm.capture.files.without_line_numbers(numbered).splitlines()[0] == "def f1(): pass"
     prose = "Step 1→ take the key\nthen open the door\nand go in\n12→ was the floor"
     assert lcm.capture.files.without_line_numbers(prose) == prose
+
+
+def test_a_new_result_type_is_one_record_and_grep_finds_it(typed_vault, capsys, monkeypatch):
+    """Adding a result type is one record in lcm.search.result_types.TYPES (and the migration that
+    makes its table): grep then searches it, filters it by --type, --since and project, prints its
+    head line and its Next: command, and --json carries its extra keys."""
+    import lcm.search.result_types as result_types
+    conn = lcm.vault.db.connect()
+    with conn:  # the type's "migration": its table
+        conn.execute("CREATE TABLE bookmarks (session_id TEXT, created_at TEXT, label TEXT, content TEXT)")
+        conn.execute("INSERT INTO bookmarks VALUES ('types-0001', '2026-01-02T03:04:05Z', 'pinned',"
+                     " 'the zeppelin checklist lives in docs/launch.md')")
+        conn.execute("INSERT INTO bookmarks VALUES ('types-0001', '2020-01-01T00:00:00Z', 'old',"
+                     " 'an older zeppelin note')")
+    record = result_types.ResultType(
+        "bookmark", "bookmarks", "rowid",
+        "t.rowid AS rowid_, t.rowid AS id, t.session_id, t.created_at, t.label, t.content", "t.content",
+        "t.created_at", "t.created_at", extra=("label",),
+        head=lambda r: f"bookmark {r['label']}  {r['when']}",
+        next=lambda r: [("lcm_sessions.py", result_types.Positional(r["session_id"]))])
+    monkeypatch.setitem(result_types.TYPES, "bookmark", record)
+
+    code, out, _ = run(capsys, lcm_grep, "zeppelin checklist", "--all-sessions", "--type", "bookmark", "--json")
+    doc = json.loads(out)
+    assert code == 0 and {r["type"] for r in doc["results"]} == {"bookmark"}
+    assert doc["results"][0]["label"] == "pinned" and "docs/launch.md" in doc["results"][0]["snippet"]
+
+    code, out, _ = run(capsys, lcm_grep, "zeppelin", "--all-sessions", "--type", "bookmark", "--since", "2025-01-01")
+    assert code == 0 and "bookmark pinned  2026-01-02 03:04" in out and "old" not in out
+    assert "Next: " in out and "lcm_sessions.py types-0001" in out
+
+    code, out, _ = run(capsys, lcm_grep, "zeppelin", "--all-sessions", "--json")  # every type: it is among them
+    assert code == 0 and {"bookmark"} <= {r["type"] for r in json.loads(out)["results"]}
+    code, out, _ = run(capsys, lcm_grep, "zeppelin", "--project", "/somewhere/else", "--type", "bookmark", "--json")
+    assert code == 0 and json.loads(out)["results"] == []  # scoped like every type

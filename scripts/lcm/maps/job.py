@@ -33,6 +33,30 @@ class Outcome:
 
 
 @dataclass
+class MapOptions:
+    """What a map run was asked for: the two map commands' flags as plain values."""
+    input: str
+    output: str
+    prompt: str | None = None
+    prompt_file: str | None = None
+    schema: str | None = None
+    db: str | None = None         # the vault that keeps the run's state (default: $LCM_DB ...)
+    resume: bool = False
+    dry_run: bool = False
+    model: str | None = None
+    concurrency: int = 4
+    max_attempts: int = 3
+    timeout: float = 120.0
+    max_tokens: int = 1024
+    api_retries: int = 2
+    batch: bool = False           # llm_map: the Message Batches API
+    poll_interval: float = 10.0   # ... its first wait between status checks
+    cwd: str = "."                # agentic_map: where the agents work
+    allow_write: bool = False
+    max_turns: int = 20
+
+
+@dataclass
 class MapJob:
     """Everything validated before the first model call."""
     kind: str                     # llm | agentic
@@ -86,12 +110,12 @@ def dry_run_code(result: dict) -> int:
 # Validation: all of it before any model call or write
 # ---------------------------------------------------------------------------
 
-def prepare(args, kind: str) -> MapJob:
+def prepare(opts: MapOptions, kind: str) -> MapJob:
     """Check prompt, schema, input and output; LcmError on the first problem."""
-    prompt = read_prompt(args.prompt, args.prompt_file)
-    schema = load_schema(args.schema) if args.schema else None
-    input_path = Path(args.input).expanduser()
-    output_path = Path(args.output).expanduser()
+    prompt = read_prompt(opts.prompt, opts.prompt_file)
+    schema = load_schema(opts.schema) if opts.schema else None
+    input_path = Path(opts.input).expanduser()
+    output_path = Path(opts.output).expanduser()
     total, digest, first = scan_input(input_path)
     check_output_path(output_path, input_path)
     return MapJob(kind=kind, input_path=input_path.resolve(), output_path=output_path.resolve(), prompt=prompt,

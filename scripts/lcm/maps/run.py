@@ -48,10 +48,10 @@ def _not_ready(document: dict, command: str) -> dict:
     return document
 
 
-def _run(job: jobs.MapJob, args, model: str, go) -> dict:
+def _run(job: jobs.MapJob, opts: jobs.MapOptions, model: str, go) -> dict:
     """Open (or resume) the run in the vault, call go(state), write OUT and the summary."""
-    conn = lcm.vault.db.connect(args.db)
-    state = states.RunState.open(conn, job, model, args.resume)
+    conn = lcm.vault.db.connect(opts.db)
+    state = states.RunState.open(conn, job, model, opts.resume)
     try:
         go(state)
     except LcmError:
@@ -60,61 +60,61 @@ def _run(job: jobs.MapJob, args, model: str, go) -> dict:
     return states.report(state, job.output_path)
 
 
-def llm_map(args) -> dict:
-    job = jobs.prepare(args, "llm")
-    job.options = {"max_attempts": args.max_attempts, "max_tokens": args.max_tokens, "batch": args.batch}
+def llm_map(opts: jobs.MapOptions) -> dict:
+    job = jobs.prepare(opts, "llm")
+    job.options = {"max_attempts": opts.max_attempts, "max_tokens": opts.max_tokens, "batch": opts.batch}
     backend = lcm.base.llm.resolve_backend()
-    model = args.model or lcm.base.llm.resolve_model()
-    requests = backends.Requests(job, model, args.max_tokens, backend)
-    if args.dry_run:
+    model = opts.model or lcm.base.llm.resolve_model()
+    requests = backends.Requests(job, model, opts.max_tokens, backend)
+    if opts.dry_run:
         input_tokens = jobs.estimate_input_tokens(job, requests.system)
-        answer = min(args.max_tokens, ASSUMED_ANSWER_TOKENS)
+        answer = min(opts.max_tokens, ASSUMED_ANSWER_TOKENS)
         return _not_ready({
-            "dry_run": True, "total": job.total, "backend": backend, "model": model, "batch": args.batch,
+            "dry_run": True, "total": job.total, "backend": backend, "model": model, "batch": opts.batch,
             "estimated_input_tokens": input_tokens, "estimated_output_tokens": answer * job.total,
-            "estimated_cost_usd": jobs.cost_usd(model, input_tokens, answer * job.total, args.batch),
-            "max_cost_usd": jobs.cost_usd(model, input_tokens, args.max_tokens * job.total, args.batch),
+            "estimated_cost_usd": jobs.cost_usd(model, input_tokens, answer * job.total, opts.batch),
+            "max_cost_usd": jobs.cost_usd(model, input_tokens, opts.max_tokens * job.total, opts.batch),
             "cost_note": f"list prices; output assumed {answer} tokens per item, max_cost_usd at --max-tokens",
             "first_request": lcm.base.llm.masked_params(requests.params(job.first_item, [])),
         }, "lcm_llm_map.py")
     if backend == "none":
         raise needs_a_model("lcm_llm_map.py")
-    if args.batch and backend != "anthropic":
+    if opts.batch and backend != "anthropic":
         raise LcmError("--batch needs the anthropic backend (an API key)",
                        "set ANTHROPIC_API_KEY, or drop --batch to run the items one call each")
 
     def go(state) -> None:
         if backend == "anthropic":
-            client = lcm.base.llm.anthropic_client(timeout=args.timeout, max_retries=max(0, args.api_retries))
-            if args.batch:
-                BatchRun(job, state, client, requests, args.max_attempts, args.poll_interval).run()
+            client = lcm.base.llm.anthropic_client(timeout=opts.timeout, max_retries=max(0, opts.api_retries))
+            if opts.batch:
+                BatchRun(job, state, client, requests, opts.max_attempts, opts.poll_interval).run()
                 return
-            start = backends.llm_api(client, requests, args.timeout)
+            start = backends.llm_api(client, requests, opts.timeout)
         else:
-            start = backends.llm_claude(requests, job.schema, args.timeout)
-        run_items(job, state, start, concurrency=args.concurrency, desc="llm_map", max_attempts=args.max_attempts)
-    return _run(job, args, model, go)
+            start = backends.llm_claude(requests, job.schema, opts.timeout)
+        run_items(job, state, start, concurrency=opts.concurrency, desc="llm_map", max_attempts=opts.max_attempts)
+    return _run(job, opts, model, go)
 
 
-def agentic_map(args) -> dict:
-    job = jobs.prepare(args, "agentic")
-    root = Path(args.cwd).expanduser().resolve()
+def agentic_map(opts: jobs.MapOptions) -> dict:
+    job = jobs.prepare(opts, "agentic")
+    root = Path(opts.cwd).expanduser().resolve()
     if not root.is_dir():
-        raise LcmError(f"--cwd {args.cwd} is not a directory", "pass the directory the agents should work in")
-    job.options = {"max_attempts": args.max_attempts, "max_turns": args.max_turns, "allow_write": args.allow_write,
+        raise LcmError(f"--cwd {opts.cwd} is not a directory", "pass the directory the agents should work in")
+    job.options = {"max_attempts": opts.max_attempts, "max_turns": opts.max_turns, "allow_write": opts.allow_write,
                    "cwd": str(root)}
     backend = lcm.base.llm.resolve_backend()
-    model = args.model or lcm.base.llm.resolve_model()
-    if args.dry_run:
-        system = backends.agent_system_prompt(job.prompt, job.schema, root, args.allow_write)
+    model = opts.model or lcm.base.llm.resolve_model()
+    if opts.dry_run:
+        system = backends.agent_system_prompt(job.prompt, job.schema, root, opts.allow_write)
         first_turn = jobs.estimate_input_tokens(job, system)
-        tools = (",".join(t["name"] for t in FileTools(root, args.allow_write).specs()) if backend == "anthropic"
-                 else backends.agent_cli_tools(args.allow_write))
+        tools = (",".join(t["name"] for t in FileTools(root, opts.allow_write).specs()) if backend == "anthropic"
+                 else backends.agent_cli_tools(opts.allow_write))
         return _not_ready({
-            "dry_run": True, "total": job.total, "backend": backend, "model": model, "read_only": not args.allow_write,
+            "dry_run": True, "total": job.total, "backend": backend, "model": model, "read_only": not opts.allow_write,
             "tools": tools, "estimated_first_turn_input_tokens": first_turn,
             "min_cost_usd": jobs.cost_usd(model, first_turn, ASSUMED_ANSWER_TOKENS * job.total),
-            "cost_note": f"each item may take up to {args.max_turns} turns, each re-sending its conversation; "
+            "cost_note": f"each item may take up to {opts.max_turns} turns, each re-sending its conversation; "
                          "expect several times min_cost_usd",
             "first_request": {"system": system, "prompt": jobs.item_text(job.first_item)},
         }, "lcm_agentic_map.py")
@@ -123,11 +123,11 @@ def agentic_map(args) -> dict:
 
     def go(state) -> None:
         if backend == "anthropic":
-            start = backends.agent_api(lcm.base.llm.anthropic_client(timeout=args.timeout, max_retries=0), job, root,
-                                       model, allow_write=args.allow_write, max_turns=args.max_turns,
-                                       max_tokens=args.max_tokens, timeout=args.timeout, retries=args.api_retries)
+            start = backends.agent_api(lcm.base.llm.anthropic_client(timeout=opts.timeout, max_retries=0), job, root,
+                                       model, allow_write=opts.allow_write, max_turns=opts.max_turns,
+                                       max_tokens=opts.max_tokens, timeout=opts.timeout, retries=opts.api_retries)
         else:
-            start = backends.agent_claude(job, root, model, allow_write=args.allow_write, max_turns=args.max_turns,
-                                          timeout=args.timeout)
-        run_items(job, state, start, concurrency=args.concurrency, desc="agentic_map", max_attempts=args.max_attempts)
-    return _run(job, args, model, go)
+            start = backends.agent_claude(job, root, model, allow_write=opts.allow_write, max_turns=opts.max_turns,
+                                          timeout=opts.timeout)
+        run_items(job, state, start, concurrency=opts.concurrency, desc="agentic_map", max_attempts=opts.max_attempts)
+    return _run(job, opts, model, go)

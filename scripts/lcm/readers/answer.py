@@ -93,7 +93,7 @@ def find_candidates(conn, *, query: str | None, ids: list[str] | None, session=N
                                "find ids with lcm_grep.py or lcm_describe.py, or use --query TEXT")
             found.append(info)
         return found
-    doc = lcm.search.engine.search(conn, query, scope="both", session=session, all_sessions=all_sessions, limit=20)
+    doc = lcm.search.engine.search(conn, lcm.search.query.Query(query, session=session, all_sessions=all_sessions))
     found, seen = [], set()
     for item in doc.get("results", []):
         node_id = item.get("id") or item.get("uuid")
@@ -395,7 +395,8 @@ def run_tool(exp: Expansion, sessions: list[str], name: str, tool_input: dict) -
             keep = ("id", "type", "session_id", "created_at", "snippet", "covering_summary_id")
             items = []
             for session_id in sessions:
-                doc = lcm.search.engine.search(conn, str(tool_input.get("query", "")), session=session_id, limit=10)
+                ask = lcm.search.query.Query(str(tool_input.get("query", "")), session=session_id, limit=10)
+                doc = lcm.search.engine.search(conn, ask)
                 items += [{k: r.get(k) for k in keep} for r in doc.get("results", [])]
             return json.dumps(items[:10]), False
     except LcmError as exc:

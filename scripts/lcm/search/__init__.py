@@ -7,4 +7,5 @@
   rank          auto-mode ranking: BM25 over rarer words, then coverage, role and neighbours
   engine        one search over the result types: the --json document of lcm_grep.py
   output        that document as the text lines lcm_grep.py prints
+  recall        the prompt hook's recall: strong matches only, bounded, never twice a session
 """

@@ -17,8 +17,9 @@ import lcm.search.query
 import lcm.search.rank
 import lcm.vault.resolve
 from lcm.base.errors import LcmError
+from lcm.search.query import Query
 from lcm.search.rank import df, newest_window, rank_sql
-from lcm.search.result_types import SCAN_SECONDS, TYPES, Source, doc_count, fetch, parse_when, resolve_scope, scan, short
+from lcm.search.result_types import TYPES, Source, doc_count, fetch, parse_when, resolve_scope, scan, short
 
 SNIPPET_CHARS = 200
 DEDUPE = True             # one result per distinct text, the best-scored copy
@@ -125,25 +126,21 @@ def _snippet(content: str, finders) -> str:
 SCOPES = {"messages": ["message"], "summaries": ["summary"], "notes": ["note"]}
 
 
-def search(conn, query, *, mode="auto", scope="both", session=None, project=None, all_sessions=False,
-           since=None, before=None, role=None, typed=False, sessions=None, within=None, limit=20, offset=0,
-           time_limit=SCAN_SECONDS, look_elsewhere=True, types=None) -> dict:
-    """Search every result type (lcm.search.result_types.TYPES) or some; returns the --json document.
-
-    types: the result types to search (default: all, or those of `scope`). session: an id or a
-    unique prefix of one. sessions: a list of ids to stay within (an expansion grant's). typed:
-    only what the person typed. The document's "scope" says where it looked: {"kind": "session" |
-    "project" | "all", ...}; when the current project was the default, "stronger_elsewhere"
-    counts other projects' hits that outrank its best one.
+def search(conn, q: Query) -> dict:
+    """Search every result type (lcm.search.result_types.TYPES) or those `q` names; returns the
+    --json document. Its "scope" says where it looked: {"kind": "session" | "project" | "all",
+    ...}; when the current project was the default, "stronger_elsewhere" counts other projects'
+    hits that outrank its best one.
     """
+    mode, limit, offset = q.mode, q.limit, q.offset
     if mode not in ("auto", "full_text", "regex"):
         raise LcmError(f"unknown mode {mode!r}", "use --mode auto, full_text or regex")
     if limit < 1 or offset < 0:
         raise LcmError("--limit must be >= 1 and --offset >= 0", "e.g. --limit 20 --offset 40")
-    if session:
-        session = lcm.vault.resolve.by_id(conn, session)
-    defaulted = not (all_sessions or session or project or sessions is not None)
-    session, project = resolve_scope(conn, session, project, all_sessions or sessions is not None)
+    session = lcm.vault.resolve.by_id(conn, q.session) if q.session else None
+    sessions = q.sessions
+    defaulted = not (q.all_sessions or session or q.project or sessions is not None)
+    session, project = resolve_scope(conn, session, q.project, q.all_sessions or sessions is not None)
     if sessions is not None:
         where = {"kind": "session", "session_ids": list(sessions)}
     elif session:
@@ -152,37 +149,37 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
         where = {"kind": "project", "project": project, "default": defaulted}
     else:
         where = {"kind": "all"}
-    since, before = parse_when(since, "--since"), parse_when(before, "--before")
-    deadline = time.monotonic() + time_limit
+    since, before = parse_when(q.since, "--since"), parse_when(q.before, "--before")
+    deadline = time.monotonic() + q.time_limit
     want = offset + limit + 1
-    unknown = sorted(set(types or ()) - set(TYPES))
+    unknown = sorted(set(q.types or ()) - set(TYPES))
     if unknown:
         raise LcmError(f"unknown result type {unknown[0]!r}", "use --type with any of " + ", ".join(TYPES))
-    kinds = list(types) if types else SCOPES.get(scope, list(TYPES))
-    if role or typed:
+    kinds = list(q.types) if q.types else SCOPES.get(q.scope, list(TYPES))
+    if q.role or q.typed:
         kinds = [k for k in kinds if k == "message"]
     terms, finders, pattern = [], [], None
     if mode == "auto":
-        terms = lcm.search.query.parse_query(query)
+        terms = q.terms
         # snippets centre on the most telling word: phrases and long words before short ones
         # (Terms compile their patterns on first use: most snippets need only the first)
         finders = sorted(terms, key=lambda t: (t.kind == "word", -len(t.text)))
     elif mode == "regex":
-        pattern = _compile_regex(query)
-        finders = [lcm.search.query.Term(query, "regex", regex=query)]  # the same pattern (re caches it)
-    query_norm = " ".join(query.lower().split())
+        pattern = _compile_regex(q.text)
+        finders = [lcm.search.query.Term(q.text, "regex", regex=q.text)]  # the same pattern (re caches it)
+    query_norm = " ".join(q.text.lower().split())
     scored, stopped, next_to, shared, coverage = [], False, {}, {}, {}
     for kind in kinds:
-        if kind != "message" and not _has_rows(conn, TYPES[kind][0]):
+        if kind != "message" and not _has_rows(conn, TYPES[kind].table):
             continue  # nothing of that type yet (nothing compacted, no note ...): skip its index
-        src = Source(conn, kind, session, project, since, before, role, typed, sessions, within)
+        src = Source(conn, kind, session, project, since, before, q.role, q.typed, sessions, q.within)
         if mode == "auto":
             # a stored file's candidates are scored on its outline: fewer of them (its text is long)
             candidates = FILE_CANDIDATES if kind == "file" else lcm.search.rank.CANDIDATES
             hits, cut = (lcm.search.rank.rank_auto(conn, src, terms, max(candidates, want), want, deadline,
-                                            query_norm, shared) if terms else ([], False))
+                                                   query_norm, shared) if terms else ([], False))
         elif mode == "full_text":
-            hits, cut = _rank_full_text(conn, src, query, want)
+            hits, cut = _rank_full_text(conn, src, q.text, want)
         else:
             hits, cut = _rank_regex(conn, src, pattern, want, deadline)
         scored += [(score, kind, row) for score, row in hits]
@@ -199,16 +196,13 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
         scored = [p for p in scored if not (p[2]["content"] in seen or seen.add(p[2]["content"]))]
     if not scored and defaulted and project and offset == 0:
         # nothing in the current project: the past the user means may be elsewhere, say so
-        doc = search(conn, query, mode=mode, scope=scope, all_sessions=True, since=since, before=before,
-                     role=role, typed=typed, limit=limit, offset=offset, time_limit=time_limit)
+        doc = search(conn, q.but(all_sessions=True, look_elsewhere=True))
         if doc["results"]:
             doc["scope"] = {"kind": "all", "widened_from": project}
             return {**doc, "widened": True}
         return doc
-    if defaulted and project and offset == 0 and look_elsewhere and mode != "regex":
-        where["stronger_elsewhere"] = _stronger_elsewhere(
-            conn, query, project, scored[0][0], mode=mode, scope=scope, since=since, before=before,
-            role=role, typed=typed, time_limit=time_limit)
+    if defaulted and project and offset == 0 and q.look_elsewhere and mode != "regex":
+        where["stronger_elsewhere"] = _stronger_elsewhere(conn, q, project, scored[0][0])
     page = scored[offset:offset + limit]
     # a message or summary stored by a version that masks when it writes is shown as stored
     # (masking it again would change nothing, and compiling the masks is ~1 ms of a grep); older
@@ -221,12 +215,12 @@ def search(conn, query, *, mode="auto", scope="both", session=None, project=None
         # auto mode: the share of the query's weight (rarer words weigh more) the hit's own text holds
         share = coverage.get((kind, row["rowid_"]))
         result["coverage"] = None if share is None else round(share, 3)
-    return {"query": query, "scope": where, "count": len(results),
+    return {"query": q.text, "scope": where, "count": len(results),
             "has_more": len(scored) > offset + limit or stopped,
             "results": results, **({"stopped_early": True} if stopped else {})}
 
 
-def _stronger_elsewhere(conn, query, project, best, **kw) -> int:
+def _stronger_elsewhere(conn, q: Query, project, best) -> int:
     """How many of the whole vault's 10 best hits lie outside `project` and outrank its best."""
     inside = project.rstrip("/")
 
@@ -235,7 +229,7 @@ def _stronger_elsewhere(conn, query, project, best, **kw) -> int:
 
     if not any(outside(where) for (where,) in conn.execute("SELECT DISTINCT coalesce(project, '') FROM sessions")):
         return 0  # every session is of this project: no second search (it doubles a grep's cost)
-    doc = search(conn, query, all_sessions=True, limit=10, look_elsewhere=False, **kw)
+    doc = search(conn, q.but(all_sessions=True, limit=10, offset=0, look_elsewhere=False))
     count = 0
     for r in doc["results"]:
         if r["score"] <= best:
@@ -255,11 +249,6 @@ def _has_rows(conn, table: str) -> bool:
         return False
 
 
-# what each result type adds to a result beside the common keys
-EXTRA = {"note": ("project",), "title": ("project",), "checkpoint": ("project", "path"), "digest": ("level",),
-         "file": ("name", "message_uuid")}
-
-
 def _file_text(row, finders) -> str:
     """The part of an externalised block that a snippet is cut from: a few snippets' worth around
     the first match (the outline when the file is gone). Masking a whole 100 KB file for one
@@ -277,25 +266,24 @@ def _file_text(row, finders) -> str:
 
 
 def _result(conn, kind, row, score, finders, next_to=None, stored_masked=False) -> dict:
-    if kind in EXTRA:
-        text = _file_text(row, finders) if kind == "file" else row["content"]
-        return {"type": kind, "id": row["id"], "session_id": row["session_id"], "uuid": None, "role": None,
-                "created_at": row["created_at"], "snippet": _snippet(lcm.base.mask.mask(text), finders),
-                "score": round(score, 4), "covering_summary_id": None, "kind": None, "depth": None,
-                "next_to": None, **{key: row[key] for key in EXTRA[kind]}}
+    """The --json form of one hit: the keys every result has, then what its type adds (its
+    record's `extra`; a message's uuid, role and covering summary; a summary's kind and depth)."""
+    rtype = TYPES[kind]
+    if kind == "file":
+        text = _file_text(row, finders)
+    else:  # masked whole before the cut (a vault filled before masking may hold secrets)
+        text = row["content"] if stored_masked else lcm.base.mask.mask(row["content"])
+    result = {"type": kind, "id": row["id"] if kind != "message" else row["uuid"], "session_id": row["session_id"],
+              "uuid": None, "role": None, "created_at": row["created_at"],
+              "snippet": _snippet(lcm.base.mask.mask(text) if kind == "file" else text, finders),
+              "score": round(score, 4), "covering_summary_id": None, "kind": None, "depth": None,
+              "next_to": None, **{key: row[key] for key in rtype.extra}}
     if kind == "message":
         cover = conn.execute("SELECT summary_id FROM summary_sources WHERE message_id = ?",
                              (row["rowid_"],)).fetchone()
-        ident, uuid, role, covering = row["uuid"], row["uuid"], row["role"], cover[0] if cover else None
-        summary_kind, depth = None, None
-    else:
-        ident, uuid, role, covering = row["id"], None, None, row["parent_id"]
-        summary_kind, depth = row["kind"], row["depth"]
-    # kind/depth: a summary's (leaf or condensed, 0 = over messages); next_to: the hit a message
-    # that lacks the query's words sits next to
-    return {"type": kind, "id": ident, "session_id": row["session_id"], "uuid": uuid, "role": role,
-            # masked whole before the cut (a vault filled before masking may hold secrets)
-            "created_at": row["created_at"],
-            "snippet": _snippet(row["content"] if stored_masked else lcm.base.mask.mask(row["content"]), finders),
-            "score": round(score, 4), "covering_summary_id": covering, "kind": summary_kind,
-            "depth": depth, "next_to": next_to}
+        # next_to: the hit a message that lacks the query's words sits next to
+        result.update(uuid=row["uuid"], role=row["role"], covering_summary_id=cover[0] if cover else None,
+                      next_to=next_to)
+    elif kind == "summary":  # kind and depth: leaf or condensed, 0 = over messages
+        result.update(covering_summary_id=row["parent_id"], kind=row["kind"], depth=row["depth"])
+    return result

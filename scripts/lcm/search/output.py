@@ -3,6 +3,7 @@ with the commands that go further. Library only."""
 from __future__ import annotations
 
 import lcm.base.shell
+import lcm.search.result_types
 
 
 def scope_line(doc: dict, grant: str | None = None) -> str:
@@ -22,36 +23,21 @@ def scope_line(doc: dict, grant: str | None = None) -> str:
 
 
 def head(r: dict) -> str:
-    """The line that names a result: its id, type, time and where it comes from."""
+    """The line that names a result: its id, then what its type's record says (time, where from)."""
     when = (r["created_at"] or "")[:16].replace("T", " ")
-    session = f"session {(r['session_id'] or '')[:8]}"
-    if r["type"] == "message":
-        return (f"{r['id']}  {r['role']}  {when}  {session}"
-                + (f"  in {r['covering_summary_id']}" if r["covering_summary_id"] else "")
-                + (f"  (next to {r['next_to'][:8]})" if r["next_to"] else ""))
-    if r["type"] == "summary":
-        return f"{r['id']}  {r['kind']} summary (depth {r['depth']})  {when}  {session}"
-    where = {"note": r.get("project") or "all projects", "title": f"{session}  {r.get('project') or ''}",
-             "file": r.get("name") or "", "checkpoint": r.get("path") or session,
-             "digest": f"{session} ({r.get('level')})"}[r["type"]]
-    return f"{r['id']}  {r['type']}  {when}  {where}"
+    rtype = lcm.search.result_types.TYPES[r["type"]]
+    if rtype.head is None:
+        return f"{r['id']}  {r['type']}  {when}  session {(r['session_id'] or '')[:8]}"
+    return f"{r['id']}  {rtype.head({**r, 'when': when})}"
 
 
 def next_lines(doc: dict) -> list[str]:
-    """Runnable commands that look closer at the first result."""
+    """Runnable commands that look closer at the first result (its type's record names them)."""
     first = doc["results"][0] if doc["results"] else None
-    if first is None:
-        return []
-    Positional, line = lcm.base.shell.Positional, lcm.base.shell.command_line
-    if first["type"] in ("message", "summary"):
-        target = first["covering_summary_id"] or first["id"]
-        return ["Next: " + line("lcm_describe.py", Positional(first["id"])),
-                "      " + line("lcm_expand.py", Positional(target))]
-    if first["type"] == "file":
-        return ["Next: " + line("lcm_describe.py", Positional(first["id"]))]
-    if first["type"] in ("title", "digest", "checkpoint") and first["session_id"]:
-        return ["Next: " + line("lcm_sessions.py", Positional(first["session_id"]))]
-    return ["Next: " + line("lcm_remember.py", "--list", "--all")]
+    rtype = lcm.search.result_types.TYPES[first["type"]] if first else None
+    commands = rtype.next(first) if rtype and rtype.next else []
+    return [("Next: " if i == 0 else "      ") + lcm.base.shell.command_line(*command)
+            for i, command in enumerate(commands)]
 
 
 def report(doc: dict, options: list[str], next_offset: int, grant: str | None = None) -> str:

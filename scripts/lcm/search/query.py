@@ -1,7 +1,10 @@
-"""Query parsing for lcm_grep.py: natural language in, safe FTS5 expressions out.
+"""What a search asks (Query), and its words parsed once into finished terms (parse_query).
 
 User text never reaches MATCH unquoted: every term becomes an FTS5 string ("..." with inner
-quotes doubled), so `foo-bar`, `AND`, `NEAR(`, `*` and `(((` are plain words here. Library only.
+quotes doubled), so `foo-bar`, `AND`, `NEAR(`, `*` and `(((` are plain words here. A Term is
+finished when it is made: its FTS5 expression, its quoted form, its stem and its regex; the
+terms a ranker adds (compounds, near pairs, prefixes) are made once with them (Terms), so ranking
+never comes back here. Library only.
 """
 from __future__ import annotations
 
@@ -80,13 +83,16 @@ def _crude_stem(word: str) -> str:
 class Term:
     """One query term. A plain class: dataclasses costs ~5 ms of import on every grep."""
 
-    __slots__ = ("text", "kind", "fts", "regex", "_pattern", "_needles")
+    __slots__ = ("text", "kind", "fts", "regex", "quoted", "stem", "_pattern", "_needles")
 
     def __init__(self, text: str, kind: str, fts: str = "", regex: str = ""):
         self.text = text        # what the user wrote (lowercased for words)
-        self.kind = kind        # word | phrase | cjk | literal | near | prefix | regex
+        self.kind = kind        # word | phrase | cjk | literal | near | prefix | compound | regex
         self.fts = fts          # FTS5 expression for this term ("" = not searchable with FTS5)
         self.regex = regex      # finds the term in stored text (coverage, snippets); "" = none
+        self.quoted = fts_string(text)  # the text as one FTS5 string (a trigram index's phrase)
+        # the prefix its inflections share, for counting it in a candidate ("" for short words)
+        self.stem = crude_stem(text) if kind == "word" and len(text) > 3 else ""
         self._pattern = None
         self._needles: tuple[str, ...] | None = None
 
@@ -148,7 +154,36 @@ def _distinctiveness(term: Term) -> tuple:
     return (term.kind != "word", any(ch.isdigit() or ch == "_" for ch in term.text), len(term.text))
 
 
-def parse_query(query: str) -> list[Term]:
+SCAN_SECONDS = 3.0       # wall-time bound of a regex scan (Query.time_limit)
+NEAR_WINDOW = 4         # two query words this close in a message count once more (proximity)
+PREFIX_MIN = 7          # words this long also match by their first PREFIX_KEEP letters (allergy/allergic)
+PREFIX_KEEP = 5
+
+
+class Terms(list):
+    """A query's terms, and the extra terms ranking may add from them, made once at parse time:
+    compounds (adjacent words glued: "web workers" ~ WebWorkers), near pairs (adjacent words
+    close together) and prefixes (a long word's first letters: allergy ~ allergic)."""
+
+    def __init__(self, terms):
+        super().__init__(terms)
+        words = [t for t in self if t.kind == "word"]
+        self.compounds = [Term(a.text + b.text, "compound", fts_string(a.text + b.text))
+                          for a, b in zip(words, words[1:]) if a.text.isalpha() and b.text.isalpha()]
+        self.near = {(a, b): Term(f"{a.text}~{b.text}", "near", f"NEAR({a.fts} {b.fts}, {NEAR_WINDOW})")
+                     for a, b in zip(words, words[1:])}
+        self.prefixes = {t: Term(t.text[:PREFIX_KEEP] + "*", "prefix", fts_string(t.text[:PREFIX_KEEP]) + "*")
+                         for t in words if len(t.text) >= PREFIX_MIN and t.text.isalpha()}
+
+    def extras(self, words: list, near: bool, prefix: bool) -> list:
+        """The extra expressions that only add score, for the query words a ranker chose: near
+        pairs of adjacent chosen words, and the chosen long words' prefixes."""
+        chosen = set(words)
+        pairs = [term for (a, b), term in self.near.items() if a in chosen and b in chosen] if near else []
+        return pairs + ([self.prefixes[t] for t in words if t in self.prefixes] if prefix else [])
+
+
+def parse_query(query: str) -> Terms:
     """Split natural language into terms: "quoted phrases", identifiers as phrases, words.
 
     Stopwords are dropped unless nothing else is left; duplicates are dropped; a long paste keeps
@@ -191,35 +226,51 @@ def parse_query(query: str) -> list[Term]:
     if len(unique) > MAX_TERMS:
         keep = set(map(id, sorted(unique, key=_distinctiveness, reverse=True)[:MAX_TERMS]))
         unique = [t for t in unique if id(t) in keep]
-    return unique
+    return Terms(unique)
 
 
-NEAR_WINDOW = 4         # two query words this close in a message count once more (proximity)
-PREFIX_MIN = 7          # words this long also match by their first PREFIX_KEEP letters (allergy/allergic)
-PREFIX_KEEP = 5
+class Query:
+    """What one search asks, in one object (lcm.search.engine.search takes it):
 
-
-def compounds(terms: list[Term]) -> list[Term]:
-    """Adjacent words of the query glued into one word: code and product names run words together
-    (WebWorkers, AudioWorklet, basepath) that a person types apart."""
-    words = [t for t in terms if t.kind == "word"]
-    return [Term(a.text + b.text, "compound", fts_string(a.text + b.text))
-            for a, b in zip(words, words[1:]) if a.text.isalpha() and b.text.isalpha()]
-
-
-def ranking_extras(terms: list[Term], near: bool = True, prefix: bool = True) -> list[Term]:
-    """Extra FTS5 expressions that only add score: word pairs close together, word prefixes.
-
-    A message that says "student loan" or "my cat ... named" answers a question about a student loan
-    or a cat's name more often than one holding the words far apart (sequential dependence).
+      text          the user's words (auto), an FTS5 expression (full_text) or a pattern (regex)
+      mode          auto | full_text | regex
+      types         the result types to search (default: every type, or those of `scope`)
+      scope         messages | summaries | notes | both (lcm_grep.py --scope)
+      session       an id or a unique prefix of one; project: a directory (and those below it);
+      all_sessions  every project; none of the three: the current session's project
+      since, before ISO dates or ages (2d), compared with each type's time columns
+      role, typed   only messages of a role; only what the person typed
+      sessions      ids to stay within (an expansion grant's); within: the grant's Scope
+      limit, offset the page; time_limit: seconds a scan may take; look_elsewhere: count the
+                    stronger hits of other projects when the current one was the default
+    The words are parsed once, on first use of `terms`.
     """
-    words = [t for t in terms if t.kind == "word"]
-    extras = []
-    if near:
-        for a, b in zip(words, words[1:]):
-            extras.append(Term(f"{a.text}~{b.text}", "near", f"NEAR({a.fts} {b.fts}, {NEAR_WINDOW})"))
-    if prefix:
-        for t in words:
-            if len(t.text) >= PREFIX_MIN and t.text.isalpha():
-                extras.append(Term(t.text[:PREFIX_KEEP] + "*", "prefix", fts_string(t.text[:PREFIX_KEEP]) + "*"))
-    return extras
+
+    __slots__ = ("text", "mode", "types", "scope", "session", "project", "all_sessions", "since",
+                 "before", "role", "typed", "sessions", "within", "limit", "offset", "time_limit",
+                 "look_elsewhere", "_terms")
+
+    def __init__(self, text: str, *, mode: str = "auto", types=None, scope: str = "both",
+                 session: str | None = None, project: str | None = None, all_sessions: bool = False,
+                 since: str | None = None, before: str | None = None, role: str | None = None,
+                 typed: bool = False, sessions=None, within=None, limit: int = 20, offset: int = 0,
+                 time_limit: float = SCAN_SECONDS, look_elsewhere: bool = True):
+        self.text, self.mode, self.types, self.scope = text, mode, types, scope
+        self.session, self.project, self.all_sessions = session, project, all_sessions
+        self.since, self.before, self.role, self.typed = since, before, role, typed
+        self.sessions, self.within, self.limit, self.offset = sessions, within, limit, offset
+        self.time_limit, self.look_elsewhere = time_limit, look_elsewhere
+        self._terms = None
+
+    @property
+    def terms(self) -> Terms:
+        if self._terms is None:
+            self._terms = parse_query(self.text)
+        return self._terms
+
+    def but(self, **changes) -> "Query":
+        """A copy with `changes` (the same words, already parsed)."""
+        copy = Query.__new__(Query)
+        for name in Query.__slots__:
+            setattr(copy, name, changes.get(name, getattr(self, name)))
+        return copy

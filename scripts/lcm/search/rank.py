@@ -124,7 +124,7 @@ def _term_counts(text: str, terms) -> dict:
     lower = text.lower()
     counts = {}
     for t in terms:
-        stem = lcm.search.query.crude_stem(t.text) if t.kind == "word" and len(t.text) > 3 else ""
+        stem = t.stem
         if stem and len(stem) > 3:
             counts[t] = lower.count(stem)
         elif t.regex and all(n in lower for n in t.needles):
@@ -252,7 +252,7 @@ def _substrings(conn, src: Source, terms, use_fts: bool, want: int, deadline: fl
     any, newest first, within AUTO_SCAN_SECONDS; returns whether the scan stopped early."""
     if src.tri and all(len(t.text) >= 3 for t in terms):  # a trigram phrase is a substring, any case
         for joiner in ([" AND ", " OR "] if len(terms) > 1 else [" OR "]):
-            expr = joiner.join(lcm.search.query.fts_string(t.text) for t in terms)
+            expr = joiner.join(t.quoted for t in terms)
             for row in conn.execute(f"SELECT {src.columns} FROM {src.table} t WHERE t.{src.key} IN (SELECT rowid"
                                     f" FROM {src.tri} WHERE {src.tri} MATCH ?) AND {src.where}"
                                     f" ORDER BY t.{src.key} DESC LIMIT ?", [expr, *src.params, want]):
@@ -296,13 +296,13 @@ def rank_auto(conn, src: Source, terms, want, scan_want, deadline, query_norm, s
     relevance = {}
     # "web workers" in the question, WebWorkers in the code: adjacent words glued into one, when
     # the vault has that word (they only add score; coverage counts the words as typed)
-    glued = [t for t in lcm.search.query.compounds(fts_terms) if COMPOUNDS and df(conn, src, t.fts, n_docs)]
+    glued = [t for t in terms.compounds if use_fts and COMPOUNDS and df(conn, src, t.fts, n_docs)]
     if chosen or glued:
-        words = [t for t in chosen if t.kind == "word"]
-        extras = lcm.search.query.ranking_extras([t for t in fts_terms if t in words], NEAR_PAIRS, PREFIXES)
+        words = [t for t in fts_terms if t.kind == "word" and t in chosen]
+        extras = terms.extras(words, NEAR_PAIRS, PREFIXES)
         relevance = _fts_candidates(conn, src, chosen or glued, total, extras + glued if chosen else extras, want)
     if trigram:  # a substring found here adds its BM25; bounded like the words (RANK_BUDGET)
-        expr = " OR ".join(lcm.search.query.fts_string(t.text) for t in trigram)
+        expr = " OR ".join(t.quoted for t in trigram)
         window = ("AND f.rowid BETWEEN ? AND ?", src.id_range) if src.id_range else ("", ())
         if not src.id_range and df(conn, src, expr, n_docs, fts=src.cjk) > RANK_BUDGET:
             window = newest_window(conn, src, expr, fts=src.cjk)

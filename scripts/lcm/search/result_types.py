@@ -1,7 +1,10 @@
-"""Where lcm_grep looks: the searchable result types, their scope filters, the time-bounded scan.
+"""What lcm_grep finds: one record per result type (ResultType, in TYPES), a search's scope
+filters over it (Source), and the time-bounded scan.
 
-A Source names the table, full-text index and columns of one result type (message, summary,
-note, ...) and the WHERE clause of a search's scope (session, project, grant, dates, role).
+A ResultType holds every fact about one kind of result: its table, indexes, columns, time
+columns, the keys its results carry, its head line and `Next:` commands, how a grant limits it and
+whether the prompt hook's recall searches it. A Source is one type under one search's scope
+(session, project, grant, dates, role).
 lcm.search.rank orders what a Source holds; lcm.search.engine puts the types together. Library only.
 """
 from __future__ import annotations
@@ -13,10 +16,9 @@ import time
 from datetime import datetime, timedelta, timezone
 
 import lcm.base.config
-import lcm.vault.schema
+from lcm.base.shell import Positional
 from lcm.base.errors import LcmError
 
-SCAN_SECONDS = 3.0        # wall-time bound of a regex scan
 SCAN_BATCH = 5000         # ids per scan step, newest first
 
 def parse_when(value: str | None, flag: str) -> str | None:
@@ -55,71 +57,153 @@ def resolve_scope(conn, session, project, all_sessions):
     return None, os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
 
 
-# Each result type: (table, its full-text index or None, key column, columns selected, earliest
-# and latest time columns, a condition every row must meet). `content` is the text searched.
-TYPES = {
-    "message": ("messages", "messages_fts", "id",
-                "t.id AS rowid_, t.uuid, t.session_id, t.role, t.created_at, t.content,"
-                # CASE: only a user row's stored line is read (a plain line is kilobytes)
-                " CASE WHEN t.role = 'user' THEN instr(t.raw, 'tool_use_id') > 0 ELSE 0 END AS is_tool",
-                "t.created_at", "t.created_at", ""),
-    "summary": ("summaries", "summaries_fts", "rowid",
-                "t.rowid AS rowid_, t.id, t.session_id, t.kind, t.depth, t.parent_id,"
-                " t.earliest_at AS created_at, t.content", "t.latest_at", "t.earliest_at", ""),
-    "note": ("notes", "notes_fts", "rowid", "t.rowid AS rowid_, t.id, t.session_id, t.project, t.created_at,"
-             " t.content", "t.created_at", "t.created_at", ""),
+class ResultType:
+    """Everything lcm knows about one kind of search result, in one record: adding a type is one
+    record in TYPES (and the migration that makes its table and indexes).
+
+    The table's rows are read as `t`; `columns` is the SELECT list, with the searched text selected
+    as `content` and the time shown as `created_at`. (A plain class: importing dataclasses costs
+    ~7 ms of every grep.)
+
+      name           what --type calls it and results say in "type"
+      table, key     where its rows live; the integer key its indexes point at (rowid or id)
+      text           the searched text, as a column of t
+      since_column   --since keeps rows whose this is at or after it ...
+      before_column  ... and --before those whose this is before it
+      fts            its word index (FTS5, porter + unicode61), or None: scanned
+      substring      its trigram index, where a migration made one, or None: scanned
+      always         a condition every row must meet
+      extra          the keys its results carry beside the common ones
+      head           a result -> the rest of its head line after the id
+      next           a result -> [(script, *args)]: its Next: commands
+      grant          under a grant of nodes: "messages"/"summaries", the rows below the granted
+                     nodes; None: a type that lies below no summary, outside such a grant
+      recall         whether the prompt hook's recall searches it (lcm.search.recall)
+    """
+
+    __slots__ = ("name", "table", "key", "columns", "text", "since_column", "before_column", "fts",
+                 "substring", "always", "extra", "head", "next", "grant", "recall")
+
+    def __init__(self, name: str, table: str, key: str, columns: str, text: str, since_column: str,
+                 before_column: str, *, fts: str | None = None, substring: str | None = None,
+                 always: str = "", extra: tuple = (), head=None, next=None, grant: str | None = None,
+                 recall: bool = True):
+        self.name, self.table, self.key, self.columns, self.text = name, table, key, columns, text
+        self.since_column, self.before_column = since_column, before_column
+        self.fts, self.substring, self.always, self.extra = fts, substring, always, extra
+        self.head, self.next, self.grant, self.recall = head, next, grant, recall
+
+    def __repr__(self) -> str:
+        return f"ResultType({self.name}: {self.table})"
+
+
+def _session_of(r: dict) -> str:
+    return f"session {(r['session_id'] or '')[:8]}"
+
+
+def _describe_then_expand(r: dict) -> list:
+    return [("lcm_describe.py", Positional(r["id"])),
+            ("lcm_expand.py", Positional(r["covering_summary_id"] or r["id"]))]
+
+
+def _open_session(r: dict) -> list:
+    return [("lcm_sessions.py", Positional(r["session_id"]))] if r["session_id"] else []
+
+
+TYPES = {t.name: t for t in (
+    ResultType(
+        "message", "messages", "id",
+        "t.id AS rowid_, t.uuid, t.session_id, t.role, t.created_at, t.content,"
+        # CASE: only a user row's stored line is read (a plain line is kilobytes)
+        " CASE WHEN t.role = 'user' THEN instr(t.raw, 'tool_use_id') > 0 ELSE 0 END AS is_tool",
+        "t.content", "t.created_at", "t.created_at", fts="messages_fts", grant="messages",
+        head=lambda r: (f"{r['role']}  {r['when']}  {_session_of(r)}"
+                        + (f"  in {r['covering_summary_id']}" if r["covering_summary_id"] else "")
+                        + (f"  (next to {r['next_to'][:8]})" if r["next_to"] else "")),
+        next=_describe_then_expand),
+    ResultType(
+        "summary", "summaries", "rowid",
+        "t.rowid AS rowid_, t.id, t.session_id, t.kind, t.depth, t.parent_id,"
+        " t.earliest_at AS created_at, t.content", "t.content", "t.latest_at", "t.earliest_at",
+        fts="summaries_fts", grant="summaries",
+        head=lambda r: f"{r['kind']} summary (depth {r['depth']})  {r['when']}  {_session_of(r)}",
+        next=_describe_then_expand),
+    ResultType(
+        "note", "notes", "rowid",
+        "t.rowid AS rowid_, t.id, t.session_id, t.project, t.created_at, t.content", "t.content",
+        "t.created_at", "t.created_at", fts="notes_fts", extra=("project",),
+        head=lambda r: f"note  {r['when']}  {r.get('project') or 'all projects'}",
+        next=lambda r: [("lcm_remember.py", "--list", "--all")]),
     # small tables (one row per session or per checkpoint): no word index of their own; their
-    # substrings are found through a trigram index (Source.tri) or a scan
-    "title": ("sessions", None, "rowid", "t.rowid AS rowid_, t.session_id AS id, t.session_id, t.project,"
-              " t.last_at AS created_at, t.title AS content", "t.last_at", "t.first_at", "t.title IS NOT NULL"),
-    "checkpoint": ("checkpoints", None, "id", "t.id AS rowid_, t.id, t.session_id, t.project, t.created_at,"
-                   " t.path, t.content", "t.created_at", "t.created_at", ""),
-    # session digests (SessionEnd): session_id, text, level, created_at
-    "digest": ("digests", None, "rowid", "t.rowid AS rowid_, t.session_id AS id, t.session_id, t.level,"
-               " t.created_at, t.text AS content", "t.created_at", "t.created_at", ""),
+    # substrings are found through a trigram index or a scan
+    ResultType(
+        "title", "sessions", "rowid",
+        "t.rowid AS rowid_, t.session_id AS id, t.session_id, t.project, t.last_at AS created_at,"
+        " t.title AS content", "t.title", "t.last_at", "t.first_at", substring="sessions_tri",
+        always="t.title IS NOT NULL", extra=("project",), recall=False,  # a title names, it answers nothing
+        head=lambda r: f"title  {r['when']}  {_session_of(r)}  {r.get('project') or ''}",
+        next=_open_session),
+    ResultType(
+        "checkpoint", "checkpoints", "id",
+        "t.id AS rowid_, t.id, t.session_id, t.project, t.created_at, t.path, t.content", "t.content",
+        "t.created_at", "t.created_at", substring="checkpoints_tri", extra=("project", "path"),
+        head=lambda r: f"checkpoint  {r['when']}  {r.get('path') or _session_of(r)}",
+        next=_open_session),
+    ResultType(
+        "digest", "digests", "rowid",
+        "t.rowid AS rowid_, t.session_id AS id, t.session_id, t.level, t.created_at, t.text AS content",
+        "t.text", "t.created_at", "t.created_at", substring="digests_tri", extra=("level",),
+        head=lambda r: f"digest  {r['when']}  {_session_of(r)} ({r.get('level')})",
+        next=_open_session),
     # externalised large blocks: their text is on disk, indexed by files_fts (lcm.capture.indexes);
-    # `content` is the outline, the text itself is read for the snippet
-    "file": ("files", "files_fts", "rowid", "t.rowid AS rowid_, t.id, t.session_id, t.created_at, t.name,"
-             " t.kind, t.path, t.message_uuid, t.exploration AS content", "t.created_at", "t.created_at", ""),
-}
+    # `content` is the outline, the text itself is read for the snippet. Not for recall: a past
+    # tool's output is long and seldom what a new prompt asks for
+    ResultType(
+        "file", "files", "rowid",
+        "t.rowid AS rowid_, t.id, t.session_id, t.created_at, t.name, t.kind, t.path, t.message_uuid,"
+        " t.exploration AS content", "t.exploration", "t.created_at", "t.created_at", fts="files_fts",
+        extra=("name", "message_uuid"), recall=False,
+        head=lambda r: f"file  {r['when']}  {r.get('name') or ''}",
+        next=lambda r: [("lcm_describe.py", Positional(r["id"]))]),
+)}
 
 
 def available(conn) -> set[str]:
     """The result types this vault can search (a vault may predate a table, or lack FTS5)."""
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    return {kind for kind, spec in TYPES.items() if spec[0] in tables}
+    return {name for name, rtype in TYPES.items() if rtype.table in tables}
+
+
+def _exists(conn, table: str | None) -> bool:
+    return bool(table) and conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone() is not None
 
 
 class Source:
-    """One result type: where to look and how to filter."""
+    """One result type as one search sees it: where to look (its record) and how to filter."""
 
     def __init__(self, conn, kind, session, project, since, before, role, typed=False, sessions=None,
                  within=None):
         self.kind = kind
-        self.table, self.fts, self.key, cols, time_lo, time_hi, always = TYPES[kind]
-        # the searched text as a column (selected as `content`)
-        self.text = {"title": "t.title", "digest": "t.text", "file": "t.exploration"}.get(kind, "t.content")
-        self.has_fts = bool(self.fts) and conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (self.fts,)).fetchone() is not None
-        self.columns = cols
+        rtype = self.type = TYPES[kind]
+        self.table, self.key, self.columns, self.text = rtype.table, rtype.key, rtype.columns, rtype.text
+        self.fts = rtype.fts
+        self.has_fts = _exists(conn, rtype.fts)
         # the indexes derived from the messages (lcm.capture.indexes), where the vault has them
         derived = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN"
                                               " ('messages_cjk', 'exchange_fts')")} \
             if kind == "message" and self.has_fts else set()
         self.cjk = "messages_cjk" if "messages_cjk" in derived else None
         self.exchange = "exchange_fts" if "exchange_fts" in derived else None
-        # a scanned type's trigram index (lcm.vault.schema.SUBSTRING_INDEXES), where the vault has it
-        tri = next((index for index, table, *_ in lcm.vault.schema.SUBSTRING_INDEXES if table == self.table), None)
-        self.tri = tri if tri and conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-                                               (tri,)).fetchone() else None
+        self.tri = rtype.substring if _exists(conn, rtype.substring) else None
         self.next_to: dict = {}  # rowid -> uuid of the hit a neighbour-only result sits next to
         self.coverage: dict = {}  # rowid -> share of the query's weight (IDF) its text holds
-        where, params = [always] if always else [], []
+        where, params = [rtype.always] if rtype.always else [], []
         if sessions is not None:  # a grant's sessions
             where.append(f"t.session_id IN ({','.join('?' * len(sessions))})" if sessions else "0")
             params += sessions
         if within is not None:  # lcm.vault.grants.Scope: in the query, so a page counts only what it may show
-            clause, more = within.sql(kind)
+            clause, more = within.sql(rtype.grant)
             where.append(clause)
             params += more
         if session:
@@ -127,7 +211,7 @@ class Source:
             params.append(session)
         elif project and kind == "note":
             # notes that apply there: global ones, those pinned for it or above it, or below it
-            from lcm.search.notes import project_chain# only for a notes search in a project
+            from lcm.search.notes import project_chain  # only for a notes search in a project
             chain = project_chain(project)
             below = project.rstrip("/") + "/"
             where.append(f"(t.project IS NULL OR t.project IN ({','.join('?' * len(chain))})"
@@ -140,10 +224,10 @@ class Source:
             prefix = project.rstrip("/") + "/"
             params += [project, len(prefix), prefix]
         if since:
-            where.append(f"{time_lo} >= ?")
+            where.append(f"{rtype.since_column} >= ?")
             params.append(since)
         if before:
-            where.append(f"{time_hi} < ?")
+            where.append(f"{rtype.before_column} < ?")
             params.append(before)
         if role and kind == "message":
             where.append("t.role = ?")

@@ -212,20 +212,22 @@ class Scope:
             raise LcmError(f"grant {self.grant_id} names no stored session", NEW_GRANT_HINT)
         return row[0]
 
-    def sql(self, kind: str, alias: str = "t") -> tuple[str, list]:
-        """(WHERE clause, params) that keeps rows of `kind` (message, summary, note or any other
-        result type with a session_id column, aliased `alias`) in scope, for a query to apply
-        before it ranks or pages: lcm.search.engine takes it as `within`."""
+    def sql(self, below: str | None, alias: str = "t") -> tuple[str, list]:
+        """(WHERE clause, params) that keeps the rows of a table with `id` and `session_id`
+        columns, aliased `alias`, in scope, for a query to apply before it ranks or pages
+        (lcm.search.engine takes it as `within`). below: "messages" or "summaries" when the rows
+        are of that kind, so a grant of nodes keeps those below its nodes; None for any other
+        kind of row, which lies below no summary."""
         if not self.limited:
             return "1", []
         marks = ",".join("?" * len(self.sessions))
         clause, params = (f"{alias}.session_id IN ({marks})" if self.sessions else "0"), list(self.sessions)
         if not self.nodes:
             return clause, params
-        if kind not in ("message", "summary"):
+        if below not in ("messages", "summaries"):
             return "0", []  # a note (title, checkpoint ...) lies below no summary: outside such a grant
         self._fill_below()
-        table = "grant_messages" if kind == "message" else "grant_summaries"
+        table = f"grant_{below}"
         return f"{clause} AND {alias}.id IN (SELECT id FROM temp.{table})", params
 
     def _fill_below(self) -> None:

@@ -9,6 +9,7 @@ from urllib.parse import quote, urlencode
 
 import lcm.base.mask
 import lcm.search.engine
+import lcm.search.query
 import lcm.readers.sessions
 import lcm.vault.store
 from lcm.base.errors import LcmError
@@ -512,7 +513,7 @@ def search_page(conn, params: dict) -> str:
     query = params.get("q", "").strip()
     if not query:
         return layout("Search", "<h1>Search</h1><p class=muted>Type words, a phrase or an id in the box above.</p>")
-    doc = lcm.search.engine.search(conn, query, all_sessions=True, limit=SEARCH_RESULTS)
+    doc = lcm.search.engine.search(conn, lcm.search.query.Query(query, all_sessions=True, limit=SEARCH_RESULTS))
     finder = term_finder(query)
     body = [f"<h1>Search: {shown(query)}</h1><p class=muted>{doc['count']} result{'s' if doc['count'] != 1 else ''}"
             f"{' (more not shown)' if doc.get('has_more') else ''}</p>"]

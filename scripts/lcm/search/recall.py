@@ -1,16 +1,23 @@
-"""Recall for UserPromptSubmit: earlier messages that answer the prompt, only when the match is
-strong, bounded, masked, and never twice in one session.
+"""Recall for the UserPromptSubmit hook: earlier messages that answer the prompt, only when the
+match is strong, bounded, masked, and never twice in one session.
 
 The flow (memory-system-design.md): skip trivial prompts; search the current project; look at
 other projects and take their hits only when clearly stronger; keep hits whose own text holds
 most of the prompt's weight (rare words weigh more: lcm.search.rank's coverage); inject at most
 MAX_CHARS with the ids that expand them; remember what this session was given.
-Loaded only when recall is on: lcm.search.engine costs more to import than the rest of the hook.
+The hook imports this module only when recall is on: the search wing costs more to import than
+the rest of the hook.
 """
 from __future__ import annotations
 
 import os
 import re
+
+import lcm.base.config
+import lcm.base.text
+import lcm.search.engine
+import lcm.search.query
+import lcm.search.result_types
 
 SNIPPET_CHARS = 300
 QUERY_CHARS = 500
@@ -21,11 +28,6 @@ MAX_CHARS = 2400          # about 600 tokens, the whole injection
 # 0.925 / 0.95: 0.6 is the lowest floor that stays clear of the 0.90 target.
 COVERAGE_FLOOR = 0.6
 MIN_TERMS = 2             # a prompt with fewer content words says too little to match on
-# What the hook searches: not session titles (a title names a session, it answers nothing) nor
-# externalised file text (a past tool's output, long, seldom what a new prompt asks for). On the
-# 1M-message vault they were 4 of the search's 17 ms; bench/auto_recall.py: the same answers held
-# (0.298) and the same new work left alone (0.925) without them.
-TYPES = ["message", "summary", "note", "checkpoint", "digest"]
 WIDEN_RATIO = 1.5         # another project's best hit must outscore this project's by this much
 TRIVIAL = re.compile(r"(?i)^\W*(y(es|ep|eah)?|no(pe)?|ok(ay)?|sure|thanks?( you)?|go( on| ahead)?|continue|"
                      r"do it|lgtm|proceed|next|done|great|perfect|nice|cool)\W*$")
@@ -52,12 +54,15 @@ def find(conn, prompt: str, cwd: str | None, floor: float = COVERAGE_FLOOR, hits
     """The strong hits for `prompt`: the project's, or other projects' when clearly stronger.
     One search of every project (a second, project-only one would double the hook's cost),
     split by where each hit was made."""
-    import lcm.search.query
-    import lcm.search.engine
-    query = prompt[:QUERY_CHARS]
-    if len([t for t in lcm.search.query.parse_query(query) if t.kind != "word" or t.text not in lcm.search.query.STOPWORDS]) < MIN_TERMS:
+    # the types whose record says recall: not session titles (a title names a session, it answers
+    # nothing) nor stored file text (long, seldom what a new prompt asks for). On the 1M-message
+    # vault those two were 4 of the search's 17 ms; bench/auto_recall.py: the same answers held
+    # (0.298) and the same new work left alone (0.925) without them
+    types = [name for name, rtype in lcm.search.result_types.TYPES.items() if rtype.recall]
+    ask = lcm.search.query.Query(prompt[:QUERY_CHARS], all_sessions=True, limit=hits * 6, types=types)
+    if len([t for t in ask.terms if t.kind != "word" or t.text not in lcm.search.query.STOPWORDS]) < MIN_TERMS:
         return []
-    results = lcm.search.engine.search(conn, query, all_sessions=True, limit=hits * 6, types=TYPES)["results"]
+    results = lcm.search.engine.search(conn, ask)["results"]
     if not cwd:
         return _strong(results, floor)
     inside = cwd.rstrip("/")
@@ -76,7 +81,6 @@ def find(conn, prompt: str, cwd: str | None, floor: float = COVERAGE_FLOOR, hits
 
 
 def _seen_file(session_id: str) -> str:
-    import lcm.base.config
     return os.path.join(str(lcm.base.config.lcm_home()), "recall", re.sub(r"[^\w.-]", "_", session_id) + ".seen")
 
 
@@ -88,7 +92,6 @@ def recall_text(conn, prompt, session_id, cwd, *, hits: int, max_chars: int = MA
     if seen_path and os.path.exists(seen_path):
         with open(seen_path, encoding="utf-8") as f:
             seen = set(f.read().split())
-    import lcm.base.text
     lines, given = [], []
     for hit in find(conn, prompt, cwd if isinstance(cwd, str) else None, hits=hits * 2):
         ident = f"{hit['type']}:{hit['id']}"  # a checkpoint's id is a number, a title's a session id
