@@ -75,7 +75,7 @@ def test_pyproject_accepts_the_oldest_python():
 # every module of the package, every command and every hook is imported by name.
 IMPORT_EVERYTHING = r"""
 import importlib, importlib.abc, os, pkgutil, sys
-POSIX_ONLY = {"fcntl", "resource", "termios", "pwd", "grp", "tty", "pty", "posix"}
+POSIX_ONLY = {"fcntl", "resource", "termios", "pwd", "grp", "tty", "pty"}
 
 class RefusePosixOnly(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
