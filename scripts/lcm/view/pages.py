@@ -258,6 +258,7 @@ def conversation(rows) -> str:
                 results[block["tool_use_id"]] = block
     calls = {b.get("id") for _r, e in entries for b in content_blocks(e) if b.get("type") == "tool_use"}
     statuses: dict[str, list[str]] = {}  # tool_use id -> its hooks' status lines
+    folded: set[int] = set()  # row indexes shown inside their call's card
     loose: dict[int, str] = {}  # row index -> a status line with no call on this page
     for index, (row, entry) in enumerate(entries):
         status = hook_status(row, entry)
@@ -265,6 +266,7 @@ def conversation(rows) -> str:
             continue
         if entry.get("toolUseID") in calls:
             statuses.setdefault(entry["toolUseID"], []).append(status)
+            folded.add(index)
         else:
             loose[index] = status
     out, run, run_thread, pending = [], [], None, []
@@ -289,7 +291,7 @@ def conversation(rows) -> str:
                 run_thread = None
                 pending.append(loose[index])
             continue  # a sub-agent's loose hook lines are left out of its fold
-        if hook_status(row, entry) is not None:
+        if index in folded:
             continue  # shown in its tool call's card
         piece = message_html(row, entry, results, calls, statuses)
         if not piece:
