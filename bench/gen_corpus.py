@@ -8,7 +8,8 @@ per line, about 30% assistant tool_use, 30% tool_result, 19% assistant text, 6% 
 5% user prompts, 4% system lines, plus attachments, titles, file-history and queue lines;
 line sizes drawn from log-normal fits of each kind's median and 90th percentile (tool results
 carry a long tail up to ~120 KB and a duplicate `toolUseResult`, as Bash results do); one line
-per content block with the real envelope (uuid chain, message.id, usage, cwd, gitBranch ...).
+per content block with the real envelope (uuid chain, message.id, usage, cwd, gitBranch ...);
+the lines of one response share its message.id, requestId and usage, as Claude Code writes them.
 Sessions hold a few hundred to a few thousand messages, grouped ~8 to a project; about one
 session in five has subagent transcripts (current `<session>/subagents/` layout); long
 sessions contain a compact_boundary + compact summary. Deterministic for a given --seed.
@@ -25,6 +26,9 @@ import time
 import uuid as uuidlib
 from datetime import datetime, timedelta, timezone
 
+# main-thread models and their shares (sub-agents run on the first); their names as Claude Code writes them
+MODELS = ("claude-haiku-4-5-20251001", "claude-sonnet-4-5-20250929", "claude-opus-4-7", "claude-opus-4-5-20251101")
+MODEL_WEIGHTS = (10, 55, 25, 10)
 TOOLS = [("Bash", 26), ("Read", 18), ("Edit", 17), ("TodoWrite", 10), ("Grep", 5), ("Glob", 3),
          ("MultiEdit", 2), ("Write", 2), ("WebFetch", 1), ("WebSearch", 1)]
 WORDS = ("the function returns value error test file module import class def self config parser "
@@ -120,13 +124,27 @@ class Corpus:
             lines.append(json.dumps(entry, ensure_ascii=False, separators=(",", ":")))
             self.messages += 1
 
+        # one API response is written as one line per content block, each with the response's
+        # message.id, requestId and usage (the streamed first lines with a partial output count),
+        # as Claude Code writes them: usage counts each response once
+        responses: dict[str, tuple] = {}
+        model = MODELS[0] if agent_id else rng.choices(MODELS, MODEL_WEIGHTS)[0]
+
         def assistant(block: dict, msg_id: str) -> None:
-            usage = {"input_tokens": rng.randrange(1, 40), "cache_creation_input_tokens": rng.randrange(0, 3000),
-                     "cache_read_input_tokens": rng.randrange(10_000, 150_000), "output_tokens": rng.randrange(1, 900),
-                     "service_tier": "standard"}
-            emit("assistant", {"id": msg_id, "type": "message", "role": "assistant", "model": "claude-sonnet-4-5-20250929",
+            if msg_id not in responses:
+                write, hour = rng.randrange(0, 3000), rng.random() < 0.5
+                usage = {"input_tokens": rng.randrange(1, 40), "cache_creation_input_tokens": write,
+                         "cache_read_input_tokens": rng.randrange(10_000, 150_000), "output_tokens": rng.randrange(1, 900),
+                         "cache_creation": {"ephemeral_5m_input_tokens": 0 if hour else write,
+                                            "ephemeral_1h_input_tokens": write if hour else 0},
+                         "service_tier": "standard"}
+                responses[msg_id] = ("req_" + self._uuid().replace("-", "")[:24], usage)
+                if block.get("type") != "tool_use":  # a tool call ends the response: its line has the final count
+                    usage = {**usage, "output_tokens": min(usage["output_tokens"], rng.randrange(1, 12))}
+            request, usage = responses[msg_id]
+            emit("assistant", {"id": msg_id, "type": "message", "role": "assistant", "model": model,
                                "content": [block], "stop_reason": None, "stop_sequence": None, "usage": usage},
-                 requestId="req_" + self._uuid().replace("-", "")[:24])
+                 requestId=request)
 
         def meta(line: dict) -> None:
             lines.append(json.dumps(line, ensure_ascii=False, separators=(",", ":")))

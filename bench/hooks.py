@@ -1,7 +1,7 @@
 """Hook speed on a 1,000,000-message vault: UserPromptSubmit and Stop, run the way Claude Code runs them.
 
 Usage:
-  python3 bench/hooks.py [--vault PATH] [--runs 10] [--wait SECONDS] [--base TREE --base-vault PATH]
+  python3 bench/hooks.py [--vault PATH] [--runs 10] [--wait SECONDS] [--base TREE --base-vault PATH] [--with-backup]
   python3 bench/hooks.py --backlog-only [--backlog-lines 20000]
 
 The vault is the one bench/ingest.py builds (/tmp/lcm-bench/vault-1m.db, ready when
@@ -14,6 +14,9 @@ appends one turn to that copy and times, as separate processes with the hooks.js
   - a bare `python3 -c pass` (the target's yardstick) and, for reference, `python3 -S -c pass`,
     interleaved with the hooks so load affects all of them alike.
 A second series times UserPromptSubmit with LCM_RECALL=1 (opt-in, so outside the target).
+With --with-backup, a third series times Stop while lcm_backup.py copies the same vault, one
+backup after another (reported under "with_backup"; target: the same 1.5x). The automatic
+backup is off (LCM_BACKUP=0) in the other series, so none competes with them.
 With --base, another checkout's hooks (e.g. `git worktree add /tmp/base <commit>`) run in the
 same loop against their own vault, so both trees meet the same load; reported under "base".
 Both trees are byte-compiled first, as an installed plugin is. Medians of --runs. Target: each hook at most 1.5x the bare interpreter. Compaction is kept from
@@ -184,13 +187,13 @@ class Side:
         shutil.copyfile(source, self.copy)
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("LCM_", "CLAUDE"))}
         self.env.update({"LCM_DB": vault, "LCM_HOME": str(self.scratch / "lcm"), "CLAUDE_PLUGIN_ROOT": str(tree),
-                         "LCM_LEAF_CHUNK_TOKENS": str(10 ** 9)})
+                         "LCM_LEAF_CHUNK_TOKENS": str(10 ** 9), "LCM_BACKUP": "0"})  # --with-backup runs its own
         self.base = {"session_id": sid, "transcript_path": str(self.copy), "cwd": cwd, "prompt_id": "bench",
                      "permission_mode": "default"}
         self.ups_cmd = [python, "-S", str(tree / "hooks" / "user_prompt_submit.py")]
         self.stop_cmd = [python, "-S", str(tree / "hooks" / "stop.py")]
         self.turn = Transcript(self.scratch, session_id=sid, cwd=cwd)
-        self.times: dict[str, list[float]] = {"ups": [], "stop": [], "recall": []}
+        self.times: dict[str, list[float]] = {"ups": [], "stop": [], "recall": [], "stop_backup": []}
 
     def append_lines(self) -> None:
         with open(self.copy, "a", encoding="utf-8") as f:
@@ -236,6 +239,36 @@ class Side:
         }
 
 
+class BackupLoop:
+    """lcm_backup.py of the side's vault, one after another, until finish(): the Stop hooks timed
+    meanwhile meet a backup at every stage (the copy, fsync, quick_check)."""
+
+    def __init__(self, side: Side, python: str):
+        import threading
+        self.side, self.python = side, python
+        self.env = {**side.env, "LCM_BACKUP_KEEP": "1"}
+        self.stop, self.done, self.seconds = threading.Event(), 0, []
+        self.thread = threading.Thread(target=self._run)
+        self.thread.start()
+        time.sleep(0.5)  # under way before the first timed hook
+
+    def _run(self) -> None:
+        cmd = [self.python, str(self.side.tree / "scripts" / "lcm_backup.py"), "--to", str(self.side.scratch / "backups"),
+               "--json", "--auto"]  # as the Stop hook starts it: low CPU and I/O priority
+        while not self.stop.is_set():
+            proc = subprocess.run(cmd, env=self.env, capture_output=True)
+            if proc.returncode != 0:
+                raise SystemExit(f"lcm_backup.py failed: {proc.stderr.decode()[-500:]}")
+            self.done += 1
+            self.seconds.append(json.loads(proc.stdout)["seconds"])
+
+    def finish(self) -> dict:
+        self.stop.set()
+        self.thread.join()
+        return {"backups_completed": self.done,
+                "backup_s": round(statistics.median(self.seconds), 2) if self.seconds else None}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--vault", default=DEFAULT_VAULT)
@@ -246,6 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backlog-only", action="store_true", help="only the backlog scenario (no 1M vault needed)")
     p.add_argument("--base", help="another checkout of lcm whose hooks run interleaved with this tree's")
     p.add_argument("--base-vault", help="the vault the --base tree's hooks write to (its own schema)")
+    p.add_argument("--with-backup", action="store_true",
+                   help="also time Stop hooks while lcm_backup.py copies the vault, one backup after another")
     args = p.parse_args(argv)
     python = args.python or real_python()
     if args.backlog_only:
@@ -282,10 +317,25 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(args.runs + 1, 2 * args.runs + 1):  # LCM_RECALL=1: opt-in
             for side in sides:
                 side.times["recall"].append(side.prompt(i, {**side.env, "LCM_RECALL": "1"}))
+        if args.with_backup:
+            backups = BackupLoop(sides[0], python)
+            try:
+                for i in range(2 * args.runs + 1, 3 * args.runs + 1):
+                    bare.append(timed([python, "-c", "pass"], b"", sides[0].env))
+                    sides[0].times["stop_backup"].append(sides[0].stop(i))
+            finally:
+                backup_figures = backups.finish()
         med_bare = statistics.median(bare)
         result = {"runs": args.runs, "bare_python_ms": round(med_bare, 1),
                   "bare_python_S_ms": round(statistics.median(bare_s), 1), "target_ratio": TARGET,
                   **sides[0].report(med_bare, args.runs), "python": python, "load_avg": os.getloadavg()[0]}
+        if args.with_backup:
+            result["expected_lines"] += 4 * args.runs  # the turns of the series beside the backups
+            during = statistics.median(sides[0].times["stop_backup"])
+            result["with_backup"] = {**backup_figures, "stop_ms": round(during, 1),
+                                     "stop_ratio": round(during / med_bare, 2),
+                                     "vs_stop_without": round(during / result["stop_ms"], 2),
+                                     "ok": during <= TARGET * med_bare}
         if args.base:
             result["base"] = sides[1].report(med_bare, args.runs)
         if args.backlog_lines:

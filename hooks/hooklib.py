@@ -49,10 +49,19 @@ def lcm_home() -> str:
 
 
 def log(event: str, payload: dict | None, message: str) -> None:
-    """One line in $LCM_HOME/lcm.log; if even that fails, one line on stderr (Claude Code's debug log)."""
+    """One line in $LCM_HOME/lcm.log, masked (lcm.base.mask): a session id, a transcript path or an
+    error's text may hold a key, and the log is a sink like any other. If even writing fails, the
+    same masked line goes to stderr (Claude Code's debug log). Hooks log only when something went
+    wrong, so the mask's import is paid on those runs alone."""
     session = (payload or {}).get("session_id") if isinstance(payload, dict) else None
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     line = f"{stamp} {event} session={session or '-'} {' '.join(str(message).split())}\n"
+    try:
+        setup_path()
+        import lcm.base.mask
+        line = lcm.base.mask.mask(line)
+    except Exception as exc:  # noqa: BLE001 - no mask, no text: the line says only that it was withheld
+        line = f"{stamp} {event} (text withheld: masking failed: {type(exc).__name__})\n"
     try:
         home = lcm_home()
         os.makedirs(home, mode=0o700, exist_ok=True)
@@ -339,6 +348,20 @@ def start_packing(conn, payload: dict) -> None:
     import lcm.vault.pack
     if lcm.vault.pack.due(conn) and not lcm.vault.pack.running(conn):
         detach("lcm_compact.py", ["--pack", "--time-budget", str(PACK_TIME_BUDGET)], payload)
+
+
+def start_backup(payload: dict) -> None:
+    """Detach `lcm_backup.py --auto` when the last automatic backup started
+    LCM_BACKUP_INTERVAL_HOURS ago or more (one stat(); LCM_BACKUP=0: never). The start is
+    recorded first, so the next hooks do not start another; the backup itself takes its lock."""
+    import lcm.care.backup
+    if lcm.care.backup.due():
+        try:
+            lcm.care.backup.mark_started()
+        except OSError as exc:  # the backup directory cannot be made: said once per Stop, in the log
+            note(f"automatic backup not started: {exc}")
+            return
+        detach("lcm_backup.py", ["--auto"], payload)
 
 
 def context_output(event: str, text: str) -> dict:

@@ -16,9 +16,9 @@ CONTEXT_CHARS = 6000
 DRILL_DOWN = (
     "The summaries above stand in for older messages of this session; every original message is "
     "still in the lcm vault. To get details back: "
-    'python3 "$LCM_SCRIPTS/lcm_grep.py" "<words>" to search, '
-    'python3 "$LCM_SCRIPTS/lcm_describe.py" <sum_id> to inspect a summary, '
-    'python3 "$LCM_SCRIPTS/lcm_expand_query.py" --summary-ids <sum_id> --prompt "<question>" to answer from the originals '
+    'python3 "$LCM_SCRIPTS/lcm_grep.py" "WORDS" to search, '
+    'python3 "$LCM_SCRIPTS/lcm_describe.py" SUMMARY_ID to inspect a summary, '
+    'python3 "$LCM_SCRIPTS/lcm_expand_query.py" --summary-ids SUMMARY_ID --prompt "QUESTION" to answer from the originals '
     "(lcm_expand.py, which prints whole originals, is for sub-agents; the lcm skill has the details)."
 )
 OUR_EXPORTS = ("LCM_SCRIPTS", "LCM_SESSION_ID", "LCM_DB")
@@ -71,17 +71,31 @@ def write_env_file(path: str, values: dict[str, str]) -> None:
 
 
 def checkpoint_pointer(conn, payload: dict) -> str | None:
-    """One line naming this project's latest checkpoint in the vault, and how to resume it."""
+    """One line naming what continues this project's earlier work, and how to resume it: its
+    latest checkpoint in the vault, else (imported history has no checkpoint) its latest earlier
+    session, whose brief lcm_resume.py reads from the vault."""
     project = hooklib.project_dir(payload)
+    sid = payload.get("session_id") or ""
     row = conn.execute("SELECT id, session_id, created_at FROM checkpoints WHERE project = ? AND session_id != ?"
-                       " ORDER BY id DESC LIMIT 1", (project, payload.get("session_id") or "")).fetchone()
+                       " ORDER BY id DESC LIMIT 1", (project, sid)).fetchone()
+    if row is not None:
+        return (f"lcm: the vault keeps a checkpoint of earlier work on this project (checkpoint {row['id']} of"
+                f" session {row['session_id']}, written {(row['created_at'] or '')[:16].replace('T', ' ')} UTC)."
+                f' If the task continues that work, run python3 "$LCM_SCRIPTS/lcm_resume.py" --session'
+                f" {row['session_id']} to restore the working state (goals, decisions, open files, next steps)"
+                " before starting.")
+    row = conn.execute("SELECT session_id, title, last_at FROM sessions WHERE (project = ? OR project LIKE ?)"
+                       " AND session_id != ? AND last_at IS NOT NULL ORDER BY last_at DESC LIMIT 1",
+                       (project, project.rstrip("/") + "/%", sid)).fetchone()
     if row is None:
         return None
-    return (f"lcm: the vault keeps a checkpoint of earlier work on this project (checkpoint {row['id']} of"
-            f" session {row['session_id']}, written {(row['created_at'] or '')[:16].replace('T', ' ')} UTC)."
+    import lcm.base.mask  # a title is the person's words: masked like everything injected
+    title = lcm.base.mask.mask(" ".join(str(row["title"] or "").split())[:80])
+    return (f"lcm: the vault holds earlier sessions of this project; the latest is session {row['session_id']}"
+            + (f' ("{title}")' if title else "")
+            + f", last active {(row['last_at'] or '')[:16].replace('T', ' ')} UTC."
             f' If the task continues that work, run python3 "$LCM_SCRIPTS/lcm_resume.py" --session'
-            f" {row['session_id']} to restore the working state (goals, decisions, open files, next steps)"
-            " before starting.")
+            f" {row['session_id']} for its brief (requests, files, decisions, open todos, errors) before starting.")
 
 
 def compact_context(conn, sid: str) -> str:

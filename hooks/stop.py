@@ -1,5 +1,6 @@
 """Stop: ingest the turn that just ended (and any sub-agent lines written after their own
-SubagentStop); when compaction, or packing stored lines into blocks, is due, start it detached.
+SubagentStop); when compaction, packing stored lines into blocks, or the daily backup of the
+vault is due, start it detached.
 
 The compaction process takes the session lock itself, so a second Stop while it runs is harmless.
 """
@@ -17,6 +18,7 @@ def handle(payload: dict):
     if not hooklib.flag("LCM_SUBAGENT"):
         hooklib.start_compaction(conn, sid, payload)
         hooklib.start_packing(conn, payload)
+        hooklib.start_backup(payload)
     return None
 
 

@@ -20,7 +20,9 @@ Usage:
 Modes: incremental (default: one leaf pass when the raw tokens outside the fresh tail exceed
 LCM_LEAF_CHUNK_TOKENS, then condensation), --full (until nothing is eligible), --until-under
 (until the active context is under TOKENS), --upgrade (rewrite extractive and fallback summaries
-with the model, keeping their ids), --dry-run (say what would happen, write nothing). --digest
+with the model, keeping their ids), --dry-run (say what would happen, write nothing). --all and
+--upgrade show their progress on stderr: a bar on a terminal (with tqdm installed), else a line
+per session. --digest
 then writes each session's digest (what was done, decided, found and what failed; the SessionEnd
 hook asks for it), by the model when one answers, else extractive.
 
@@ -75,14 +77,23 @@ def _main(argv):
     mode = "full" if args.full else "upgrade" if args.upgrade else "incremental"
     results, calls_left = [], lcm.base.config.get("LCM_MAX_SUMMARY_CALLS")
     breaker = lcm.base.llm.Breaker()  # one failing backend is found once per run, not once per session
-    for session in sessions:  # one spend guard for the whole run, across sessions
-        results.append(lcm.summary.compact.compact(conn, session, mode=mode, until_under=args.until_under, dry_run=args.dry_run,
-                               time_budget=args.time_budget, max_calls=calls_left, breaker=breaker))
-        calls_left -= results[-1]["model_calls"]
-        if args.digest and not args.dry_run:
-            results[-1]["digest"] = lcm.summary.digest.write(conn, session)["level"]
-        if results[-1]["stopped"] in ("call_limit", "time_budget"):
-            break
+    # the long runs (every session, or model rewrites) say how far they are, on stderr
+    progress = lcm.summary.compact.Progress(len(sessions)) if args.all or args.upgrade else None
+    try:
+        for session in sessions:  # one spend guard for the whole run, across sessions
+            results.append(lcm.summary.compact.compact(conn, session, mode=mode, until_under=args.until_under,
+                                                       dry_run=args.dry_run, time_budget=args.time_budget,
+                                                       max_calls=calls_left, breaker=breaker))
+            calls_left -= results[-1]["model_calls"]
+            if args.digest and not args.dry_run:
+                results[-1]["digest"] = lcm.summary.digest.write(conn, session)["level"]
+            if progress is not None:
+                progress.session_done(results[-1])
+            if results[-1]["stopped"] in ("call_limit", "time_budget"):
+                break
+    finally:
+        if progress is not None:
+            progress.close()
     if breaker.failure is not None:
         fallback = sum(r["levels"]["fallback"] for r in results)
         done = (f"{fallback} summaries were written without it (level fallback); a later run with a working"

@@ -1,36 +1,48 @@
 """Check the vault and the installation, and repair what can be repaired.
 
 Usage:
-  python3 scripts/lcm_doctor.py [--fix] [--remask] [--db PATH] [--json]
+  python3 scripts/lcm_doctor.py [--fix | --quick] [--remask] [--db PATH] [--json]
 
-Checks, without changing anything: the vault's integrity and schema version; the full-text
-indexes against the text they index; the summary DAG's rules (one parent at most, a leaf covers a
-contiguous run of one session, a condensed node's children are one depth below, no message in two
-leaves); stage directories of killed imports and lock files left under $LCM_HOME/locks; summaries
-written without a model (extractive) or cut short (truncated); where Claude Code loads the plugin
-from and whether that directory still holds it; when each hook last ran (stamps under
-$LCM_HOME/last-run) or failed ($LCM_HOME/lcm.log), and the sessions recorded since that no hook
-saw; the model backend lcm would use, probed at no cost (the claude CLI's login, or the API key
-against the models list; "unverified" when it cannot be reached); the vault's size and free disk.
+Checks, without changing anything: the vault's integrity and schema version; every stored block
+of original lines read back whole (its codec byte, zlib's checksum, each message's place in it),
+naming the sessions and messages of a damaged one; the full-text indexes against the text they
+index; the summary DAG's rules (one parent at most, a leaf covers a contiguous run of one session,
+a condensed node's children are one depth below, no message in two leaves); stage directories of
+killed imports and lock files left under $LCM_HOME/locks; half-built vaults of killed recoveries
+(lcm.db.new-<pid>) and damaged vaults kept aside; summaries written without a model (extractive)
+or cut short (truncated); where Claude Code loads the plugin from and whether that directory
+still holds it; when each hook last ran (stamps under $LCM_HOME/last-run) or failed
+($LCM_HOME/lcm.log), and the sessions recorded since that no hook saw; the model backend lcm
+would use, probed at no cost (the claude CLI's login, or the API key against the models list;
+"unverified" when it cannot be reached); the vault's size and free disk. One to two and a half
+minutes per GB of vault on a busy 2-core machine (bench/verify.py); --quick checks only what
+cannot be rebuilt (every stored block, SQLite's quick_check of the tables), not the indexes:
+about 40% of that.
 
 --fix copies the vault beside it first (lcm.db.backup-<time>, printed; one copy of a damaged
-file, however often it runs), then rebuilds damaged indexes, deletes summaries that break the
-DAG's rules (the next lcm_compact.py summarises their messages again), and removes stale stage
-directories and idle lock files. It never deletes a message. A vault SQLite cannot read (cut
-short, a broken header) is recovered instead: the damaged file is moved aside (lcm.db.damaged-
-<time>) and a new vault is built from the transcripts still on disk; doctor without --fix says
-what that would bring back and what not (messages of deleted transcripts, summaries, notes).
+file, however often it runs), then puts back the lines of damaged blocks (from the transcripts
+still on disk, found by uuid, else from the newest backup; what neither holds is listed as lost),
+rebuilds damaged indexes, deletes summaries that break the DAG's rules (the next lcm_compact.py
+summarises their messages again), and removes stale stage directories, idle lock files and
+half-built vaults. It never deletes a message. A vault SQLite cannot read (cut short, a broken
+header) is recovered instead: a new vault is built beside it from the newest backup and the
+transcripts still on disk, purges applied again, and renamed into place; the damaged file is kept
+(lcm.db.damaged-<time>). Killed at any point, it leaves a vault at the path, and the next --fix
+completes it. With no backup and no transcript it changes nothing. Doctor without --fix says
+what a recovery would bring back and what not.
 
 --remask masks the text stored before masking existed, or before a pattern was added to
 $LCM_HOME/redact.txt (the searchable text of messages, summaries, notes, checkpoints, file
 explorations, titles; original lines are kept). Backup first; minutes on a very large vault.
 
 Exit 0 when nothing is a problem (warnings are advice), 1 when a problem is found (after --fix:
-one it could not repair). --json: `integrity`, a key per check (schema, fts, dag, stale, fallback, storage,
-masking, hooks, backend, disk) with a `status` (ok, warn, problem), `problems`, `fixed`, `backup`.
+one it could not repair). --json: `integrity`, a key per check (schema, blocks, fts, dag, stale,
+leftovers, fallback, storage, masking, hooks, backend, disk) with a `status` (ok, warn, problem),
+`problems`, `fixed`, `backup`, and after --fix `lost` (messages whose lines nothing could restore).
 
 Examples:
   python3 "$LCM_SCRIPTS/lcm_doctor.py"; python3 "$LCM_SCRIPTS/lcm_doctor.py" --fix --json
+  python3 "$LCM_SCRIPTS/lcm_doctor.py" --quick       # every stored block, quickly
   python3 "$LCM_SCRIPTS/lcm_doctor.py" --remask      # after adding a pattern to redact.txt
 """
 from __future__ import annotations
@@ -53,10 +65,15 @@ def _mb(n) -> str:
 def _vault_lines(doc: dict) -> str:
     integ, s, f, g, b = doc["integrity"], doc["schema"], doc["fts"], doc["dag"], doc["fallback"]
     text = "ok" if integ == "ok" else "; ".join(integ[:5]) + (" ..." if len(integ) > 5 else "")
+    if doc.get("contents"):
+        c = doc["contents"]
+        text += f" ({c['sessions']} sessions, {c['messages']} messages, {c['summaries']} summaries)"
     text += f"; schema {s['version']} (this lcm: {s['current']})" + (
         "; lcm_init.py upgrades it (every message is kept)" if s["version"] < s["current"] else "") + (
         "" if s["purge_guard"] else "; the trigger that keeps purged messages out is missing")
     out = _line(doc["_integrity_status"] if s["status"] == "ok" else s["status"], "integrity", text)
+    if doc.get("blocks") is not None:
+        out += _line(doc["blocks"]["status"], "stored blocks", lcm.care.doctor.blocks_text(doc["blocks"]))
     out += _line(f["status"], "full-text index", "; ".join(f"{t} {v}" for t, v in f["tables"].items())
                  if f["tables"] else "no FTS5 in this SQLite: search falls back to LIKE")
     text = f"{g['summaries']} summaries, rules hold" if not g["broken"] else (
@@ -79,6 +96,13 @@ def _vault_lines(doc: dict) -> str:
 
 
 def _print(doc: dict) -> None:
+    if doc.get("fresh"):
+        h = doc["hooks"]
+        out = lcm.base.shell.runnable(doc["next"]) + "\n"
+        if h["status"] == "problem":
+            out += _line("problem", "hooks", f"{h['problem']}; {lcm.base.shell.runnable(h['hint'])}")
+        sys.stdout.write(out)
+        return
     d = doc["disk"]
     out = (f"Vault {doc['db']} ({_mb(d['vault_bytes'])}, WAL {_mb(d['wal_bytes'])}, stored files "
            f"{_mb(d['files_bytes'])}; {_mb(d['free_bytes'])} free on its disk)\n")
@@ -93,13 +117,16 @@ def _print(doc: dict) -> None:
             if st["stage_dirs"] else "no stage directories of killed imports; ")
     out += _line(st["status"], "stale files", text + f"{len(st['locks_held'])} locks held by running processes,"
                  f" {len(st['locks_idle'])} idle lock files")
+    out += _line(doc["leftovers"]["status"], "leftovers", lcm.care.doctor.leftovers_text(doc["leftovers"]))
     h = doc["hooks"]
     ran = {e: t for e, t in h["last_run"].items() if t}
     text = ("loaded from: " + "; ".join(h["installed"])) if h["installed"] else "not installed (README: Install)"
     text += "; last run: " + (", ".join(f"{e} {t}" for e, t in ran.items()) if ran else "never seen")
     text += "".join(f"; last {event} failure: {err}" for event, err in h["last_error"].items())
     if h.get("problem"):
-        text = f"{h['problem']}; {text}; {h['hint']}"
+        text = f"{h['problem']}; {text}; {lcm.base.shell.runnable(h['hint'])}"
+    elif h.get("advice"):
+        text = f"{h['advice']}; {text}"
     out += _line(h["status"], "hooks", text)
     k = doc["masking"]
     out += _line(k["status"], "masking", lcm.care.doctor.masking_text(k))
@@ -127,11 +154,15 @@ def _print(doc: dict) -> None:
 def _main(argv):
     p = lcm.cli.parser(__doc__)
     p.add_argument("--fix", action="store_true", help="back up the vault, then repair what the checks found")
+    p.add_argument("--quick", action="store_true", help="check only what cannot be rebuilt (every stored block,"
+                   " the tables), not the indexes: about 40%% of the time, for frequent runs")
     p.add_argument("--remask", action="store_true", help="back up the vault, then mask text stored before masking"
                    " (or before a redact.txt pattern was added)")
     args = p.parse_args(argv)
-    doc = lcm.care.doctor.examine(args.db)
-    if args.fix or args.remask:
+    if args.quick and (args.fix or args.remask):
+        p.error("--quick only checks; --fix checks everything first")
+    doc = lcm.care.doctor.examine(args.db, quick=args.quick)
+    if (args.fix or args.remask) and not doc.get("fresh"):  # no vault yet: nothing to repair
         doc = lcm.care.doctor.repair(doc, remask=args.remask, fix=args.fix)
     doc["status"] = "problem" if doc["problems"] else "ok"
     lcm.cli.print_json({k: v for k, v in doc.items() if k != "_integrity_status"}) if args.json else _print(doc)

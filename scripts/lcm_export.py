@@ -4,6 +4,7 @@ Usage:
   python3 scripts/lcm_export.py [--session ID] [--format markdown|jsonl] [--output FILE]
                                 [--unmasked] [--json]
   python3 scripts/lcm_export.py [--session ID] --archive DIR [--json]
+  python3 scripts/lcm_export.py --bundle FILE (--session ID | --all | --since WHEN) [--unmasked] [--json]
 
 --session is a session id or a unique prefix (lcm_sessions.py lists them), default the current
 session ($LCM_SESSION_ID). markdown (the default): the prompts and replies in order, each tool
@@ -14,12 +15,17 @@ export goes to stdout; with it, the file is written whole (0600) or not at all, 
 reports what was written. --archive DIR appends the session's digest (what was done, decided,
 found and what failed) to DIR/YYYY-MM-DD.md, the day the session last ran: a dated archive,
 append-only, one entry per session (a second run adds nothing).
+--bundle FILE writes sessions to take to another vault (another machine, a teammate):
+their original transcript lines, masked unless --unmasked, with the uuids purged from them, in
+one compressed file; `lcm_ingest.py FILE` merges it there. --all takes every session, --since
+those active since WHEN (ISO date/time or 3h 2d 1w); a progress bar shows on a terminal.
 
 Examples:
   python3 "$LCM_SCRIPTS/lcm_export.py" --format markdown --output session.md
   python3 "$LCM_SCRIPTS/lcm_export.py" --session 3f2c1a9b --format jsonl > session.jsonl
   python3 "$LCM_SCRIPTS/lcm_export.py" --session 3f2c1a9b --archive ~/notes/sessions
   python3 "$LCM_SCRIPTS/lcm_export.py" --session 3f2c1a9b --format jsonl --unmasked --output exact.jsonl --json
+  python3 "$LCM_SCRIPTS/lcm_export.py" --bundle ~/Sync/lcm/laptop.lcmb --since 2w
 """
 from __future__ import annotations
 
@@ -33,9 +39,12 @@ import lcm.vault.db
 import lcm.summary.digest
 import lcm.vault.grants
 import lcm.vault.resolve
+import lcm.readers.bundle
 import lcm.readers.export
 import lcm.base.mask
+import lcm.base.shell
 import lcm.readers.sessions
+import lcm.search.result_types
 from lcm.base.errors import LcmError
 
 
@@ -82,7 +91,18 @@ def _main(argv):
     p.add_argument("--output", metavar="FILE", help="write here instead of stdout")
     p.add_argument("--unmasked", action="store_true", help="the exact stored bytes, secrets included")
     p.add_argument("--archive", metavar="DIR", help="append the session's digest to DIR/YYYY-MM-DD.md instead")
+    p.add_argument("--bundle", metavar="FILE", help="write a bundle of sessions for lcm_ingest.py FILE on another vault")
+    p.add_argument("--all", action="store_true", help="with --bundle: every session")
+    p.add_argument("--since", metavar="WHEN", help="with --bundle: the sessions active since WHEN (ISO date/time or 3h 2d 1w)")
     args = p.parse_args(argv)
+    if args.bundle:
+        if args.archive or args.output or args.format != "markdown":
+            p.error("--bundle FILE is the whole output: no --archive, --output or --format")
+        if sum(map(bool, (args.session, args.all, args.since))) > 1:
+            p.error("--bundle takes one of --session, --all, --since")
+        return _bundle(args)
+    if args.all or args.since:
+        p.error("--all and --since choose the sessions of a --bundle")
     if args.archive and (args.output or args.unmasked or args.format != "markdown"):
         p.error("--archive writes the session's markdown digest to DIR/YYYY-MM-DD.md: no --output, --unmasked or jsonl")
     if args.json and not (args.output or args.archive):
@@ -120,6 +140,25 @@ def _main(argv):
     else:
         print(f"Wrote {doc['output']}: {args.format}, {messages} messages, {size} bytes"
               + (" (unmasked)" if args.unmasked else ""))
+    return 0
+
+
+def _bundle(args) -> int:
+    since = lcm.search.result_types.parse_when(args.since, "--since")
+    conn = lcm.vault.db.connect(args.db, create=False, readonly=True)
+    if args.unmasked:
+        lcm.vault.grants.scope(conn).refuse("--unmasked", "write the bundle without --unmasked: secrets stay masked")
+    session = lcm.vault.resolve.session(conn, args.session, whole=True) if not (args.all or since) else None
+    sessions = lcm.readers.bundle.choose_sessions(conn, session, args.all, since)
+    doc = lcm.readers.bundle.write(conn, args.bundle, sessions, masked=not args.unmasked, everything=args.all,
+                                   since=since, progress=True)  # on stderr, when a terminal
+    if args.json:
+        lcm.cli.print_json(doc)
+    else:
+        print(f"Wrote {doc['bundle']}: {doc['sessions']} sessions, {doc['messages']} messages, {doc['purged']} purged"
+              f" uuids, {doc['bytes']} bytes" + (" (unmasked)" if args.unmasked else " (masked)"))
+        print("Next: " + lcm.base.shell.command_line("lcm_ingest.py", lcm.base.shell.Positional(doc["bundle"]))
+              + " on the other vault")
     return 0
 
 

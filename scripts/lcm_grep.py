@@ -5,7 +5,8 @@ that covers it.
 Usage:
   python3 scripts/lcm_grep.py QUERY [--mode auto|full_text|regex] [--type TYPE[,TYPE]]
                               [--session ID | --project DIR | --all-sessions] [--since WHEN]
-                              [--before WHEN] [--role ROLE] [--typed] [--limit N] [--offset N] [--json]
+                              [--before WHEN] [--role ROLE] [--typed] [--context N] [--limit N]
+                              [--offset N] [--json]
   python3 scripts/lcm_grep.py [OPTIONS] -- -QUERY    (a query that starts with "-")
 
 Modes:
@@ -26,8 +27,12 @@ global ones). Types: message, summary, note, title, checkpoint, digest, file (--
 messages|summaries|notes is the older spelling of one type). Chinese, Japanese and Korean text
 is found by any part of it, and so are Latin words written inside it.
 
+--context N prints the N conversational turns (prompts and replies) before and after each
+message hit, from its own session, in conversation order (--json: a `context` of each hit).
+
 Examples:
   python3 "$LCM_SCRIPTS/lcm_grep.py" "database migration"
+  python3 "$LCM_SCRIPTS/lcm_grep.py" "flaky auth test" --context 2
   python3 "$LCM_SCRIPTS/lcm_grep.py" "why did the deploy fail" --since 2d
   python3 "$LCM_SCRIPTS/lcm_grep.py" "which port did I ask for" --typed --all-sessions
   python3 "$LCM_SCRIPTS/lcm_grep.py" 'timeout NEAR(retry backoff)' --mode full_text --all-sessions
@@ -44,6 +49,7 @@ import lcm.vault.db
 import lcm.vault.grants
 import lcm.base.mask
 import lcm.vault.resolve
+import lcm.search.conversation
 import lcm.search.output
 import lcm.search.result_types
 from lcm.search.engine import search
@@ -67,6 +73,9 @@ def _main(argv):
                    help="only what the person typed (not tool results, which are user-role entries too)")
     lcm.cli.add_limit_arg(p)
     p.add_argument("--offset", type=lcm.cli.int_arg(), default=0, metavar="N", help="skip the first N results")
+    p.add_argument("--context", type=lcm.cli.int_arg(0, lcm.search.conversation.CONTEXT_MAX), default=0, metavar="N",
+                   help="show the N turns before and after each message hit, in its session"
+                        f" (at most {lcm.search.conversation.CONTEXT_MAX})")
     args = p.parse_args(argv)
     conn = lcm.vault.db.connect(args.db, create=False, readonly=True)
     within = lcm.vault.grants.scope(conn)
@@ -79,6 +88,8 @@ def _main(argv):
                              before=args.before, role=args.role, typed=args.typed, limit=args.limit,
                              offset=args.offset, types=args.type, sessions=within.sessions,
                              within=within if within.limited else None))
+    if args.context:
+        lcm.search.conversation.add_context(conn, doc, args.context)
     doc["query"] = lcm.base.mask.mask(doc["query"])  # echoed back: a secret searched for stays masked
     if args.project:  # and so is one pasted as --project DIR (scope line, JSON, the commands printed)
         args.project = lcm.base.mask.mask(args.project)
@@ -96,7 +107,8 @@ def _main(argv):
                                  ("type", ",".join(args.type or []) or None),
                                  ("session", args.session), ("project", args.project), ("since", args.since),
                                  ("before", args.before), ("role", args.role),
-                                 ("limit", args.limit if args.limit != 20 else None)) if v
+                                 ("limit", args.limit if args.limit != 20 else None),
+                                 ("context", args.context or None)) if v
                for word in (f"--{k}", str(v))]
     options += ["--typed"] if args.typed else []
     options += ["--all-sessions"] if args.all_sessions else []

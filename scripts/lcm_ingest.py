@@ -3,6 +3,7 @@
 Usage:
   python3 scripts/lcm_ingest.py PATH... [--json] [--db PATH]
   python3 scripts/lcm_ingest.py --all [--json] [--db PATH]
+  python3 scripts/lcm_ingest.py BUNDLE... [--json] [--db PATH]
 
 PATH is a transcript (.jsonl) or a directory searched recursively for *.jsonl. --all reads
 every transcript under $CLAUDE_CONFIG_DIR/projects, else ~/.claude/projects. Each user,
@@ -11,12 +12,16 @@ its uuid; a re-run reads only the bytes added since the last one. Malformed line
 that cannot be read (a dangling symlink, a FIFO, a file deleted meanwhile), are reported on
 stderr and skipped, never fatal. Imports of one vault may run in parallel: each waits its turn.
 Lines written in projects matching LCM_EXCLUDE (colon-separated path globs; each line's cwd,
-symlinks resolved) are left out, and counted in the output.
+symlinks resolved) are left out, and counted in the output. A BUNDLE (lcm_export.py --bundle
+FILE, from another vault) is merged: its messages are added by uuid, byte for byte as the bundle
+holds them (a second merge adds nothing), and the messages purged there are purged here too and
+never imported again; a progress bar shows on a terminal.
 
 Examples:
   python3 "$LCM_SCRIPTS/lcm_ingest.py" --all
   python3 "$LCM_SCRIPTS/lcm_ingest.py" ~/.claude/projects/-home-me-proj --json
   LCM_EXCLUDE="$HOME/clients/*" python3 "$LCM_SCRIPTS/lcm_ingest.py" --all
+  python3 "$LCM_SCRIPTS/lcm_ingest.py" ~/Sync/lcm/desktop.lcmb
 """
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ import lcm.base.config
 import lcm.vault.db
 import lcm.capture.bulk
 import lcm.capture.ingest
+import lcm.readers.bundle
 
 MALFORMED_SHOWN = 20  # malformed lines listed in text mode before "... N more"
 BULK_NICENESS = 10  # CPU priority the import lowers itself by (the parser process inherits it)
@@ -41,7 +47,10 @@ def _main(argv):
     if not args.paths and not args.all:
         p.error("give transcript paths or --all")
     lcm.base.config.validate_config()
-    paths = list(args.paths)
+    bundles = [p for p in args.paths if os.path.isfile(p) and lcm.readers.bundle.is_bundle(p)]
+    paths = [p for p in args.paths if p not in bundles]
+    for bundle in bundles:
+        lcm.readers.bundle.read_header(bundle)[1].close()  # refuse a bad bundle before anything is written
     root = lcm.capture.ingest.projects_root()
     if args.all:
         if root.is_dir():
@@ -52,10 +61,17 @@ def _main(argv):
     conn = lcm.vault.db.connect(args.db)
     # an empty vault before the import: a line skipped as known repeated one read in this import
     was_empty = conn.execute("SELECT 1 FROM messages LIMIT 1").fetchone() is None
+    merged = [lcm.readers.bundle.merge(conn, b, progress=True) for b in bundles]  # on stderr, when a terminal
+    if bundles and not paths:
+        return _merged(merged, args.json)
     result = lcm.capture.bulk.ingest_paths(conn, paths, progress=not args.json)
+    if merged:
+        result["bundles"] = merged
     if args.json:
         lcm.cli.print_json(result)
         return 0
+    if merged:
+        _merged(merged, False)
     for bad in result["malformed"][:MALFORMED_SHOWN]:
         sys.stderr.write(f"malformed line skipped: {bad['path']}:{bad['line']}\n")
     if len(result["malformed"]) > MALFORMED_SHOWN:
@@ -76,7 +92,18 @@ def _main(argv):
     known = (f" ({skipped} repeated in more than one transcript)" if was_empty else f" ({skipped} already stored)"
              ) if skipped else ""
     print(f"{result['messages_added']} new messages{known} from "
-          f"{result['files']} files, {result['sessions']} sessions in {result['seconds']}s{note}")
+          f"{result['files']} files in {result['seconds']}s; the vault holds {result['vault_sessions']} sessions{note}")
+    return 0
+
+
+def _merged(merged: list[dict], as_json: bool) -> int:
+    if as_json:
+        lcm.cli.print_json({"bundles": merged, "messages_added": sum(m["messages_added"] for m in merged)})
+        return 0
+    for m in merged:
+        purged = f"; {m['messages_purged']} messages here purged as they were there" if m["messages_purged"] else ""
+        print(f"Merged {m['bundle']}: {m['messages_added']} new messages ({m['messages_skipped']} already here),"
+              f" {m['sessions']} sessions, {m['purges_recorded']} purges recorded{purged}")
     return 0
 
 

@@ -20,9 +20,11 @@ built on them and those summaries' ancestors (the next lcm_compact.py summarises
 their externalised files under $LCM_HOME/files, the checkpoints and session digests that may
 quote them, and
 leaves no copy in the vault's free pages or its write-ahead log. Purged messages are remembered
-by uuid, so a transcript still on disk never imports them again; delete the transcript itself
-(under ~/.claude/projects) if it must go too. Backups that lcm_doctor.py made beside the
-vault, and .lcm-checkpoint.md files in projects, are not touched: the output lists them.
+by uuid (in the vault and in <vault>.purged beside it, which outlives the vault file), so a
+transcript still on disk never imports them again, not even into a rebuilt vault; delete the
+transcript itself (under ~/.claude/projects) if it must go too. Every backup lcm_backup.py keeps
+(its directory and each other one it wrote to) is rewritten without it. Backups that lcm_doctor.py made
+beside the vault, and .lcm-checkpoint.md files in projects, are not touched: the output lists them.
 
 Examples:
   python3 "$LCM_SCRIPTS/lcm_purge.py" --match 'sk-ant-api03-AbC'
@@ -34,8 +36,10 @@ from __future__ import annotations
 import sys
 
 import lcm.cli
+import lcm.base.shell
 import lcm.vault.db
 import lcm.vault.grants
+import lcm.care.backup
 import lcm.care.purge
 
 
@@ -43,7 +47,7 @@ def _n(count: int, one: str, many: str | None = None) -> str:
     return f"{count} {one if count == 1 else many or one + 's'}"
 
 
-def _print(doc: dict, done: bool) -> None:
+def _print(doc: dict, done: bool, whole_sessions: bool = False) -> None:
     out = sys.stdout
     verb = "Removed" if done else "Would remove"
     if not any(doc.get(k) for k in ("messages", "summaries", "notes", "titles", "map_items", "log_lines")):
@@ -64,18 +68,35 @@ def _print(doc: dict, done: bool) -> None:
     if doc["messages"] > len(doc["examples"]):
         out.write(f"  ... {doc['messages'] - len(doc['examples'])} more\n")
     _hidden_note(doc, done)
+    if doc.get("checked_by_text"):
+        out.write(f"{_n(doc['checked_by_text'], 'message')} in damaged blocks (their original lines cannot be read)"
+                  f" {'was' if doc['checked_by_text'] == 1 else 'were'} matched on their searchable text only:"
+                  " lcm_doctor.py --fix restores the lines, then run this purge again to be sure.\n")
     for path in doc["checkpoint_files"]:
         out.write(f"Checkpoint file that may quote them (not deleted): {path}\n")
     if not done:
         out.write("Nothing was removed. Run the same command with --yes to remove it.\n")
         return
-    if doc["summaries"]:
-        out.write("Summaries over the remaining messages are rebuilt by the next lcm_compact.py.\n")
+    if doc.get("unreadable"):
+        out.write(f"{_n(doc['unreadable'], 'of them was', 'of them were')} in a damaged block whose lines could not be"
+                  " read: removed all the same, with the whole damaged block"
+                  + (f" ({_n(doc['unreadable_kept'], 'other message')} of that block, unreadable already, kept"
+                     " their rows: lcm_doctor.py --fix restores their lines from a transcript or backup)"
+                     if doc["unreadable_kept"] else "") + ".\n")
+    if doc["summaries"] and not whole_sessions:
+        # the hooks compact again at the next session's end; this does it now
+        again = (lcm.base.shell.command_line("lcm_compact.py", "--session", doc["sessions"][0])
+                 if len(doc["sessions"]) == 1 else lcm.base.shell.command_line("lcm_compact.py", "--all"))
+        out.write(f"Summaries over the remaining messages are rebuilt at the next compaction; to rebuild them now: {again}\n")
     if not doc["wal_emptied"]:
         out.write("Note: another process has the vault open, so its write-ahead log still holds old pages;"
                   " run the same command again when it is idle.\n")
     for path in doc["backups"]:
         out.write(f"Backup that still holds the purged text (delete it yourself): {path}\n")
+    if doc["backups_scrubbed"]:
+        out.write(f"Rewrote {_n(len(doc['backups_scrubbed']), 'backup')} without it (lcm_backup.py --list).\n")
+    for failed in doc["backups_failed"]:
+        out.write(f"Backup not rewritten, it may still hold it: {failed['path']} ({failed['error']})\n")
 
 
 def _hidden_note(doc: dict, done: bool) -> None:
@@ -103,12 +124,13 @@ def _main(argv):
     lcm.vault.grants.scope(conn).refuse("lcm_purge.py")
     sel = lcm.care.purge.select(conn, session=args.session, message=args.message, match=args.match, regex=args.regex,
                            hidden=args.hidden)
-    doc = lcm.care.purge.purge(conn, sel) if args.yes else lcm.care.purge.plan(conn, sel)
+    criterion = {"match": args.match, "regex": args.regex, "hidden": args.hidden} if args.match else {}
+    doc = lcm.care.backup.purge_everywhere(conn, sel, criterion) if args.yes else lcm.care.purge.plan(conn, sel)
     doc["removed"] = args.yes
     if args.json:
         lcm.cli.print_json(doc)
     else:
-        _print(doc, doc["removed"])
+        _print(doc, doc["removed"], whole_sessions=args.session is not None)
     return 0
 
 

@@ -46,9 +46,12 @@ def _print_list(sessions: list[dict], total: int, args) -> None:
         print("No sessions" + (" match" if args.project or args.since else lcm.base.shell.runnable(" in the vault yet (run lcm_ingest.py --all)")))
         return
     for s in sessions:
-        extra = ", checkpoint" if s["has_checkpoint"] else ""
+        extra = (", checkpoint" if s["has_checkpoint"] else "") + (", only in the vault" if s["only_in_vault"] else "")
         print(f"{s['id'][:8]}  {_when(s['first_at'])} .. {_when(s['last_at'])}  {plural(s['messages'], 'msg')},"
               f" {plural(s['summaries'], 'summary').replace('ys', 'ies')}{extra}  {s['project'] or '?'}  {s['title']}")
+    gone = args.only_in_vault
+    if gone:
+        print(f"{gone} of {total} sessions exist only in the vault now ({lcm.readers.sessions.CLEANUP_NOTE})")
     if total > len(sessions):
         flags = [w for k, v in (("project", args.project), ("since", args.since)) if v for w in (f"--{k}", v)]
         more = lcm.base.shell.command_line("lcm_sessions.py", *flags, "--limit", str(min(total, lcm.cli.LIMIT_MAX)))
@@ -120,11 +123,13 @@ def _main(argv):
             _print_one(view)
         return 0
     since = lcm.search.result_types.parse_when(args.since, "--since")
+    within = lcm.vault.grants.scope(conn).sessions
     sessions, total = lcm.readers.sessions.list_sessions(conn, project=args.project, since=since, limit=args.limit,
-                                                 within=lcm.vault.grants.scope(conn).sessions)
+                                                 within=within)
+    args.only_in_vault = lcm.readers.sessions.only_in_vault(conn) if within is None and not (args.project or args.since) else 0
     if args.json:
         lcm.cli.print_json({"sessions": sessions, "count": len(sessions), "total": total,
-                           "has_more": total > len(sessions)})
+                           "has_more": total > len(sessions), "only_in_vault": args.only_in_vault})
     else:
         _print_list(sessions, total, args)
     return 0

@@ -27,6 +27,7 @@ import lcm.base.config
 import lcm.vault.db
 import lcm.vault.resolve
 import lcm.base.shell
+import lcm.readers.sessions
 import lcm.readers.status
 
 
@@ -48,8 +49,17 @@ def _main(argv):
            " then rebuilds it", None: "no full-text index: LIKE search"}[s["fts_ok"]]
     print(f"Vault {s['db']} ({s['db_bytes'] / 1e6:.1f} MB, {fts}): {s['sessions']} sessions, {s['messages']} messages"
           f" (~{s['raw_tokens']} tokens), {s['summaries']} summaries, max depth {depth}")
+    if s["only_in_vault"]:
+        print(lcm.base.shell.runnable(f"{s['only_in_vault']} of {s['sessions']} sessions exist only in the vault now"
+                                      f" ({lcm.readers.sessions.CLEANUP_NOTE}); its backups: lcm_backup.py --list"))
     if s["session_id"] is None:
-        print(lcm.base.shell.runnable("Session: none yet (run lcm_ingest.py --all)"))
+        if not s["sessions"]:
+            print(lcm.base.shell.runnable("Session: none yet: start `claude` in a project (its hooks store every"
+                                          " session), or import past sessions with lcm_ingest.py --all"))
+        else:  # sessions are stored, none of them this project's: importing again would change nothing
+            print(lcm.base.shell.runnable(
+                "Session: none here (no current session, and no stored session of this directory);"
+                f" {lcm.base.shell.SESSIONS_HINT}, and lcm_status.py --session ID shows one"))
         return 0
     title = f' "{s["session_title"]}"' if s["session_title"] else ""
     print(f"Session {s['session_id']}{title}: {s['session_reason']}")
@@ -62,7 +72,8 @@ def _main(argv):
         print(f"Claude Code's context: {s['context_tokens']} of {s['context_window']} tokens ({share:.0f}%;"
               f" window from {s['context_window_source']}). Only Claude Code's /compact lowers it: {verdict}")
     print(f"lcm's view of this session: {s['lcm_context_tokens']} tokens of summaries and not yet summarised"
-          " messages. lcm_compact.py lowers it (what lcm re-injects after a compaction), not Claude Code's context")
+          f" messages. {lcm.base.shell.command_line('lcm_compact.py', '--session', s['session_id'])} lowers it"
+          " (what lcm re-injects after a compaction), not Claude Code's context")
     return 0
 
 

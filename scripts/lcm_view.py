@@ -7,9 +7,10 @@ Usage:
 Serves the sessions, each session's conversation (sub-agent runs folded under the call that
 started them, tool calls collapsed with their results), its summary DAG drawn as a picture
 (click a node for its text and its sources, down to the original lines) and search (the ranking
-of lcm_grep.py). It listens on 127.0.0.1 only and prints one URL with a random token; a request
-without the token, or naming another host, is refused. The vault is opened read-only and
-everything shown is masked. Ctrl-C stops it.
+of lcm_grep.py). It listens on 127.0.0.1 only and prints one URL whose path is a random token;
+a request outside that path, or naming another host, is refused, and no cookie is set (another
+server on 127.0.0.1 receives nothing that opens it). The vault is opened read-only and everything
+shown is masked. Ctrl-C stops it.
 
 Examples:
   python3 "$LCM_SCRIPTS/lcm_view.py"                     # open the viewer in your browser

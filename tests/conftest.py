@@ -42,9 +42,17 @@ else:
     settings.load_profile("lcm")
 
 
+def pytest_collection_modifyitems(items):
+    """A test that drives a real browser (the `browser` fixture of tests/view) is slow, like the
+    kill loops, installs and real-CLI runs marked in their files: `-m "not slow"` leaves it out."""
+    for item in items:
+        if "browser" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path, monkeypatch):
-    """A private HOME, LCM_HOME and vault; no inherited LCM_* or Claude Code variables."""
+    """A private HOME, LCM_HOME and vault; no inherited LCM_* or Claude Code variables; no automatic backups."""
     for name in list(os.environ):
         if name.startswith(("LCM_", "CLAUDE", "ANTHROPIC_")):
             monkeypatch.delenv(name, raising=False)
@@ -52,6 +60,9 @@ def isolated_home(tmp_path, monkeypatch):
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("LCM_HOME", str(home / ".claude-lcm"))
+    # a Stop hook would start a detached backup in every test that runs one: tests/care/test_backup.py
+    # turns it on where it is the subject
+    monkeypatch.setenv("LCM_BACKUP", "0")
     return home
 
 
@@ -103,3 +114,13 @@ def pytest_configure(config):
     # real transcripts name the models they ran on, some now deprecated; the SDK's notice about
     # that is not a fault of lcm and would bury real warnings
     config.addinivalue_line("filterwarnings", "ignore:The model .* is deprecated:DeprecationWarning")
+
+
+def one_transcript(home, text: str = "hello world") -> None:
+    """One Claude Code transcript of one user line under `home`'s ~/.claude/projects."""
+    import json
+    project = home / ".claude" / "projects" / "-tmp-x"
+    project.mkdir(parents=True)
+    line = {"type": "user", "sessionId": "s1", "uuid": "u1", "timestamp": "2026-01-01T00:00:00Z",
+            "cwd": "/tmp/x", "message": {"role": "user", "content": text}}
+    (project / "s1.jsonl").write_text(json.dumps(line) + "\n")

@@ -13,7 +13,7 @@ checks it, and that nothing imports in a cycle):
   search    a person's words to ranked results: query, one record per result type, notes,
             ranking, the search itself, its text output, recall for the prompt hook
   summary   the summary DAG: extraction, prompts, compaction, work logs, digests, checkpoints
-  care      keeping the vault whole: purge, installation checks, recovery, doctor
+  care      keeping the vault whole: purge, installation checks, recovery, backups, doctor
   readers   one node, session or vault as read: expand, describe, export, answer, status,
             sessions
   cli       the command skeleton every scripts/lcm_<verb>.py runs in (one module)

@@ -6,6 +6,11 @@ only finds the one a verb names and runs its main() in the same process, so `lcm
 the console script of `pip install .` / `pipx install .` / `uv tool install .` (the scripts are
 installed as top-level modules beside the package), and the plugin's `bin/lcm` inside Claude
 Code. Standard library only.
+
+`lcm <verb> --args-from-stdin` takes the verb's arguments from stdin instead, split as a shell
+splits words (quotes, backslashes) but never run: the plugin's slash commands hand what the
+person typed to lcm through a quoted heredoc, so no shell ever parses it (`x; touch f`, `$(...)`
+and backticks are words, not commands).
 """
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ search it, drill down to the original lines, and carry work across sessions.
 
 commands:
 """
+ARGS_FROM_STDIN = "--args-from-stdin"
 FOOTER = """
 Each command is also a script: python3 {scripts}/lcm_<command>.py (underscores, e.g. lcm_llm_map.py).
 Every command takes --db PATH and --json; errors print Error: and a Hint: with what to run next."""
@@ -55,8 +61,23 @@ def usage(found: dict[str, str]) -> str:
     return USAGE + "\n".join(lines) + "\n" + FOOTER.format(scripts=scripts_dir()) + "\n"
 
 
+def stdin_args(text: str) -> list[str]:
+    """The words of `text` as a POSIX shell would split them, nothing expanded or run; `#` is a
+    character. Claude Code writes `\\!` for a `!` that starts a word; splitting undoes that."""
+    import shlex
+    return shlex.split(text, comments=False, posix=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
+    if args[1:] == [ARGS_FROM_STDIN]:
+        try:
+            args = [args[0], *stdin_args(sys.stdin.read())]
+        except ValueError as exc:  # an unclosed quote
+            import lcm.base.mask
+            sys.stderr.write(f"Error: cannot split the arguments: {lcm.base.mask.mask(str(exc))}\n"
+                             "Hint: close the quote, or put the argument in single quotes\n")
+            return 1
     found = verbs()
     if not args or args[0] in ("-h", "--help", "help"):
         if len(args) > 1 and args[0] == "help":  # `lcm help grep` = `lcm grep --help`

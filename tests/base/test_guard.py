@@ -77,3 +77,24 @@ def test_guard_as_a_command_in_a_subagent():
     done = subprocess.run([sys.executable, str(SCRIPTS / "lcm_expand_query.py"), "--prompt", "q", "--query", "x"],
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "lcm_expand.py" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_delegation_stops_at_the_depth_limit_whatever_the_agent_says(monkeypatch, capsys):
+    """The depth was counted but never capped: a chain 50 deep ran. Past the limit even a
+    sub-agent that names its scope and kept work is refused, with an error that says why."""
+    limit = lcm.base.guard.MAX_DELEGATION_DEPTH
+    assert limit == 2
+    lcm.base.guard.check_delegation("lcm_expand_query.py", "scope", "kept",
+                                    environ={"LCM_SUBAGENT": "1", "LCM_DELEGATION_DEPTH": str(limit - 1)})
+    for depth in (limit, limit + 1, 50):
+        with pytest.raises(LcmError) as refused:
+            lcm.base.guard.check_delegation("lcm_expand_query.py", "scope", "kept",
+                                            environ={"LCM_SUBAGENT": "1", "LCM_DELEGATION_DEPTH": str(depth)})
+        assert f"delegation depth {depth}" in refused.value.message and f"at most {limit} levels" in refused.value.message
+    lcm.vault.db.connect()  # an empty vault
+    monkeypatch.setenv("LCM_SUBAGENT", "1")
+    monkeypatch.setenv("LCM_DELEGATION_DEPTH", "50")
+    code, out, err = run(capsys, lcm_expand_query, "--prompt", "q", "--query", "retry", *SCOPE)
+    assert code == 1 and out == "" and "Traceback" not in err
+    assert "Error: lcm_expand_query.py refused: this agent is already at delegation depth 50" in err
+    assert "Hint: do the work here" in err and "lcm_expand.py" in err

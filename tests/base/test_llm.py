@@ -14,6 +14,7 @@ import lcm.vault.db
 import lcm.base.errors
 from fake_anthropic import FakeAnthropic
 from lcm.base.errors import ModelConfigError, ModelError
+from conftest import run
 
 
 # -- choosing the backend and the model ---------------------------------------------------
@@ -202,3 +203,63 @@ def test_importing_the_seam_does_not_import_anthropic():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     assert out.stdout.strip() == "False", out.stderr
+
+
+@pytest.mark.parametrize("body", [
+    "<html><body>Sign in to the corporate proxy</body></html>",   # not JSON at all
+    {}, {"type": "message", "content": None}, [1, 2],              # JSON of another shape
+    {"id": "m", "type": "message", "role": "assistant", "model": "x", "stop_reason": "end_turn",
+     "content": [{"type": "text", "text": 5}], "usage": {"input_tokens": 1, "output_tokens": 1}},
+    {"id": "m", "type": "message", "role": "assistant", "model": "x", "stop_reason": "end_turn",
+     "content": [{"type": "text", "text": "no usage"}]},
+])
+def test_an_answer_that_is_no_messages_response_falls_back(tmp_path, vault, fake_api, monkeypatch, capsys, body):
+    """A proxy or gateway in ANTHROPIC_BASE_URL's place answers 200 with a page of its own, or JSON
+    of another shape: the SDK raised JSONDecodeError, or returned a response whose reading raised
+    TypeError, past the seam's ModelError, so compaction (the hooks' detached runs too), expand_query
+    and checkpoint --llm stopped with a traceback instead of falling back."""
+    from fake_anthropic import Reply
+    from transcripts import coding_session
+    for name, value in {"LCM_LLM": "anthropic", "LCM_LEAF_CHUNK_TOKENS": "1500", "LCM_LEAF_MIN_TOKENS": "300",
+                        "LCM_FRESH_TAIL_COUNT": "4"}.items():
+        monkeypatch.setenv(name, value)
+    coding_session(tmp_path / "projects", turns=30, session_id="s1").write()
+    assert run(capsys, "lcm_ingest", tmp_path / "projects")[0] == 0
+    fake_api.respond(lambda _request: Reply(body=body))
+    code, out, err = run(capsys, "lcm_compact", "--all", "--json")
+    assert code == 0, err
+    doc = __import__("json").loads(out)
+    assert doc["levels"]["fallback"] > 0 and "not a Messages API response" in doc["model_failure"]
+    code, out, err = run(capsys, "lcm_expand_query", "--query", "parser", "--prompt", "what changed?")
+    assert code == 0 and out.strip(), err
+    code, out, err = run(capsys, "lcm_checkpoint", "--session", "s1", "--llm", "--output", tmp_path / "cp.md")
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("backend", ["anthropic", "claude"])
+def test_a_lone_surrogate_goes_to_the_model_as_its_escape(tmp_path, vault, monkeypatch, capsys, backend, request):
+    """Claude Code writes output bytes that are not UTF-8 as lone surrogates (\\ud800); quoted in
+    a prompt they cannot be sent (the request body and argv are UTF-8): an llm_map item holding one
+    failed as 'internal error: UnicodeEncodeError' (and again on every --resume), and
+    checkpoint --llm over such a session stopped with a traceback."""
+    import json
+    fake = request.getfixturevalue("fake_api" if backend == "anthropic" else "fake_claude")
+    monkeypatch.setenv("LCM_LLM", backend)
+    if backend == "claude":
+        fake.enqueue(result='{"ok": true}')
+    else:
+        fake.enqueue(text='{"ok": true}')
+    (tmp_path / "in.jsonl").write_text('{"text": "tool output \\ud800 half a pair"}\n')
+    code, out, err = run(capsys, "lcm_llm_map", "--input", tmp_path / "in.jsonl", "--output", tmp_path / "out.jsonl",
+                         "--prompt", "Summarise")
+    assert code == 0, err
+    result = json.loads((tmp_path / "out.jsonl").read_text())
+    assert result["ok"], result
+    sent = json.dumps(fake.requests[-1] if backend == "anthropic" else fake.calls()[-1])
+    assert "half a pair" in sent and "\\\\ud800" in sent  # the escape's text, not the character
+
+    from test_odd_lines import odd_transcript
+    odd_transcript(tmp_path / "projects")
+    assert run(capsys, "lcm_ingest", tmp_path / "projects")[0] == 0
+    code, out, err = run(capsys, "lcm_checkpoint", "--session", "s1", "--llm", "--output", tmp_path / "cp.md")
+    assert code == 0 and "narrative skipped" not in err, err

@@ -26,6 +26,8 @@ import lcm_sessions
 from test_hooks import run_hook, session_start, user_prompt
 from test_mask import EDGES, PLACES, SAMPLES, placed
 from transcripts import Transcript
+import lcm.base.mask
+from conftest import one_transcript, run
 
 SECRETS = sorted({secret for _kind, _text, secret in SAMPLES})
 
@@ -143,3 +145,107 @@ def test_every_kind_in_every_place_never_leaves_the_vault(tmp_path, capsys, monk
     for uuid, line in zip(uuids, lines):
         code = lcm_expand.main([uuid, "--raw", "--unmasked"])
         assert code == 0 and capsys.readouterr().out.encode().rstrip(b"\n") == line
+
+
+K = "sk-ant-api03-" + "a1B2c3D4e5F6g7H8i9J0" * 3
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+@pytest.mark.parametrize("argv", [
+    ("lcm_expand", K), ("lcm_describe", K), ("lcm_export", "--session", K), ("lcm_resume", "--session", K),
+    ("lcm_purge", "--message", K), ("lcm_grep", "--session", K, "x"), ("lcm_checkpoint", "--session", K),
+    ("lcm_grep", "--mode", K, "x"),   # an argparse usage error quotes the bad value
+])
+def test_errors_do_not_echo_a_secret(capsys, isolated_home, argv):
+    """An id or option pasted by mistake is often a secret: the `Error:` that repeats it goes to
+    the terminal and, run by Claude, into the transcript and to the model."""
+    one_transcript(isolated_home)
+    assert run(capsys, "lcm_ingest", "--all")[0] == 0
+    with pytest.raises(SystemExit) if argv[1] == "--mode" else _nothing():
+        code, out, err = run(capsys, *argv)
+        assert code == 1
+    out, err = capsys.readouterr() if argv[1] == "--mode" else (out, err)
+    assert K not in out + err
+    assert "secret:anthropic-key" in out + err
+
+
+@pytest.mark.parametrize("json_flag", [(), ("--json",)])
+def test_grep_without_a_match_does_not_echo_a_secret(capsys, isolated_home, json_flag):
+    one_transcript(isolated_home)
+    assert run(capsys, "lcm_ingest", "--all")[0] == 0
+    code, out, err = run(capsys, "lcm_grep", *json_flag, K)
+    assert code == 0
+    assert K not in out + err
+
+
+@pytest.fixture
+def fresh_redact():
+    lcm.base.mask.reload_user_patterns()
+    yield
+    lcm.base.mask.reload_user_patterns()
+
+
+def test_a_bad_redact_line_is_reported_without_repeating_it(capsys, isolated_home, fresh_redact):
+    """A redact.txt line is usually the secret itself, typed as a pattern: one that does not
+    compile (a stray parenthesis) or matches empty text is reported by line number, never echoed,
+    on the stderr of every command and in lcm_doctor.py's report."""
+    home = isolated_home / ".claude-lcm"
+    home.mkdir()
+    (home / "redact.txt").write_text("prod-db-Xq7!pw(\n(?:zz-hunter-77)?\n")
+    one_transcript(isolated_home)
+    code, out, err = run(capsys, "lcm_ingest", "--all")
+    assert code == 0
+    code, out2, err2 = run(capsys, "lcm_doctor")
+    everything = out + err + out2 + err2
+    assert "redact.txt line 1" in everything and "redact.txt line 2" in everything
+    assert "prod-db-Xq7!pw" not in everything and "zz-hunter-77" not in everything
+
+
+@pytest.mark.parametrize("json_flag", [(), ("--json",)])
+def test_grep_does_not_echo_a_secret_given_as_its_scope(capsys, isolated_home, json_flag):
+    """The query grep repeats was masked, its neighbour was not: `--project DIR` is repeated in
+    the scope line (`Searched project ...`), the JSON scope and the commands printed for more."""
+    one_transcript(isolated_home, "hello world")
+    assert run(capsys, "lcm_ingest", "--all")[0] == 0
+    for project in (f"/srv/{K}", "/tmp/x"):
+        code, out, err = run(capsys, "lcm_grep", *json_flag, "--project", project, "--limit", 1, "hello")
+        assert code == 0, err
+        assert K not in out + err
+
+
+@pytest.mark.parametrize("argv", [("lcm_compact", "--all", "--json"), ("lcm_compact", "--all"), ("lcm_doctor",),
+                                  ("lcm_doctor", "--json"),
+                                  ("lcm_expand_query", "--query", "parser", "--prompt", "what changed?")])
+def test_a_gateway_password_in_the_base_url_is_not_shown(tmp_path, vault, monkeypatch, capsys, argv):
+    """ANTHROPIC_BASE_URL may name a gateway with its credentials (https://user:password@host):
+    the errors of a failed call repeated the URL as it was, in compaction's output and JSON,
+    doctor's backend line and expand_query's warning (and the hooks' lcm.log, through them)."""
+    from test_model_failure import closed_port_url
+    from transcripts import coding_session
+    for name, value in {"LCM_LLM": "anthropic", "ANTHROPIC_API_KEY": "sk-ant-fake-key", "LCM_LEAF_CHUNK_TOKENS": "1500",
+                        "LCM_LEAF_MIN_TOKENS": "300", "LCM_FRESH_TAIL_COUNT": "4",
+                        "ANTHROPIC_BASE_URL": closed_port_url().replace("http://", "http://gw-user:Gw-pa55word@")}.items():
+        monkeypatch.setenv(name, value)
+    coding_session(tmp_path / "projects", turns=30, session_id="s1").write()
+    assert run(capsys, "lcm_ingest", tmp_path / "projects")[0] == 0
+    code, out, err = run(capsys, *argv)
+    assert code in (0, 1) and "Traceback" not in err
+    assert "cannot reach" in out + err or "unverified" in out + err
+    assert "Gw-pa55word" not in out + err
+
+
+def test_the_lcm_command_does_not_echo_a_secret_given_as_its_verb(capsys):
+    """`lcm KEY` (a key pasted where the command goes) was repeated in clear by the unknown-command
+    error, the one error of lcm that did not go through the mask."""
+    import lcm.entry
+    code = lcm.entry.main([K, "x"])
+    out, err = capsys.readouterr()
+    assert code == 2 and "no command" in err
+    assert K not in out + err and "secret:anthropic-key" in err

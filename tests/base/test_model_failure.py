@@ -19,6 +19,8 @@ from conftest import run, shared_data
 from fake_anthropic import FakeAnthropic, Reply
 from test_hooks import pre_compact, run_hook
 from transcripts import Transcript, coding_session
+import lcm.base.config
+import lcm.base.mask
 
 REFUSALS = ["connection refused", 401, 529]
 
@@ -154,3 +156,54 @@ def test_compaction_and_expand_query_ask_the_main_threads_model(tmp_path, vault,
     monkeypatch.setenv("LCM_SUMMARY_MODEL", "claude-sonnet-4-5")   # the setting still wins
     run(capsys, "lcm_expand_query", "--prompt", "Which retry delay?", "--summary-ids", top, "--json")
     assert fake_api.requests[-1]["model"] == "claude-sonnet-4-5"
+
+
+def _run_while_the_model_hangs(tmp_path, capsys, fake_api, monkeypatch, budget, script, argv, join):
+    """A six-turn session stored and the model accepting each call and never answering, with the
+    budget (module, name) set to 2 s: `script`.main(argv) on a thread, joined for `join` seconds.
+    Returns (its exit code, None while it still waits; its stderr; seconds it took)."""
+    import importlib
+    import threading
+    import time
+
+    from fake_anthropic import Reply
+    from transcripts import coding_session
+    monkeypatch.setenv("LCM_LLM", "anthropic")
+    coding_session(tmp_path / "projects", turns=6, session_id="s1").write()
+    assert run(capsys, "lcm_ingest", tmp_path / "projects")[0] == 0
+    monkeypatch.setattr(*budget, 2, raising=False)
+    fake_api.respond(lambda _request: Reply(text="late", delay=600))
+    done = {}
+    worker = threading.Thread(target=lambda: done.setdefault("code", importlib.import_module(script).main(argv)),
+                              daemon=True)
+    started = time.monotonic()
+    worker.start()
+    worker.join(join)
+    fake_api.release_delays()
+    seconds = time.monotonic() - started
+    return (None if worker.is_alive() else done.get("code")), capsys.readouterr()[1], seconds
+
+
+def test_expand_query_answers_within_its_budget_when_the_model_hangs(tmp_path, vault, fake_api, monkeypatch, capsys):
+    """A model that accepts the call and never answers: expand_query waited 120 s a call, retried
+    four times, for up to six calls (an hour), where Claude Code's Bash tool stops a command after
+    two minutes and the agent gets nothing. Within its budget it shows the excerpts instead."""
+    import lcm.readers.answer
+    code, err, seconds = _run_while_the_model_hangs(
+        tmp_path, capsys, fake_api, monkeypatch, (lcm.readers.answer, "ANSWER_SECONDS"), "lcm_expand_query",
+        ["--query", "parser", "--prompt", "what changed in the parser?"], join=60)
+    assert code is not None, "expand_query still waits for the model"
+    assert code == 0 and "showing excerpts instead" in err, err
+    assert seconds < 30
+
+
+def test_checkpoint_llm_is_written_without_the_narrative_when_the_model_hangs(tmp_path, vault, fake_api, monkeypatch,
+                                                                             capsys):
+    """The same hang through checkpoint --llm: 120 s a call and four retries (ten minutes) before
+    the checkpoint was written without its narrative."""
+    import lcm.summary.checkpoint
+    code, err, _ = _run_while_the_model_hangs(
+        tmp_path, capsys, fake_api, monkeypatch, (lcm.summary.checkpoint, "NARRATIVE_SECONDS"), "lcm_checkpoint",
+        ["--session", "s1", "--llm", "--output", str(tmp_path / "cp.md")], join=45)
+    assert code is not None, "checkpoint still waits for the model"
+    assert code == 0 and "narrative skipped" in err and (tmp_path / "cp.md").exists(), err

@@ -210,3 +210,23 @@ def test_exclusion_holds_over_path_shapes(tmp_path_factory, depth, glob_via_link
     assert lcm.capture.exclude.excluded(cwd, env)  # decided once per process, the same answer again
     assert not lcm.capture.exclude.excluded(str(sibling), env) or wildcard == "star"
     assert not lcm.capture.exclude.excluded(str(base / "vol" / "clientsX"), env)
+
+
+@pytest.mark.parametrize("name", ["proj[v2]", "proj*", "what?", "[x]-[y]"])
+def test_a_path_as_pwd_prints_it_is_excluded_even_with_glob_characters(tmp_path, vault, monkeypatch, name):
+    """`LCM_EXCLUDE=$(pwd)` in `proj[v2]`: fnmatch alone reads `[v2]` as one character of v or 2 and
+    never matches the directory; the entry also names the path literally."""
+    project = tmp_path / "work" / name
+    (project / "src").mkdir(parents=True)
+    monkeypatch.setenv("LCM_EXCLUDE", str(project))
+    assert lcm.capture.exclude.excluded(str(project)) and lcm.capture.exclude.excluded(str(project / "src"))
+    assert not lcm.capture.exclude.excluded(str(tmp_path / "work" / "other"))  # (as a glob it may match more)
+    t = coding_session(tmp_path / "config" / "projects", turns=2, cwd=str(project / "src"))
+    t.write()
+    other = coding_session(tmp_path / "config" / "projects", turns=2, cwd=str(tmp_path / "work"))
+    other.write()
+    env = {"LCM_EXCLUDE": str(project), "CLAUDE_PROJECT_DIR": str(project)}
+    assert run_hook("stop", stop(t), env).returncode == 0
+    assert messages(vault, t.session_id) == 0
+    assert run_hook("stop", stop(other), {"LCM_EXCLUDE": str(project)}).returncode == 0
+    assert messages(vault, other.session_id) > 0  # its parent directory is captured as before

@@ -625,3 +625,15 @@ def test_ingest_session_catches_late_subagent_lines(tmp_path, vault):
     assert result["files"] == 2 and result["messages_added"] == 7 + 1
     rows = conn.execute("SELECT content FROM messages WHERE agent_id = 'late1' ORDER BY id").fetchall()
     assert [r[0] for r in rows] == ["SUBTASK say hi", "hi from the subagent"]
+
+
+@pytest.mark.parametrize("empty", ["", " "])
+def test_ingest_of_an_empty_path_is_an_error_not_the_working_directory(capsys, tmp_path, monkeypatch, vault, empty):
+    """`lcm_ingest.py "$DIR"` with DIR unset read the empty path as the working directory and
+    imported every .jsonl under it, however large the tree (a home directory, /tmp)."""
+    from transcripts import coding_session
+    coding_session(tmp_path / "elsewhere", turns=2).write()
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "lcm_ingest", empty)
+    assert code == 1 and "Error: PATH is empty" in err and "Hint:" in err
+    assert not vault.exists()

@@ -348,3 +348,38 @@ def test_fuzzed_lines_are_stored_exactly_once_byte_for_byte(lines, cuts):
             assert conn.execute("SELECT byte_offset FROM transcripts").fetchone()[0] == len(data)
             assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
             conn.close()
+
+
+@pytest.mark.parametrize("argv", [
+    ("lcm_sessions",), ("lcm_sessions", "s1"), ("lcm_status", "--session", "s1"), ("lcm_export", "--session", "s1"),
+    ("lcm_export", "--session", "s1", "--format", "jsonl"), ("lcm_grep", "--all-sessions", "bytes"),
+    ("lcm_expand", "odd-not-utf8", "--raw"), ("lcm_describe", "odd-surrogate"), ("lcm_compact", "--all"),
+    ("lcm_checkpoint", "--session", "s1", "--output", "cp.md"), ("lcm_purge", "--match", "pair"),
+    ("lcm_expand_query", "--query", "half a pair", "--prompt", "what was cut?"), ("lcm_doctor",)])
+def test_every_command_reads_the_odd_lines(tmp_path, vault, monkeypatch, argv):
+    """The odd lines of test_odd_lines (lone surrogates, bytes that are not UTF-8, numbers where
+    text goes, deep nesting, huge integers) are stored as they are; every command that reads,
+    summarises or prints them must still answer. A text block holding a number stopped every
+    compaction of its session (AttributeError), and a lone surrogate quoted in a summary, a
+    checkpoint or printed text made SQLite, the file or stdout refuse it (UnicodeEncodeError)."""
+    import subprocess
+    import sys
+
+    from conftest import SCRIPTS
+    from test_odd_lines import odd_transcript
+    for name, value in {"LCM_LLM": "none", "LCM_LEAF_CHUNK_TOKENS": "1500", "LCM_LEAF_MIN_TOKENS": "300",
+                        "LCM_FRESH_TAIL_COUNT": "4"}.items():
+        monkeypatch.setenv(name, value)
+    odd_transcript(tmp_path / "projects")
+
+    def command(*args):
+        return subprocess.run([sys.executable, str(SCRIPTS / f"{args[0]}.py"), *args[1:]], cwd=tmp_path,
+                              capture_output=True, timeout=300)
+    assert command("lcm_ingest", str(tmp_path / "projects")).returncode == 0
+    if argv[0] in ("lcm_checkpoint", "lcm_sessions", "lcm_export"):
+        assert command("lcm_compact", "--all").returncode == 0  # their summaries quote the odd lines too
+    done = command(*argv)
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr.decode(errors="replace")
+    if argv[0] == "lcm_checkpoint":
+        done = command("lcm_resume", "--checkpoint", "cp.md")
+        assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr.decode(errors="replace")

@@ -18,8 +18,9 @@ import lcm_doctor
 import lcm_grep
 import lcm_ingest
 import lcm_status
-from conftest import ROOT, SCRIPTS, mount_tmpfs, shared_data
+from conftest import ROOT, SCRIPTS, mount_tmpfs, run, shared_data
 from transcripts import Transcript
+from conftest import one_transcript, run
 
 
 @pytest.fixture
@@ -170,12 +171,22 @@ def test_a_damaged_vault_points_to_the_doctor(isolated_home, vault, stage_root, 
     assert "lcm_doctor.py" in err and "move it aside" not in err and "rebuild" not in err
     code, doc = _doctor(capsys)
     assert code == 1 and doc["integrity"] != "ok" and doc["recovery"]
-    code, doc = _doctor(capsys, "--fix")  # the damaged file is kept aside, the vault rebuilt (empty here)
+    # nothing to rebuild it from (no backup, no transcript): --fix puts no empty vault in its place
+    code, doc = _doctor(capsys, "--fix")
+    assert code == 1 and doc["recovery"]["source"] is None and "nothing to rebuild" in " ".join(doc["not_fixed"])
+    assert vault.read_bytes() == b"this is not a database at all" * 200
+    code, out, _ = run(capsys, lcm_doctor)
+    assert code == 1 and "nothing to rebuild it from" in out and "--fix builds" not in out
+    # a transcript on disk: the vault is rebuilt from it, the damaged file kept aside
+    t = Transcript(isolated_home / ".claude" / "projects", session_id="after-damage")
+    t.user("a new session after the damage")
+    t.write()
+    code, doc = _doctor(capsys, "--fix")
     assert code == 0 and open(doc["recovery"]["moved_to"], "rb").read() == b"this is not a database at all" * 200
 
 
-def test_no_vault_is_an_error(isolated_home, capsys):
-    assert lcm_doctor.main([]) == 1
+def test_a_db_path_that_names_no_vault_is_an_error(isolated_home, tmp_path, capsys):
+    assert lcm_doctor.main(["--db", str(tmp_path / "typo.db")]) == 1     # (no --db: see test_doctor_truth)
     assert "no vault" in capsys.readouterr().err
 
 
@@ -265,3 +276,25 @@ def test_text_stored_under_older_masking_rules_is_masked_on_output_until_remask(
     assert "quokka-Relay-77" not in sqlite3.connect(vault).execute("SELECT content FROM messages").fetchone()[0]
     code, doc = _doctor(capsys)
     assert doc["masking"]["status"] == "ok" and doc["masking"]["stored_before_rules"] == 0
+
+
+@pytest.mark.parametrize("odd", ["a#b", "q?x", "p%41c"])
+def test_doctor_reads_a_vault_in_a_directory_named_with_uri_characters(capsys, isolated_home, monkeypatch, tmp_path, odd):
+    """SQLite reads `file:` URIs: a `#`, `?` or `%` in the vault's path, unquoted, names another
+    file (`/x/a#b/lcm.db` opens `/x/a`). Every command must act on the vault itself and create
+    nothing beside its directory, the read-only checks of lcm_doctor.py and purge --regex included."""
+    home = tmp_path / odd
+    monkeypatch.setenv("LCM_HOME", str(home))
+    monkeypatch.setenv("LCM_LLM", "none")  # the model backend is not what this checks (CI's claude is logged out)
+    one_transcript(isolated_home, "hello world unique-word-42")
+    assert run(capsys, "lcm_ingest", "--all")[0] == 0
+    import sqlite3
+    stored = sqlite3.connect(home / "lcm.db").execute("SELECT count(*) FROM messages").fetchone()[0]
+    assert stored == 1, "ingest wrote somewhere else"
+    code, out, err = run(capsys, "lcm_doctor")
+    assert code == 0, out + err
+    code, out, err = run(capsys, "lcm_status")
+    assert code == 0 and "1 messages" in out.replace("1 message,", "1 messages,"), out + err
+    code, out, err = run(capsys, "lcm_purge", "--match", "unique-word-4[0-9]", "--regex")
+    assert code == 0 and "Would remove 1 message" in out, out + err
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["home", odd]), "a file was made beside the vault's directory"

@@ -155,12 +155,65 @@ def test_sessions_no_hook_saw_are_a_problem(vault_ready, isolated_home, monkeypa
     _leads_somewhere_new(h["hint"])
 
 
+def _installed_hours_ago(home, hours: float) -> None:
+    then = time.time() - hours * 3600
+    for path in (home / ".claude" / "settings.json", home / ".claude" / "plugins" / "installed_plugins.json"):
+        os.utime(path, (then, then))
+
+
 def test_hooks_that_never_ran_since_install_are_a_problem(vault_ready, isolated_home, monkeypatch, capsys):
     monkeypatch.setenv("LCM_LLM", "none")
     _install_plugin(isolated_home, ROOT)
-    coding_session(isolated_home / ".claude" / "projects", turns=1).write()
+    _installed_hours_ago(isolated_home, 2)
+    coding_session(isolated_home / ".claude" / "projects", turns=1).write()    # a session of now
     h = _doctor(capsys)["hooks"]
-    assert h["status"] == "problem" and "no hook has ever run" in h["problem"]
+    assert h["status"] == "problem" and h["unseen_sessions"] == 1
+    assert "recorded 1 session since lcm was installed" in h["problem"] and "no lcm hook has run" in h["problem"]
+
+
+def test_right_after_install_with_history_doctor_says_start_claude(vault_ready, isolated_home, monkeypatch, capsys):
+    """The plugin was just installed over a year of history (written before it, sub-agent files
+    beside it) and imported: no hook has run, and none should have. Not a problem."""
+    monkeypatch.setenv("LCM_LLM", "none")
+    projects = isolated_home / ".claude" / "projects"
+    for _ in range(3):
+        t = coding_session(projects, turns=1)
+        t.write()
+        (t.path.parent / f"agent-{t.session_id[:8]}.jsonl").write_text("")   # an old CLI's sub-agent file
+        os.utime(t.path, (time.time() - 86400 * 30,) * 2)
+    _install_plugin(isolated_home, ROOT)
+    import lcm_ingest
+    import lcm_sessions
+    import lcm_status
+    assert run(capsys, lcm_ingest, "--all")[0] == 0
+    code, out, err = run(capsys, lcm_doctor)
+    assert code == 0, out
+    assert "start `claude` once" in out and "PROBLEM" not in out and "Healthy." in out
+    # every count doctor prints is the one status and sessions print
+    status = json.loads(run(capsys, lcm_status, "--json")[1])
+    listed = json.loads(run(capsys, lcm_sessions, "--json")[1])
+    assert status["sessions"] == listed["total"] == 3
+    assert f"({status['sessions']} sessions, {status['messages']} messages, {status['summaries']} summaries)" in out
+    code, out, err = run(capsys, lcm_ingest, "--all")                      # a re-import says the same
+    assert "the vault holds 3 sessions" in out
+
+
+def test_doctor_before_any_vault_exists_says_start_claude_once(isolated_home, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    _install_plugin(isolated_home, ROOT)
+    coding_session(isolated_home / ".claude" / "projects", turns=1).write()  # history from before the install
+    os.utime(isolated_home / ".claude" / "projects", None)
+    for p in (isolated_home / ".claude" / "projects").rglob("*.jsonl"):
+        os.utime(p, (time.time() - 86400,) * 2)
+    code, out, err = run(capsys, lcm_doctor)
+    assert code == 0 and err == ""
+    assert out.count("\n") == 1 and "start `claude` once" in out and "lcm_ingest.py --all" in out
+    assert not (isolated_home / ".claude-lcm" / "lcm.db").exists()          # doctor created nothing
+    code, out, err = run(capsys, lcm_doctor, "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["fresh"] is True and doc["problems"] == 0
+    code, out, err = run(capsys, lcm_doctor, "--fix")
+    assert code == 0 and "start `claude` once" in out
 
 
 def test_plugin_source_directory_gone_is_a_problem(vault_ready, isolated_home, tmp_path, monkeypatch, capsys):

@@ -2,7 +2,7 @@
 virtualenv, `pipx install .` and `uv tool install .`. Each gives `lcm --help`, and `lcm grep`,
 `lcm sessions`, `lcm remember --list` print exactly what their scripts print.
 
-The build needs setuptools from a package index (pip's build isolation): PyPI or a local mirror.
+The build needs hatchling from a package index (pip's build isolation): PyPI or a local mirror.
 Without one these tests skip and say why. pipx and uv are installed once per machine into
 ~/.cache/lcm/tools-venv when absent from PATH.
 """
@@ -20,7 +20,7 @@ import pytest
 
 from transcripts import coding_session
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow  # installs into fresh virtualenvs (pip, pipx, uv)
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
@@ -66,9 +66,9 @@ def pip_lcm(source, tmp_path_factory) -> Path:
     assert made.returncode == 0, made.stderr
     pip = sh([venv / "bin" / "python", "-m", "pip", "install", "--disable-pip-version-check", "-q", "."],
              cwd=source, env=installer_env())
-    if pip.returncode != 0 and "setuptools" in pip.stderr and ("No matching distribution" in pip.stderr
+    if pip.returncode != 0 and "hatchling" in pip.stderr and ("No matching distribution" in pip.stderr
                                                                or "Could not find" in pip.stderr):
-        pytest.skip(f"no package index to fetch setuptools for the build: {pip.stderr.strip()[-300:]}")
+        pytest.skip(f"no package index to fetch hatchling for the build: {pip.stderr.strip()[-300:]}")
     assert pip.returncode == 0, pip.stdout + pip.stderr
     return venv / "bin" / "lcm"
 

@@ -16,6 +16,9 @@ import lcm_purge
 import lcm_remember
 
 from transcripts import Transcript
+import lcm.base.config
+import lcm.base.mask
+from conftest import one_transcript, run
 
 SECRET = "sk-ant-api03-PurgeMeQx7Zt41Lk9"  # a key: masked in the searchable text, kept in the raw line
 PLACE = "Xylophonequokka Close"  # private, not a secret to the masks: indexed for search as it is
@@ -441,3 +444,44 @@ def test_text_only_in_unseen_tool_data_stays_unless_asked(isolated_home, vault, 
     for name, data in _all_bytes(vault, vault.parent).items():
         assert WORD.encode() not in data, name
     assert _db(vault).execute("SELECT count(*) FROM messages").fetchone()[0] == 2
+
+
+@pytest.mark.parametrize("odd", ["a#b", "q?x"])
+def test_purge_regex_reads_the_vault_in_a_directory_named_with_uri_characters(capsys, isolated_home, tmp_path, odd):
+    """purge --regex scans in a child process that opens the vault by a `file:` URI: a `#` or `?`
+    in its path, unquoted, opened another file (`/x/a` for `/x/a#b/lcm.db`), found nothing there
+    and left a stray empty file behind."""
+    import shutil
+    import sqlite3
+
+    import lcm.vault.db
+    import lcm.care.purge
+    one_transcript(isolated_home, "hello world unique-word-42")
+    assert run(capsys, "lcm_ingest", "--all")[0] == 0
+    (tmp_path / odd).mkdir()
+    moved = tmp_path / odd / "lcm.db"
+    src = sqlite3.connect(lcm.base.config.db_path_str(None))
+    dst = sqlite3.connect(moved)
+    src.backup(dst)
+    src.close(), dst.close()
+    conn = sqlite3.connect(f"file:{str(moved).replace('?', '%3f').replace('#', '%23')}", uri=True)
+    sel = lcm.care.purge.select(conn, match="unique-word-4[0-9]", regex=True)
+    assert len(sel.message_ids) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["home", odd])
+    shutil.rmtree(tmp_path / odd)
+
+
+@pytest.mark.parametrize("pattern", [r"\b", r"(?=a)", r"\B", r"(?<=o)"])
+def test_purge_regex_of_only_zero_width_matches_removes_nothing(capsys, isolated_home, pattern):
+    """`x*` (it matches empty text) is refused; a zero-width pattern that needs context (`\\b`, a
+    lookahead) matched no text of its own yet selected every message holding a word boundary:
+    `--yes` wiped whole sessions while forgetting no text. A hit is a non-empty match."""
+    import sqlite3
+
+    import lcm.vault.db
+    one_transcript(isolated_home, "hello world, nothing to forget here")
+    assert run(capsys, "lcm_ingest", "--all")[0] == 0
+    code, out, err = run(capsys, "lcm_purge", "--match", pattern, "--regex", "--yes")
+    assert code in (0, 1), out + err
+    count = sqlite3.connect(lcm.base.config.db_path_str(None)).execute("SELECT count(*) FROM messages").fetchone()[0]
+    assert count == 1

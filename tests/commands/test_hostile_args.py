@@ -30,6 +30,7 @@ HOSTILE = ["", "\udcff", "x" * 60_000, "9223372036854775808", "-9223372036854775
 
 # a valid call of each command, to which one hostile option at a time is added
 BASE = {
+    "lcm_backup": ["--list"],
     "lcm_agentic_map": ["--input", "in.jsonl", "--output", "out.jsonl", "--prompt", "p", "--dry-run"],
     "lcm_checkpoint": ["--session", "s-hostile", "--output", "cp.md"],
     "lcm_compact": ["--session", "s-hostile", "--dry-run"],
@@ -47,6 +48,7 @@ BASE = {
     "lcm_sessions": [],
     "lcm_remember": ["a note about the parser"],
     "lcm_export": ["--session", "s-hostile"],
+    "lcm_usage": ["--by", "model"],
     "lcm_view": ["--no-browser", "--json"],  # --json is refused before it would serve
 }
 SKIP_OPTIONS = {"--db"}  # covered by test_hostile_vault_paths

@@ -143,10 +143,12 @@ def check_runs(w: dict, env: dict, with_lcm: bool) -> int:
     return checked
 
 
+@pytest.mark.slow  # plain-shell runs of every printed command
 def test_every_printed_command_runs_in_a_plain_shell(world):
     assert check_runs(world, plain_shell(world["home"], None), with_lcm=False) >= 20
 
 
+@pytest.mark.slow  # plain-shell runs of every printed command
 def test_with_lcm_on_path_printed_commands_use_it_and_run(world):
     world["lcm_dir"].mkdir()
     (world["lcm_dir"] / "lcm").symlink_to(ROOT / "bin" / "lcm")

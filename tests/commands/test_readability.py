@@ -10,6 +10,7 @@ import lcm.capture.bulk
 import lcm.capture.ingest
 import lcm_describe
 from transcripts import Transcript
+import pytest
 
 
 def compacted_session(tmp_path, monkeypatch, turns: int = 30) -> tuple:
@@ -50,3 +51,46 @@ def test_describe_text_shows_a_count_and_the_ends_of_the_source_list(tmp_path, m
     assert uuids[5] not in out
     assert lcm_describe.main([leaf["id"], "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["source_ids"] == uuids
+
+
+@pytest.mark.parametrize("argv", [("lcm_sessions",), ("lcm_sessions", "s1"), ("lcm_grep", "parser"),
+                                  ("lcm_describe", "--session", "s1"), ("lcm_status", "--session", "s1"),
+                                  ("lcm_export", "--session", "s1"), ("lcm_export", "--session", "s1", "--format", "jsonl")])
+def test_stored_escape_sequences_never_reach_a_terminal(tmp_path, vault, argv):
+    """A transcript quotes what anyone wrote (a fetched page, a file, coloured tool output):
+    lcm_sessions.py and lcm_grep.py printed its escape sequences as they were, so a person's
+    terminal ran them: clear the screen, set the window title, OSC 52 (write the clipboard).
+    On a terminal, control characters are shown as symbols; through a pipe (Claude, a script)
+    the output is unchanged."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import SCRIPTS
+    from transcripts import Transcript
+    t = Transcript(tmp_path / "projects", cwd=str(tmp_path), session_id="s1")
+    t.user("fix the \x1b]52;c;ZXZpbA==\x07 parser \x1b[2J\x1b[31mnow\x1b[0m\x9b2J")
+    call = t.tool_use("Bash", {"command": "pytest"})
+    t.tool_result(call, "\x1b[31mFAILED\x1b[0m test_parser \x1b]0;pwned\x07 parser done")
+    t.write()
+    assert subprocess.run([sys.executable, str(SCRIPTS / "lcm_ingest.py"), str(tmp_path / "projects")]).returncode == 0
+    primary, secondary = os.openpty()
+    done = subprocess.run([sys.executable, str(SCRIPTS / f"{argv[0]}.py"), *argv[1:]], stdin=subprocess.DEVNULL,
+                          stdout=secondary, stderr=subprocess.PIPE, timeout=60)
+    os.close(secondary)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # EIO: the other side is closed
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(primary)
+    assert done.returncode == 0, done.stderr
+    text = shown.decode("utf-8", "replace")
+    assert "parser" in text or "s1" in text
+    assert "\x1b" not in text and "\x07" not in text and "\x9b" not in text
+    piped = subprocess.run([sys.executable, str(SCRIPTS / "lcm_grep.py"), "parser"], capture_output=True, timeout=60)
+    assert b"\x1b[31m" in piped.stdout  # through a pipe, unchanged

@@ -2,6 +2,7 @@
 them as `agent-*.jsonl` beside the session file, not under `<session>/subagents/`."""
 from __future__ import annotations
 
+import pytest
 import json
 import sqlite3
 
@@ -48,6 +49,7 @@ def test_stop_stores_agent_files_beside_the_session(tmp_path, vault):
     assert _file_uuids(agent.path) <= _uuids(vault)
 
 
+@pytest.mark.slow  # every shared transcript hook by hook
 def test_hooks_store_what_a_manual_import_stores_on_the_shared_data(tmp_path, capsys, vault, monkeypatch):
     data = shared_data("claude-projects")
     sessions = [p for p in sorted(data.glob("*/*.jsonl")) if not p.name.startswith("agent-")]

@@ -24,7 +24,7 @@ import pytest
 
 from fake_anthropic import FakeAnthropic
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow  # the real claude CLI, installs and clones
 
 ROOT = Path(__file__).resolve().parents[2]
 # .ci/run's cached npm prefix (LCM_CI_NPM_PREFIX overrides it there and here)
@@ -456,3 +456,37 @@ def test_slash_command_runs_lcm_from_the_installed_plugin(tmp_path):
     # the person's commands are not in the model's always-on listing; the skill is
     assert "lcm:lcm" in status_sent
     assert not [name for name in SLASH_COMMANDS if f"- lcm:{name}:" in status_sent]
+
+
+def test_slash_command_arguments_run_nothing_in_the_real_claude_code(tmp_path):
+    """`/lcm:sessions` given `x; touch pwned`, `$(...)` and backticks in Claude Code itself: lcm
+    gets them as words and nothing else runs; `/lcm:status --json` still passes its option."""
+    claude = require_claude()
+    for name in ("cc-home", "cc-tmp", "proj"):
+        (tmp_path / name).mkdir()
+    with StreamingFake() as api:
+        api.respond(responder)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "LCM_", "ANTHROPIC_"))}
+        env.update(api.env())
+        env.update({"HOME": str(tmp_path / "cc-home"), "TMPDIR": str(tmp_path / "cc-tmp"),
+                    "LCM_HOME": str(tmp_path / "lcm"), "LCM_LLM": "none",
+                    "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"})
+
+        def run(*args: str) -> subprocess.CompletedProcess:
+            proc = subprocess.run([claude, *args], cwd=tmp_path / "proj", env=env, capture_output=True,
+                                  text=True, timeout=CALL_TIMEOUT)
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            return proc
+
+        run("plugin", "marketplace", "add", str(ROOT))
+        run("plugin", "install", "lcm@lcm-tools")
+        run("-p", "--output-format", "json", "--", "/lcm:sessions x; touch pwned1 $(touch pwned2) `touch pwned3`")
+        seen = len(api.requests)
+        run("-p", "--output-format", "json", "--", "/lcm:status --json")
+        status_sent = json.dumps(api.requests[seen:])
+    assert not list(tmp_path.rglob("pwned*"))
+    # lcm got the words as they were typed and refused them (a usage error ends a slash command
+    # before the model, as before: Claude Code shows its stderr to the person)
+    transcript = "\n".join(p.read_text() for p in (tmp_path / "cc-home" / ".claude" / "projects").rglob("*.jsonl"))
+    assert "unrecognized arguments: touch pwned1 $(touch pwned2) `touch pwned3`" in transcript, transcript[-3000:]
+    assert '\\"db\\": ' in status_sent and '\\"messages\\": ' in status_sent, status_sent[-3000:]

@@ -18,6 +18,7 @@ import pytest
 import lcm_llm_map
 from fake_anthropic import Reply
 from fake_batches import FakeBatches
+from conftest import run
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "lcm_llm_map.py"
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}, "double": {"type": "integer"}},
@@ -178,6 +179,7 @@ def test_refused_credentials_stop_the_run_with_an_error(tmp_path, fake_api, caps
 
 # -- resume ---------------------------------------------------------------------------------
 
+@pytest.mark.slow  # a kill loop
 def test_killed_run_finishes_with_resume_without_redoing_finished_items(tmp_path, fake_api, vault):
     total = 100
     write_items(tmp_path / "in.jsonl", [{"n": i} for i in range(total)])
@@ -460,6 +462,30 @@ def test_dry_run_without_a_backend_says_the_run_would_fail(tmp_path, monkeypatch
     assert err.startswith("Error: ") and "Hint: unset LCM_LLM" in err
 
 
+@pytest.mark.parametrize("env, missing, expected", [
+    ({"LCM_LLM": "anthropic", "ANTHROPIC_API_KEY": "sk-test"}, True, "pip install anthropic"),
+    ({"LCM_LLM": "anthropic"}, False, "export ANTHROPIC_API_KEY"),
+    ({"LCM_LLM": "claude", "PATH": "/nonexistent"}, False, "install Claude Code"),
+])
+def test_dry_run_is_not_ready_when_the_chosen_backend_cannot_start(tmp_path, monkeypatch, capsys, env, missing, expected):
+    """The dry run said "ready": true for LCM_LLM=anthropic without the SDK, and the real run's
+    hint then offered LCM_LLM=none, which llm_map refuses. Both now name what is missing."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    if missing:  # the package absent, as on a machine where it was never installed
+        monkeypatch.setattr(lcm_llm_map.lcm.base.llm, "sdk_available", lambda: False)
+    assert run_map(tmp_path, "--dry-run", items=[{"n": 1}]) == 1
+    out, err = capsys.readouterr()
+    report = json.loads(out)
+    assert report["ready"] is False and report["backend"] == env["LCM_LLM"] and expected in report["hint"]
+    assert run_map(tmp_path, items=[{"n": 1}]) == 1
+    err = capsys.readouterr().err
+    assert expected in err and "LCM_LLM=none" not in err
+    assert not (tmp_path / "out.jsonl").exists()
+
+
 def test_map_commands_only_parse_and_print():
     """Issue 19: the map scripts parse, call lcm.maps, print; the logic lives in lcm/maps/, one job a
     module, and every model call in lcm/base/llm.py (no map module imports anthropic)."""
@@ -471,3 +497,17 @@ def test_map_commands_only_parse_and_print():
         if module.name != "llm.py":
             assert not re.search(r"^\s*(import anthropic|from anthropic)", text, re.M), module.name
             assert ".messages." not in text, f"{module.name} calls the SDK itself"
+
+
+@pytest.mark.parametrize("command", ["lcm_llm_map", "lcm_agentic_map"])
+def test_map_tools_never_replace_an_output_that_is_no_regular_file(capsys, tmp_path, fake_api, command):
+    """The map tools' output goes through the same rename: a FIFO (or a device) named as
+    --output was replaced by the results file."""
+    import os
+    import stat
+    (tmp_path / "in.jsonl").write_text('{"a": 1}\n')
+    os.mkfifo(tmp_path / "fifo")
+    code, out, err = run(capsys, command, "--input", tmp_path / "in.jsonl", "--output", tmp_path / "fifo",
+                         "--prompt", "Sum up")
+    assert code == 1 and "not a regular file" in err and "Hint:" in err
+    assert stat.S_ISFIFO(os.stat(tmp_path / "fifo").st_mode)

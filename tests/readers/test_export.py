@@ -13,7 +13,7 @@ import pytest
 import lcm_compact
 import lcm_export
 import lcm_ingest
-from conftest import run, SCRIPTS
+from conftest import SCRIPTS, one_transcript, run
 from transcripts import Transcript, coding_session
 
 
@@ -135,3 +135,27 @@ def test_closed_pipe_is_not_an_error(session):
     proc = subprocess.run(f'"{sys.executable}" "{SCRIPTS / "lcm_export.py"}" --session {session.session_id}'
                           " --format jsonl | head -c 10", shell=True, capture_output=True, env=dict(os.environ))
     assert len(proc.stdout) == 10 and b"Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link to a fifo", "directory"])
+def test_export_never_replaces_an_output_that_is_no_regular_file(capsys, isolated_home, tmp_path, kind):
+    """`lcm_export.py --output /dev/full` (or a FIFO a reader waits on) renamed the export over
+    the device node: run as root, /dev/full became a regular file holding a conversation.
+    lcm_checkpoint.py refused such an --output already; export now does too. (A FIFO stands in
+    for the device here: a test must not risk a real one.)"""
+    import os
+    import stat
+    one_transcript(isolated_home)
+    assert run(capsys, "lcm_ingest", "--all")[0] == 0
+    target = tmp_path / "out"
+    if kind == "directory":
+        target.mkdir()
+    else:
+        os.mkfifo(tmp_path / "fifo")
+        if kind == "fifo":
+            target = tmp_path / "fifo"
+        else:
+            target.symlink_to(tmp_path / "fifo")
+    code, out, err = run(capsys, "lcm_export", "--session", "s1", "--output", target)
+    assert code == 1 and "Error:" in err and "Hint:" in err
+    assert stat.S_ISFIFO(os.stat(tmp_path / "fifo").st_mode) if kind != "directory" else target.is_dir()

@@ -304,7 +304,7 @@ def test_status_explains_both_figures_and_never_sends_claude_code_context_to_lcm
     claude_line = next(ln for ln in out.splitlines() if ln.startswith("Claude Code's context:"))
     assert "180001 of 200000 tokens (90%" in claude_line and "run /compact in Claude Code" in claude_line
     lcm_line = next(ln for ln in out.splitlines() if ln.startswith("lcm's view"))
-    assert "lcm_compact.py lowers it" in lcm_line and "not Claude Code's context" in lcm_line
+    assert f"lcm_compact.py --session {t.session_id} lowers it" in lcm_line and "not Claude Code's context" in lcm_line
     before = status_json(capsys)
     assert call(lcm_compact, capsys, "--session", t.session_id, "--full")[0] == 0
     after = status_json(capsys)
@@ -332,3 +332,22 @@ def test_context_window_from_the_setting_the_model_id_or_the_usage(capsys, tmp_p
     monkeypatch.setenv("LCM_CONTEXT_WINDOW", "a lot")
     code, _, err = call(lcm_status, capsys)
     assert code == 1 and "LCM_CONTEXT_WINDOW" in err
+
+
+def test_status_right_after_an_import_does_not_send_you_to_import_again(capsys, tmp_path, monkeypatch):
+    """Outside any session, in a directory none of the imported sessions ran in, status said
+    "Session: none yet (run ... ingest --all)", the import just done."""
+    t = coding_session(tmp_path / "projects", turns=1, cwd="/home/user/elsewhere")
+    t.write()
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = call(lcm_status, capsys)          # no vault yet
+    assert code == 1
+    monkeypatch.setenv("LCM_LLM", "none")
+    lcm.vault.db.connect()
+    code, out, _ = call(lcm_status, capsys)          # an empty vault: nothing stored yet
+    assert code == 0 and "Session: none yet" in out and "lcm_ingest.py --all" in out
+    ingest(t.path)
+    code, out, _ = call(lcm_status, capsys)
+    line = next(ln for ln in out.splitlines() if ln.startswith("Session"))
+    assert code == 0 and "none here" in line and "lcm_ingest.py" not in line
+    assert "lcm_sessions.py lists the stored sessions" in line

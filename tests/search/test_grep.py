@@ -344,3 +344,60 @@ def test_titles_checkpoints_and_digests_are_found_through_their_index_as_substri
                 assert found(kind, terms) == expected(kind, terms), kind
 
     check()
+
+
+@pytest.fixture
+def context_vault(tmp_path, vault):
+    """Two sessions that both mention the hit's words; a tool call between turns."""
+    projects = tmp_path / "projects"
+    a = Transcript(projects, session_id="ctx-a", cwd="/home/u/app", start="2026-11-02T10:00:00Z")
+    for i in range(6):
+        a.user(f"prompt {i} about the cache layer")
+        if i == 3:
+            call = a.tool_use("Bash", {"command": "pytest tests/test_cache.py"})
+            a.tool_result(call, "1 failed: test_eviction")
+            a.assistant_text("The eviction bug: the quokka counter is never reset after a flush.")
+        else:
+            a.assistant_text(f"reply {i} on the cache layer")
+    a.write()
+    b = Transcript(projects, session_id="ctx-b", cwd="/home/u/app", start="2026-11-02T10:00:30Z")
+    b.user("unrelated chatter from another session")
+    b.assistant_text("Another quokka mention, in another session entirely.")
+    b.write()
+    conn = lcm.vault.db.connect()
+    lcm.capture.bulk.ingest_paths(conn, [str(projects)])
+    return conn
+
+
+def test_context_prints_the_turns_around_each_hit_from_its_own_session(context_vault, capsys):
+    code, out, err = run(capsys, lcm_grep, "quokka counter reset", "--all-sessions", "--context", "2", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    hit = next(r for r in doc["results"] if r["session_id"] == "ctx-a" and r["type"] == "message")
+    ctx = hit["context"]
+    # conversation order, the hit's own session, prompts and replies only (not the tool call)
+    assert [t["text"] for t in ctx["before"]] == ["reply 2 on the cache layer", "prompt 3 about the cache layer"]
+    assert [t["text"] for t in ctx["after"]] == ["prompt 4 about the cache layer", "reply 4 on the cache layer"]
+    assert all("quokka" not in t["text"] for t in ctx["before"] + ctx["after"])   # never the other session's turn
+    other = next(r for r in doc["results"] if r["session_id"] == "ctx-b")
+    assert [t["text"] for t in other["context"]["before"]] == ["unrelated chatter from another session"]
+    assert other["context"]["after"] == []
+
+    code, out, err = run(capsys, lcm_grep, "quokka counter reset", "--all-sessions", "--context", "1")
+    assert code == 0, err
+    lines = out.splitlines()
+    at = next(i for i, ln in enumerate(lines) if "session ctx-a" in ln)
+    assert lines[at + 2].split()[:2] == ["-1", "user"] and lines[at + 2].endswith("prompt 3 about the cache layer")
+    assert lines[at + 3].split()[:2] == ["+1", "user"] and lines[at + 3].endswith("prompt 4 about the cache layer")
+
+
+def test_context_is_bounded(context_vault, capsys):
+    with pytest.raises(SystemExit) as exc:
+        run(capsys, lcm_grep, "quokka", "--all-sessions", "--context", "11")
+    assert exc.value.code == 2 and "between 0 and 10" in capsys.readouterr().err
+    code, out, err = run(capsys, lcm_grep, "cache layer", "--all-sessions", "--context", "10", "--limit", "3", "--json")
+    doc = json.loads(out)
+    for r in doc["results"]:
+        if r["type"] == "message":
+            assert len(r["context"]["before"]) <= 10 and len(r["context"]["after"]) <= 10
+            assert all(len(t["text"]) <= 300 for t in r["context"]["before"] + r["context"]["after"])

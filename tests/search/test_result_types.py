@@ -10,6 +10,7 @@ import lcm.vault.db
 import lcm.capture.files
 import lcm.capture.bulk
 import lcm.capture.ingest
+import lcm.summary.digest
 import lcm_checkpoint
 import lcm_grep
 import lcm_remember
@@ -143,3 +144,33 @@ def test_a_new_result_type_is_one_record_and_grep_finds_it(typed_vault, capsys, 
     assert code == 0 and {"bookmark"} <= {r["type"] for r in json.loads(out)["results"]}
     code, out, _ = run(capsys, lcm_grep, "zeppelin", "--project", "/somewhere/else", "--type", "bookmark", "--json")
     assert code == 0 and json.loads(out)["results"] == []  # scoped like every type
+
+
+def test_every_result_type_is_dated_by_its_conversation(tmp_path, vault, capsys, monkeypatch):
+    """A year-old session imported today: its digest, checkpoint and kept-aside file are written
+    now, yet they are last year's. `--since 1w` finds none of them; `--before 1w` finds each,
+    dated by its conversation."""
+    monkeypatch.setenv("LCM_LARGE_FILE_THRESHOLD", "2000")
+    t = Transcript(tmp_path / "projects", session_id="old-year", cwd="/home/u/app", start="2025-06-01T09:00:00Z")
+    t.title("The walrus ledger migration")
+    t.user("Please read the walrus ledger handlers.")
+    call = t.tool_use("Read", {"file_path": "/home/u/app/walrus.py"})
+    t.tool_result(call, _read_result(754).replace("quasar_flux_capacitor", "walrus_ledger"), toolUseResult={
+        "type": "text", "file": {"filePath": "/home/u/app/walrus.py", "content": "...", "numLines": 754}})
+    t.assistant_text("We decided to keep the walrus ledger in Postgres.")
+    t.write()
+    conn = lcm.vault.db.connect(str(vault))
+    lcm.capture.bulk.ingest_paths(conn, [tmp_path / "projects"])
+    lcm.summary.digest.write(conn, "old-year", use_model=False)          # written today
+    assert run(capsys, lcm_checkpoint, "--session", "old-year", "--vault-only")[0] == 0   # written today
+    assert conn.execute("SELECT count(*) FROM files").fetchone()[0] == 1  # kept aside today
+    kinds = ("title", "digest", "checkpoint", "file", "message")
+    recent = _grep(capsys, vault, "walrus ledger", "--all-sessions", "--since", "1w")
+    assert [r["type"] for r in recent] == []
+    old = _grep(capsys, vault, "walrus ledger", "--all-sessions", "--before", "1w", "--limit", "50")
+    found = {r["type"]: r for r in old}
+    assert set(kinds) <= set(found), set(found)
+    for kind in kinds:
+        assert found[kind]["created_at"].startswith("2025-06-01"), (kind, found[kind]["created_at"])
+    code, out, _ = run(capsys, lcm_grep, "walrus ledger", "--all-sessions", "--type", "digest,checkpoint,file")
+    assert code == 0 and out.count("2025-06-01 09:0") == 3, out

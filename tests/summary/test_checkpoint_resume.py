@@ -168,8 +168,55 @@ def test_checkpoint_needs_a_known_session_and_writes_nothing_otherwise(tmp_path,
     code, out, err = run(capsys, lcm_checkpoint, "--session", "nope")
     assert code == 1 and "no session 'nope' in the vault" in err
     assert list(workspace.iterdir()) == []
+    code, out, err = run(capsys, lcm_resume)       # the workspace has no session of its own either
+    assert code == 1 and "no checkpoint and no earlier session of" in err
+    assert "lcm_checkpoint.py" not in err and "lcm_resume.py --session ID" in err
+
+
+def test_resume_without_a_checkpoint_gives_the_latest_earlier_sessions_brief(tmp_path, workspace, monkeypatch, capsys):
+    """Imported history has no checkpoint: a new session's resume reads the project's latest
+    earlier session from the vault (by conversation time), never the new session itself."""
+    older = coding_session(tmp_path / "projects", turns=2, session_id="s-older", cwd=str(workspace),
+                           start="2026-10-01T09:00:00Z")
+    older.write()
+    latest = coding_session(tmp_path / "projects", turns=4, session_id="s-latest", cwd=str(workspace / "sub"),
+                            start="2026-11-01T09:00:00Z")
+    latest.write()
+    elsewhere = coding_session(tmp_path / "projects", turns=1, session_id="s-elsewhere", cwd="/other/proj",
+                               start="2026-11-20T09:00:00Z")
+    elsewhere.write()
+    new = Transcript(tmp_path / "projects", session_id="s-new", cwd=str(workspace), start="2026-11-26T09:00:00Z")
+    new.user("continue where we left off")
+    new.write()
+    # ingested newest-first: the order lcm stored them in must not decide
+    ingest(new.path, elsewhere.path, latest.path, older.path)
+    monkeypatch.setenv("LCM_SESSION_ID", "s-new")
     code, out, err = run(capsys, lcm_resume)
-    assert code == 1 and "no checkpoint found" in err and "lcm_checkpoint.py" in err
+    assert code == 0, err
+    assert out.startswith("# Resuming session s-latest")
+    assert "No checkpoint was written for it" in out and "last active 2026-11-01" in out
+    assert "LATEST: Step 3: please update module_3.py" in out
+    assert "/home/user/proj/module_3.py" in out
+    assert "WARNING" not in out                              # nothing is "newer than the checkpoint"
+    code, out, err = run(capsys, lcm_resume, "--json")
+    doc = json.loads(out)
+    assert doc["session_id"] == "s-latest" and doc["checkpoint"] is None and "s-latest" in doc["brief"]
+    # a named session without a checkpoint: its brief
+    code, out, err = run(capsys, lcm_resume, "--session", "s-older")
+    assert code == 0, err
+    assert out.startswith("# Resuming session s-older") and "LATEST: Step 1" in out
+
+
+def test_resume_brief_carries_the_stored_digest(tmp_path, workspace, monkeypatch, capsys):
+    import lcm.summary.digest
+    t = coding_session(tmp_path / "projects", turns=2, session_id="s-dig", cwd=str(workspace))
+    t.write()
+    conn = ingest(t.path)
+    lcm.summary.digest.write(conn, "s-dig", use_model=False)
+    monkeypatch.setenv("LCM_SESSION_ID", "s-now")
+    code, out, err = run(capsys, lcm_resume)
+    assert code == 0, err
+    assert "## Digest of the session (stored when it ended)" in out and "## Decisions" in out
 
 
 def test_checkpoint_defaults_to_the_newest_session_of_the_project(tmp_path, workspace, capsys):

@@ -28,7 +28,7 @@ import lcm.capture.bulk
 import lcm.capture.ingest
 import lcm.base.llm
 import lcm.summary.prompts
-from conftest import ROOT, shared_data
+from conftest import ROOT, SCRIPTS, shared_data
 from fake_anthropic import FakeAnthropic
 from transcripts import Transcript, coding_session
 
@@ -631,6 +631,7 @@ def test_claude_cli_is_used_without_an_api_key(tmp_path, monkeypatch, fake_claud
 
 # -- Must show 3: a kill midway leaves a consistent vault; the next run finishes ------------------
 
+@pytest.mark.slow  # a kill loop
 def test_killed_compaction_leaves_a_consistent_vault(tmp_path, monkeypatch, fake_api):
     monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "120")
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "2")
@@ -762,3 +763,73 @@ def test_incremental_max_depth_and_the_two_fanouts(tmp_path, monkeypatch, capsys
     monkeypatch.setenv("LCM_INCREMENTAL_MAX_DEPTH", "-2")
     assert lcm_compact.main(["--session", t.session_id]) == 1
     assert "LCM_INCREMENTAL_MAX_DEPTH" in capsys.readouterr().err
+
+
+def test_each_escalation_level_sends_its_temperature_where_the_sdk_takes_one(tmp_path, monkeypatch, fake_api, capsys):
+    """The seeds: 0.2 for the normal prompt, 0.1 for the aggressive one, sent through the model
+    seam and seen by the Messages API. An SDK of 1.0 or later has no sampling parameters (and the
+    API version it sends answers any with a 400): then none is sent, and the call still works."""
+    import inspect
+    from anthropic.resources.messages import Messages
+    takes = "temperature" in inspect.signature(Messages.create).parameters
+    conn, t = one_leaf_session(tmp_path, monkeypatch)
+    fake_api.enqueue("word " * 5000).enqueue("- short bullets\nFiles: none\nExpand for details about: x")
+    result = run_json(capsys, "--session", t.session_id, "--full")
+    assert result["levels"]["aggressive"] == 1
+    expected = [("leaf", 0.2), ("leaf-aggressive", 0.1)] if takes else [("leaf", None), ("leaf-aggressive", None)]
+    assert [(prompt_of(b), b.get("temperature")) for b in fake_api.requests] == expected
+    assert lcm.summary.compact.ESCALATION_TEMPERATURE == {1: 0.2, 2: 0.1}
+
+
+def test_compact_all_reports_each_session_on_stderr_when_not_a_terminal(tmp_path, monkeypatch, fake_api, capsys):
+    """A model compaction of every session (up to LCM_MAX_SUMMARY_CALLS calls) printed nothing
+    until it ended; off a terminal it now says each session as it finishes."""
+    monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "0")
+    for n in range(3):
+        session_with(tmp_path, turns=3, session_id=f"s-{n}")
+    conn = lcm.vault.db.connect()
+    ingest(conn, tmp_path / "projects")
+    code = lcm_compact.main(["--all", "--full"])
+    out, err = capsys.readouterr()
+    assert code == 0
+    lines = [ln for ln in err.splitlines() if ln.startswith("compact ")]
+    assert [ln.split(" ", 2)[1] for ln in lines] == ["1/3", "2/3", "3/3"]
+    assert all("1 leaf + 0 condensed" in ln and "model calls (anthropic)" in ln for ln in lines), lines
+    assert "compact " not in out                                   # stdout stays the result
+    code = lcm_compact.main(["--session", "s-0", "--full"])        # one session: nothing to follow
+    assert code == 0 and "compact 1/1" not in capsys.readouterr().err
+
+
+def test_compact_all_shows_a_bar_on_a_terminal(tmp_path, vault, monkeypatch):
+    """On a terminal (stderr a pty) the run shows tqdm's bar, not a line per session."""
+    pytest.importorskip("tqdm")
+    import pty
+    import subprocess
+    for n in range(2):
+        session_with(tmp_path, turns=3, session_id=f"s-bar-{n}")
+    conn = lcm.vault.db.connect()
+    ingest(conn, tmp_path / "projects")
+    conn.close()
+    import fcntl
+    import struct
+    import termios
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a terminal 100 columns wide
+    env = {**os.environ, "LCM_LLM": "none", "LCM_FRESH_TAIL_COUNT": "0"}
+    proc = subprocess.run([sys.executable, str(SCRIPTS / "lcm_compact.py"), "--all", "--full"], env=env,
+                          stdout=subprocess.PIPE, stderr=follower, timeout=120)
+    os.close(follower)
+    seen = b""
+    try:
+        while True:
+            chunk = os.read(leader, 65536)
+            if not chunk:
+                break
+            seen += chunk
+    except OSError:  # the pty's other end is closed: all read
+        pass
+    os.close(leader)
+    assert proc.returncode == 0
+    text = seen.decode(errors="replace")
+    assert "compact:" in text and "2/2" in text and "session" in text, text
+    assert "compact 1/2" not in text                      # the bar, not the lines

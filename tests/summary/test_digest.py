@@ -13,6 +13,7 @@ import pytest
 import lcm.base.config
 import lcm.vault.db
 import lcm.summary.digest
+import lcm.summary.worklog
 import lcm.capture.bulk
 import lcm.capture.ingest
 import lcm_compact
@@ -162,3 +163,60 @@ def test_purging_a_message_drops_its_sessions_digest(tmp_path, capsys):
     code, _, err = run(capsys, lcm_purge, "--match", "float rounding", "--yes")
     assert code == 0, err
     assert digest_of(t.session_id) is None
+
+
+def _section(text: str, name: str) -> list[str]:
+    """The bullets under `## name` of a digest or brief."""
+    lines = text.split(f"## {name}", 1)[1].split("\n## ", 1)[0].strip().splitlines()
+    return [ln[2:] for ln in lines[1:] if ln.startswith("- ")] if lines and not lines[0].startswith("- ") \
+        else [ln[2:] for ln in lines if ln.startswith("- ")]
+
+
+def test_decisions_bugs_and_open_questions_a_person_would_name(tmp_path, vault):
+    """An apology, a status line or a lead-in to a list is no decision; what the person says to do
+    is one; "I see the issue." is followed by the bug; a push refused with 403 and then pushed is
+    no unresolved error; a question asked at the end and never answered is left open (an offer
+    to do more is not)."""
+    t = Transcript(tmp_path / "projects", session_id="s-judged")
+    t.user("the export is slow, can you have a look?")
+    t.assistant_text("I apologize for the confusion earlier. The plan is ready. Here is what I will change:")
+    t.assistant_text("I see the issue. The cache key ignores the locale, so every request misses the cache.")
+    t.user("let's keep the old CSV format for now")
+    t.assistant_text("We decided to stream rows instead of building the whole file in memory.")
+    push = t.tool_use("Bash", {"command": "cd /home/user/proj && git push -u origin main"})
+    t.tool_result(push, "remote: Permission to acme/proj.git denied.\nfatal: unable to access: The requested URL"
+                        " returned error: 403", is_error=True)
+    push = t.tool_use("Bash", {"command": "git push origin main"})
+    t.tool_result(push, "To github.com:acme/proj.git\n   1a2b3c..4d5e6f  main -> main")
+    build = t.tool_use("Bash", {"command": "npm run build"})
+    t.tool_result(build, "Error: Cannot find module 'vite'", is_error=True)
+    denied = t.tool_use("Bash", {"command": "rm -rf build"})
+    t.tool_result(denied, "This command requires approval", is_error=True)     # the person's settings said no
+    t.assistant_text("The issue might be a stale lock file instead of the cache.")   # a guess: neither
+    t.user("push it and tell me what is left")
+    t.assistant_text("Pushed. Should the export keep the header row when the file is empty?"
+                     " Would you like me to add a benchmark too?")
+    t.write()
+    conn = lcm.vault.db.connect()
+    lcm.capture.bulk.ingest_paths(conn, [str(t.path)])
+    text = lcm.summary.digest.write(conn, "s-judged", use_model=False)["text"]
+    decisions = _section(text, "Decisions")
+    assert decisions == ["(user) let's keep the old CSV format for now",
+                         "We decided to stream rows instead of building the whole file in memory."], decisions
+    assert _section(text, "Bugs found") == ["The cache key ignores the locale, so every request misses the cache."]
+    assert _section(text, "Open questions") == ["Should the export keep the header row when the file is empty?"]
+    failed = _section(text, "What failed")
+    assert any("git push -u origin main" in f and "not fixed later" not in f for f in failed), failed
+    assert any("npm run build" in f and "(not fixed later)" in f for f in failed), failed
+    log = lcm.summary.worklog.worklog(conn, "s-judged")
+    assert [e["target"] for e in log["unresolved_errors"]] == ["npm run build"]
+
+
+def test_a_command_family_is_the_program_and_its_action():
+    family = lcm.summary.worklog.command_family
+    assert family("cd /repo && git push -u origin main") == "git push"
+    assert family("uv run pytest -m browser -v --tb=short") == family("pytest tests/test_x.py") == "pytest"
+    assert family("FOO=1 npx vitest run") == "vitest"
+    assert family("source .venv/bin/activate && python -m pytest -x") == "pytest"
+    assert family("git commit -m 'x'") != family("git push")
+    assert family("cd /tmp") is None

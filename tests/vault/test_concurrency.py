@@ -273,6 +273,7 @@ def covered(vault, session) -> set[str]:
         conn.close()
 
 
+@pytest.mark.slow  # a kill loop
 def test_kill_loop_of_imports_and_compactions(corpus, tmp_path):
     """SIGKILL of lcm_ingest.py and lcm_compact.py at random points, 32 times (twice in a row
     each cycle): no process left, integrity ok after every kill, the next run exact."""

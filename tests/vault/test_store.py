@@ -206,6 +206,7 @@ def _kill_until_done(vault, expected, seed):
     raise AssertionError(f"packing never finished (seed {seed})")
 
 
+@pytest.mark.slow  # a kill loop
 @pytest.mark.parametrize("old", [False, True], ids=["packing", "conversion"])
 def test_sigkill_at_random_points_loses_nothing(vault, monkeypatch, old):
     expected = _ingest(vault, old=old)
@@ -242,6 +243,7 @@ def _expand_raw(uuid) -> bytes:
                           capture_output=True, check=True).stdout
 
 
+@pytest.mark.slow  # every reader over the shared data, twice
 def test_every_reader_answers_the_same_after_packing(vault, capsys, monkeypatch):
     monkeypatch.setenv("LCM_LLM", "none")
     _ingest(vault, dirs=("claude-projects",))
@@ -280,6 +282,7 @@ def _main_readers(capsys, conn) -> dict:
     return out
 
 
+@pytest.mark.slow  # every reader as a process, twice
 def test_viewer_export_expand_describe_grep_and_purge_read_packed_lines_like_plain_ones(vault, capsys, monkeypatch):
     monkeypatch.setenv("LCM_LLM", "none")
     _ingest(vault, dirs=("claude-projects",))
@@ -360,7 +363,9 @@ def test_reader_cache_never_serves_a_rewritten_block(vault):
 
 
 def test_unknown_codec_is_refused_clearly():
-    with pytest.raises(ValueError, match="newer lcm"):
+    with pytest.raises(ValueError, match="newer lcm"):  # only when the vault's schema is newer
+        lcm.vault.store.decode_block(b"\x07" + zlib.compress(b"x"), newer_schema=True)
+    with pytest.raises(ValueError, match="not one lcm writes"):  # else it is damage
         lcm.vault.store.decode_block(b"\x07" + zlib.compress(b"x"))
     lines = [b'{"a":1}', b"", "caf\u00e9".encode(), b"x" * 100000]
     assert lcm.vault.store.decode_block(lcm.vault.store.encode_block(lines)) == lines

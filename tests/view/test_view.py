@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import hashlib
 import http.client
+import http.server
 import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
+import sys
+import threading
+import time
 from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import unquote, urljoin, urlsplit
 
 import pytest
 
@@ -21,9 +27,14 @@ import lcm.capture.bulk
 import lcm.capture.ingest
 import lcm.readers.sessions
 from conftest import SHARED_DATA, shared_data
+from lcm.view import server as server_module
 from lcm.view.server import Viewer
 from transcripts import Transcript
+import lcm.base.config
+import lcm.base.mask
+from conftest import one_transcript, run
 
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 REAL_HOME = Path(os.path.expanduser("~"))  # read before a test changes HOME
 SCREENSHOTS = Path(os.environ.get("LCM_SCREENSHOTS") or REAL_HOME / ".cache" / "lcm" / "screenshots")
 SECRETS = ("sk-ant-api03-" + "Zq8" * 30 + "AA", "AKIA" + "QX7T2MWB4KRN6PLD", "ghp_" + "k3Jw9" * 8)
@@ -99,12 +110,12 @@ def viewer(vault_dir):
     server.server_close()
 
 
-def get(viewer, path: str, *, host: str | None = None, cookie: bool = True, method: str = "GET"):
+def get(viewer, path: str, *, host: str | None = None, capability: bool = True, method: str = "GET",
+        headers: dict | None = None):
+    """GET `path` under the viewer's root (its capability), or as given with capability=False."""
     conn = http.client.HTTPConnection("127.0.0.1", viewer.port, timeout=30)
-    headers = {"Host": host or f"127.0.0.1:{viewer.port}"}
-    if cookie:
-        headers["Cookie"] = f"lcm_view={viewer.token}"
-    conn.request(method, path, headers=headers)
+    sent = {"Host": host or f"127.0.0.1:{viewer.port}", **(headers or {})}
+    conn.request(method, viewer.root + path.lstrip("/") if capability else path, headers=sent)
     response = conn.getresponse()
     body = response.read().decode("utf-8", "replace")
     conn.close()
@@ -115,15 +126,20 @@ class Links(HTMLParser):
     def __init__(self):
         super().__init__()
         self.links = []
+        self.base = None
 
     def handle_starttag(self, tag, attrs):
-        href = dict(attrs).get("href")
-        if tag == "a" and href and href.startswith("/"):
+        attrs = dict(attrs)
+        if tag == "base":
+            self.base = attrs.get("href")
+        href = attrs.get("href")
+        if tag == "a" and href and not href.startswith("#"):
             self.links.append(href.split("#")[0])
 
 
 def crawl(viewer, start=("/",), limit=400) -> dict[str, str]:
-    """Every page reachable from `start` by the viewer's own links (at most `limit`)."""
+    """Every page reachable from `start` by the viewer's own links (at most `limit`); every link
+    is relative and resolves under the viewer's root (the page's <base>)."""
     seen, queue = {}, list(start)
     while queue and len(seen) < limit:
         path = queue.pop(0)
@@ -134,25 +150,38 @@ def crawl(viewer, start=("/",), limit=400) -> dict[str, str]:
         seen[path] = body
         parser = Links()
         parser.feed(body)
-        queue += [link.replace("&amp;", "&") for link in parser.links if link not in seen]
+        assert parser.base == viewer.root, parser.base
+        for link in parser.links:
+            link = link.replace("&amp;", "&")
+            assert not link.startswith(("/", "http:", "https:", "//")), link  # nothing spells the root
+            resolved = urljoin(viewer.url, link)
+            assert resolved.startswith(viewer.url), (link, resolved)
+            rest = "/" + resolved[len(viewer.url):]
+            if rest not in seen:
+                queue.append(rest)
     return seen
 
 
 # -- security ----------------------------------------------------------------------------------
 
-def test_a_request_without_the_token_is_refused(viewer):
-    for path in ("/", "/search?q=key", "/static/app.css", "/s/anything"):
-        response, body = get(viewer, path, cookie=False)
-        assert response.status == 403 and SECRETS[0] not in body
-    response, _ = get(viewer, "/?token=" + "x" * len(viewer.token), cookie=False)
+def test_a_request_without_the_capability_is_refused(viewer):
+    for path in ("/", "/search?q=key", "/static/app.css", "/s/anything", f"/?token={viewer.token}",
+                 f"/x{viewer.token}/", f"/{viewer.token[:-1]}/", f"/{viewer.token}x/", f"/%2F{viewer.token}/",
+                 f"/static/{viewer.token}/"):
+        response, body = get(viewer, path, capability=False)
+        assert response.status == 403 and SECRETS[0] not in body, path
+    # the old credential, a cookie, opens nothing
+    response, _ = get(viewer, "/", capability=False, headers={"Cookie": f"lcm_view={viewer.token}"})
     assert response.status == 403
 
 
-def test_the_printed_url_sets_the_token_once_and_leaves_the_address_bar(viewer):
-    response, _ = get(viewer, f"/?token={viewer.token}&q=x", cookie=False)
-    assert response.status == 303 and response.getheader("Location") == "/?q=x"
-    cookie = response.getheader("Set-Cookie")
-    assert f"lcm_view={viewer.token}" in cookie and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+def test_the_printed_url_holds_the_capability_and_sets_no_cookie(viewer):
+    assert viewer.url == f"{viewer.url}{viewer.token}/"
+    response, body = get(viewer, "/")
+    assert response.status == 200 and response.getheader("Set-Cookie") is None
+    assert f"<base href='{viewer.root}'>" in body and response.getheader("Referrer-Policy") == "no-referrer"
+    response, _ = get(viewer, f"/{viewer.token}", capability=False)  # the root without its slash
+    assert response.status == 301 and response.getheader("Location") == viewer.root
 
 
 def test_another_host_name_is_refused_even_with_the_token(viewer):
@@ -242,8 +271,8 @@ def browser():
 def page(browser, viewer):
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
-    page.goto(viewer.url)  # the printed URL: token in, cookie set, address bar clean
-    assert "token=" not in page.url
+    page.goto(viewer.url)  # the printed URL: the capability is the root path
+    assert page.url == viewer.url and context.cookies() == []
     yield page
     context.close()
 
@@ -271,7 +300,7 @@ def test_browser_a_session_page_shows_its_first_prompt(page, vault_dir):
     prompt = lcm.readers.sessions.first_prompt(conn, sid)
     conn.close()
     assert prompt
-    page.click(f"a.session[href='/s/{sid}']")
+    page.click(f"a.session[href='s/{sid}']")
     page.wait_for_url(f"**/s/{sid}")
     words = " ".join(prompt.split())[:40]
     assert words in " ".join(page.inner_text("main").split())
@@ -287,7 +316,7 @@ def test_browser_the_dag_draws_every_summary_and_a_leaf_shows_its_sources(page, 
     sources = [r[0] for r in conn.execute("SELECT m.uuid FROM summary_sources x JOIN messages m ON m.id = x.message_id"
                                           " WHERE x.summary_id = ?", (leaf,))]
     conn.close()
-    page.goto(f"http://127.0.0.1:{viewer.port}/s/{sid}/dag")
+    page.goto(f"{viewer.url}s/{sid}/dag")
     assert page.locator("svg a.node").count() == count
     assert page.locator("svg a.node.leaf").count() >= 1 and page.locator("svg line").count() >= 1
     page.click(f"svg a.node[data-id='{leaf}']")
@@ -316,7 +345,7 @@ def test_browser_search_finds_a_known_message_and_its_link_lands_on_it(page, vau
 # -- what a person reads (issue 33, item 9) -------------------------------------------------------
 
 def _features(page, viewer):
-    page.goto(f"http://127.0.0.1:{viewer.port}/s/{FEATURES}")
+    page.goto(f"{viewer.url}s/{FEATURES}")
     return page
 
 
@@ -366,7 +395,7 @@ def test_browser_a_bash_call_is_labelled_by_its_description(page, viewer):
 def test_browser_search_marks_whole_words_as_grep_matches_them(page, viewer):
     """"in" lit up inside "Starting": a mark now covers a whole word that is the query's word, or
     shares its stem (grep's index stems: "loaded" finds "load")."""
-    page.goto(f"http://127.0.0.1:{viewer.port}/search?q=grammar+loaded+in")
+    page.goto(f"{viewer.url}search?q=grammar+loaded+in")
     page.wait_for_selector(".hit")
     hit = page.locator(".hit", has_text="debug mode, starting with the lexer")
     marks = [m.lower() for m in hit.locator("mark").all_inner_texts()]
@@ -378,7 +407,7 @@ def test_browser_search_marks_whole_words_as_grep_matches_them(page, viewer):
 
 
 def test_browser_a_hit_opens_below_the_sticky_header(page, viewer):
-    page.goto(f"http://127.0.0.1:{viewer.port}/search?q=lexer")
+    page.goto(f"{viewer.url}search?q=lexer")
     link = page.locator(".hit a.hit-link").first
     href = link.get_attribute("href")
     link.click()
@@ -395,7 +424,7 @@ def test_browser_search_names_a_sessions_title_and_message_count(page, viewer, v
     conn = lcm.vault.db.connect(str(vault_dir / "lcm.db"), create=False, readonly=True)
     count = conn.execute("SELECT count(*) FROM messages WHERE session_id = ?", (FEATURES,)).fetchone()[0]
     conn.close()
-    page.goto(f"http://127.0.0.1:{viewer.port}/search?q=lexer")
+    page.goto(f"{viewer.url}search?q=lexer")
     meta = page.locator(".hit", has_text="starting with the lexer").locator("span.meta").inner_text()
     assert "Starting the parser work: put the grammar in order" in meta
     assert f"{count} messages" in meta and "untitled" not in meta and count > 5
@@ -408,7 +437,7 @@ def test_browser_dag_nodes_carry_a_title_of_their_summary(page, viewer, vault_di
                        " count(*) DESC LIMIT 1").fetchone()[0]
     contents = dict(conn.execute("SELECT id, content FROM summaries WHERE session_id = ?", (sid,)).fetchall())
     conn.close()
-    page.goto(f"http://127.0.0.1:{viewer.port}/s/{sid}/dag")
+    page.goto(f"{viewer.url}s/{sid}/dag")
     nodes = page.locator("svg a.node")
     assert nodes.count() == len(contents)
     titled = 0
@@ -428,13 +457,223 @@ def test_browser_dates_never_wrap(browser, viewer):
     context = browser.new_context(viewport={"width": 700, "height": 900})
     page = context.new_page()
     page.goto(viewer.url)
-    page.goto(f"http://127.0.0.1:{viewer.port}/")
+    page.goto(f"{viewer.url}")
     lines = page.evaluate("""() => Array.from(document.querySelectorAll('.when')).map(e => {
         const r = e.getBoundingClientRect(); const h = parseFloat(getComputedStyle(e).lineHeight) || 20;
         return r.height / h; })""")
     assert lines and max(lines) < 1.5, lines
-    page.goto(f"http://127.0.0.1:{viewer.port}/s/{FEATURES}")
+    page.goto(f"{viewer.url}s/{FEATURES}")
     lines = page.evaluate("() => Array.from(document.querySelectorAll('.msg .when')).map(e => e.getClientRects().length)")
     assert lines and set(lines) == {1}, lines
     screenshot(page, "narrow")
     context.close()
+
+
+# -- the credential is this viewer's alone (issue 31.3) ------------------------------------------
+
+class Recorder(http.server.ThreadingHTTPServer):
+    """A plain server on another 127.0.0.1 port that keeps every request it receives: what any
+    other local server (a dev server, another tool) would see of the browser."""
+
+    daemon_threads = True
+
+    def __init__(self):
+        self.received = []
+        recorder = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                recorder.received.append((self.path, dict(self.headers.items())))
+                body = b"<!doctype html><title>other</title><p>another local server</p>"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format, *args):  # noqa: A002
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server_address[1]}/"
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+def test_browser_another_local_server_receives_nothing_that_opens_the_viewer(browser, viewer):
+    """The viewer open in a tab, the browser then visits another server on 127.0.0.1 (from the
+    viewer's own page and directly): everything that server received, replayed against the
+    viewer, is refused."""
+    other = Recorder()
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.goto(viewer.url)
+        page.click("a.session >> nth=0")
+        page.wait_for_selector("article.msg")
+        page.evaluate("url => { location.href = url + 'from-the-viewer'; }", other.url)  # a navigation the viewer's page starts
+        page.wait_for_url(other.url + "from-the-viewer")
+        second = context.new_page()
+        second.goto(other.url + "typed")
+        fetched = second.evaluate("url => fetch(url, {credentials: 'include'}).then(r => r.status)", other.url + "fetched")
+        assert fetched == 200
+        assert context.cookies() == []
+    finally:
+        context.close()
+        other.shutdown()
+        other.server_close()
+    paths = [path for path, _ in other.received]
+    assert {"/from-the-viewer", "/typed", "/fetched"} <= set(paths), paths
+    for path, headers in other.received:
+        assert viewer.token not in path + json.dumps(headers), (path, headers)
+        assert "Cookie" not in headers and f":{viewer.port}" not in headers.get("Referer", ""), headers
+        replay = {k: v for k, v in headers.items() if k.lower() not in ("host", "content-length")}
+        for target in (path, "/", viewer.root):  # its own path, the root, the root's shape without its token
+            response, _ = get(viewer, target if target != viewer.root else "/" + "x" * len(viewer.token) + "/",
+                              capability=False, headers=replay)
+            assert response.status == 403, (target, headers)
+
+
+def test_browser_two_viewers_open_at_once_both_answer(browser, viewer, vault_dir):
+    second = Viewer(str(vault_dir / "lcm.db"))
+    second.start()
+    context = browser.new_context()
+    try:
+        first_page, second_page = context.new_page(), context.new_page()
+        first_page.goto(viewer.url)
+        second_page.goto(second.url)
+        for page, server in ((first_page, viewer), (second_page, second), (first_page, viewer)):
+            assert page.goto(server.url).status == 200 and page.locator("a.session").count() >= 1
+            page.click("a.session >> nth=0")
+            page.wait_for_selector("article.msg")
+            assert page.url.startswith(server.url)
+            response = page.goto(server.url + "search?q=planted+credentials")
+            assert response.status == 200 and page.locator(".hit").count() >= 1
+    finally:
+        context.close()
+        second.shutdown()
+        second.server_close()
+
+
+def test_half_open_connections_are_closed_within_the_idle_timeout(vault_dir):
+    """300 connections that send half a request, or nothing, are each closed after the idle
+    timeout (2 s here; IDLE_TIMEOUT in use), and the viewer still answers meanwhile."""
+    timeout = 2.0
+    server = Viewer(str(vault_dir / "lcm.db"), idle_timeout=timeout)
+    server.start()
+    sockets = []
+    try:
+        started = time.monotonic()
+        for i in range(300):
+            s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+            if i % 2:
+                s.sendall(f"GET {server.root} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n".encode())  # no blank line
+            sockets.append(s)
+        assert get(server, "/")[0].status == 200  # a person's request is served beside them
+        closed_at = []
+        for s in sockets:
+            s.settimeout(max(0.1, started + timeout + 8 - time.monotonic()))
+            try:
+                data = s.recv(100)
+            except ConnectionResetError:
+                data = b""
+            except socket.timeout:
+                data = None
+            assert data == b"", "a half-open connection is still held"
+            closed_at.append(time.monotonic() - started)
+        assert max(closed_at) < timeout + 8 and min(closed_at) >= timeout * 0.9
+    finally:
+        for s in sockets:
+            s.close()
+        server.shutdown()
+        server.server_close()
+    assert server_module.IDLE_TIMEOUT <= 30
+
+
+# -- the browser is opened without the token on a command line -----------------------------------
+
+OPENER = """#!/usr/bin/env python3
+import json, os, sys, time
+record = {"argv": sys.argv, "cmdlines": []}
+time.sleep(0.5)
+for pid in os.listdir("/proc"):
+    if pid.isdigit():
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                record["cmdlines"].append(f.read().decode("utf-8", "replace"))
+        except OSError:
+            pass
+with open(os.environ["OPENER_RECORD"], "w") as f:
+    json.dump(record, f)
+"""
+
+
+def test_the_browser_is_opened_without_the_token_on_any_command_line(tmp_path, vault_dir):
+    """lcm_view.py opens the browser (here a recording opener, as $BROWSER) on a 0600 file that
+    redirects to the viewer: the opener's argv, and every process's command line while it
+    runs, hold no token; the file is gone once the viewer stops."""
+    opener = tmp_path / "opener"
+    opener.write_text(OPENER)
+    opener.chmod(0o755)
+    record = tmp_path / "record.json"
+    env = {**os.environ, "BROWSER": str(opener), "OPENER_RECORD": str(record), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, str(SCRIPTS / "lcm_view.py"), "--db", str(vault_dir / "lcm.db")],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = proc.stdout.readline().split("lcm viewer: ", 1)[1].strip()
+        token = url.rstrip("/").rsplit("/", 1)[1]
+        deadline = time.monotonic() + 30
+        while not record.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        seen = json.loads(record.read_text())
+        assert len(seen["argv"]) == 2 and seen["argv"][1].startswith("file://"), seen["argv"]
+        assert token not in " ".join(seen["argv"])
+        assert len(seen["cmdlines"]) > 3 and not [c for c in seen["cmdlines"] if token in c]
+        page = Path(unquote(urlsplit(seen["argv"][1]).path))
+        assert page.stat().st_mode & 0o777 == 0o600 and page.parent.stat().st_mode & 0o777 == 0o700
+        assert url in page.read_text()  # it sends the browser on to the printed URL
+    finally:
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: the viewer stops and removes the page
+        proc.communicate(timeout=30)
+    assert proc.returncode == 0 and not page.exists() and not page.parent.exists()
+
+
+def test_browser_the_opener_page_lands_on_the_viewer(browser, viewer):
+    page_file = Path(server_module.opener_page(viewer.url))
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.goto(page_file.as_uri())
+        page.wait_for_url(viewer.url)
+        assert page.locator("a.session").count() >= 1
+    finally:
+        context.close()
+        shutil.rmtree(page_file.parent)
+
+
+K = "sk-ant-api03-" + "a1B2c3D4e5F6g7H8i9J0" * 3
+
+
+def test_the_viewer_does_not_echo_a_secret_typed_in_a_box_or_an_address(capsys, isolated_home):
+    """A person checks whether a key was stored by searching for it, or follows a link holding one:
+    the page repeats what was asked (heading, search box, filter, a not-found message); the viewer
+    shows everything masked, and that includes what it echoes."""
+    import http.client
+    from urllib.parse import quote
+
+    import lcm.vault.db
+    from lcm.view.server import Viewer
+    one_transcript(isolated_home)
+    assert run(capsys, "lcm_ingest", "--all")[0] == 0
+    server = Viewer(str(lcm.base.config.db_path_str(None)))
+    server.start()
+    try:
+        for path in (f"/search?q={K}", f"/?q={K}", f"/?project={K}", f"/s/{K}", f"/n/{K}", f"/s/{K}/dag"):
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+            conn.request("GET", server.root + path.replace(K, quote(K)).lstrip("/"), headers={
+                "Host": f"127.0.0.1:{server.port}"})
+            body = conn.getresponse().read().decode()
+            conn.close()
+            assert K not in body, path
+    finally:
+        server.shutdown()
+        server.server_close()

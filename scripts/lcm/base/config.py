@@ -104,6 +104,11 @@ SETTINGS: dict[str, tuple[Callable[[str], object], object, str]] = {
     "LCM_DISABLE": (_bool, False, "every hook is a no-op"),
     "LCM_SUBAGENT": (_bool, False, "set inside lcm's own sub-agents"),
     "LCM_EXCLUDE": (_path_globs, (), "colon-separated path globs: projects never captured, injected or compacted"),
+    "LCM_BACKUP": (_bool, True, "the Stop hook takes a verified backup of the vault, detached, once per LCM_BACKUP_INTERVAL_HOURS"),
+    "LCM_BACKUP_DIR": (_text, "", "where backups go; empty = $LCM_HOME/backups (put it on another disk to survive this one)"),
+    "LCM_BACKUP_INTERVAL_HOURS": (_positive_int, 24, "hours between two automatic backups"),
+    "LCM_BACKUP_KEEP": (_positive_int, 3, "newest backups kept per directory (the bound: about this many times the vault)"),
+    "LCM_BACKUP_MAX_MB": (_non_negative_int, 0, "fewer backups while they exceed this many MB (the newest always stays); 0 = no size cap"),
 }
 
 

@@ -3,7 +3,7 @@ and what it keeps, so delegation chains cannot grow without bound.
 
 The depth travels in the environment: every lcm sub-agent runs with LCM_SUBAGENT=1 and
 LCM_DELEGATION_DEPTH one more than its parent's. The root agent (depth 0, no LCM_SUBAGENT)
-is never refused.
+is never refused. Past MAX_DELEGATION_DEPTH nothing starts another sub-agent, whatever it says.
 """
 from __future__ import annotations
 
@@ -15,6 +15,13 @@ from lcm.base.errors import LcmError
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # names for annotations only
     import argparse
+
+
+# The deepest sub-agent lcm starts. The seeds give the sub-agent of expand_query the low-level
+# expand only ("preventing recursive sub-agent spawning"): one level below the main agent. The
+# skill's rule lets a sub-agent that names its delegated scope and kept work start one more,
+# so a chain is main agent -> sub-agent -> sub-agent, and a third level is refused.
+MAX_DELEGATION_DEPTH = 2
 
 
 def delegation_depth(environ: dict | None = None) -> int:
@@ -44,9 +51,11 @@ def add_guard_args(p: argparse.ArgumentParser) -> None:
 
 def check_delegation(tool: str, delegated_scope: str | None, kept_work: str | None,
                      environ: dict | None = None, instead: str | None = None) -> None:
-    """Refuse a sub-agent that delegates without naming both its delegated scope and kept work."""
+    """Refuse a sub-agent that delegates without naming both its delegated scope and kept work,
+    and any delegation past MAX_DELEGATION_DEPTH."""
     if not in_subagent(environ):
         return
+    depth_limit(tool, environ, instead)
     if (delegated_scope or "").strip() and (kept_work or "").strip():
         return
     hint = "do it yourself"
@@ -56,8 +65,20 @@ def check_delegation(tool: str, delegated_scope: str | None, kept_work: str | No
     raise LcmError(f"{tool} refused inside a sub-agent without --delegated-scope and --kept-work", hint)
 
 
+def depth_limit(tool: str, environ: dict | None = None, instead: str | None = None) -> None:
+    """Refuse to start a sub-agent deeper than MAX_DELEGATION_DEPTH."""
+    depth = delegation_depth(environ)
+    if depth < MAX_DELEGATION_DEPTH:
+        return
+    raise LcmError(f"{tool} refused: this agent is already at delegation depth {depth}"
+                   f" (LCM_DELEGATION_DEPTH={depth}); lcm starts sub-agents at most {MAX_DELEGATION_DEPTH} levels deep",
+                   "do the work here" + (f": {instead}" if instead else "")
+                   + "; a deeper chain of sub-agents is never allowed")
+
+
 def child_env(environ: dict | None = None) -> dict:
-    """Environment for a sub-agent lcm starts: marked as a sub-agent, one level deeper."""
+    """Environment for a sub-agent lcm starts: marked as a sub-agent, one level deeper. (The
+    commands that start agents check the limit first: check_delegation.)"""
     env = dict(os.environ if environ is None else environ)
     env["LCM_SUBAGENT"] = "1"
     env["LCM_DELEGATION_DEPTH"] = str(delegation_depth(env) + 1)

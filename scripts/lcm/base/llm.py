@@ -184,14 +184,35 @@ def _text_of(response) -> str:
     return "".join(block.text for block in response.content if getattr(block, "type", "") == "text")
 
 
-def _anthropic_complete(system, messages, *, max_tokens, model, timeout, max_retries) -> Completion:
+def _anthropic_complete(system, messages, *, max_tokens, model, timeout, max_retries,
+                        temperature=None) -> Completion:
     params = {"model": model, "max_tokens": max_tokens, "messages": messages}
     if system:
         params["system"] = system
+    if temperature is not None and sdk_takes_temperature():
+        params["temperature"] = temperature
     response = _create(params, timeout=timeout, max_retries=max_retries)
     usage = response.usage
     return Completion(text=_text_of(response), input_tokens=usage.input_tokens or 0,
                       output_tokens=usage.output_tokens or 0, model=response.model or model, backend="anthropic")
+
+
+_TAKES_TEMPERATURE: list[bool] = []  # decided once per process
+
+
+def sdk_takes_temperature() -> bool:
+    """Whether the installed anthropic SDK sends a sampling temperature. SDKs before 1.0 take
+    `temperature` on messages.create (and send API version 2023-06-01, which honours it); later
+    majors removed the sampling parameters, and the API version they send (2026-10-21) answers
+    any of them, even at its default, with a 400. So it is sent only where the SDK takes it."""
+    if not _TAKES_TEMPERATURE:
+        try:
+            import inspect
+            from anthropic.resources.messages import Messages
+            _TAKES_TEMPERATURE.append("temperature" in inspect.signature(Messages.create).parameters)
+        except (ImportError, AttributeError, TypeError, ValueError):
+            _TAKES_TEMPERATURE.append(False)
+    return _TAKES_TEMPERATURE[0]
 
 
 def masked_params(params: dict) -> dict:
@@ -235,8 +256,12 @@ def _claude_complete(system, messages, *, max_tokens, model, timeout) -> Complet
 
 def complete(system: str | None, messages, *, max_tokens: int, model: str | None = None,
              backend: str | None = None, timeout: float = DEFAULT_TIMEOUT,
-             max_retries: int = DEFAULT_MAX_RETRIES) -> Completion:
+             max_retries: int = DEFAULT_MAX_RETRIES, temperature: float | None = None) -> Completion:
     """One model answer. `messages` is a list of {"role","content"} dicts or a plain user string.
+
+    temperature goes where the backend takes one: the Messages API through an SDK that still
+    has the parameter (sdk_takes_temperature); the claude CLI has no such option. Elsewhere the
+    backend's default applies.
 
     Raises ModelConfigError for problems retrying cannot fix (no credentials, refused key,
     unknown model, backend none) and ModelError for anything else.
@@ -247,7 +272,7 @@ def complete(system: str | None, messages, *, max_tokens: int, model: str | None
     system, messages = _utf8(lcm.base.mask.mask(system)), _utf8(lcm.base.mask.mask_json(messages))  # as masked_params
     if backend == "anthropic":
         return _anthropic_complete(system, messages, max_tokens=max_tokens, model=model or DEFAULT_MODEL,
-                                   timeout=timeout, max_retries=max_retries)
+                                   timeout=timeout, max_retries=max_retries, temperature=temperature)
     if backend == "claude":
         return _claude_complete(system, messages, max_tokens=max_tokens, model=model, timeout=timeout)
     raise ModelConfigError("no model backend is available (LCM_LLM resolves to none)", NO_BACKEND_HINT)

@@ -12,12 +12,16 @@ A secret becomes `[secret:KIND:FP]`, FP the first 4 hex digits of its SHA-256, s
 still match (and a search for the fingerprint finds both). The vault keeps each line's original
 bytes in `messages.raw`: `lcm_expand.py --raw --unmasked` is the one way back to them.
 
-Recognised: the kinds of KINDS below, literal values assigned to secret-like names (`PASSWORD=`,
-`"api_key": "..."`, `--password x`), `<private>...</private>` in any case (unclosed: to the end of
-the string), and each regular expression of $LCM_HOME/redact.txt (one a line, `#` comments; a bad
-one is reported on stderr and ignored). Not recognised: a secret encoded (base64, hex) or cut
-across lines or strings. Masking is idempotent, and text with nothing to mask costs one pass of
-one regular expression. The module imports only `os` and `sys`: hooks import it on every turn.
+Recognised: the kinds of KINDS below (vendors' keys by their prefix, wherever they stand: after a
+letter of any script too), passwords in the forms commands and config files give them (URLs,
+`mysql -p`, `curl -u`, `sshpass`, `.netrc`, `.pgpass`, `.npmrc`, YAML blocks, ...), literal values
+assigned to secret-like names (`PASSWORD=`, `"api_key": "..."`, `--password x`),
+`<private>...</private>` in any case (unclosed: to the end of the string), and each regular
+expression of $LCM_HOME/redact.txt (one a line, `#` comments; a bad one is reported on stderr and
+ignored). Not recognised: a secret encoded (base64, hex) or cut across lines or strings, or under
+a vendor's name alone (`adafruit=...`; bench/secrets.py measures it). Masking is idempotent, and
+text with nothing to mask costs one pass of one regular expression (and one of a few literals in
+capitals). The module imports only `os` and `sys`: hooks import it on every turn.
 """
 from __future__ import annotations
 
@@ -66,7 +70,7 @@ def _private_spans(text: str) -> str:
     """<private>...</private> (any case) masked whole; an unclosed tag to the end of the text.
     One pass over the tags: linear however many lack a close."""
     spans, start = [], None
-    for m in _regex(r"(?i)<(/?)private>").finditer(text):
+    for m in _regex(r"(?i)<(/?)private(?:\s[^<>]*)?>").finditer(text):  # <private reason=...>, </private >
         if start is None and not m.group(1):
             start = m.start()
         elif start is not None and m.group(1):
@@ -81,7 +85,8 @@ _PEM_BEGIN = r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
 _PEM_END = r"-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
 # base64 runs, newlines raw or JSON-escaped; a run must end where base64 does: one going on
 # with `.`, `-` or `_` is the next token (a JWT pasted after a key cut short), not the key
-_PEM_BODY = r"(?:(?:\\[nr]|\s)*[A-Za-z0-9+/=]+(?![A-Za-z0-9+/=._-]))*"
+_PEM_BODY = (r"(?:(?:\\[nr]|\s)*(?:Proc-Type|DEK-Info|Comment|Version):[^\n\\]*)*"  # an encrypted key's headers
+             r"(?:(?:\\[nr]|\s)*[A-Za-z0-9+/=]+(?:(?![A-Za-z0-9+/=._-])|(?=-----)))*")  # or ends at a marker
 
 
 def _pem_blocks(text: str) -> str:
@@ -113,20 +118,135 @@ def _basic_credentials(value: str) -> bool:
 _VARIABLE = ("$", "%", "{{", "<")  # `-p$DB_PASS`: the value is elsewhere
 
 
-# A token may start where a word does not go on (`(?<![\w-])`, or a stricter class), or right
-# after a JSON escape: in text that quotes JSON, `\n` or `\u2028` before a key is not a letter.
-def _edge(lookbehind: str = r"(?<![\w-])") -> str:
+# A token may start where an ASCII word does not go on (`(?<![A-Za-z0-9_-])`, or a stricter
+# class), or right after a JSON escape: in text that quotes JSON, `\n` or `\u2028` before a key is
+# not a letter. Any other letter is an edge: Japanese and Chinese put no space before a key
+# (`APIキーはsk-ant-...です`), and no key of any kind starts inside a word of their scripts.
+def _edge(lookbehind: str = r"(?<![A-Za-z0-9_-])") -> str:
     return rf"(?:{lookbehind}|(?<=\\[nrtbf])|(?<=\\u[0-9a-fA-F]{{4}}))"
+
+
+def _escaped(literal: str) -> str:
+    """re.escape without importing re (the hooks import this module, not re, on every turn)."""
+    return "".join("\\" + c if c in ".^$*+?{}[]\\|()" else c for c in literal)
+
+
+def _edge_after(literal: str, chars: str = "A-Za-z0-9_-") -> str:
+    """`literal` where a token may start (as _edge), the test made after it: a pattern that opens
+    with a literal is searched for at memory speed, one that opens with a lookbehind is tried at
+    every position (30x slower on a long tool result)."""
+    lit = _escaped(literal)
+    return rf"{lit}(?:(?<![{chars}]{lit})|(?<=\\[nrtbf]{lit})|(?<=\\u[0-9a-fA-F]{{4}}{lit}))"
+
+
+def _edged(body: str, chars: str) -> str:
+    """body with _edge's test: after its opening literal if it has one (_edge_after), else before it."""
+    lead = 0
+    while lead < len(body) and (body[lead].isalnum() and body[lead].isascii() or body[lead] in "_~-"):
+        lead += 1
+    if lead < 2:
+        return _edge(f"(?<![{chars}])") + body
+    return _edge_after(body[:lead], chars) + body[lead:]
 
 
 _SPACE = r"(?:[ \t]|\\\r?\n)+"  # between shell words, a continued line included
 _WORDS = rf"(?:{_SPACE}[^\s;|&]+){{0,40}}?{_SPACE}"  # the other arguments of a command, up to the one sought
 
+def _htpasswd(text: str) -> str:
+    """`htpasswd -b[c] FILE USER PASSWORD` and `htpasswd -nb USER PASSWORD`: the last word masked."""
+    def replace(m):
+        flags = m.group("flags")
+        if "b" not in flags.replace("-", ""):
+            return m.group(0)
+        words = m.group("words").split()
+        need = 2 if "n" in flags else 3
+        if len(words) < need or words[need - 1].startswith(_VARIABLE + ("[secret:",)):
+            return m.group(0)
+        secret = words[need - 1]
+        head = m.group(0)[:m.start("words") - m.start()]
+        rest = m.group("words")
+        at = 0
+        for word in words[:need - 1]:
+            at = rest.index(word, at) + len(word)
+        at = rest.index(secret, at)
+        return head + rest[:at] + token("password", secret) + rest[at + len(secret):]
+    return _regex(r"htpasswd(?P<flags>(?:[ \t]+-[A-Za-z]+)+)(?P<words>(?:[ \t]+[^\s;|&]+){2,3})").sub(replace, text)
+
+
+# `password: |` (or `>`, `|-`, ...): a YAML block scalar under a secret's name, its lines masked
+_YAML_BLOCK = (r"(?im)(?:^|(?<=\\n)|(?<=\"))(?P<indent>[ \t]*)[\w.-]*(?:pass(?:word|wd|phrase)?|secret|token"
+               r"|api[_-]?key|private[_-]?key|credentials?)[\"']?[ \t]*:[ \t]*[|>][+-]?[0-9]?[ \t]*(?P<nl>\r?\n|(?:\\r)?\\n)"
+               # the lines indented deeper than the name, their newlines raw or JSON-escaped like the first
+               r"(?P=indent)[ \t]+(?P<s>\S(?:(?!\\[nr])[^\n])*(?:(?P=nl)(?P=indent)[ \t]+\S(?:(?!\\[nr])[^\n])*)*)")
+
+
+def _yaml_blocks(text: str) -> str:
+    if not _regex(r":[ \t]*[|>][+-]?[0-9]?[ \t]*(?:\r?\n|\\n)").search(text):
+        return text  # no block scalar at all: one quick pass (the full pattern opens with a lookbehind)
+
+    def replace(m):
+        body = m.group("s")
+        if body.startswith("[secret:"):
+            return m.group(0)
+        start = m.start("s") - m.start()
+        return m.group(0)[:start] + token("secret", body) + m.group(0)[start + len(body):]
+    return _regex(_YAML_BLOCK).sub(replace, text)
+
+
+def _cookie_values(text: str) -> str:
+    """`Cookie: a=1; sessionid=X` (a request header, curl -b): every value masked, names kept."""
+    def replace(m):
+        pairs = _regex(r"(?P<n>[^\s=;,\"'\\]+)=(?P<v>[^;\s\"'\\]{4,})").sub(
+            lambda p: p.group(0) if p.group("v").startswith("[secret:") else f"{p.group('n')}={token('cookie', p.group('v'))}",
+            m.group("pairs"))
+        return m.group("head") + pairs
+    return _regex(r"(?i)(?P<head>(?<![A-Za-z0-9_-])(?:set-)?cookie\\?[\"']?[ \t]*:[ \t]*|(?<![A-Za-z0-9_-])(?:-b|--cookie)[ \t]+[\"']?)"
+                  r"(?P<pairs>[^\s\"'\\=;]+=[^\n\"'\\]*)").sub(replace, text)
+
+
+# .pgpass: host:port:database:user:password, one a line
+_PGPASS = (r"(?m)(?:^|(?<=\\n)|(?<=[^\x00-\x7f])|(?<=\"))[A-Za-z0-9.*_\[\]-]+:(?:\d{1,5}|\*):[^\s:\"]+:[^\s:\"]+:"
+           r"(?P<s>(?:[^\s:\\\"]|\\.)+)(?=\r?$|\\[nr]|\")")
+
+# from the `:` of `://` (a literal first: searched for at memory speed); `\/` in JSON, `\\/` in JSON of JSON
+_URL_PASSWORD = (r":(?<=[A-Za-z0-9+.-]:)(?:\\*/){2}(?P<user>[^\s:/@\"'<>\[\]\\]*):"
+                 r"(?P<s>(?:(?!:(?:\\*/){2})\S){1,256})@(?=[A-Za-z0-9\[][A-Za-z0-9.\]:-]*(?:[/?#\s\"'\\,;|)>}]|$))")
+
+
+def _url_passwords(text: str) -> str:
+    """scheme://user:password@host with any characters in the password, `/` and `@` too (the last
+    `@` before a host ends it); a host's port and path (`registry.npmjs.org:443/@types/node`,
+    `localhost:8080/users@me`) is no password: there the part before `:` is a host, not a user."""
+    def replace(m):
+        secret, user = m.group("s"), m.group("user")
+        if secret.startswith("[secret:") or is_variable(secret):
+            return m.group(0)
+        if ("." in user or user.lower() == "localhost") and _regex(r"\d{1,5}(?:[/?#]|\\+/)").match(secret):
+            return m.group(0)
+        start = m.start("s") - m.start()
+        return m.group(0)[:start] + token("password", secret) + m.group(0)[start + len(secret):]
+    return _regex(_URL_PASSWORD).sub(replace, text)
+
+
+# a value that names one held elsewhere: $DB_PASS, ${DB_PASS}, $(cat f), %(password)s, %PASS%, {{ pass }}, <password>
+_VARIABLE_FORM = (r"\$[A-Za-z_][A-Za-z0-9_]*|\$\{[^{}]+\}|\$\([^()]*\)|%\([A-Za-z_]\w*\)[sdr]|%[A-Za-z_]\w*%"
+                  r"|\{\{[^{}]*\}\}|<[A-Za-z_][\w -]*>")
+
+
+def is_variable(value: str) -> bool:
+    """Whether a URL's password is a reference to one (`$DB_PASS`), not the password itself."""
+    return _regex(_VARIABLE_FORM).fullmatch(value) is not None
+
+
+_VALUE_WORD = r"(?P<q>['\"])?(?P<s>(?(q)(?:(?!(?P=q))[^\n\\])+|[^\s;|&'\"]+))(?(q)(?P=q))"  # one shell word, quoted or not
+_USER_PASS = r"(?P<q>['\"])?[^\s:'\"]*:(?P<s>(?(q)(?:(?!(?P=q))[^\n\\])+|[^\s'\"]+))(?(q)(?P=q))"
+
 # Where to add a secret pattern: one row of KINDS, nothing else.
 #   (kind, triggers, pattern, check)
 #   kind      what the mask says: [secret:KIND:fp]
 #   triggers  lowercase literals that every match contains; the prefilter (built from them)
-#             looks for these first, and the pattern runs only on text that holds one
+#             looks for these first, and the pattern runs only on text that holds one (a literal
+#             in capitals, such as "SK", is looked for as written instead: see _CASED)
 #   pattern   a regular expression (group `s` = the secret when the match holds more; start it
 #             with _edge() so it also starts after a JSON escape), or a function text -> text
 #   check     None, or a function secret -> bool that must say yes
@@ -134,36 +254,132 @@ _WORDS = rf"(?:{_SPACE}[^\s;|&]+){{0,40}}?{_SPACE}"  # the other arguments of a 
 # `password` followed by a value) find their values already masked. Then add a sample to
 # SAMPLES in tests/base/test_mask.py: the property tests put it in every place a string can sit.
 # A new *name* for assigned values (like `passphrase`) is a branch of _NAMES and of _NAME_GROUPS.
+# Keys that open with a vendor's prefix, each row run only on text that holds its prefix (the
+# prefix alone is too short to be a word). A vendor's key under its name (`lobToken=live_...`) is
+# found by the name.
+_PREFIXED = [
+    (("A3-",), r"A3-[A-Z0-9]{6}(?:-[A-Z0-9]{5,11}){4,5}"),  # 1Password secret key
+    (("ops_eyj",), r"ops_eyJ[A-Za-z0-9+/]{100,}={0,3}"),
+    (("p8e-",), r"p8e-[A-Za-z0-9]{32}"),  # Adobe
+    (("AGE-SECRET-KEY-1",), r"AGE-SECRET-KEY-1[0-9A-Z]{58}"),
+    (("LTAI",), r"LTAI[A-Za-z0-9]{20}"),  # Alibaba
+    (("AKCp",), r"AKCp[A-Za-z0-9]{60,}"),  # Artifactory
+    (("cmvmd",), r"cmVmd[A-Za-z0-9]{50,}"),
+    ((".acc_", ".acc-"), r"(?:sc|ext|scauth|authress)_[a-z0-9]{5,30}\.[a-z0-9]{4,6}\.acc[_-][a-z0-9-]{10,32}\.[A-Za-z0-9+/_=-]{30,}"),
+    (("4b1d",), r"4b1d[A-Za-z0-9]{38}"),  # ClickHouse
+    (("CLOJARS_",), r"CLOJARS_[a-z0-9]{60}"),
+    (("v1.0-",), r"v1\.0-[a-f0-9]{24}-[a-f0-9]{140,}"),  # Cloudflare origin CA
+    (("dapi",), r"dapi[a-f0-9]{32}(?:-\d)?"),  # Databricks
+    (("_v1_",), r"do[opr]_v1_[a-f0-9]{64}"),  # DigitalOcean
+    (("dp.pt.",), r"dp\.pt\.[A-Za-z0-9]{40,}"),  # Doppler
+    (("duffel_",), r"duffel_(?:test|live)_[A-Za-z0-9_=-]{40,}"),
+    (("dt0c01.",), r"dt0c01\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}"),  # Dynatrace
+    (("EZAK", "EZTK"), r"EZ[AT]K[A-Za-z0-9]{54}"),  # EasyPost
+    (("EAA",), r"EAA[A-Za-z0-9]{30,}"),  # Facebook, Square
+    (("sq0atp-", "sq0csp-"), r"sq0(?:atp|csp)-[A-Za-z0-9_-]{22,}"),  # Square
+    (("FLWSECK_", "FLWPUBK_"), r"FLW(?:SECK|PUBK)_TEST-[A-Za-z0-9]{12,}(?:-X)?"),  # Flutterwave
+    (("fo1_", "fm1a_", "fm1r_", "fm2_"), r"(?:fo1_[\w-]{40,}|fm(?:1[ar]|2)_[A-Za-z0-9+/]{80,}={0,3})"),  # Fly.io
+    (("fio-u-",), r"fio-u-[A-Za-z0-9_=-]{60,}"),  # Frame.io
+    (("pat.",), r"(?:pat|sat)\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{20}"),  # Harness
+    ((".atlasv1.",), r"[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,}"),  # Terraform Cloud
+    (("HRKU-",), r"HRKU-AA[0-9A-Za-z_-]{58}"),  # Heroku
+    (("ico-",), r"ico-[A-Za-z0-9]{32}"),  # Infracost
+    (("s-s4t2",), r"s-s4t2(?:ud|af)-[a-f0-9]{64}"),  # 42 intra
+    (("lin_api_",), r"lin_api_[A-Za-z0-9]{40}"),  # Linear
+    (("_mmk",), r"[A-Za-z0-9]{6}_[A-Za-z0-9]{29}_mmk"),  # MaxMind
+    (("ntn_",), r"ntn_[0-9]{11}[A-Za-z0-9]{35}"),  # Notion
+    (("sha256~",), r"sha256~[\w-]{43}"),  # OpenShift
+    (("pplx-",), r"pplx-[A-Za-z0-9]{48}"),  # Perplexity
+    (("pscale_",), r"pscale_(?:tkn|oauth|pw)_[\w=.-]{32,}"),  # PlanetScale
+    (("PMAK-",), r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}"),  # Postman
+    (("pnu_",), r"pnu_[A-Za-z0-9]{36}"),  # Prefect
+    (("pul-",), r"pul-[a-f0-9]{40}"),  # Pulumi
+    (("rdme_",), r"rdme_[a-z0-9]{70}"),  # ReadMe
+    (("rubygems_",), r"rubygems_[a-f0-9]{48}"),
+    (("tk-us-",), r"tk-us-[\w-]{48}"),  # Scalingo
+    (("xkeysib-",), r"xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}"),  # Sendinblue
+    (("sntrys_", "sntryu_"), r"(?:sntrys_eyJ[A-Za-z0-9+/=_]{50,}|sntryu_[a-f0-9]{64})"),  # Sentry
+    (("sm_aat_", "sm_pat_", "sm_sat_"), r"sm_[aps]at_[A-Za-z0-9]{16}"),  # SettleMint
+    (("shippo_",), r"shippo_(?:live|test)_[A-Fa-f0-9]{40}"),
+    (("shpat_", "shpca_", "shppa_", "shpss_"), r"shp(?:at|ca|pa|ss)_[A-Fa-f0-9]{32}"),  # Shopify
+    (("sgp_",), r"sgp_(?:[A-Fa-f0-9]{16}_|local_)?[A-Fa-f0-9]{40}"),  # Sourcegraph
+    (("tfp_",), r"tfp_[A-Za-z0-9_.=-]{59}"),  # Typeform
+    (("hvb.", "hvs."), r"hv[bs]\.[\w-]{90,}"),  # Vault
+    (("ctp_",), r"ctp_[A-Za-z0-9]{36}"),
+    (("dnkey-",), r"dnkey-[a-z0-9=_-]{26}-[a-z0-9=_-]{52}"),  # Defined Networking
+    (("NRAK-", "NRII-", "NRJS-"), r"NR(?:AK|II|JS)-[A-Za-z0-9-]{19,32}"),  # New Relic
+    (("SK",), r"SK[0-9a-fA-F]{32}"),  # Twilio
+    (("API-",), r"API-[A-Z0-9]{26}"),  # Octopus Deploy
+    (("pat14.",), r"pat[A-Za-z0-9]{14}\.[a-f0-9]{64}"),  # Airtable
+]
+
+_E = _edge()
+_A = _edge(r"(?<![A-Za-z0-9])")
+_END = r"(?![A-Za-z0-9])"
 KINDS = [
     ("private-key", ("private key",), _pem_blocks, None),
-    ("private", ("<private>",), _private_spans, None),
-    ("anthropic-key", ("sk-",), _edge() + r"sk-ant-[A-Za-z0-9_-]{20,}", None),
+    ("private", ("<private",), _private_spans, None),
+    ("anthropic-key", ("sk-",), _E + r"sk-ant-[A-Za-z0-9_-]{20,}", None),
     # sk-, sk-proj-, sk-svcacct-, sk-admin-: at least 20 more characters, one of them a digit
-    ("openai-key", ("sk-",), _edge() + r"sk-(?!ant-)(?=[A-Za-z0-9_-]{0,200}\d)[A-Za-z0-9_-]{20,}", None),
-    ("aws-key", ("akia",), _edge(r"(?<![A-Za-z0-9])") + r"(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])", None),
-    # its secret key is found by its name (_NAME_GROUPS "sec"): 40 characters of base64 alone are anything
-    ("aws-secret", (), (r"(?i)(?:aws[_-]?)?secret[_-]?(?:access[_-]?)?key\\?[\"']?\s*[:=]\s*\\?[\"']?"
+    ("openai-key", ("sk-",), _E + r"sk-(?!ant-)(?=[A-Za-z0-9_-]{0,200}\d)[A-Za-z0-9_-]{20,}", None),
+    ("aws-key", ("akia", "ASIA", "ABIA", "ACCA", "A3T"), _A + r"(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}" + _END, None),
+    # its secret key is found by its name (_NAME_GROUPS "sec"): 40 characters of base64 alone are anything;
+    # the CLI's table output puts a `|` between them
+    ("aws-secret", (), (r"(?i)(?:aws[_-]?)?secret[_-]?(?:access[_-]?)?key\\?[\"']?[ \t]*(?:[:=]|\|)[ \t]*\\?[\"']?"
                         r"(?P<s>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"), None),
+    ("aws-key", ("absk", "bedrock-api-key-"), _A + r"(?:ABSK[A-Za-z0-9+/]{100,}={0,2}|bedrock-api-key-[A-Za-z0-9+/=]{20,})", None),
+    ("token", ("sessiontoken",), r"(?i)sessiontoken[ \t]*\|[ \t]*(?P<s>[A-Za-z0-9/+=]{16,})", None),  # aws sts, table output
     ("github-token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
      _edge(r"(?<![A-Za-z0-9_])") + r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})", None),
-    ("gitlab-token", ("glpat-",), _edge() + r"glpat-[A-Za-z0-9_-]{20,}", None),
-    ("slack-token", ("xox",), _edge() + r"xox[abposr]-[A-Za-z0-9-]{10,}", None),
-    ("slack-webhook", ("hooks.slack",), r"hooks\.slack\.com/services/(?P<s>[A-Za-z0-9_/-]{8,})", None),
-    ("stripe-key", ("sk_live_", "sk_test_", "rk_live_", "rk_test_"),
-     _edge(r"(?<![A-Za-z0-9_])") + r"[sr]k_(?:live|test)_[A-Za-z0-9]{10,}", None),
-    ("google-key", ("aiza",), _edge() + r"AIza[0-9A-Za-z_-]{35}", None),
-    ("huggingface-token", ("hf_",), _edge() + r"hf_[A-Za-z0-9]{30,}", None),
-    ("npm-token", ("npm_",), _edge() + r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])", None),
-    ("sendgrid-key", ("sg.",), _edge() + r"SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}", None),
+    ("gitlab-token", ("glpat-", "glcbt-", "gldt-", "glffct-", "glft-", "glimt-", "glagent-", "gloas-", "glptt-", "glrt-",
+                      "glsoat-", "gr1348941"),
+     _E + r"(?:gl(?:pat|cbt|dt|ffct|ft|imt|agent|oas|ptt|rt|soat)-[A-Za-z0-9_.-]{20,}|GR1348941[A-Za-z0-9_-]{20,})", None),
+    ("gitlab-token", ("_gitlab_session=",), r"_gitlab_session=(?P<s>[0-9a-z]{20,})", None),
+    ("slack-token", ("xox", "xapp-"), _E + r"(?:xox[a-z](?:.xox[a-z])?|xapp)-[A-Za-z0-9-]{10,}", None),
+    ("slack-webhook", ("hooks.slack",), r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<s>[A-Za-z0-9_+/-]{8,})", None),
+    ("stripe-key", ("sk_live_", "sk_test_", "sk_prod_", "rk_live_", "rk_test_", "rk_prod_", "whsec_"),
+     _edge(r"(?<![A-Za-z0-9_])") + r"(?:[sr]k_(?:live|test|prod)_[A-Za-z0-9]{10,}|whsec_[A-Za-z0-9+/=]{20,})", None),
+    ("google-key", ("aiza",), _E + r"AIza[0-9A-Za-z_-]{35}", None),
+    ("google-token", ("ya29.",), _E + r"ya29\.[0-9A-Za-z_-]{20,}", None),
+    ("huggingface-token", ("hf_", "api_org_"), _E + r"(?:hf_|api_org_)[A-Za-z0-9]{30,}", None),
+    ("npm-token", ("npm_",), _E + r"npm_[A-Za-z0-9]{36}" + _END, None),
+    ("pypi-token", ("pypi-",), _E + r"pypi-[A-Za-z0-9_-]{50,}", None),
+    ("sendgrid-key", ("sg.",), _E + r"SG\.(?:[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}|[A-Za-z0-9=_.-]{60,})", None),
     ("azure-key", ("accountkey",), r"(?i)accountkey[ \t]*=[ \t]*(?P<s>[A-Za-z0-9+/]{20,}={0,2})", None),
-    ("jwt", ("eyj",), _edge() + r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*", None),
+    ("azure-key", ("q~",), r"(?<![A-Za-z0-9_~.])[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}", None),
+    ("grafana-token", ("eyjrijoi", "glc_", "glsa_"),
+     _E + r"(?:eyJrIjoi[A-Za-z0-9]{40,}={0,3}|glc_[A-Za-z0-9+/]{32,}={0,3}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8})", None),
+    ("jwt", ("eyj",), _E + r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_/\\-]{5,}\.[A-Za-z0-9_/\\-]*", None),
+    ("jwt", ("zxlk",), _E + r"ZXlK[A-Za-z0-9+/]{10,}={0,2}", None),  # a JWT in base64
+    ("telegram-token", ("api.telegram.org/bot",), r"api\.telegram\.org/(?:file/)?bot(?P<s>\d{5,}:[A-Za-z0-9_-]{30,})", None),
+    ("discord-webhook", ("/api/webhooks/",), r"discord(?:app)?\.com/api/webhooks/\d+/(?P<s>[A-Za-z0-9_-]{30,})", None),
+    ("webhook", ("webhook.office.com",), r"webhook\.office\.com/webhookb2/(?P<s>[^\s\"'\\<>]{20,})", None),
+    # a prefix base64 can hold (EAA, SK) is no key after base64's `/` or `+` either (an image's `/EAAB...`)
+    *[("vendor-token", triggers, _edged(body, "A-Za-z0-9_." + ("/+" if all(t.isalnum() for t in triggers) else ""))
+       + _END, None) for triggers, body in _PREFIXED],
     ("token", ("bearer",), r"(?i)bearer\s+(?P<s>[A-Za-z0-9._~+/-]{16,}=*)", None),
+    ("token", ("authorization",), r"(?i)authorization\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?(?:token|bearer|apikey|key|sso-key)"
+                                  r"[ \t]+(?P<s>[A-Za-z0-9._~+/=:-]{8,})", None),
     ("basic-auth", ("basic",), r"(?i)basic[ \t]+(?P<s>[A-Za-z0-9+/]{4,}=*[A-Za-z0-9+/=]*)", _basic_credentials),
-    ("password", ("mysql", "mariadb"), _edge() + r"(?:mysql|mariadb)[\w-]*" + _WORDS + r"-p(?P<s>[^\s;|&]+)",
+    ("cookie", ("cookie",), _cookie_values, None),
+    ("password", ("mysql", "mariadb"), _E + r"(?:mysql|mariadb)[\w-]*" + _WORDS + r"-p" + _VALUE_WORD,
      lambda value: not value.startswith(_VARIABLE)),
-    ("password", ("curl",), _edge() + r"curl" + _WORDS + r"(?:-u|--user)(?:[ \t]+|=)?['\"]?[^\s:'\"]*:(?P<s>[^\s'\"]+)",
+    ("password", ("curl",), _E + r"curl" + _WORDS + r"(?:-u|--user)(?:[ \t]+|=)?" + _USER_PASS,
      lambda value: not value.startswith(_VARIABLE)),
-    ("password", ("@",), r"://[^\s:/@\"'\\<>\[\]]*:(?P<s>[^\s/@\"'\\<>]+)@", None),  # scheme://user:password@host
+    ("password", ("sshpass",), _E + r"sshpass(?:" + _WORDS + r")?-p[ \t]*" + _VALUE_WORD, lambda value: not value.startswith(_VARIABLE)),
+    *[("password", (tool,), _edge_after(tool) + r"[ \t]+login" + _WORDS + r"-p[ \t]*" + _VALUE_WORD,
+       lambda value: not value.startswith(_VARIABLE)) for tool in ("docker", "podman")],
+    ("password", ("redis-cli",), _E + r"redis-cli" + _WORDS + r"-a[ \t]*" + _VALUE_WORD,
+     lambda value: not value.startswith(_VARIABLE)),
+    ("password", ("-passin", "-passout", "-pass "), r"(?<![A-Za-z0-9_-])-(?:pass(?:in|out)?|k|password)[ \t]+['\"]?pass:(?P<s>[^\s'\"]+)", None),  # openssl
+    ("password", ("htpasswd",), _htpasswd, None),
+    ("password", ("machine",), (_edge_after("machine") + r"[ \t]+\S+(?:[ \t\n]+(?:login|account|port)[ \t]+\S+)*"
+                                          r"[ \t\n]+password[ \t]+(?P<s>[^\s\\]+)"), None),  # .netrc
+    ("password", ("_auth",), r"_auth(?<![A-Za-z0-9]_auth)(?:[Tt]oken)?[ \t]*=[ \t]*['\"]?(?P<s>[^\s'\"\\]{8,})", None),  # .npmrc
+    ("password", (":port:",), _PGPASS, None),
+    ("password", ("@",), _url_passwords, None),  # scheme://user:password@host, `/` and `@` in it too
+    ("password", ("<add key=",), r"(?i)<add key=\\?\"(?:cleartext)?password\\?\"[ \t]*value=\\?\"(?P<s>[^\"\\]+)\\?\"", None),
+    ("secret", (), _yaml_blocks, None),  # run when a name is seen (_NAME_GROUPS)
 ]
 
 # The prefilter: one regular expression over the lowercased text that matches wherever a rule
@@ -190,37 +406,73 @@ _NAMES = {
 # offset, from the group's place in its branch: `token` matches as k, e, n, then the empty group
 # tok; "end": the group's end minus 3) and the kinds whose pattern must run too
 _NAME_GROUPS = {
-    "tok": ("token", -5, ()), "key": ("key", -3, ()), "sec": ("secret", -6, ("aws-secret",)),
-    "cred": ("credential", -4, ()), "pw": ("pass", -4, ()), "fpass": ("pass", 0, ()),
+    "tok": ("token", -5, ("secret",)), "key": ("key", -3, ("secret",)), "sec": ("secret", -6, ("aws-secret", "secret")),
+    "cred": ("credential", -4, ("secret",)), "pw": ("pass", -4, ("secret",)), "fpass": ("pass", 0, ()),
     "fsecret": ("secret", 0, ()), "ftoken": ("token", 0, ()), "fkey": ("key", "end", ()),
     "fcred": ("credential", 0, ()),
 }
+# triggers that are patterns, not literals: (first character, the rest as a regular expression)
+_PATTERN_TRIGGERS = {":port:": (":", r"(?:\d{1,5}|\*):[^\s:\"]+:[^\s:\"]+:"),  # .pgpass: host:5432:db:user:password
+                     "pat14.": ("p", r"at[a-z0-9]{14}\.")}  # Airtable: `path` is everywhere
 # letters by how seldom text holds them, those other branches start with already first: the engine
-# stops at each position holding a first letter (each kind of this round's adds ~4% to the pass)
-_RARE_FIRST = "zqjx<@kbgpcvywfmu"
+# stops at each position holding a first letter (each kind of this round's adds ~4% to the pass;
+# measured on ../shared/data: c 2.6% of characters, p 2.0, _ 1.2, - 0.9, v 0.6, 9 0.3, k 0.5)
+_RARE_FIRST = "zqjx<@~kbgpc_-9vywfmu"
 
 
 def _prefilter(triggers: list[str]) -> str:
-    """One branch per first letter: the names' branches of that letter, then per literal a
-    lookbehind for what precedes the letter, the rest of the literal and its group t0, t1, ..."""
+    """One branch per first letter: the names' branches of that letter, the pattern triggers', then
+    the literals as a trie of what follows the letter, each ending in a lookbehind for the whole
+    literal and its group t0, t1, ..."""
     import re
     by_letter = {letter: [body] for letter, body in _NAMES.items()}
+    literals: dict[str, list] = {}
     for n, literal in enumerate(triggers):
-        at = min(range(len(literal)), key=lambda i: (_RARE_FIRST + literal[i]).index(literal[i]))
-        behind = f"(?<={re.escape(literal[:at + 1])})" if at else ""
-        by_letter.setdefault(literal[at], []).append(f"{behind}{re.escape(literal[at + 1:])}(?P<t{n}>)")
+        if literal in _PATTERN_TRIGGERS:
+            first, rest = _PATTERN_TRIGGERS[literal]
+            by_letter.setdefault(first, []).append(f"{rest}(?P<t{n}>)")
+            continue
+        # the rarest letter; of two alike, not the last (a branch with letters after its own opens with them)
+        at = min(range(len(literal)), key=lambda i: ((_RARE_FIRST + literal[i]).index(literal[i]), i == len(literal) - 1))
+        behind = f"(?<={re.escape(literal)})" if at else ""
+        literals.setdefault(literal[at], []).append((literal[at + 1:], f"{behind}(?P<t{n}>)"))
+    for letter, items in literals.items():
+        by_letter.setdefault(letter, []).append(_trie(items))
     # every branch starts with a literal, outside any group: else the engine has no first
     # letters to skip to, and tries every position (50x slower)
     return "|".join(f"{re.escape(c)}(?:{'|'.join(rest)})" for c, rest in by_letter.items())
 
 
-_TRIGGERS = sorted({t for _k, triggers, _p, _c in KINDS for t in triggers})
-_TRIGGER_ROWS = {f"t{n}": {i for i, row in enumerate(KINDS) if t in row[1]} for n, t in enumerate(_TRIGGERS)}
+def _trie(items: list) -> str:
+    """[(rest of a literal, its ending)] as one expression that reads each letter once: at a stop
+    of the prefilter the engine tries a letter per branch (a branch that opens with another
+    letter is skipped at once), not a whole literal per trigger (25 under `p`: 2x the pass). A
+    longer literal goes first: where one ends another (`eyj`, `ops_eyj`), the one that says more wins."""
+    import re
+    children: dict[str, list] = {}
+    for rest, ending in items:
+        if rest:
+            children.setdefault(rest[0], []).append((rest[1:], ending))
+    branches = [re.escape(c) + _trie(sub) for c, sub in children.items()]
+    branches += sorted((ending for rest, ending in items if not rest), key=len, reverse=True)  # the longer lookbehind first
+    return branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+
+
+_TRIGGERS = sorted({t for _k, triggers, _p, _c in KINDS for t in triggers if t == t.lower()})
+# literals looked for as written (capitals, digits, `-`, `_`: no regular expression syntax), by one
+# more pass of their own: in lowercase text they are common ("asia", "sk", "api-"), in capitals rare
+_ROWS_OF: dict[str, set] = {}  # trigger -> the rows of KINDS it starts
+for _i, (_k, _triggers, _p, _c) in enumerate(KINDS):
+    for _t in _triggers:
+        _ROWS_OF.setdefault(_t, set()).add(_i)
+_CASED_ROWS = {t: rows for t, rows in sorted(_ROWS_OF.items()) if t != t.lower()}
+_CASED = "|".join(sorted(_CASED_ROWS, key=len, reverse=True))
+_TRIGGER_ROWS = {f"t{n}": _ROWS_OF[t] for n, t in enumerate(_TRIGGERS)}
 _NAME_ROWS = {g: {i for i, row in enumerate(KINDS) if row[0] in kinds} for g, (_w, _o, kinds) in _NAME_GROUPS.items()}
-_ASIA_ROW = [row[0] for row in KINDS].index("aws-key")
 _PREFILTER = None  # built on first use (re is imported then)
 # every branch of the prefilter holds one of these: a trigger, or the keyword of a name group
-_QUICK = (*_TRIGGERS, "token", "key", "secret", "cred", "pass")
+_QUICK = (*(t for t in _TRIGGERS if t not in _PATTERN_TRIGGERS), *(first for first, _r in _PATTERN_TRIGGERS.values()),
+          "token", "key", "secret", "cred", "pass")
 QUICK_CHARS = 4096  # text up to this long is tested for them before the prefilter is compiled
 _MASK = r"\[secret:[a-z0-9-]+:[0-9a-f]{4}\]"
 
@@ -276,6 +528,8 @@ def _literal(value: str, key: str, sep: str, quoted: bool, flag: bool) -> bool:
     """
     if value.startswith(("$", "%", "{{", "[secret:", "<", "*", "&")) or value.strip(".xX*-_ ") == "":
         return False  # a variable, a template, our own mask, a placeholder or a pointer
+    if not quoted and _regex(r"[|>][+-]?[0-9]?").fullmatch(value):
+        return False  # a YAML block scalar: its lines are the value (_yaml_blocks)
     password = "pass" in key.lower()
     if quoted:
         return password or (len(value) >= 8 and not any(c.isspace() for c in value))
@@ -283,13 +537,16 @@ def _literal(value: str, key: str, sep: str, quoted: bool, flag: bool) -> bool:
         return False
     if not set(value) <= _NAME_CHARS | _DIGITS:
         return True  # punctuation: hunter2!, a/b+c=, some-long-value
-    if value.isdigit():
-        return password and len(value) >= 4  # a PIN; else more likely a length or a count
+    if value.isdigit():  # a PIN, or an id that is a key (16 digits and more); else a length or a count
+        return (password and len(value) >= 4) or len(value) >= 16
     if set(value) & _DIGITS:
         return True  # hunter2, ab12cd34
     # a plain word: a name in code (password=password, token: str), a literal in a shell or
-    # .env line (DB_PASSWORD=hunter) and after a command-line flag
-    return flag or (sep == "=" and key.upper() == key and any(c.isalpha() for c in key))
+    # .env line (DB_PASSWORD=hunter) and after a command-line flag; 16 letters and more in one
+    # case and without a `_` or `.` is no name in code (getAccessToken is camelCase) but a key
+    if flag or (sep == "=" and key.upper() == key and any(c.isalpha() for c in key)):
+        return True
+    return len(value) >= 16 and value.isalpha() and (value.islower() or value.isupper())
 
 
 _SEPARATORS = frozenset(("=", ":", '"', "'", "\\"))  # what may follow a name before its value
@@ -377,8 +634,10 @@ def _scan(text: str, low: str) -> tuple[set, list]:
     """(rows of KINDS to run, [(position in low, keyword)] of secret names that may take a value)."""
     global _PREFILTER
     rows, found = set(), []
-    if "A" in text and "ASIA" in text:  # "asia" is common in lowercase text: not a trigger
-        rows.add(_ASIA_ROW)
+    if _regex(_CASED).search(text) is not None:  # one pass; the rows of each literal found (rare)
+        for literal, cased in _CASED_ROWS.items():
+            if literal in text:
+                rows |= cased
     if _PREFILTER is None and len(low) <= QUICK_CHARS and not any(word in low for word in _QUICK):
         return rows, found  # the prefilter could not match: a process that masks only short,
         # plain text (a grep's echoed query) never compiles it (~1 ms)
@@ -463,8 +722,8 @@ def _is_name(key) -> bool:
     if not isinstance(key, str):
         return False
     probe = f'"{key}":'
-    low = _lowered(probe)[0]
-    return any(_name_end(low, i, keyword) == len(probe) - 2 for i, keyword in _scan(probe, low)[1])
+    low = _lowered(probe)[0]  # one character per UTF-8 byte: its length, not the probe's, places the end
+    return any(_name_end(low, i, keyword) == len(low) - 2 for i, keyword in _scan(probe, low)[1])
 
 
 def mask_json(value):

@@ -6,4 +6,5 @@
   ingest      incremental import by byte offset, deduplicated on uuid (hooks, one file)
   bulk        a large first import: files in groups, parsed in a second process
   indexes     the search indexes derived from messages (CJK runs, exchange windows, file text)
+  tokens      the token counts each response reports (its usage field), kept in the usage table
 """

@@ -5,12 +5,14 @@ is lcm.capture.ingest's."""
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
 import time
 
 import lcm.vault.db
 import lcm.capture.indexes
 import lcm.capture.ingest
+import lcm.capture.tokens
 import lcm.vault.order
 import lcm.vault.schema
 import lcm.base.text
@@ -93,6 +95,7 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
             _count(total, sessions, lcm.capture.ingest.write_batch(conn, batch))
         total["files"] -= total["excluded_files"]
         total["sessions"] = len(sessions)
+        total["vault_sessions"] = vault_sessions(conn)
         total["seconds"] = round(time.perf_counter() - started, 3)
         return total
     # Until the first group is parsed the writer has nothing to do, and one core is idle: the
@@ -107,6 +110,7 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
     conn.execute("PRAGMA cache_size = -262144")
     checkpointer = _Checkpointer(conn)
     turns = lcm.vault.db.Turns(conn)
+    first_id = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
     fts = lcm.vault.schema.fts_enabled(conn)
     from collections import deque
     ahead: deque = deque()
@@ -133,9 +137,12 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
                     checkpointer.poke()
                     if bar:
                         bar.update(count)
-    except BaseException:
+    except BaseException as exc:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
+        full = _disk_full(conn, exc, first_id)
+        if full is not None:
+            raise full from None
         raise
     finally:
         if any(r[1] == "lcm_stage" for r in conn.execute("PRAGMA database_list")):
@@ -148,12 +155,55 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
             _set_fts(conn, FTS_HASHSIZE, FTS_AUTOMERGE)
         turns.close()
         checkpointer.close()
+        # everything committed into the vault file, the WAL emptied: nothing of the import lives
+        # only in a file someone short of space might delete (a reader may hold it back: the WAL
+        # then stays valid, and the next checkpoint finishes the work)
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.Error:
+            pass
+    if lcm.capture.tokens.pending(conn):  # nothing new to import, yet the usage of older lines to read
+        begin_write(conn)
+        try:
+            lcm.capture.tokens.backfill(conn)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
     total["messages_skipped"] = seen - total["messages_added"]
     total["files"] -= total["excluded_files"]
     conn.execute("PRAGMA cache_size = -2000")  # back to SQLite's default for later writes
     total["sessions"] = len(sessions)
+    total["vault_sessions"] = vault_sessions(conn)
     total["seconds"] = round(time.perf_counter() - started, 3)
     return total
+
+
+def _disk_full(conn, exc: BaseException, first_id: int) -> LcmError | None:
+    """The error of an import the disk filled up under, saying what it kept: every group
+    committed before is whole in the vault file; the group at hand was rolled back."""
+    if not isinstance(exc, (sqlite3.Error, OSError)):
+        return None
+    error = lcm.vault.db.storage_error(exc)
+    if error is None or error.cause != "full":
+        return None
+    try:
+        kept = conn.execute("SELECT count(*) FROM messages WHERE id > ?", (first_id,)).fetchone()[0]
+    except sqlite3.Error:
+        kept = None
+    said = ("nothing of this import was stored" if kept == 0 else
+            f"{kept} messages from the files before it filled up were stored and kept" if kept else
+            "what was committed before it filled up is kept")
+    full = LcmError(f"{error.message}; {said}", error.hint + "; the import goes on from where it stopped")
+    full.cause = "full"
+    return full
+
+
+def vault_sessions(conn) -> int:
+    """The sessions the vault holds: the one count every command prints (status, sessions,
+    doctor, ingest). A file's own tally of sessions cannot be it: one transcript may hold lines
+    of several sessions (a resumed or forked one), and a file read before adds no row to count."""
+    return conn.execute("SELECT count(*) FROM sessions").fetchone()[0]
 
 
 def _set_fts(conn, hashsize: int, automerge: int) -> None:
@@ -167,7 +217,7 @@ def _set_fts(conn, hashsize: int, automerge: int) -> None:
                 conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('hashsize', {hashsize})")
                 conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('automerge', {automerge})")
     finally:
-        conn.execute("COMMIT")
+        lcm.vault.db.commit(conn)
 
 
 def _count(total: dict, sessions: set, one: dict) -> None:
@@ -330,6 +380,7 @@ def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: 
             if batch.staged:
                 before = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
                 added = lcm.capture.ingest.flush_staged(conn, bulk=True, rows=(batch.stage_start, batch.staged))
+                lcm.capture.tokens.store(conn, batch.usage)
                 total["messages_added"] += added
                 _place_found(conn, batch, before, added, found)  # after write_batch: it may externalise a text
                 flushed.update(sid for sid in batch.sessions if sid)
@@ -356,8 +407,9 @@ def _commit_placed(conn, flushed: set, recheck: bool, found) -> None:
     if flushed:
         lcm.vault.order.place_threads(conn, flushed, recheck=recheck)
     lcm.capture.indexes.catch_up(conn, found=found)  # the search indexes derived from the messages (lcm/capture/indexes.py)
+    lcm.capture.tokens.backfill(conn)  # a vault from before the usage table: read once, by the first import
     lcm.capture.ingest.place_leaf_titles(conn)
-    conn.execute("COMMIT")
+    lcm.vault.db.commit(conn)  # room for its checkpoint reserved first: nothing committed stays only in the WAL
 
 
 class _Checkpointer:

@@ -6,7 +6,9 @@ Code records the physical working directory in a transcript (`/data/acme/src`) w
 wrote the glob through a link (`~/clients/*`, with `~/clients/acme -> /data/acme`), or the other
 way round. So a path is compared as given and resolved, against each glob as written, with its
 fixed leading directories resolved, and against the resolved directories the glob names on disk
-today. Ingest asks per transcript line (each line's own `cwd`), so a session that starts outside an
+today. Each entry also names a path literally: `pwd` may print a directory holding `[`, `*` or `?`
+(`~/work/proj[v2]`), which a glob reads as a character class or a wildcard, so a path equal to an
+entry as written (or resolved) matches whatever the glob would say. Ingest asks per transcript line (each line's own `cwd`), so a session that starts outside an
 excluded project and moves into it stops being captured at the first line written there.
 
 Stdlib only and cheap: without LCM_EXCLUDE nothing is computed; with it, the globs are expanded
@@ -17,7 +19,7 @@ from __future__ import annotations
 import os
 
 _MAGIC = ("*", "?", "[")
-_cache: dict = {}  # (LCM_EXCLUDE, home) -> (globs, resolved roots, {path: decision})
+_cache: dict = {}  # (LCM_EXCLUDE, home) -> (globs, literal and resolved roots, {path: decision})
 
 
 def _static_prefix_resolved(glob: str) -> str:
@@ -44,6 +46,8 @@ def _rules(raw: str, environ: dict | None):
         written = lcm.base.config.get("LCM_EXCLUDE", environ)
         globs = tuple(dict.fromkeys([*written, *(_static_prefix_resolved(g) for g in written)]))
         roots = set()
+        for pattern in written:  # the entry as a literal path (`proj[v2]`), as written and resolved
+            roots.update((os.path.normpath(pattern), os.path.realpath(pattern)))
         for pattern in written:  # the directories the glob names today, resolved
             for found in globmod.glob(pattern):
                 if os.path.isdir(found):

@@ -12,6 +12,7 @@ import lcm.vault.db
 import lcm.vault.schema
 import lcm.base.mask
 import lcm.capture.indexes
+import lcm.capture.tokens
 import lcm.vault.order
 import lcm.base.text
 import lcm.capture.transcript
@@ -155,11 +156,14 @@ def flush_staged(conn, bulk: bool = False, rows: tuple[int, int] | None = None) 
     return added
 
 
-def write_batch(conn, batch: lcm.capture.transcript.Batch, patience: float | None = None) -> dict:
+def write_batch(conn, batch: lcm.capture.transcript.Batch, patience: float | None = None,
+                from_file: bool = True) -> dict:
     """Store a parsed batch (one transaction unless the caller holds one); returns its counts.
 
     A batch whose rows bulk ingest put in a stage file has none here: _store_group moves and
-    counts them. patience: see begin_write.
+    counts them. patience: see begin_write. from_file=False: lines that came another way (a
+    bundle, lcm.readers.bundle) under the path of the transcript they were read from on another
+    machine: no byte offset is kept for that path, and a session's own transcript stays as it was.
     """
     row = batch.row
     result = {"path": batch.path, "session_id": batch.msg_sid, "messages_added": 0, "messages_skipped": 0,
@@ -180,6 +184,8 @@ def write_batch(conn, batch: lcm.capture.transcript.Batch, patience: float | Non
             batch.rows = [lcm.capture.transcript.safe_row(r) for r in batch.rows]
             added = _insert_rows(conn, batch.rows)
         conn.execute("RELEASE message_rows")
+        if not batch.staged:  # staged rows: after _store_group's flush
+            lcm.capture.tokens.store(conn, batch.usage)
         if batch.agent_calls:
             lcm.vault.order.store_calls(conn, batch.agent_calls)
         if batch.compactions:
@@ -193,15 +199,15 @@ def write_batch(conn, batch: lcm.capture.transcript.Batch, patience: float | Non
                 continue
             conn.execute(UPSERT_SESSION, {
                 "sid": sid, "project": s.project, "title": s.title, "title_rank": s.title_rank,
-                "path": None if batch.is_agent_file else batch.path,
-                "own_file": not batch.is_agent_file and sid == batch.guess_sid,
+                "path": None if batch.is_agent_file or not from_file else batch.path,
+                "own_file": from_file and not batch.is_agent_file and sid == batch.guess_sid,
                 "model": s.model, "first": s.first, "last": s.last})
         end = batch.offset + batch.consumed
         # another process (a hook, a second import) may have read further while we parsed: our
         # duplicate rows were ignored, and its offset must not move back to ours
         now = conn.execute("SELECT byte_offset FROM transcripts WHERE path = ?", (batch.path,)).fetchone()
         overtaken = now is not None and now[0] > end and (row is None or now[0] != row["byte_offset"])
-        if not overtaken:
+        if not overtaken and from_file:
             conn.execute(UPSERT_TRANSCRIPT, (batch.path, batch.msg_sid, batch.agent_id, end, end,
                                              batch.head_hash, batch.malformed_before + len(batch.malformed),
                                              batch.line_no, lcm.base.config.now_iso()))
@@ -212,6 +218,7 @@ def write_batch(conn, batch: lcm.capture.transcript.Batch, patience: float | Non
             lcm.vault.order.place_threads(conn, touched, recheck=bool(batch.agent_calls))
         if added and not batch.staged:  # a hook's few lines: a bounded share of any backlog too
             lcm.capture.indexes.catch_up(conn, budget=CATCH_UP_BUDGET)
+            lcm.capture.tokens.backfill(conn, budget=CATCH_UP_BUDGET // 5)
         if not batch.staged and (added or batch.leaf_titles):
             place_leaf_titles(conn)
     result.update(messages_added=added, messages_skipped=len(batch.rows) - added,

@@ -19,6 +19,7 @@ except ImportError:
 import lcm.base.text
 import lcm.base.config
 import lcm.capture.exclude
+import lcm.capture.tokens
 import lcm.base.mask
 import lcm.vault.order
 from lcm.base.errors import LcmError
@@ -298,6 +299,7 @@ class Batch:
         self.first_excluded: int | None = None  # index (in this read's lines) of the first of them
         self.compactions: list[tuple] = []
         self.agent_calls: list[tuple] = []  # rows for agent_calls: which Task/Agent call started which sub-agent
+        self.usage: list[tuple] = []  # (uuid, timestamp, session, *lcm.capture.tokens.of_entry) of each line with usage
         self.version: str | None = None  # the Claude Code version the newest conversation line names
         self.leaf_titles: list[tuple] = []  # (leafUuid, title) of older CLIs' summary lines (lcm.capture.ingest places them)
         self.sessions: dict[str | None, Session] = {}
@@ -425,6 +427,10 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
                      text_or_none(entry.get("cwd")), text_or_none(entry.get("gitBranch")), model, msg_id,
                      sidechain, text_or_none(entry.get("agentId")) or batch.agent_id,
                      entry.get("isMeta") is True, content, estimate(content), line, path, line_no))
+        if kind == "assistant":
+            usage = lcm.capture.tokens.of_entry(entry)
+            if usage is not None:
+                batch.usage.append((uuid, created, sid, *usage))
         s = sessions.get(sid) or sessions.setdefault(sid, Session())
         s.messages += 1
         if batch.msg_sid is None:

@@ -34,7 +34,8 @@ from lcm.base.errors import LcmError
 
 LOW_DISK_BYTES = 64 << 20     # less free space than this: writes will soon fail
 LISTED = 20                   # findings listed per check
-CHECKS = ("schema", "fts", "dag", "stale", "fallback", "masking", "hooks", "backend", "disk", "storage")
+CHECKS = ("schema", "blocks", "fts", "dag", "stale", "leftovers", "fallback", "masking", "hooks", "backend", "disk",
+          "storage")
 
 
 # ---------------------------------------------------------------------------
@@ -54,7 +55,7 @@ def _open(path: str):
     # a read-only filesystem: SQLite cannot even make the -shm file; read the file as it is
     conn = sqlite3.connect(lcm.vault.db.file_uri(path, "mode=ro&immutable=1"), uri=True)
     conn.row_factory = sqlite3.Row
-    lcm.vault.store.install(conn)  # lcm_line(): packed lines read like plain ones
+    lcm.vault.store.install(conn, lcm.vault.schema.SCHEMA_VERSION)  # lcm_line(): packed lines read like plain ones
     lcm.vault.db.check_tables(conn, path)
     lcm.vault.store.before_blocks(conn)
     return conn, None
@@ -93,16 +94,16 @@ def masking_text(k: dict) -> str:
     return text
 
 
-def _vault_checks(conn, path: str, doc: dict) -> None:
-    check = integrity(conn)
+def _vault_checks(conn, path: str, doc: dict, quick: bool = False) -> None:
+    check = integrity(conn, quick)
     doc["integrity"] = check["result"]
     s = doc["schema"] = {"version": check["schema_version"], "current": check["code_schema_version"],
                          "purge_guard": check["purge_guard"]}
     s["status"] = lcm.care.installation.status(s["version"] > s["current"] or not s["purge_guard"], s["version"] < s["current"])
     doc["_integrity_status"] = check["status"]
-    writable = None if doc.get("access") else _rw(path)
+    writable = None if doc.get("access") or quick else _rw(path)
     try:
-        doc["fts"] = fts(writable or conn)
+        doc["fts"] = fts(writable or conn, quick)
     finally:
         if writable is not None:
             writable.close()
@@ -114,6 +115,8 @@ def _vault_checks(conn, path: str, doc: dict) -> None:
         doc["fallback"] = {"status": "ok", "extractive": 0, "fallback": 0, "fallback_ids": [], "truncated": 0,
                            "upgradable": 0, "sessions": [], "backend": doc["backend"]["backend"]}
     doc["storage"] = storage(conn)
+    doc["blocks"] = blocks(conn)
+    doc["contents"] = contents(conn)
     if lcm.care.recovery.interrupted(conn):
         doc["rebuild_interrupted"] = True
 
@@ -128,27 +131,32 @@ def _rw(path: str):
         return None
 
 
-def examine(db_arg: str | None = None, probe: bool = True) -> dict:
-    """Every check, read-only. probe=False skips the model backend's live probe."""
+def examine(db_arg: str | None = None, probe: bool = True, quick: bool = False) -> dict:
+    """Every check, read-only. probe=False skips the model backend's live probe. quick: only what
+    cannot be rebuilt (every stored block, SQLite's quick_check of the tables), not what can be
+    (index consistency, the full-text indexes): about 40% of the time (bench/verify.py)."""
     path = str(lcm.base.config.db_path(db_arg))
+    if not os.path.lexists(path) and db_arg is None:  # a --db that names no file is a mistyped path
+        return fresh(path)
     conn, why = _open(path)
     doc = {"db": path, "integrity": None, "backup": None, "fixed": [], "not_fixed": [], "recovery": None}
     doc["backend"] = lcm.care.installation.backend(probe)
     doc["stale"] = lcm.care.installation.stale()
+    doc["leftovers"] = leftovers(path)
     bad = lcm.base.mask.redact_problems()  # a pattern that cannot be used masks nothing: say so
     doc["masking"] = {"status": "warn" if bad else "ok", "redact_problems": bad, "stored_before_rules": 0}
     try:
         if conn is not None:
             try:
                 doc["access"] = _write_problem(path)
-                _vault_checks(conn, path, doc)
+                _vault_checks(conn, path, doc, quick)
                 _masking(conn, doc["masking"])
                 doc["hooks"] = lcm.care.installation.hooks(conn)
             except sqlite3.DatabaseError as exc:  # pages past the header are damaged
                 why = lcm.vault.db.storage_error(exc, path)
                 if why is None or getattr(why, "cause", None) != "corrupt":
                     raise
-                for key in ("access", "schema", "fts", "dag", "fallback", "storage", "_integrity_status"):
+                for key in ("access", "schema", "blocks", "fts", "dag", "fallback", "storage", "_integrity_status"):
                     doc.pop(key, None)
                 conn.close()
                 conn = None
@@ -167,6 +175,44 @@ def examine(db_arg: str | None = None, probe: bool = True) -> dict:
             conn.close()
     doc["problems"] = count_problems(doc)
     return doc
+
+
+def leftovers(path: str) -> dict:
+    """What killed recoveries left beside the vault: a half-built `.new-<pid>` (a problem: --fix
+    removes it) and the damaged files kept aside (a warning: named, kept for you to delete)."""
+    doc = lcm.care.recovery.leftovers(path)
+    doc["status"] = lcm.care.installation.status(bool(doc["stale"]), bool(doc["damaged_copies"]))
+    return doc
+
+
+def leftovers_text(k: dict) -> str:
+    text = (f"{len(k['stale'])} half-built vaults of killed runs ({', '.join(k['stale'][:3])}): lcm_doctor.py --fix"
+            " removes them" if k["stale"] else "no half-built vaults of killed runs")
+    if k["damaged_copies"]:
+        text += (f"; {len(k['damaged_copies'])} damaged vaults kept aside by a recovery ("
+                 + ", ".join(k["damaged_copies"][:3]) + "): they may still hold what the recovery could not bring"
+                 " back, and whatever was purged since; delete them once you no longer need them")
+    return text
+
+
+def fresh(path: str) -> dict:
+    """Right after installing: no vault yet, because no session has started (the SessionStart hook
+    creates it) and nothing was imported. Nothing is wrong, unless Claude Code loads lcm from a
+    directory that no longer holds it, or sessions ran since the install that no hook saw."""
+    h = lcm.care.installation.hooks(None)
+    doc = {"db": path, "fresh": True, "hooks": h, "backup": None, "fixed": [], "not_fixed": [], "recovery": None,
+           "problems": int(h["status"] == "problem")}
+    doc["next"] = ("no vault yet at " + path + ": start `claude` once in a project (its hooks create the vault and"
+                   " capture every session from then on); to bring in past sessions too, run lcm_ingest.py --all")
+    return doc
+
+
+def contents(conn) -> dict:
+    """What the vault holds, counted as lcm_status.py and lcm_sessions.py count it (one row of
+    `sessions` per session, every stored message, every summary)."""
+    row = conn.execute("SELECT (SELECT count(*) FROM sessions), (SELECT count(*) FROM messages),"
+                       " (SELECT count(*) FROM summaries)").fetchone()
+    return {"sessions": row[0], "messages": row[1], "summaries": row[2]}
 
 
 # what PRAGMA integrity_check says about an index whose table is sound: REINDEX rebuilds it
@@ -188,22 +234,31 @@ def fixable(doc: dict) -> bool:
     if doc.get("access"):
         return bool(doc["stale"]["stage_dirs"])
     return bool(doc.get("damage") or doc.get("rebuild_interrupted")) or any(
-        doc.get(k, {}).get("status") == "problem" for k in ("fts", "dag", "stale")) or (
+        doc.get(k, {}).get("status") == "problem" for k in ("fts", "dag", "stale", "blocks", "leftovers")) or (
         doc.get("_integrity_status") == "problem")
 
 
 def recovery_text(r: dict) -> str:
     """The recovery as lcm_doctor.py prints it: what --fix would do, or what it did."""
+    if r.get("not_rebuilt"):
+        return ""  # said among what --fix could not fix
     if r.get("moved_to"):
-        return (f"Recovered: {r['messages']} messages of {r['sessions']} sessions read again from {r['files']}"
-                f" transcripts; the damaged vault is kept as {r['moved_to']}\nNot recovered: "
-                + "; ".join(r["lost"]) + "\n")
+        source = (f"{r['from_backup']} messages from the backup {r['backup']}, then " if r.get("backup") else "")
+        return (f"Recovered: {r['messages']} messages of {r['sessions']} sessions ({source}every message of the"
+                f" {r['files']} transcripts on disk); the damaged vault is kept as {r['moved_to']}"
+                + (f"; {r['purged_again']} messages purged after the backup was taken were purged again"
+                   if r.get("purged_again") else "") + "\nNot recovered: " + "; ".join(r["lost"]) + "\n")
+    if r["source"] is None:
+        return (f"Recovery: nothing to rebuild it from: no backup, and no transcript under {r['projects_root']}"
+                " (Claude Code deletes them after cleanupPeriodDays). lcm_doctor.py --fix leaves the damaged vault"
+                " where it is.\n")
     known = (f"{r['transcripts_recorded'] - r['transcripts_gone']} of the {r['transcripts_recorded']} transcripts"
              " it recorded are still on disk" if r["transcripts_recorded"] is not None else
-             "the transcripts it recorded cannot be read from it")
-    return (f"Recovery: lcm_doctor.py --fix moves the damaged file aside (kept, nothing deleted) and builds a new"
-            f" vault from the transcripts under {r['projects_root']} ({known}).\nIt cannot bring back: "
-            + "; ".join(r["lost"]) + "\n")
+             f"{r['transcripts_on_disk']} transcripts are on disk")
+    source = (f"from the backup {r['backup']}, then the transcripts under {r['projects_root']} ({known})"
+              if r["backup"] else f"from the transcripts under {r['projects_root']} ({known})")
+    return (f"Recovery: lcm_doctor.py --fix builds a new vault {source} and puts it in place of the damaged file,"
+            " which is kept aside (nothing deleted).\nIt cannot bring back: " + "; ".join(r["lost"]) + "\n")
 
 
 # ---------------------------------------------------------------------------
@@ -219,6 +274,9 @@ def repair(doc: dict, remask: bool = False, fix: bool = True) -> dict:
         removed = lcm.care.installation.remove_stale(doc["stale"])
         if removed:
             done["fixed"].append(f"removed {len(removed)} stale stage directories and idle lock files")
+        removed = lcm.care.recovery.remove_leftovers(doc["leftovers"])
+        if removed:
+            done["fixed"].append(f"removed {len(removed)} half-built vault files of killed runs: " + ", ".join(removed))
     if doc.get("access") and (fix or remask):
         done["not_fixed"].append("the vault is read-only here, so nothing in it was repaired")
     elif doc.get("damage"):
@@ -255,8 +313,12 @@ def repair(doc: dict, remask: bool = False, fix: bool = True) -> dict:
 
 def _repair_in_place(conn, path: str, doc: dict, done: dict) -> None:
     damaged = doc["integrity"] != "ok"
-    if damaged or doc["fts"]["damaged"] or doc["dag"]["broken"] or not doc["schema"]["purge_guard"]:
+    bad_blocks = doc.get("blocks", {}).get("damaged")
+    found = find_lines(conn, path, bad_blocks) if bad_blocks else {}
+    if damaged or doc["fts"]["damaged"] or doc["dag"]["broken"] or not doc["schema"]["purge_guard"] or found:
         done["backup"] = done["backup"] or backup(conn, path)
+    if bad_blocks:  # (with nothing found, no backup: a vault whose loss is known is not copied at every run)
+        restore_blocks(conn, bad_blocks, found, done)
     try:
         if damaged:
             conn.execute("REINDEX")  # rebuilds every index from its table: the usual damage
@@ -284,6 +346,94 @@ def _repair_in_place(conn, path: str, doc: dict, done: dict) -> None:
         done["fixed"].append(f"finished the interrupted rebuild: {result} messages read from the transcripts")
 
 
+def find_lines(conn, path: str, damaged: list[dict]) -> dict:
+    """{uuid: (original line, where from)} for the messages of damaged blocks: from the
+    transcripts still on disk (found by uuid), else from the newest backup."""
+    wanted = {m["uuid"] for d in damaged for m in d["messages"]}
+    found = lines_from_transcripts(conn, damaged, wanted)
+    if wanted - found.keys():
+        found.update(lcm.care.recovery.lines_from_backup(path, wanted - found.keys()))
+    return found
+
+
+def restore_blocks(conn, damaged: list[dict], found: dict, done: dict) -> None:
+    """Put back the lines of damaged blocks that find_lines() found; what it did not find is
+    listed as lost in done["lost"] and stays addressable, each read stopping with an Error that
+    names doctor (a backup disk plugged in later can still restore it)."""
+    restored, sources, lost, identical = 0, set(), [], []
+    conn.execute("PRAGMA secure_delete = ON")  # the damaged block's pages are zeroed as it goes
+    with lcm.vault.db.transaction(conn):
+        for d in damaged:
+            members = conn.execute("SELECT id, uuid, created_at FROM messages WHERE block_id = ? ORDER BY block_pos",
+                                   (d["block_id"],)).fetchall()
+            have = [(m[0], found[m[1]][0]) for m in members if m[1] in found]
+            missing = [{"uuid": m[1], "created_at": m[2]} for m in members if m[1] not in found]
+            if have:
+                try:
+                    result = lcm.vault.store.restore_block(conn, d["block_id"], have)
+                    # re-packed like the original, the data differs from the damaged block only where it was hit
+                    if result["same_size"]:
+                        identical.append(result["bytes_differing"])
+                except ValueError as exc:  # not the lines the block held: keep it as it is
+                    done["not_fixed"].append(f"block {d['block_id']} of session {d['session_id']}: {exc}")
+                    missing = [{"uuid": m[1], "created_at": m[2]} for m in members]
+                    have = []
+            restored += len(have)
+            sources.update(found[m[1]][1] for m in members if m[1] in found and have)
+            if missing:
+                lost.append({"session_id": d["session_id"], "block_id": d["block_id"], "count": len(missing),
+                             "first_at": min((m["created_at"] or "" for m in missing), default=None),
+                             "last_at": max((m["created_at"] or "" for m in missing), default=None),
+                             "messages": missing})
+    if restored:
+        done["fixed"].append(f"restored the original lines of {restored} messages in damaged blocks from "
+                             + " and ".join(sorted(sources)) + " (each found by its uuid, re-packed and read back"
+                             + (f"; {len(identical)} re-packed block{'s' * (len(identical) != 1)} the damaged one's size,"
+                                f" differing from it in {sum(identical)} byte{'s' * (sum(identical) != 1)}: the damage"
+                                if identical else "") + ")")
+    if lost:
+        done["lost"] = lost
+        done["not_fixed"].append(
+            f"lost: the original lines of {sum(x['count'] for x in lost)} messages, which no transcript on disk"
+            " and no backup holds: " + "; ".join(
+                f"session {x['session_id']}, {x['count']} messages from {_when(x['first_at'])} to {_when(x['last_at'])}"
+                f" ({', '.join(m['uuid'] for m in x['messages'][:3])}{' ...' if x['count'] > 3 else ''})"
+                for x in lost[:LISTED]) + ". Their rows, searchable text and summaries stay; reading their lines"
+            " says they are damaged. To let them go: lcm_purge.py --message UUID (or --session ID)")
+
+
+def lines_from_transcripts(conn, damaged: list[dict], wanted: set) -> dict:
+    """{uuid: (original line, "transcripts")} for the wanted uuids found in the transcripts on
+    disk that the damaged blocks' sessions were read from (split on newlines, as ingest does)."""
+    import lcm.capture.transcript
+    sessions = sorted({d["session_id"] for d in damaged if d["session_id"]})
+    paths = [r[0] for r in conn.execute(
+        f"SELECT path FROM transcripts WHERE session_id IN ({','.join('?' * len(sessions))}) ORDER BY path", sessions)]
+    paths += [r[0] for r in conn.execute(
+        f"SELECT DISTINCT transcript_path FROM blocks WHERE id IN ({','.join('?' * len(damaged))})",
+        [d["block_id"] for d in damaged]) if r[0] and r[0] not in paths]
+    found = {}
+    for path in paths:
+        if len(found) == len(wanted):
+            break
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError:
+            continue  # deleted since (Claude Code's cleanupPeriodDays), or unreadable
+        for line in data.split(b"\n"):
+            if b'"uuid"' not in line:
+                continue
+            try:
+                entry = lcm.capture.transcript.loads(line)
+            except (ValueError, RecursionError):
+                continue
+            uuid = entry.get("uuid") if isinstance(entry, dict) else None
+            if uuid in wanted and uuid not in found:
+                found[uuid] = (line, "transcripts")
+    return found
+
+
 def _finish_rebuild(conn) -> int:
     root = lcm.care.recovery.projects_root()
     added = lcm.capture.bulk.ingest_paths(conn, [root])["messages_added"] if os.path.isdir(root) else 0
@@ -294,13 +444,18 @@ def _finish_rebuild(conn) -> int:
 
 def _recover(path: str, done: dict, keep_damaged: bool) -> None:
     result = lcm.care.recovery.rebuild(path, keep_damaged=keep_damaged)
+    if result.get("not_rebuilt"):
+        done["not_fixed"].append(result["not_rebuilt"])
+        done["recovery"] = result
+        return
     result["moved_to"] = result["moved_to"] or done["backup"]
     done["recovery"] = result  # lcm_doctor.py prints it as "Recovered: ..." (recovery_text)
 
 
-def integrity(conn) -> dict:
-    """PRAGMA integrity_check and the schema version."""
-    rows = [r[0] for r in conn.execute("PRAGMA integrity_check(100)")]
+def integrity(conn, quick: bool = False) -> dict:
+    """PRAGMA integrity_check (quick: quick_check, which skips indexes against their tables) and
+    the schema version."""
+    rows = [r[0] for r in conn.execute("PRAGMA quick_check(100)" if quick else "PRAGMA integrity_check(100)")]
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     doc = {"result": "ok" if rows == ["ok"] else rows, "schema_version": version,
            "code_schema_version": lcm.vault.schema.SCHEMA_VERSION, "purge_guard": purge_guard(conn)}
@@ -316,11 +471,14 @@ def purge_guard(conn) -> bool:
     return conn.execute("SELECT 1 FROM purged LIMIT 1").fetchone() is None
 
 
-def fts(conn) -> dict:
+def fts(conn, quick: bool = False) -> dict:
     """Whether each FTS5 index agrees with the text it indexes (FTS5's own integrity-check
-    against the content: it re-reads every row)."""
+    against the content: it re-reads every row; quick: not checked)."""
     tables = {}
     for table in lcm.care.purge.fts_tables(conn):
+        if quick:
+            tables[table] = "not checked (--quick)"
+            continue
         try:
             conn.execute(f'INSERT INTO "{table}"("{table}", rank) VALUES (\'integrity-check\', 1)')
             tables[table] = "ok"
@@ -336,6 +494,67 @@ def fts(conn) -> dict:
     damaged = [t for t, v in tables.items() if v.startswith("damaged")]
     return {"status": lcm.care.installation.status(bool(damaged)), "tables": tables, "damaged": damaged,
             "available": bool(tables) or lcm.vault.schema.has_fts5(conn)}
+
+
+def blocks(conn) -> dict:
+    """Every stored block read back whole (its codec byte, zlib's checksum over every byte, its
+    framing, its line count and size as recorded) and every packed message's place inside its
+    block: damage SQLite's own checks cannot see, since the file around it is sound. Names the
+    damaged blocks' sessions and messages (uuid, date)."""
+    doc = {"status": "ok", "checked": 0, "bytes": 0, "damaged": [], "sessions": [], "messages": 0}
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'blocks'").fetchone():
+        return doc  # a vault from before blocks: every line is plain
+    sizes, bad = {}, {}
+    for row in conn.execute("SELECT id, line_count, line_bytes, data FROM blocks"):
+        doc["checked"] += 1
+        doc["bytes"] += len(row[3])
+        sizes[row[0]] = row[1]
+        why = lcm.vault.store.verify_block(row)
+        if why:
+            bad[row[0]] = why
+    for block_id, count, distinct, low, high in conn.execute(
+            "SELECT block_id, count(*), count(DISTINCT block_pos), min(block_pos), max(block_pos) FROM messages"
+            " WHERE block_id IS NOT NULL GROUP BY block_id"):
+        if block_id not in sizes:
+            bad.setdefault(block_id, "its row is missing")
+        elif distinct != count or low < 0 or high >= sizes[block_id]:
+            bad.setdefault(block_id, "a message's place in it is outside it or shared")
+    doc["damaged"] = damaged_blocks(conn, bad)
+    doc["sessions"] = sorted({b["session_id"] for b in doc["damaged"]})
+    doc["messages"] = sum(b["count"] for b in doc["damaged"])
+    doc["status"] = lcm.care.installation.status(bool(bad))
+    return doc
+
+
+def damaged_blocks(conn, bad: dict) -> list[dict]:
+    """For each damaged block id (-> why): its session and messages (uuid, date), oldest first."""
+    out = []
+    for block_id, why in sorted(bad.items()):
+        rows = conn.execute("SELECT uuid, created_at, session_id FROM messages WHERE block_id = ? ORDER BY block_pos",
+                            (block_id,)).fetchall()
+        dates = sorted(r[1] for r in rows if r[1])
+        out.append({"block_id": block_id, "why": why, "session_id": rows[0][2] if rows else None,
+                    "count": len(rows), "first_at": dates[0] if dates else None,
+                    "last_at": dates[-1] if dates else None,
+                    "messages": [{"uuid": r[0], "created_at": r[1]} for r in rows]})
+    return out
+
+
+def _when(stamp: str | None) -> str:
+    return (stamp or "?")[:19].replace("T", " ")
+
+
+def blocks_text(b: dict) -> str:
+    """doctor's stored-blocks line."""
+    size = f"{b['checked']} blocks ({b['bytes'] / 1e6:.1f} MB) read back whole"
+    if not b["damaged"]:
+        return size
+    parts = [f"session {d['session_id']}: {d['count']} messages, {_when(d['first_at'])} to"
+             f" {_when(d['last_at'])} (block {d['block_id']}: {d['why']}; first "
+             + ", ".join(m["uuid"] for m in d["messages"][:3]) + ")" for d in b["damaged"][:LISTED]]
+    return (f"{len(b['damaged'])} damaged of {b['checked']} blocks: the original lines of {b['messages']} messages"
+            f" cannot be read; " + "; ".join(parts) + ". lcm_doctor.py --fix restores them from the transcripts"
+            " or a backup (--json lists every message)")
 
 
 def storage(conn) -> dict:

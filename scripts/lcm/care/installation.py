@@ -165,7 +165,8 @@ def plugin_sources() -> list[dict]:
 
 
 def _sessions_since(seconds: float | None) -> list[str]:
-    """Transcripts of main sessions written after `seconds` (all when None), newest first."""
+    """Main-session transcripts written after `seconds` (all when None), newest first: one per
+    session (`<session id>.jsonl`; the `agent-*.jsonl` of sub-agents beside them are no session)."""
     projects = os.path.join(claude_dir(), "projects")
     found = []
     try:
@@ -179,7 +180,7 @@ def _sessions_since(seconds: float | None) -> list[str]:
             continue
         for entry in entries:
             try:
-                if entry.name.endswith(".jsonl") and entry.is_file():
+                if entry.name.endswith(".jsonl") and not entry.name.startswith("agent-") and entry.is_file():
                     mtime = entry.stat().st_mtime
                     if seconds is None or mtime > seconds:
                         found.append((mtime, entry.path))
@@ -188,10 +189,49 @@ def _sessions_since(seconds: float | None) -> list[str]:
     return [path for _mtime, path in sorted(found, reverse=True)]
 
 
+def _seconds(stamp) -> float | None:
+    """An ISO time Claude Code wrote ("2026-11-27T18:20:02.123Z") as epoch seconds, or None."""
+    if not isinstance(stamp, str) or len(stamp) < 19:
+        return None
+    import calendar
+    try:
+        return float(calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")))
+    except ValueError:
+        return None
+
+
+def installed_at(sources: list[dict]) -> float | None:
+    """When lcm was installed (or last updated) where Claude Code loads it: the newest
+    installedAt/lastUpdated of its plugin records, else the time Claude Code last wrote its
+    plugin records or settings, else the skills-directory clone's time. None when not installed."""
+    if not sources:
+        return None
+    root = claude_dir()
+    times = []
+    installed = _json(os.path.join(root, "plugins", "installed_plugins.json"))
+    plugins = installed.get("plugins") if isinstance(installed, dict) else None
+    for name, records in (plugins.items() if isinstance(plugins, dict) else ()):
+        if name.split("@")[0] == "lcm" and isinstance(records, list):
+            times += [_seconds(r.get(k)) for r in records if isinstance(r, dict) for k in ("installedAt", "lastUpdated")]
+    times = [t for t in times if t]
+    for group in ([os.path.join(root, "plugins", "installed_plugins.json"), os.path.join(root, "settings.json")],
+                  [p for s in sources for p in s["paths"]]):
+        if times:
+            break
+        for path in group:
+            try:
+                times.append(os.path.getmtime(path))
+            except OSError:
+                continue
+    return max(times, default=None)
+
+
 def hooks(conn) -> dict:
     """Where lcm is loaded from, when each hook last ran (the stamps hooks leave under
     $LCM_HOME/last-run) and last failed (lcm.log), and the sessions Claude Code recorded since
-    the newest stamp: a session no hook saw means the hooks are not running."""
+    the newest stamp (or, when no hook ever ran, since lcm was installed): a session no hook saw
+    means the hooks are not running. Right after installing, before any session started, no hook
+    has run and none should have: that is advice (start `claude` once), never a problem."""
     home = lcm.base.config.lcm_home()
     stamps = {}
     for event in HOOK_EVENTS:
@@ -210,9 +250,12 @@ def hooks(conn) -> dict:
         pass
     sources = plugin_sources()
     newest = max((t for t in stamps.values() if t), default=None)
-    unseen = _sessions_since(None if newest is None else newest + HOOK_SLACK_SECONDS)
+    install = installed_at(sources) if newest is None else None
+    since = newest if newest is not None else install
+    unseen = _sessions_since(since + HOOK_SLACK_SECONDS) if since is not None else []
     missing = [p for s in sources for p in s["missing"]]
     doc = {"installed": [s["what"] for s in sources], "sources": sources, "missing_sources": missing,
+           "installed_at": iso(install) if install else None,
            "last_run": {e: iso(t) if t else None for e, t in stamps.items()}, "last_error": last_error,
            "unseen_sessions": len(unseen), "unseen_examples": unseen[:3],
            "last_ingest": conn.execute("SELECT max(updated_at) FROM transcripts").fetchone()[0] if conn else None}
@@ -222,13 +265,16 @@ def hooks(conn) -> dict:
                           " deleted): nothing is captured")
         doc["hint"] = ("put the clone back there; or, from where the clone is now, run `claude plugin marketplace"
                        " add .` and `claude plugin install lcm@<marketplace>` (`claude plugin list` shows the error)")
-    elif unseen and (sources or newest):
-        since = f"since the last hook run ({iso(newest)})" if newest else "and no hook has ever run"
-        doc["problem"] = f"Claude Code recorded {len(unseen)} sessions {since} that no lcm hook saw"
+    elif unseen:
+        when = (f"since the last hook run ({iso(newest)}) that no lcm hook saw" if newest else
+                f"since lcm was installed ({iso(install)}), and no lcm hook has run")
+        doc["problem"] = f"Claude Code recorded {len(unseen)} session{'s' * (len(unseen) != 1)} {when}"
         doc["hint"] = ("LCM_DISABLE is set: unset it to capture again" if disabled else
                        "`claude plugin list` shows whether lcm is enabled and why it failed to load; "
                        "`claude --debug hooks` shows each hook run; meanwhile lcm_ingest.py --all stores"
                        " those sessions")
+    elif sources and newest is None:
+        doc["advice"] = "no session has started since lcm was installed: start `claude` once and the hooks capture from then on"
     doc["status"] = status("problem" in doc, not sources or newest is None or bool(last_error))
     return doc
 

@@ -9,7 +9,8 @@ built on them and that summary's ancestors (their other children become parentle
 their other messages uncovered, so the next lcm_compact.py summarises what remains), their
 externalised files, the checkpoints that may quote them, and the compaction records of their
 boundary lines. Each purged uuid is remembered in `purged`, and a trigger on `messages` refuses
-it, so a transcript still on disk never brings the line back. The delete runs with
+it, so a transcript still on disk never brings the line back; it is written first to the purge
+list beside the vault (lcm.vault.purgelist), which outlives the vault file. The delete runs with
 secure_delete on, the full-text indexes are merged (old segments hold the deleted terms), and
 the WAL is checkpointed and truncated: no copy stays in the vault's free pages or its -wal.
 """
@@ -17,11 +18,13 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 
 import lcm.base.config
 import lcm.summary.dag
 import lcm.vault.db
 import lcm.capture.indexes
+import lcm.vault.purgelist
 import lcm.vault.resolve
 import lcm.vault.schema
 import lcm.vault.store
@@ -56,6 +59,7 @@ class Selection:
         self.log_lines: dict[str, list[int]] = {}  # lcm.log file name -> matching line numbers
         self.previews: dict[int, str] = {}  # message id -> preview with the text blanked
         self.hidden_only: list[int] = []   # messages holding the text only in hidden tool data (kept)
+        self.checked_by_text = 0           # messages in damaged blocks, matched on their searchable text only
 
 
 # ---------------------------------------------------------------------------
@@ -163,23 +167,46 @@ def _scan(conn, home: str, literal: str | None = None, pattern: re.Pattern | Non
         sql = f"SELECT {key}, {cols} FROM {table} WHERE {where}"
         return conn.execute(sql, [literal] * len(columns) if literal is not None else [])
 
-    if literal is not None:
+    def candidates(unreadable: list[int]):
+        # the lines of damaged blocks cannot be read: those messages are left to the check below
+        ids = ",".join(map(str, unreadable))
+        # (CASE: SQLite may evaluate a WHERE's terms in any order, a CASE's branches only as needed)
+        line = f"CASE WHEN block_id IN ({ids}) THEN NULL ELSE {lcm.vault.store.LINE} END" if unreadable else \
+            lcm.vault.store.LINE
+        skip = f" AND (block_id IS NULL OR block_id NOT IN ({ids}))" if unreadable else ""
+        if literal is None:
+            return conn.execute(f"SELECT id, {line} FROM messages WHERE 1{skip} ORDER BY id")
         forms = _json_forms(literal)
-        where = " OR ".join([f"instr({lcm.vault.store.LINE}, ?) > 0"] * len(forms) + ["instr(content, ?) > 0"])
-        candidates = conn.execute(f"SELECT id, {lcm.vault.store.LINE} FROM messages WHERE {where} ORDER BY id",
-                                  [*forms, literal])
-    else:
-        candidates = conn.execute(f"SELECT id, {lcm.vault.store.LINE} FROM messages ORDER BY id")
-    messages, hidden_only = [], []
-    for mid, raw in candidates:
-        visible, hidden = line_text(raw)
-        if hit(visible):
-            messages.append(mid)
-        elif hit(hidden):
-            hidden_only.append(mid)
+        where = " OR ".join([f"instr({line}, ?) > 0"] * len(forms) + ["instr(content, ?) > 0"])
+        return conn.execute(f"SELECT id, {line} FROM messages WHERE ({where}){skip} ORDER BY id", [*forms, literal])
+
+    unreadable: list[int] = []
+    for attempt in (0, 1):
+        messages, hidden_only = [], []
+        try:
+            for mid, raw in candidates(unreadable):
+                visible, hidden = line_text(raw)
+                if hit(visible):
+                    messages.append(mid)
+                elif hit(hidden):
+                    hidden_only.append(mid)
+            break
+        except sqlite3.OperationalError as exc:
+            if attempt or lcm.vault.store.function_error(exc) is None:
+                raise
+            unreadable = lcm.vault.store.damaged_block_ids(conn)
+    checked_by_text = 0
+    if unreadable:  # a message whose line cannot be read is matched on its searchable text
+        for mid, content in conn.execute(f"SELECT id, content FROM messages WHERE block_id IN"
+                                         f" ({','.join(map(str, unreadable))}) ORDER BY id"):
+            checked_by_text += 1
+            if hit(content):
+                messages.append(mid)
+        messages.sort()
     doc = {
         "messages": messages,
         "hidden_only": hidden_only,
+        "checked_by_text": checked_by_text,
         # a summary goes when its text or an earlier text of it (summary_versions) holds the match
         "summaries": sorted({r[0] for r in rows("summaries", "id", ["content"]) if hit(r[1])} | (
             {r[0] for r in rows("summary_versions", "summary_id", ["content"]) if hit(r[1])}
@@ -221,7 +248,7 @@ def _scan_child(pipe, beat, db: str, home: str, source: str, flags: int) -> None
     try:
         pattern = re.compile(source, flags)
         conn = sqlite3.connect(lcm.vault.db.file_uri(db, "mode=ro"), uri=True)  # quoted: a # in the path is not a fragment
-        lcm.vault.store.install(conn)  # packed lines read through lcm_line() here too
+        lcm.vault.store.install(conn, lcm.vault.schema.SCHEMA_VERSION)  # packed lines read through lcm_line() here too
         pipe.send(("ok", _scan(conn, home, pattern=pattern, beat=beat)))
     except BaseException as exc:  # noqa: BLE001 - reported by the parent, without the pattern
         pipe.send(("error", type(exc).__name__))
@@ -307,6 +334,7 @@ def select(conn, *, session: str | None = None, message: str | None = None, matc
         sel.matched = True
         sel.message_ids = sorted(hits["messages"] + hits["hidden_only"]) if hidden else hits["messages"]
         sel.hidden_only = [] if hidden else hits["hidden_only"]
+        sel.checked_by_text = hits["checked_by_text"]
         for key in ("summaries", "checkpoints", "notes", "titles", "leaf_titles", "map_runs", "map_items", "digests",
                     "log_lines", "previews"):
             setattr(sel, key, hits[key])
@@ -400,6 +428,7 @@ def plan(conn, sel: Selection) -> dict:
         "notes": len(sel.notes),
         "titles": len(sel.titles) + len(sel.leaf_titles),
         "hidden_only": len(sel.hidden_only),
+        "checked_by_text": sel.checked_by_text,
         "map_items": len(sel.map_runs) + len(sel.map_items),
         "log_lines": sum(map(len, sel.log_lines.values())),
         "checkpoint_files": sorted({r[1] for r in checkpoints if r[1] and os.path.isfile(r[1])}),
@@ -445,10 +474,15 @@ def purge(conn, sel: Selection) -> dict:
         with lcm.vault.db.transaction(conn):
             doc = plan(conn, sel)
             checkpoints = _doomed_checkpoints(conn, sel)
-            uuids = [r[0] for r in conn.execute("SELECT uuid FROM messages WHERE id IN (SELECT id FROM temp.purge_messages)")]
+            doomed = conn.execute("SELECT uuid, session_id FROM messages WHERE id IN (SELECT id FROM temp.purge_messages)").fetchall()
+            uuids = [r[0] for r in doomed]
             now = lcm.base.config.now_iso()
+            # the list beside the vault first: it outlives the vault file (lcm.vault.purgelist)
+            lcm.vault.purgelist.append(vault_path(conn), uuids)
             conn.execute(lcm.vault.schema.PURGED_TRIGGER)
-            conn.executemany("INSERT OR IGNORE INTO purged (uuid, purged_at) VALUES (?, ?)", ((u, now) for u in uuids))
+            # the session too: a bundle of that session carries its purges (lcm.readers.bundle)
+            conn.executemany("INSERT OR IGNORE INTO purged (uuid, purged_at, session_id) VALUES (?, ?, ?)",
+                             ((u, now, sid) for u, sid in doomed))
             dropped = drop_summaries(conn)
             files = conn.execute(f"SELECT id, path FROM files WHERE {FILES_OF_PURGE}").fetchall()
             lcm.capture.indexes.forget_files(conn, [r[0] for r in conn.execute(
@@ -476,7 +510,7 @@ def purge(conn, sel: Selection) -> dict:
             purged = [r[0] for r in conn.execute("SELECT id FROM temp.purge_messages")]
             rewindow = lcm.capture.indexes.forget(conn, purged)
             # a packed line's block is rewritten without it: no compressed copy survives
-            lcm.vault.store.remove_lines(conn, purged)
+            lines = lcm.vault.store.remove_lines(conn, purged)
             conn.execute("DELETE FROM messages WHERE id IN (SELECT id FROM temp.purge_messages)")
             lcm.capture.indexes.reindex(conn, rewindow)
             for sid in sel.sessions:  # a session with nothing left is forgotten too
@@ -486,11 +520,19 @@ def purge(conn, sel: Selection) -> dict:
             if uuids or dropped or notes or sel.titles or sel.leaf_titles or sel.map_runs or sel.map_items:
                 for table in fts_tables(conn):
                     conn.execute(f"INSERT INTO \"{table}\"(\"{table}\") VALUES ('optimize')")
+        # a damaged block went whole: the removed lines in it, and its other messages (unreadable already)
+        doc["unreadable"] = lines["unreadable"]
+        doc["unreadable_kept"] = len(lines["others"])
         doc["files_removed"] = _remove_files(conn, [r[1] for r in files])
         doc["log_lines_removed"] = _forget_log_lines(str(lcm.base.config.lcm_home()), sel.log_lines)
         doc["wal_emptied"] = _empty_wal(conn)
     doc["backups"] = backups_beside(conn)
     return doc
+
+
+def vault_path(conn) -> str:
+    """The file of the vault `conn` has open."""
+    return conn.execute("PRAGMA database_list").fetchone()[2]
 
 
 def fts_tables(conn) -> list[str]:
@@ -543,12 +585,23 @@ def _empty_wal(conn) -> bool:
     return busy == 0
 
 
-def backups_beside(conn) -> list[str]:
-    """lcm_doctor.py backups next to the vault (they still hold whatever was purged)."""
-    path = conn.execute("PRAGMA database_list").fetchone()[2]
+# whole copies of the vault lcm leaves beside it: lcm_doctor.py --fix's copy before it repairs,
+# the file a restore replaced, the damaged file a recovery moved aside
+COPY_MARKS = (".backup-", ".replaced-", ".damaged-")
+
+
+def copies_beside(path: str) -> list[str]:
+    """The copies of the vault at `path` that lie beside it (COPY_MARKS): they hold whatever was
+    purged after they were made (lcm.care.backup rewrites them after a purge)."""
     directory, name = os.path.split(path)
     try:
         return sorted(os.path.join(directory, n) for n in os.listdir(directory or ".")
-                      if n.startswith(name + ".backup-"))
+                      if n.startswith(tuple(name + mark for mark in COPY_MARKS))
+                      and not n.endswith(("-wal", "-shm", "-journal")))
     except OSError:
         return []
+
+
+def backups_beside(conn) -> list[str]:
+    """copies_beside the vault `conn` has open."""
+    return copies_beside(conn.execute("PRAGMA database_list").fetchone()[2])

@@ -38,10 +38,34 @@ def needs_a_model(command: str) -> lcm.base.errors.ModelConfigError:
         "set ANTHROPIC_API_KEY (and pip install anthropic), or install Claude Code and log in (`claude`, then /login)")
 
 
+def backend_problem(backend: str, command: str) -> lcm.base.errors.ModelConfigError | None:
+    """Why the chosen backend cannot run a map job here, or None when it can: no backend; the
+    anthropic backend without its package or credentials; the claude backend without `claude`
+    on PATH. The hints lead to a backend that works, never to LCM_LLM=none (which stops maps)."""
+    env = os.environ
+    if backend == "none":
+        return needs_a_model(command)
+    if backend == "anthropic" and not lcm.base.llm.sdk_available():
+        return lcm.base.errors.ModelConfigError(
+            f"{command} uses the anthropic backend, and the anthropic package is not installed",
+            "python3 -m pip install anthropic (or pip install -r requirements.txt); or set LCM_LLM=claude"
+            " with Claude Code logged in")
+    if backend == "anthropic" and not (env.get("ANTHROPIC_API_KEY") or env.get("ANTHROPIC_AUTH_TOKEN")):
+        return lcm.base.errors.ModelConfigError(
+            f"{command} uses the anthropic backend, and no ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) is set",
+            "export ANTHROPIC_API_KEY; or set LCM_LLM=claude with Claude Code logged in")
+    if backend == "claude" and not lcm.base.llm.claude_executable(env):
+        return lcm.base.errors.ModelConfigError(
+            f"{command} uses the claude backend, and no `claude` is on PATH",
+            "install Claude Code and log in (`claude`, then /login); or set ANTHROPIC_API_KEY and LCM_LLM=anthropic")
+    return None
+
+
 def _not_ready(document: dict, command: str) -> dict:
-    """A --dry-run of a job no backend could run says so instead of estimating quietly."""
-    if document["backend"] == "none":
-        error = needs_a_model(command)
+    """A --dry-run says whether the real run could start (`ready`), and if not, why and what to do,
+    instead of estimating quietly."""
+    error = backend_problem(document["backend"], command)
+    if error is not None:
         document.update(ready=False, problem=error.message, hint=error.hint)
     else:
         document["ready"] = True
@@ -77,8 +101,9 @@ def llm_map(opts: jobs.MapOptions) -> dict:
             "cost_note": f"list prices; output assumed {answer} tokens per item, max_cost_usd at --max-tokens",
             "first_request": lcm.base.llm.masked_params(requests.params(job.first_item, [])),
         }, "lcm_llm_map.py")
-    if backend == "none":
-        raise needs_a_model("lcm_llm_map.py")
+    problem = backend_problem(backend, "lcm_llm_map.py")
+    if problem is not None:
+        raise problem
     if opts.batch and backend != "anthropic":
         raise LcmError("--batch needs the anthropic backend (an API key)",
                        "set ANTHROPIC_API_KEY, or drop --batch to run the items one call each")
@@ -118,8 +143,9 @@ def agentic_map(opts: jobs.MapOptions) -> dict:
                          "expect several times min_cost_usd",
             "first_request": {"system": system, "prompt": jobs.item_text(job.first_item)},
         }, "lcm_agentic_map.py")
-    if backend == "none":
-        raise needs_a_model("lcm_agentic_map.py")
+    problem = backend_problem(backend, "lcm_agentic_map.py")
+    if problem is not None:
+        raise problem
 
     def go(state) -> None:
         if backend == "anthropic":

@@ -7,4 +7,7 @@ Imports every wing before it.
   answer    a question answered from the exact messages behind summaries (expand_query)
   status    vault and session status: counts, context use, index health
   sessions  sessions as a person sees them: title, time, what they hold
+  usage     tokens and cost by day, week, month, session, project or model (prices.json: the
+            dated price table)
+  bundle    sessions that travel: a bundle written, and merged into another vault
 """

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 
 import lcm.summary.digest
 import lcm.base.mask
@@ -32,9 +33,14 @@ def first_prompt(conn, session_id: str) -> str | None:
     task given to a sub-agent.
     """
     for sidechain in (0, 1):
-        rows = conn.execute(
-            f"SELECT {lcm.vault.store.LINE} FROM messages WHERE session_id = ? AND type = 'user' AND is_meta = 0 AND is_sidechain = ?"
-            " ORDER BY id LIMIT ?", (session_id, sidechain, PROMPT_SCAN))
+        try:
+            rows = conn.execute(
+                f"SELECT {lcm.vault.store.LINE} FROM messages WHERE session_id = ? AND type = 'user' AND is_meta = 0"
+                " AND is_sidechain = ? ORDER BY id LIMIT ?", (session_id, sidechain, PROMPT_SCAN)).fetchall()
+        except sqlite3.OperationalError as exc:
+            if lcm.vault.store.function_error(exc) is None:
+                raise
+            return None  # its lines sit in a damaged block: a list of sessions still shows the others
         for (raw,) in rows:
             try:
                 entry = json.loads(raw)
@@ -61,7 +67,29 @@ def _counts(conn, row) -> dict:
     checkpoint = conn.execute("SELECT 1 FROM checkpoints WHERE session_id = ? LIMIT 1", (sid,)).fetchone()
     return {"id": sid, "title": title(conn, sid, row["title"], messages), "project": row["project"],
             "first_at": row["first_at"], "last_at": row["last_at"], "messages": messages,
-            "summaries": summaries, "has_checkpoint": checkpoint is not None}
+            "summaries": summaries, "has_checkpoint": checkpoint is not None,
+            "only_in_vault": not _on_disk([r[0] for r in conn.execute(
+                "SELECT path FROM transcripts WHERE session_id = ?", (sid,))])}
+
+
+CLEANUP_NOTE = ("their transcripts are gone: Claude Code deletes them after cleanupPeriodDays, 30 days by default,"
+                " and lcm's vault and its backups are now their only copy")
+
+
+def _on_disk(paths: list[str]) -> bool:
+    return any(os.path.exists(p) for p in paths)
+
+
+def only_in_vault(conn) -> int:
+    """How many sessions exist only in the vault now: no transcript file of theirs is left on
+    disk (one stat per transcript file the vault knows)."""
+    paths: dict[str, list[str]] = {}
+    for sid, path in conn.execute("SELECT s.session_id, t.path FROM sessions s"
+                                  " LEFT JOIN transcripts t ON t.session_id = s.session_id"):
+        paths.setdefault(sid, [])
+        if path:
+            paths[sid].append(path)
+    return sum(1 for found in paths.values() if not _on_disk(found))
 
 
 def list_sessions(conn, *, project: str | None = None, since: str | None = None, text: str | None = None,

@@ -9,6 +9,7 @@ import os
 import sqlite3
 
 import lcm.base.config
+import lcm.readers.sessions
 import lcm.summary.dag
 import lcm.vault.schema
 import lcm.vault.store
@@ -161,4 +162,5 @@ def status(conn, session_id: str | None = None, check_fts: bool | None = None, g
         "threshold": threshold, "compaction_recommended": tokens is not None and tokens >= threshold,
         "lcm_context_tokens": lcm_tokens,
         "fts_ok": fts_ok(conn, check_fts),
+        "only_in_vault": lcm.readers.sessions.only_in_vault(conn),
     }

@@ -8,6 +8,8 @@ one place to change when a conversation-order column exists. Library only.
 """
 from __future__ import annotations
 
+import lcm.base.mask
+import lcm.base.text
 import lcm.vault.schema
 
 NEIGHBOUR_WINDOW = 16     # messages looked at on either side of a hit to find its neighbours
@@ -106,3 +108,37 @@ def window_members(conn, ends) -> dict[int, list[int]]:
             f"SELECT id FROM {source} WHERE session_id = ? AND id <= ? AND {lcm.vault.schema.TALK_WHERE}"
             f" AND agent_id IS ? ORDER BY id DESC LIMIT ?", (own[0], end, own[1], EXCHANGE_TURNS))]
     return out
+
+
+CONTEXT_MAX = 10          # --context N: at most this many turns on either side of a hit
+CONTEXT_CHARS = 300       # each turn of the context as one line of at most this many characters
+
+
+def turns_around(conn, uuid: str, n: int) -> dict:
+    """The n conversational turns (typed prompts and assistant text, as TALK_WHERE says) before
+    and after message `uuid`, in its own session and thread, in conversation order (seq):
+    {"before": [...], "after": [...]}, each turn {uuid, role, created_at, text}, its text masked
+    and cut to one line of CONTEXT_CHARS. Never another session's turns: the evidence of an
+    answer sits beside the other turns of its own session."""
+    own = conn.execute("SELECT session_id, thread, seq FROM messages WHERE uuid = ?", (uuid,)).fetchone()
+    if own is None or n <= 0 or own["seq"] is None:
+        return {"before": [], "after": []}
+    n = min(n, CONTEXT_MAX)
+    def sql(compare: str, order: str) -> str:
+        return ("SELECT uuid, role, created_at, content FROM messages WHERE session_id = ? AND thread = ?"
+                f" AND seq {compare} ? AND " + lcm.vault.schema.TALK_WHERE + f" ORDER BY seq {order} LIMIT ?")
+
+    def turn(row) -> dict:
+        text = lcm.base.text.one_line(lcm.base.mask.mask(row["content"]), CONTEXT_CHARS)
+        return {"uuid": row["uuid"], "role": row["role"], "created_at": row["created_at"], "text": text}
+    before = conn.execute(sql("<", "DESC"), (own["session_id"], own["thread"], own["seq"], n)).fetchall()
+    after = conn.execute(sql(">", "ASC"), (own["session_id"], own["thread"], own["seq"], n)).fetchall()
+    return {"before": [turn(r) for r in reversed(before)], "after": [turn(r) for r in after]}
+
+
+def add_context(conn, doc: dict, n: int) -> dict:
+    """A search document (lcm.search.engine) with `context` (turns_around) on each message hit."""
+    for result in doc["results"]:
+        if result["type"] == "message" and result.get("uuid"):
+            result["context"] = turns_around(conn, result["uuid"], n)
+    return doc

@@ -31,6 +31,17 @@ def head(r: dict) -> str:
     return f"{r['id']}  {rtype.head({**r, 'when': when})}"
 
 
+def context_lines(context: dict | None) -> list[str]:
+    """The turns around a hit (lcm.search.conversation.turns_around), one line each, under it:
+    `-2` two turns before, `+1` the one after."""
+    if not context:
+        return []
+    def line(offset: int, t: dict) -> str:
+        return f"      {offset:+d} {t['role']:9} {(t['created_at'] or '')[:16].replace('T', ' ')}  {t['text']}"
+    before, after = context["before"], context["after"]
+    return [line(i - len(before), t) for i, t in enumerate(before)] + [line(i, t) for i, t in enumerate(after, 1)]
+
+
 def next_lines(doc: dict) -> list[str]:
     """Runnable commands that look closer at the first result (its type's record names them)."""
     first = doc["results"][0] if doc["results"] else None
@@ -47,6 +58,7 @@ def report(doc: dict, options: list[str], next_offset: int, grant: str | None = 
         lines.append(f"No matches for {doc['query']!r}.")
     for i, r in enumerate(doc["results"], 1):
         lines.append(f"[{i}] {head(r)}\n    {r['snippet']}")
+        lines += context_lines(r.get("context"))
     query = lcm.base.shell.Positional(doc["query"])
     if doc["has_more"]:
         lines.append("... more: " + lcm.base.shell.command_line("lcm_grep.py", query, *options, "--offset", str(next_offset)))

@@ -110,6 +110,18 @@ def _open_session(r: dict) -> list:
     return [("lcm_sessions.py", Positional(r["session_id"]))] if r["session_id"] else []
 
 
+# Every type is dated by its conversation, never by when lcm wrote the row: a digest written
+# today of a session from last year is last year's, and so is a file kept aside at its import.
+# These expressions are its time shown and the column --since/--before compare (the row's own
+# created_at only where the conversation is gone).
+# a session's digest: the session's span (--since: it ran after; --before: it started before)
+DIGEST_LAST_AT = "coalesce((SELECT s.last_at FROM sessions s WHERE s.session_id = t.session_id), t.created_at)"
+DIGEST_FIRST_AT = "coalesce((SELECT s.first_at FROM sessions s WHERE s.session_id = t.session_id), t.created_at)"
+# a checkpoint: the time of the last message it saw
+CHECKPOINT_AT = "coalesce((SELECT m.created_at FROM messages m WHERE m.id = t.last_message_id), t.created_at)"
+# a large block kept aside: the time of the message it came from
+FILE_AT = "coalesce((SELECT m.created_at FROM messages m WHERE m.uuid = t.message_uuid), t.created_at)"
+
 TYPES = {t.name: t for t in (
     ResultType(
         "message", "messages", "id",
@@ -145,14 +157,14 @@ TYPES = {t.name: t for t in (
         next=_open_session),
     ResultType(
         "checkpoint", "checkpoints", "id",
-        "t.id AS rowid_, t.id, t.session_id, t.project, t.created_at, t.path, t.content", "t.content",
-        "t.created_at", "t.created_at", substring="checkpoints_tri", extra=("project", "path"),
+        f"t.id AS rowid_, t.id, t.session_id, t.project, {CHECKPOINT_AT} AS created_at, t.path, t.content",
+        "t.content", CHECKPOINT_AT, CHECKPOINT_AT, substring="checkpoints_tri", extra=("project", "path"),
         head=lambda r: f"checkpoint  {r['when']}  {r.get('path') or _session_of(r)}",
         next=_open_session),
     ResultType(
         "digest", "digests", "rowid",
-        "t.rowid AS rowid_, t.session_id AS id, t.session_id, t.level, t.created_at, t.text AS content",
-        "t.text", "t.created_at", "t.created_at", substring="digests_tri", extra=("level",),
+        f"t.rowid AS rowid_, t.session_id AS id, t.session_id, t.level, {DIGEST_LAST_AT} AS created_at,"
+        " t.text AS content", "t.text", DIGEST_LAST_AT, DIGEST_FIRST_AT, substring="digests_tri", extra=("level",),
         head=lambda r: f"digest  {r['when']}  {_session_of(r)} ({r.get('level')})",
         next=_open_session),
     # externalised large blocks: their text is on disk, indexed by files_fts (lcm.capture.indexes);
@@ -160,8 +172,8 @@ TYPES = {t.name: t for t in (
     # tool's output is long and seldom what a new prompt asks for
     ResultType(
         "file", "files", "rowid",
-        "t.rowid AS rowid_, t.id, t.session_id, t.created_at, t.name, t.kind, t.path, t.message_uuid,"
-        " t.exploration AS content", "t.exploration", "t.created_at", "t.created_at", fts="files_fts",
+        f"t.rowid AS rowid_, t.id, t.session_id, {FILE_AT} AS created_at, t.name, t.kind, t.path, t.message_uuid,"
+        " t.exploration AS content", "t.exploration", FILE_AT, FILE_AT, fts="files_fts",
         extra=("name", "message_uuid"), recall=False,
         head=lambda r: f"file  {r['when']}  {r.get('name') or ''}",
         next=lambda r: [("lcm_describe.py", Positional(r["id"]))]),

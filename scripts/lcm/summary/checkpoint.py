@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
 import stat
 import sys
 import tempfile
@@ -16,6 +17,7 @@ from pathlib import Path
 import lcm.base.config
 import lcm.vault.grants
 import lcm.base.mask
+import lcm.base.shell
 import lcm.base.text
 import lcm.capture.transcript
 import lcm.summary.worklog
@@ -107,12 +109,15 @@ def build(conn, session_id: str, vault: Path, use_llm: bool) -> tuple[dict, str]
     ]
     if story:
         head += ["", "## Narrative (model-written)", story]
+    shell = lcm.base.shell
     resume = [
         "## How to resume",
-        '- `python3 "$LCM_SCRIPTS/lcm_resume.py"` rebuilds this state from the vault and lists what came after it',
-        f'- `python3 "$LCM_SCRIPTS/lcm_grep.py" "TERM" --session {session_id}` finds an exact detail',
-        '- `python3 "$LCM_SCRIPTS/lcm_describe.py" ID` / `lcm_expand_query.py --prompt "QUESTION" --query "TERM"`'
-        " drill into a summary or message id listed above",
+        f"- `{shell.command_line('lcm_resume.py', '--session', session_id)}` rebuilds this state from the vault"
+        " and lists what came after it",
+        f"- `{shell.command_line('lcm_grep.py', shell.Positional('TERM'), '--session', session_id)}` finds an exact detail",
+        f"- `{shell.command_line('lcm_describe.py', shell.Positional('ID'))}` inspects a summary or message id listed above",
+        f"- `{shell.command_line('lcm_expand_query.py', '--query', 'TERM', '--prompt', 'QUESTION', '--session', session_id)}`"
+        " answers from the original messages",
     ]
     text = "\n".join(head) + "\n\n" + body + "\n\n" + "\n".join(resume) + "\n"
     # the file lands in the project (easy to commit): masked whole, whatever the vault holds; a
@@ -225,8 +230,8 @@ def read_checkpoint_file(path: Path) -> str:
     return data.decode("utf-8")
 
 
-def load(conn, checkpoint: str | None, session: str | None) -> tuple[str, str]:
-    """(text, source) of the checkpoint to resume from."""
+def load(conn, checkpoint: str | None, session: str | None) -> tuple[str, str] | None:
+    """(text, source) of the checkpoint to resume from, or None when the vault keeps none."""
     if checkpoint:
         path = Path(checkpoint).expanduser()
         try:
@@ -242,9 +247,29 @@ def load(conn, checkpoint: str | None, session: str | None) -> tuple[str, str]:
     row = conn.execute(f"SELECT id, content FROM checkpoints WHERE {where} ORDER BY id DESC LIMIT 1",
                        params).fetchone()
     if row is None:
-        raise LcmError(f"no checkpoint found for {'session ' + session if session else workspace_root()}",
-                       "write one with lcm_checkpoint.py before ending a session, or pass --checkpoint PATH")
+        return None
     return row["content"], f"vault checkpoint {row['id']}"
+
+
+def project_sessions_sql(alias: str = "") -> str:
+    """The WHERE clause of a project's sessions: its directory or one below it, as recorded
+    (two parameters: the directory, and the directory followed by '/%')."""
+    return f"({alias}project = ? OR {alias}project LIKE ?)"
+
+
+def latest_earlier_session(conn, root: Path) -> str | None:
+    """The session of the project at `root` (or below it) that ran last, other than the current
+    one: what "continue where we left off" means when no checkpoint was written (imported history
+    has none). Dated by its conversation (sessions.last_at), never by when lcm stored it."""
+    current = lcm.base.config.current_session_id() or ""
+    for directory in dict.fromkeys((str(root), os.path.realpath(str(root)))):
+        row = conn.execute(
+            f"SELECT session_id FROM sessions WHERE {project_sessions_sql()} AND session_id != ?"
+            " AND last_at IS NOT NULL ORDER BY last_at DESC LIMIT 1",
+            (directory, directory.rstrip("/") + "/%", current)).fetchone()
+        if row is not None:
+            return row["session_id"]
+    return None
 
 
 def check_against_vault(conn, meta: dict, source: str, vault: Path) -> list[str]:
@@ -301,21 +326,50 @@ class Budget:
             self.add(line)
 
 
-def reconstruct(conn, meta: dict, source: str, text: str, warnings: list[str], max_tokens: int) -> dict:
+def drill_further(session_id: str) -> list[str]:
+    """The footer of a resume: runnable commands, one a line, to go past the brief (find a
+    detail; answer a question from the original messages)."""
+    shell = lcm.base.shell
+    return ["", "## Drill further",
+            "- " + shell.command_line("lcm_grep.py", shell.Positional("TERM"), "--session", session_id),
+            "- " + shell.command_line("lcm_expand_query.py", "--query", "TERM", "--prompt", "QUESTION",
+                                      "--session", session_id)]
+
+
+def _digest_lines(conn, session_id: str) -> list[str]:
+    """The body of the session's stored digest (without its heading lines), or []."""
+    try:
+        row = conn.execute("SELECT text FROM digests WHERE session_id = ?", (session_id,)).fetchone()
+    except sqlite3.OperationalError:  # a vault from before digests
+        return []
+    if row is None:
+        return []
+    lines = row["text"].strip().splitlines()
+    body = lines[2:] if lines and lines[0].startswith("# ") else lines
+    return [ln for ln in body if ln.strip()]
+
+
+def reconstruct(conn, meta: dict, source: str, text: str, warnings: list[str], max_tokens: int,
+                brief: bool = False) -> dict:
+    """The resume text. brief: no checkpoint exists; the whole session is read from the vault
+    (its digest, if stored, then its work log) and nothing counts as "newer"."""
     sid, last = meta["session_id"], meta["last_message_id"]
     state = lcm.summary.worklog.worklog(conn, sid, upto_id=last)
-    newer = lcm.summary.worklog.worklog(conn, sid, after_id=last or 0)
+    newer = lcm.summary.worklog.worklog(conn, sid, after_id=last or 0) if not brief else \
+        lcm.summary.worklog.worklog(conn, sid, upto_id=0)
     top = lcm.summary.worklog.top_summaries(conn, sid)
     title = conn.execute("SELECT title FROM sessions WHERE session_id = ?", (sid,)).fetchone()["title"]
     story = re.search(r"^## Narrative \(model-written\)\n(.*?)(?=^## |\Z)", text, re.S | re.M)
-    footer = ["", '## Drill further (scripts in "$LCM_SCRIPTS")',
-              f'- lcm_grep.py "TERM" --session {sid} | lcm_describe.py ID | '
-              'lcm_expand_query.py --prompt "QUESTION" --query "TERM"']
+    footer = drill_further(sid)
     # the footer, and a line naming the sections left out, are always printed
     out = Budget(max_tokens, reserve=sum(len(ln) + 1 for ln in footer) + 100)
     out.add(f"# Resuming session {sid}" + (f": {lcm.base.text.one_line(title, 80)}" if title else ""))
-    out.add(f"From {source}, written {meta['created_at']}; state as of message id {last} "
-            f"({state['message_count']} messages).")
+    if brief:
+        out.add(f"No checkpoint was written for it: this is {source}, read from the vault"
+                f" ({state['message_count']} messages, last active {meta['created_at'][:16].replace('T', ' ')}).")
+    else:
+        out.add(f"From {source}, written {meta['created_at']}; state as of message id {last} "
+                f"({state['message_count']} messages).")
     for warning in warnings:
         out.add(f"WARNING: {warning}")
     if newer["message_count"]:
@@ -327,6 +381,9 @@ def reconstruct(conn, meta: dict, source: str, text: str, warnings: list[str], m
     secs = lcm.summary.worklog.sections(state, top, list_cap=10, text_cap=300)
     for heading, lines in secs[:5]:
         out.block(heading, lines)
+    digest = _digest_lines(conn, sid) if brief else []
+    if digest:
+        out.block("Digest of the session (stored when it ended)", digest)
     if story:
         out.block("Narrative (model-written, from the checkpoint)", story.group(1).strip().splitlines())
     for heading, lines in secs[5:]:
@@ -334,7 +391,8 @@ def reconstruct(conn, meta: dict, source: str, text: str, warnings: list[str], m
     if out.skipped:
         footer[0:0] = ["", lcm.base.text.one_line(f"Not shown for space: {', '.join(out.skipped)} (raise --max-tokens).", 98)]
     rendered = "\n".join(out.lines + footer) + "\n"
-    return {"session_id": sid, "title": title, "checkpoint": {**meta, "source": source},
+    return {"session_id": sid, "title": title, "checkpoint": {**meta, "source": source} if not brief else None,
+            "brief": source if brief else None,
             "warnings": warnings, "state": state, "newer": newer, "top_summaries": top,
             "text": rendered, "tokens": lcm.base.config.estimate_tokens(rendered)}
 
@@ -342,11 +400,32 @@ def reconstruct(conn, meta: dict, source: str, text: str, warnings: list[str], m
 def resume(conn, checkpoint: str | None, session: str | None, vault: Path, max_tokens: int) -> dict:
     """The state a checkpoint recorded, re-read from the vault within max_tokens: the one call
     of lcm_resume.py. checkpoint: a file (default: the workspace's, else the vault's newest of
-    the workspace's project); session: the vault's newest checkpoint of that session."""
-    text, source = load(conn, checkpoint, session)
+    the workspace's project); session: the vault's newest checkpoint of that session. Without
+    any checkpoint (imported history has none), the brief of that session, or of the project's
+    latest earlier session, read from the vault."""
+    loaded = load(conn, checkpoint, session)
+    if loaded is None:
+        return lcm.base.mask.mask_json(session_brief(conn, session, vault, max_tokens))
+    text, source = loaded
     meta = parse_checkpoint(text, source)
     if meta.get("session_id") and not session:  # a checkpoint file names its session: the grant must cover it
         lcm.vault.grants.scope(conn).check_session(meta["session_id"], whole=True)
     warnings = check_against_vault(conn, meta, source, vault)
     # a checkpoint written before masking, or edited by hand, may hold secrets: masked before use
     return lcm.base.mask.mask_json(reconstruct(conn, meta, source, lcm.base.mask.mask(text), warnings, max_tokens))
+
+
+def session_brief(conn, session: str | None, vault: Path, max_tokens: int) -> dict:
+    """Resume without a checkpoint: `session`, else the workspace project's latest earlier session."""
+    root = workspace_root()
+    sid = session or latest_earlier_session(conn, root)
+    if sid is None:
+        raise LcmError(f"no checkpoint and no earlier session of {root} in the vault",
+                       f"{lcm.base.shell.SESSIONS_HINT}; resume one with lcm_resume.py --session ID,"
+                       " or import past sessions with lcm_ingest.py --all")
+    lcm.vault.grants.scope(conn).check_session(sid, whole=True)
+    row = conn.execute("SELECT last_at FROM sessions WHERE session_id = ?", (sid,)).fetchone()
+    meta = {"session_id": sid, "last_message_id": None, "vault": str(vault),
+            "created_at": (row and row["last_at"]) or ""}
+    source = f"the brief of session {sid}" if session else f"the brief of this project's latest session ({sid})"
+    return reconstruct(conn, meta, source, "", [], max_tokens, brief=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import time
 
 import lcm.summary.dag
@@ -23,6 +24,11 @@ from lcm.base.config import estimate_tokens
 from lcm.base.errors import LcmError
 
 TRUNCATE_TOKENS = 512
+# the sampling temperature of each escalation level, as the seeds set them: level 1 (details
+# kept) at 0.2, level 2 (bullets at half the target) steadier at 0.1. Sent where the backend
+# takes one (lcm.base.llm.complete: an anthropic SDK before 1.0; the SDKs since, and the API
+# version they send, refuse sampling parameters, and the claude CLI has no such option).
+ESCALATION_TEMPERATURE = {1: 0.2, 2: 0.1}
 # normal/aggressive: the model's (levels 1 and 2); truncated: level 3, the source cut short;
 # extractive: written without a model by choice (LCM_LLM=none); fallback: the model failed during
 # the pass, so the extractive text (or the cut) stands in until a later run upgrades it
@@ -131,6 +137,7 @@ class Compactor:
         else:
             system = lcm.summary.prompts.prompt("system")
             for level, goal in ((1, target), (2, max(target // 2, 1))):
+                temperature = ESCALATION_TEMPERATURE[level]
                 if self.calls >= self.max_calls:
                     self.stopped = "call_limit"
                     break
@@ -139,7 +146,8 @@ class Compactor:
                 self.calls += 1
                 try:
                     done = self.breaker.complete(system, body, max_tokens=2 * goal, model=self.model,
-                                                 backend=self.backend, **self._call_limits())
+                                                 backend=self.backend, temperature=temperature,
+                                                 **self._call_limits())
                 except lcm.base.errors.ModelError:
                     return self._fallback(source, span, source_tokens, target, extractive)
                 text = lcm.base.text.strip_ansi(done.text).strip()
@@ -425,6 +433,50 @@ def _passes(work: Compactor, mode: str, until_under: int | None, started: float,
     while work.backend != "none" and work.breaker.failure is None and not out_of_time() \
             and work.upgrade_pass(levels=("fallback",)):
         pass
+
+
+class Progress:
+    """What a long compaction run (--all, --upgrade: up to LCM_MAX_SUMMARY_CALLS model calls)
+    shows while it works, on stderr: a tqdm bar on a terminal when tqdm is installed, else one
+    line per session done (a log, a pipe, a terminal without tqdm)."""
+
+    def __init__(self, total: int, stream=None):
+        self.stream = stream or sys.stderr
+        self.total, self.done, self.bar = total, 0, None
+        if total and _isatty(self.stream):
+            try:
+                from tqdm import tqdm  # here: only a run by hand shows it
+            except ImportError:
+                tqdm = None
+            if tqdm is not None:
+                self.bar = tqdm(total=total, desc="compact", unit="session", file=self.stream)
+
+    def session_done(self, result: dict) -> None:
+        self.done += 1
+        if self.bar is not None:
+            self.bar.set_postfix(calls=result["model_calls"], refresh=False)
+            self.bar.update(1)
+            return
+        made = (f"would create {result['would_create']['leaf']} leaf + {result['would_create']['condensed']} condensed"
+                if result["dry_run"] else f"{result['leaf_created']} leaf + {result['condensed_created']} condensed"
+                + (f", {result['upgraded']} upgraded" if result["upgraded"] else ""))
+        try:
+            self.stream.write(f"compact {self.done}/{self.total} {result['session_id'][:8]}: {made};"
+                              f" {result['model_calls']} model calls ({result['backend']})\n")
+            self.stream.flush()
+        except (OSError, ValueError):  # stderr closed (a detached run): progress is not worth failing for
+            pass
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _isatty(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 def sessions_to_compact(conn, session: str | None, every: bool = False) -> list[str]:

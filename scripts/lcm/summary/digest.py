@@ -24,7 +24,7 @@ import lcm.base.text
 import lcm.summary.worklog
 from lcm.base.errors import LcmError
 
-SECTIONS = ("What was done", "Decisions", "Bugs found", "What failed", "Open at the end")
+SECTIONS = ("What was done", "Decisions", "Bugs found", "What failed", "Open questions", "Open at the end")
 LIST_CAP = 8        # bullets per section: a digest is read at a glance
 LINE_CAP = 220      # characters per bullet
 MODEL_INPUT_CHARS = 24_000
@@ -34,7 +34,8 @@ SYSTEM = (
     "sessions that search it. From the material, write markdown with exactly these sections, each a "
     "'## ' heading followed by at most 8 short bullets: " + ", ".join(SECTIONS) + ". 'Decisions' are "
     "choices made and why; 'Bugs found' are causes found and fixes that worked; 'What failed' names "
-    "the commands, edits and approaches that failed or were rejected, with the error. Write '- none' "
+    "the commands, edits and approaches that failed or were rejected, with the error; 'Open questions' are "
+    "questions left unanswered when the session ended (not offers to do more). Write '- none' "
     "for an empty section. State only what the material supports; keep file names, commands and "
     "error messages exact. No preamble.")
 
@@ -88,7 +89,8 @@ def extractive(conn, session_id: str) -> str:
             f"{(session['first_at'] or '?')[:16]} to {(session['last_at'] or '?')[:16]}, "
             f"{log['message_count']} messages (extractive digest)"]
     body = []
-    for name, items in zip(SECTIONS, (done, log["decisions"], log.get("findings", []), failed, open_items)):
+    for name, items in zip(SECTIONS, (done, log["decisions"], log.get("findings", []), failed,
+                                      log.get("open_questions", []), open_items)):
         body += ["", f"## {name}", *_bullets(items)]
     return lcm.base.mask.mask("\n".join(head + body) + "\n")
 

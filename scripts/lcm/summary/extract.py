@@ -28,26 +28,61 @@ READ_TOOLS = {"Read": "read", "NotebookRead": "read"}
 # condition ("if we switch ...").
 DECIDED = re.compile(
     r"\b(?:decided|decide to|decision (?:is|was)|going with|settled? on|opted (?:for|to)|opting for|chose|"
-    r"switch(?:ed|ing)? (?:to|over to|back to)|stick(?:ing)? with|(?:the|our) (?:plan|approach|choice) (?:is|will be))",
+    r"switch(?:ed|ing)? (?:to|over to|back to)|stick(?:ing)? with|migrat(?:e|ed|ing) (?:from [\w`.-]+ )?to|"
+    r"replac(?:ed|ing) [^.]{1,80}? with|(?:changed|updated|moved) [^.]{1,80}? from [^.]{1,60}? to|"
+    # "the plan is to ...", never a status ("the plan is ready")
+    r"(?:the|our) (?:plan|approach|choice) (?:is|will be)(?! (?:ready|done|complete|set|in place|approved|finished)))",
     re.I)
 # "instead of X" / "rather than X" is a choice when someone makes it ("we subscribe instead of
-# polling", "Instead of polling, ..."), not when it describes what code does ("runs on the audio
-# thread instead of the main thread")
+# polling", "Instead of polling, ...", a summary's "Used patch.object() instead of ..."), not when
+# it describes what code does ("runs on the audio thread instead of the main thread")
 ALTERNATIVE = re.compile(r"\b(?:instead|rather than)\b", re.I)
-CHOOSER = re.compile(r"\b(?:we|i|let's|us|our)\b|^\W*(?:instead of|use|keep|switch|go with|drop|prefer|stick)\b",
-                     re.I)
+CHOOSER = re.compile(r"\b(?:we|i|let's|us|our)\b|(?:^|:\s*)\W*(?:instead of|use[sd]?|using|keep|kept|switch(?:ed)?|"
+                     r"go with|drop(?:ped)?|prefer(?:red)?|stick|replaced|chose)\b", re.I)
 WILL_CHOOSE = re.compile(
     r"\b(?:we'll|we will|i'll|i will|let's|let us|we're going to|i'm going to|we should|we need to) "
-    r"(?:use|keep|go with|switch|stick with|adopt|prefer|avoid|drop|not|rely on|pin|revert|replace|leave)\b", re.I)
-NEXT_STEP = re.compile(r"^\W*(?:now|next|first|then|okay|ok|great|perfect|finally)\b", re.I)
+    r"(?:use|keep|go with|switch|stick with|adopt|prefer|avoid|drop|not|rely on|pin|revert|replace|leave|migrate|"
+    r"move to|allow)\b|\b(?:i'll|we'll|let's) [^.]{0,60}\bfor now\b", re.I)
+# a choice stated with its reason: "Using the library's visible property is much cleaner"
+BETTER_WAY = re.compile(r"^\W*(?:using|switching to|keeping|sticking with|going with) .{1,120}\b(?:is|are|would be) "
+                        r"(?:much |far |a lot |simpler and )?(?:cleaner|simpler|better|safer|faster|more robust)\b", re.I)
+# what a person says they want done: "let's do vite", "let's make it cross-browser", "use pnpm",
+# "you can set group.visible with the library"
+PERSON_CHOOSES = re.compile(
+    r"\blet'?s (?:do|go|also|make|use|keep|switch|stick|move|migrate|drop|remove|change|try|just|not)\b|"
+    r"^\W*(?:use|go with|keep|switch to|stick with|don't|do not|never|always)\b|"
+    r"\byou (?:can|should) (?:just )?(?:use|set|do|call|keep)\b(?! (?:it|this|them|that) to\b)|\bi(?:'d| would) rather\b|\bi prefer\b|"
+    r"\b(?:we're|we are) not (?:doing|going to)\b|\b(?:just|only) (?:pick|take|use|keep)\b", re.I)
+# a request ("Hey Claude, can you ...") asks for work; it states no choice by itself
+REQUEST = re.compile(r"^\W*(?:hey|hi|hello|can you|could you|would you|will you|please|i'd like|i would like|"
+                     r"help me)\b", re.I)
+NEXT_STEP = re.compile(r"^\W*(?:now|next|first|then|okay|ok|great|perfect|finally|let me|i need to)\b", re.I)
 NOT_A_DECISION = re.compile(
     r"^\W*(?:if|whether|unless)\b|\b(?:we|i|you|one) (?:could|might|may)\b|"
     r"\b(?:we|i|you) would(?! rather)\b|\b(?:haven't|have not|not yet|hasn't been)\b.*\bdecid|"
     r"\b(?:use|using) (?:the )?[\w-]+(?: tool| command)? to (?:find|check|see|look|read|search|locate|"
-    r"verify|inspect|run|get|view|list|explore)\b|\?\s*$", re.I)
+    r"verify|inspect|run|get|view|list|explore)\b|\?\s*$|"
+    # an apology or an acknowledgement is not a choice, nor a line that leads into a list or code
+    r"^\W*(?:i apologi[sz]e|sorry|my apologies|you're (?:absolutely )?right|you are (?:absolutely )?right)\b|:\s*$|"
+    # what a problem is (a finding, or a guess at one) is not a choice
+    r"^\W*(?:the|this|that) (?:real )?(?:issue|problem|bug|cause|error)\b|"
+    # taking up the person's request is not choosing ("I'll help you modify the TUI to ...")
+    r"^\W*(?:i'll|i will|let me) help you\b",
+    re.I)
+# a guess at a cause is not a finding yet
+GUESS = re.compile(r"\b(?:might|may be|probably|perhaps|likely|possibly|could be|i suspect|i think)\b", re.I)
 # a finding: the cause of a bug or what fixed it
 FINDING = re.compile(r"\b(?:root cause|the (?:real )?(?:cause|problem|issue|bug|culprit|reason) (?:is|was)|"
-                     r"turns out|turned out|the fix (?:is|was)|(?:caused|broken) by|fixed by)\b", re.I)
+                     r"turns out|turned out|the fix (?:is|was)|(?:caused|broken) by|fixed by|"
+                     # "failing because ...", "the test failed because ...", "failing on the formatting check"
+                     r"(?:fail(?:s|ed|ing)?|broke|breaks|crash(?:es|ed)?)\b[^.]{0,80}?\b(?:because|due to)|"
+                     r"\bfailing (?:on|at)\b|"
+                     r"(?:was|were) (?:trying to|using|reading|looking for) [^.]{1,60}? (?:instead of|but it should)|"
+                     r"but it should be)\b", re.I)
+# "I see the issue." / "There's the bug!": the sentence after it says what the issue is
+FINDING_LEAD = re.compile(r"^(?:[^.!?]{0,80}?\b)?(?:i (?:can )?(?:see|understand|found) the|there'?s the|here'?s the|"
+                          r"that'?s the|found the) (?:issue|problem|bug|culprit|cause|mismatch)\b[^.]{0,40}[.!:]?\s*$",
+                          re.I)
 SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 MARKDOWN_LEAD = re.compile(r"^\s*(?:[-*+>]|\d+[.)]|#+)\s+|\*\*")
 FILE_ID = re.compile(r"file_[0-9a-f]{16}(?![0-9a-z_])")  # no leading \b: it would defeat the fast literal scan
@@ -61,11 +96,12 @@ def _one_line(text: str, limit: int) -> str:
 
 
 
-def sentences(text: str) -> list[str]:
+def sentences(text: str, hints: tuple = ()) -> list[str]:
     """The sentences of a text that may state a choice or a finding (none when it holds none of
-    their words), markdown list marks and emphasis removed."""
+    their words, or of `hints`), markdown list marks and emphasis removed."""
     lowered = text.lower()
-    if not any(hint in lowered for hint in CHOICE_HINTS) and not any(hint in lowered for hint in FINDING_HINTS):
+    if not any(hint in lowered for hint in CHOICE_HINTS) and not any(hint in lowered for hint in FINDING_HINTS) \
+            and not any(hint in lowered for hint in hints):
         return []
     out = []
     for part in SENTENCE.split(text):
@@ -83,27 +119,65 @@ def sentences(text: str) -> list[str]:
 CHOICE_HINTS = ("decid", "decision", "going with", "settle", "opted", "opting", "chose", "switch", "stick",
                 "plan is", "plan will", "approach is", "approach will", "choice is", "choice will", "instead",
                 "rather than", "we'll ", "we will ", "i'll ", "i will ", "let's ", "let us ", "going to ",
-                "we should ", "need to ")
+                "we should ", "need to ", "migrat", "replac", "cleaner", "simpler", "better", "safer", "faster",
+                "robust", "for now", "changed", "updated", "moved")
+PERSON_HINTS = CHOICE_HINTS + ("lets ", "use ", "keep ", "go with", "don't ", "do not ", "never ", "always ",
+                               "you can ", "you should ", "rather", "prefer", "not doing", "not going", "just ",
+                               "only ")
 FINDING_HINTS = ("root cause", " cause is", " cause was", "caused by", "problem is", "problem was", "issue is",
                  "issue was", "bug is", "bug was", "culprit", "reason is", "reason was", "turns out", "turned out",
-                 "fix is", "fix was", "fixed by", "broken by")
+                 "fix is", "fix was", "fixed by", "broken by", "because", "due to", "failing", "instead of",
+                 "should be", "the issue", "the problem", "the bug", "the cause", "mismatch", "failing on")
 
 
 def is_choice(sentence: str) -> bool:
-    """A sentence that states a choice, not narration of the next step, an option or a question."""
+    """A sentence that states a choice, not narration of the next step, an option, a question,
+    an apology or a status line."""
     lowered = sentence.lower()
     if not any(hint in lowered for hint in CHOICE_HINTS):
         return False
-    chosen = DECIDED.search(sentence) or (ALTERNATIVE.search(sentence) and CHOOSER.search(sentence)) or (
+    chosen = DECIDED.search(sentence) or BETTER_WAY.search(sentence) or (
+        ALTERNATIVE.search(sentence) and CHOOSER.search(sentence) and not NEXT_STEP.match(sentence)) or (
         WILL_CHOOSE.search(sentence) and not NEXT_STEP.match(sentence))
     return bool(chosen) and not NOT_A_DECISION.search(sentence)
+
+
+def is_person_choice(sentence: str) -> bool:
+    """A sentence the person typed that states what they want done ("let's do vite", "use pnpm",
+    "you can set group.visible"), not a request for work or a question."""
+    if REQUEST.match(sentence) or NOT_A_DECISION.search(sentence):
+        return False
+    return is_choice(sentence) or bool(PERSON_CHOOSES.search(sentence))
 
 
 def is_finding(sentence: str) -> bool:
     """A sentence that says what caused a problem or what fixed it."""
     lowered = sentence.lower()
     return any(hint in lowered for hint in FINDING_HINTS) and bool(FINDING.search(sentence)) \
-        and not sentence.rstrip().endswith("?")
+        and not sentence.rstrip().endswith(("?", ":")) and not NEXT_STEP.match(sentence) and not GUESS.search(sentence)
+
+
+# the lead and the finding in one sentence: "I see the issue - Hatchling needs to be told ..."
+FINDING_INLINE = re.compile(r"^\W*(?:i (?:can )?see|i found|there'?s|here'?s|that'?s) the (?:issue|problem|bug|culprit|"
+                            r"cause|mismatch)\s*(?:[-\u2013\u2014:,;]|\.\.\.)\s*(.{12,})$", re.I)
+
+
+def findings_in(sentences_: list[str]) -> list[str]:
+    """The findings among a text's sentences: those that state one, the sentence after a lead
+    such as "I see the issue." or "There's the bug!", which says what it is, and what follows such
+    a lead in the same sentence ("I see the issue - ...")."""
+    found = []
+    for i, sentence in enumerate(sentences_):
+        inline = FINDING_INLINE.match(sentence)
+        if inline:
+            found.append(inline.group(1))
+        elif FINDING_LEAD.match(sentence):
+            after = sentences_[i + 1] if i + 1 < len(sentences_) else ""
+            if after and not after.rstrip().endswith(("?", ":")) and not GUESS.search(after):
+                found.append(after)
+        elif is_finding(sentence) and (not found or found[-1] != sentence):
+            found.append(sentence)
+    return found
 
 
 def raw_blocks(raw) -> tuple[dict, list]:
@@ -187,16 +261,14 @@ def facts_from_messages(rows) -> Facts:
                 if text:
                     facts.asked.append(text)
                     # a choice the person stated ("use pnpm", "let's keep the name") is a decision too
-                    facts.decisions.extend(f"(user) {s}" for s in sentences(text) if is_choice(s))
+                    facts.decisions.extend(f"(user) {s}" for s in sentences(text, PERSON_HINTS) if is_person_choice(s))
             elif kind == "text" and role == "assistant":
                 text = str(block.get("text") or "")  # whatever the line holds (a number, a list)
                 if text.strip() and _thread(row) == own:  # a folded sub-agent's last words are not the end
                     facts.ended = text
-                    for sentence in sentences(text):
-                        if is_choice(sentence):
-                            facts.decisions.append(sentence)
-                        elif is_finding(sentence):
-                            facts.found.append(sentence)
+                    told = sentences(text)
+                    facts.decisions += [s for s in told if is_choice(s)]
+                    facts.found += [s for s in findings_in(told) if not is_choice(s)]
             elif kind == "tool_use":
                 name, data = block.get("name") or "tool", block.get("input") or {}
                 if not isinstance(data, dict):

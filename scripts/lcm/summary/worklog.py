@@ -24,8 +24,14 @@ FILE_TOOLS = ("Edit", "Write", "MultiEdit", "NotebookEdit")
 # a failed look-around (a missing file, a stopped shell) is exploration, not an error left to fix
 LOOK_TOOLS = ("Read", "Glob", "Grep", "LS", "WebFetch", "WebSearch", "BashOutput", "KillShell", "KillBash",
               "TaskOutput", "ToolSearch")
+# the harness's own tools (a question to the person, plan mode): their failure leaves no work undone
+INTERACTION_TOOLS = ("AskUserQuestion", "ExitPlanMode", "EnterPlanMode", "TodoWrite", "TaskCreate", "TaskUpdate",
+                     "TaskList", "SendMessage")
 # the user said no: not an error to fix
 REJECTION = re.compile(r"^The user doesn't want to (proceed|take this action)")
+# the person's permission settings stopped the call ("This command requires approval", "... was
+# blocked. For security, ..."): their choice, like a rejection, not an error left to fix
+NOT_ALLOWED = re.compile(r"\brequires approval\b|\bwas blocked\. For security\b|^Permission to use \w+ (?:has been|was) denied")
 KEEP = 50  # newest commands / errors kept in the returned lists
 
 
@@ -86,6 +92,7 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
     todos: list[dict] | None = None
     tasks: dict[str, dict] = {}      # TaskCreate/TaskUpdate lists, keyed by task id
     count = last_id = 0
+    last_words: list[str] = []       # the assistant's text after the latest request
     for row in conn.execute(sql + " ORDER BY seq", params):
         count += 1
         last_id = row["id"]
@@ -98,16 +105,19 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
         text = user_request_text(entry)
         if text:
             requests.append({"uuid": row["uuid"], "at": entry.get("timestamp"), "text": text})
-            decisions += [s for s in lcm.summary.extract.sentences(text) if lcm.summary.extract.is_choice(s)]
+            decisions += [f"(user) {s}" for s in lcm.summary.extract.sentences(text, lcm.summary.extract.PERSON_HINTS)
+                          if lcm.summary.extract.is_person_choice(s)]
+            last_words = []  # the assistant's text since this request
         for block in content_blocks(entry):
             kind = block.get("type")
             if kind == "text" and entry.get("type") == "assistant" and not entry.get("isSidechain"):
                 # the one rule of lcm.summary.extract: a stated choice, not narration, an option or a question
-                for sentence in lcm.summary.extract.sentences(str(block.get("text", ""))):
-                    if lcm.summary.extract.is_choice(sentence):
-                        decisions.append(sentence)
-                    elif lcm.summary.extract.is_finding(sentence):
-                        findings.append(sentence)
+                said = str(block.get("text", ""))
+                last_words.append(said)
+                told = lcm.summary.extract.sentences(said)
+                decisions += [s for s in told if lcm.summary.extract.is_choice(s)]
+                findings += [s for s in lcm.summary.extract.findings_in(told)
+                             if not lcm.summary.extract.is_choice(s)]
             elif kind == "tool_use":
                 tool_input = block.get("input") if isinstance(block.get("input"), dict) else {}
                 call = {"id": block.get("id"), "name": block.get("name"), "input": tool_input,
@@ -121,7 +131,8 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
                 call = calls[str(block.get("tool_use_id"))]
                 text = _result_text(block)
                 if block.get("is_error"):
-                    call["status"] = "rejected" if REJECTION.match(text) else "error"
+                    call["status"] = "rejected" if REJECTION.match(text) else "denied" if NOT_ALLOWED.search(text) \
+                        else "error"
                     # the line that says what failed, or for a rejection the person's reason
                     call["error"] = (_first_line(text.partition("reason for the rejection:")[2]) if
                                      call["status"] == "rejected" else _first_line(lcm.summary.failures.key_line(text)))
@@ -142,7 +153,26 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
                         task["status"] = call["input"]["status"]
     log = _summarise(order, requests, decisions, todos, tasks, count, last_id, request_limit)
     log["findings"] = _dedupe([_first_line(f) for f in findings])[-8:]
+    log["open_questions"] = open_questions(last_words)
     return log
+
+
+# an offer ("Would you like me to ...?") waits for nobody: the work is done either way
+OFFER = re.compile(r"\b(?:would you like|do you want|want me to|shall i|should i (?:also|go ahead)|let me know)\b",
+                   re.I)
+QUESTION_END = re.compile(r"(?<=\?)\s+|\n+")
+
+
+def open_questions(last_words: list[str]) -> list[str]:
+    """The questions the assistant asked after the person's latest request, which the session
+    ended without answering (offers to do more are not questions left open)."""
+    found = []
+    for text in last_words:
+        for part in re.split(r"(?<=[.!?])\s+|\n+", text):
+            part = part.strip().lstrip("-*>#0123456789. ").replace("**", "")
+            if part.endswith("?") and len(part) > 12 and not OFFER.search(part):
+                found.append(_first_line(part))
+    return _dedupe(found)[-5:]
 
 
 def _summarise(order, requests, decisions, todos, tasks, count, last_id, request_limit) -> dict:
@@ -159,13 +189,17 @@ def _summarise(order, requests, decisions, todos, tasks, count, last_id, request
                 target.append(call["key"])
         if name == "Bash" and not call["sidechain"] and call["key"]:
             commands.append({"command": call["key"], "failed": status == "error", "uuid": call["uuid"],
-                             "rejected": status == "rejected",
-                             **({"error": call["error"]} if status in ("error", "rejected") else {})})
-        if status == "error" and name not in LOOK_TOOLS:
-            # fixed by a later success of the same call (a command run again inside a longer one counts)
-            fixed = any(c["name"] == name and c["status"] == "ok" and
-                        (c["key"] == call["key"] or (name == "Bash" and call["key"] in c["key"]))
-                        for c in order[i + 1:])
+                             "rejected": status in ("rejected", "denied"),
+                             **({"error": call["error"]} if status in ("error", "rejected", "denied") else {})})
+        if status == "error" and name not in LOOK_TOOLS and name not in INTERACTION_TOOLS:
+            # fixed by a later success of the same call: the same file edited, or the same command
+            # run again (with other options, inside a longer line, through `uv run`: command_family)
+            family = command_family(call["key"]) if name == "Bash" else None
+            fixed = any(c["status"] == "ok" and (
+                (c["key"] == call["key"] and (c["name"] == name or {c["name"], name} <= set(FILE_TOOLS)))
+                or (name == "Bash" and c["name"] == "Bash" and (call["key"] in c["key"]
+                                                               or family and family in command_families(c["key"]))))
+                for c in order[i + 1:])
             if not fixed:
                 errors.append({"tool": name, "target": call["key"], "error": call.get("error", ""),
                                "uuid": call["uuid"]})
@@ -189,6 +223,48 @@ def _summarise(order, requests, decisions, todos, tasks, count, last_id, request
         "open_todos": [t for t in todo_list if t["status"] != "completed"],
         "unresolved_errors": errors[-KEEP:],
     }
+
+
+# what runs a command without being it: `uv run pytest` is pytest
+RUNNERS = (("uv", "run"), ("poetry", "run"), ("pipenv", "run"), ("pnpm", "exec"), ("bundle", "exec"),
+           ("python", "-m"), ("python3", "-m"), ("npx",), ("bunx",), ("time",), ("sudo",), ("env",), ("command",))
+# programs whose first word after them names the action: `git push`, not `git`
+SUBCOMMANDS = {"git", "npm", "pnpm", "yarn", "bun", "cargo", "go", "docker", "kubectl", "gh", "uv", "pip", "pip3",
+               "make", "brew", "apt", "apt-get", "helm", "terraform", "poetry", "dotnet", "mvn", "gradle"}
+SETUP = {"cd", "source", ".", "export", "echo", "set", "pushd", "popd", "sleep", "true", ":"}
+
+
+def command_families(command: str) -> list[str]:
+    """What each part of a shell line runs, as "program action" (`git push`, `pytest`, `npm test`):
+    parts split at && || ; |, set-up parts (cd, export, echo) left out, variable assignments and
+    runners (uv run, npx, python -m) skipped."""
+    out = []
+    for part in re.split(r"&&|\|\||;|\||\n", command):
+        words = [w for w in part.replace("(", " ").replace(")", " ").split() if w]
+        while words and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]):
+            words.pop(0)
+        changed = True
+        while changed and words:
+            changed = False
+            for runner in RUNNERS:
+                if tuple(w.lower() for w in words[:len(runner)]) == runner:
+                    words = words[len(runner):]
+                    changed = True
+                    break
+        if not words:
+            continue
+        program = words[0].rsplit("/", 1)[-1]
+        if program in SETUP:
+            continue
+        action = next((w for w in words[1:] if not w.startswith("-")), "") if program in SUBCOMMANDS else ""
+        out.append(f"{program} {action}".strip())
+    return out
+
+
+def command_family(command: str) -> str | None:
+    """The family of the part of a shell line that did the work: its last part that is not set-up."""
+    families = command_families(command)
+    return families[-1] if families else None
 
 
 def _dedupe(items: list[str]) -> list[str]:
@@ -244,6 +320,9 @@ def sections(log: dict, top: list[dict], *, list_cap: int = 15, text_cap: int = 
     if log.get("findings"):
         out.append(("Findings (causes found, fixes that worked; heuristic)",
                     [f"- {one_line(f, 200)}" for f in log["findings"]]))
+    if log.get("open_questions"):
+        out.append(("Open questions (asked at the end, not answered)",
+                    [f"- {one_line(q, 200)}" for q in log["open_questions"]]))
     out.append(("Top of the summary DAG", [
         f"- {s['id']} ({s['kind']}, depth {s['depth']}, {s['descendant_count']} messages,"
         f" {(s['earliest_at'] or '')[:16]} .. {(s['latest_at'] or '')[:16]}): {s['head']}" for s in top]

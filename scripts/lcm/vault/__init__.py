@@ -1,6 +1,7 @@
 """The vault wing: the SQLite file, its layout, and who may read what. Imports base only.
 
   schema    the append-only migrations and the tables they build
+  purgelist the uuids of purged messages in a file beside the vault, which outlives it
   db        the one guard every vault is opened through; transactions; writers take turns
   store     stored transcript lines, plain or in compressed blocks: the only reader of `raw`
   pack      plain lines into compressed blocks, online and resumable

@@ -10,6 +10,7 @@ import time
 
 from lcm.base.config import db_path_str
 from lcm.base.errors import LcmError
+import lcm.vault.purgelist
 import lcm.vault.schema
 import lcm.vault.store
 
@@ -100,7 +101,43 @@ def file_uri(path: str, query: str = "") -> str:
 
 
 def _uri(path: str, readonly: bool) -> str:
+    if readonly and _frozen(path):
+        # a WAL vault needs its -shm (made by the first opener) to be read; where nobody can
+        # write, nobody can change the file either, and immutable=1 reads it without one
+        return file_uri(path, "mode=ro&immutable=1")
     return file_uri(path, "mode=ro" if readonly else "")
+
+
+def _check_wal_readable(path: str) -> None:
+    """Refuse, naming the way out, a vault whose -wal holds changes on a disk where SQLite cannot
+    make the -shm it needs to read them (a read-only snapshot taken while lcm was writing)."""
+    where = os.path.dirname(path) or "."
+    if os.access(where, os.W_OK) or os.path.exists(path + "-shm"):
+        return
+    try:
+        if os.path.getsize(path + "-wal") == 0:
+            return
+    except OSError:
+        return
+    raise LcmError(f"{path}-wal holds changes not yet in {path}, and SQLite needs to write a -shm file beside"
+                   f" them to read them, which {where} does not allow (read-only)",
+                   f"copy both files to a writable directory (cp {path} {path}-wal /tmp/) and pass --db"
+                   " the copy; the vault is not damaged")
+
+
+def _frozen(path: str) -> bool:
+    """Whether the vault sits where no one can write (a read-only mount, a snapshot, a directory
+    without write access) and holds everything in its main file (no -wal with frames): then
+    nothing can change it while it is read, and immutable=1 is exact. A -wal with frames but
+    no -shm cannot be read read-only at all (SQLite needs the index of the WAL); storage_error
+    says so and how to copy the pair elsewhere."""
+    where = os.path.dirname(path) or "."
+    if os.access(where, os.W_OK):
+        return False
+    try:
+        return os.path.getsize(path + "-wal") == 0
+    except OSError:
+        return True  # no -wal: the file is whole
 
 
 def _create(path: str) -> None:
@@ -163,13 +200,15 @@ def connect(explicit: str | None = None, *, create: bool = True, readonly: bool 
             raise LcmError(f"no vault at {path}", "run lcm_init.py or lcm_ingest.py --all first, or pass --db")
         _create(path)
     check_vault_file(path, write=not readonly)
+    if readonly:
+        _check_wal_readable(path)
     _vault = path
     try:
         # isolation_level=None: we issue BEGIN ourselves, so nothing commits behind our back
         conn = sqlite3.connect(_uri(path, readonly), uri=True, timeout=10.0, isolation_level=None,
                                factory=Connection)
         conn.row_factory = sqlite3.Row
-        lcm.vault.store.install(conn)  # lcm_line(): original lines, packed or not
+        lcm.vault.store.install(conn, lcm.vault.schema.SCHEMA_VERSION)  # lcm_line(): original lines, packed or not
         # wait for a concurrent writer (a hook, a background compaction) instead of failing
         conn.execute(f"PRAGMA busy_timeout = {10000 if patience is None else int(patience * 1000)}")
         # summary_sources and friends rely on references being real
@@ -182,6 +221,7 @@ def connect(explicit: str | None = None, *, create: bool = True, readonly: bool 
             # WAL + NORMAL is durable across application crashes and much faster
             conn.execute("PRAGMA synchronous = NORMAL")
             lcm.vault.schema.migrate(conn, path)
+            lcm.vault.purgelist.sync(conn, path)  # a rebuilt vault learns what was purged before
         elif version > lcm.vault.schema.SCHEMA_VERSION:
             lcm.vault.schema.migrate(conn, path)  # raises the "newer schema" error
         elif version < lcm.vault.schema.SCHEMA_VERSION:
@@ -277,6 +317,10 @@ def storage_error(exc: BaseException, path: str | None = None, doing: str = "") 
     files (disk full, read-only, permissions, a busy or damaged vault); None when `exc` is none
     of those. Only real damage points to lcm_doctor.py, and no hint suggests discarding a vault."""
     import errno
+    block = lcm.vault.store.function_error(exc)  # a damaged block, met by lcm_line() in a query
+    if block is not None:
+        block.cause = "block"
+        return block
     cause = None
     if isinstance(exc, sqlite3.Error):
         code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
@@ -335,9 +379,85 @@ class transaction:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if not exc_type:
-            self.conn.execute("COMMIT")
+            commit(self.conn)
         elif self.conn.in_transaction:  # SQLite has already rolled back after some errors (disk full)
             self.conn.execute("ROLLBACK")
+
+
+ROOMY_BYTES = 64 << 20  # free space past twice a commit's growth: no reservation needed
+
+
+def commit(conn: sqlite3.Connection) -> None:
+    """COMMIT, never leaving committed pages that only the WAL can hold.
+
+    A commit writes its pages to the WAL; the checkpoint then copies them into the vault file,
+    which grows. On a nearly full disk the commit fits and the checkpoint does not: the import
+    said it succeeded while most of the vault sat in the -wal, a file people delete to free
+    space. So when free space is short, the room the vault file will need is reserved first (a
+    `<vault>-reserve-<pid>` file of that size, fallocated): no room, and the transaction is rolled
+    back with a disk-full error; room, and the reserve is released after COMMIT for the
+    checkpoint, which then runs at once (PASSIVE: it never waits for a reader). Cost when the
+    disk has room: three PRAGMAs, one stat and one statvfs."""
+    reserve = None
+    try:
+        reserve = _reserve_room(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    finally:
+        if reserve is not None:
+            try:
+                os.remove(reserve)
+            except OSError:
+                pass
+    if reserve is not None:
+        # now, before a later write's WAL frames take the room just released
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+
+def _remove_dead_reserves(path: str) -> None:
+    directory, name = os.path.split(path)
+    prefix = name + "-reserve-"
+    try:
+        names = [n for n in os.listdir(directory or ".") if n.startswith(prefix) and n[len(prefix):].isdigit()]
+    except OSError:
+        return
+    for stale in names:
+        try:
+            os.kill(int(stale[len(prefix):]), 0)
+        except ProcessLookupError:
+            try:
+                os.remove(os.path.join(directory, stale))
+            except OSError:
+                pass
+        except OSError:
+            pass  # alive, another user's
+
+
+def _reserve_room(conn: sqlite3.Connection) -> str | None:
+    path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
+    if not path or not hasattr(os, "posix_fallocate"):
+        return None
+    grow = conn.execute("PRAGMA page_count").fetchone()[0] * conn.execute("PRAGMA page_size").fetchone()[0]
+    grow -= os.path.getsize(path)
+    if grow <= 0:
+        return None
+    st = os.statvfs(os.path.dirname(path) or ".")
+    if st.f_bavail * st.f_frsize > 2 * grow + ROOMY_BYTES:
+        return None
+    _remove_dead_reserves(path)  # a process killed between its reserve and its COMMIT left one
+    reserve = f"{path}-reserve-{os.getpid()}"
+    fd = os.open(reserve, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)  # another file: the vault's locks stay
+    try:
+        os.posix_fallocate(fd, 0, grow)
+    except OSError:
+        os.close(fd)
+        os.remove(reserve)
+        raise
+    os.close(fd)
+    return reserve
 
 
 def masked_from(conn: sqlite3.Connection) -> dict[str, int]:
@@ -379,7 +499,7 @@ class write_lock:
 
     def __exit__(self, exc_type, exc, tb):
         if self.own and not exc_type:
-            self.conn.execute("COMMIT")
+            commit(self.conn)
         elif self.own and self.conn.in_transaction:  # SQLite may have rolled back already (disk full)
             self.conn.execute("ROLLBACK")
 

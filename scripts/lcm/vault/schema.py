@@ -158,6 +158,63 @@ def _credit_leaf_titles(conn: sqlite3.Connection) -> None:
         conn.execute(sql)
 
 
+# usage_rollup's sums (lcm.readers.usage reads them): every token, then those priced from the
+# table (lines without a costUSD of their own) with their excess past 200,000 in one field of one
+# response (the long-context rate's share), and the costUSD lines carry
+USAGE_BUCKET_SECONDS = 900
+USAGE_SUMS = ("responses", "input_tokens", "output_tokens", "cache_write_tokens", "cache_write_1h_tokens",
+              "cache_read_tokens", "priced_input", "priced_output", "priced_cache_write", "priced_cache_read",
+              "priced_cache_write_1h", "above_input", "above_output", "above_cache_write", "above_cache_read", "carried_cost")
+USAGE_SUMS_COLUMNS = ", ".join(f"{name} {'REAL' if name == 'carried_cost' else 'INTEGER'} NOT NULL" for name in USAGE_SUMS)
+USAGE_THRESHOLD = 200_000
+
+
+def _usage_key(row: str) -> str:
+    return (f"coalesce(CAST(strftime('%s', {row}.at) AS INTEGER) / {USAGE_BUCKET_SECONDS}, -1),"
+            f" {row}.session_id, coalesce({row}.model, '')")
+
+
+def _usage_values(row: str) -> list[str]:
+    """One usage row's share of each of USAGE_SUMS, in SQL."""
+    own = f"{row}.cost_usd IS NULL"
+    fields = ("input_tokens", "output_tokens", "cache_write_tokens", "cache_read_tokens")
+    return (["1"] + [f"{row}.{f}" for f in (*fields[:3], "cache_write_1h_tokens", fields[3])]
+            + [f"CASE WHEN {own} THEN {row}.{f} ELSE 0 END" for f in (*fields, "cache_write_1h_tokens")]
+            + [f"CASE WHEN {own} THEN max({row}.{f} - {USAGE_THRESHOLD}, 0) ELSE 0 END" for f in fields]
+            + [f"coalesce({row}.cost_usd, 0.0)"])
+
+
+def _usage_rollup_triggers(conn: sqlite3.Connection) -> None:
+    """Keep usage_rollup equal to the sums of the counted usage rows: a row counted, deleted or
+    its `counted` changed adds or takes its share; a deleted counted line hands the count to the
+    next line of its response (a purge of one line leaves the response counted)."""
+    def add(row: str, sign: str) -> str:
+        values = ", ".join(f"({sign}) * ({v})" for v in _usage_values(row))
+        return (f"INSERT INTO usage_rollup VALUES ({_usage_key(row)}, {values})"
+                " ON CONFLICT (bucket, session_id, model) DO UPDATE SET "
+                + ", ".join(f"{name} = {name} + excluded.{name}" for name in USAGE_SUMS) + ";")
+    conn.execute(f"CREATE TRIGGER IF NOT EXISTS usage_rollup_ai AFTER INSERT ON usage WHEN new.counted = 1 BEGIN {add('new', '1')} END")
+    conn.execute(f"CREATE TRIGGER IF NOT EXISTS usage_rollup_ad AFTER DELETE ON usage WHEN old.counted = 1 BEGIN {add('old', '-1')}"
+                 " UPDATE usage SET counted = 1 WHERE message_id = (SELECT min(message_id) FROM usage"
+                 " WHERE response = old.response) AND old.response IS NOT NULL; END")
+    conn.execute("CREATE TRIGGER IF NOT EXISTS usage_rollup_au AFTER UPDATE OF counted ON usage WHEN new.counted != old.counted"
+                 f" BEGIN {add('new', '2 * new.counted - 1')} END")
+
+
+def _usage_counted(conn: sqlite3.Connection) -> None:
+    """usage.counted: 1 for the line that counts for its response (its first stored line) or a
+    line without a response key. Safe to run twice."""
+    if "counted" not in [r[1] for r in conn.execute("PRAGMA table_info(usage)")]:
+        conn.execute("ALTER TABLE usage ADD COLUMN counted INTEGER NOT NULL DEFAULT 1")
+
+
+def _purged_session(conn: sqlite3.Connection) -> None:
+    """purged.session_id: the session a purged uuid belonged to (NULL: purged before lcm kept it).
+    Safe to run twice (a vault set back to an earlier version meets this migration again)."""
+    if "session_id" not in [r[1] for r in conn.execute("PRAGMA table_info(purged)")]:
+        conn.execute("ALTER TABLE purged ADD COLUMN session_id TEXT")
+
+
 # Text stored before the migration that runs this is masked again whenever it is shown (masking
 # learnt something): every message and summary so far counts as stored under older rules, until
 # lcm_doctor.py --remask masks it in place (lcm.vault.db.masked_from). A key the vault does not have
@@ -454,6 +511,58 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
     # 16: substring indexes over session titles, checkpoints and digests (grep scanned them whole)
     [
         _substring_indexes,
+    ],
+    # 17: the token counts of every response (lcm/capture/tokens.py fills it at ingest; lcm usage
+    # reads it), and the session of each purged uuid (a bundle carries its sessions' purges)
+    [
+        """CREATE TABLE IF NOT EXISTS usage (
+            message_id INTEGER PRIMARY KEY,     -- messages.id of a line carrying message.usage
+            at TEXT,                            -- its timestamp (UTC, ISO-8601)
+            session_id TEXT NOT NULL,
+            model TEXT,                         -- message.model; '-fast' appended when usage.speed is fast
+            response TEXT,                      -- message.id:requestId, shared by the lines of one response
+                                                -- (NULL: either is missing, the line counts alone)
+            input_tokens INTEGER NOT NULL,
+            output_tokens INTEGER NOT NULL,
+            cache_write_tokens INTEGER NOT NULL,    -- cache_creation_input_tokens (5-minute and 1-hour)
+            cache_write_1h_tokens INTEGER NOT NULL, -- of which written for an hour
+            cache_read_tokens INTEGER NOT NULL,
+            cost_usd REAL                       -- the costUSD an early Claude Code wrote on the line, else NULL
+        )""",
+        # a response counts once: its first line (the lowest message_id of its response)
+        "CREATE INDEX IF NOT EXISTS usage_response ON usage(response, message_id) WHERE response IS NOT NULL",
+        """CREATE TRIGGER IF NOT EXISTS usage_ad AFTER DELETE ON messages BEGIN
+            DELETE FROM usage WHERE message_id = old.id;
+        END""",
+        # messages stored before this migration: read for usage later (lcm.capture.tokens.backfill)
+        "INSERT OR IGNORE INTO vault_meta VALUES ('usage_backfill_below', (SELECT coalesce(max(id), 0) + 1 FROM messages))",
+        _purged_session,
+    ],
+    # 18: usage summed by quarter hour, session and model, kept in step by triggers, so that
+    # lcm usage reads a few thousand rows instead of every response (~5 s at 1M messages)
+    [
+        _usage_counted,
+        "UPDATE usage SET counted = 0 WHERE response IS NOT NULL AND message_id !="
+        " (SELECT min(d.message_id) FROM usage d WHERE d.response = usage.response)",
+        f"""CREATE TABLE IF NOT EXISTS usage_rollup (
+            bucket INTEGER NOT NULL,            -- {USAGE_BUCKET_SECONDS}-second slot of the UTC time (-1: no time);
+                                                -- every time zone's offset is a whole number of them
+            session_id TEXT NOT NULL,
+            model TEXT NOT NULL,                -- usage.model, '' when none
+            {USAGE_SUMS_COLUMNS},
+            PRIMARY KEY (bucket, session_id, model)
+        ) WITHOUT ROWID""",
+        "DELETE FROM usage_rollup",  # met again (a vault set back to an earlier version): summed anew
+        f"INSERT INTO usage_rollup SELECT {_usage_key('u')}, {', '.join(f'sum({e})' for e in _usage_values('u'))}"
+        " FROM usage u WHERE u.counted = 1 GROUP BY 1, 2, 3",
+        _usage_rollup_triggers,
+    ],
+    # 19: masking learnt the field's forms (issue 31: a key after any script's letter, URL passwords
+    # with `/` and `@`, quoted passwords, sshpass/redis-cli/openssl/htpasswd, .netrc, .pgpass, .npmrc,
+    # YAML block scalars, vendor-prefixed keys): text stored before is masked again on output,
+    # until lcm_doctor.py --remask
+    [
+        MASK_AGAIN,
     ],
 ]
 

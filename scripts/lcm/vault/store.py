@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from lcm.base.errors import LcmError
+
 BLOCK = 2  # messages.raw tag: the line is in a block
 ZLIB = 1  # blocks.data codec: zlib of the framed lines
 TOOL_MARK = b"tool_use_id"
@@ -71,19 +73,86 @@ def encode_block(lines: list[bytes], level: int = 6) -> bytes:
     return bytes([ZLIB]) + zlib.compress(head + b"".join(lines), level)
 
 
-def decode_block(data: bytes) -> list[bytes]:
+class DamagedBlock(LcmError):
+    """A stored block whose lines cannot be read back (bit rot, a bad sector: the SQLite file
+    itself may be sound). Every reader stops on it with this error, never a traceback."""
+
+
+DAMAGE_HINT = ("run lcm_doctor.py: it names what is damaged, and lcm_doctor.py --fix restores it from the"
+               " transcript or a backup; other sessions are unaffected")
+
+
+def decode_block(data: bytes, newer_schema: bool = False) -> list[bytes]:
+    """The lines of a block's data; ValueError (or zlib.error) when they cannot be read whole.
+    A codec byte this lcm does not know is damage, unless the vault's schema is newer than
+    this lcm (newer_schema): only a newer lcm could have written another codec."""
     import struct
     import zlib
     if not data or data[0] != ZLIB:
-        raise ValueError(f"unknown block codec {data[:1]!r}: this vault was written by a newer lcm")
-    payload = zlib.decompress(data[1:])
+        if newer_schema:
+            raise ValueError(f"unknown block codec {data[:1]!r}: this vault was written by a newer lcm")
+        raise ValueError(f"codec byte {data[:1]!r} is not one lcm writes")
+    payload = zlib.decompress(data[1:])  # zlib's own checksum (adler32) covers every byte
+    if len(payload) < 4:
+        raise ValueError("block payload is cut short")
     count = struct.unpack_from("<I", payload)[0]
+    if 4 + 4 * count > len(payload):
+        raise ValueError("block line count does not fit its payload")
     sizes = struct.unpack_from(f"<{count}I", payload, 4)
-    out, at = [], 4 + 4 * count
+    at = 4 + 4 * count
+    if at + sum(sizes) != len(payload):
+        raise ValueError("block line lengths do not add up to its payload")
+    out = []
     for size in sizes:
         out.append(payload[at:at + size])
         at += size
     return out
+
+
+def verify_block(row) -> str | None:
+    """Why the block row (id, line_count, line_bytes, data) cannot be read whole, or None."""
+    import zlib
+    try:
+        lines = decode_block(bytes(row[3]))
+    except (ValueError, zlib.error) as exc:
+        return str(exc)
+    if len(lines) != row[1] or sum(map(len, lines)) != row[2]:
+        return f"holds {len(lines)} lines of {sum(map(len, lines))} bytes where {row[1]} of {row[2]} were stored"
+    return None
+
+
+def damage_error(conn: sqlite3.Connection, block_id: int, why: str) -> DamagedBlock:
+    """The error a reader stops on: which session, how many messages, from when to when."""
+    try:
+        row = conn.execute("SELECT session_id, count(*), min(created_at), max(created_at) FROM messages"
+                           " WHERE block_id = ?", (block_id,)).fetchone()
+    except sqlite3.Error:
+        row = None
+    if row is None or row[0] is None:
+        return DamagedBlock(f"stored block {block_id} is damaged ({why})", DAMAGE_HINT)
+    span = f", {row[2]} to {row[3]}" if row[2] else ""
+    return DamagedBlock(f"stored block {block_id} of session {row[0]} is damaged ({why}): the original lines of"
+                        f" its {row[1]} messages{span} cannot be read", DAMAGE_HINT)
+
+
+def damaged_block_ids(conn: sqlite3.Connection) -> list[int]:
+    """Every block whose lines cannot be read whole, and every block a message points at that is
+    missing (reads each block once: a full pass over the stored lines)."""
+    bad = [r[0] for r in conn.execute("SELECT id, line_count, line_bytes, data FROM blocks") if verify_block(r)]
+    bad += [r[0] for r in conn.execute("SELECT DISTINCT block_id FROM messages WHERE block_id IS NOT NULL"
+                                       " AND block_id NOT IN (SELECT id FROM blocks)")]
+    return sorted(set(bad))
+
+
+def function_error(exc: BaseException) -> DamagedBlock | None:
+    """The DamagedBlock behind an SQL error, when lcm_line() raised it: sqlite3 reports only
+    "user-defined function raised exception", so the reader keeps the error it raised."""
+    if isinstance(exc, sqlite3.OperationalError) and "user-defined function raised exception" in str(exc):
+        return last_error[0] if last_error else DamagedBlock("a stored block is damaged", DAMAGE_HINT)
+    return None
+
+
+last_error: list = []  # the last DamagedBlock lcm_line() raised in this process
 
 
 def stub(line: bytes) -> bytes:
@@ -94,8 +163,9 @@ def stub(line: bytes) -> bytes:
 class Reader:
     """Original lines of one connection's vault, with the last few decoded blocks cached."""
 
-    def __init__(self, conn: sqlite3.Connection):
+    def __init__(self, conn: sqlite3.Connection, newest: int | None = None):
         import weakref
+        self.newest = newest  # the schema version this lcm writes (a codec it does not know is then damage)
         # weak when it can be (lcm.vault.db.Connection): the connection holds this reader as its SQL
         # function, and a strong reference back would keep it from ever being freed and closed
         try:
@@ -107,24 +177,49 @@ class Reader:
     def block(self, block_id: int) -> list[bytes]:
         lines = self.cache.get(block_id)
         if lines is None:
-            row = self.conn().execute("SELECT data FROM blocks WHERE id = ?", (block_id,)).fetchone()
+            import zlib
+            conn = self.conn()
+            row = conn.execute("SELECT data FROM blocks WHERE id = ?", (block_id,)).fetchone()
             if row is None:
-                raise sqlite3.DatabaseError(f"block {block_id} is missing: run lcm_doctor.py")
-            lines = decode_block(bytes(row[0]))
+                raise self._failed(damage_error(conn, block_id, "its row is missing"))
+            try:
+                lines = decode_block(bytes(row[0]), _newer_schema(conn, self.newest))
+            except (ValueError, zlib.error) as exc:
+                raise self._failed(damage_error(conn, block_id, str(exc))) from None
             if len(self.cache) >= CACHE_BLOCKS:
                 self.cache.pop(next(iter(self.cache)))
             self.cache[block_id] = lines
         return lines
 
+    @staticmethod
+    def _failed(error: DamagedBlock) -> DamagedBlock:
+        last_error[:] = [error]
+        return error
+
     def line(self, raw, block_id, block_pos):
         if block_id is None:
             return raw
-        return self.block(block_id)[block_pos]
+        lines = self.block(block_id)
+        if not isinstance(block_pos, int) or not 0 <= block_pos < len(lines):
+            raise self._failed(damage_error(self.conn(), block_id, f"it holds no line {block_pos!r}"))
+        return lines[block_pos]
 
 
-def install(conn: sqlite3.Connection) -> None:
-    """Make lcm_line(raw, block_id, block_pos) callable in this connection's SQL."""
-    reader = Reader(conn)
+def _newer_schema(conn, newest: int | None) -> bool:
+    """Whether the vault's schema is newer than `newest`, the one this lcm writes."""
+    if newest is None:
+        return False
+    try:
+        return conn.execute("PRAGMA user_version").fetchone()[0] > newest
+    except sqlite3.Error:
+        return False
+
+
+def install(conn: sqlite3.Connection, newest: int | None = None) -> None:
+    """Make lcm_line(raw, block_id, block_pos) callable in this connection's SQL. newest: the
+    schema version this lcm writes (lcm.vault.schema.SCHEMA_VERSION), so that a block codec it
+    does not know reads as "written by a newer lcm" only in a vault whose schema is newer."""
+    reader = Reader(conn, newest)
     conn.create_function("lcm_line", 3, reader.line, deterministic=True)
 
 
@@ -171,11 +266,15 @@ def _new_block(conn, session_id, path, ids: list[int], lines: list[bytes], data:
         (session_id, path, ids[0], ids[-1], len(lines), sum(map(len, lines)), data or encode_block(lines))).lastrowid
 
 
-def remove_lines(conn: sqlite3.Connection, message_ids) -> int:
+def remove_lines(conn: sqlite3.Connection, message_ids) -> dict:
     """Take these messages' lines out of their blocks, inside the caller's transaction (before
     the rows are deleted): each block holding one is rewritten without it and the old block
     deleted, so no compressed copy of a removed line survives (with secure_delete on, its pages
-    are zeroed too). Returns how many blocks were rewritten."""
+    are zeroed too). A damaged block cannot be rewritten: it is deleted whole, since it still
+    holds the removed lines' bytes; its other messages, unreadable already, keep their rows
+    (lcm_doctor.py --fix restores their lines from a transcript or backup).
+    Returns {"rewritten": blocks, "unreadable": removed messages whose block was damaged,
+    "others": ids of kept messages whose damaged block went with them}."""
     ids = sorted(set(message_ids))
     found: dict[int, None] = {}
     for i in range(0, len(ids), 500):
@@ -185,17 +284,55 @@ def remove_lines(conn: sqlite3.Connection, message_ids) -> int:
             found[block_id] = None
     gone = set(ids)
     reader = Reader(conn)
+    doc = {"rewritten": 0, "unreadable": 0, "others": []}
     for block_id in found:
-        lines = reader.block(block_id)
-        session_id, path = conn.execute("SELECT session_id, transcript_path FROM blocks WHERE id = ?",
-                                        (block_id,)).fetchone()
         members = conn.execute("SELECT id, block_pos FROM messages WHERE block_id = ? ORDER BY block_pos",
                                (block_id,)).fetchall()
-        keep = [(m[0], lines[m[1]]) for m in members if m[0] not in gone]
+        try:
+            lines = reader.block(block_id)
+            keep = [(m[0], lines[m[1]]) for m in members if m[0] not in gone]
+        except (DamagedBlock, IndexError):
+            conn.execute("DELETE FROM blocks WHERE id = ?", (block_id,))
+            doc["unreadable"] += sum(m[0] in gone for m in members)
+            doc["others"] += [m[0] for m in members if m[0] not in gone]
+            continue
+        row = conn.execute("SELECT session_id, transcript_path FROM blocks WHERE id = ?", (block_id,)).fetchone()
         conn.execute("UPDATE messages SET block_id = NULL, block_pos = NULL WHERE block_id = ?", (block_id,))
         conn.execute("DELETE FROM blocks WHERE id = ?", (block_id,))
         if keep:  # the survivors in a new block (a new id: no cache can serve the old one)
-            new = _new_block(conn, session_id, path, [k[0] for k in keep], [k[1] for k in keep])
+            new = _new_block(conn, row[0], row[1], [k[0] for k in keep], [k[1] for k in keep])
             conn.executemany("UPDATE messages SET block_id = ?, block_pos = ? WHERE id = ?",
                              ((new, pos, k[0]) for pos, k in enumerate(keep)))
-    return len(found)
+        doc["rewritten"] += 1
+    return doc
+
+
+def restore_block(conn: sqlite3.Connection, block_id: int, members: list[tuple[int, bytes]]) -> dict:
+    """Put lines read again from elsewhere (a transcript, a backup) in place of a damaged block,
+    inside the caller's transaction: `members` are (message id, original line) of messages
+    whose block_id is `block_id`, in block order. When they are the whole block, their count
+    and total size must be what the block recorded, else nothing changes (ValueError). They go
+    into a new block, checked to read back as given; the damaged block is deleted once no
+    message points at it. Returns {"block_id": new id, "same_size": whether the re-packed data
+    has the damaged data's length, "bytes_differing": how many of its bytes differ (the damage
+    itself when the lines are the originals) or None}."""
+    row = conn.execute("SELECT session_id, transcript_path, line_count, line_bytes, data FROM blocks WHERE id = ?",
+                       (block_id,)).fetchone()
+    total = conn.execute("SELECT count(*) FROM messages WHERE block_id = ?", (block_id,)).fetchone()[0]
+    lines = [line for _, line in members]
+    if row is not None and len(members) == total == row[2] and sum(map(len, lines)) != row[3]:
+        raise ValueError(f"the lines found add up to {sum(map(len, lines))} bytes where block {block_id} held {row[3]}")
+    data = encode_block(lines)
+    if decode_block(data) != lines:
+        raise ValueError("the re-packed block does not read back as the lines given")
+    old = bytes(row[4]) if row is not None else b""
+    same = len(old) == len(data)
+    session_id = row[0] if row is not None else conn.execute(
+        "SELECT session_id FROM messages WHERE id = ?", (members[0][0],)).fetchone()[0]
+    new = _new_block(conn, session_id, row[1] if row is not None else None, [m[0] for m in members], lines, data)
+    conn.executemany("UPDATE messages SET block_id = ?, block_pos = ? WHERE id = ?",
+                     ((new, pos, m[0]) for pos, m in enumerate(members)))
+    if total == len(members):
+        conn.execute("DELETE FROM blocks WHERE id = ?", (block_id,))
+    return {"block_id": new, "same_size": same,
+            "bytes_differing": sum(a != b for a, b in zip(old, data)) if same else None}

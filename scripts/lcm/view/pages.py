@@ -38,18 +38,21 @@ def shown(text) -> str:
 
 
 def link(path: str, **query) -> str:
+    """A link relative to the viewer's root (`/s/ID` -> `s/ID`, `/` -> `./`): the page's <base>
+    names the root, which holds the viewer's capability (lcm.view.server), so no link spells it."""
     query = {k: v for k, v in query.items() if v not in (None, "", 0)}
-    return esc(path + ("?" + urlencode(query) if query else ""))
+    return esc((path.lstrip("/") or "./") + ("?" + urlencode(query) if query else ""))
 
 
-def layout(title: str, body: str, *, query: str = "", wide: bool = False) -> str:
+def layout(title: str, body: str, *, query: str = "", wide: bool = False, root: str = "/") -> str:
+    """A whole page; `root` is the viewer's root path (its capability), the base of every link."""
     return (
-        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        f"<!doctype html><html lang=en><head><meta charset=utf-8><base href='{esc(root)}'>"
         "<meta name=viewport content='width=device-width, initial-scale=1'>"
-        f"<title>{shown(title)} - lcm</title><link rel=stylesheet href='/static/app.css'>"
-        "<script src='/static/app.js' defer></script></head><body>"
-        "<header><a class=brand href='/'>lcm</a><a href='/'>Sessions</a>"
-        f"<form action='/search' method=get role=search><input type=search name=q value='{shown(query)}'"
+        f"<title>{shown(title)} - lcm</title><link rel=stylesheet href='static/app.css'>"
+        "<script src='static/app.js' defer></script></head><body>"
+        "<header><a class=brand href='./'>lcm</a><a href='./'>Sessions</a>"
+        f"<form action='search' method=get role=search><input type=search name=q value='{shown(query)}'"
         " placeholder='Search every session' aria-label=Search> <button>Search</button></form></header>"
         f"<main{' class=wide' if wide else ''}>{body}</main></body></html>")
 
@@ -153,12 +156,12 @@ def markdown_html(text) -> str:
 
 # -- sessions -----------------------------------------------------------------------------------
 
-def sessions_page(conn, params: dict) -> str:
+def sessions_page(conn, params: dict, root: str = "/") -> str:
     project, text = params.get("project", ""), params.get("q", "")
     page = _page_number(params)
     rows, total = lcm.readers.sessions.list_sessions(conn, project=project or None, text=text or None,
                                              limit=SESSIONS_PAGE, offset=page * SESSIONS_PAGE)
-    body = [f"<h1>Sessions</h1><form class=filters method=get action='/'>"
+    body = [f"<h1>Sessions</h1><form class=filters method=get action='./'>"
             f"<input type=text name=q value='{shown(text)}' placeholder='Title contains' aria-label='Title contains'>"
             f"<input type=text name=project value='{shown(project)}' placeholder='Project directory'"
             " aria-label='Project directory'><button>Filter</button></form>",
@@ -173,7 +176,7 @@ def sessions_page(conn, params: dict) -> str:
                         f"<td class=num>{s['summaries']}</td></tr>")
         body.append("</tbody></table>")
     body.append(_pager("/", page, total, SESSIONS_PAGE, q=text, project=project))
-    return layout("Sessions", "".join(body))
+    return layout("Sessions", "".join(body), root=root)
 
 
 def _page_number(params: dict) -> int:
@@ -200,7 +203,7 @@ def _session_row(conn, session_id: str):
     return row
 
 
-def session_page(conn, session_id: str, params: dict) -> str:
+def session_page(conn, session_id: str, params: dict, root: str = "/") -> str:
     row = _session_row(conn, session_id)
     total = conn.execute("SELECT count(*) FROM messages WHERE session_id = ?", (session_id,)).fetchone()[0]
     page = _page_number(params)
@@ -221,7 +224,7 @@ def session_page(conn, session_id: str, params: dict) -> str:
             f"<a href='{link('/s/' + sid + '/dag')}'>Summary DAG</a></p>",
             _pager(f"/s/{sid}", page, total, MESSAGES_PAGE), conversation(rows),
             _pager(f"/s/{sid}", page, total, MESSAGES_PAGE)]
-    return layout(title, "".join(body))
+    return layout(title, "".join(body), root=root)
 
 
 def hook_status(row, entry: dict) -> str | None:
@@ -386,7 +389,7 @@ def result_html(block: dict) -> str:
 
 # -- the summary DAG ----------------------------------------------------------------------------
 
-def dag_page(conn, session_id: str, params: dict) -> str:
+def dag_page(conn, session_id: str, params: dict, root: str = "/") -> str:
     row = _session_row(conn, session_id)
     nodes = conn.execute(
         "SELECT s.id, s.kind, s.depth, s.parent_id, s.token_count, s.descendant_count, s.level,"
@@ -398,10 +401,10 @@ def dag_page(conn, session_id: str, params: dict) -> str:
     head = (f"<h1>Summary DAG: {shown(title)}</h1><p class=meta><a href='{link('/s/' + sid)}'>Conversation</a>"
             f" &middot; {len(nodes)} summaries &middot; depth by row, the newest to the right; click a node</p>")
     if not nodes:
-        return layout(title, head + "<p>No summaries yet: this session has not been compacted.</p>")
+        return layout(title, head + "<p>No summaries yet: this session has not been compacted.</p>", root=root)
     return layout(title, head + f"<div class=dag><div class=canvas>{dag_svg(nodes)}</div>"
                   "<aside id=panel><p class=muted>Click a node to see its text and its sources.</p></aside></div>",
-                  wide=True)
+                  wide=True, root=root)
 
 
 def dag_svg(nodes) -> str:
@@ -468,7 +471,7 @@ def summary_title(content) -> str:
     return ""
 
 
-def node_page(conn, node_id: str, params: dict) -> str:
+def node_page(conn, node_id: str, params: dict, root: str = "/") -> str:
     node = conn.execute("SELECT * FROM summaries WHERE id = ?", (node_id,)).fetchone()
     if node is None:
         raise NotFound(f"no summary {node_id!r}")
@@ -506,15 +509,16 @@ def node_page(conn, node_id: str, params: dict) -> str:
     fragment = "".join(parts)
     if params.get("part") == "1":
         return fragment
-    return layout(node["id"], f"<p class=meta><a href='{link('/s/' + sid + '/dag')}'>Back to the DAG</a></p>" + fragment)
+    return layout(node["id"], f"<p class=meta><a href='{link('/s/' + sid + '/dag')}'>Back to the DAG</a></p>" + fragment, root=root)
 
 
 # -- search -------------------------------------------------------------------------------------
 
-def search_page(conn, params: dict) -> str:
+def search_page(conn, params: dict, root: str = "/") -> str:
     query = params.get("q", "").strip()
     if not query:
-        return layout("Search", "<h1>Search</h1><p class=muted>Type words, a phrase or an id in the box above.</p>")
+        return layout("Search", "<h1>Search</h1><p class=muted>Type words, a phrase or an id in the box above.</p>",
+                      root=root)
     doc = lcm.search.engine.search(conn, lcm.search.query.Query(query, all_sessions=True, limit=SEARCH_RESULTS))
     finder = term_finder(query)
     body = [f"<h1>Search: {shown(query)}</h1><p class=muted>{doc['count']} result{'s' if doc['count'] != 1 else ''}"
@@ -534,7 +538,7 @@ def search_page(conn, params: dict) -> str:
         head = f"<a class=hit-link href='{target}'>{esc(hit['type'])} {esc(hit['id'][:12])}</a>" if target else esc(hit["type"])
         body.append(f"<div class=hit>{head} <span class=meta>{titles.get(sid, '')} &middot; "
                     f"{_when(hit.get('created_at'))}</span><div>{snippet}</div></div>")
-    return layout(f"Search: {query}", "".join(body), query=query)
+    return layout(f"Search: {query}", "".join(body), query=query, root=root)
 
 
 def session_label(conn, session_id: str) -> str:
@@ -583,3 +587,73 @@ def highlighted(snippet, finder) -> str:
         out.append(esc(text[at:m.start()]) + f"<mark>{esc(m.group(0))}</mark>")
         at = m.end()
     return "".join(out) + esc(text[at:])
+
+
+# -- usage --------------------------------------------------------------------------------------
+
+USAGE_BARS = 60  # groups the chart draws at most (the newest, or the costliest)
+CHART_W, CHART_H, CHART_PAD = 900, 220, 48
+
+
+def usage_page(conn, params: dict, root: str = "/") -> str:
+    """Tokens and cost (lcm_usage.py's report) by day, week, month, session, project or model: a
+    bar chart of the cost as inline SVG (no script), then the table. Every name is masked."""
+    import lcm.readers.usage
+    by = params.get("by") or "day"
+    since = lcm.readers.usage.parse_day(params.get("since"), "since")
+    until = lcm.readers.usage.parse_day(params.get("until"), "until")
+    doc = lcm.readers.usage.report(conn, by, since, until)
+    tabs = " ".join(f"<a href='{link('/usage', by=b, since=since, until=until)}'>{'<b>' + b + '</b>' if b == by else b}</a>"
+                    for b in lcm.readers.usage.BY)
+    body = [f"<h1>Usage</h1><p>{tabs}</p><form class=filters method=get action='usage'>"
+            f"<input type=hidden name=by value='{esc(by)}'>"
+            f"<input type=text name=since value='{esc(since or '')}' placeholder='Since YYYY-MM-DD' aria-label=Since>"
+            f"<input type=text name=until value='{esc(until or '')}' placeholder='Until YYYY-MM-DD' aria-label=Until>"
+            "<button>Show</button></form>"]
+    totals = doc["totals"]
+    body.append(f"<p class=muted>{totals['responses']:,} responses, {totals['total_tokens']:,} tokens,"
+                f" ${totals['cost_usd']:,.2f}{'+' if doc['unpriced_models'] else ''}; prices taken"
+                f" {esc(doc['prices']['taken'])}; days in {esc(doc['timezone'])} time</p>")
+    if not doc["items"]:
+        return layout("Usage", "".join(body + ["<p>No usage recorded.</p>"]), root=root)
+    body.append(_usage_chart(doc["items"], by))
+    body.append("<table><thead><tr><th>" + esc(by.capitalize()) + "</th><th>Input</th><th>Output</th>"
+                "<th>Cache write</th><th>Cache read</th><th>Cost</th><th>Models</th></tr></thead><tbody>")
+    for g in doc["items"]:
+        key = g["key"] if g["key"] is not None else "(unknown)"
+        label = (f"<a href='{link('/s/' + quote(key, safe=''))}'>{shown(key[:8])}</a>" if by == "session"
+                 else shown(key))
+        models = ", ".join(shown(m["model"]) for m in g["models"])
+        body.append(f"<tr><td>{label}</td><td class=num>{g['input_tokens']:,}</td><td class=num>{g['output_tokens']:,}</td>"
+                    f"<td class=num>{g['cache_write_tokens']:,}</td><td class=num>{g['cache_read_tokens']:,}</td>"
+                    f"<td class=num>${g['cost_usd']:,.2f}{'' if g['cost_complete'] else '+'}</td><td>{models}</td></tr>")
+    body.append("</tbody></table>")
+    if doc["unpriced_models"]:
+        body.append("<p class=muted>Not priced (add them to $LCM_HOME/prices.json): "
+                    + ", ".join(shown(m["model"]) for m in doc["unpriced_models"]) + "</p>")
+    return layout("Usage", "".join(body), wide=True, root=root)
+
+
+def _usage_chart(items: list[dict], by: str) -> str:
+    """The cost of each group as a bar (oldest left for time groups), each with its value in a
+    <title> a browser shows on hover."""
+    shown_items = items[:USAGE_BARS]
+    if by in ("day", "week", "month"):
+        shown_items = list(reversed(shown_items))
+    top = max((g["cost_usd"] for g in shown_items), default=0) or 1.0
+    width = (CHART_W - CHART_PAD) / len(shown_items)
+    bars = []
+    for i, g in enumerate(shown_items):
+        height = (CHART_H - 30) * g["cost_usd"] / top
+        x, y = CHART_PAD + i * width, CHART_H - 20 - height
+        label = g["key"] if g["key"] is not None else "(unknown)"
+        bars.append(f"<rect class=bar x='{x + 1:.1f}' y='{y:.1f}' width='{max(width - 2, 1):.1f}' height='{height:.1f}'"
+                    f" fill='#4a7bd0'><title>{shown(label)}: ${g['cost_usd']:,.2f}, {g['total_tokens']:,} tokens</title></rect>")
+    first, last = (shown_items[0]["key"], shown_items[-1]["key"]) if by in ("day", "week", "month") else ("", "")
+    return (f"<svg class=usage-chart role=img aria-label='Cost by {esc(by)}' viewBox='0 0 {CHART_W} {CHART_H}'"
+            f" width='100%' xmlns='http://www.w3.org/2000/svg'>"
+            f"<text x='0' y='12' font-size='11'>${top:,.2f}</text>"
+            f"<line x1='{CHART_PAD}' y1='{CHART_H - 20}' x2='{CHART_W}' y2='{CHART_H - 20}' stroke='#888'/>"
+            + "".join(bars)
+            + f"<text x='{CHART_PAD}' y='{CHART_H - 4}' font-size='11'>{shown(first)}</text>"
+            f"<text x='{CHART_W}' y='{CHART_H - 4}' font-size='11' text-anchor='end'>{shown(last)}</text></svg>")

@@ -1,0 +1,91 @@
+"""How well the deterministic digest finds decisions, bugs and open questions (not a test).
+
+Reads the labels in bench/labels/digest_sessions.json (written by reading real sessions of
+../shared/data/claude-projects), imports each labelled session into a fresh vault, reads its work
+log (lcm.summary.worklog: what digests and resume briefs print) and compares:
+
+  recall     labelled items found by at least one printed line (a line contains one of the
+             item's `any` strings)
+  precision  printed lines that match a labelled item (an apology, a status line or narration
+             printed as a decision counts against it)
+
+per category (decisions, bugs, questions, unresolved errors) and per split (tune: the rules
+were adjusted while reading these; holdout: never looked at while tuning). Prints one JSON line.
+
+Usage: python3 bench/digest_quality.py [--show]   (--show: every printed line, marked hit or miss, on stderr)
+"""
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+DATA = ROOT.parent / "shared" / "data" / "claude-projects"
+LABELS = Path(__file__).resolve().parent / "labels" / "digest_sessions.json"
+# the work log's key for each labelled category
+PRINTED = {"decisions": "decisions", "bugs": "findings", "questions": "open_questions",
+           "unresolved": "unresolved_errors"}
+
+
+def printed_lines(log: dict, category: str) -> list[str]:
+    items = log.get(PRINTED[category]) or []
+    if category == "unresolved":
+        return [f"{e['tool']} {e['target']}: {e['error']}" for e in items]
+    return [str(i) for i in items]
+
+
+def matches(line: str, item: dict) -> bool:
+    low = line.lower()
+    return any(s.lower() in low for s in item["any"])
+
+
+def main() -> int:
+    show = "--show" in sys.argv[1:]
+    if not DATA.is_dir():
+        print(json.dumps({"skipped": f"{DATA} is absent"}))
+        return 0
+    import os
+    with tempfile.TemporaryDirectory() as home:
+        os.environ["LCM_HOME"] = home
+        os.environ.pop("LCM_DB", None)
+        import lcm.capture.bulk
+        import lcm.summary.worklog
+        import lcm.vault.db
+        labels = json.loads(LABELS.read_text())["sessions"]
+        conn = lcm.vault.db.connect(str(Path(home) / "lcm.db"))
+        paths = [str(next(DATA.glob(f"*/{s['session']}.jsonl"))) for s in labels]
+        lcm.capture.bulk.ingest_paths(conn, paths)
+        totals: dict = {}
+        for s in labels:
+            log = lcm.summary.worklog.worklog(conn, s["session"], request_limit=10_000)
+            for category in PRINTED:
+                lines, items = printed_lines(log, category), s.get(category) or []
+                t = totals.setdefault(s["split"], {}).setdefault(
+                    category, {"labels": 0, "found": 0, "printed": 0, "correct": 0})
+                t["labels"] += len(items)
+                t["found"] += sum(any(matches(ln, it) for ln in lines) for it in items)
+                t["printed"] += len(lines)
+                t["correct"] += sum(any(matches(ln, it) for it in items) for ln in lines)
+                if show:
+                    for ln in lines:
+                        hit = any(matches(ln, it) for it in items)
+                        sys.stderr.write(f"{s['split']:7} {s['session'][:8]} {category:10} {'HIT ' if hit else 'miss'} {ln[:160]}\n")
+                    for it in items:
+                        if not any(matches(ln, it) for ln in lines):
+                            sys.stderr.write(f"{s['split']:7} {s['session'][:8]} {category:10} LOST {it['text']}\n")
+    out = {"sessions": {split: sum(s["split"] == split for s in labels) for split in totals}}
+    for split, cats in totals.items():
+        for category, t in cats.items():
+            out[f"{split}_{category}"] = {
+                "precision": round(t["correct"] / t["printed"], 3) if t["printed"] else None,
+                "recall": round(t["found"] / t["labels"], 3) if t["labels"] else None,
+                "printed": t["printed"], "labels": t["labels"]}
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

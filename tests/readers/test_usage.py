@@ -1,0 +1,216 @@
+"""lcm usage: tokens and cost over the whole vault, counted as ccusage counts them.
+
+The field's reference is ccusage 18.0.11 (npm), installed on first use into a cached prefix the
+way .ci/run installs the claude CLI; the test that compares with it skips, saying why, when npm
+cannot install it (LCM_TEST_REQUIRE_CCUSAGE=1 makes that a failure)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+import lcm_ingest
+import lcm_purge
+import lcm_usage
+from conftest import run, shared_data
+from transcripts import Transcript
+
+CCUSAGE_VERSION = "18.0.11"  # 20.x needs a native package the registry here does not serve
+CCUSAGE_PREFIX = Path(os.environ.get("LCM_CI_CCUSAGE_PREFIX") or Path.home() / ".cache" / "lcm-ci" / "ccusage")
+REQUIRED = os.environ.get("LCM_TEST_REQUIRE_CCUSAGE") == "1"  # read before conftest strips LCM_*
+ZONE = "America/Los_Angeles"  # days in a zone far from UTC: a late-evening response belongs to the day before
+ONE_HOUR_EXTRA = {"claude-opus-4": 30 - 18.75, "claude-opus-4-1": 30 - 18.75, "claude-opus-4-5": 10 - 6.25,
+                  "claude-opus-4-6": 10 - 6.25, "claude-opus-4-7": 10 - 6.25, "claude-sonnet-4": 6 - 3.75,
+                  "claude-sonnet-4-5": 6 - 3.75, "claude-haiku-4-5": 2 - 1.25}
+
+
+def ccusage() -> str:
+    """The ccusage executable, installed into CCUSAGE_PREFIX when missing; else skip (or fail)."""
+    exe = CCUSAGE_PREFIX / "bin" / "ccusage"
+    if not exe.exists() and shutil.which("npm"):
+        subprocess.run(["npm", "install", "-g", "--prefix", str(CCUSAGE_PREFIX), f"ccusage@{CCUSAGE_VERSION}"],
+                       capture_output=True, timeout=300)
+    if not exe.exists():
+        why = f"ccusage {CCUSAGE_VERSION} is not installed in {CCUSAGE_PREFIX} and npm could not install it"
+        if REQUIRED:
+            pytest.fail(why)
+        pytest.skip(why)
+    return str(exe)
+
+
+@pytest.fixture
+def zone(monkeypatch):
+    """TZ for this process (SQLite's 'localtime' reads it) and for ccusage."""
+    monkeypatch.setenv("TZ", ZONE)
+    time.tzset()
+    yield ZONE
+    monkeypatch.undo()
+    time.tzset()
+
+
+def ccusage_daily(config_dir: Path) -> dict:
+    env = {**os.environ, "CLAUDE_CONFIG_DIR": str(config_dir), "TZ": ZONE}
+    out = subprocess.run([ccusage(), "daily", "--offline", "--json"], capture_output=True, text=True, env=env,
+                         timeout=300, check=True).stdout
+    return {(d["date"], m["modelName"]): m for d in json.loads(out)["daily"] for m in d["modelBreakdowns"]}
+
+
+def lcm_daily(capsys) -> dict:
+    code, out, err = run(capsys, lcm_usage, "--json", "--by", "day")
+    assert code == 0, err
+    return {(d["key"], m["model"]): m for d in json.loads(out)["items"] for m in d["models"]}
+
+
+def base_model(name: str) -> str:
+    return next(k for k in sorted(ONE_HOUR_EXTRA, key=len, reverse=True) if name.startswith(k))
+
+
+def assert_agrees(ours: dict, theirs: dict) -> None:
+    assert set(ours) == set(theirs)
+    for key, m in theirs.items():
+        mine = ours[key]
+        assert (mine["input_tokens"], mine["output_tokens"], mine["cache_write_tokens"], mine["cache_read_tokens"]) == (
+            m["inputTokens"], m["outputTokens"], m["cacheCreationTokens"], m["cacheReadTokens"]), key
+        # ccusage prices every cache write at the 5-minute rate; lcm prices those kept an hour at
+        # theirs (README: "How lcm usage counts")
+        extra = mine["cache_write_1h_tokens"] * ONE_HOUR_EXTRA[base_model(key[1])] / 1e6
+        assert mine["cost_usd"] == pytest.approx(m["cost"] + extra, rel=0.005), key
+
+
+def test_usage_agrees_with_ccusage_per_day_and_model_and_after_the_transcripts_are_gone(tmp_path, capsys, zone):
+    source = shared_data("claude-projects")
+    config = tmp_path / "claude"
+    shutil.copytree(source, config / "projects")
+    theirs = ccusage_daily(config)
+    assert len(theirs) > 10
+    assert run(capsys, lcm_ingest, config / "projects")[0] == 0
+    ours = lcm_daily(capsys)
+    assert_agrees(ours, theirs)
+    shutil.rmtree(config / "projects")  # Claude Code's cleanup: only the vault remains
+    assert lcm_daily(capsys) == ours
+
+
+def response(t: Transcript, msg_id: str, request: str, usage: dict, text: str = "x") -> dict:
+    message = {"id": msg_id, "type": "message", "role": "assistant", "model": t.model,
+               "content": [{"type": "text", "text": text}], "usage": usage}
+    return t.entry("assistant", message, requestId=request)
+
+
+def usage(i: int, o: int, write: int = 0, read: int = 0, hour: int = 0) -> dict:
+    return {"input_tokens": i, "output_tokens": o, "cache_creation_input_tokens": write, "cache_read_input_tokens": read,
+            "cache_creation": {"ephemeral_5m_input_tokens": write - hour, "ephemeral_1h_input_tokens": hour}}
+
+
+def test_a_response_written_on_several_lines_counts_once_and_a_purge_leaves_its_other_line(tmp_path, capsys):
+    t = Transcript(tmp_path / "projects", model="claude-sonnet-4-5-20250929", start="2026-11-20T09:00:00Z")
+    t.user("hello")
+    first = response(t, "msg_a", "req_a", usage(10, 5, 1000, 2000), "thinking out loud")  # streamed: partial output
+    response(t, "msg_a", "req_a", usage(10, 140, 1000, 2000), "the answer")
+    response(t, "msg_b", "req_b", usage(3, 7))
+    t.write()
+    assert run(capsys, lcm_ingest, t.path)[0] == 0
+    doc = json.loads(run(capsys, lcm_usage, "--json", "--by", "model")[1])
+    (m,) = doc["items"]
+    # the first line of each response, as ccusage (both undercount a streamed response's output)
+    assert (m["responses"], m["input_tokens"], m["output_tokens"], m["cache_write_tokens"]) == (2, 13, 12, 1000)
+    assert m["cost_usd"] == pytest.approx((13 * 3 + 12 * 15 + 1000 * 3.75 + 2000 * 0.3) / 1e6)
+    assert run(capsys, lcm_ingest, t.path)[0] == 0  # read again: nothing twice
+    assert json.loads(run(capsys, lcm_usage, "--json")[1])["totals"]["input_tokens"] == 13
+    assert run(capsys, lcm_purge, "--message", first["uuid"], "--yes")[0] == 0
+    doc = json.loads(run(capsys, lcm_usage, "--json", "--by", "model")[1])
+    assert doc["totals"]["output_tokens"] == 140 + 7  # the response's other line counts now
+
+
+def test_unknown_model_is_counted_in_tokens_and_named_and_a_price_file_prices_it(tmp_path, capsys, isolated_home):
+    t = Transcript(tmp_path / "projects", model="claude-future-9", start="2026-11-20T09:00:00Z")
+    response(t, "msg_1", "req_1", usage(1000, 2000, 0, 500_000))
+    t.model = "claude-opus-4-5-20251101"
+    response(t, "msg_2", "req_2", usage(100, 10, 1000, 0, hour=1000))
+    t.write()
+    run(capsys, lcm_ingest, t.path)
+    code, out, _ = run(capsys, lcm_usage, "--by", "model")
+    assert code == 0
+    assert "Not priced" in out and "claude-future-9 (503,000 tokens)" in out
+    doc = json.loads(run(capsys, lcm_usage, "--json", "--by", "model")[1])
+    future = next(i for i in doc["items"] if i["key"] == "claude-future-9")
+    assert future["cost_usd"] == 0 and future["models"][0]["cost_usd"] is None and not future["cost_complete"]
+    opus = next(i for i in doc["items"] if i["key"] == "claude-opus-4-5-20251101")
+    assert opus["cost_usd"] == pytest.approx((100 * 5 + 10 * 25 + 1000 * 10) / 1e6)  # an hour's cache write: $10/M
+    assert doc["totals"]["total_tokens"] == 503_000 + 1110
+    own = isolated_home / ".claude-lcm" / "prices.json"
+    own.write_text(json.dumps({"taken": "2030-01-01", "models": {"claude-future": {
+        "input": 1, "output": 2, "cache_write_5m": 0, "cache_write_1h": 0, "cache_read": 0.1}}}))
+    doc = json.loads(run(capsys, lcm_usage, "--json", "--by", "model")[1])
+    future = next(i for i in doc["items"] if i["key"] == "claude-future-9")
+    assert future["cost_usd"] == pytest.approx((1000 * 1 + 2000 * 2 + 500_000 * 0.1) / 1e6)
+    assert doc["unpriced_models"] == [] and doc["prices"]["taken"] == "2030-01-01"
+    own.write_text("{not json")
+    code, out, err = run(capsys, lcm_usage)
+    assert code == 1 and "Error: cannot read the price table" in err and "Hint:" in err
+
+
+def test_groups_ranges_and_long_context_rates(tmp_path, capsys, zone):
+    a = Transcript(tmp_path / "projects", cwd="/home/u/alpha", model="claude-sonnet-4-5", start="2026-03-01T10:00:00Z")
+    response(a, "m1", "r1", usage(300_000, 10))  # past 200k in one field: the long-context rate for the excess
+    b = Transcript(tmp_path / "projects", cwd="/home/u/beta", model="claude-haiku-4-5", start="2026-03-10T06:00:00Z")
+    response(b, "m2", "r2", usage(50, 5))  # 06:00 UTC is the 9th in Los Angeles
+    a.write(), b.write()
+    run(capsys, lcm_ingest, tmp_path / "projects")
+    by_day = json.loads(run(capsys, lcm_usage, "--json")[1])
+    assert [i["key"] for i in by_day["items"]] == ["2026-03-09", "2026-03-01"]
+    assert by_day["items"][1]["cost_usd"] == pytest.approx((200_000 * 3 + 100_000 * 6 + 10 * 15) / 1e6)
+    month = json.loads(run(capsys, lcm_usage, "--json", "--by", "month")[1])
+    assert [(i["key"], i["responses"]) for i in month["items"]] == [("2026-03", 2)]
+    week = json.loads(run(capsys, lcm_usage, "--json", "--by", "week")[1])
+    assert [i["key"] for i in week["items"]] == ["2026-03-09", "2026-02-23"]  # Mondays
+    projects = json.loads(run(capsys, lcm_usage, "--json", "--by", "project")[1])
+    assert [i["key"] for i in projects["items"]] == ["/home/u/alpha", "/home/u/beta"]
+    sessions = json.loads(run(capsys, lcm_usage, "--json", "--by", "session")[1])
+    assert {i["key"] for i in sessions["items"]} == {a.session_id, b.session_id}
+    ranged = json.loads(run(capsys, lcm_usage, "--json", "--since", "20260302", "--until", "2026-03-09")[1])
+    assert [i["key"] for i in ranged["items"]] == ["2026-03-09"]
+    code, _, err = run(capsys, lcm_usage, "--since", "March")
+    assert code == 1 and "Error: --since 'March' is not a day" in err and "Hint:" in err
+
+
+def test_a_vault_filled_before_the_usage_table_is_read_once_by_the_next_import(tmp_path, capsys):
+    import lcm.vault.db
+    t = Transcript(tmp_path / "projects", model="claude-sonnet-4-5", start="2026-11-20T09:00:00Z")
+    response(t, "m1", "r1", usage(10, 20))
+    response(t, "m2", "r2", usage(1, 2))
+    t.write()
+    run(capsys, lcm_ingest, t.path)
+    conn = lcm.vault.db.connect()
+    # as an older lcm left it: lines stored, their usage not read
+    conn.execute("DELETE FROM usage")
+    conn.execute("UPDATE vault_meta SET value = (SELECT max(id) + 1 FROM messages) WHERE key = 'usage_backfill_below'")
+    conn.close()
+    code, out, _ = run(capsys, lcm_usage)
+    assert "2 messages stored by an older lcm are not read for usage yet" in out
+    run(capsys, lcm_ingest, t.path)
+    doc = json.loads(run(capsys, lcm_usage, "--json")[1])
+    assert (doc["totals"]["input_tokens"], doc["totals"]["output_tokens"], doc["messages_not_read"]) == (11, 22, 0)
+
+
+def test_odd_usage_fields_never_stop_an_ingest(tmp_path, capsys):
+    t = Transcript(tmp_path / "projects", model="claude-haiku-4-5", start="2026-11-20T09:00:00Z")
+    odd = ({"input_tokens": "12", "output_tokens": 3},             # a string: ccusage skips the line too
+           {"input_tokens": 2**70, "output_tokens": 1},            # too large for SQLite
+           {"input_tokens": 5.0, "output_tokens": 2, "cache_read_input_tokens": True},
+           [1, 2], None)
+    for i, u in enumerate(odd):
+        t.entry("assistant", {"id": f"m{i}", "model": "claude-haiku-4-5", "content": [], "usage": u}, requestId=f"r{i}")
+    t.entry("assistant", {"id": "m9", "model": "claude-ODD", "content": [], "usage": {"input_tokens": 7, "output_tokens": 1}},
+            requestId="r9")
+    t.pending[-1] = t.pending[-1].replace("ODD", "\udcff")  # a byte that is not UTF-8 in the model's name
+    t.path.parent.mkdir(parents=True)
+    t.path.write_bytes(b"".join(line.encode("utf-8", "surrogateescape") + b"\n" for line in t.pending))
+    code, out, err = run(capsys, lcm_ingest, t.path, "--json")
+    assert code == 0 and json.loads(out)["messages_added"] == len(odd) + 1
+    doc = json.loads(run(capsys, lcm_usage, "--json", "--by", "model")[1])
+    assert doc["totals"]["input_tokens"] == 5 + 7 and doc["totals"]["responses"] == 2
