@@ -176,7 +176,7 @@ def test_a_request_without_the_capability_is_refused(viewer):
 
 
 def test_the_printed_url_holds_the_capability_and_sets_no_cookie(viewer):
-    assert viewer.url == f"{viewer.url}{viewer.token}/"
+    assert viewer.url == f"http://127.0.0.1:{viewer.port}/{viewer.token}/"
     response, body = get(viewer, "/")
     assert response.status == 200 and response.getheader("Set-Cookie") is None
     assert f"<base href='{viewer.root}'>" in body and response.getheader("Referrer-Policy") == "no-referrer"
