@@ -448,7 +448,7 @@ def test_slash_command_runs_lcm_from_the_installed_plugin(tmp_path):
     assert f"Vault {vault}" in status_sent, status_sent[-3000:]
     # the Bash tool found the plugin's bin/lcm on its PATH (2.1.197 puts the marketplace's own
     # directory there, not the cache copy), and it ran: `lcm sessions --json` answered
-    results = re.findall(r'"tool_result", "content": "(.{0,400})', tool_sent)
+    results = re.findall(r'"tool_result", "content": "(.{0,2000})', tool_sent)
     assert results, tool_sent[-3000:]
     found = results[0].split("\\n")[0]
     assert found in (f"{path}/bin/lcm", f"{ROOT}/bin/lcm"), results
