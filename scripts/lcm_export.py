@@ -25,7 +25,7 @@ Examples:
   python3 "$LCM_SCRIPTS/lcm_export.py" --session 3f2c1a9b --format jsonl > session.jsonl
   python3 "$LCM_SCRIPTS/lcm_export.py" --session 3f2c1a9b --archive ~/notes/sessions
   python3 "$LCM_SCRIPTS/lcm_export.py" --session 3f2c1a9b --format jsonl --unmasked --output exact.jsonl --json
-  python3 "$LCM_SCRIPTS/lcm_export.py" --bundle ~/Sync/lcm/laptop.lcmb --since 2w
+  python3 "$LCM_SCRIPTS/lcm_export.py" --bundle laptop.lcmb --since 2w
 """
 from __future__ import annotations
 

@@ -70,11 +70,16 @@ def of_entry(entry: dict) -> tuple | None:
             _count(usage.get("cache_read_input_tokens")) or 0, cost)
 
 
+USAGE_SINCE = 17  # the migration that made the usage table
+
+
 def store(conn, rows: list[tuple], older: bool = False) -> None:
     """Insert the usage of lines just stored: rows of (uuid, at, session_id, *of_entry). A uuid
     not stored (purged, or refused) inserts nothing; one stored before keeps its row. older:
-    lines stored before others already read (backfill), which may take over their response's count."""
-    if rows:
+    lines stored before others already read (backfill), which may take over their response's count.
+    A vault at a schema before the usage table (USAGE_SINCE: written as an older lcm wrote it, by
+    tests of conversions) gets nothing."""
+    if rows and conn.execute("PRAGMA user_version").fetchone()[0] >= USAGE_SINCE:
         conn.executemany(INSERT, [(*row[1:], row[0]) for row in rows])
         if older:
             conn.executemany(DEMOTE, [(row[4], row[0]) for row in rows if row[4] is not None])
