@@ -58,7 +58,8 @@ def main() -> int:
                                " ORDER BY count(*) DESC LIMIT 1").fetchone()
     if not conn.execute("SELECT 1 FROM summaries WHERE session_id = ? LIMIT 1", (sid,)).fetchone():
         env = {**os.environ, "LCM_DB": args.db, "LCM_LLM": "none", "LCM_LEAF_CHUNK_TOKENS": "4000",
-               "LCM_LEAF_MIN_TOKENS": "1000", "LCM_CONDENSED_MIN_FANOUT": "3"}
+               "LCM_LEAF_MIN_TOKENS": "1000", "LCM_CONDENSED_MIN_FANOUT": "3",
+               "LCM_LEAF_MIN_FANOUT": "3"}
         subprocess.run([sys.executable, str(ROOT / "scripts" / "lcm_compact.py"), "--session", sid, "--full"],
                        env=env, check=True, capture_output=True)
     leaf = conn.execute("SELECT id FROM summaries WHERE session_id = ? AND kind = 'leaf' LIMIT 1", (sid,)).fetchone()

@@ -2,8 +2,10 @@
 
 Leaf pass: the oldest run of raw messages outside the fresh tail (LCM_FRESH_TAIL_COUNT), at most
 LCM_LEAF_CHUNK_TOKENS, never splitting a tool call from its result, becomes one leaf summary.
-Condensed pass: at the shallowest depth with LCM_CONDENSED_MIN_FANOUT adjacent summaries without
-a parent, the oldest that many become one summary a level up. Every node escalates until it is shorter than its
+Condensed pass: at the shallowest depth with enough adjacent summaries without a parent
+(LCM_LEAF_MIN_FANOUT leaves at depth 0, LCM_CONDENSED_MIN_FANOUT above), the oldest that many
+become one summary a level up; a run without --full condenses no deeper than
+LCM_INCREMENTAL_MAX_DEPTH (0: leaves only; -1, the default: no limit). Every node escalates until it is shorter than its
 source: 1 = details kept at the target size, 2 = bullets at half the target, 3 = the source cut
 to 512 tokens; with LCM_LLM=none the first level is a deterministic extractive summary.
 A model that fails (unreachable, refused key, overloaded) never fails the run: its summaries are

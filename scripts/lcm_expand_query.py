@@ -6,7 +6,8 @@ messages under them by the question, as lcm_grep ranks. Each message shows the l
 answer (a failure's key lines first: FAILED, the exception, the assert) with their
 neighbours; the cap governs the whole answer, and text past it is never read. With a model,
 those excerpts are its first sources (three quarters of the cap) and it answers citing ids,
-reading further with its own lcm_expand calls. The grant is revoked when the command ends.
+reading further with its own lcm_expand calls; --max-tokens also caps its answer (1,500 tokens
+when not given), and a longer one is cut with a marker. The grant is revoked when the command ends.
 Backends (LCM_LLM): anthropic = a bounded tool loop (describe/expand/grep under the grant);
 claude = a headless `claude -p` allowed only lcm_expand/describe/grep; none = the gathered
 excerpts, ranked and labelled as excerpts (never an invented answer).
@@ -41,7 +42,8 @@ def _main(argv):
     what.add_argument("--query", metavar="TEXT", help="find candidates with lcm_grep")
     what.add_argument("--summary-ids", nargs="+", metavar="ID", help="expand these summary (or message) ids")
     p.add_argument("--max-tokens", type=lcm.cli.int_arg(1), metavar="N",
-                   help="grant cap: source text the whole answer may read (default $LCM_MAX_EXPAND_TOKENS, 4000)")
+                   help="caps the answer: the source text it may read (default $LCM_MAX_EXPAND_TOKENS, 4000)"
+                        " and a model's answer itself (default 1500)")
     lcm.cli.add_session_arg(p)
     p.add_argument("--all-sessions", action="store_true", help="search every session, not only this project's")
     lcm.base.guard.add_guard_args(p)
@@ -56,7 +58,7 @@ def _main(argv):
     lcm.vault.grants.scope(conn).refuse("lcm_expand_query.py", "use lcm_expand.py ID for the ids the grant names")
     result = lcm.readers.answer.answer(conn, args.prompt, query=args.query, ids=args.summary_ids, session=args.session,
                                all_sessions=args.all_sessions, cap=cap, db_path=lcm.base.config.db_path(args.db).resolve(),
-                               warn=lambda text: sys.stderr.write(f"Warning: {text}\n"))
+                               warn=lambda text: sys.stderr.write(f"Warning: {text}\n"), answer_tokens=args.max_tokens)
     if args.json:
         lcm.cli.print_json(result)
         return 0

@@ -5,9 +5,12 @@ import json
 import os
 import stat
 
+import pytest
+
 import lcm.base.config
 import lcm.vault.db
 import lcm.capture.files
+from conftest import run
 
 
 def _externalize(vault, name, content):
@@ -65,3 +68,55 @@ def test_detect_kind_from_content_without_extension():
     assert lcm.capture.files.detect_kind("tool output", '{"a": 1}') == "json"
     assert lcm.capture.files.detect_kind("tool output", "a\tb\n1\t2\n3\t4\n") == "tsv"
     assert lcm.capture.files.detect_kind("notes", "just some words\nmore words\n") == "text"
+
+
+def _numbered(lines, arrow: bool) -> str:
+    return "\n".join(f"{n:>6}{'→' if arrow else chr(9)}{line}" for n, line in enumerate(lines, 1))
+
+
+JS_MODULE = ["import { readFile, writeFile } from 'fs';", "import { join, dirname } from 'path';",
+             "import { parse, format } from 'url';", "const pair = [1, 2];", "const sum = add(1, 2);", ""] + [
+    line for i in range(2600) for line in (f"export function handleToken{i}(stream, position) {{",
+                                           f"  return stream.read(position, 'quokka{i}word');", "}", "")]
+
+
+@pytest.mark.parametrize("arrow", [True, False], ids=["arrow", "cat-n"])
+@pytest.mark.parametrize("tool", ["Read", "Bash"])
+def test_a_numbered_file_without_tool_use_result_is_outlined_as_code_and_found(capsys, isolated_home, tool, arrow):
+    """A large block with Read's line numbers (`  12→` or cat -n's `  12<TAB>`) and no
+    `toolUseResult` naming the file (older Claude Code; `cat -n` through Bash): it was outlined as
+    "CSV table, 10004 data rows, 2 columns" because a module's first lines held one comma each.
+    Whatever tool made it, its outline names the code's declarations and grep finds its words."""
+    from transcripts import Transcript
+    projects = isolated_home / ".claude" / "projects"
+    t = Transcript(projects, session_id="s-num", cwd=str(isolated_home))
+    t.user("show me the module")
+    call = t.tool_use(tool, {"file_path": "/srv/app.js"} if tool == "Read" else {"command": "cat -n /srv/app.js"})
+    t.tool_result(call, _numbered(JS_MODULE, arrow))
+    t.write()
+    assert run(capsys, "lcm_ingest", "--all")[0] == 0
+    code, out, err = run(capsys, "lcm_describe", "--json", _file_id())
+    assert code == 0, err
+    outline = json.loads(out)
+    assert outline["kind"] == "code", outline
+    assert "export function handleToken0(stream, position) {" in json.dumps(outline)
+    assert "CSV" not in json.dumps(outline)
+    code, out, err = run(capsys, "lcm_grep", "--json", "--all-sessions", "quokka2417word")
+    assert code == 0, err
+    hits = json.loads(out)["results"]
+    assert hits and hits[0]["type"] == "file" and "quokka2417word" in hits[0]["snippet"]
+
+
+def _file_id() -> str:
+    conn = lcm.vault.db.connect(str(lcm.base.config.db_path()))
+    try:
+        return conn.execute("SELECT id FROM files").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def test_a_real_table_with_numbered_lines_stays_a_table():
+    """The near miss: a CSV file read with Read keeps its table outline (no declarations)."""
+    rows = ["city,population,country"] + [f"c{i},{i * 10},XY" for i in range(50)]
+    assert lcm.capture.files.detect_kind("tool output", _numbered(rows, True)) == "csv"
+    assert lcm.capture.files.detect_kind("tool output", _numbered(JS_MODULE[:200], True)) == "code"

@@ -39,6 +39,7 @@ def healthy(isolated_home, vault, stage_root, monkeypatch, capsys):
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "2")
     monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "300")
     monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", "2")
+    monkeypatch.setenv("LCM_LEAF_MIN_FANOUT", "2")
     t = Transcript(isolated_home / ".claude" / "projects", session_id="doc-session")
     for i in range(20):
         t.user(f"step {i}: make the importer faster")

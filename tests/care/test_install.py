@@ -2,7 +2,7 @@
 virtualenv, `pipx install .` and `uv tool install .`. Each gives `lcm --help`, and `lcm grep`,
 `lcm sessions`, `lcm remember --list` print exactly what their scripts print.
 
-The build needs setuptools from a package index (pip's build isolation): PyPI or a local mirror.
+The build needs hatchling from a package index (pip's build isolation): PyPI or a local mirror.
 Without one these tests skip and say why. pipx and uv are installed once per machine into
 ~/.cache/lcm/tools-venv when absent from PATH.
 """
@@ -66,9 +66,9 @@ def pip_lcm(source, tmp_path_factory) -> Path:
     assert made.returncode == 0, made.stderr
     pip = sh([venv / "bin" / "python", "-m", "pip", "install", "--disable-pip-version-check", "-q", "."],
              cwd=source, env=installer_env())
-    if pip.returncode != 0 and "setuptools" in pip.stderr and ("No matching distribution" in pip.stderr
+    if pip.returncode != 0 and "hatchling" in pip.stderr and ("No matching distribution" in pip.stderr
                                                                or "Could not find" in pip.stderr):
-        pytest.skip(f"no package index to fetch setuptools for the build: {pip.stderr.strip()[-300:]}")
+        pytest.skip(f"no package index to fetch hatchling for the build: {pip.stderr.strip()[-300:]}")
     assert pip.returncode == 0, pip.stdout + pip.stderr
     return venv / "bin" / "lcm"
 
@@ -207,7 +207,46 @@ def test_pyproject_installs_every_script_and_matches_the_plugin_version():
     import json
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    assert sorted(project["tool"]["setuptools"]["py-modules"]) == script_names()
+    included = project["tool"]["hatch"]["build"]["targets"]["wheel"]["only-include"]
+    assert sorted(included) == ["scripts/lcm"] + [f"scripts/{name}.py" for name in script_names()]
     plugin = json.loads((ROOT / ".claude-plugin" / "plugin.json").read_text())
     assert project["project"]["version"] == plugin["version"]
     assert project["project"]["scripts"]["lcm"] == "lcm.entry:console"
+
+
+def readme_install_command() -> str:
+    """The first command of the README's block that installs the `lcm` command."""
+    import re
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## The `lcm` command", 1)[1].split("\n## ", 1)[0]
+    block = re.findall(r"```bash\n(.*?)```", section, flags=re.S)[0]
+    return block.splitlines()[0].split("#")[0].strip()
+
+
+def test_the_readme_install_leaves_the_clone_as_it_was(tmp_path):
+    """Installing the plugin from a local clone copies the whole directory, so what the README's
+    `pipx install .` writes into the clone travels with it. setuptools left `build/` and
+    `scripts/lcm_claude.egg-info/` there; the build must leave no new file."""
+    command = readme_install_command()
+    assert command == "pipx install ."
+    clone = tmp_path / "clone"
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True)
+    if tracked.returncode != 0:
+        pytest.skip(f"{ROOT} is not a git checkout: a clone is made of its tracked files")
+    for name in filter(None, tracked.stdout.split("\0")):
+        if (ROOT / name).is_file():
+            (clone / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, clone / name)
+
+    def listing() -> set:
+        return {str(Path(d, f).relative_to(clone)) for d, dirs, names in os.walk(clone) for f in names + dirs}
+
+    before = listing()
+    where = tmp_path / "pipx"
+    env = installer_env(PIPX_HOME=str(where / "home"), PIPX_BIN_DIR=str(where / "bin"), PIPX_MAN_DIR=str(where / "man"))
+    done = sh([tool("pipx"), *command.split()[1:]], cwd=clone, env=env)
+    if done.returncode != 0 and "hatchling" in done.stderr and "No matching distribution" in done.stderr:
+        pytest.skip(f"no package index to fetch hatchling for the build: {done.stderr.strip()[-300:]}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (where / "bin" / "lcm").exists()
+    assert listing() - before == set()

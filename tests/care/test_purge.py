@@ -40,6 +40,7 @@ def env(monkeypatch):
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "2")
     monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "300")
     monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", "2")
+    monkeypatch.setenv("LCM_LEAF_MIN_FANOUT", "2")
     monkeypatch.setenv("LCM_LARGE_FILE_THRESHOLD", "200")  # tool results above 800 characters go to files/
 
 

@@ -70,12 +70,28 @@ def test_no_package_module_imports_a_command():
     assert not offenders, f"package modules import commands: {offenders}"
 
 
+def stdlib_names() -> set[str]:
+    """The standard library's top-level modules: sys.stdlib_module_names (3.10+), else (3.9) what
+    the interpreter's own library directories and builtins hold."""
+    if hasattr(sys, "stdlib_module_names"):
+        return set(sys.stdlib_module_names)
+    import os
+    import sysconfig
+    names = set(sys.builtin_module_names) | {"_frozen_importlib", "_frozen_importlib_external"}
+    stdlib = sysconfig.get_paths()["stdlib"]
+    for folder in (stdlib, os.path.join(stdlib, "lib-dynload")):
+        for entry in os.listdir(folder):
+            if entry != "site-packages":
+                names.add(entry.split(".")[0])
+    return names
+
+
 def hook_imports() -> dict[str, set[str]]:
     return {p.name: imported_modules(p) for p in sorted(HOOKS.glob("*.py"))}
 
 
 def test_hooks_import_only_the_standard_library_and_the_package():
-    allowed = set(sys.stdlib_module_names) | {"lcm"} | HOOK_MODULES
+    allowed = stdlib_names() | {"lcm"} | HOOK_MODULES
     outside = {hook: sorted(n for n in names if n.split(".")[0] not in allowed)
                for hook, names in hook_imports().items()}
     outside = {hook: names for hook, names in outside.items() if names}
@@ -97,7 +113,7 @@ def test_what_hooks_import_loads_nothing_but_the_standard_library_and_the_packag
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
     loaded = set(proc.stdout.split())
-    outside = loaded - set(sys.stdlib_module_names) - {"lcm", "__main__"} - HOOK_MODULES
+    outside = loaded - stdlib_names() - {"lcm", "__main__"} - HOOK_MODULES
     assert not outside, f"loaded by the hooks' imports: {sorted(outside)}"
 
 

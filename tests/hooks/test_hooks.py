@@ -237,6 +237,10 @@ def test_session_start_after_compact_injects_active_context(session, vault, env_
     assert len(context) < 8000
     assert any(i in context for i in ids)
     assert "lcm_grep.py" in context and "lcm_expand_query.py\" --summary-ids" in context
+    # the main agent inspects and asks (describe, expand_query); whole originals are a sub-agent's
+    assert '"$LCM_SCRIPTS/lcm_describe.py" SUMMARY_ID' in context
+    assert "$LCM_SCRIPTS/lcm_expand.py" not in context and "cut; lcm_expand.py" not in context
+    assert "lcm_expand.py, which prints whole originals, is for sub-agents" in context
     off = run_hook("session_start", session_start(session, "compact"), start_env(env_file, project, LCM_INJECT="0"))
     assert off.stdout == ""
 
@@ -539,21 +543,39 @@ def test_hooks_json_runs_every_hook_file(tmp_path):
         assert any(f'"${{CLAUDE_PLUGIN_ROOT}}/hooks/{name}.py"' in c for c in commands), name
 
 
+def test_the_recall_hook_shows_a_status_while_it_searches():
+    """The seeds' "Searching memory..." status: Claude Code shows a hook's statusMessage while it
+    runs, so a person waiting on a prompt sees why. Only the hook that may search says so; the
+    others store lines in milliseconds and stay silent. (`claude plugin validate --strict`, run by
+    .ci/run and test_plugin_e2e, accepts the field.)"""
+    config = json.loads((HOOKS / "hooks.json").read_text())
+    shown = {event: h.get("statusMessage") for event, entries in config["hooks"].items()
+             for entry in entries for h in entry["hooks"]}
+    assert shown.pop("UserPromptSubmit") == "Searching lcm memory..."
+    assert not any(shown.values()), shown
+
+
 # -- the hooks' compaction check: due exactly when a compaction has work ------------------------
 
-@pytest.mark.parametrize("turns,chunk,fanout,tail,precompact", [
-    (10, "20000", "4", "32", None), (10, "300", "4", "4", None), (40, "400", "4", "4", "full"),
-    (40, "400", "2", "4", "incremental"), (40, "400", "8", "4", "full"), (3, "100", "2", "0", "full"),
-    (40, "400", "100", "4", "full"), (40, "2000", "3", "4", "full"),
+@pytest.mark.parametrize("turns,chunk,fanout,tail,precompact,more", [
+    (10, "20000", "4", "32", None, {}), (10, "300", "4", "4", None, {}), (40, "400", "4", "4", "full", {}),
+    (40, "400", "2", "4", "incremental", {}), (40, "400", "8", "4", "full", {}), (3, "100", "2", "0", "full", {}),
+    (40, "400", "100", "4", "full", {}), (40, "2000", "3", "4", "full", {}),
+    # the seeds' two fanouts and incrementalMaxDepth: what a hook's run may not condense is not due
+    (40, "400", "2", "4", None, {"LCM_LEAF_MIN_FANOUT": "3"}),
+    (40, "400", "3", "4", "incremental", {"LCM_LEAF_MIN_FANOUT": "2"}),
+    (40, "400", "2", "4", None, {"LCM_INCREMENTAL_MAX_DEPTH": "0"}),
+    (40, "400", "2", "4", "full", {"LCM_INCREMENTAL_MAX_DEPTH": "1"}),
+    (40, "400", "2", "4", "incremental", {"LCM_INCREMENTAL_MAX_DEPTH": "1"}),
 ])
 def test_compaction_is_due_exactly_when_an_incremental_pass_summarises(turns, chunk, fanout, tail, precompact,
-                                                       projects, monkeypatch):
+                                                       more, projects, monkeypatch):
     sys.path.insert(0, str(HOOKS))
     import lcm.summary.compact
     import lcm.vault.db
     import lcm.capture.ingest
     for name, value in {"LCM_LLM": "none", "LCM_LEAF_CHUNK_TOKENS": chunk, "LCM_CONDENSED_MIN_FANOUT": fanout,
-                        "LCM_FRESH_TAIL_COUNT": tail}.items():
+                        "LCM_LEAF_MIN_FANOUT": fanout, "LCM_FRESH_TAIL_COUNT": tail, **more}.items():
         monkeypatch.setenv(name, value)
     t = coding_session(projects, turns=turns)
     t.write()
@@ -561,8 +583,10 @@ def test_compaction_is_due_exactly_when_an_incremental_pass_summarises(turns, ch
     lcm.capture.ingest.ingest_file(conn, str(t.path))
     if precompact:
         monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", "100")  # leaves only, then restore
+        monkeypatch.setenv("LCM_LEAF_MIN_FANOUT", "100")
         lcm.summary.compact.compact(conn, t.session_id, mode=precompact)
         monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", fanout)
+        monkeypatch.setenv("LCM_LEAF_MIN_FANOUT", more.get("LCM_LEAF_MIN_FANOUT", fanout))
     due = lcm.summary.dag.compaction_due(conn, t.session_id)
     count = "SELECT count(*) FROM summaries WHERE session_id = ?"
     before = conn.execute(count, (t.session_id,)).fetchone()[0]

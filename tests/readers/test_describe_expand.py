@@ -26,6 +26,7 @@ def compacted_vault(tmp_path, monkeypatch, turns=12, sessions=("s1",)):
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "4")
     monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "250")
     monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", "2")
+    monkeypatch.setenv("LCM_LEAF_MIN_FANOUT", "2")
     projects = tmp_path / "projects"
     paths = {}
     for sid in sessions:
@@ -214,6 +215,7 @@ def test_real_transcript_round_trips_through_the_dag(tmp_path, monkeypatch, caps
     monkeypatch.setenv("LCM_LLM", "none")
     monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "3000")
     monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", "2")
+    monkeypatch.setenv("LCM_LEAF_MIN_FANOUT", "2")
     conn = lcm.vault.db.connect()
     lcm.capture.bulk.ingest_paths(conn, [source])
     session = conn.execute("SELECT session_id FROM messages LIMIT 1").fetchone()[0]

@@ -100,6 +100,31 @@ def test_question_sources_and_cap_reach_the_model_and_nothing_past_the_cap(dag, 
         lcm.vault.grants.check_and_charge(dag["conn"], doc["grant_id"], dag["top"], 1)
 
 
+def test_max_tokens_caps_the_models_answer(dag, fake_api, monkeypatch, capsys):
+    """--max-tokens caps the answer itself, as the seeds' maxTokens does: the model is asked for at
+    most that many tokens, and an answer longer than that (a fake that ignores the bound, as
+    `claude -p` takes none) is cut with a marker. It was fixed at 1,500 whatever was asked."""
+    monkeypatch.setenv("LCM_LLM", "anthropic")
+    fact = dag["uuids"][2]
+    long_answer = f"RETRY_DELAY is 750 ms [{fact}]. " + "Because the API rate limits bursts of calls. " * 200
+    fake_api.enqueue(text=long_answer)
+    code, out, err = run(capsys, lcm_expand_query, "--prompt", "Which retry delay?", "--summary-ids", dag["top"],
+                         "--max-tokens", "300", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert fake_api.requests[0]["max_tokens"] == 300
+    assert doc["answer_truncated"] is True and len(doc["answer"]) <= 300 * 4
+    assert doc["answer"].startswith("RETRY_DELAY is 750 ms") and "raise --max-tokens" in doc["answer"]
+    assert doc["cited_ids"] == [fact]
+    # without the flag the answer keeps its default room, and a short one is whole
+    fake_api.enqueue(text=f"RETRY_DELAY is 750 ms [{fact}].")
+    code, out, err = run(capsys, lcm_expand_query, "--prompt", "Which retry delay?", "--summary-ids", dag["top"],
+                         "--json")
+    assert code == 0, err
+    assert fake_api.requests[-1]["max_tokens"] == lcm.readers.answer.ANSWER_MAX_TOKENS
+    assert json.loads(out)["answer_truncated"] is False
+
+
 def test_tool_loop_expands_under_the_grant_and_only_inside_its_scope(dag, fake_api, monkeypatch, capsys):
     monkeypatch.setenv("LCM_LLM", "anthropic")
     later = dag["uuids"][7]

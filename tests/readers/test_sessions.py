@@ -113,6 +113,7 @@ def compacted_session(capsys, tmp_path, monkeypatch) -> Transcript:
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "4")
     monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "200")
     monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", "2")
+    monkeypatch.setenv("LCM_LEAF_MIN_FANOUT", "2")
     code, _, err = run(capsys, lcm_compact, "--session", t.session_id, "--full")
     assert code == 0, err
     return t

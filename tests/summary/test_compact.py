@@ -111,6 +111,9 @@ def check_dag(conn, session_id: str, tail: int, complete: bool = True) -> dict:
                 covered[i] = node["id"]
         else:
             children = [nodes[s["child_id"]] for s in sources]
+            # the seeds' two fanouts: LCM_LEAF_MIN_FANOUT leaves under a depth-1 node,
+            # LCM_CONDENSED_MIN_FANOUT condensed summaries under a deeper one
+            assert len(children) == lcm.summary.dag.fanouts()[0 if node["depth"] == 1 else 1], node["id"]
             assert all(c["depth"] == node["depth"] - 1 for c in children)
             assert all(c["parent_id"] == node["id"] for c in children)
             same_depth = sorted((n for n in nodes.values() if n["depth"] == node["depth"] - 1),
@@ -166,6 +169,7 @@ def test_full_over_every_real_session_is_lossless_and_idempotent(monkeypatch, ca
     monkeypatch.setenv("LCM_LLM", "none")
     monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "1500")   # small chunks: several depths on real data
     monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", "3")
+    monkeypatch.setenv("LCM_LEAF_MIN_FANOUT", "3")
     conn = lcm.vault.db.connect()
     ingest(conn, projects)
     sessions = [r[0] for r in conn.execute("SELECT DISTINCT session_id FROM messages")]
@@ -202,13 +206,15 @@ def test_full_over_every_real_session_is_lossless_and_idempotent(monkeypatch, ca
 @settings(max_examples=12, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(turns=st.integers(1, 25), batches=st.integers(1, 4), chunk=st.integers(60, 900),
-       tail=st.integers(0, 10), fanout=st.integers(2, 5))
-def test_incremental_then_full_keeps_the_dag_sound(tmp_path_factory, monkeypatch, turns, batches, chunk, tail, fanout):
+       tail=st.integers(0, 10), fanout=st.integers(2, 5), leaf_fanout=st.integers(2, 5), max_depth=st.integers(-1, 2))
+def test_incremental_then_full_keeps_the_dag_sound(tmp_path_factory, monkeypatch, turns, batches, chunk, tail, fanout,
+                                                   leaf_fanout, max_depth):
     home = tmp_path_factory.mktemp("prop")
     monkeypatch.setenv("LCM_HOME", str(home))
     monkeypatch.setenv("LCM_LLM", "none")
     for name, value in (("LCM_LEAF_CHUNK_TOKENS", chunk), ("LCM_FRESH_TAIL_COUNT", tail),
-                        ("LCM_CONDENSED_MIN_FANOUT", fanout)):
+                        ("LCM_CONDENSED_MIN_FANOUT", fanout), ("LCM_LEAF_MIN_FANOUT", leaf_fanout),
+                        ("LCM_INCREMENTAL_MAX_DEPTH", max_depth)):
         monkeypatch.setenv(name, str(value))
     t = Transcript(home / "projects")
     conn = lcm.vault.db.connect()
@@ -223,6 +229,9 @@ def test_incremental_then_full_keeps_the_dag_sound(tmp_path_factory, monkeypatch
             ingest(conn, t.path)
             lcm.summary.compact.compact(conn, t.session_id)
             check_dag(conn, t.session_id, tail, complete=False)
+            if max_depth >= 0:  # an incremental run condenses no deeper than LCM_INCREMENTAL_MAX_DEPTH
+                assert conn.execute("SELECT coalesce(max(depth), 0) FROM summaries WHERE session_id = ?",
+                                    (t.session_id,)).fetchone()[0] <= max_depth
     t.write()
     ingest(conn, t.path)
     lcm.summary.compact.compact(conn, t.session_id, mode="full")
@@ -332,6 +341,7 @@ def test_render_context_is_bounded_xml_with_drill_down_ids(tmp_path, monkeypatch
     monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "120")
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "3")
     monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", "2")
+    monkeypatch.setenv("LCM_LEAF_MIN_FANOUT", "2")
     t = session_with(tmp_path, turns=15)
     conn = lcm.vault.db.connect()
     ingest(conn, t.path)
@@ -351,7 +361,19 @@ def test_render_context_is_bounded_xml_with_drill_down_ids(tmp_path, monkeypatch
         shown = ET.fromstring(small)
         cut = shown.find("omitted")
         assert len(shown.findall("summary")) + (int(cut.get("summaries")) if cut is not None else 0) == len(tops)
-    assert "(cut; lcm_expand.py sum_" in lcm.summary.dag.render_context(conn, t.session_id, max_chars=1500)
+    # a cut body points the main agent to describe (lcm_expand.py is for sub-agents)
+    cut_xml = next(x for x in (lcm.summary.dag.render_context(conn, t.session_id, max_chars=n)
+                               for n in range(1500, 6000, 250)) if "(cut;" in x)
+    assert "(cut; lcm_describe.py sum_" in cut_xml and "lcm_expand.py" not in cut_xml
+    # a condensed summary names the summaries it was made from, in order, as the seeds' <parents>
+    condensed = [s for s in found if s.get("kind") == "condensed"]
+    assert condensed, [s.get("kind") for s in found]
+    for node in condensed:
+        refs = [r.get("id") for r in node.find("parents").findall("summary_ref")]
+        sources = [r[0] for r in conn.execute("SELECT id FROM summaries WHERE parent_id = ? ORDER BY earliest_at, id",
+                                              (node.get("id"),))]
+        assert refs == sources and len(refs) >= 2
+    assert all(s.find("parents") is None for s in found if s.get("kind") == "leaf")
 
 
 def test_missing_session_and_bad_setting(capsys, monkeypatch):
@@ -468,6 +490,7 @@ def test_each_depth_gets_its_own_prompt(tmp_path, monkeypatch, fake_api, capsys)
     monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "250")
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "2")
     monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", "2")
+    monkeypatch.setenv("LCM_LEAF_MIN_FANOUT", "2")
     monkeypatch.setenv("LCM_SUMMARY_MODEL", "claude-haiku-4-5")
     counter = iter(range(10_000))
     fake_api.respond(lambda body: f"S{next(counter)} {prompt_of(body)}\nFiles: none\nExpand for details about: x")
@@ -613,6 +636,7 @@ def test_killed_compaction_leaves_a_consistent_vault(tmp_path, monkeypatch, fake
     monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "120")
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "2")
     monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", "2")
+    monkeypatch.setenv("LCM_LEAF_MIN_FANOUT", "2")
     t = session_with(tmp_path, turns=12)
     conn = lcm.vault.db.connect()
     ingest(conn, t.path)
@@ -645,6 +669,7 @@ def test_upgrade_rewrites_extractive_summaries_in_place(tmp_path, monkeypatch, c
     monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "150")
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "2")
     monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", "2")
+    monkeypatch.setenv("LCM_LEAF_MIN_FANOUT", "2")
     monkeypatch.setenv("LCM_LLM", "none")
     t = session_with(tmp_path, turns=10)
     conn = lcm.vault.db.connect()
@@ -694,6 +719,7 @@ def test_a_backlog_drains_in_one_incremental_run_and_resumes_after_the_spend_gua
     monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "100")
     monkeypatch.setenv("LCM_FRESH_TAIL_COUNT", "4")
     monkeypatch.setenv("LCM_CONDENSED_MIN_FANOUT", "100")  # leaves only: one model call each
+    monkeypatch.setenv("LCM_LEAF_MIN_FANOUT", "100")
     t = session_with(tmp_path, turns=12)
     conn = lcm.vault.db.connect()
     ingest(conn, t.path)
@@ -707,6 +733,36 @@ def test_a_backlog_drains_in_one_incremental_run_and_resumes_after_the_spend_gua
     assert second["leaf_created"] > 3 and second["stopped"] is None
     assert not lcm.summary.dag.compaction_due(conn, t.session_id)
     check_dag(conn, t.session_id, 4, complete=False)
+
+
+def test_incremental_max_depth_and_the_two_fanouts(tmp_path, monkeypatch, capsys):
+    """The seeds' incrementalMaxDepth: an incremental pass (the hooks', lcm_compact.py without
+    --full) condenses no deeper than LCM_INCREMENTAL_MAX_DEPTH (0: leaves only); --full is not
+    limited. Their leafMinFanout and condensedMinFanout: leaves are condensed LCM_LEAF_MIN_FANOUT
+    at a time, condensed summaries LCM_CONDENSED_MIN_FANOUT at a time."""
+    for name, value in {"LCM_LLM": "none", "LCM_LEAF_CHUNK_TOKENS": "120", "LCM_LEAF_MIN_TOKENS": "60",
+                        "LCM_FRESH_TAIL_COUNT": "3", "LCM_LEAF_MIN_FANOUT": "3", "LCM_CONDENSED_MIN_FANOUT": "2",
+                        "LCM_INCREMENTAL_MAX_DEPTH": "0"}.items():
+        monkeypatch.setenv(name, value)
+    t = session_with(tmp_path, turns=40)
+    conn = lcm.vault.db.connect()
+    ingest(conn, t.path)
+    first = lcm.summary.compact.compact(conn, t.session_id)
+    assert first["leaf_created"] >= 6 and first["condensed_created"] == 0
+    assert not lcm.summary.dag.compaction_due(conn, t.session_id)  # nothing a hook's run may do
+    monkeypatch.setenv("LCM_INCREMENTAL_MAX_DEPTH", "1")
+    assert lcm.summary.dag.compaction_due(conn, t.session_id)
+    lcm.summary.compact.compact(conn, t.session_id)
+    depths = [r[0] for r in conn.execute("SELECT depth FROM summaries WHERE session_id = ?", (t.session_id,))]
+    assert max(depths) == 1
+    lcm.summary.compact.compact(conn, t.session_id, mode="full")
+    rows = conn.execute("SELECT s.depth, count(*) FROM summaries s JOIN summary_sources x ON x.summary_id = s.id"
+                        " WHERE s.session_id = ? AND s.kind = 'condensed' GROUP BY s.id", (t.session_id,)).fetchall()
+    assert {depth for depth, _ in rows} >= {1, 2}
+    assert all(n == (3 if depth == 1 else 2) for depth, n in rows), rows
+    monkeypatch.setenv("LCM_INCREMENTAL_MAX_DEPTH", "-2")
+    assert lcm_compact.main(["--session", t.session_id]) == 1
+    assert "LCM_INCREMENTAL_MAX_DEPTH" in capsys.readouterr().err
 
 
 def test_each_escalation_level_sends_its_temperature_where_the_sdk_takes_one(tmp_path, monkeypatch, fake_api, capsys):

@@ -41,6 +41,36 @@ SECRETS = ("sk-ant-api03-" + "Zq8" * 30 + "AA", "AKIA" + "QX7T2MWB4KRN6PLD", "gh
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
+FEATURES = "7e57c0de-0000-4000-8000-0000000000a1"
+MARKDOWN = ("## Plan for the parser\n\nFirst **bold step**, then *a careful one* with `parse_all()`:\n\n"
+            "- read the grammar\n- write the tests\n  - unit\n  - property\n\n1. ship\n2. tell people\n\n"
+            "```python\ndef parse_all(text):\n    return '<b>not bold</b>'\n```\n\n"
+            "See [the docs](https://example.org/parser) and <script>alert(1)</script> never runs.")
+
+
+def features_session(projects):
+    """One session with what the viewer must render well: a Bash call with a description and
+    the three hook status lines Claude Code writes around it (two name the call, a Stop summary
+    does not), markdown from Claude, and a message whose words test the search marks."""
+    t = Transcript(projects, session_id=FEATURES, cwd="/srv/features")
+    t.user("Starting the parser work: put the grammar in order")
+    call = t.tool_use("Bash", {"command": "cd /private/tmp/build-7731 && make -j4 parser",
+                               "description": "Build the parser"})
+    t.entry("system", None, content="Running \x1b[1mPostToolUse:Bash\x1b[22m...", isMeta=False, level="info",
+            toolUseID=call)
+    t.tool_result(call, "built parser in 2.1 s")
+    t.entry("system", None, content="\x1b[1mPostToolUse:Bash\x1b[22m [ruff format] completed successfully",
+            isMeta=False, level="info", toolUseID=call)
+    t.assistant_text(MARKDOWN)
+    t.entry("system", None, subtype="stop_hook_summary", hookCount=1,
+            hookInfos=[{"command": "uv run pytest", "durationMs": 900}], hookErrors=[],
+            preventedContinuation=False, stopReason="", hasOutput=True, level="suggestion",
+            toolUseID="5b2f0c55-0000-4000-8000-00000000ffff")
+    t.user("Is the grammar loaded in debug mode now?")
+    t.assistant_text("Yes: the grammar is loaded in debug mode, starting with the lexer.")
+    return t
+
+
 @pytest.fixture(scope="module")
 def vault_dir(tmp_path_factory):
     """The shared transcripts plus one session with planted secrets, compacted deep enough for
@@ -55,8 +85,10 @@ def vault_dir(tmp_path_factory):
     planted.tool_result(call, "ok")
     planted.assistant_text("Stored the planted credentials in the environment.")
     planted.write()
+    features_session(projects).write()
     env = {"LCM_HOME": str(root / "home"), "LCM_LLM": "none", "LCM_LEAF_CHUNK_TOKENS": "1500",
-           "LCM_LEAF_MIN_TOKENS": "300", "LCM_CONDENSED_MIN_FANOUT": "2", "LCM_FRESH_TAIL_COUNT": "4"}
+           "LCM_LEAF_MIN_TOKENS": "300", "LCM_CONDENSED_MIN_FANOUT": "2", "LCM_LEAF_MIN_FANOUT": "2",
+           "LCM_FRESH_TAIL_COUNT": "4"}
     with pytest.MonkeyPatch.context() as m:
         for name, value in env.items():
             m.setenv(name, value)
@@ -308,6 +340,133 @@ def test_browser_search_finds_a_known_message_and_its_link_lands_on_it(page, vau
     target = page.locator(f"article[id='m-{uuid}']")
     assert target.is_visible() and "planted credentials" in target.inner_text()
     assert json.loads(page.evaluate("JSON.stringify(location.hash)")) == f"#m-{uuid}"
+
+
+# -- what a person reads (issue 33, item 9) -------------------------------------------------------
+
+def _features(page, viewer):
+    page.goto(f"{viewer.url}s/{FEATURES}")
+    return page
+
+
+def test_browser_hook_status_lines_fold_into_their_tool_call(page, viewer):
+    """Claude Code writes several "System" lines per tool call (PostToolUse running, completed, a
+    Stop summary); they were a card each and drowned the conversation. The two that name the
+    call sit inside its card; the Stop summary is one collapsed line."""
+    _features(page, viewer)
+    assert page.locator("article.msg.system").count() == 0
+    cards = page.locator("article.msg")
+    assert cards.count() == 5  # the two prompts, the call, the markdown answer, the last answer
+    call = page.locator("details.tool", has_text="Build the parser")
+    assert "2 hook messages" in call.locator("summary").inner_text()
+    assert not page.get_by_text("completed successfully").is_visible()
+    call.locator("summary").click()
+    assert page.get_by_text("PostToolUse:Bash [ruff format] completed successfully").is_visible()
+    loose = page.locator("details.status")
+    assert loose.count() == 1 and "Stop hooks ran: uv run pytest" in loose.inner_text()
+    assert loose.evaluate("d => d.open") is False
+    screenshot(page, "hooks-folded")
+
+
+def test_browser_markdown_is_rendered_and_stays_inert(page, viewer):
+    _features(page, viewer)
+    answer = page.locator("article.msg.assistant .md").first
+    assert answer.locator("h4").inner_text() == "Plan for the parser"
+    assert answer.locator("strong").inner_text() == "bold step"
+    assert answer.locator("em").inner_text() == "a careful one"
+    assert answer.locator("p code").first.inner_text() == "parse_all()"
+    assert answer.locator(":scope > ul > li").count() == 2 and answer.locator("ul ul > li").count() == 2
+    assert answer.locator("ol > li").count() == 2
+    assert "return '<b>not bold</b>'" in answer.locator("pre code").inner_text()
+    assert answer.locator("b").count() == 0 and page.locator("main script").count() == 0
+    # a link is shown as its text and address, never followed from here
+    assert "the docs (https://example.org/parser)" in answer.inner_text()
+    assert answer.locator("a").count() == 0
+    assert "<script>alert(1)</script> never runs" in answer.inner_text()
+    screenshot(page, "markdown")
+
+
+def test_browser_a_bash_call_is_labelled_by_its_description(page, viewer):
+    _features(page, viewer)
+    label = page.locator("article.msg details.tool > summary").first.inner_text()
+    assert label.startswith("Bash Build the parser") and "/private/tmp" not in label
+
+
+def test_browser_search_marks_whole_words_as_grep_matches_them(page, viewer):
+    """"in" lit up inside "Starting": a mark now covers a whole word that is the query's word, or
+    shares its stem (grep's index stems: "loaded" finds "load")."""
+    page.goto(f"{viewer.url}search?q=grammar+loaded+in")
+    page.wait_for_selector(".hit")
+    hit = page.locator(".hit", has_text="debug mode, starting with the lexer")
+    marks = [m.lower() for m in hit.locator("mark").all_inner_texts()]
+    assert sorted(set(marks)) == ["grammar", "in", "loaded"], marks
+    text = hit.locator("div").last.inner_text()
+    assert "starting" in text  # shown, but no part of it marked
+    assert all(re.fullmatch(r"\w+", m) for m in marks)
+    screenshot(page, "search-marks")
+
+
+def test_browser_a_hit_opens_below_the_sticky_header(page, viewer):
+    page.goto(f"{viewer.url}search?q=lexer")
+    link = page.locator(".hit a.hit-link").first
+    href = link.get_attribute("href")
+    link.click()
+    uuid = href.split("#m-")[1]
+    page.wait_for_url(f"**#m-{uuid}")
+    page.wait_for_timeout(200)
+    header = page.locator("header").bounding_box()
+    target = page.locator(f"article[id='m-{uuid}']").bounding_box()
+    assert target["y"] >= header["y"] + header["height"], (target, header)
+
+
+def test_browser_search_names_a_sessions_title_and_message_count(page, viewer, vault_dir):
+    """A session showed as "(untitled, 0 messages)" in search whatever it held."""
+    conn = lcm.vault.db.connect(str(vault_dir / "lcm.db"), create=False, readonly=True)
+    count = conn.execute("SELECT count(*) FROM messages WHERE session_id = ?", (FEATURES,)).fetchone()[0]
+    conn.close()
+    page.goto(f"{viewer.url}search?q=lexer")
+    meta = page.locator(".hit", has_text="starting with the lexer").locator("span.meta").inner_text()
+    assert "Starting the parser work: put the grammar in order" in meta
+    assert f"{count} messages" in meta and "untitled" not in meta and count > 5
+
+
+def test_browser_dag_nodes_carry_a_title_of_their_summary(page, viewer, vault_dir):
+    from lcm.view.pages import summary_title
+    conn = lcm.vault.db.connect(str(vault_dir / "lcm.db"), create=False, readonly=True)
+    sid = conn.execute("SELECT session_id FROM summaries GROUP BY session_id ORDER BY max(depth) DESC,"
+                       " count(*) DESC LIMIT 1").fetchone()[0]
+    contents = dict(conn.execute("SELECT id, content FROM summaries WHERE session_id = ?", (sid,)).fetchall())
+    conn.close()
+    page.goto(f"{viewer.url}s/{sid}/dag")
+    nodes = page.locator("svg a.node")
+    assert nodes.count() == len(contents)
+    titled = 0
+    for i in range(min(nodes.count(), 40)):
+        node = nodes.nth(i)
+        shown_title = node.locator("text.title").text_content()
+        expected = summary_title(contents[node.get_attribute("data-id")])
+        assert shown_title.rstrip(".") in expected or expected.startswith(shown_title.rstrip(".")), (shown_title, expected)
+        titled += bool(shown_title.strip())
+        assert "summary of" not in shown_title and shown_title != "Asked:"  # never the provenance line
+    assert titled >= min(nodes.count(), 40) * 0.9
+    screenshot(page, "dag-titles")
+
+
+def test_browser_dates_never_wrap(browser, viewer):
+    """In a narrow window the table's date column and a card's time stay on one line."""
+    context = browser.new_context(viewport={"width": 700, "height": 900})
+    page = context.new_page()
+    page.goto(viewer.url)
+    page.goto(f"{viewer.url}")
+    lines = page.evaluate("""() => Array.from(document.querySelectorAll('.when')).map(e => {
+        const r = e.getBoundingClientRect(); const h = parseFloat(getComputedStyle(e).lineHeight) || 20;
+        return r.height / h; })""")
+    assert lines and max(lines) < 1.5, lines
+    page.goto(f"{viewer.url}s/{FEATURES}")
+    lines = page.evaluate("() => Array.from(document.querySelectorAll('.msg .when')).map(e => e.getClientRects().length)")
+    assert lines and set(lines) == {1}, lines
+    screenshot(page, "narrow")
+    context.close()
 
 
 # -- the credential is this viewer's alone (issue 31.3) ------------------------------------------

@@ -46,6 +46,13 @@ def _non_negative_int(raw: str) -> int:
     return value
 
 
+def _depth_limit(raw: str) -> int:
+    value = int(raw)
+    if not -1 <= value <= MAX_INT_ARG:
+        raise ValueError(f"expected -1 (no limit) or an integer from 0 to {MAX_INT_ARG}")
+    return value
+
+
 def _fraction(raw: str) -> float:
     value = float(raw)
     if not 0 < value <= 1:
@@ -83,7 +90,9 @@ SETTINGS: dict[str, tuple[Callable[[str], object], object, str]] = {
     "LCM_LEAF_MIN_TOKENS": (_positive_int, 2000, "fewest source tokens in a leaf summary (at most LCM_LEAF_CHUNK_TOKENS); a smaller remainder waits"),
     "LCM_LEAF_TARGET_TOKENS": (_positive_int, 1200, "target size of a leaf summary"),
     "LCM_CONDENSED_TARGET_TOKENS": (_positive_int, 2000, "target size of a condensed summary"),
-    "LCM_CONDENSED_MIN_FANOUT": (_positive_int, 4, "summaries of one depth needed to condense them"),
+    "LCM_LEAF_MIN_FANOUT": (_positive_int, 4, "adjacent leaf summaries (depth 0) needed to condense them into a depth-1 summary"),
+    "LCM_CONDENSED_MIN_FANOUT": (_positive_int, 4, "adjacent condensed summaries of one depth (1 and up) needed to condense them"),
+    "LCM_INCREMENTAL_MAX_DEPTH": (_depth_limit, -1, "deepest summary an incremental compaction (hooks, lcm_compact.py without --full) condenses to: 0 = leaves only, -1 = no limit"),
     "LCM_LARGE_FILE_THRESHOLD": (_positive_int, 25000, "content blocks above this many tokens go to $LCM_HOME/files"),
     "LCM_SUMMARY_MODEL": (_text, "", "model for summaries; empty = the session's own model"),
     "LCM_LLM": (_choice("auto", "anthropic", "claude", "none"), "auto", "model backend"),

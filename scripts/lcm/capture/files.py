@@ -56,9 +56,20 @@ def without_line_numbers(content: str) -> str:
     return LINE_NUMBER.sub("", content)
 
 
+# a first line that opens a source file, never a table's header (`import { a, b } from 'x';`)
+CODE_OPENING = re.compile(r"^\s*(?:import|from|#include|#!|package|using|use|require|const|let|var|<\?php|//|/\*)\b")
+
+
 def detect_kind(name: str, content: str) -> str:
-    """json | csv | tsv | code | markdown | text, from the name first, then the content."""
-    content = without_line_numbers(content)
+    """json | csv | tsv | code | markdown | text, from the name first, then the content.
+
+    A block with Read's line numbers is a file that was read, whatever tool made it and whether or
+    not its transcript line names the file (older Claude Code wrote no toolUseResult): its
+    declarations decide before any comma does, so a module opening with `import { a, b }` lines
+    is code, not a two-column table."""
+    stripped_numbers = without_line_numbers(content)
+    numbered = stripped_numbers is not content
+    content = stripped_numbers
     ext = os.path.splitext(name or "")[1].lower()
     if ext in (".json", ".jsonl", ".ndjson", ".geojson"):
         return "json"
@@ -75,13 +86,16 @@ def detect_kind(name: str, content: str) -> str:
             return "json"
         except ValueError:
             pass
+    signatures = sum(1 for line in content[:20000].splitlines() if SIGNATURE.match(line))
+    if numbered and signatures >= 3:
+        return "code"
     head = content[:4000].splitlines()[:5]
-    if len(head) >= 3:
+    if len(head) >= 3 and not CODE_OPENING.match(head[0]):
         for delim, kind in (("\t", "tsv"), (",", "csv")):
             counts = {line.count(delim) for line in head}
             if len(counts) == 1 and counts.pop() >= 1:
                 return kind
-    if sum(1 for line in content[:20000].splitlines() if SIGNATURE.match(line)) >= 3:
+    if signatures >= 3:
         return "code"
     return "text"
 

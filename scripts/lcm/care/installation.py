@@ -8,7 +8,6 @@ setting that is not the cause.
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -56,6 +55,10 @@ def stage_dirs() -> list[str]:
 def _idle(path: str) -> bool | None:
     """Whether nobody holds the flock on `path` (None: it cannot be opened). A lock is an flock
     the OS releases when its holder dies, so an idle file is only litter."""
+    try:
+        import fcntl
+    except ImportError:
+        return None  # no flock (Windows): whether a lock is held cannot be told
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:

@@ -30,7 +30,7 @@ GRANT_TTL_SECONDS = 300
 ANSWER_SECONDS = 50       # for the model's whole answer (one retry per call: twice this at worst), then
                           # excerpts: Claude Code's Bash tool stops a command after 120 s by default
 MAX_TURNS = 6             # model calls one question may make (anthropic backend)
-ANSWER_MAX_TOKENS = 1500  # the model's own answer, per call (the grant caps what it reads)
+ANSWER_MAX_TOKENS = 1500  # the model's own answer when --max-tokens is not given (the grant caps what it reads)
 PREFETCH_SHARE = 0.75     # of the cap read up front when a model can drill down with tools
 MAX_EXCERPTS = 50         # excerpts shown; the cap usually ends the list first
 MAX_EXAMINED = 400        # messages read, best first, while looking for distinct excerpts
@@ -404,9 +404,10 @@ def run_tool(exp: Expansion, sessions: list[str], name: str, tool_input: dict) -
     return f"unknown tool {name}", True
 
 
-def answer_with_anthropic(exp: Expansion, sessions: list[str], prompt: str, model: str) -> str:
+def answer_with_anthropic(exp: Expansion, sessions: list[str], prompt: str, model: str,
+                         max_tokens: int = ANSWER_MAX_TOKENS) -> str:
     done = lcm.base.llm.tool_loop(SYSTEM, prompt, TOOLS, lambda name, args: run_tool(exp, sessions, name, args),
-                             max_turns=MAX_TURNS, max_tokens=ANSWER_MAX_TOKENS, model=model,
+                             max_turns=MAX_TURNS, max_tokens=max_tokens, model=model,
                              deadline=time.monotonic() + ANSWER_SECONDS, max_retries=1)
     return done.text
 
@@ -421,6 +422,15 @@ def answer_with_claude(exp: Expansion, prompt: str, db: Path, model: str) -> str
     result = lcm.base.llm.run_claude(prompt + guide, system=SYSTEM, model=model, max_turns=MAX_TURNS, tools="Bash",
                                 allowed_tools=tools, env=env, timeout=2 * ANSWER_SECONDS)
     return str(result.get("result") or "").strip()
+
+
+def fit_answer(text: str, max_tokens: int) -> tuple[str, bool]:
+    """(the answer within max_tokens, whether it was cut). The SDK's max_tokens bounds one call,
+    but `claude -p` takes no such bound, and a tool loop's answer may span calls."""
+    if lcm.base.config.estimate_tokens(text) <= max_tokens:
+        return text, False
+    mark = f"\n... (answer cut at {max_tokens} tokens: raise --max-tokens for more)"
+    return text[:max(0, max_tokens * 4 - len(mark))].rstrip() + mark, True
 
 
 def cited_ids(conn, answer: str) -> tuple[list[str], list[str]]:
@@ -438,8 +448,10 @@ def cited_ids(conn, answer: str) -> tuple[list[str], list[str]]:
 # ---------------------------------------------------------------------------
 
 def answer(conn, question: str, *, query: str | None = None, ids: list[str] | None = None, session=None,
-           all_sessions: bool = False, cap: int, db_path: Path, warn=None) -> dict:
-    """Answer `question` from the messages under the candidates, reading at most `cap` tokens.
+           all_sessions: bool = False, cap: int, db_path: Path, warn=None, answer_tokens: int | None = None) -> dict:
+    """Answer `question` from the messages under the candidates, reading at most `cap` tokens;
+    a model's answer is at most `answer_tokens` long (ANSWER_MAX_TOKENS when None). Without a
+    model the excerpts are the answer, within `cap`.
 
     Returns the --json document of lcm_expand_query.py. `warn(text)` is told when the model
     call fails and the answer falls back to excerpts.
@@ -453,6 +465,7 @@ def answer(conn, question: str, *, query: str | None = None, ids: list[str] | No
                                        ttl_seconds=GRANT_TTL_SECONDS)
     ranking_text = " ".join(filter(None, [question, query]))
     considered = 0
+    answer_cap, answer_cut = answer_tokens or ANSWER_MAX_TOKENS, False
     try:
         exp = Expansion(conn, grant_id, cap)
         sources, reason = [], None
@@ -466,9 +479,10 @@ def answer(conn, question: str, *, query: str | None = None, ids: list[str] | No
             model = lcm.base.llm.resolve_model(conn, sessions[0])  # the main thread's model
             try:
                 if backend == "anthropic":
-                    text = answer_with_anthropic(exp, sessions, prompt, model)
+                    text = answer_with_anthropic(exp, sessions, prompt, model, max_tokens=answer_cap)
                 else:
                     text = answer_with_claude(exp, prompt, db_path, model)
+                text, answer_cut = fit_answer(text, answer_cap)
             except lcm.base.errors.ModelError as exc:
                 if warn:
                     warn(f"the model call failed ({exc.message}); showing excerpts instead")
@@ -487,4 +501,4 @@ def answer(conn, question: str, *, query: str | None = None, ids: list[str] | No
             "excerpt_ids": [m["id"] for m in sources] if backend == "none" else [],
             "expanded_summary_count": len(exp.summaries), "total_source_tokens": max(used, exp.used),
             "truncated": exp.truncated, "backend": backend, "grant_id": grant_id, "unknown_cited_ids": bad,
-            "messages_considered": considered}
+            "messages_considered": considered, "answer_truncated": answer_cut}

@@ -109,6 +109,7 @@ class Compactor:
         self.condensed_target = lcm.base.config.get("LCM_CONDENSED_TARGET_TOKENS")
         self.leaf_min = min(lcm.base.config.get("LCM_LEAF_MIN_TOKENS"), self.chunk_cap)  # never above a chunk
         self.body: list[dict] | None = None
+        self.max_depth = -1  # deepest node condense_pass makes (-1: no limit); an incremental run sets it
         self.upgraded = 0
         self.not_upgraded: list[str] = []
 
@@ -214,7 +215,8 @@ class Compactor:
 
     def condense_pass(self) -> str | None:
         group = lcm.summary.dag.condense_group(lcm.summary.dag.top_summaries(self.conn, self.session_id),
-                                       lcm.summary.dag.gap_check(self.conn, self.session_id))
+                                               lcm.summary.dag.gap_check(self.conn, self.session_id),
+                                               max_depth=self.max_depth)
         if group is None:
             return None
         depth, children = group
@@ -422,6 +424,8 @@ def _passes(work: Compactor, mode: str, until_under: int | None, started: float,
     else:  # drain the backlog down to less than a chunk; a later turn resumes where this stops
         while work.raw_tokens() > work.chunk_cap and not out_of_time() and work.leaf_pass():
             pass
+        # condense no deeper than the seeds' incrementalMaxDepth (0: leaves only; -1: no limit)
+        work.max_depth = lcm.base.config.get("LCM_INCREMENTAL_MAX_DEPTH")
     while not out_of_time() and work.condense_pass():
         pass
     # summaries an earlier pass wrote while the model was failing: now that it may work, upgrade

@@ -82,7 +82,10 @@ def render_context(conn, session_id: str, max_chars: int = 8000) -> str:
     goes through lcm.base.text.untagged, so it cannot close these tags or open one of its own.
 
     Each summary gets an equal share of the room left; a cut body names the command that shows
-    the rest, and summaries that do not fit at all are counted in an <omitted> element.
+    the rest (lcm_describe.py: the main agent inspects, lcm_expand.py is for sub-agents), and
+    summaries that do not fit at all are counted in an <omitted> element. A condensed summary
+    lists the summaries it condenses in <parents> (the seeds' name for them: the nodes it was made
+    from), so one of them can be described or expanded without the whole subtree.
     """
     items = active_context(conn, session_id)
     summaries = [i for i in items if i["type"] == "summary"]
@@ -101,11 +104,15 @@ def render_context(conn, session_id: str, max_chars: int = 8000) -> str:
         open_tag = (f"<summary id=\"{item['id']}\" kind=\"{item['kind']}\" depth=\"{item['depth']}\""
                     f" descendant_count=\"{item['descendant_count']}\" earliest_at={quoteattr(item['earliest_at'] or '')}"
                     f" latest_at={quoteattr(item['latest_at'] or '')}>")
+        if item["kind"] == "condensed":
+            sources = [r[0] for r in conn.execute("SELECT child_id FROM summary_sources WHERE summary_id = ?"
+                                                  " AND child_id IS NOT NULL ORDER BY ord", (item["id"],))]
+            open_tag += "\n<parents>" + "".join(f'\n<summary_ref id="{s}"/>' for s in sources) + "\n</parents>"
         share = room // (len(summaries) - i) - len(open_tag) - len("</summary>") - 3
         body = lcm.base.mask.mask(item["content"])  # before the cut: a cut must not split a secret
         body = lcm.base.text.untagged(body)
         if len(body) > share:
-            cut = f"... (cut; lcm_expand.py {item['id']})"
+            cut = f"... (cut; lcm_describe.py {item['id']})"
             if share < len(cut) + 40:
                 blocks.append(omitted(len(summaries) - i))
                 break
@@ -267,17 +274,25 @@ def gap_check(conn, session_id: str):
     return gap
 
 
-def condense_group(tops: list, gap, fanout: int | None = None):
-    """(depth, nodes) to condense next: the oldest `fanout` adjacent parentless nodes at the
-    shallowest depth that has that many in a row; None when nothing is eligible.
+def fanouts() -> tuple[int, int]:
+    """(leaf, condensed) fanout: the adjacent parentless summaries of depth 0, and of one depth 1
+    and up, needed to condense them; at least 2 (one child would only re-wrap the same summary)."""
+    return (max(2, lcm.base.config.get("LCM_LEAF_MIN_FANOUT")),
+            max(2, lcm.base.config.get("LCM_CONDENSED_MIN_FANOUT")))
+
+
+def condense_group(tops: list, gap, fanout: tuple[int, int] | None = None, max_depth: int = -1):
+    """(depth, nodes) to condense next: the oldest adjacent parentless nodes at the shallowest
+    depth that has enough of them in a row (the leaf fanout at depth 0, the condensed fanout
+    above, as the seeds' leafMinFanout and condensedMinFanout); None when nothing is eligible.
+    max_depth (>= 0): no node deeper than that is made (an incremental pass's limit).
 
     gap(a, b) says whether an uncovered message lies between two positions (gap_check).
-    Taking exactly `fanout` children keeps the tree balanced and each condensed input at about
-    fanout x the child target, whether the children came one run at a time or all at once.
+    Taking exactly the fanout's number of children keeps the tree balanced and each condensed
+    input at about fanout x the child target, whether the children came one run at a time or
+    all at once.
     """
-    fanout = fanout or lcm.base.config.get("LCM_CONDENSED_MIN_FANOUT")
-    if fanout < 2:
-        fanout = 2  # one child would only re-wrap the same summary
+    leaf_fanout, condensed_fanout = fanout or fanouts()
     runs: list[list] = []
     for node in tops:
         prev = runs[-1][-1] if runs else None
@@ -285,12 +300,16 @@ def condense_group(tops: list, gap, fanout: int | None = None):
             runs[-1].append(node)
         else:
             runs.append([node])
-    eligible = [run for run in runs if len(run) >= fanout]
+
+    def needed(depth: int) -> int:
+        return leaf_fanout if depth == 0 else condensed_fanout
+    eligible = [run for run in runs if len(run) >= needed(run[0]["depth"])
+                and (max_depth < 0 or run[0]["depth"] + 1 <= max_depth)]
     if not eligible:
         return None
     depth = min(run[0]["depth"] for run in eligible)
     run = next(run for run in eligible if run[0]["depth"] == depth)
-    return depth + 1, run[:fanout]
+    return depth + 1, run[:needed(depth)]
 
 
 def compaction_due(conn, session_id: str) -> bool:
@@ -302,16 +321,22 @@ def compaction_due(conn, session_id: str) -> bool:
 
 
 def can_condense(conn, session_id: str) -> bool:
-    """Whether a run of adjacent parentless summaries of one depth can be condensed now."""
-    return condense_group(top_summaries(conn, session_id), gap_check(conn, session_id)) is not None
+    """Whether an incremental pass would condense a run of adjacent parentless summaries now
+    (within LCM_INCREMENTAL_MAX_DEPTH)."""
+    return condense_group(top_summaries(conn, session_id), gap_check(conn, session_id),
+                          max_depth=lcm.base.config.get("LCM_INCREMENTAL_MAX_DEPTH")) is not None
 
 
 @contextlib.contextmanager
 def session_lock(session_id: str, blocking: bool = True):
     """An exclusive file lock per session under $LCM_HOME/locks; the OS drops it if we die.
     Here rather than in lcm.summary.compact so a hook can see a compaction running without loading it."""
-    import fcntl
     import zlib
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): compaction relies on its in-transaction checks alone
+        yield
+        return
     locks = lcm.base.config.lcm_home() / "locks"
     locks.mkdir(parents=True, exist_ok=True, mode=0o700)
     name = f"{re.sub(r'[^A-Za-z0-9_-]', '_', session_id)[:80]}-{zlib.crc32(session_id.encode()):08x}"

@@ -305,6 +305,13 @@ def _path_cause(path: str, where: str) -> str | None:
     return None
 
 
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether SQLite refused for a lock held elsewhere (SQLITE_BUSY, 5). Python 3.11+ gives the
+    code; 3.9 and 3.10 only the message, which for this code is always "database is locked"."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code & 0xFF == 5 if code is not None else "database is locked" in str(exc)
+
+
 def storage_error(exc: BaseException, path: str | None = None, doing: str = "") -> LcmError | None:
     """An LcmError that names the real cause of a failed read or write of the vault or lcm's
     files (disk full, read-only, permissions, a busy or damaged vault); None when `exc` is none
@@ -521,7 +528,7 @@ def begin_write(conn, patience: float | None = None, turns: Turns | None = None)
                 conn.execute("BEGIN IMMEDIATE")
                 return
             except sqlite3.OperationalError as exc:
-                if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
+                if not _busy(exc):
                     raise
             if time.monotonic() >= deadline:
                 break

@@ -162,14 +162,18 @@ def main_thread_tail_start(conn, session_id: str, tail: int) -> int | None:
 
 def due_hint(conn, session_id: str) -> str | None:
     """The cheap half of lcm.summary.dag.compaction_due, index lookups only: "leaf" when the raw tokens
-    after the newest leaf pass LCM_LEAF_CHUNK_TOKENS, "condense" when some depth holds
-    LCM_CONDENSED_MIN_FANOUT parentless summaries (whether they are adjacent is lcm.summary.dag's to
-    decide), else None: nothing is due."""
+    after the newest leaf pass LCM_LEAF_CHUNK_TOKENS, "condense" when some depth an incremental
+    pass may condense (LCM_INCREMENTAL_MAX_DEPTH) holds its fanout's number of parentless summaries
+    (LCM_LEAF_MIN_FANOUT at depth 0, LCM_CONDENSED_MIN_FANOUT above; whether they are adjacent is
+    lcm.summary.dag's to decide), else None: nothing is due."""
     if backlog_tokens(conn, session_id) > lcm.base.config.get("LCM_LEAF_CHUNK_TOKENS"):
         return "leaf"
+    max_depth = lcm.base.config.get("LCM_INCREMENTAL_MAX_DEPTH")
     crowded = conn.execute(
-        "SELECT 1 FROM summaries WHERE session_id = ? AND parent_id IS NULL GROUP BY depth"
-        " HAVING count(*) >= ? LIMIT 1", (session_id, lcm.base.config.get("LCM_CONDENSED_MIN_FANOUT"))).fetchone()
+        "SELECT 1 FROM summaries WHERE session_id = ? AND parent_id IS NULL AND (? < 0 OR depth < ?) GROUP BY depth"
+        " HAVING count(*) >= max(2, CASE depth WHEN 0 THEN ? ELSE ? END) LIMIT 1",
+        (session_id, max_depth, max_depth, lcm.base.config.get("LCM_LEAF_MIN_FANOUT"),
+         lcm.base.config.get("LCM_CONDENSED_MIN_FANOUT"))).fetchone()
     return None if crowded is None else "condense"
 
 

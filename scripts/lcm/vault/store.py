@@ -9,7 +9,7 @@ A line is stored in one of two ways, told apart by the first byte of `messages.r
   (and the word `tool_use_id` when the line holds it: TALK_WHERE and search's `is_tool` test it
   with instr(), and must answer as they did for the plain line).
 
-A block's `data` starts with its own codec byte (ZLIB: zlib, which every Python 3.10+ has), then
+A block's `data` starts with its own codec byte (ZLIB: zlib, which every Python 3.9+ has), then
 the payload: the count of lines, each line's length, the lines (all little-endian uint32).
 Lines of one file sit together because that is where they repeat each other (an Edit result
 quotes the whole file again): one block compresses to ~0.27 of its lines, one line alone ~0.40.

@@ -17,13 +17,27 @@ input[type=search], input[type=text] { padding: .3rem .5rem; border: 1px solid v
 button { padding: .3rem .7rem; border: 1px solid var(--line); border-radius: 4px; background: #fff; cursor: pointer; }
 table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; padding: .35rem .5rem; border-bottom: 1px solid var(--line); vertical-align: top; }
-th { font-size: 12px; color: var(--muted); font-weight: 600; }
+th { font-size: 12px; color: var(--muted); font-weight: 600; white-space: nowrap; }
+td { overflow-wrap: anywhere; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .filters { display: flex; gap: .5rem; margin-bottom: .8rem; flex-wrap: wrap; }
 .msg { border: 1px solid var(--line); border-radius: 6px; margin: .5rem 0; padding: .4rem .7rem; background: var(--assistant); }
 .msg.user { background: var(--user); }
 .msg.system { background: var(--soft); }
+.msg { scroll-margin-top: 4.5rem; }  /* a hit opened by its link lands below the sticky header */
 .msg:target { outline: 3px solid var(--accent); }
+.when { white-space: nowrap; font-variant-numeric: tabular-nums; }
+.md { overflow-wrap: anywhere; }
+.md p, .md ul, .md ol, .md pre { margin: .3rem 0; }
+.md ul, .md ol { padding-left: 1.4rem; }
+.md h3, .md h4, .md h5, .md h6 { margin: .5rem 0 .2rem; font-size: 1rem; }
+.md h3 { font-size: 1.1rem; }
+.md code { background: var(--soft); padding: 0 .2rem; border-radius: 3px; font-size: 12px; }
+.md pre code { background: none; padding: 0; }
+.md .url { color: var(--muted); font-size: 12px; }
+details.status { color: var(--muted); font-size: 12px; margin: .1rem 0 .1rem .7rem; }
+.hookcount { color: var(--muted); font-size: 11px; margin-left: .4rem; }
+.msg .meta.hooks { display: block; margin-top: .3rem; }
 .msg .meta { display: flex; gap: .6rem; }
 .text { white-space: pre-wrap; overflow-wrap: anywhere; }
 pre { white-space: pre-wrap; overflow-wrap: anywhere; background: var(--soft); padding: .4rem; border-radius: 4px; margin: .3rem 0; max-height: 30rem; overflow: auto; font-size: 12px; }
@@ -42,6 +56,7 @@ svg .node.leaf rect { fill: #eef8ee; stroke: #2e7d32; }
 svg .node.fallback rect { stroke-dasharray: 4 3; }
 svg .node:hover rect, svg .node.active rect { fill: #ffe58a; }
 svg .node text { font-size: 11px; fill: #1d2327; pointer-events: none; }
+svg .node text.title { font-weight: 600; }
 svg line { stroke: #9aa5ad; }
 """
 

@@ -19,7 +19,8 @@ SESSIONS_PAGE = 50     # sessions a list page shows
 MESSAGES_PAGE = 200    # messages a session page shows: a long session pages
 SEARCH_RESULTS = 50
 DAG_NODES = 3000       # summaries drawn at most; a larger DAG draws its upper levels
-NODE_W, NODE_H, GAP_X, ROW_H = 120, 34, 8, 70
+NODE_W, NODE_H, GAP_X, ROW_H = 170, 50, 8, 86
+TITLE_CHARS = 26       # of a summary's title on its DAG node (the node's tooltip and panel say the rest)
 
 
 class NotFound(LcmError):
@@ -57,7 +58,100 @@ def layout(title: str, body: str, *, query: str = "", wide: bool = False, root: 
 
 
 def _when(value) -> str:
-    return esc((value or "")[:16].replace("T", " "))
+    """A time to the minute, kept on one line (a table cell or a card's header never breaks it)."""
+    return f"<span class=when>{esc((value or '')[:16].replace('T', ' '))}</span>" if value else ""
+
+
+# -- markdown -----------------------------------------------------------------------------------
+# Claude writes markdown. A small renderer, no script library: the text is masked and escaped
+# first, then only our own tags are added around escaped text (headings, lists, code, emphasis);
+# a link is shown as its text and its address, never as a live link.
+
+FENCE = re.compile(r"^\s*(```|~~~)")
+HEADING = re.compile(r"^(#{1,6})\s+(.*)$")
+BULLET = re.compile(r"^(\s*)[-*+]\s+(.*)$")
+NUMBERED = re.compile(r"^(\s*)(\d{1,4})[.)]\s+(.*)$")
+INLINE = re.compile(r"`([^`\n]+)`|\*\*(?=\S)(.+?)(?<=\S)\*\*|__(?=\S)(.+?)(?<=\S)__"
+                    r"|(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])|(?<![\w_])_(?=\S)([^_\n]+?)(?<=\S)_(?![\w_])"
+                    r"|\[([^\]\n]+)\]\(([^)\s]+)\)")
+
+
+def _inline(escaped: str) -> str:
+    """Emphasis, code spans and links of one escaped line (code spans are left as they are)."""
+    def piece(m):
+        code, strong, strong2, em, em2, label, url = m.groups()
+        if code is not None:
+            return f"<code>{code}</code>"
+        if strong is not None or strong2 is not None:
+            return f"<strong>{_inline(strong if strong is not None else strong2)}</strong>"
+        if em is not None or em2 is not None:
+            return f"<em>{em if em is not None else em2}</em>"
+        return f"{label} <span class=url>({url})</span>"
+    return INLINE.sub(piece, escaped)
+
+
+def markdown_html(text) -> str:
+    """Markdown as safe HTML: headings, bullet and numbered lists, fenced code, emphasis, code
+    spans; everything else a paragraph. Masked and escaped before any tag is added."""
+    lines = shown(text).split("\n")
+    out, para, lists = [], [], []  # lists: the open list tags, innermost last
+
+    def flush_para():
+        if para:
+            out.append("<p>" + "<br>".join(_inline(line) for line in para) + "</p>")
+            para.clear()
+
+    def close_lists(to: int = 0):
+        while len(lists) > to:
+            out.append(f"</{lists.pop()}>")
+
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if FENCE.match(line):
+            flush_para()
+            close_lists()
+            fence = FENCE.match(line).group(1)
+            code = []
+            i += 1
+            while i < len(lines) and not lines[i].lstrip().startswith(fence):
+                code.append(lines[i])
+                i += 1
+            out.append("<pre class=code><code>" + "\n".join(code) + "</code></pre>")
+            i += 1
+            continue
+        heading, bullet, numbered = HEADING.match(line), BULLET.match(line), NUMBERED.match(line)
+        if heading:
+            flush_para()
+            close_lists()
+            level = min(len(heading.group(1)) + 2, 6)  # a message's heading sits below the page's
+            out.append(f"<h{level}>{_inline(heading.group(2))}</h{level}>")
+        elif bullet or numbered:
+            flush_para()
+            m = bullet or numbered
+            tag = "ul" if bullet else "ol"
+            depth = min(len(m.group(1).expandtabs(4)) // 2, 3) + 1
+            if len(lists) > depth:
+                close_lists(depth)
+            if len(lists) == depth and lists[-1] != tag:
+                close_lists(depth - 1)
+            while len(lists) < depth:
+                lists.append(tag)
+                start = int(numbered.group(2)) if numbered and len(lists) == depth else 1
+                out.append(f"<{tag} start={start}>" if start != 1 else f"<{tag}>")
+            out.append(f"<li>{_inline(m.group(m.lastindex))}</li>")
+        elif not line.strip():
+            flush_para()  # a list goes on past a blank line (a loose list); a paragraph ends it
+        else:
+            if lists and line.startswith((" ", "\t")):  # a list item's continued line
+                out[-1] = out[-1][:-len("</li>")] + "<br>" + _inline(line.strip()) + "</li>"
+            else:
+                close_lists()
+                para.append(line)
+        i += 1
+    flush_para()
+    close_lists()
+    return "<div class=md>" + "".join(out) + "</div>"
 
 
 # -- sessions -----------------------------------------------------------------------------------
@@ -133,9 +227,32 @@ def session_page(conn, session_id: str, params: dict, root: str = "/") -> str:
     return layout(title, "".join(body), root=root)
 
 
+def hook_status(row, entry: dict) -> str | None:
+    """The one-line text of a hook's status line (Claude Code writes "Running PostToolUse:Edit...",
+    then "... completed successfully", a Stop hook summary, the turn's duration: several per tool
+    call), else None for a system line worth a card of its own."""
+    if row["type"] != "system" or row["role"] == "user":
+        return None
+    subtype = entry.get("subtype")
+    if subtype == "stop_hook_summary":
+        hooks = entry.get("hookInfos") if isinstance(entry.get("hookInfos"), list) else []
+        names = ", ".join(one_line(str(h.get("command", "")), 60) for h in hooks if isinstance(h, dict))
+        return f"Stop hooks ran: {names}" if names else "Stop hooks ran"
+    if subtype == "turn_duration" and isinstance(entry.get("durationMs"), (int, float)):
+        return f"Turn took {entry['durationMs'] / 1000:.0f} s"
+    content = entry.get("content")
+    if entry.get("level") == "info" and isinstance(content, str) and (
+            content.startswith("Running ") or "] completed" in content or "] failed" in content
+            or " hook" in content.lower()):
+        return one_line(strip_ansi(content), 200)
+    return None
+
+
 def conversation(rows) -> str:
     """Messages in order: each sub-agent run folded under a <details>, each tool call collapsed
-    with its result (the result-only user lines are shown inside their call, not again)."""
+    with its result (the result-only user lines are shown inside their call, not again). Hook
+    status lines go into the card of the tool call they name (toolUseID), else into one collapsed
+    line per run of them, so they never outnumber the conversation."""
     entries = [(r, _entry(r["raw"])) for r in rows]
     results = {}
     for _row, entry in entries:
@@ -143,7 +260,26 @@ def conversation(rows) -> str:
             if block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str):
                 results[block["tool_use_id"]] = block
     calls = {b.get("id") for _r, e in entries for b in content_blocks(e) if b.get("type") == "tool_use"}
-    out, run, run_thread = [], [], None
+    statuses: dict[str, list[str]] = {}  # tool_use id -> its hooks' status lines
+    folded: set[int] = set()  # row indexes shown inside their call's card
+    loose: dict[int, str] = {}  # row index -> a status line with no call on this page
+    for index, (row, entry) in enumerate(entries):
+        status = hook_status(row, entry)
+        if status is None:
+            continue
+        if entry.get("toolUseID") in calls:
+            statuses.setdefault(entry["toolUseID"], []).append(status)
+            folded.add(index)
+        else:
+            loose[index] = status
+    out, run, run_thread, pending = [], [], None, []
+
+    def flush_status():
+        if pending:
+            noun = "hook message" if len(pending) == 1 else "hook messages"
+            out.append(f"<details class=status><summary>{len(pending)} {noun}: {shown(pending[-1])}</summary>"
+                       + "".join(f"<div>{shown(s)}</div>" for s in pending) + "</details>")
+            pending.clear()
 
     def close_run():
         if run:
@@ -151,10 +287,19 @@ def conversation(rows) -> str:
                        f"({len(run)} messages)</summary>{''.join(run)}</details>")
             run.clear()
 
-    for row, entry in entries:
-        piece = message_html(row, entry, results, calls)
+    for index, (row, entry) in enumerate(entries):
+        if index in loose:
+            if not row["thread"]:
+                close_run()
+                run_thread = None
+                pending.append(loose[index])
+            continue  # a sub-agent's loose hook lines are left out of its fold
+        if index in folded:
+            continue  # shown in its tool call's card
+        piece = message_html(row, entry, results, calls, statuses)
         if not piece:
             continue
+        flush_status()
         if row["thread"]:
             if run_thread != row["thread"]:
                 close_run()
@@ -165,6 +310,7 @@ def conversation(rows) -> str:
             run_thread = None
             out.append(piece)
     close_run()
+    flush_status()
     return "".join(out) or "<p class=muted>No messages on this page.</p>"
 
 
@@ -176,18 +322,21 @@ def _entry(raw) -> dict:
     return entry if isinstance(entry, dict) else {}
 
 
-def message_html(row, entry: dict, results: dict, calls: set) -> str:
+def message_html(row, entry: dict, results: dict, calls: set, statuses: dict | None = None) -> str:
     blocks = content_blocks(entry)
     parts = []
     for block in blocks:
         kind = block.get("type")
         if kind == "text":
-            parts.append(f"<div class=text>{shown(block.get('text'))}</div>")
+            if row["role"] == "assistant":  # Claude writes markdown; a person's prompt stays as typed
+                parts.append(markdown_html(block.get("text")))
+            else:
+                parts.append(f"<div class=text>{shown(block.get('text'))}</div>")
         elif kind == "thinking":
             parts.append(f"<details class=tool><summary>Thinking</summary><div class=text>"
                          f"{shown(block.get('thinking'))}</div></details>")
         elif kind == "tool_use":
-            parts.append(tool_html(block, results.get(block.get("id"))))
+            parts.append(tool_html(block, results.get(block.get("id")), (statuses or {}).get(block.get("id"), ())))
         elif kind == "tool_result":
             if block.get("tool_use_id") in calls:
                 continue  # shown inside its call
@@ -206,22 +355,28 @@ def message_html(row, entry: dict, results: dict, calls: set) -> str:
 
 
 def _label(block: dict) -> str:
+    """What a tool call is about, in a line: the description Claude gave it (Bash, Task), else
+    its command, file, pattern, address or query."""
     data = block.get("input") if isinstance(block.get("input"), dict) else {}
-    for key in ("command", "file_path", "pattern", "url", "query", "description", "prompt", "path"):
+    for key in ("description", "command", "file_path", "pattern", "url", "query", "prompt", "path"):
         if isinstance(data.get(key), str) and data[key].strip():
             return one_line(lcm.base.mask.mask(data[key]), 100)
     return ""
 
 
-def tool_html(block: dict, result: dict | None) -> str:
+def tool_html(block: dict, result: dict | None, statuses=()) -> str:
     failed = bool(result and result.get("is_error"))
     name = block.get("name") or "tool"
     data = lcm.base.mask.mask_json(block.get("input"))  # decoded strings masked before they are dumped
     body = f"<pre>{esc(json.dumps(data, ensure_ascii=False, indent=1))}</pre>"
     if result is not None:
         body += f"<div class=meta>{'failed' if failed else 'result'}</div>{result_html(result)}"
+    if statuses:
+        body += "<div class='meta hooks'>" + "".join(f"<div>{shown(s)}</div>" for s in statuses) + "</div>"
+    hooks = (f" <span class=hookcount>{len(statuses)} hook message{'s' if len(statuses) != 1 else ''}</span>"
+             if statuses else "")
     return (f"<details class=tool><summary><b>{esc(name)}</b> {esc(_label(block))}"
-            f"{' <span class=failed>failed</span>' if failed else ''}</summary>{body}</details>")
+            f"{' <span class=failed>failed</span>' if failed else ''}{hooks}</summary>{body}</details>")
 
 
 def result_html(block: dict) -> str:
@@ -238,9 +393,10 @@ def dag_page(conn, session_id: str, params: dict, root: str = "/") -> str:
     row = _session_row(conn, session_id)
     nodes = conn.execute(
         "SELECT s.id, s.kind, s.depth, s.parent_id, s.token_count, s.descendant_count, s.level,"
-        " s.earliest_at, s.latest_at, m.seq AS first_seq FROM summaries s JOIN messages m ON m.id = s.first_message_id"
+        " s.earliest_at, s.latest_at, m.seq AS first_seq, substr(s.content, 1, 600) AS content FROM summaries s JOIN messages m ON m.id = s.first_message_id"
         " WHERE s.session_id = ? ORDER BY s.depth DESC, m.seq LIMIT ?", (session_id, DAG_NODES)).fetchall()
-    title = lcm.readers.sessions.title(conn, session_id, row["title"], 0)
+    count = conn.execute("SELECT count(*) FROM messages WHERE session_id = ?", (session_id,)).fetchone()[0]
+    title = lcm.readers.sessions.title(conn, session_id, row["title"], count)
     sid = quote(session_id, safe="")
     head = (f"<h1>Summary DAG: {shown(title)}</h1><p class=meta><a href='{link('/s/' + sid)}'>Conversation</a>"
             f" &middot; {len(nodes)} summaries &middot; depth by row, the newest to the right; click a node</p>")
@@ -282,14 +438,37 @@ def dag_svg(nodes) -> str:
         if n["level"] in ("extractive", "truncated", "fallback"):
             classes += " fallback"
         label = f"d{n['depth']} {n['descendant_count']} msgs {n['token_count']} tok"
-        tip = f"{n['id']} ({n['kind']}, {n['level']}): {(n['earliest_at'] or '')[:16]} to {(n['latest_at'] or '')[:16]}"
+        name = summary_title(n["content"]) if "content" in n.keys() else ""
+        tip = (f"{name}\n{n['id']} ({n['kind']}, {n['level']}): {(n['earliest_at'] or '')[:16]} to"
+               f" {(n['latest_at'] or '')[:16]}")
         boxes.append(f"<a class='{classes}' href='{link('/n/' + n['id'])}' data-id='{esc(n['id'])}'>"
-                     f"<title>{esc(tip)}</title><rect x='{x[n['id']] + GAP_X:.0f}' y='{y[n['id']]}' rx=4"
-                     f" width='{NODE_W}' height='{NODE_H}'/><text x='{x[n['id']] + GAP_X + 6:.0f}'"
-                     f" y='{y[n['id']] + 14}'>{esc(n['id'][:12])}</text><text x='{x[n['id']] + GAP_X + 6:.0f}'"
-                     f" y='{y[n['id']] + 28}'>{esc(label)}</text></a>")
+                     f"<title>{shown(tip)}</title><rect x='{x[n['id']] + GAP_X:.0f}' y='{y[n['id']]}' rx=4"
+                     f" width='{NODE_W}' height='{NODE_H}'/><text class=title x='{x[n['id']] + GAP_X + 6:.0f}'"
+                     f" y='{y[n['id']] + 15}'>{shown(one_line(name, TITLE_CHARS))}</text>"
+                     f"<text x='{x[n['id']] + GAP_X + 6:.0f}' y='{y[n['id']] + 30}'>{esc(n['id'][:12])}</text>"
+                     f"<text x='{x[n['id']] + GAP_X + 6:.0f}' y='{y[n['id']] + 44}'>{esc(label)}</text></a>")
     return (f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}'"
             f" viewBox='0 0 {width} {height}' role=img aria-label='summary DAG'>{''.join(lines)}{''.join(boxes)}</svg>")
+
+
+SUMMARY_HEAD = re.compile(r"^\s*(?:\[.*\]|#+\s*(?:summary|leaf summary|condensed summary)\b.*|[A-Za-z][\w ]{0,30}:)\s*$", re.I)
+
+
+def summary_title(content) -> str:
+    """A short title of a summary for its DAG node: its first line that says something (not
+    the bracketed provenance line, a bare section label such as "Asked:" or a heading), without
+    its list marker or label ("Ended: ..."); a line of files names the first file."""
+    for line in str(content or "").splitlines():
+        if not line.strip() or SUMMARY_HEAD.match(line):
+            continue
+        text = re.sub(r"^\s*(?:[-*+]|\d+[.)]|#+)\s*", "", line).strip()
+        label = re.match(r"^([A-Z][a-z]+(?: [a-z]+)?):\s+(.*)$", text)
+        if label:
+            text = label.group(2)
+            if label.group(1) == "Files" and text.startswith("/"):
+                text = text.split(",")[0].rsplit("/", 1)[-1]
+        return text.replace("`", "").strip("*_ ")
+    return ""
 
 
 def node_page(conn, node_id: str, params: dict, root: str = "/") -> str:
@@ -302,7 +481,7 @@ def node_page(conn, node_id: str, params: dict, root: str = "/") -> str:
              f"{node['descendant_count']} messages &middot; {_when(node['earliest_at'])} to {_when(node['latest_at'])}"
              + (f" &middot; parent <a class=node href='{link('/n/' + node['parent_id'])}'>{esc(node['parent_id'])}</a>"
                 if node["parent_id"] else "") + "</p>",
-             f"<div class=text>{shown(node['content'])}</div>"]
+             markdown_html(node["content"])]
     if node["kind"] == "condensed":
         kids = conn.execute("SELECT s.id, s.depth, s.descendant_count, substr(s.content, 1, 300) AS head"
                             " FROM summary_sources x JOIN summaries s ON s.id = x.child_id"
@@ -341,20 +520,15 @@ def search_page(conn, params: dict, root: str = "/") -> str:
         return layout("Search", "<h1>Search</h1><p class=muted>Type words, a phrase or an id in the box above.</p>",
                       root=root)
     doc = lcm.search.engine.search(conn, lcm.search.query.Query(query, all_sessions=True, limit=SEARCH_RESULTS))
-    words = [w for w in re.findall(r"\w+", query) if len(w) > 1]
-    finder = re.compile("|".join(re.escape(html.escape(w)) for w in sorted(words, key=len, reverse=True)),
-                        re.I) if words else None
+    finder = term_finder(query)
     body = [f"<h1>Search: {shown(query)}</h1><p class=muted>{doc['count']} result{'s' if doc['count'] != 1 else ''}"
             f"{' (more not shown)' if doc.get('has_more') else ''}</p>"]
     titles: dict[str, str] = {}
     for hit in doc["results"]:
         sid = hit.get("session_id") or ""
         if sid and sid not in titles:
-            srow = conn.execute("SELECT title FROM sessions WHERE session_id = ?", (sid,)).fetchone()
-            titles[sid] = lcm.readers.sessions.title(conn, sid, srow["title"] if srow else None, 0)
-        snippet = shown(hit["snippet"])
-        if finder:
-            snippet = finder.sub(lambda m: f"<mark>{m.group(0)}</mark>", snippet)
+            titles[sid] = session_label(conn, sid)
+        snippet = highlighted(hit["snippet"], finder)
         if hit["type"] == "message":
             target = f"{link('/s/' + quote(sid, safe=''), at=hit['uuid'])}#m-{esc(hit['uuid'])}"
         elif hit["type"] == "summary":
@@ -362,9 +536,57 @@ def search_page(conn, params: dict, root: str = "/") -> str:
         else:
             target = link("/s/" + quote(sid, safe="")) if sid else ""
         head = f"<a class=hit-link href='{target}'>{esc(hit['type'])} {esc(hit['id'][:12])}</a>" if target else esc(hit["type"])
-        body.append(f"<div class=hit>{head} <span class=meta>{shown(titles.get(sid, ''))} &middot; "
+        body.append(f"<div class=hit>{head} <span class=meta>{titles.get(sid, '')} &middot; "
                     f"{_when(hit.get('created_at'))}</span><div>{snippet}</div></div>")
     return layout(f"Search: {query}", "".join(body), query=query, root=root)
+
+
+def session_label(conn, session_id: str) -> str:
+    """A hit's session as the sessions list shows it: its title and its real message count."""
+    row = conn.execute("SELECT title FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+    count = conn.execute("SELECT count(*) FROM messages WHERE session_id = ?", (session_id,)).fetchone()[0]
+    title = lcm.readers.sessions.title(conn, session_id, row["title"] if row else None, count)
+    return f"{shown(title)} &middot; {count} message{'s' if count != 1 else ''}"
+
+
+STEM_ENDINGS = ("ing", "ed", "es", "er", "ly", "s", "e")  # enough of Porter's for marking what grep found
+
+
+def _stem(word: str) -> str:
+    for ending in STEM_ENDINGS:
+        if word.lower().endswith(ending) and len(word) - len(ending) >= 3:
+            return word[:-len(ending)]
+    return word
+
+
+def term_finder(query: str):
+    """What grep matched, to mark in a snippet: whole words, as its word index (Porter stems,
+    letters and digits; `_` and punctuation separate) matches them. A word of the query marks
+    a word of the text that is it or, for three letters and more, shares its stem ("starting"
+    marks "starts", "cache" marks the cache in "html_with_cache"); never letters inside a word
+    ("in" in "Starting"). A quoted phrase is marked whole."""
+    phrases = [p for p in re.findall(r'"([^"]+)"', query) if p.strip()]
+    rest = re.sub(r'"[^"]*"', " ", query)
+    words = [w for w in re.findall(r"[^\W_]+", rest) if len(w) > 1 and w.upper() not in ("AND", "OR", "NOT")]
+    terms = [r"\W+".join(re.escape(w) for w in re.findall(r"[^\W_]+", p)) for p in phrases]
+    terms += [re.escape(_stem(w)) + r"[^\W_]*" if len(w) >= 3 else re.escape(w) for w in words]
+    terms = [t for t in terms if t]
+    if not terms:
+        return None
+    return re.compile(r"(?<![^\W_])(?:" + "|".join(sorted(terms, key=len, reverse=True)) + r")(?![^\W_])", re.I)
+
+
+def highlighted(snippet, finder) -> str:
+    """The snippet masked and escaped, with what grep matched in <mark>: matched on the text
+    itself, then escaped piece by piece, so a mark never cuts an entity."""
+    text = lcm.base.mask.mask(strip_ansi("" if snippet is None else str(snippet)))
+    if finder is None:
+        return esc(text)
+    out, at = [], 0
+    for m in finder.finditer(text):
+        out.append(esc(text[at:m.start()]) + f"<mark>{esc(m.group(0))}</mark>")
+        at = m.end()
+    return "".join(out) + esc(text[at:])
 
 
 # -- usage --------------------------------------------------------------------------------------
