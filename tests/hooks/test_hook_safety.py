@@ -11,6 +11,7 @@ import pytest
 from fake_anthropic import make_fake_claude
 from test_hooks import run_hook, wait_for
 from transcripts import coding_session
+from test_python_versions import python_for  # at import: it looks under the real HOME
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -148,17 +149,6 @@ def test_a_detached_run_logs_its_failure_masked(tmp_path, vault):
     assert_no_planted_key(log_text())
 
 
-def _python_39():
-    """A Python 3.9 interpreter (pyenv's, or python3.9 on PATH), else None. Read at import, while
-    HOME is still the real one (each test gets its own)."""
-    import glob
-    import shutil
-    from pathlib import Path
-    return next(iter(sorted(glob.glob(str(Path.home() / ".pyenv" / "versions" / "3.9*" / "bin" / "python")))),
-                None) or shutil.which("python3.9")
-
-
-PYTHON_39 = _python_39()
 
 
 @pytest.mark.parametrize("hook", ["session_start", "user_prompt_submit", "stop", "subagent_stop", "pre_compact",
@@ -174,9 +164,7 @@ def test_every_hook_runs_on_python_3_9(tmp_path, vault, hook):
 
     from test_hooks import HOOKS, PAYLOADS, ROOT
     from transcripts import coding_session
-    python = PYTHON_39
-    if python is None:
-        pytest.skip("no Python 3.9 here (pyenv's 3.9.x or python3.9 on PATH)")
+    python = python_for((3, 9))
     t = coding_session(tmp_path / "projects", turns=3, cwd=str(tmp_path))
     t.write()
     done = subprocess.run([python, "-S", str(HOOKS / f"{hook}.py")], input=json.dumps(PAYLOADS[hook](t)).encode(),
