@@ -344,9 +344,11 @@ def start_compaction(conn, sid: str, payload: dict) -> None:
 
 def start_packing(conn, payload: dict) -> None:
     """Detach `lcm_compact.py --pack` when enough lines wait plain (lcm.vault.pack.due: an index count)
-    and no packing run holds its lock; the hook itself never compresses anything."""
+    or the usage of lines stored before the usage table waits to be read (lcm.capture.tokens.pending:
+    one lookup), and no packing run holds its lock; the hook itself never compresses or reads them."""
+    import lcm.capture.tokens
     import lcm.vault.pack
-    if lcm.vault.pack.due(conn) and not lcm.vault.pack.running(conn):
+    if (lcm.vault.pack.due(conn) or lcm.capture.tokens.pending(conn)) and not lcm.vault.pack.running(conn):
         detach("lcm_compact.py", ["--pack", "--time-budget", str(PACK_TIME_BUDGET)], payload)
 
 

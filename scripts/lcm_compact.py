@@ -39,7 +39,9 @@ Examples:
 from __future__ import annotations
 
 import sys
+import time
 
+import lcm.capture.tokens
 import lcm.cli
 import lcm.base.config
 import lcm.vault.db
@@ -134,8 +136,12 @@ def _pack(args) -> int:
     if args.session or args.dry_run or args.digest:
         raise LcmError("--pack works on the whole vault", "drop --session, --dry-run and --digest")
     conn = lcm.vault.db.connect(args.db, create=False)  # by hand (no budget): waits for a run the hooks started
+    started = time.monotonic()
     doc = lcm.vault.pack.run(conn, everything=args.all, time_budget=args.time_budget, progress=not args.json,
                        then_vacuum=args.vacuum)
+    # and the usage of lines stored before the usage table (a converted vault), within the same budget
+    doc["usage_lines_waiting"] = lcm.capture.tokens.backfill_in_turns(
+        conn, deadline=started + args.time_budget if args.time_budget else None)
     if args.json:
         lcm.cli.print_json(doc)
     else:

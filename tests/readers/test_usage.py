@@ -197,6 +197,31 @@ def test_a_vault_filled_before_the_usage_table_is_read_once_by_the_next_import(t
     assert (doc["totals"]["input_tokens"], doc["totals"]["output_tokens"], doc["messages_not_read"]) == (11, 22, 0)
 
 
+def test_a_hook_leaves_older_lines_usage_to_the_detached_packing_run(tmp_path, capsys):
+    """On a vault converted from before the usage table a hook reads none of the older lines (it
+    would cost every turn); the Stop hook starts the detached packing run, which reads them all."""
+    import lcm.vault.db
+    from test_hooks import run_hook, stop, wait_for
+    t = Transcript(tmp_path / "projects", model="claude-sonnet-4-5", start="2026-11-20T09:00:00Z")
+    response(t, "m1", "r1", usage(10, 20))
+    t.write()
+    run(capsys, lcm_ingest, t.path)
+    conn = lcm.vault.db.connect()
+    conn.execute("DELETE FROM usage")  # as an older lcm left it: lines stored, their usage not read
+    conn.execute("UPDATE vault_meta SET value = (SELECT max(id) + 1 FROM messages) WHERE key = 'usage_backfill_below'")
+    conn.commit()
+    response(t, "m2", "r2", usage(1, 2))  # a new turn for the hook
+    t.write()
+    done = run_hook("stop", stop(t))
+    assert done.returncode == 0, done.stderr
+
+    def read() -> tuple:
+        doc = json.loads(run(capsys, lcm_usage, "--json")[1])
+        return doc["totals"]["input_tokens"], doc["messages_not_read"]
+    assert wait_for(lambda: read() == (11, 0)), read()
+    conn.close()
+
+
 def test_odd_usage_fields_never_stop_an_ingest(tmp_path, capsys):
     t = Transcript(tmp_path / "projects", model="claude-haiku-4-5", start="2026-11-20T09:00:00Z")
     odd = ({"input_tokens": "12", "output_tokens": 3},             # a string: ccusage skips the line too

@@ -108,6 +108,23 @@ def _mark(conn) -> int:
     return row[0] if row is not None else 1
 
 
+def backfill_in_turns(conn, batch: int = 5000, deadline: float | None = None) -> int:
+    """backfill() every waiting line in short write transactions of `batch` lines, so hooks take
+    their turns between them (the detached `lcm_compact.py --pack` run's second job); until
+    `deadline` (time.monotonic()). Returns how many stored lines still wait."""
+    import time
+    import lcm.vault.db
+    while pending(conn) and (deadline is None or time.monotonic() < deadline):
+        lcm.vault.db.begin_write(conn)
+        try:
+            backfill(conn, budget=batch)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+    return pending(conn)
+
+
 def pending(conn) -> int:
     """Messages stored before the usage table whose lines are not read for usage yet (all
     kinds: counting the assistant lines among them would read them)."""
