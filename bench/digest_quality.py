@@ -10,9 +10,13 @@ log (lcm.summary.worklog: what digests and resume briefs print) and compares:
              printed as a decision counts against it)
 
 per category (decisions, bugs, questions, unresolved errors) and per split (tune: the rules
-were adjusted while reading these; holdout: never looked at while tuning). Prints one JSON line.
+were first adjusted while reading these; holdout: looked at once after that tuning, since then
+development data too; fresh: labelled before the rules of issue 33 were changed and never looked
+at while changing them), plus `dev` (tune and holdout together). Prints one JSON line.
 
-Usage: python3 bench/digest_quality.py [--show]   (--show: every printed line, marked hit or miss, on stderr)
+Usage: python3 bench/digest_quality.py [--show] [--split tune,holdout]
+  --show   every printed line, marked hit or miss, on stderr
+  --split  only the sessions of these splits (comma-separated; default: all)
 """
 from __future__ import annotations
 
@@ -43,7 +47,11 @@ def matches(line: str, item: dict) -> bool:
 
 
 def main() -> int:
-    show = "--show" in sys.argv[1:]
+    args = sys.argv[1:]
+    show = "--show" in args
+    wanted = None
+    if "--split" in args and args.index("--split") + 1 < len(args):
+        wanted = set(args[args.index("--split") + 1].split(","))
     if not DATA.is_dir():
         print(json.dumps({"skipped": f"{DATA} is absent"}))
         return 0
@@ -54,7 +62,7 @@ def main() -> int:
         import lcm.capture.bulk
         import lcm.summary.worklog
         import lcm.vault.db
-        labels = json.loads(LABELS.read_text())["sessions"]
+        labels = [s for s in json.loads(LABELS.read_text())["sessions"] if wanted is None or s["split"] in wanted]
         conn = lcm.vault.db.connect(str(Path(home) / "lcm.db"))
         paths = [str(next(DATA.glob(f"*/{s['session']}.jsonl"))) for s in labels]
         lcm.capture.bulk.ingest_paths(conn, paths)
@@ -63,12 +71,14 @@ def main() -> int:
             log = lcm.summary.worklog.worklog(conn, s["session"], request_limit=10_000)
             for category in PRINTED:
                 lines, items = printed_lines(log, category), s.get(category) or []
-                t = totals.setdefault(s["split"], {}).setdefault(
-                    category, {"labels": 0, "found": 0, "printed": 0, "correct": 0})
-                t["labels"] += len(items)
-                t["found"] += sum(any(matches(ln, it) for ln in lines) for it in items)
-                t["printed"] += len(lines)
-                t["correct"] += sum(any(matches(ln, it) for it in items) for ln in lines)
+                groups = [s["split"]] + (["dev"] if s["split"] in ("tune", "holdout") else [])
+                for group in groups:
+                    t = totals.setdefault(group, {}).setdefault(
+                        category, {"labels": 0, "found": 0, "printed": 0, "correct": 0})
+                    t["labels"] += len(items)
+                    t["found"] += sum(any(matches(ln, it) for ln in lines) for it in items)
+                    t["printed"] += len(lines)
+                    t["correct"] += sum(any(matches(ln, it) for it in items) for ln in lines)
                 if show:
                     for ln in lines:
                         hit = any(matches(ln, it) for it in items)
@@ -76,7 +86,8 @@ def main() -> int:
                     for it in items:
                         if not any(matches(ln, it) for ln in lines):
                             sys.stderr.write(f"{s['split']:7} {s['session'][:8]} {category:10} LOST {it['text']}\n")
-    out = {"sessions": {split: sum(s["split"] == split for s in labels) for split in totals}}
+    out = {"sessions": {split: sum(s["split"] == split or split == "dev" and s["split"] in ("tune", "holdout")
+                                   for s in labels) for split in totals}}
     for split, cats in totals.items():
         for category, t in cats.items():
             out[f"{split}_{category}"] = {
