@@ -19,7 +19,7 @@ DRILL_DOWN = (
     'python3 "$LCM_SCRIPTS/lcm_grep.py" "WORDS" to search, '
     'python3 "$LCM_SCRIPTS/lcm_describe.py" SUMMARY_ID to inspect a summary, '
     'python3 "$LCM_SCRIPTS/lcm_expand_query.py" --summary-ids SUMMARY_ID --prompt "QUESTION" to answer from the originals '
-    "(lcm_expand.py, which prints whole originals, is for sub-agents; the lcm skill has the details)."
+    "(the expand command, which prints whole originals, is for sub-agents; the lcm skill has the details)."
 )
 OUR_EXPORTS = ("LCM_SCRIPTS", "LCM_SESSION_ID", "LCM_DB")
 

@@ -240,7 +240,7 @@ def test_session_start_after_compact_injects_active_context(session, vault, env_
     # the main agent inspects and asks (describe, expand_query); whole originals are a sub-agent's
     assert '"$LCM_SCRIPTS/lcm_describe.py" SUMMARY_ID' in context
     assert "$LCM_SCRIPTS/lcm_expand.py" not in context and "cut; lcm_expand.py" not in context
-    assert "lcm_expand.py, which prints whole originals, is for sub-agents" in context
+    assert "the expand command, which prints whole originals, is for sub-agents" in context
     off = run_hook("session_start", session_start(session, "compact"), start_env(env_file, project, LCM_INJECT="0"))
     assert off.stdout == ""
 

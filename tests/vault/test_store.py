@@ -419,12 +419,14 @@ def test_doctor_reports_the_ratio_and_a_pending_conversion(vault, capsys, monkey
     assert out, err
     storage = json.loads(out)["storage"]
     assert storage["pending"] and storage["status"] == "warn" and storage["ratio"] > 1
+    before = storage["ratio"]
     code, out, _ = run(capsys, "lcm_doctor")
     assert "lcm_compact.py --pack --all" in out
     assert run(capsys, "lcm_compact", "--pack", "--all", "--vacuum")[0] == 0
     code, out, _ = run(capsys, "lcm_doctor", "--json")
     storage = json.loads(out)["storage"]
-    assert not storage["pending"] and storage["status"] == "ok" and storage["ratio"] < 1
+    # the lines in blocks: well under the plain vault (the usage table, read by the same run, stays)
+    assert not storage["pending"] and storage["status"] == "ok" and storage["ratio"] < 0.7 * before
 
 
 def test_commands_that_write_leave_no_wal_behind(tmp_path, vault):
