@@ -48,6 +48,7 @@ def refusing_api(request, monkeypatch):
         yield api
 
 
+@pytest.mark.slow  # waits out the SDK's retries and timeouts against a failing fake API
 @pytest.mark.parametrize("refusing_api", REFUSALS, indirect=True)
 def test_compact_all_falls_back_then_a_working_model_upgrades(vault, refusing_api, monkeypatch, capsys):
     conn = lcm.vault.db.connect()
@@ -91,6 +92,7 @@ def test_compact_all_falls_back_then_a_working_model_upgrades(vault, refusing_ap
     assert old == {n["id"]: n["content"] for n in nodes}               # the fallback text is kept
 
 
+@pytest.mark.slow  # waits out the SDK's retries and timeouts against a failing fake API
 @pytest.mark.parametrize("refusing_api", REFUSALS, indirect=True)
 def test_pre_compact_prints_its_instructions_when_the_model_refuses(tmp_path, vault, refusing_api, monkeypatch):
     session = coding_session(tmp_path / "projects", turns=10, cwd=str(tmp_path))
@@ -184,6 +186,7 @@ def _run_while_the_model_hangs(tmp_path, capsys, fake_api, monkeypatch, budget, 
     return (None if worker.is_alive() else done.get("code")), capsys.readouterr()[1], seconds
 
 
+@pytest.mark.slow  # waits out the SDK's retries and timeouts against a failing fake API
 def test_expand_query_answers_within_its_budget_when_the_model_hangs(tmp_path, vault, fake_api, monkeypatch, capsys):
     """A model that accepts the call and never answers: expand_query waited 120 s a call, retried
     four times, for up to six calls (an hour), where Claude Code's Bash tool stops a command after
@@ -197,6 +200,7 @@ def test_expand_query_answers_within_its_budget_when_the_model_hangs(tmp_path, v
     assert seconds < 30
 
 
+@pytest.mark.slow  # waits out the SDK's retries and timeouts against a failing fake API
 def test_checkpoint_llm_is_written_without_the_narrative_when_the_model_hangs(tmp_path, vault, fake_api, monkeypatch,
                                                                              capsys):
     """The same hang through checkpoint --llm: 120 s a call and four retries (ten minutes) before

@@ -325,6 +325,7 @@ def expected_rows(lines: list[bytes]) -> tuple[dict[str, bytes], int]:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(lines=st.lists(transcript_line(), min_size=1, max_size=8), cuts=st.lists(st.integers(0, 10 ** 6), max_size=3))
+@pytest.mark.slow  # a fuzzing loop
 def test_fuzzed_lines_are_stored_exactly_once_byte_for_byte(lines, cuts):
     """Both ways into the vault: the hook's incremental read (the file growing in arbitrary byte
     chunks, a read after each) and the bulk import (stage file included)."""

@@ -164,6 +164,7 @@ def raw_lines_via_expand(conn, node_id: str) -> list[bytes]:
 
 # -- Must show 1: the shared real transcripts, LCM_LLM=none --------------------------------
 
+@pytest.mark.slow  # every session of the shared data
 def test_full_over_every_real_session_is_lossless_and_idempotent(monkeypatch, capsys):
     projects = shared_data("claude-projects")
     monkeypatch.setenv("LCM_LLM", "none")

@@ -44,6 +44,7 @@ def digest_of(session_id: str) -> dict:
     return lcm.summary.digest.get(lcm.vault.db.connect(), session_id)
 
 
+@pytest.mark.slow  # every session of the shared data
 def test_every_ended_session_of_the_shared_data_gets_a_digest_that_says_what_failed_and_was_decided(
         capsys, monkeypatch):
     """What the SessionEnd hook detaches (lcm_compact.py --session ID --digest), run for every

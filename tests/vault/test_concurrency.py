@@ -119,6 +119,7 @@ def log_text() -> str:
 
 # -- parallel writers ---------------------------------------------------------------------------
 
+@pytest.mark.slow  # waits out another writer's hold on the vault
 def test_parallel_imports_and_a_live_session_store_every_message_once(corpus, tmp_path):
     """The stress test in small (bench/stress.py runs it at 6 x 150,000 messages)."""
     tree, uuids = corpus
@@ -175,6 +176,7 @@ def test_a_hook_gives_way_to_a_long_write_and_the_next_hook_catches_up(tmp_path)
         == t.path.stat().st_size
 
 
+@pytest.mark.slow  # waits out another writer's hold on the vault
 def test_an_import_that_cannot_get_the_vault_says_error_with_a_hint(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(lcm.vault.db, "WRITE_WAIT_SECONDS", 1.0)
     coding_session(tmp_path / "projects", turns=2).write()
@@ -192,6 +194,7 @@ def test_an_import_that_cannot_get_the_vault_says_error_with_a_hint(tmp_path, mo
     assert code == 1 and err.startswith("Error: ") and "\nHint: " in err and "another" in err
 
 
+@pytest.mark.slow  # waits out another writer's hold on the vault
 def test_an_import_waits_its_turn_behind_another_writer(tmp_path):
     """Longer than one attempt's busy timeout: the import keeps waiting, then finishes."""
     t = coding_session(tmp_path / "projects", turns=2)

@@ -92,6 +92,7 @@ def test_sessions_with_subagents_keep_their_conversation_order(sid, monkeypatch,
             assert said in own, (leaf["id"], said)
 
 
+@pytest.mark.slow  # every session of the shared data
 def test_no_leaf_under_the_minimum_on_the_shared_data(monkeypatch, capsys):
     projects = shared_data("claude-projects")
     lcm.capture.bulk.ingest_paths(lcm.vault.db.connect(), [str(projects)])

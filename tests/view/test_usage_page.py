@@ -74,6 +74,7 @@ def test_the_usage_route_needs_the_capability_and_answers_a_bad_grouping_with_an
         server.server_close()
 
 
+@pytest.mark.slow  # drives a real browser
 def test_browser_draws_the_usage_chart_without_a_policy_violation(vault):
     """In a real Chromium: the chart's bars are drawn under the viewer's Content-Security-Policy
     (nothing refused), one a day; a skip says why when no browser is installed."""
