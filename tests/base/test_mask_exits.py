@@ -220,6 +220,7 @@ def test_grep_does_not_echo_a_secret_given_as_its_scope(capsys, isolated_home, j
         assert K not in out + err
 
 
+@pytest.mark.slow  # every model-backed command as a process, against a refusing gateway
 @pytest.mark.parametrize("argv", [("lcm_compact", "--all", "--json"), ("lcm_compact", "--all"), ("lcm_doctor",),
                                   ("lcm_doctor", "--json"),
                                   ("lcm_expand_query", "--query", "parser", "--prompt", "what changed?")])

@@ -64,6 +64,7 @@ def filled(isolated_home, vault, capsys):
     return projects
 
 
+@pytest.mark.slow  # a whole rebuild of a damaged vault
 def test_truncated_vault_is_rebuilt_from_the_transcripts_on_disk(filled, vault, monkeypatch, capsys):
     monkeypatch.setenv("LCM_LLM", "none")
     before = _stored(vault)

@@ -56,6 +56,7 @@ def run_command(name: str, arguments: str, cwd: Path) -> list[subprocess.Complet
             for line in lines]
 
 
+@pytest.mark.slow  # plain-shell runs
 @pytest.mark.parametrize("name", SHELL_COMMANDS)
 def test_typed_text_runs_nothing_in_a_plain_shell(name, tmp_path, vault):
     work = tmp_path / "work"

@@ -110,6 +110,7 @@ def test_invalid_answer_goes_back_into_the_items_conversation(tmp_path, project,
     assert output(tmp_path)[0]["result"] == {"lines": 2}
 
 
+@pytest.mark.slow  # waits out per-item timeouts
 def test_per_item_timeout_and_turn_limit_hold(tmp_path, project, fake_api, capsys):
     (tmp_path / "tasks.jsonl").write_text("".join(json.dumps({"mode": m}) + "\n" for m in ("hang", "loop", "ok")))
 

@@ -95,6 +95,7 @@ def vault_rows(vault: Path, sql: str, params=()):
 
 # -- the contract under injected failures ---------------------------------------------------
 
+@pytest.mark.slow  # waits out injected failures and retries
 def test_injected_failures_end_every_item_ok_or_with_a_clear_error(tmp_path, fake_api, capsys, vault):
     modes = ["ok", "429", "500", "badjson", "fenced", "invalid", "fixlater", "hang", "hangforever", "slow"]
     items = [{"n": i, "mode": modes[i % len(modes)]} for i in range(40)]

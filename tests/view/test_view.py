@@ -554,6 +554,7 @@ def test_browser_two_viewers_open_at_once_both_answer(browser, viewer, vault_dir
         second.server_close()
 
 
+@pytest.mark.slow  # waits out the idle timeout
 def test_half_open_connections_are_closed_within_the_idle_timeout(vault_dir):
     """300 connections that send half a request, or nothing, are each closed after the idle
     timeout (2 s here; IDLE_TIMEOUT in use), and the viewer still answers meanwhile."""
