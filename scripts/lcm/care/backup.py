@@ -196,9 +196,20 @@ def purged_uuids(vault_path: str) -> set[str]:
 # Taking one
 # ---------------------------------------------------------------------------
 
-def _fsync_dir(directory: str) -> None:
+def fsync_file(path: str) -> None:
+    """The file's bytes on the disk before it is renamed into place."""
+    fd = os.open(path, os.O_RDONLY)
     try:
-        fd = os.open(directory, os.O_RDONLY)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(directory: str) -> None:
+    """A rename in `directory` on the disk (best effort: some file systems refuse a directory's
+    fsync). Used by every atomic replace here and in lcm.care.recovery."""
+    try:
+        fd = os.open(directory or ".", os.O_RDONLY)
     except OSError:
         return
     try:
@@ -207,6 +218,18 @@ def _fsync_dir(directory: str) -> None:
         pass
     finally:
         os.close(fd)
+
+
+SCRATCH_SUFFIXES = ("", "-journal", "-wal", "-shm", "-turn.lock", ".purged")  # a scratch vault's files
+
+
+def remove_scratch(path: str) -> None:
+    """Remove a scratch vault at `path` and every file SQLite or lcm made beside it."""
+    for suffix in SCRATCH_SUFFIXES:
+        try:
+            os.remove(path + suffix)
+        except OSError:
+            pass
 
 
 def _counts(conn) -> dict:
@@ -255,11 +278,7 @@ def _copy(src, target: str) -> dict:
             dest.close()
     finally:
         src.execute("COMMIT")
-    fd = os.open(target, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_file(target)
     return expect
 
 
@@ -354,17 +373,13 @@ def backup(vault_path: str, to: str | None = None) -> dict:
             expect = _copy(src, tmp)
             verify(tmp, expect)
             os.replace(tmp, final)
-            _fsync_dir(directory)
+            fsync_dir(directory)
         except sqlite3.Error as exc:
             raise (lcm.vault.db.storage_error(exc, tmp, "cannot write the backup") or LcmError(
                 f"cannot write the backup {tmp}: {exc}", "lcm_doctor.py checks the vault")) from None
         finally:
             src.close()
-            for suffix in ("", "-journal", "-wal", "-shm"):
-                try:
-                    os.remove(tmp + suffix)
-                except OSError:
-                    pass
+            remove_scratch(tmp)
         removed = prune(vault_path, directory, keep_path=final)
     finally:
         lock.close()
@@ -464,19 +479,11 @@ def _rewrite(path: str, criterion: dict, uuids: set[str]) -> None:
         shutil.copyfile(path, tmp)
         _purge_copy(tmp, criterion, uuids)
         verify(tmp)
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_file(tmp)
         os.replace(tmp, path)
-        _fsync_dir(os.path.dirname(path))
+        fsync_dir(os.path.dirname(path))
     finally:
-        for suffix in ("", "-journal", "-wal", "-shm", "-turn.lock", ".purged"):
-            try:
-                os.remove(tmp + suffix)
-            except OSError:
-                pass
+        remove_scratch(tmp)
 
 
 def scrub_backups(vault_path: str, criterion: dict | None = None) -> dict:
@@ -545,11 +552,7 @@ def restore(backup_path: str, vault_path: str) -> dict:
         finally:
             conn.close()
         counts = verify(tmp)
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_file(tmp)
         replaced = None
         if os.path.exists(vault_path):
             replaced = f"{vault_path}.replaced-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
@@ -562,14 +565,10 @@ def restore(backup_path: str, vault_path: str) -> dict:
                 else:
                     os.remove(vault_path + suffix)
         os.replace(tmp, vault_path)
-        _fsync_dir(directory)
+        fsync_dir(directory)
     except sqlite3.Error as exc:
         raise (lcm.vault.db.storage_error(exc, tmp, "cannot restore the backup") or LcmError(
             f"cannot restore {backup_path}: {exc}", "lcm_doctor.py checks the backup and the vault")) from None
     finally:
-        for suffix in ("", "-journal", "-wal", "-shm", "-turn.lock", ".purged"):
-            try:
-                os.remove(tmp + suffix)
-            except OSError:
-                pass
+        remove_scratch(tmp)
     return {"path": vault_path, "replaced": replaced, "counts": counts, "dropped_purged": dropped}

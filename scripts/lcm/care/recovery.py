@@ -22,6 +22,7 @@ import os
 import sqlite3
 import time
 
+import lcm.care.backup
 import lcm.base.config
 import lcm.vault.db
 import lcm.capture.bulk
@@ -62,7 +63,6 @@ def projects_root() -> str:
 def newest_backup(path: str) -> str | None:
     """The newest verified backup of the vault at `path` (lcm.care.backup), or None: no backup
     kept, or none that can be read."""
-    import lcm.care.backup
     try:
         return lcm.care.backup.newest_backup(path)
     except (LcmError, OSError, sqlite3.Error):
@@ -72,7 +72,6 @@ def newest_backup(path: str) -> str | None:
 def purged_uuids(path: str) -> set[str]:
     """The uuids purged from the vault at `path`, from the purge list kept beside it (which
     outlives the vault file), or an empty set without one."""
-    import lcm.care.backup
     try:
         return set(lcm.care.backup.purged_uuids(path))
     except (LcmError, OSError, sqlite3.Error):
@@ -171,19 +170,6 @@ def _second_name(src: str, dst: str) -> None:
         os.replace(dst + ".part", dst)
 
 
-def _fsync_dir(path: str) -> None:
-    try:
-        fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _swap(path: str, new: str, keep_damaged: bool) -> str | None:
     """Put the complete vault `new` at `path` in one rename; the damaged file first gets a
     second name (with its -wal), so a kill at any point loses neither. Returns that name."""
@@ -200,7 +186,7 @@ def _swap(path: str, new: str, keep_damaged: bool) -> str | None:
         except FileNotFoundError:
             pass
     os.replace(new, path)
-    _fsync_dir(path)
+    lcm.care.backup.fsync_dir(os.path.dirname(path))
     return aside
 
 
