@@ -14,7 +14,10 @@ or cut short (truncated); where Claude Code loads the plugin from and whether th
 still holds it; when each hook last ran (stamps under $LCM_HOME/last-run) or failed
 ($LCM_HOME/lcm.log), and the sessions recorded since that no hook saw; the model backend lcm
 would use, probed at no cost (the claude CLI's login, or the API key against the models list;
-"unverified" when it cannot be reached); the vault's size and free disk. One to two and a half
+"unverified" when it cannot be reached); the vault's size against its transcripts
+and what each part weighs as a share of them (the messages table and its searchable text, the
+blocks of original lines, full-text indexes, other indexes, other tables, free pages:
+storage.parts in --json), lines or text still waiting to be packed, and free disk. One to two and a half
 minutes per GB of vault on a busy 2-core machine (bench/verify.py); --quick checks only what
 cannot be rebuilt (every stored block, SQLite's quick_check of the tables), not the indexes:
 about 40% of that.

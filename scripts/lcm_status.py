@@ -47,7 +47,8 @@ def _main(argv):
     depth = "-" if s["max_depth"] is None else s["max_depth"]
     fts = {True: "full-text index ok", False: "full-text index DAMAGED: lcm_doctor.py --fix backs up the vault,"
            " then rebuilds it", None: "no full-text index: LIKE search"}[s["fts_ok"]]
-    print(f"Vault {s['db']} ({s['db_bytes'] / 1e6:.1f} MB, {fts}): {s['sessions']} sessions, {s['messages']} messages"
+    ratio = f", {s['vault_ratio']} of its transcripts" if s["vault_ratio"] else ""
+    print(f"Vault {s['db']} ({s['db_bytes'] / 1e6:.1f} MB{ratio}, {fts}): {s['sessions']} sessions, {s['messages']} messages"
           f" (~{s['raw_tokens']} tokens), {s['summaries']} summaries, max depth {depth}")
     if s["only_in_vault"]:
         print(lcm.base.shell.runnable(f"{s['only_in_vault']} of {s['sessions']} sessions exist only in the vault now"

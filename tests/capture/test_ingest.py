@@ -32,9 +32,8 @@ def ingest_json(capsys, *argv):
 
 
 def db(vault):
-    conn = sqlite3.connect(vault)
-    conn.row_factory = sqlite3.Row
-    return conn
+    """The vault through lcm's own opening: lcm_line() and lcm_text() read packed lines and text."""
+    return lcm.vault.db.connect(str(vault), create=False)
 
 
 def expected_messages(root):
@@ -76,7 +75,10 @@ def test_real_projects_raw_lines_are_byte_identical(capsys, vault):
     root = shared_data("claude-projects")
     ingest_json(capsys, root)
     cache = {}
-    rows = db(vault).execute("SELECT raw, transcript_path, line_no, uuid FROM messages").fetchall()
+    # the import packs lines as it stores them: each is read back through lcm_line, its file from its block
+    rows = db(vault).execute("SELECT lcm_line(m.raw, m.block_id, m.block_pos) AS raw, coalesce(m.transcript_path,"
+                             " b.transcript_path) AS transcript_path, m.line_no, m.uuid FROM messages m"
+                             " LEFT JOIN blocks b ON b.id = m.block_id").fetchall()
     assert len(rows) == 2855
     for row in rows:
         if row["transcript_path"] not in cache:
@@ -147,9 +149,9 @@ def test_unicode_lines_are_stored_byte_for_byte(capsys, tmp_path, vault):
                '"content":[{"type":"text","text":"spacing  kept\\ttab"}]}}\r' % t.session_id)
     t.write()
     ingest_json(capsys, t.path)
-    for row in db(vault).execute("SELECT raw, line_no, content FROM messages"):
+    for row in db(vault).execute("SELECT lcm_line(raw, block_id, block_pos) AS raw, line_no, lcm_text(content) AS content FROM messages"):
         assert row["raw"] == transcript_line(t.path, row["line_no"])
-    content = {r[0] for r in db(vault).execute("SELECT content FROM messages")}
+    content = {r[0] for r in db(vault).execute("SELECT lcm_text(content) AS content FROM messages")}
     assert "naïve ☃" in content and any("🙂" in c for c in content)
 
 
@@ -166,7 +168,7 @@ def test_partial_last_line_waits_for_the_rest(capsys, tmp_path, vault):
     with open(t.path, "a") as f:
         f.write(line[25:] + "\n")
     assert ingest_json(capsys, t.path)["messages_added"] == 1
-    raw = db(vault).execute("SELECT raw FROM messages WHERE uuid = 'late'").fetchone()[0]
+    raw = db(vault).execute("SELECT lcm_line(raw, block_id, block_pos) AS raw FROM messages WHERE uuid = 'late'").fetchone()[0]
     assert raw == line.encode()
 
 
@@ -237,7 +239,7 @@ def test_every_block_type_is_searchable(capsys, tmp_path, vault):
     assert fts_hits(vault, "Grep") == {call_entry["uuid"]}
     assert fts_hits(vault, "frobnicator") == {result["uuid"]}
     assert fts_hits(vault, "plainstring") == {failed["uuid"]}
-    content = db(vault).execute("SELECT content FROM messages WHERE uuid = ?", (result["uuid"],)).fetchone()[0]
+    content = db(vault).execute("SELECT lcm_text(content) AS content FROM messages WHERE uuid = ?", (result["uuid"],)).fetchone()[0]
     assert "[image]" in content and "AAAA" not in content
 
 
@@ -252,8 +254,9 @@ def test_bulk_import_indexes_each_new_message_once_and_keeps_the_live_index(caps
     copy.parent.mkdir(parents=True)
     copy.write_bytes(sessions[0].path.read_bytes() + sessions[1].path.read_bytes())
     ingest_json(capsys, projects)
-    with sqlite3.connect(vault, isolation_level=None) as conn:      # raises if index and rows disagree
-        conn.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)")
+    conn = db(vault)  # lcm's connection: the index reads its text through lcm_text()
+    conn.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)")  # raises if they disagree
+    conn.close()
     for i, t in enumerate(sessions):
         assert fts_hits(vault, f"marker{i}word") == {t.entries[-1]["uuid"]}
     later = sessions[2]
@@ -283,7 +286,7 @@ def test_bulk_import_externalises_a_large_block_once_even_when_a_copy_repeats_it
     copy.write_bytes(t.path.read_bytes())
     ingest_json(capsys, projects)
     conn = db(vault)
-    content, raw = conn.execute("SELECT content, raw FROM messages WHERE uuid = ?", (result["uuid"],)).fetchone()
+    content, raw = conn.execute("SELECT lcm_text(content) AS content, lcm_line(raw, block_id, block_pos) AS raw FROM messages WHERE uuid = ?", (result["uuid"],)).fetchone()
     assert "file_" in content and "name2999" not in content
     assert "name2999" in raw.decode()
     assert conn.execute("SELECT count(*) FROM files").fetchone()[0] == 1
@@ -361,7 +364,7 @@ def test_thinking_can_be_left_out_of_the_index(capsys, tmp_path, vault, monkeypa
     t.write()
     ingest_json(capsys, t.path)
     assert fts_hits(vault, "zanzibar") == set()
-    raw = db(vault).execute("SELECT raw FROM messages WHERE uuid = ?", (thought["uuid"],)).fetchone()[0]
+    raw = db(vault).execute("SELECT lcm_line(raw, block_id, block_pos) AS raw FROM messages WHERE uuid = ?", (thought["uuid"],)).fetchone()[0]
     assert b"zanzibar" in raw  # still stored verbatim
 
 
@@ -393,7 +396,9 @@ def test_subagent_transcripts_join_the_parent_session(capsys, tmp_path, vault, l
     assert conn.execute("SELECT count(*) FROM sessions").fetchone()[0] == 1
     row = conn.execute("SELECT session_id, agent_id FROM transcripts WHERE path = ?", (str(child.path),)).fetchone()
     assert tuple(row) == (parent.session_id, "ab12cd")
-    msgs = conn.execute("SELECT session_id, is_sidechain, agent_id FROM messages WHERE transcript_path = ?",
+    # a packed row's file is its block's
+    msgs = conn.execute("SELECT session_id, is_sidechain, agent_id FROM messages WHERE coalesce(transcript_path,"
+                        " (SELECT b.transcript_path FROM blocks b WHERE b.id = block_id)) = ?",
                         (str(child.path),)).fetchall()
     assert [tuple(m) for m in msgs] == [(parent.session_id, 1, "ab12cd")] * 2
     assert conn.execute("SELECT transcript_path FROM sessions").fetchone()[0] == str(parent.path)
@@ -424,7 +429,7 @@ def test_huge_block_is_externalised_but_raw_kept(capsys, tmp_path, vault, monkey
     ingest_json(capsys, t.path)
     ingest_json(capsys, t.path)
     conn = db(vault)
-    content, raw = conn.execute("SELECT content, raw FROM messages WHERE uuid = ?", (result["uuid"],)).fetchone()
+    content, raw = conn.execute("SELECT lcm_text(content) AS content, lcm_line(raw, block_id, block_pos) AS raw FROM messages WHERE uuid = ?", (result["uuid"],)).fetchone()
     assert "[file_" in content and len(content) < len(body)
     assert raw == transcript_line(t.path, 2)
     assert conn.execute("SELECT count(*) FROM files").fetchone()[0] == 1
@@ -560,7 +565,7 @@ def test_ingesting_twice_adds_nothing(tmp_path_factory, turns, split):
     assert conn.execute("SELECT count(*) FROM messages").fetchone()[0] == len(turns)
     again = lcm.capture.bulk.ingest_paths(conn, [t.path])
     assert again["messages_added"] == 0
-    for row in conn.execute("SELECT raw, line_no FROM messages"):
+    for row in conn.execute("SELECT lcm_line(raw, block_id, block_pos) AS raw, line_no FROM messages"):
         assert row["raw"] == transcript_line(t.path, row["line_no"])
 
 
@@ -623,7 +628,7 @@ def test_ingest_session_catches_late_subagent_lines(tmp_path, vault):
     child.write()
     result = lcm.capture.ingest.ingest_session(conn, parent.path)
     assert result["files"] == 2 and result["messages_added"] == 7 + 1
-    rows = conn.execute("SELECT content FROM messages WHERE agent_id = 'late1' ORDER BY id").fetchall()
+    rows = conn.execute("SELECT lcm_text(content) AS content FROM messages WHERE agent_id = 'late1' ORDER BY id").fetchall()
     assert [r[0] for r in rows] == ["SUBTASK say hi", "hi from the subagent"]
 
 

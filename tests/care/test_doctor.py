@@ -13,6 +13,7 @@ import pytest
 import lcm.care.doctor
 import lcm.base.mask
 import lcm.care.installation
+import lcm.vault.db
 import lcm_compact
 import lcm_doctor
 import lcm_grep
@@ -226,7 +227,11 @@ def test_a_bad_redact_pattern_is_reported_and_remask_masks_what_was_stored_befor
     masks text the vault stored before a pattern existed, after a backup."""
     t = Transcript(isolated_home / ".claude" / "projects", session_id="remask-session")
     t.user("the staging box is zorblax-4471, keep it between us")
+    t.user("the deploy notes, again: the staging box is zorblax-4471, keep it between us.\n" * 8)  # stored compressed
     t.write()
+    other = Transcript(isolated_home / ".claude" / "projects", session_id="remask-other")  # a dictionary's lines
+    other.user("the deploy notes, again: the staging box is zorblax-4471, keep it between us.\n" * 8)  # need two sessions
+    other.write()
     assert lcm_ingest.main(["--all"]) == 0
     capsys.readouterr()
     redact = isolated_home / ".claude-lcm" / "redact.txt"
@@ -234,12 +239,16 @@ def test_a_bad_redact_pattern_is_reported_and_remask_masks_what_was_stored_befor
     code, doc = _doctor(capsys)
     assert doc["masking"]["status"] == "warn" and "redact.txt line 2" in " ".join(doc["masking"]["redact_problems"])
 
-    stored = lambda: sqlite3.connect(vault).execute("SELECT group_concat(content) FROM messages").fetchone()[0]  # noqa: E731
+    stored = lambda: lcm.vault.db.connect(str(vault), readonly=True).execute(  # noqa: E731
+        "SELECT group_concat(lcm_text(content)) FROM messages").fetchone()[0]
+    assert lcm.vault.db.connect(str(vault), readonly=True).execute(
+        "SELECT count(*) FROM messages WHERE typeof(content) = 'blob'").fetchone()[0] == 2
     assert "zorblax-4471" in stored()  # stored before the pattern existed
     code, doc = _doctor(capsys, "--remask")
     assert doc["backup"] and os.path.exists(doc["backup"])
     assert "masked the stored text again" in " ".join(doc["fixed"])
     assert "zorblax-4471" not in stored()
+    assert all(b"zorblax-4471" not in bytes(r[0]) for r in sqlite3.connect(vault).execute("SELECT data FROM zdicts"))
     assert lcm_grep.main(["zorblax", "--all-sessions", "--json"]) == 0
     assert "zorblax-4471" not in capsys.readouterr().out
     code, doc = _doctor(capsys, "--remask")  # a second run changes nothing

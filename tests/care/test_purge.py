@@ -7,6 +7,7 @@ import sqlite3
 
 import pytest
 
+import lcm.vault.db
 import lcm_checkpoint
 import lcm_compact
 import lcm_doctor
@@ -72,9 +73,8 @@ def vault_with_secret(env, isolated_home, vault, capsys):
 
 
 def _db(vault):
-    conn = sqlite3.connect(vault)
-    conn.row_factory = sqlite3.Row
-    return conn
+    """The vault through lcm's own opening (lcm_line and lcm_text read packed lines and compressed text)."""
+    return lcm.vault.db.connect(str(vault), create=False)
 
 
 def _traces(vault) -> list[str]:
@@ -385,7 +385,7 @@ def test_match_main_on_the_shared_data_selects_visible_text_only(capsys, vault):
     selected = json.loads(capsys.readouterr().out)["messages"]
     conn = _db(vault)
     visible = metadata = anywhere = 0
-    for (raw,) in conn.execute("SELECT raw FROM messages"):
+    for (raw,) in conn.execute("SELECT lcm_line(raw, block_id, block_pos) FROM messages"):
         entry = json.loads(raw)
         visible += "main" in _visible(entry)
         metadata += entry.get("gitBranch") == "main"

@@ -60,7 +60,9 @@ def stored_rows(t: Transcript) -> list:
     t.write()
     conn = lcm.vault.db.connect()
     ingest(conn, t.path)
-    return conn.execute("SELECT * FROM messages ORDER BY id").fetchall()
+    rows = conn.execute("SELECT *, lcm_line(raw, block_id, block_pos) AS line, lcm_text(content) AS text"
+                        " FROM messages ORDER BY id").fetchall()
+    return [{**dict(r), "raw": r["line"], "content": r["text"]} for r in rows]  # as lcm's readers read them
 
 
 def session_with(tmp_path, turns=12, **kw) -> Transcript:
@@ -185,7 +187,8 @@ def test_full_over_every_real_session_is_lossless_and_idempotent(monkeypatch, ca
     # expanding every top node gives back every compacted raw line, verbatim and in order
     for sid in sessions:
         covered = [bytes(r[0]) for r in conn.execute(
-            "SELECT m.raw FROM messages m JOIN summary_sources s ON s.message_id = m.id WHERE m.session_id = ?"
+            "SELECT lcm_line(m.raw, m.block_id, m.block_pos) FROM messages m JOIN summary_sources s"
+            " ON s.message_id = m.id WHERE m.session_id = ?"
             " ORDER BY m.seq", (sid,))]
         tops = conn.execute("SELECT s.id FROM summaries s JOIN messages f ON f.id = s.first_message_id"
                             " WHERE s.session_id = ? AND s.parent_id IS NULL ORDER BY f.seq", (sid,)).fetchall()
@@ -193,8 +196,9 @@ def test_full_over_every_real_session_is_lossless_and_idempotent(monkeypatch, ca
         assert sorted(expanded) == sorted(covered)  # a sub-agent's own leaves nest inside its caller's span
         assert len(expanded) == len(covered)
     # the raw lines are the transcript's own bytes
-    sample = conn.execute("SELECT raw, transcript_path, line_no FROM messages m JOIN summary_sources s"
-                          " ON s.message_id = m.id LIMIT 1").fetchone()
+    sample = conn.execute("SELECT lcm_line(m.raw, m.block_id, m.block_pos) AS raw, coalesce(m.transcript_path,"
+                          " (SELECT b.transcript_path FROM blocks b WHERE b.id = m.block_id)) AS transcript_path, line_no"
+                          " FROM messages m JOIN summary_sources s ON s.message_id = m.id LIMIT 1").fetchone()
     line = Path(sample["transcript_path"]).read_bytes().split(b"\n")[sample["line_no"] - 1]
     assert bytes(sample["raw"]) == line.rstrip(b"\r")
     second = run_json(capsys, "--all", "--full")

@@ -35,10 +35,13 @@ def _sha(data: bytes) -> str:
 
 def _file_lines(conn) -> dict[int, str]:
     """message id -> sha256 of the line at its transcript path and line number, read from the
-    transcript files themselves (before packing, while every row still names its file)."""
+    transcript files themselves (a packed row's file is its block's)."""
     cache: dict[str, list[bytes]] = {}
     out = {}
-    for mid, path, line_no in conn.execute("SELECT id, transcript_path, line_no FROM messages"):
+    blocks = "blocks" in {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    sql = ("SELECT m.id, coalesce(m.transcript_path, b.transcript_path), m.line_no FROM messages m"
+           " LEFT JOIN blocks b ON b.id = m.block_id" if blocks else "SELECT id, transcript_path, line_no FROM messages")
+    for mid, path, line_no in conn.execute(sql):
         if path not in cache:
             with open(path, "rb") as handle:
                 cache[path] = handle.read().split(b"\n")
@@ -56,14 +59,19 @@ def _stored(path) -> dict[int, str]:
         conn.close()
 
 
-def _ingest(path, old: bool = False, dirs=("claude-projects", "odd-cases")):
-    """The shared transcripts in a vault at `path`; old=True writes it as lcm did before blocks
-    (no blocks table, no block columns)."""
+def _ingest(path, old: bool = False, dirs=("claude-projects", "odd-cases"), bulk: bool = False):
+    """The shared transcripts in a vault at `path`, file by file as the hooks store them (every
+    line plain: packing's work), or with bulk=True as lcm_ingest.py does (packed as imported);
+    old=True writes it as lcm did before blocks (no blocks table, no block columns)."""
     with pytest.MonkeyPatch.context() as patch:
         if old:
             patch.setattr(lcm.vault.schema, "SCHEMA_VERSION", BEFORE_BLOCKS)
         conn = lcm.vault.db.connect(str(path))
-        lcm.capture.bulk.ingest_paths(conn, [shared_data(d) for d in dirs])
+        if bulk:
+            lcm.capture.bulk.ingest_paths(conn, [shared_data(d) for d in dirs])
+        else:
+            with lcm.vault.db.transaction(conn):  # inside a transaction, ingest_paths goes file by file
+                lcm.capture.bulk.ingest_paths(conn, [shared_data(d) for d in dirs])
         if old:
             assert conn.execute("PRAGMA user_version").fetchone()[0] == BEFORE_BLOCKS
             assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'blocks'").fetchone() is None
@@ -373,8 +381,8 @@ def test_unknown_codec_is_refused_clearly():
 
 def test_hooks_store_lines_plain_and_packing_waits_for_a_file_to_go_idle(vault, tmp_path):
     """A live transcript's last partial block stays plain until the file is idle, or --all."""
+    _ingest(vault, dirs=("claude-projects",))  # as the hooks store lines: plain
     conn = lcm.vault.db.connect(str(vault))
-    lcm.capture.bulk.ingest_paths(conn, [shared_data("claude-projects")])
     big = conn.execute("SELECT transcript_path FROM messages GROUP BY transcript_path"
                        " ORDER BY sum(length(raw)) DESC LIMIT 1").fetchone()[0]
     now = lcm.base.config.now_iso()
@@ -391,8 +399,8 @@ def test_hooks_store_lines_plain_and_packing_waits_for_a_file_to_go_idle(vault, 
 def test_stop_hook_leaves_packing_to_a_detached_run(vault):
     """The hook stores its turn plain and returns; a detached `lcm_compact.py --pack` packs."""
     from test_hooks import log_lines, run_hook, wait_for
+    _ingest(vault, dirs=("claude-projects",))  # as the hooks store lines: plain
     conn = lcm.vault.db.connect(str(vault))
-    lcm.capture.bulk.ingest_paths(conn, [shared_data("claude-projects")])
     conn.execute("UPDATE transcripts SET updated_at = '2020-01-01T00:00:00.000Z'")  # idle for years
     path, sid = conn.execute("SELECT path, session_id FROM transcripts WHERE agent_id IS NULL"
                              " AND session_id IS NOT NULL LIMIT 1").fetchone()

@@ -14,7 +14,10 @@ import lcm.capture.indexes
 import lcm.capture.ingest
 import lcm.capture.tokens
 import lcm.vault.order
+import lcm.vault.pack
 import lcm.vault.schema
+import lcm.vault.squeeze
+import lcm.vault.store
 import lcm.base.text
 import lcm.capture.transcript
 from lcm.base.errors import LcmError
@@ -103,6 +106,10 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
     # parses the first (the writer starts ~0.3 s sooner at 100k messages).
     split = _parser_process(len(files))
     groups, sizes = _plan_groups(conn, files, halve_first=split)
+    squeeze = _dictionary(conn, files, settings)
+    # every row so far had its text looked at by packing: so will every row this import adds
+    # (compressed here; a refused group's rows are packing's, text and all)
+    squeezed = lcm.vault.pack.unsqueezed(conn) == 0
     bar = _progress(len(files), sum(sizes), progress)
     stage_dir = _stage_dir(sizes)
     # bulk imports revisit the same FTS, uuid-index and b-tree pages constantly: up to 256 MB of
@@ -130,7 +137,7 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
                 # offsets as of now: a parallel import or a hook may have read these files since
                 group = [(path, lcm.capture.ingest.transcript_row(conn, path)) for path, _ in group]
                 submit = _Inline().submit if split and number == 1 else pool.submit
-                ahead.append((submit(_parse_group, group, settings, stage), len(group)))
+                ahead.append((submit(_parse_group, group, settings, stage, squeeze), len(group)))
                 while len(ahead) > (GROUPS_AHEAD if number < len(groups) - 1 else 0):
                     future, count = ahead.popleft()
                     seen += _store_group(conn, *future.result(), total, sessions, turns)
@@ -172,6 +179,10 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
         conn.execute("COMMIT")
     total["messages_skipped"] = seen - total["messages_added"]
     total["files"] -= total["excluded_files"]
+    if squeezed and lcm.vault.pack.unsqueezed(conn):
+        begin_write(conn)
+        conn.execute("INSERT OR REPLACE INTO vault_meta VALUES ('squeezed_through', (SELECT max(id) FROM messages))")
+        conn.execute("COMMIT")
     conn.execute("PRAGMA cache_size = -2000")  # back to SQLite's default for later writes
     total["sessions"] = len(sessions)
     total["vault_sessions"] = vault_sessions(conn)
@@ -268,7 +279,84 @@ def _stage_dir(sizes: list[int]) -> str:
     return tempfile.mkdtemp(prefix=prefix)
 
 
-def _parse_group(group: list[tuple], settings: tuple, stage: str) -> tuple[list, str | None]:
+SAMPLE_FILES = 24  # files the dictionary's sample comes from, spread over the import
+SAMPLE_HEAD = 512 << 10  # bytes read from each (~0.3 s of parsing in all, before the import starts)
+
+
+def _dictionary(conn, files: list[str], settings: tuple) -> tuple[int, bytes] | None:
+    """(id, data) of the dictionary the import compresses text with: the vault's, else one
+    built now from a sample of the files about to be read (stored at once, in its own short
+    transaction: the rows that name it come later). None when the sample has no text to learn from."""
+    found = lcm.vault.squeeze.encoder(conn)
+    if found is not None:
+        return found.dict_id, found.data
+    texts: list[str] = []
+    step = max(len(files) // SAMPLE_FILES, 1)  # files from all over the tree, not just its first project
+    for path in files[::step]:
+        try:
+            with open(path, "rb") as f:
+                lines = f.read(SAMPLE_HEAD).split(b"\n")[:-1]  # whole lines of the file's head
+        except OSError:
+            continue  # the import reports it
+        batch = lcm.capture.transcript.Batch(path, None)
+        lcm.capture.transcript.parse_lines(batch, lines, *settings)
+        texts += [(r[1], r[14]) for r in batch.rows if isinstance(r[14], str) and len(r[14]) >= lcm.vault.squeeze.MIN_BYTES]
+        if len(texts) >= lcm.vault.squeeze.SAMPLE_ROWS:
+            break
+    data = lcm.vault.squeeze.build_dictionary(texts[:lcm.vault.squeeze.SAMPLE_ROWS])
+    if not data:
+        return None
+    begin_write(conn)
+    try:
+        dict_id = lcm.vault.squeeze.store_dictionary(conn, data, min(len(texts), lcm.vault.squeeze.SAMPLE_ROWS))
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return dict_id, data
+
+
+STAGE_BLOCKS = """CREATE TABLE stage_blocks (
+    no INTEGER PRIMARY KEY,             -- the stage's own numbering (lcm.capture.ingest._flush_bulk)
+    session_id TEXT, transcript_path TEXT,
+    first_row INTEGER, last_row INTEGER, -- ingest_stage rowids of its first and last line
+    line_count INTEGER, line_bytes INTEGER, data BLOB)"""
+
+
+def _pack_batch(db, batch, start: int) -> list[tuple]:
+    """In the parser process: a file's lines (to be staged from rowid start+1) packed into
+    blocks (lcm.vault.store's format, by session, at most lcm.vault.pack.BLOCK_BYTES each), so
+    the first import leaves no line plain and no packing to do. Returns each row's (stub,
+    block_no, block_pos)."""
+    open_: dict = {}
+    blocks = []
+    for j, row in enumerate(batch.rows):
+        line = lcm.vault.store.as_bytes(row[16])
+        block = open_.get(row[1])
+        if block is not None and block[1] + len(line) > lcm.vault.pack.BLOCK_BYTES:
+            blocks.append(open_.pop(row[1])[0])
+            block = None
+        if block is None:
+            block = open_[row[1]] = [[], 0]
+        block[0].append((start + j + 1, line))
+        block[1] += len(line)
+    blocks += [b[0] for b in open_.values()]
+    blocks.sort(key=lambda b: b[0][0])
+    first_no = (db.execute("SELECT coalesce(max(no), 0) FROM stage_blocks").fetchone()[0]) + 1
+    places: list = [None] * len(batch.rows)
+    for no, members in enumerate(blocks, first_no):
+        lines = [m[1] for m in members]
+        db.execute("INSERT INTO stage_blocks VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                   (no, batch.rows[members[0][0] - start - 1][1], batch.path, members[0][0], members[-1][0], len(lines),
+                    sum(map(len, lines)), lcm.vault.store.encode_block(lines, lcm.vault.pack.LEVEL)))
+        for pos, (rowid, line) in enumerate(members):
+            places[rowid - start - 1] = (lcm.vault.store.stub(line), no, pos)
+    return places
+
+
+def _parse_group(group: list[tuple], settings: tuple, stage: str,
+                 squeeze: tuple[int, bytes] | None = None) -> tuple[list, str | None]:
     """Parse a group's transcripts (in the parser process) and write their message rows to the
     stage file `stage`, so the writer moves them with one INSERT ... SELECT instead of receiving
     and binding each row itself.
@@ -282,6 +370,7 @@ def _parse_group(group: list[tuple], settings: tuple, stage: str) -> tuple[list,
     out: list = []
     staged = 0
     db = None
+    encoder = lcm.vault.squeeze.Encoder(*squeeze) if squeeze else None
     try:
         for path, known in group:
             if _PARENT is not None and os.getppid() != _PARENT:
@@ -299,14 +388,18 @@ def _parse_group(group: list[tuple], settings: tuple, stage: str) -> tuple[list,
                     db.execute(f"PRAGMA page_size = {lcm.vault.schema.PAGE_SIZE}")
                     db.execute("PRAGMA journal_mode = OFF")
                     db.execute("PRAGMA synchronous = OFF")
-                    db.execute(f"CREATE TABLE ingest_stage ({lcm.capture.ingest.MESSAGE_COLUMNS})")
+                    db.execute(f"CREATE TABLE ingest_stage ({lcm.capture.ingest.STAGE_COLUMNS})")
+                    db.execute(STAGE_BLOCKS)
                     db.execute("BEGIN")
+                places = _pack_batch(db, batch, staged)
                 try:
-                    db.executemany(f"INSERT INTO ingest_stage VALUES ({','.join('?' * 19)})", batch.rows)
+                    db.executemany(f"INSERT INTO ingest_stage VALUES ({','.join('?' * 23)})",
+                                   _squeezed(batch.rows, encoder, places))
                 except UnicodeEncodeError:  # a lone surrogate in some row's content (lcm.base.text.safe_text)
                     db.execute("DELETE FROM ingest_stage WHERE rowid > ?", (staged,))
                     batch.rows = [lcm.capture.transcript.safe_row(r) for r in batch.rows]
-                    db.executemany(f"INSERT INTO ingest_stage VALUES ({','.join('?' * 19)})", batch.rows)
+                    db.executemany(f"INSERT INTO ingest_stage VALUES ({','.join('?' * 23)})",
+                                   _squeezed(batch.rows, encoder, places))
                 batch.stage_start, batch.staged = staged, len(batch.rows)
                 staged += len(batch.rows)
                 _derive(batch)
@@ -322,6 +415,14 @@ def _parse_group(group: list[tuple], settings: tuple, stage: str) -> tuple[list,
         if db is not None:
             db.close()
     return out, stage if staged else None
+
+
+def _squeezed(rows, encoder, places):
+    """Stage rows: the text compressed, the plain text beside it for the full-text index, and
+    where the line sits among the stage's blocks."""
+    for r, place in zip(rows, places):
+        stored = encoder.row(r[4], r[13], r[15], r[14]) if encoder is not None else r[14]
+        yield r[:14] + (stored,) + r[15:] + (None if stored is r[14] else r[14],) + place
 
 
 def _derive(batch) -> None:
@@ -529,16 +630,20 @@ def _parser_process(files: int) -> bool:
     return files >= PARSE_PROCESS_MIN_FILES and sys.platform.startswith("linux")
 
 
+PARSERS = 2  # parser processes: packing lines and compressing text made the parser the slower side
+#              (one parser: the writer idled ~60% of a 300k import; with two both cores stay busy)
+
+
 def _parser_pool(files: int):
-    """Where transcripts are parsed during bulk ingest: one forked worker process, so JSON
-    parsing runs on another core while this process inserts and FTS-indexes (a thread would
-    fight the indexing for the GIL and was slower than no thread at all). Inline off Linux or
-    when there is too little to gain."""
+    """Where transcripts are parsed during bulk ingest: forked worker processes (PARSERS), so
+    JSON parsing, packing and compressing run on every core while this process inserts and
+    FTS-indexes (a thread would fight the indexing for the GIL and was slower than no thread at
+    all). Inline off Linux or when there is too little to gain."""
     import multiprocessing
     if not _parser_process(files):
         return _Inline()
     from concurrent.futures import ProcessPoolExecutor
-    return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"),
+    return ProcessPoolExecutor(max_workers=PARSERS, mp_context=multiprocessing.get_context("fork"),
                                initializer=_die_with_parent, initargs=(os.getpid(),))
 
 

@@ -145,8 +145,10 @@ def catch_up(conn, budget: int | None = None, found: Found | None = None) -> Non
         # passes on only the text that is not ASCII (more bytes than characters; a NUL, which
         # ends length(), lets its text through too), so most rows never become Python strings.
         since = found.since if found is not None else top
-        rows = conn.execute("SELECT id, content FROM messages WHERE id > ? AND id <= ?"
-                            " AND length(CAST(content AS BLOB)) != length(content)", (mark, min(since, top)))
+        # text that is not all ASCII (a compressed row cannot say without decoding: it is read)
+        rows = conn.execute("SELECT id, lcm_text(content) FROM messages WHERE id > ? AND id <= ? AND CASE WHEN"
+                            " typeof(content) = 'blob' THEN 1 ELSE length(CAST(content AS BLOB)) != length(content) END",
+                            (mark, min(since, top)))
         conn.executemany("INSERT INTO messages_cjk(rowid, runs) VALUES (?, ?)", [
             (rowid, cjk_runs(content, at)) for rowid, content in rows for at in (first_cjk(content),) if at >= 0])
         if found is not None and top > since:
@@ -159,12 +161,12 @@ def catch_up(conn, budget: int | None = None, found: Found | None = None) -> Non
 
 def _windows(conn, mark: int, top: int, found: Found | None = None):
     """(id of a window's last turn, the window's text) for each prompt or reply in (mark, top]."""
-    talk = ("SELECT id, session_id, agent_id, substr(content, 1, ?) FROM messages INDEXED BY messages_talk"
-            f" WHERE {lcm.vault.schema.TALK_WHERE}")
+    talk = ("SELECT id, session_id, agent_id, substr(lcm_text(content), 1, ?) FROM messages INDEXED BY messages_talk"
+            f" WHERE {lcm.vault.schema.talk_where(conn)}")
     recent: dict = {}  # (session, thread) -> its last turns
     upto = top if found is None else min(found.since, top)
-    rows = conn.execute(f"SELECT id, session_id, agent_id, substr(content, 1, ?) FROM messages"
-                        f" WHERE id > ? AND id <= ? AND {lcm.vault.schema.TALK_WHERE} ORDER BY id",
+    rows = conn.execute(f"SELECT id, session_id, agent_id, substr(lcm_text(content), 1, ?) FROM messages"
+                        f" WHERE id > ? AND id <= ? AND {lcm.vault.schema.talk_where(conn)} ORDER BY id",
                         (TURN_CHARS, mark, upto)).fetchall() if upto > mark else []
     if found is not None and top > found.since:
         rows += _found_talk(conn, max(mark, found.since), top, found)
@@ -185,7 +187,7 @@ def _found_talk(conn, low: int, top: int, found: Found) -> list[tuple]:
     sessions: which rows they are from messages_talk's entries (a few index pages, where
     evaluating TALK_WHERE reads each row's whole original line), their openings from found."""
     talk: list = []
-    query = (f"SELECT id, session_id, agent_id FROM messages INDEXED BY messages_talk WHERE {lcm.vault.schema.TALK_WHERE}"
+    query = (f"SELECT id, session_id, agent_id FROM messages INDEXED BY messages_talk WHERE {lcm.vault.schema.talk_where(conn)}"
              " AND session_id = ? AND id > ? AND id <= ?")
     for sid in found.sessions:
         talk += map(tuple, conn.execute(query, (sid, low, top)))
@@ -195,15 +197,15 @@ def _found_talk(conn, low: int, top: int, found: Found) -> list[tuple]:
     read = {}
     for i in range(0, len(unknown), 500):
         chunk = unknown[i:i + 500]
-        read.update(map(tuple, conn.execute(f"SELECT id, substr(content, 1, ?) FROM messages WHERE id IN"
+        read.update(map(tuple, conn.execute(f"SELECT id, substr(lcm_text(content), 1, ?) FROM messages WHERE id IN"
                                             f" ({','.join('?' * len(chunk))})", (TURN_CHARS, *chunk))))
     return [(rowid, sid, agent, openings[rowid] if rowid in openings else read[rowid]) for rowid, sid, agent in talk]
 
 
 def _thread_turns(conn, sid: str, agent) -> list[tuple[int, str]]:
     """[(id, opening of its text)] of every prompt and reply of one thread, in order."""
-    return conn.execute(f"SELECT id, substr(content, 1, ?) FROM messages INDEXED BY messages_talk WHERE"
-                        f" {lcm.vault.schema.TALK_WHERE} AND session_id = ? AND agent_id IS ? ORDER BY id",
+    return conn.execute(f"SELECT id, substr(lcm_text(content), 1, ?) FROM messages INDEXED BY messages_talk WHERE"
+                        f" {lcm.vault.schema.talk_where(conn)} AND session_id = ? AND agent_id IS ? ORDER BY id",
                         (TURN_CHARS, sid, agent)).fetchall()
 
 
@@ -239,8 +241,8 @@ def reindex(conn, ends: list[int]) -> None:
         own = conn.execute("SELECT session_id, agent_id FROM messages WHERE id = ?", (rowid,)).fetchone()
         if own is None:
             continue
-        before = conn.execute(f"SELECT substr(content, 1, ?) FROM messages INDEXED BY messages_talk WHERE"
-                              f" {lcm.vault.schema.TALK_WHERE} AND session_id = ? AND agent_id IS ? AND id <= ?"
+        before = conn.execute(f"SELECT substr(lcm_text(content), 1, ?) FROM messages INDEXED BY messages_talk WHERE"
+                              f" {lcm.vault.schema.talk_where(conn)} AND session_id = ? AND agent_id IS ? AND id <= ?"
                               f" ORDER BY id DESC LIMIT ?", (TURN_CHARS, *own, rowid, EXCHANGE_TURNS)).fetchall()
         conn.execute("INSERT INTO exchange_fts(rowid, text) VALUES (?, ?)",
                      (rowid, "\n".join(r[0] for r in reversed(before))))

@@ -10,6 +10,7 @@ import time
 import lcm.base.config
 import lcm.vault.db
 import lcm.vault.schema
+import lcm.vault.squeeze
 import lcm.base.mask
 import lcm.capture.indexes
 import lcm.capture.tokens
@@ -30,6 +31,10 @@ MESSAGE_COLUMNS = ("uuid, session_id, parent_uuid, type, role, subtype, created_
                    " transcript_path, line_no")
 INSERT_MESSAGE = f"INSERT OR IGNORE INTO messages ({MESSAGE_COLUMNS}) VALUES ({','.join('?' * 19)})"
 STAGE_MIN_ROWS = 32  # smaller batches (a hook's new turn) insert directly
+# a bulk import's stage file has these too (lcm.capture.bulk._parse_group): `plain`, the text of a
+# row whose `content` is compressed (what the full-text index takes); `stub`, block_no and
+# block_pos, where its line sits among the stage's blocks (lcm_stage.stage_blocks), when packed
+STAGE_COLUMNS = MESSAGE_COLUMNS + ", plain, stub, block_no, block_pos"
 
 UPSERT_SESSION = """INSERT INTO sessions (session_id, project, title, transcript_path, model, first_at, last_at)
     VALUES (:sid, :project, :title, :path, :model, :first, :last)
@@ -75,6 +80,7 @@ def _externalize_large(conn, batch: lcm.capture.transcript.Batch) -> None:
     except ImportError:
         return  # large-file storage not installed: the text stays inline
     done: set[str] = set()
+    encoder = lcm.vault.squeeze.encoder(conn) if batch.staged else None
     for index, blocks, entry, uuid, sid in batch.large:
         # in the group's stage file, before this batch's own rows (bulk ingest)
         earlier = batch.staged and conn.execute(
@@ -95,8 +101,12 @@ def _externalize_large(conn, batch: lcm.capture.transcript.Batch) -> None:
                                                   content=lcm.base.mask.mask(text))
         content = lcm.base.mask.mask(lcm.base.text.safe_text("\n".join(b for b in blocks if b)))
         if batch.staged:
-            conn.execute("UPDATE lcm_stage.ingest_stage SET content = ?, token_count = ? WHERE rowid = ?",
-                         (content, lcm.base.config.estimate_tokens(content), batch.stage_start + index + 1))
+            rowid, tokens = batch.stage_start + index + 1, lcm.base.config.estimate_tokens(content)
+            role, is_meta = conn.execute("SELECT role, is_meta FROM lcm_stage.ingest_stage WHERE rowid = ?",
+                                         (rowid,)).fetchone()
+            stored = encoder.row(role, is_meta, tokens, content) if encoder is not None else content
+            conn.execute("UPDATE lcm_stage.ingest_stage SET content = ?, token_count = ?, plain = ? WHERE rowid = ?",
+                         (stored, tokens, None if stored is content else content, rowid))
             at = lcm.capture.indexes.first_cjk(content)  # the parser's findings were about the text before
             batch.cjk[index] = lcm.capture.indexes.cjk_runs(content, at) if at >= 0 else ""
             batch.talk[index] = lcm.capture.indexes.opening(content)
@@ -135,24 +145,69 @@ def flush_staged(conn, bulk: bool = False, rows: tuple[int, int] | None = None) 
     other connection ever sees the vault without it. The stage file is deleted whole afterwards;
     otherwise the stage is emptied here.
     """
+    if bulk and rows:
+        return _flush_bulk(conn, *rows)
     schema = "lcm_stage" if bulk else "temp"
     where = f" WHERE rowid > {rows[0]} AND rowid <= {rows[0] + rows[1]}" if rows else ""
     insert = (f"INSERT OR IGNORE INTO main.messages ({MESSAGE_COLUMNS}) SELECT {MESSAGE_COLUMNS}"
               f" FROM {schema}.ingest_stage{where} ORDER BY rowid")
-    trigger = conn.execute("SELECT sql FROM main.sqlite_master WHERE type = 'trigger' AND name = 'messages_fts_ai'"
-                           ).fetchone() if bulk else None
-    if trigger is None:
-        added = conn.execute(insert).rowcount
-    else:
-        last = conn.execute("SELECT coalesce(max(id), 0) FROM main.messages").fetchone()[0]
-        conn.execute("DROP TRIGGER main.messages_fts_ai")
-        added = conn.execute(insert).rowcount
-        # ids only grow and nothing is deleted: the rows just added are exactly those above `last`
-        conn.execute("INSERT INTO messages_fts(rowid, content) SELECT id, content FROM main.messages WHERE id > ?",
-                     (last,))
-        conn.execute(trigger[0])
+    added = conn.execute(insert).rowcount
     if not bulk:
         conn.execute(f"DELETE FROM {schema}.ingest_stage")
+    return added
+
+
+# the stage's columns as they go into `messages`: a packed line leaves its stub, and its path
+# lives in its block (lcm.vault.store.pack_rows)
+_BULK_SELECT = MESSAGE_COLUMNS.replace(" raw,", " coalesce(stub, raw),").replace(
+    " transcript_path,", " CASE WHEN stub IS NULL THEN transcript_path END,")
+
+
+def _flush_bulk(conn, start: int, count: int) -> int:
+    """flush_staged of a bulk import's stage rows start+1 .. start+count: the rows with their
+    lines already packed into the stage's blocks and their text compressed (by the parser
+    process), the blocks, and their full-text entries from the plain text (no decoding).
+
+    Ids only grow and nothing else writes meanwhile: when every row is new, the k-th staged row
+    gets id last+k, which is how blocks and index entries find their rows. When some were
+    refused (stored already, purged, or a uuid twice), the new rows' lines go back to plain,
+    for packing to take later, and the stage's blocks are dropped: no block holds a line whose
+    row is not stored."""
+    where = f"rowid > {start} AND rowid <= {start + count}"
+    last = conn.execute("SELECT coalesce(max(id), 0) FROM main.messages").fetchone()[0]
+    seq = conn.execute("SELECT coalesce(max(id), 0) FROM main.blocks").fetchone()[0]
+    seq = max(seq, (conn.execute("SELECT seq FROM main.sqlite_sequence WHERE name = 'blocks'").fetchone() or (0,))[0])
+    first_no = conn.execute(f"SELECT min(block_no) FROM lcm_stage.ingest_stage WHERE {where}").fetchone()[0] or 1
+    shift = seq + 1 - first_no  # block_no -> blocks.id
+    trigger = conn.execute("SELECT sql FROM main.sqlite_master WHERE type = 'trigger' AND name = 'messages_fts_ai'"
+                           ).fetchone()
+    if trigger is not None:
+        conn.execute("DROP TRIGGER main.messages_fts_ai")
+    added = conn.execute(f"INSERT OR IGNORE INTO main.messages ({MESSAGE_COLUMNS}, block_id, block_pos) SELECT"
+                         f" {_BULK_SELECT}, block_no + {shift}, block_pos FROM lcm_stage.ingest_stage WHERE {where}"
+                         f" ORDER BY rowid").rowcount
+    if added == count:
+        conn.execute(f"INSERT INTO main.blocks (id, session_id, transcript_path, first_id, last_id, line_count,"
+                     f" line_bytes, data) SELECT no + {shift}, session_id, transcript_path, first_row - {start} + {last},"
+                     f" last_row - {start} + {last}, line_count, line_bytes, data FROM lcm_stage.stage_blocks"
+                     f" WHERE first_row > {start} AND first_row <= {start + count} ORDER BY no")
+        if trigger is not None:
+            conn.execute(f"INSERT INTO messages_fts(rowid, content) SELECT rowid - {start} + {last},"
+                         f" coalesce(plain, content) FROM lcm_stage.ingest_stage WHERE {where}")
+    else:
+        lines: dict = {}
+        for uuid, raw, path in conn.execute(f"SELECT uuid, raw, transcript_path FROM lcm_stage.ingest_stage"
+                                            f" WHERE {where} ORDER BY rowid"):
+            lines.setdefault(uuid, (raw, path))
+        back = [(*lines[uuid], mid) for mid, uuid in conn.execute(
+            "SELECT id, uuid FROM main.messages WHERE id > ? AND block_id IS NOT NULL", (last,))]
+        conn.executemany("UPDATE main.messages SET raw = ?, transcript_path = ?, block_id = NULL, block_pos = NULL"
+                         " WHERE id = ?", back)
+        if trigger is not None:
+            conn.execute("INSERT INTO messages_fts(rowid, content) SELECT id, lcm_text(content) FROM main.messages"
+                         " WHERE id > ?", (last,))
+    if trigger is not None:
+        conn.execute(trigger[0])
     return added
 
 

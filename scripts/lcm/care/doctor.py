@@ -29,6 +29,7 @@ import lcm.care.purge
 import lcm.care.recovery
 import lcm.vault.schema
 import lcm.base.shell
+import lcm.vault.squeeze
 import lcm.vault.store
 from lcm.base.errors import LcmError
 
@@ -56,6 +57,7 @@ def _open(path: str):
     conn = sqlite3.connect(lcm.vault.db.file_uri(path, "mode=ro&immutable=1"), uri=True)
     conn.row_factory = sqlite3.Row
     lcm.vault.store.install(conn, lcm.vault.schema.SCHEMA_VERSION)  # lcm_line(): packed lines read like plain ones
+    lcm.vault.squeeze.install(conn)  # lcm_text(): compressed text read like plain
     lcm.vault.db.check_tables(conn, path)
     lcm.vault.store.before_blocks(conn)
     return conn, None
@@ -126,6 +128,7 @@ def _rw(path: str):
     try:
         conn = sqlite3.connect(lcm.vault.db.file_uri(path, "mode=rw"), uri=True, timeout=2.0, isolation_level=None)
         conn.execute("PRAGMA busy_timeout = 2000")
+        lcm.vault.squeeze.install(conn)  # the index's checked against the decoded text
         return conn
     except sqlite3.Error:
         return None
@@ -558,18 +561,54 @@ def blocks_text(b: dict) -> str:
 
 
 def storage(conn) -> dict:
-    """How the vault's size compares with the transcripts it holds, and whether lines wait to be
-    packed into blocks (a vault from before blocks, or packing that has not run): a warning."""
+    """How the vault's size compares with the transcripts it holds, what each part of it weighs
+    (weights(): tables, full-text indexes, other indexes, blocks, the searchable text), and
+    whether lines wait to be packed into blocks or rows of text to be compressed (a vault from
+    before, or packing that has not run): a warning."""
     import lcm.vault.pack
     try:
         doc = lcm.vault.pack.ratio(conn)
     except sqlite3.OperationalError:  # opened read-only before its migration: nothing packed yet
         doc = {"ratio": None, "plain_lines": conn.execute("SELECT count(*) FROM messages").fetchone()[0]}
-    doc["pending"] = doc["plain_lines"] >= lcm.vault.pack.CONVERT_LINES
+    doc["unsqueezed_rows"] = lcm.vault.pack.unsqueezed(conn)
+    doc["pending"] = max(doc["plain_lines"], doc["unsqueezed_rows"]) >= lcm.vault.pack.CONVERT_LINES
     doc["status"] = lcm.care.installation.status(False, doc["pending"])
-    doc["text"] = ((f"vault/transcripts {doc['ratio']}; " if doc["ratio"] else "") + f"{doc['plain_lines']} lines not"
-                   " yet packed" + (": convert with lcm_compact.py --pack --all --vacuum" if doc["pending"] else ""))
+    doc["parts"] = weights(conn, doc.get("transcript_bytes"))
+    waiting = [f"{doc['plain_lines']} lines not yet packed"] + (
+        [f"{doc['unsqueezed_rows']} rows of text not yet compressed"] if doc["unsqueezed_rows"] else [])
+    shares = ", ".join(f"{k} {v['share']}" for k, v in doc["parts"].items() if v.get("share") is not None)
+    doc["text"] = ((f"vault/transcripts {doc['ratio']}; " if doc["ratio"] else "") + "; ".join(waiting)
+                   + (": convert with lcm_compact.py --pack --all --vacuum" if doc["pending"] else "")
+                   + (f"\n  of transcripts: {shares}" if shares else ""))
     return doc
+
+
+def weights(conn, transcripts: int | None) -> dict:
+    """Bytes of each part of the vault, and its share of the transcript bytes: the messages
+    table and, inside it, the searchable text column; the blocks of original lines; the
+    full-text indexes (FTS5's shadow tables); the other indexes; every other table; free pages.
+    From SQLite's dbstat where the build has it (it reads every page: seconds on a large vault),
+    else pages only."""
+    page = conn.execute("PRAGMA page_size").fetchone()[0]
+    parts: dict[str, int] = {}
+    try:
+        kinds = dict(conn.execute("SELECT name, type FROM sqlite_master"))
+        fts = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE sql LIKE 'CREATE VIRTUAL TABLE%'")}
+        for name, size in conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name"):
+            owner = next((f for f in fts if name.startswith(f + "_")), None)
+            key = ("full-text indexes" if owner else name if name in ("messages", "blocks")
+                   else "indexes" if kinds.get(name) == "index" or name.startswith("sqlite_autoindex") else "other tables")
+            parts[key] = parts.get(key, 0) + size
+    except sqlite3.OperationalError:  # no dbstat in this build
+        parts["all pages"] = conn.execute("PRAGMA page_count").fetchone()[0] * page
+    parts["free pages"] = conn.execute("PRAGMA freelist_count").fetchone()[0] * page
+    rows, squeezed, text = conn.execute("SELECT count(*), coalesce(sum(typeof(content) = 'blob'), 0),"
+                                        " coalesce(sum(length(CAST(content AS BLOB))), 0) FROM messages").fetchone()
+    out = {k: {"bytes": v} for k, v in parts.items()}
+    out["searchable text"] = {"bytes": text, "rows": rows, "compressed_rows": squeezed}  # inside messages
+    for v in out.values():
+        v["share"] = round(v["bytes"] / transcripts, 3) if transcripts else None
+    return out
 
 
 DAG_CHECKS = (
@@ -743,7 +782,10 @@ def remask_content(conn, batch: int = 2000) -> dict:
         count, last = 0, -1 << 63
         while True:
             with lcm.vault.db.transaction(conn):
-                rows = conn.execute(f"SELECT rowid, {column} FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                # a message's text through lcm_text (compressed or not); a changed one is stored as text
+                # (packing compresses it again when it next converts)
+                read = "lcm_text(content)" if table == "messages" else column
+                rows = conn.execute(f"SELECT rowid, {read} FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT ?",
                                     (last, batch)).fetchall()
                 for rowid, old in rows:
                     new = lcm.base.mask.mask(old)
@@ -768,6 +810,15 @@ def remask_content(conn, batch: int = 2000) -> dict:
         from lcm.capture import indexes
         with lcm.vault.db.transaction(conn):
             indexes.rebuild(conn)
+            # the rewritten rows are plain text again: packing's next run compresses them (lcm.vault.pack)
+            conn.execute("DELETE FROM vault_meta WHERE key = 'squeezed_through'")
+    if "zdicts" in tables:  # a text dictionary is made of stored lines: those masking changes leave it
+        keep = lambda line: lcm.base.mask.mask(line) == line  # noqa: E731
+        for (dict_id, data) in conn.execute("SELECT id, data FROM zdicts").fetchall():
+            if not all(keep(line) for line in bytes(data).decode("utf-8", "surrogatepass").split("\n")):
+                with lcm.vault.db.transaction(conn):
+                    lcm.vault.squeeze.replace_dictionary(conn, dict_id, keep)
+                changed["zdicts"] = changed.get("zdicts", 0) + 1
     if "vault_meta" in tables:  # every message and summary is masked now: output need not mask them again
         with lcm.vault.db.transaction(conn):
             # (every row from the first on: rows a hook added meanwhile were masked as stored)

@@ -27,6 +27,7 @@ import lcm.capture.indexes
 import lcm.vault.purgelist
 import lcm.vault.resolve
 import lcm.vault.schema
+import lcm.vault.squeeze
 import lcm.vault.store
 from lcm.base.errors import LcmError
 
@@ -55,6 +56,7 @@ class Selection:
         self.leaf_titles: list[str] = []   # leafUuids of waiting titles that match
         self.map_runs: list[str] = []      # lcm_llm_map / agentic_map runs whose prompt matches
         self.map_items: list[tuple] = []   # (run_id, item_index) whose stored answer matches
+        self.dictionary_hit = None          # test(line) of a text dictionary line holding the match
         self.digests: list[str] = []       # session digests (table digests, where present)
         self.log_lines: dict[str, list[int]] = {}  # lcm.log file name -> matching line numbers
         self.previews: dict[int, str] = {}  # message id -> preview with the text blanked
@@ -177,7 +179,7 @@ def _scan(conn, home: str, literal: str | None = None, pattern: re.Pattern | Non
         if literal is None:
             return conn.execute(f"SELECT id, {line} FROM messages WHERE 1{skip} ORDER BY id")
         forms = _json_forms(literal)
-        where = " OR ".join([f"instr({line}, ?) > 0"] * len(forms) + ["instr(content, ?) > 0"])
+        where = " OR ".join([f"instr({line}, ?) > 0"] * len(forms) + ["instr(lcm_text(content), ?) > 0"])
         return conn.execute(f"SELECT id, {line} FROM messages WHERE ({where}){skip} ORDER BY id", [*forms, literal])
 
     unreadable: list[int] = []
@@ -197,7 +199,7 @@ def _scan(conn, home: str, literal: str | None = None, pattern: re.Pattern | Non
             unreadable = lcm.vault.store.damaged_block_ids(conn)
     checked_by_text = 0
     if unreadable:  # a message whose line cannot be read is matched on its searchable text
-        for mid, content in conn.execute(f"SELECT id, content FROM messages WHERE block_id IN"
+        for mid, content in conn.execute(f"SELECT id, lcm_text(content) FROM messages WHERE block_id IN"
                                          f" ({','.join(map(str, unreadable))}) ORDER BY id"):
             checked_by_text += 1
             if hit(content):
@@ -236,7 +238,7 @@ def _scan(conn, home: str, literal: str | None = None, pattern: re.Pattern | Non
             doc["log_lines"][name] = lines
     doc["previews"] = {}
     shown = sorted(messages + hidden_only)[:EXAMPLES]  # a dry run's examples, with or without --hidden
-    for mid, content in conn.execute(f"SELECT id, content FROM messages WHERE id IN ({','.join('?' * len(shown))})",
+    for mid, content in conn.execute(f"SELECT id, lcm_text(content) FROM messages WHERE id IN ({','.join('?' * len(shown))})",
                                      shown):
         doc["previews"][mid] = _preview(content, literal, pattern)
     return doc
@@ -249,6 +251,7 @@ def _scan_child(pipe, beat, db: str, home: str, source: str, flags: int) -> None
         pattern = re.compile(source, flags)
         conn = sqlite3.connect(lcm.vault.db.file_uri(db, "mode=ro"), uri=True)  # quoted: a # in the path is not a fragment
         lcm.vault.store.install(conn, lcm.vault.schema.SCHEMA_VERSION)  # packed lines read through lcm_line() here too
+        lcm.vault.squeeze.install(conn)  # and compressed text through lcm_text()
         pipe.send(("ok", _scan(conn, home, pattern=pattern, beat=beat)))
     except BaseException as exc:  # noqa: BLE001 - reported by the parent, without the pattern
         pipe.send(("error", type(exc).__name__))
@@ -332,6 +335,8 @@ def select(conn, *, session: str | None = None, message: str | None = None, matc
         else:
             hits = _scan(conn, home, literal=match)
         sel.matched = True
+        # a text dictionary (lcm.vault.squeeze) is built from frequent lines: one may hold it
+        sel.dictionary_hit = (lambda line: pattern.search(line) is not None) if regex else (lambda line: match in line)
         sel.message_ids = sorted(hits["messages"] + hits["hidden_only"]) if hidden else hits["messages"]
         sel.hidden_only = [] if hidden else hits["hidden_only"]
         sel.checked_by_text = hits["checked_by_text"]
@@ -412,7 +417,7 @@ def plan(conn, sel: Selection) -> dict:
     """What a purge of `sel` removes: the dry run's document (counts and a few examples)."""
     _load_temp(conn, sel)
     examples = []
-    for *row, mid in conn.execute("SELECT m.uuid, m.session_id, m.role, m.created_at, m.content, m.id FROM messages m"
+    for *row, mid in conn.execute("SELECT m.uuid, m.session_id, m.role, m.created_at, lcm_text(m.content), m.id FROM messages m"
                                   " JOIN temp.purge_messages p ON p.id = m.id ORDER BY m.id LIMIT ?", (EXAMPLES,)):
         examples.append({"uuid": row[0], "session_id": row[1], "role": row[2], "created_at": row[3],
                          "preview": sel.previews.get(mid) or _preview(row[4], None, None)})
@@ -512,6 +517,7 @@ def purge(conn, sel: Selection) -> dict:
             # a packed line's block is rewritten without it: no compressed copy survives
             lines = lcm.vault.store.remove_lines(conn, purged)
             conn.execute("DELETE FROM messages WHERE id IN (SELECT id FROM temp.purge_messages)")
+            doc["dictionaries_replaced"] = _clean_dictionaries(conn, sel)
             lcm.capture.indexes.reindex(conn, rewindow)
             for sid in sel.sessions:  # a session with nothing left is forgotten too
                 conn.execute("DELETE FROM sessions WHERE session_id = ? AND NOT EXISTS"
@@ -533,6 +539,19 @@ def purge(conn, sel: Selection) -> dict:
 def vault_path(conn) -> str:
     """The file of the vault `conn` has open."""
     return conn.execute("PRAGMA database_list").fetchone()[2]
+
+
+def _clean_dictionaries(conn, sel: Selection) -> int:
+    """Replace each text dictionary holding the matched text by one without those lines (every
+    row compressed with it is compressed again); returns how many were replaced."""
+    if sel.dictionary_hit is None or not _has_table(conn, "zdicts"):
+        return 0
+    hit = sel.dictionary_hit
+    doomed = [r[0] for r in conn.execute("SELECT id, data FROM zdicts")
+              if any(hit(line) for line in bytes(r[1]).decode("utf-8", "surrogatepass").split("\n"))]
+    for dict_id in doomed:
+        lcm.vault.squeeze.replace_dictionary(conn, dict_id, lambda line: not hit(line))
+    return len(doomed)
 
 
 def fts_tables(conn) -> list[str]:

@@ -162,7 +162,7 @@ class Expansion:
                 self.truncated = True
                 break
             # substr: only the allowed characters leave the vault (estimate_tokens = chars / 4)
-            text = self.conn.execute("SELECT substr(content, 1, ?) FROM messages WHERE id = ?",
+            text = self.conn.execute("SELECT substr(lcm_text(content), 1, ?) FROM messages WHERE id = ?",
                                      (allowed * 4, msg["id"])).fetchone()[0]
             text = lcm.base.mask.mask(text)
             if allowed < msg["token_count"]:
@@ -305,7 +305,7 @@ def ranked_excerpts(exp: Expansion, candidates: list[dict], question: str, *,
         if matched_only and not scores.get(rowid):
             exp.truncated = True  # more exists than the model is shown: it may expand it
             continue
-        text = conn.execute("SELECT substr(content, 1, ?) FROM messages WHERE id = ?",
+        text = conn.execute("SELECT substr(lcm_text(content), 1, ?) FROM messages WHERE id = ?",
                             (SCAN_CHARS, rowid)).fetchone()[0]
         left = (exp.limit - exp.used) * 4
         cut, hits = excerpt(lcm.base.mask.mask(text), patterns, min(budget, left), failure, weights)  # masked first

@@ -14,7 +14,7 @@ from lcm.base.errors import LcmError
 
 SUMMARY_ID = re.compile(r"sum_[0-9a-f]{16}")
 FIND_HINT = "find ids with lcm_grep.py QUERY, or list a session's summaries with lcm_describe.py --session ID"
-MESSAGE_COLUMNS = ("m.id, m.uuid, m.session_id, m.role, m.created_at, m.content, m.token_count,"
+MESSAGE_COLUMNS = ("m.id, m.uuid, m.session_id, m.role, m.created_at, lcm_text(m.content) AS content, m.token_count,"
                    " lcm_line(m.raw, m.block_id, m.block_pos) AS raw")  # lcm.vault.store.LINE of `m`
 
 

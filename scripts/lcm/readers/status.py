@@ -142,7 +142,8 @@ def status(conn, session_id: str | None = None, check_fts: bool | None = None, g
     counts = conn.execute(
         "SELECT (SELECT count(*) FROM sessions), (SELECT count(*) FROM messages),"
         " (SELECT coalesce(sum(token_count), 0) FROM messages),"
-        " (SELECT count(*) FROM summaries), (SELECT max(depth) FROM summaries)").fetchone()
+        " (SELECT count(*) FROM summaries), (SELECT max(depth) FROM summaries),"
+        " (SELECT coalesce(sum(byte_offset), 0) FROM transcripts)").fetchone()
     why = _reason(session_id, given)
     tokens = model = title = lcm_tokens = None
     if session_id:
@@ -155,7 +156,8 @@ def status(conn, session_id: str | None = None, check_fts: bool | None = None, g
     window, window_source = window_and_source(model, tokens)
     threshold = int(lcm.base.config.get("LCM_CONTEXT_THRESHOLD") * window)
     return {
-        "db": path, "db_bytes": size, "sessions": counts[0], "messages": counts[1],
+        "db": path, "db_bytes": size, "transcript_bytes": counts[5],  # the vault's size against what it holds
+        "vault_ratio": round(size / counts[5], 3) if counts[5] else None, "sessions": counts[0], "messages": counts[1],
         "summaries": counts[3], "max_depth": counts[4], "raw_tokens": counts[2],
         "session_id": session_id, "session_reason": why, "session_title": title, "model": model,
         "context_tokens": tokens, "context_window": window, "context_window_source": window_source,

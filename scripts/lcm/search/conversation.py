@@ -22,8 +22,10 @@ TURN_SCAN = 200
 def _talk_source(conn) -> str:
     """FROM ... for conversational messages: the partial index messages_talk when the vault has
     it (a few index pages), else the same condition evaluated on the rows (a vault opened
-    read-only before its migration)."""
-    has = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'messages_talk'").fetchone()
+    read-only before its migration, or whose index has an older WHERE: SQLite uses it only for
+    a query that repeats its WHERE)."""
+    has = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'messages_talk'"
+                       " AND instr(sql, ?) > 0", (lcm.vault.schema.TALK_WHERE,)).fetchone()
     return "messages INDEXED BY messages_talk" if has else "messages"
 
 

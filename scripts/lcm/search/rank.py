@@ -235,7 +235,7 @@ def rank_messages(conn, text: str, ids: list[int]) -> dict[int, float]:
     elif terms:
         for i in range(0, len(ids), 500):
             chunk = ids[i:i + 500]
-            for rowid, content in conn.execute(f"SELECT id, substr(content, 1, {COVERAGE_CHARS}) FROM messages"
+            for rowid, content in conn.execute(f"SELECT id, substr(lcm_text(content), 1, {COVERAGE_CHARS}) FROM messages"
                                                f" WHERE id IN ({','.join('?' * len(chunk))})", chunk):
                 score = sum(1 for n in _term_counts(content or "", terms).values() if n)
                 if score:

@@ -125,10 +125,10 @@ FILE_AT = "coalesce((SELECT m.created_at FROM messages m WHERE m.uuid = t.messag
 TYPES = {t.name: t for t in (
     ResultType(
         "message", "messages", "id",
-        "t.id AS rowid_, t.uuid, t.session_id, t.role, t.created_at, t.content,"
+        "t.id AS rowid_, t.uuid, t.session_id, t.role, t.created_at, lcm_text(t.content) AS content,"
         # CASE: only a user row's stored line is read (a plain line is kilobytes)
         " CASE WHEN t.role = 'user' THEN instr(t.raw, 'tool_use_id') > 0 ELSE 0 END AS is_tool",
-        "t.content", "t.created_at", "t.created_at", fts="messages_fts", grant="messages",
+        "lcm_text(t.content)", "t.created_at", "t.created_at", fts="messages_fts", grant="messages",
         head=lambda r: (f"{r['role']}  {r['when']}  {_session_of(r)}"
                         + (f"  in {r['covering_summary_id']}" if r["covering_summary_id"] else "")
                         + (f"  (next to {r['next_to'][:8]})" if r["next_to"] else "")),

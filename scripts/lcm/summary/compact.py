@@ -14,6 +14,8 @@ import lcm.base.config
 import lcm.vault.db
 import lcm.base.errors
 import lcm.vault.schema
+import lcm.vault.squeeze
+import lcm.vault.store
 import lcm.summary.extract
 import lcm.base.llm
 import lcm.base.mask
@@ -265,8 +267,11 @@ class Compactor:
             return None
         if node["kind"] == "leaf":
             rows = self.conn.execute(
-                "SELECT m.*, m.thread FROM summary_sources s JOIN messages m ON m.id = s.message_id WHERE s.summary_id = ?"
-                " ORDER BY s.ord", (node["id"],)).fetchall()
+                f"SELECT m.*, m.thread, {lcm.vault.store.LINE} AS line FROM summary_sources s JOIN messages m"
+                " ON m.id = s.message_id WHERE s.summary_id = ? ORDER BY s.ord", (node["id"],)).fetchall()
+            # the original line (packed or not) and the text (compressed or not), as every reader reads them
+            rows = [{**dict(r), "raw": r["line"], "content": lcm.vault.squeeze.text(self.conn, r["content"])}
+                    for r in rows]
             span, source = _leaf_source(rows)
             source_tokens = max(sum(r["token_count"] for r in rows), 1)
         else:

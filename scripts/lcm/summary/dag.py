@@ -207,7 +207,7 @@ def next_run(body: list[dict], anchors: dict, minimum: int) -> list[dict]:
 def load_messages(conn, session_id: str, run: list) -> list:
     """The full rows of `run` (rows with id and seq, in conversation order)."""
     rows = conn.execute(
-        f"SELECT id, uuid, type, role, subtype, is_meta, is_sidechain, thread, seq, content, {lcm.vault.store.LINE} AS raw,"
+        f"SELECT id, uuid, type, role, subtype, is_meta, is_sidechain, thread, seq, lcm_text(content) AS content, {lcm.vault.store.LINE} AS raw,"
         " created_at,"
         " token_count FROM messages WHERE session_id = ? AND seq BETWEEN ? AND ? ORDER BY seq",
         (session_id, run[0]["seq"], run[-1]["seq"])).fetchall()

@@ -102,7 +102,7 @@ def _material(conn, session_id: str, draft: str) -> str:
         row = conn.execute("SELECT content FROM summaries WHERE id = ?", (s["id"],)).fetchone()
         parts += [f"<summary id=\"{s['id']}\">", _clip(row["content"], 3000), "</summary>"]
     rows = conn.execute(
-        "SELECT role, content FROM messages WHERE session_id = ? AND role IN ('user', 'assistant')"
+        "SELECT role, lcm_text(content) AS content FROM messages WHERE session_id = ? AND role IN ('user', 'assistant')"
         " AND is_sidechain = 0 AND content != '' ORDER BY seq DESC LIMIT ?",
         (session_id, RECENT_MESSAGES)).fetchall()
     parts += ["<last_messages>"] + [f"[{r['role']}] {_clip(r['content'], 600)}" for r in reversed(rows)]

@@ -12,6 +12,7 @@ from lcm.base.config import db_path_str
 from lcm.base.errors import LcmError
 import lcm.vault.purgelist
 import lcm.vault.schema
+import lcm.vault.squeeze
 import lcm.vault.store
 
 # ---------------------------------------------------------------------------
@@ -209,6 +210,7 @@ def connect(explicit: str | None = None, *, create: bool = True, readonly: bool 
                                factory=Connection)
         conn.row_factory = sqlite3.Row
         lcm.vault.store.install(conn, lcm.vault.schema.SCHEMA_VERSION)  # lcm_line(): original lines, packed or not
+        lcm.vault.squeeze.install(conn)  # lcm_text(): searchable text, compressed or not
         # wait for a concurrent writer (a hook, a background compaction) instead of failing
         conn.execute(f"PRAGMA busy_timeout = {10000 if patience is None else int(patience * 1000)}")
         # summary_sources and friends rely on references being real

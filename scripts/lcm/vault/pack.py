@@ -13,11 +13,13 @@ import os
 import sys
 import time
 
+import lcm.vault.squeeze
 import lcm.vault.store
 import lcm.vault.db
 
-BLOCK_BYTES = 128 << 10  # lines per block: 64 KB packs to 0.277 of the lines, 256 KB 0.266,
-#                          1 MB 0.264 (shared data); 128 KB decodes in ~0.3 ms (expand reads one)
+BLOCK_BYTES = 256 << 10  # lines per block: 128 KB packs the bench corpus to 0.259 of the lines, 256 KB
+#                          0.253 (-0.007 of the vault/transcripts ratio), 512 KB 0.249; 256 KB decodes
+#                          in ~0.6 ms (expand reads one; a connection caches the last few)
 BATCH_BYTES = 1 << 20  # lines per write transaction: ~20 ms idle, ~0.2 s on a machine loaded 8x over;
 #                       between two, waiting hooks go first (lcm.vault.db.Turns)
 IDLE_SECONDS = 1800  # a file unchanged this long gets its last, partial block packed too
@@ -27,9 +29,23 @@ LEVEL = 6  # zlib level: 1 packs to ~0.30 and is 2x faster; 9 gains <1%
 
 
 def due(conn) -> bool:
-    """Whether enough lines are plain to start a packing run (an index count, microseconds)."""
-    return conn.execute("SELECT count(*) FROM (SELECT 1 FROM messages WHERE block_id IS NULL LIMIT ?)",
-                        (DUE_LINES,)).fetchone()[0] >= DUE_LINES
+    """Whether enough lines are plain, or rows of text uncompressed, to start a packing run (an
+    index count and two lookups, microseconds)."""
+    if conn.execute("SELECT count(*) FROM (SELECT 1 FROM messages WHERE block_id IS NULL LIMIT ?)",
+                    (DUE_LINES,)).fetchone()[0] >= DUE_LINES:
+        return True
+    return unsqueezed(conn) >= DUE_LINES
+
+
+def unsqueezed(conn) -> int:
+    """Packed rows whose text packing has not looked at yet (an older vault's, before it
+    compressed text): lcm.vault.squeeze's conversion walks them by id, from its mark."""
+    try:
+        mark = conn.execute("SELECT value FROM vault_meta WHERE key = 'squeezed_through'").fetchone()
+    except Exception:  # a vault from before vault_meta, opened read-only
+        return 0
+    top = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
+    return max(top - (int(mark[0]) if mark else 0), 0)
 
 
 def pending(conn) -> int:
@@ -78,7 +94,8 @@ OPEN_FILES = 256  # files whose partial block packing holds in memory at once (b
 
 
 def _blocks(conn, everything: bool, idle: set):
-    """The plain rows, in id order, cut into blocks: lists of (id, session_id, path, raw) of one
+    """The plain rows, in id order, cut into blocks: lists of (id, session_id, path, raw, role,
+    is_meta, token_count, content) of one
     file and session, at most BLOCK_BYTES (or one larger line). A file's last, partial block
     waits for more lines while under half that, unless `everything` or the file is idle."""
     open_: dict[tuple, list] = {}  # (path, session) -> [rows, bytes]
@@ -88,8 +105,8 @@ def _blocks(conn, everything: bool, idle: set):
         return everything or size >= BLOCK_BYTES // 2 or key[0] is None or key[0] in idle
 
     while True:
-        rows = conn.execute("SELECT id, session_id, transcript_path, raw FROM messages"
-                            " WHERE block_id IS NULL AND id > ? ORDER BY id LIMIT 512", (last,)).fetchall()
+        rows = conn.execute("SELECT id, session_id, transcript_path, raw, role, is_meta, token_count, content"
+                            " FROM messages WHERE block_id IS NULL AND id > ? ORDER BY id LIMIT 512", (last,)).fetchall()
         if not rows:
             break
         for row in rows:
@@ -118,24 +135,34 @@ def _blocks(conn, everything: bool, idle: set):
             yield rows_
 
 
-def _encode(rows) -> bytes:
-    return lcm.vault.store.encode_block([lcm.vault.store.as_bytes(r[3]) for r in rows], LEVEL)
+def _encode(rows, squeeze=None) -> tuple[bytes, list]:
+    """A block's data, and the (text, id, its stored value) of its rows whose text compresses."""
+    texts = []
+    if squeeze is not None:
+        for r in rows:
+            stored = squeeze.row(r[4], r[5], r[6], r[7])
+            if stored is not r[7]:
+                texts.append((stored, r[0], r[7]))
+    return lcm.vault.store.encode_block([lcm.vault.store.as_bytes(r[3]) for r in rows], LEVEL), texts
 
 
-def _write(conn, batch: list, turns, pool=None) -> tuple[int, int]:
-    """One transaction: the blocks of `batch` whose lines are all still plain. (lines, bytes)."""
+def _write(conn, batch: list, turns, pool=None, squeeze=None) -> tuple[int, int]:
+    """One transaction: the blocks of `batch` whose lines are all still plain, and their rows'
+    text compressed (unless it changed meanwhile: a remask). (lines, bytes)."""
     # compressed before the write lock is taken: the transaction only stores the result
-    encoded = list(pool.map(_encode, batch)) if pool is not None else [_encode(rows) for rows in batch]
+    work = lambda rows: _encode(rows, squeeze)  # noqa: E731
+    encoded = list(pool.map(work, batch)) if pool is not None else [work(rows) for rows in batch]
     lcm.vault.db.begin_write(conn, turns=turns)
     lines = size = 0
     try:
-        for rows, data in zip(batch, encoded):
+        for rows, (data, texts) in zip(batch, encoded):
             ids = [r[0] for r in rows]
             still = conn.execute(f"SELECT count(*) FROM messages WHERE block_id IS NULL AND id IN"
                                  f" ({','.join('?' * len(ids))})", ids).fetchone()[0]
             if still != len(ids):
                 continue  # another run packed them, or a purge removed some: read again next time
             size += lcm.vault.store.pack_rows(conn, rows, data)
+            conn.executemany("UPDATE messages SET content = ? WHERE id = ? AND content = ?", texts)
             lines += len(rows)
         conn.execute("COMMIT")
     except BaseException:
@@ -155,7 +182,8 @@ def pack(conn, *, everything: bool = False, time_budget: float | None = None, pr
     blocks compressed at once (zlib lets go of the GIL: ~3/4 of packing is compressing).
     """
     started = time.monotonic()
-    doc = {"packed_lines": 0, "packed_bytes": 0, "blocks": 0, "pending_lines": 0, "stopped": None, "seconds": 0.0}
+    doc = {"packed_lines": 0, "packed_bytes": 0, "blocks": 0, "pending_lines": 0, "squeezed_rows": 0, "stopped": None,
+           "seconds": 0.0}
     lock = _lock(conn, wait)
     if lock is None:
         doc["stopped"] = "another packing run is at work"
@@ -172,19 +200,29 @@ def pack(conn, *, everything: bool = False, time_budget: float | None = None, pr
         from concurrent.futures import ThreadPoolExecutor  # a run by hand only
         pool = ThreadPoolExecutor(max_workers=threads)
     try:
+        squeeze = _dictionary(conn, turns)
         idle = set() if everything else _idle_files(conn)
         batch, size = [], 0
         for rows in _blocks(conn, everything, idle):
             batch.append(rows)
             size += sum(len(r[3]) for r in rows)
             if size >= BATCH_BYTES:
-                _flush(conn, batch, turns, doc, bar, pool)
+                _flush(conn, batch, turns, doc, bar, pool, squeeze)
                 batch, size = [], 0
                 if time_budget is not None and time.monotonic() - started > time_budget:
                     doc["stopped"] = "time_budget"
                     break
         if batch and not doc["stopped"]:
-            _flush(conn, batch, turns, doc, bar, pool)
+            _flush(conn, batch, turns, doc, bar, pool, squeeze)
+        if squeeze is not None and not doc["stopped"]:
+            _squeeze_packed(conn, squeeze, turns, doc, pool, None if time_budget is None else started + time_budget)
+        elif not doc["stopped"] and unsqueezed(conn):
+            # too little text for a dictionary (one session's): nothing to compress with, and the
+            # Stop hook must not start a run for it every turn; rows packed later are compressed
+            # by packing once a dictionary exists
+            lcm.vault.db.begin_write(conn, turns=turns)
+            conn.execute("INSERT OR REPLACE INTO vault_meta VALUES ('squeezed_through', (SELECT max(id) FROM messages))")
+            conn.execute("COMMIT")
     finally:
         if pool is not None:
             pool.shutdown()
@@ -202,9 +240,78 @@ def pack(conn, *, everything: bool = False, time_budget: float | None = None, pr
     return doc
 
 
-def _flush(conn, batch, turns, doc, bar, pool=None) -> None:
+def _dictionary(conn, turns):
+    """The encoder of the vault's text dictionary; a vault without one (filled by the hooks
+    alone, or by an lcm from before) gets one built from a sample of its rows, spread over
+    its ids. None while it holds too little text to learn from."""
+    found = lcm.vault.squeeze.encoder(conn)
+    if found is not None:
+        return found
+    top = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
+    ids = sorted({1 + i * top // (3 * lcm.vault.squeeze.SAMPLE_ROWS) for i in range(3 * lcm.vault.squeeze.SAMPLE_ROWS)})
+    texts = []
+    for i in range(0, len(ids), 500):
+        part = ids[i:i + 500]
+        texts += [(r[0], r[1]) for r in conn.execute(f"SELECT session_id, lcm_text(content) FROM messages WHERE id IN"
+                                                     f" ({','.join('?' * len(part))})", part)
+                  if r[1] and len(r[1]) >= lcm.vault.squeeze.MIN_BYTES]
+    data = lcm.vault.squeeze.build_dictionary(texts[:lcm.vault.squeeze.SAMPLE_ROWS])
+    if len(data) < 1024:
+        return None
+    lcm.vault.db.begin_write(conn, turns=turns)
+    try:
+        if lcm.vault.squeeze.encoder(conn) is None:  # another run made one meanwhile: theirs
+            lcm.vault.squeeze.store_dictionary(conn, data, len(texts[:lcm.vault.squeeze.SAMPLE_ROWS]))
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return lcm.vault.squeeze.encoder(conn)
+
+
+SQUEEZE_ROWS = 512  # rows a conversion batch reads (one short write transaction)
+
+
+def _squeeze_packed(conn, squeeze, turns, doc: dict, pool=None, deadline: float | None = None) -> None:
+    """Convert an older vault's text: the packed rows above the mark `squeezed_through` whose
+    text is still plain get it compressed, SQUEEZE_ROWS at a time, each batch compressed
+    outside any transaction and written in a short one that first checks the text is unchanged.
+    The mark moves with each batch: killed at any point, the next run goes on from there.
+    The full-text index is not touched: it holds the text's words, and they are the same."""
+    mark = conn.execute("SELECT value FROM vault_meta WHERE key = 'squeezed_through'").fetchone()
+    last = int(mark[0]) if mark else 0
+    doc.setdefault("squeezed_rows", 0)
+    while True:
+        rows = conn.execute("SELECT id, role, is_meta, token_count, content, typeof(content) = 'text'"
+                            " AND block_id IS NOT NULL FROM messages WHERE id > ? ORDER BY id LIMIT ?",
+                            (last, SQUEEZE_ROWS)).fetchall()
+        if not rows:
+            return
+        # a row whose line is still plain is packing's: its text is compressed with its line
+        todo = [r for r in rows if r[5]]
+        work = lambda r: squeeze.row(r[1], r[2], r[3], r[4])  # noqa: E731
+        stored = list(pool.map(work, todo)) if pool is not None else [work(r) for r in todo]
+        updates = [(new, r[0], r[4]) for r, new in zip(todo, stored) if new is not r[4]]
+        lcm.vault.db.begin_write(conn, turns=turns)
+        try:
+            conn.executemany("UPDATE messages SET content = ? WHERE id = ? AND content = ?", updates)
+            last = rows[-1][0]
+            conn.execute("INSERT OR REPLACE INTO vault_meta VALUES ('squeezed_through', ?)", (last,))
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        doc["squeezed_rows"] += len(updates)
+        if deadline is not None and time.monotonic() > deadline:
+            doc["stopped"] = "time_budget"
+            return
+
+
+def _flush(conn, batch, turns, doc, bar, pool=None, squeeze=None) -> None:
     began = time.monotonic()
-    lines, size = _write(conn, batch, turns, pool)
+    lines, size = _write(conn, batch, turns, pool, squeeze)
     doc["longest_write_s"] = round(max(doc.get("longest_write_s", 0), time.monotonic() - began), 3)
     doc["packed_lines"] += lines
     doc["packed_bytes"] += size

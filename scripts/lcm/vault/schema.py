@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
+import lcm.vault.squeeze
 import lcm.vault.store
 from lcm.base.errors import LcmError
 
@@ -20,10 +21,24 @@ if TYPE_CHECKING:  # names for annotations only
 
 # A conversational message: a typed prompt or an assistant's text, not a tool call (flat text
 # `Name {input}`), tool result, harness-injected or empty line. The WHERE of the partial index
-# messages_talk: a query must repeat it verbatim to use the index, and it never changes.
+# messages_talk: a query must repeat it verbatim to use the index. A compressed text says
+# whether it is a tool call in its codec byte (lcm.vault.squeeze.ZDICT_CALL), which SQL reads
+# without decoding. Migration 20 rebuilt the index with this WHERE.
 TALK_WHERE = ("is_meta = 0 AND token_count > 0 AND (role = 'user' AND instr(raw, 'tool_use_id') = 0"
-              " OR role = 'assistant' AND NOT (substr(content, instr(content, ' '), 2) = ' {'"
-              " AND instr(substr(content, 1, 80), ' ') > 0))")
+              " OR role = 'assistant' AND NOT CASE WHEN typeof(content) = 'blob' THEN substr(content, 1, 1) = x'02'"
+              " ELSE substr(content, instr(content, ' '), 2) = ' {' AND instr(substr(content, 1, 80), ' ') > 0 END)")
+# ... and the one of migration 5, before text was compressed (a released migration never changes)
+TALK_WHERE_5 = ("is_meta = 0 AND token_count > 0 AND (role = 'user' AND instr(raw, 'tool_use_id') = 0"
+                " OR role = 'assistant' AND NOT (substr(content, instr(content, ' '), 2) = ' {'"
+                " AND instr(substr(content, 1, 80), ' ') > 0))")
+
+
+def talk_where(conn: sqlite3.Connection) -> str:
+    """The WHERE the vault's messages_talk was built with (a query must repeat it for SQLite to
+    use the index): TALK_WHERE, or TALK_WHERE_5 in a vault before migration 20 (an older vault
+    read as it is; its text is all plain, where the two agree)."""
+    row = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'messages_talk'").fetchone()
+    return TALK_WHERE_5 if row is not None and TALK_WHERE_5 in row[0] else TALK_WHERE
 
 
 def _notes_fts(conn: sqlite3.Connection) -> None:
@@ -432,7 +447,7 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
     # 5: the conversational messages (typed prompts, assistant text) of each session in order, so
     # search finds a hit's neighbours from this small index without reading whole rows
     [
-        f"CREATE INDEX IF NOT EXISTS messages_talk ON messages(session_id, id, agent_id, role) WHERE {TALK_WHERE}",
+        f"CREATE INDEX IF NOT EXISTS messages_talk ON messages(session_id, id, agent_id, role) WHERE {TALK_WHERE_5}",
     ],
     # 6: messages lcm_purge.py removed, refused if a transcript offers them again (PURGED_TRIGGER)
     [
@@ -564,6 +579,12 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
     [
         MASK_AGAIN,
     ],
+    # 20: the searchable text compressed row by row with a preset dictionary (lcm/vault/squeeze.py
+    # has the format): the dictionaries, a view that decodes, the full-text index reading it
+    [*lcm.vault.squeeze.MIGRATION,
+     # the same rows, told apart in compressed text too (reads every row once: ~10 s at 1M messages)
+     "DROP INDEX IF EXISTS messages_talk",
+     f"CREATE INDEX messages_talk ON messages(session_id, id, agent_id, role) WHERE {TALK_WHERE}"],
 ]
 
 # Every insert path (hook, bulk import, a re-read from byte 0) goes through this trigger. The
