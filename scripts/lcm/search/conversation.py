@@ -127,7 +127,7 @@ def turns_around(conn, uuid: str, n: int) -> dict:
         return {"before": [], "after": []}
     n = min(n, CONTEXT_MAX)
     def sql(compare: str, order: str) -> str:
-        return ("SELECT uuid, role, created_at, content FROM messages WHERE session_id = ? AND thread = ?"
+        return ("SELECT uuid, role, created_at, lcm_text(content) AS content FROM messages WHERE session_id = ? AND thread = ?"
                 f" AND seq {compare} ? AND " + lcm.vault.schema.TALK_WHERE + f" ORDER BY seq {order} LIMIT ?")
 
     def turn(row) -> dict:
