@@ -9,7 +9,6 @@ import sqlite3
 
 import pytest
 
-import lcm.base.config
 import lcm.vault.db
 import lcm.base.errors
 import lcm.vault.schema
@@ -46,15 +45,14 @@ def compact_full(monkeypatch, capsys, *args) -> sqlite3.Connection:
     monkeypatch.setenv("LCM_LLM", "none")
     assert lcm_compact.main([*args, "--full", "--json"]) == 0, capsys.readouterr().err
     capsys.readouterr()
-    conn = sqlite3.connect(lcm.base.config.db_path())
-    conn.row_factory = sqlite3.Row
-    return conn
+    return lcm.vault.db.connect()  # lcm's opening: lcm_text() reads compressed text
 
 
 def leaves(conn, sid: str) -> list[dict]:
     out = []
     for leaf in conn.execute("SELECT * FROM summaries WHERE session_id = ? AND kind = 'leaf'", (sid,)):
-        rows = conn.execute("SELECT m.* FROM summary_sources s JOIN messages m ON m.id = s.message_id"
+        rows = conn.execute("SELECT m.thread, m.seq, m.role, lcm_text(m.content) AS content FROM summary_sources s JOIN messages m"
+                            " ON m.id = s.message_id"
                             " WHERE s.summary_id = ? ORDER BY s.ord", (leaf["id"],)).fetchall()
         out.append({**dict(leaf), "rows": rows})
     return out
