@@ -8,7 +8,9 @@ best of 5 runs, in a fresh interpreter per tree and round, rounds alternating ba
 loaded machine's preemptions filtered out, its drift shared). Reports the median over queries
 of each round (wall and thread CPU), the medians of the rounds, the difference in ms (issue 32:
 at most +1 ms), and whether every query gave the same result set (types, ids and snippets, in order, a stored file by its session: its id is drawn at random;
-regex mode and a CJK query included). Prints one JSON line.
+regex mode and a CJK query included). A regex that matches little (a scan to its time limit,
+3 s) and the CJK query are timed once per round (`base_slow`, `new_slow`: ms, whether the
+result said it stopped early, count). Prints one JSON line.
 """
 from __future__ import annotations
 
@@ -27,7 +29,8 @@ from grep import QUERIES  # noqa: E402  (the same queries as the grep benchmark)
 RUN = """
 import json, sys, time
 sys.path.insert(0, {scripts!r})
-import lcm.vault.db, lcm.search.engine
+import lcm.vault.db, lcm.search.engine, lcm.search.query
+Q = lcm.search.query.Query
 conn = lcm.vault.db.connect({db!r}, create=False, readonly=True)
 queries = {queries!r}
 def ids(doc):
@@ -36,18 +39,25 @@ def ids(doc):
              r.get("snippet")] for r in doc["results"]]
 found = {{}}
 for q in queries:
-    found[q] = ids(lcm.search.engine.search(conn, q, all_sessions=True))
-found["regex:time(out|d)"] = ids(lcm.search.engine.search(conn, "time(out|d)", mode="regex", all_sessions=True))
+    found[q] = ids(lcm.search.engine.search(conn, Q(q, all_sessions=True)))
+found["regex:time(out|d)"] = ids(lcm.search.engine.search(conn, Q("time(out|d)", mode="regex", all_sessions=True)))
+# regex mode scans the stored text newest first until its time limit: its time and whether it said it stopped
+slow = {{}}
+for name, q in (("regex", Q("t.{{0,40}}imeou[tz]+ x?", mode="regex", all_sessions=True)),
+                ("cjk", Q("日本語 テスト", all_sessions=True))):
+    t = time.perf_counter()
+    doc = lcm.search.engine.search(conn, q)
+    slow[name] = {{"ms": round((time.perf_counter() - t) * 1000, 1), "stopped_early": doc.get("stopped_early", False), "count": doc["count"]}}
 times, cpu = [], []
 for q in queries:
     best, best_cpu = 1e9, 1e9
     for _ in range(5):
         t, c = time.perf_counter(), time.thread_time()
-        lcm.search.engine.search(conn, q, all_sessions=True)
+        lcm.search.engine.search(conn, Q(q, all_sessions=True))
         best, best_cpu = min(best, time.perf_counter() - t), min(best_cpu, time.thread_time() - c)
     times.append(best * 1000)
     cpu.append(best_cpu * 1000)
-print(json.dumps([times, cpu, found]))
+print(json.dumps([times, cpu, found, slow]))
 """
 
 
@@ -70,7 +80,8 @@ def main(argv=None) -> int:
     same = None
     for _ in range(a.rounds):
         for side, tree, db in (("base", a.base_tree, a.base_db), ("new", str(HERE.parent), a.db)):
-            times, cpu, found = run(tree, db)
+            times, cpu, found, slow = run(tree, db)
+            doc.setdefault(side + "_slow", []).append(slow)
             doc[side].append(round(statistics.median(times), 3))
             doc[side + "_cpu"].append(round(statistics.median(cpu), 3))
             if side == "base":

@@ -160,6 +160,7 @@ def main(argv=None) -> int:
     vaults = {name: str(out / f"{name}.db") for name in trees}
     imports: dict[str, list] = {name: [] for name in trees}
     import_cpu: dict[str, list] = {name: [] for name in trees}
+    loads: dict[str, list] = {}
     for _ in range(args.imports):
         for name, tree in trees.items():
             for suffix in ("", "-wal", "-shm", "-turn.lock", "-pack.lock"):
@@ -168,9 +169,11 @@ def main(argv=None) -> int:
             took, doc = timed([sys.executable, str(tree / "scripts" / "lcm_ingest.py"), args.corpus,
                                "--db", vaults[name], "--json"], import_cpu[name])
             imports[name].append(round(took, 2))
+            loads.setdefault(name, []).append(round(os.getloadavg()[0], 2))  # the machine's load as it ended
             report.setdefault("messages", doc.get("messages_added"))
     report["import_s"] = {name: min(ts) for name, ts in imports.items()}
     report["import_s_all"] = imports
+    report["import_load_all"] = loads
     report["import_ratio"] = round(report["import_s"]["new"] / report["import_s"]["base"], 3)
     # CPU seconds of the import and its parser process: its cost without the machine's other load
     report["import_cpu_s"] = {name: min(ts) for name, ts in import_cpu.items()}
@@ -200,6 +203,7 @@ def main(argv=None) -> int:
     for _ in range(args.rounds):
         for name, tree in trees.items():
             wall, cpu = in_tree(tree, GREP, vaults[name], queries=QUERIES)
+            loads.setdefault("grep", []).append(round(os.getloadavg()[0], 2))
             grep[name] += wall
             grep_cpu[name] += cpu
             expand[name].append(in_tree(tree, EXPAND, vaults[name]))
