@@ -25,7 +25,7 @@ BATCH_BYTES = 1 << 20  # lines per write transaction: ~20 ms idle, ~0.2 s on a m
 IDLE_SECONDS = 1800  # a file unchanged this long gets its last, partial block packed too
 DUE_LINES = 1024  # plain lines in the vault before a Stop hook starts packing (~4 MB)
 CONVERT_LINES = 4 * DUE_LINES  # more plain lines than this: lcm_doctor.py says to run --pack --all
-LEVEL = 5  # zlib level: lines pack to 0.264 of their bytes at ~37 MB/s; 6 to 0.255 at ~22, 4 to 0.274 at ~57
+LEVEL = 4  # zlib level: lines pack to 0.276 of their bytes at ~57 MB/s; 5 to 0.266 at ~38, 6 to 0.256 at ~22
 #            (bench corpus, one core): the first import compresses ~1 GB of lines per 300,000 messages
 
 
