@@ -104,7 +104,7 @@ def test_bulk_indexes_equal_a_rebuild_and_a_hooks_import(tmp_path, monkeypatch, 
     assert bulk == _rebuilt(conn)
     assert bulk == _by_hooks(tmp_path, paths)
     windows = {uuid for _term, uuid, _col, _off in bulk["exchange_fts"]}
-    tool_like = conn.execute("SELECT uuid FROM messages WHERE content LIKE 'Edit {%'").fetchone()[0]
+    tool_like = conn.execute("SELECT uuid FROM messages WHERE lcm_text(content) LIKE 'Edit {%'").fetchone()[0]
     assert tool_like not in windows  # a reply shaped like a tool call ends no window
 
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import lcm.base.config
 import lcm.capture.exclude
+import lcm.vault.db
 import lcm_compact
 import lcm_ingest
 import lcm_remember
@@ -42,6 +43,10 @@ def own(tmp_path):
     t = coding_session(tmp_path / "config" / "projects", turns=3, cwd=str(path))
     t.write()
     return path, t
+
+
+# every stored line, packed or plain (the bulk import packs them as it stores them)
+LINES = "SELECT lcm_line(raw, block_id, block_pos) FROM messages"
 
 
 def messages(vault, session_id=None) -> int:
@@ -164,7 +169,7 @@ def test_a_session_that_moves_into_an_excluded_project_stops_being_captured(caps
     payload = dict(stop(t), cwd=str(outside))  # the hook's payload may still name the start
     assert run_hook("stop", payload, excluded).returncode == 0
     assert messages(vault, t.session_id) == 2
-    raw = b"".join(bytes(r[0]) for r in sqlite3.connect(vault).execute("SELECT raw FROM messages"))
+    raw = b"".join(bytes(r[0]) for r in lcm.vault.db.connect(str(vault)).execute(LINES))
     assert b"CLIENTSECRET" not in raw
     # the bulk path (a parser process for 8+ files) decides per line too
     for i in range(8):
@@ -175,7 +180,7 @@ def test_a_session_that_moves_into_an_excluded_project_stops_being_captured(caps
     assert code == 0, err
     doc = json.loads(out)
     assert doc["excluded_lines"] == 2 and doc["excluded_files"] == 0
-    raw = b"".join(bytes(r[0]) for r in sqlite3.connect(vault).execute("SELECT raw FROM messages"))
+    raw = b"".join(bytes(r[0]) for r in lcm.vault.db.connect(str(vault)).execute(LINES))
     assert b"CLIENTSECRET" not in raw and messages(vault) == 2 + 8 * 7
     monkeypatch.delenv("LCM_EXCLUDE")  # lifting the exclusion imports what it held back
     run(capsys, lcm_ingest, "--all")

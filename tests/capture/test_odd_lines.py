@@ -77,9 +77,9 @@ def odd_transcript(projects: Path) -> tuple[Transcript, list[bytes]]:
 
 
 def stored(vault) -> dict[str, bytes]:
-    conn = sqlite3.connect(vault)
+    conn = lcm.vault.db.connect(str(vault))  # lcm_line(): a bulk import packs lines as it stores them
     try:
-        rows = conn.execute("SELECT uuid, raw FROM messages").fetchall()
+        rows = [tuple(r) for r in conn.execute("SELECT uuid, lcm_line(raw, block_id, block_pos) FROM messages")]
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     finally:
         conn.close()
@@ -97,13 +97,13 @@ def check_odd_session(vault, t: Transcript, lines: list[bytes]) -> None:
             assert got["123456"] == line
         elif b'"uuid":"odd-' in line:
             assert got[line.split(b'"uuid":"')[1].split(b'"')[0].decode()] == line
-    conn = sqlite3.connect(vault)
-    text = dict(conn.execute("SELECT uuid, content FROM messages"))
+    conn = lcm.vault.db.connect(str(vault))  # lcm_text(): the import compresses text as it stores it
+    text = dict(conn.execute("SELECT uuid, lcm_text(content) FROM messages"))
     assert "half a pair" in text["odd-surrogate"] and "tool output" in text["odd-surrogate"]
     assert "5" in text["odd-text-number"] and "deep" in text["odd-deep"] and "bottom" in text["odd-deep-results"]
     assert "just a string" in text["odd-message-string"] and "in a dict" in text["odd-content-dict"]
-    hits = conn.execute("SELECT m.uuid FROM messages_fts f JOIN messages m ON m.id = f.rowid"
-                        " WHERE messages_fts MATCH 'pair'").fetchall()
+    hits = [tuple(r) for r in conn.execute("SELECT m.uuid FROM messages_fts f JOIN messages m ON m.id = f.rowid"
+                                           " WHERE messages_fts MATCH 'pair'")]
     assert ("odd-surrogate",) in hits
     tokens = dict(conn.execute("SELECT uuid, pre_tokens FROM compactions"))
     assert tokens == {"odd-pretokens-object": None, "odd-pretokens-huge": None}
@@ -342,7 +342,8 @@ def test_fuzzed_lines_are_stored_exactly_once_byte_for_byte(lines, cuts):
         bulk_conn = lcm.vault.db.connect(os.path.join(tmp, "bulk.db"))
         result = lcm.capture.bulk.ingest_paths(bulk_conn, [path.parent.parent])
         for conn, found in ((hook_conn, seen_malformed), (bulk_conn, result["malformed_lines"])):
-            rows = conn.execute("SELECT uuid, raw FROM messages").fetchall()
+            # the bulk import packs lines as it stores them: read back through lcm_line
+            rows = conn.execute("SELECT uuid, lcm_line(raw, block_id, block_pos) FROM messages").fetchall()
             assert len(rows) == len(want)
             assert {r[0]: bytes(r[1]) for r in rows} == want
             assert found == malformed
