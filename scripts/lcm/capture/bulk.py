@@ -349,7 +349,7 @@ def _pack_batch(db, batch, start: int) -> list[tuple]:
         lines = [m[1] for m in members]
         db.execute("INSERT INTO stage_blocks VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                    (no, batch.rows[members[0][0] - start - 1][1], batch.path, members[0][0], members[-1][0], len(lines),
-                    sum(map(len, lines)), lcm.vault.store.encode_block(lines, lcm.vault.pack.LEVEL)))
+                    sum(map(len, lines)), lcm.vault.store.encode_block(lines)))
         for pos, (rowid, line) in enumerate(members):
             places[rowid - start - 1] = (lcm.vault.store.stub(line), no, pos)
     return places

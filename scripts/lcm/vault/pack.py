@@ -25,8 +25,6 @@ BATCH_BYTES = 1 << 20  # lines per write transaction: ~20 ms idle, ~0.2 s on a m
 IDLE_SECONDS = 1800  # a file unchanged this long gets its last, partial block packed too
 DUE_LINES = 1024  # plain lines in the vault before a Stop hook starts packing (~4 MB)
 CONVERT_LINES = 4 * DUE_LINES  # more plain lines than this: lcm_doctor.py says to run --pack --all
-LEVEL = 4  # zlib level: lines pack to 0.276 of their bytes at ~57 MB/s; 5 to 0.266 at ~38, 6 to 0.256 at ~22
-#            (bench corpus, one core): the first import compresses ~1 GB of lines per 300,000 messages
 
 
 def due(conn) -> bool:
@@ -144,7 +142,7 @@ def _encode(rows, squeeze=None) -> tuple[bytes, list]:
             stored = squeeze.row(r[4], r[5], r[6], r[7])
             if stored is not r[7]:
                 texts.append((stored, r[0], r[7]))
-    return lcm.vault.store.encode_block([lcm.vault.store.as_bytes(r[3]) for r in rows], LEVEL), texts
+    return lcm.vault.store.encode_block([lcm.vault.store.as_bytes(r[3]) for r in rows]), texts
 
 
 def _write(conn, batch: list, turns, pool=None, squeeze=None) -> tuple[int, int]:
