@@ -160,6 +160,11 @@ def test_purge_leaves_no_copy_in_a_dictionary(tmp_path):
     assert conn.execute("SELECT count(*) FROM messages WHERE typeof(content) = 'blob'").fetchone()[0] == len(texts)
     conn.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)")
     assert lcm.vault.squeeze.encoder(conn).dict_id != dict_id  # new rows use the clean one
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    for name in ("v.db", "v.db-wal"):  # not a byte of it left in the file: the old dictionary's pages are zeroed
+        path = tmp_path / name
+        assert not path.exists() or secret.encode() not in path.read_bytes(), name
 
 
 def test_a_vault_from_before_converts_online_and_resumably(tmp_path, monkeypatch, capsys):
