@@ -193,6 +193,32 @@ def test_regex_scan_is_bounded_in_time(grep_vault, tmp_path):
     assert doc["count"] == 0 and doc.get("stopped_early") is True
 
 
+def test_regex_scan_stopped_inside_the_text_decoder_says_so(grep_vault, tmp_path, monkeypatch):
+    """Regex mode's alarm may land while SQLite runs lcm_text() on a compressed row (SQLite then
+    only says a function raised): the scan ends at its time limit and says it stopped early."""
+    import lcm.vault.db
+    import lcm.vault.pack
+    import lcm.vault.squeeze
+    for n in range(2):  # two sessions: a dictionary's lines come from two
+        t = Transcript(tmp_path / "long", session_id=f"sess-long-{n}", cwd="/home/u/shop")
+        for i in range(40):
+            t.user(f"turn {i}: the heron parser reads the config file and logs every field it finds\n" * 4)
+        t.write()
+    lcm.capture.bulk.ingest_paths(grep_vault, [tmp_path / "long"])
+    lcm.vault.pack.pack(grep_vault, everything=True)
+    assert grep_vault.execute("SELECT count(*) FROM messages WHERE typeof(content) = 'blob'").fetchone()[0] > 40
+    plain = lcm.vault.squeeze.Decoder.text
+
+    def slow(self, value):  # every decode takes a while: the alarm lands in one
+        time.sleep(0.02)
+        return plain(self, value)
+    monkeypatch.setattr(lcm.vault.squeeze.Decoder, "text", slow)
+    conn = lcm.vault.db.connect(readonly=True)
+    doc = lcm.search.engine.search(conn, lcm.search.query.Query(r"zzq[xy]+never", mode="regex", all_sessions=True,
+                                                                time_limit=0.3))
+    assert doc["count"] == 0 and doc.get("stopped_early") is True
+
+
 def test_substring_fallback_without_fts5(grep_vault, capsys):
     for statement in ("DROP TRIGGER messages_fts_ai", "DROP TRIGGER messages_fts_ad", "DROP TABLE messages_fts",
                       "DROP TRIGGER summaries_fts_ai", "DROP TRIGGER summaries_fts_ad", "DROP TABLE summaries_fts"):

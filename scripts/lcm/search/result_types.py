@@ -282,6 +282,9 @@ def fetch(conn, src: Source, rowids, scoped: bool = False):
     return rows
 
 
+ALARM_SLACK = 0.05  # seconds: an interval timer and time.monotonic() may disagree by this much
+
+
 def scan(conn, src: Source, test, want, deadline, prefilter=("", [])):
     """Rows passing `test(content)`, newest first, until `want` found or the deadline passes.
 
@@ -302,7 +305,9 @@ def scan(conn, src: Source, test, want, deadline, prefilter=("", [])):
             try:
                 rows = conn.execute(sql, [lo, hi, *src.params, *extra_params]).fetchall()
             except sqlite3.OperationalError as exc:
-                if "interrupted" in str(exc):
+                # interrupted at the deadline: by the progress handler, or by regex mode's alarm
+                # landing inside lcm_text() (SQLite then only says a function raised)
+                if "interrupted" in str(exc) or time.monotonic() >= deadline - ALARM_SLACK:
                     return found, True
                 raise
             for row in rows:
