@@ -102,6 +102,19 @@ CAUGHT = [  # (text, kind, the secret part that must be gone)
     ("//registry.npmjs.org/:_authToken=npm_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789", "npm-token", "AbCdEfGhIjKlMnOp"),
     ("SENDGRID_API_KEY=SG.AbCdEfGhIjKlMnOpQrStUv.AbCdEfGhIjKlMnOpQrStUvWxYz0123456789abcdefg", "sendgrid-key",
      "AbCdEfGhIjKlMnOpQrStUvWxYz01"),
+    # the forms gitleaks' own rules write: a curl command's words quoted apart or over several lines,
+    # credential headers by name, a JWT whatever its header's first letter, a Kubernetes Secret
+    ("curl --user \"ann\":'Hunter2Pass' https://x.example.com", "password", "Hunter2Pass"),
+    ("curl https://x.example.com\n  -o out.json\n  -u ann:Hunter2Pass", "password", "Hunter2Pass"),
+    ("curl -H 'X-Auth-Token: q7w8e9r0t1y2u3' https://x.example.com", "token", "q7w8e9r0t1y2u3"),
+    ("curl --header \"Authorization: Api-Token fQBSgQdH2691zpvtbU\" x", "token", "fQBSgQdH2691zpvtbU"),
+    ("curl -H 'Authorization: Basic fpewncv1y' x", "token", "fpewncv1y"),
+    ("eyCG9H4D9VrSXbQM74ZoLiN4eKT.eygxX4Wpeh79ECLhAzWBLXlp6.HlwIRVky37crDsb=", "jwt", "HlwIRVky37cr"),
+    ("kind: Secret\nmetadata:\n  name: db\ndata:\n  password: MWYyZDFlMmU2N2Rm\n", "secret", "MWYyZDFlMmU2N2Rm"),
+    ("app token 119004632143009|v6ynk5bte9g0hzire1esudj928t", "vendor-token", "v6ynk5bte9g0hzire1"),
+    ("gem source https://8c50dfde:0ce07099@gems.contribsys.com/", "password", "8c50dfde"),
+    ("EAAA2R9xaJM6Bp-9qD2hzzW5bgMEx", "vendor-token", "2R9xaJM6Bp"),
+    ("cohere_secret: hvJoCVqvVhzwwFJWUlELcBfpdUqvJjSCKSHiCkEu", "secret", "hvJoCVqvVhzwwFJW"),
 ]
 
 
@@ -149,6 +162,11 @@ ORDINARY = [
     "HTTP Basic authentication is enabled; use basic auth only over TLS",
     "the npm_config_cache and hf_hub_download helpers, msg.send()",
     "Use private tags",
+    'curl -H "Content-Type: application/json" -H "Accept: text/plain" -H "X-Api-Key: $API_KEY" https://x.example.com',
+    "token = getUserIdOrNull",
+    "api_key = XMLHttpRequestHandler",
+    "kind: ConfigMap\ndata:\n  mode: production\n",
+    "| 1234567890123456 | 27 rows | 0.5 |",
 ]
 
 
@@ -821,3 +839,22 @@ def test_a_flag_name_does_not_hide_a_key_written_before_it(kind, secret, form):
     text = form.format(s=secret)
     assert secret not in mask(text)
     assert mask(mask(text)) == mask(text)
+
+
+def test_a_secret_in_json_quoted_in_json_is_masked_in_what_leaves_the_vault():
+    """A tool input that writes a config file holding JSON (`"api_key": "..."` inside a string of
+    the input, so `\\\"` in the line) went out in clear: the name's quote carried three escapes, and
+    the quick test only allowed one."""
+    import json
+
+    import lcm.capture.transcript
+    config = json.dumps({"service": {"adafruit_api_key": "4t59u19ocunx8rc6lljr8fguk0207di3", "n": 1}})
+    entry = {"type": "assistant", "uuid": "u1", "sessionId": "s1", "timestamp": "2026-11-27T10:00:00Z",
+             "message": {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Write",
+                         "input": {"file_path": "/p/config.json", "content": "payload " + json.dumps({"value": config})}}]}}
+    line = json.dumps(entry).encode()
+    assert b"4t59u19ocunx8rc6" not in lcm.base.mask.mask_line(line)
+    batch = lcm.capture.transcript.Batch("/tmp/-p/s1.jsonl", None)
+    lcm.capture.transcript.parse_lines(batch, [line], True, 1 << 30)
+    assert "4t59u19ocunx8rc6" not in batch.rows[0][14]
+    assert "[secret:api-key:" in batch.rows[0][14]

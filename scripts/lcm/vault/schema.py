@@ -564,6 +564,12 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
     [
         MASK_AGAIN,
     ],
+    # 20: masking learnt gitleaks' remaining forms (a name quoted in JSON inside JSON, curl's -u and
+    # credential headers however quoted and over several lines, any JWT, a Kubernetes Secret's data,
+    # Facebook app secrets): masked again on output, until lcm_doctor.py --remask
+    [
+        MASK_AGAIN,
+    ],
 ]
 
 # Every insert path (hook, bulk import, a re-read from byte 0) goes through this trigger. The
