@@ -33,8 +33,7 @@ import tempfile
 
 import lcm.base.config
 import lcm.base.mask
-import lcm.capture.ingest
-import lcm.capture.transcript
+import lcm.capture.bulk
 import lcm.care.purge
 import lcm.vault.db
 import lcm.vault.purgelist
@@ -47,7 +46,6 @@ MAGIC = b'{"lcm_bundle": '  # how the header line starts: lcm_ingest.py tells a 
 HEADER_BYTES = 65536  # most bytes of the header line
 RUN_LINES = 1000  # most lines of one run: a merge reads and stores a run at a time
 PURGED_CHUNK = 1000  # uuids of one purged record
-COMMIT_LINES = 20000  # lines a merge stores per transaction (other writers get their turn in between)
 
 
 def is_bundle(path) -> bool:
@@ -206,23 +204,44 @@ def read_header(path: str) -> tuple[dict, object]:
 
 
 def merge(conn, path: str, progress: bool = False) -> dict:
-    """Merge the bundle at `path` into the vault (see the module docstring); returns its counts."""
+    """Merge the bundle at `path` into the vault (see the module docstring); returns its counts.
+
+    Its runs of lines are stored as a bulk import stores files (lcm.capture.bulk.ingest_runs:
+    parsed ahead in a parser process, a large group per transaction); a run's lines stored here
+    already are skipped unparsed."""
     header, f = read_header(path)
     result = {"bundle": os.path.abspath(path), "masked": header.get("masked"), "sessions": 0, "messages_added": 0,
               "messages_skipped": 0, "purges_recorded": 0, "messages_purged": 0, "malformed_lines": 0}
-    bar = _progress(int(header.get("messages") or 0), "merge") if progress else None
-    settings = lcm.capture.ingest.settings()
+    lines = int(header.get("messages") or 0) if isinstance(header.get("messages"), int) else 0
+    bar = _progress(lines, "merge") if progress else None
     titles: dict[str, str] = {}
     try:
-        with f, gzip.GzipFile(fileobj=f, mode="rb") as body:
-            pending = 0
+        with f:
+            stored = lcm.capture.bulk.ingest_runs(conn, _runs(conn, f, path, result, titles), lines, bar=bar)
+        _titles(conn, titles)
+    finally:
+        if bar is not None:
+            bar.close()
+    result["messages_added"] = stored["messages_added"]
+    result["messages_skipped"] += stored["messages_skipped"]
+    result["malformed_lines"] = stored["malformed_lines"]
+    return result
+
+
+def _runs(conn, f, path: str, result: dict, titles: dict):
+    """The bundle's runs of lines as lcm.capture.bulk.ingest_runs takes them (path, the lines not
+    stored here yet, how many the run held), its purge lists applied and its titles collected
+    on the way (into `result` and `titles`). A damaged or cut file is an LcmError (the groups
+    stored before it are kept)."""
+    try:
+        with gzip.GzipFile(fileobj=f, mode="rb") as body:
             while True:
                 line = body.readline()
                 if not line:
-                    break
+                    return
                 record = _parse_record(line, path)
                 kind = record.get("lcm")
-                if kind == "purged":
+                if kind == "purged":  # first in a bundle; anywhere, the purged uuids' inserts are refused from now on
                     _apply_purges(conn, record.get("uuids") or [], result)
                 elif kind == "session":
                     result["sessions"] += 1
@@ -240,36 +259,10 @@ def merge(conn, path: str, progress: bool = False) -> dict:
                     if known:  # stored here already: not parsed again (a second merge reads and skips)
                         result["messages_skipped"] += len(known)
                         lines = [ln for i, ln in enumerate(lines) if i not in known]
-                    batch = lcm.capture.transcript.Batch(record["path"], None)
-                    lcm.capture.transcript.parse_lines(batch, lines, *settings)
-                    if not conn.in_transaction:
-                        lcm.vault.db.begin_write(conn)
-                    one = lcm.capture.ingest.write_batch(conn, batch, from_file=False)
-                    result["messages_added"] += one["messages_added"]
-                    result["messages_skipped"] += one["messages_skipped"]
-                    result["malformed_lines"] += one["malformed_lines"]
-                    pending += count
-                    if pending >= COMMIT_LINES:
-                        conn.execute("COMMIT")
-                        pending = 0
-                    if bar is not None:
-                        bar.update(count)
-            if conn.in_transaction:
-                conn.execute("COMMIT")
-        _titles(conn, titles)
+                    yield record["path"], lines, count
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
         raise LcmError(f"{path} is damaged or cut short ({exc})",
                        "copy the whole file again; the messages merged before the damage are kept") from None
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    finally:
-        if bar is not None:
-            bar.close()
-    return result
 
 
 def _known(conn, uuids, count: int) -> set[int]:
