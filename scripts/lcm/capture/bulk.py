@@ -9,6 +9,7 @@ import sqlite3
 import sys
 import time
 
+import lcm.base.progress
 import lcm.vault.db
 import lcm.capture.indexes
 import lcm.capture.ingest
@@ -610,11 +611,7 @@ def _parser_pool():
 
 
 def _progress(files: int, unread: int, wanted: bool):
-    """A tqdm bar (in files) on stderr for long imports (50 MB unread) on a terminal, else None."""
-    if not wanted or unread < 50_000_000 or not sys.stderr.isatty():
+    """A bar (in files) on stderr for long imports (50 MB unread) on a terminal, else None."""
+    if not wanted or unread < 50_000_000:
         return None
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    return tqdm(total=files, desc="ingest", unit="file", file=sys.stderr)
+    return lcm.base.progress.bar(files, "ingest", "file")

@@ -28,11 +28,11 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import sys
 import tempfile
 
 import lcm.base.config
 import lcm.base.mask
+import lcm.base.progress
 import lcm.capture.bulk
 import lcm.care.purge
 import lcm.vault.db
@@ -58,14 +58,8 @@ def is_bundle(path) -> bool:
 
 
 def _progress(total: int, what: str):
-    """A tqdm bar (in messages) on stderr when it is a terminal and tqdm is installed, else None."""
-    if total < 1000 or not sys.stderr.isatty():
-        return None
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    return tqdm(total=total, desc=what, unit="msg", file=sys.stderr)
+    """A bar (in messages) on stderr when it is a terminal and the bundle is large enough to wait for, else None."""
+    return lcm.base.progress.bar(total, what, "msg") if total >= 1000 else None
 
 
 def choose_sessions(conn, session: str | None = None, everything: bool = False, since: str | None = None) -> list[str]:
