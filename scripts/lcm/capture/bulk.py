@@ -9,6 +9,7 @@ import sqlite3
 import sys
 import time
 
+import lcm.base.progress
 import lcm.vault.db
 import lcm.capture.indexes
 import lcm.capture.ingest
@@ -21,6 +22,7 @@ from lcm.base.errors import LcmError
 from lcm.vault.db import begin_write
 
 PARSE_PROCESS_MIN_FILES = 8  # fewer files are parsed inline: a worker process is not worth starting
+PARSE_PROCESS_MIN_LINES = 5000  # the same for lines read elsewhere (ingest_runs: a bundle)
 GROUP_BYTES = 48 << 20  # bulk ingest: unread transcript bytes per transaction (~14k messages)
 GROUPS_AHEAD = 2  # groups parsed ahead of the writer (each waits as a stage file)
 WAL_LIMIT = 512 << 20  # bulk ingest lets the WAL grow this large before it waits for a checkpoint
@@ -104,7 +106,77 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
     split = _parser_process(len(files))
     groups, sizes = _plan_groups(conn, files, halve_first=split)
     bar = _progress(len(files), sum(sizes), progress)
-    stage_dir = _stage_dir(sizes)
+    # offsets as of now (read as each group is handed out): a parallel import or a hook may have
+    # read these files since they were planned
+    work = (([(path, lcm.capture.ingest.transcript_row(conn, path)) for path, _ in group], len(group))
+            for group in groups)
+    seen = _store_groups(conn, work, _read_file, total, sessions, parse_ahead=split,
+                         stage_bytes=2 * sum(sorted(sizes)[-(GROUPS_AHEAD + 2):]), bar=bar)
+    total["messages_skipped"] = seen - total["messages_added"]
+    total["files"] -= total["excluded_files"]
+    total["sessions"] = len(sessions)
+    total["vault_sessions"] = vault_sessions(conn)
+    total["seconds"] = round(time.perf_counter() - started, 3)
+    return total
+
+
+def ingest_runs(conn, runs, lines: int, bar=None) -> dict:
+    """Store runs of transcript lines that came another way than their file (a bundle,
+    lcm.readers.bundle) as bulk ingest stores files: parsed ahead in a parser process into stage
+    files, a group of about GROUP_BYTES per transaction. `runs` yields (path the lines were read
+    from on their machine, [line, ...], how many lines to count on `bar` for it); `lines`, about
+    how many lines they hold all told, decides whether a parser process is worth starting. No
+    byte offset is kept for those paths (lcm.capture.ingest.write_batch from_file=False).
+    Returns messages_added, messages_skipped, malformed_lines, sessions (ids)."""
+    total = {"messages_added": 0, "messages_skipped": 0, "malformed_lines": 0, "excluded_files": 0,
+             "excluded_lines": 0, "malformed": [], "skipped_files": []}
+    sessions: set[str] = set()
+    split = lines >= PARSE_PROCESS_MIN_LINES and sys.platform.startswith("linux")
+    seen = _store_groups(conn, _group_runs(runs, halve_first=split), _read_run, total, sessions, parse_ahead=split,
+                         stage_bytes=2 * (GROUPS_AHEAD + 2) * GROUP_BYTES, bar=bar, from_file=False)
+    return {"messages_added": total["messages_added"], "messages_skipped": seen - total["messages_added"],
+            "malformed_lines": total["malformed_lines"], "sessions": sorted(sessions)}
+
+
+def _group_runs(runs, halve_first: bool):
+    """Consecutive runs in groups of at least GROUP_BYTES of lines (with halve_first, the first
+    two of half that), as _plan_groups groups files: ([(path, lines), ...], lines to count)."""
+    group, count, size, halved = [], 0, 0, 2 if halve_first else 0
+    for path, lines, weight in runs:
+        if lines:
+            group.append((path, lines))
+            size += sum(map(len, lines))
+        count += weight
+        if size >= (GROUP_BYTES // 2 if halved else GROUP_BYTES):
+            yield group, count
+            group, count, size, halved = [], 0, 0, max(halved - 1, 0)
+    if group or count:
+        yield group, count
+
+
+def _read_file(item: tuple, settings: tuple):
+    """A transcript's new lines, parsed (the parser's reader for files)."""
+    path, known = item
+    return lcm.capture.transcript.read_new_lines(path, known, *settings)
+
+
+def _read_run(item: tuple, settings: tuple):
+    """A run of lines read elsewhere from the transcript at `path`, parsed (the parser's reader
+    for ingest_runs)."""
+    path, lines = item
+    batch = lcm.capture.transcript.Batch(path, None)
+    lcm.capture.transcript.parse_lines(batch, lines, *settings)
+    return batch
+
+
+def _store_groups(conn, groups, read, total: dict, sessions: set, parse_ahead: bool, stage_bytes: int, bar=None,
+                  from_file: bool = True) -> int:
+    """Parse each group of `groups` ((items, how many to count on `bar`)), each item with
+    `read(item, settings)`, into a stage file, in a parser process when parse_ahead (the second
+    group in this one meanwhile), and store it in one transaction, GROUPS_AHEAD groups behind.
+    Adds to `total` and `sessions`; returns how many messages the groups held."""
+    settings = lcm.capture.ingest.settings()
+    stage_dir = _stage_dir(stage_bytes)
     # bulk imports revisit the same FTS, uuid-index and b-tree pages constantly: up to 256 MB of
     # page cache keeps them hot (a 1M-message vault's uuid index alone is ~60 MB)
     conn.execute("PRAGMA cache_size = -262144")
@@ -124,16 +196,20 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
             # messages). Restored below (the settings are stored in the vault): later writes
             # go on merging 4 at a time.
             _set_fts(conn, FTS_BULK_HASHSIZE, FTS_BULK_AUTOMERGE)
-        with _parser_pool(len(files)) as pool:
-            for number, group in enumerate(groups):
+        with (_parser_pool() if parse_ahead else _Inline()) as pool:
+            number = 0
+            work = iter(groups)
+            group = next(work, None)
+            while group is not None:
+                items, count = group
                 stage = os.path.join(stage_dir, f"group-{number}.db")
-                # offsets as of now: a parallel import or a hook may have read these files since
-                group = [(path, lcm.capture.ingest.transcript_row(conn, path)) for path, _ in group]
-                submit = _Inline().submit if split and number == 1 else pool.submit
-                ahead.append((submit(_parse_group, group, settings, stage), len(group)))
-                while len(ahead) > (GROUPS_AHEAD if number < len(groups) - 1 else 0):
+                submit = _Inline().submit if parse_ahead and number == 1 else pool.submit
+                ahead.append((submit(_parse_group, read, items, settings, stage), count))
+                number += 1
+                group = next(work, None)  # the last group handed out: store every one in flight
+                while len(ahead) > (GROUPS_AHEAD if group is not None else 0):
                     future, count = ahead.popleft()
-                    seen += _store_group(conn, *future.result(), total, sessions, turns)
+                    seen += _store_group(conn, *future.result(), total, sessions, turns, from_file)
                     checkpointer.poke()
                     if bar:
                         bar.update(count)
@@ -170,13 +246,8 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
-    total["messages_skipped"] = seen - total["messages_added"]
-    total["files"] -= total["excluded_files"]
     conn.execute("PRAGMA cache_size = -2000")  # back to SQLite's default for later writes
-    total["sessions"] = len(sessions)
-    total["vault_sessions"] = vault_sessions(conn)
-    total["seconds"] = round(time.perf_counter() - started, 3)
-    return total
+    return seen
 
 
 def _disk_full(conn, exc: BaseException, first_id: int) -> LcmError | None:
@@ -248,16 +319,15 @@ def _plan_groups(conn, files: list[str], halve_first: bool = False) -> tuple[lis
     return groups, sizes
 
 
-def _stage_dir(sizes: list[int]) -> str:
+def _stage_dir(need: int) -> str:
     """A new private (0700) directory for the stage files, which hold transcript lines.
 
-    RAM-backed /dev/shm when it has room for the largest groups in flight: a stage file lives
-    for seconds, and writing it to disk first cost a quarter of a large import's time. Else the
-    system's temp directory.
+    RAM-backed /dev/shm when it has room for the `need` bytes of the largest groups in flight
+    (a stage file is ~1.4x its transcripts): a stage file lives for seconds, and writing it to
+    disk first cost a quarter of a large import's time. Else the system's temp directory.
     """
     import tempfile
     prefix = f"{lcm.vault.db.STAGE_PREFIX}{os.getpid()}-"
-    need = 2 * sum(sorted(sizes)[-(GROUPS_AHEAD + 2):])  # a stage file is ~1.4x its transcripts
     try:
         shm = os.statvfs("/dev/shm")  # stale stages there went at connect (lcm.vault.db.remove_stale_stages)
         if shm.f_bavail * shm.f_frsize > need + (256 << 20):
@@ -268,10 +338,10 @@ def _stage_dir(sizes: list[int]) -> str:
     return tempfile.mkdtemp(prefix=prefix)
 
 
-def _parse_group(group: list[tuple], settings: tuple, stage: str) -> tuple[list, str | None]:
-    """Parse a group's transcripts (in the parser process) and write their message rows to the
-    stage file `stage`, so the writer moves them with one INSERT ... SELECT instead of receiving
-    and binding each row itself.
+def _parse_group(read, group: list[tuple], settings: tuple, stage: str) -> tuple[list, str | None]:
+    """Parse a group's transcripts (in the parser process; each item of `group` with
+    `read(item, settings)`) and write their message rows to the stage file `stage`, so the
+    writer moves them with one INSERT ... SELECT instead of receiving and binding each row itself.
 
     Returns (per file one Batch, rows moved out, or {path, reason} when it could not be read;
     the stage path or None when no file had a new message). An error that stops the import
@@ -283,13 +353,13 @@ def _parse_group(group: list[tuple], settings: tuple, stage: str) -> tuple[list,
     staged = 0
     db = None
     try:
-        for path, known in group:
+        for item in group:
             if _PARENT is not None and os.getppid() != _PARENT:
                 os._exit(1)  # the import is gone: nobody will read what we parse
             try:
-                batch = lcm.capture.transcript.read_new_lines(path, known, *settings)
+                batch = read(item, settings)
             except LcmError as exc:  # vanished, unreadable, swapped for a FIFO: skipped, reported
-                out.append({"path": path, "reason": exc.message})
+                out.append({"path": item[0], "reason": exc.message})
                 continue
             if batch.rows:
                 if db is None:
@@ -356,7 +426,8 @@ def _place_found(conn, batch, before: int, added: int, found) -> None:
     found.openings.update((ids[j], text) for j, text in batch.talk.items() if j in ids)
 
 
-def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: set, turns: lcm.vault.db.Turns) -> int:
+def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: set, turns: lcm.vault.db.Turns,
+                 from_file: bool = True) -> int:
     """Write one parsed group in one transaction; returns how many messages it held.
 
     A file's rows, offset and session rows commit together; when a hook knocks (see lcm.vault.db.Turns),
@@ -376,7 +447,7 @@ def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: 
                 begin_write(conn, turns=turns)
                 # ids above this are the rows this transaction moves in from the stage
                 found = lcm.capture.indexes.Found(conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0])
-            _count(total, sessions, lcm.capture.ingest.write_batch(conn, batch))
+            _count(total, sessions, lcm.capture.ingest.write_batch(conn, batch, from_file=from_file))
             if batch.staged:
                 before = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
                 added = lcm.capture.ingest.flush_staged(conn, bulk=True, rows=(batch.stage_start, batch.staged))
@@ -529,25 +600,18 @@ def _parser_process(files: int) -> bool:
     return files >= PARSE_PROCESS_MIN_FILES and sys.platform.startswith("linux")
 
 
-def _parser_pool(files: int):
-    """Where transcripts are parsed during bulk ingest: one forked worker process, so JSON
-    parsing runs on another core while this process inserts and FTS-indexes (a thread would
-    fight the indexing for the GIL and was slower than no thread at all). Inline off Linux or
-    when there is too little to gain."""
+def _parser_pool():
+    """Where transcripts are parsed during bulk ingest (when _parser_process says so): one forked
+    worker process, so JSON parsing runs on another core while this process inserts and
+    FTS-indexes (a thread would fight the indexing for the GIL and was slower than no thread at all)."""
     import multiprocessing
-    if not _parser_process(files):
-        return _Inline()
     from concurrent.futures import ProcessPoolExecutor
     return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"),
                                initializer=_die_with_parent, initargs=(os.getpid(),))
 
 
 def _progress(files: int, unread: int, wanted: bool):
-    """A tqdm bar (in files) on stderr for long imports (50 MB unread) on a terminal, else None."""
-    if not wanted or unread < 50_000_000 or not sys.stderr.isatty():
+    """A bar (in files) on stderr for long imports (50 MB unread) on a terminal, else None."""
+    if not wanted or unread < 50_000_000:
         return None
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    return tqdm(total=files, desc="ingest", unit="file", file=sys.stderr)
+    return lcm.base.progress.bar(files, "ingest", "file")
