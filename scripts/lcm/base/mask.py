@@ -141,11 +141,12 @@ def _compiled_entry(source: str) -> tuple:
 def _save_store() -> None:
     """Write the store whole under a temporary name, then rename it: a reader sees the old file or
     the new one. A directory that cannot be written is left alone, as Python leaves its bytecode."""
+    import _thread
     import marshal
     store = _store()
     store["stamp"] = _stamp()
     path = _store_path()
-    tmp = f"{path}.{os.getpid()}"
+    tmp = f"{path}.{os.getpid()}-{_thread.get_ident()}"  # threads of one process (lcm.maps) write their own
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(tmp, "wb") as f:
