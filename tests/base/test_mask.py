@@ -7,6 +7,8 @@ import hashlib
 import json
 import os
 import sqlite3
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -209,6 +211,69 @@ def test_a_process_that_has_not_compiled_the_prefilter_masks_the_same(pieces, no
     finally:
         lcm.base.mask._PREFILTER = saved or lcm.base.mask._prefilter(lcm.base.mask._TRIGGERS)
     assert fresh == mask(text)
+
+
+# A hook masks each turn's text in a new process: the compiled patterns are kept beside the code
+# (lcm.base.mask's store), so a later process compiles nothing, and masks exactly as before.
+_MASK_IN_A_NEW_PROCESS = """
+import json, re, sys
+sys.path.insert(0, sys.argv[1])
+if sys.argv[2] == "no-compiling":  # the store must serve every pattern: re's parser would raise
+    parser = getattr(re, "_parser", None) or __import__("sre_parse")
+    def refuse(*args, **kwargs):
+        raise AssertionError("compiled a pattern")
+    parser.parse = refuse
+import lcm.base.mask
+print(json.dumps([lcm.base.mask.mask(t) for t in json.load(sys.stdin)]))
+"""
+
+
+def _mask_in_a_new_process(code: Path, texts: list, how: str = "", write: bool = True) -> list:
+    import subprocess
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    if not write:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    proc = subprocess.run([sys.executable, "-S", "-c", _MASK_IN_A_NEW_PROCESS, str(code), how],
+                          input=json.dumps(texts), capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture
+def installed_copy(tmp_path) -> Path:
+    """The package copied as an installed plugin holds it: without a store yet."""
+    import shutil
+    from conftest import SCRIPTS
+    shutil.copytree(SCRIPTS / "lcm", tmp_path / "code" / "lcm", ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path / "code"
+
+
+def test_a_later_process_masks_alike_without_compiling_a_pattern(installed_copy):
+    texts = [c[0] for c in CAUGHT] + ORDINARY
+    expected = [mask(t) for t in texts]
+    assert _mask_in_a_new_process(installed_copy, texts) == expected  # compiles, and keeps what it compiled
+    assert _mask_in_a_new_process(installed_copy, texts, "no-compiling") == expected
+
+
+def test_a_store_that_is_damaged_or_from_another_mask_file_never_weakens_masking(installed_copy):
+    import marshal
+    texts = [c[0] for c in CAUGHT]
+    expected = [mask(t) for t in texts]
+    assert _mask_in_a_new_process(installed_copy, texts, write=False) == expected
+    stores = list(installed_copy.glob("lcm/base/__pycache__/mask.*.regex"))
+    assert stores == []  # PYTHONDONTWRITEBYTECODE: nothing written beside the code, as for bytecode
+    _mask_in_a_new_process(installed_copy, texts)
+    [store] = installed_copy.glob("lcm/base/__pycache__/mask.*.regex")
+    # an older lcm's store: a prefilter that finds nothing, under the stamp of the mask.py it came from
+    data = marshal.loads(store.read_bytes())
+    data["prefilter"], data["patterns"] = "zq{5}zq", {}
+    store.write_bytes(marshal.dumps(data))
+    source = installed_copy / "lcm" / "base" / "mask.py"
+    source.write_text(source.read_text() + "\n# the upgrade\n")
+    assert _mask_in_a_new_process(installed_copy, texts) == expected
+    for damage in (b"", b"\x00" * 7, store.read_bytes()[:100], b"not marshal at all"):
+        store.write_bytes(damage)
+        assert _mask_in_a_new_process(installed_copy, texts) == expected
 
 
 def test_a_type_annotation_is_not_a_value_but_a_literal_after_it_is():

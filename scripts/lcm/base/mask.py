@@ -33,6 +33,7 @@ import lcm.base.config
 
 _compiled: dict[str, object] = {}
 _user: list | None = None  # compiled patterns of redact.txt, loaded on first use
+_stored: dict | None = None  # what earlier processes compiled (_store), read on first use
 
 
 def _sha256_hex(text: str) -> str:
@@ -54,9 +55,109 @@ def token(kind: str, secret: str) -> str:
 def _regex(source: str):
     pattern = _compiled.get(source)
     if pattern is None:
-        import re
-        pattern = _compiled[source] = re.compile(source)
+        pattern = _compiled[source] = _from_store(source) or _compile(source)
     return pattern
+
+
+# Compiled patterns kept between processes, the way Python keeps bytecode: a hook masks each turn's
+# text in a new process, where building the prefilter's source (~2 ms) and compiling it (~6 ms:
+# re's parser is Python) cost a Stop hook 15% of its time (bench/hooks.py, 1M vault); read back
+# from the store they cost ~0.1 ms. The store, __pycache__/mask.<python tag>.regex beside this file,
+# holds the prefilter's source and each pattern as re's compiler left it for _sre.compile; it is
+# used only by the Python that wrote it and while this file is unchanged (its stamp), and a pattern
+# goes in only once rebuilt from it equals re.compile's own. Anything amiss: compiled as before.
+
+def _store_path() -> str | None:
+    tag = sys.implementation.cache_tag
+    if tag is None or sys.implementation.name != "cpython":  # the code format is CPython's
+        return None
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "__pycache__", f"mask.{tag}.regex")
+
+
+def _stamp() -> list:
+    import _sre
+    st = os.stat(__file__)
+    return [sys.version, _sre.MAGIC, st.st_mtime_ns, st.st_size]
+
+
+def _store() -> dict:
+    """{"stamp": _stamp(), "prefilter": its source or None, "patterns": {source: _sre.compile's
+    arguments after the source}}, from the file when it belongs to this Python and this file."""
+    global _stored
+    if _stored is None:
+        _stored = {"stamp": None, "prefilter": None, "patterns": {}}
+        path = _store_path()
+        try:
+            import marshal
+            with open(path, "rb") as f:
+                data = marshal.loads(f.read())
+            if type(data) is dict and data.get("stamp") == _stamp() and type(data.get("patterns")) is dict:
+                _stored = data
+        except (OSError, TypeError, ValueError, EOFError):
+            pass  # none yet, or unreadable: written anew on the next compile
+    return _stored
+
+
+def _from_store(source: str):
+    entry = _store()["patterns"].get(source)
+    if entry is None:
+        return None
+    try:
+        import _sre
+        return _sre.compile(source, *entry)
+    except Exception:  # noqa: BLE001 - a damaged entry (_sre validates the code): compiled anew
+        return None
+
+
+def _compile(source: str):
+    import re
+    pattern = re.compile(source)
+    if _store_path() is not None and not sys.dont_write_bytecode:
+        try:
+            entry = _compiled_entry(source)
+            import _sre
+            if _sre.compile(source, *entry) == pattern:  # same flags, groups and code as re's own
+                _store()["patterns"][source] = entry
+                _save_store()
+        except Exception:  # noqa: BLE001 - another Python's compiler internals: no store, same pattern
+            pass
+    return pattern
+
+
+def _compiled_entry(source: str) -> tuple:
+    """What re.compile passes _sre.compile after the source (re/_compiler.py's compile())."""
+    try:
+        from re import _compiler, _parser
+    except ImportError:  # Python 3.9, 3.10
+        import sre_compile as _compiler
+        import sre_parse as _parser
+    parsed = _parser.parse(source, 0)
+    code = [int(op) for op in _compiler._code(parsed, 0)]  # its opcodes are int subclasses
+    names = [None] * parsed.state.groups
+    for name, index in parsed.state.groupdict.items():
+        names[index] = name
+    return parsed.state.flags, code, parsed.state.groups - 1, dict(parsed.state.groupdict), tuple(names)
+
+
+def _save_store() -> None:
+    """Write the store whole under a temporary name, then rename it: a reader sees the old file or
+    the new one. A directory that cannot be written is left alone, as Python leaves its bytecode."""
+    import _thread
+    import marshal
+    store = _store()
+    store["stamp"] = _stamp()
+    path = _store_path()
+    tmp = f"{path}.{os.getpid()}-{_thread.get_ident()}"  # threads of one process (lcm.maps) write their own
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(tmp, "wb") as f:
+            f.write(marshal.dumps(store))
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
 
 
 def _spans_masked(text: str, kind: str, spans: list) -> str:
@@ -768,7 +869,9 @@ def _scan(text: str, low: str) -> tuple[set, list]:
         return rows, found  # the prefilter could not match: a process that masks only short,
         # plain text (a grep's echoed query) never compiles it (~1 ms)
     if _PREFILTER is None:
-        _PREFILTER = _prefilter(_TRIGGERS)
+        _PREFILTER = _store()["prefilter"]
+        if _PREFILTER is None:
+            _PREFILTER = _store()["prefilter"] = _prefilter(_TRIGGERS)  # saved with its compiled pattern
     pattern = _regex(_PREFILTER)
     first = pattern.search(low)  # usually None: one pass, and done
     for m in pattern.finditer(low, first.start()) if first else ():
