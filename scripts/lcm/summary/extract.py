@@ -63,12 +63,35 @@ NOT_A_DECISION = re.compile(
     r"\b(?:use|using) (?:the )?[\w-]+(?: tool| command)? to (?:find|check|see|look|read|search|locate|"
     r"verify|inspect|run|get|view|list|explore)\b|\?\s*$|"
     # an apology or an acknowledgement is not a choice, nor a line that leads into a list or code
-    r"^\W*(?:i apologi[sz]e|sorry|my apologies|you're (?:absolutely )?right|you are (?:absolutely )?right)\b|:\s*$|"
+    r"^\W*(?:i apologi[sz]e|sorry|my apologies|you're (?:absolutely )?right|you are (?:absolutely )?right)\b|"
     # what a problem is (a finding, or a guess at one) is not a choice
     r"^\W*(?:the|this|that) (?:real )?(?:issue|problem|bug|cause|error)\b|"
     # taking up the person's request is not choosing ("I'll help you modify the TUI to ...")
     r"^\W*(?:i'll|i will|let me) help you\b",
     re.I)
+# a line that leads into a list or code ("Here is what I will change:") is no choice by itself
+LEADS_IN = re.compile(r":\s*$")
+# ... unless its words state one ("We need to change the submodule to use HTTPS instead:"): the
+# choice words are read without the colon. Only DECIDED, ALTERNATIVE and WILL_CHOOSE count then.
+LEAD_IN_CHOICE = re.compile(r"\S")
+# a change of state said with both ends: "switched the submodule from SSH to HTTPS", "converted the
+# display from CSS ruby to HTML ruby elements", "switched the build to Hatchling"
+CHANGED_STATE = re.compile(
+    r"\b(?:switch|convert|migrat|mov|chang|turn)(?:ed|ing) [^.]{1,80}? from [^.]{1,80}? (?:to|into)\b|"
+    r"\bswitch(?:ed|ing) (?:the |our |its |this |that )?[\w`.-]+(?: [\w`.-]+)? (?:over |back )?to\b", re.I)
+# what the person says should (not) be done: "we should support .tar as well", "we don't need to
+# check for the file", "maybe we should use the https address?" (a suggestion, not a question)
+PERSON_SHOULD = re.compile(
+    r"\b(?:we|you) (?:should|need to|have to|must)(?: (?:also|just|probably|rather))? (?!(?:check|look|see|find out|know|"
+    r"figure|investigate|understand|explore|read)\b)\w+|\b(?:we|you) (?:don't|do not) (?:need|have) to\b|\bno need to\b|"
+    r"^\W*(?:maybe|perhaps) (?:we|you) (?:should|could) (?:just )?(?:use|try|switch|move|keep|go|drop|add)\b", re.I)
+# what the person prefers, also inside a request: "I'd like to keep it the same 3 files", "I'd
+# actually love that test to be saved", "I changed my mind ... would like to combine the logic"
+PERSON_PREFERS = re.compile(
+    r"\bchanged my mind\b|\b(?:i'd|i would|would) (?:actually |really |rather )?(?:like|love|prefer)(?: to)? "
+    r"(?!(?:to|you|your|know|see|understand|ask|learn|get|hear|have a look|look|review|check|explore|help)\b)\w+", re.I)
+# a condition ("if there is no PR we should say so") specifies a case, it chooses nothing
+CONDITION = re.compile(r"^\W*(?:if|whether|unless|when)\b", re.I)
 # a guess at a cause is not a finding yet
 GUESS = re.compile(r"\b(?:might|may be|probably|perhaps|likely|possibly|could be|i suspect|i think)\b", re.I)
 # a finding: the cause of a bug or what fixed it
@@ -79,6 +102,27 @@ FINDING = re.compile(r"\b(?:root cause|the (?:real )?(?:cause|problem|issue|bug|
                      r"\bfailing (?:on|at)\b|"
                      r"(?:was|were) (?:trying to|using|reading|looking for) [^.]{1,60}? (?:instead of|but it should)|"
                      r"but it should be)\b", re.I)
+# a cause stated with a causal verb: "which was causing your build errors", "that's why the test
+# fails", "this led to a double count"
+CAUSAL = re.compile(r"\b(?:(?:was|is|were|are|been) causing|which (?:caused|causes)|(?:that|this|which)(?:'s| is| was) why|"
+                    r"led to|leads to|resulted in|results in|resulting in)\b", re.I)
+# a cause and its consequence: "Vercel doesn't have SSH keys set up, so it can't clone", "1.0.0 is
+# compatible with 2.0.0, so the cache isn't being invalidated"
+CONSEQUENCE = re.compile(r", so (?!(?:i|we|let|let's|you)\b)(?:[\w`.()-]+ ){1,4}(?:can't|cannot|isn't|aren't|wasn't|weren't|"
+                         r"doesn't|don't|didn't|won't|never|fails?|failed|breaks?|broke)\b", re.I)
+# what was expected against what happens: "However, the tests expect a more complex logic", "the
+# test looks for X, but that is only the variable's name"
+EXPECTATION = re.compile(r"^\W*(?:however|but)\b[^.]*\b(?:expects?|expected|expecting)\b|"
+                         r"\b(?:expects?|expected|expecting|is looking for|looks for)\b[^.]*\b(?:but|whereas|while)\b", re.I)
+# a limitation found: "X is not supported by Chrome", "the old runner doesn't support ESM",
+# "the flag isn't compatible with --watch"
+LIMITATION = re.compile(r"\b(?:is|are|was|were)(?:n't| not) (?:supported|compatible)\b|\bnot supported (?:by|in|on)\b|"
+                        r"\bunsupported\b|\b(?:doesn't|does not|don't|do not|didn't|did not) support\b", re.I)
+# a fix listed as done, the way a closing summary lists them: "Fixed the type error: added a None
+# check before ...", "**Fixed X** - used patch.object()"
+FIXED_ITEM = re.compile(r"^\W*fixed\s+(?!by\b)[^:]{3,100}?(?::\s|\s[-\u2013\u2014]\s)\s*\S.{8,}$", re.I)
+# the sentence after a lead may lead into code itself ("... in different properties:")
+AFTER_LEAD_IN = re.compile(r":\s*$")
 # "I see the issue." / "There's the bug!": the sentence after it says what the issue is
 FINDING_LEAD = re.compile(r"^(?:[^.!?]{0,80}?\b)?(?:i (?:can )?(?:see|understand|found) the|there'?s the|here'?s the|"
                           r"that'?s the|found the) (?:issue|problem|bug|culprit|cause|mismatch)\b[^.]{0,40}[.!:]?\s*$",
@@ -120,14 +164,17 @@ CHOICE_HINTS = ("decid", "decision", "going with", "settle", "opted", "opting", 
                 "plan is", "plan will", "approach is", "approach will", "choice is", "choice will", "instead",
                 "rather than", "we'll ", "we will ", "i'll ", "i will ", "let's ", "let us ", "going to ",
                 "we should ", "need to ", "migrat", "replac", "cleaner", "simpler", "better", "safer", "faster",
-                "robust", "for now", "changed", "updated", "moved")
+                "robust", "for now", "changed", "updated", "moved", "convert", "turned")
 PERSON_HINTS = CHOICE_HINTS + ("lets ", "use ", "keep ", "go with", "don't ", "do not ", "never ", "always ",
                                "you can ", "you should ", "rather", "prefer", "not doing", "not going", "just ",
-                               "only ")
+                               "only ", "should", "need to", "have to", "must", "no need", "like", "love",
+                               "changed my mind")
 FINDING_HINTS = ("root cause", " cause is", " cause was", "caused by", "problem is", "problem was", "issue is",
                  "issue was", "bug is", "bug was", "culprit", "reason is", "reason was", "turns out", "turned out",
                  "fix is", "fix was", "fixed by", "broken by", "because", "due to", "failing", "instead of",
-                 "should be", "the issue", "the problem", "the bug", "the cause", "mismatch", "failing on")
+                 "should be", "the issue", "the problem", "the bug", "the cause", "mismatch", "failing on",
+                 "causing", "causes", " why", "led to", "leads to", "result", ", so ", "expect", "looking for",
+                 "looks for", "support", "compatible", "n't ", "not ", "fixed")
 
 
 def is_choice(sentence: str) -> bool:
@@ -136,7 +183,11 @@ def is_choice(sentence: str) -> bool:
     lowered = sentence.lower()
     if not any(hint in lowered for hint in CHOICE_HINTS):
         return False
-    chosen = DECIDED.search(sentence) or BETTER_WAY.search(sentence) or (
+    if LEADS_IN.search(sentence):
+        if not LEAD_IN_CHOICE.search(sentence):
+            return False
+        sentence = LEADS_IN.sub("", sentence)
+    chosen = DECIDED.search(sentence) or BETTER_WAY.search(sentence) or CHANGED_STATE.search(sentence) or (
         ALTERNATIVE.search(sentence) and CHOOSER.search(sentence) and not NEXT_STEP.match(sentence)) or (
         WILL_CHOOSE.search(sentence) and not NEXT_STEP.match(sentence))
     return bool(chosen) and not NOT_A_DECISION.search(sentence)
@@ -145,7 +196,13 @@ def is_choice(sentence: str) -> bool:
 def is_person_choice(sentence: str) -> bool:
     """A sentence the person typed that states what they want done ("let's do vite", "use pnpm",
     "you can set group.visible"), not a request for work or a question."""
-    if REQUEST.match(sentence) or NOT_A_DECISION.search(sentence):
+    if PERSON_PREFERS.search(sentence) and not sentence.rstrip().endswith("?"):
+        return True  # a preference stated inside a request is still the person's choice
+    if PERSON_SHOULD.search(sentence) and not REQUEST.match(sentence) and not LEADS_IN.search(sentence) \
+            and not CONDITION.match(sentence) and (
+            not sentence.rstrip().endswith("?") or re.match(r"^\W*(?:maybe|perhaps)\b", sentence, re.I)):
+        return True
+    if REQUEST.match(sentence) or NOT_A_DECISION.search(sentence) or LEADS_IN.search(sentence):
         return False
     return is_choice(sentence) or bool(PERSON_CHOOSES.search(sentence))
 
@@ -153,7 +210,9 @@ def is_person_choice(sentence: str) -> bool:
 def is_finding(sentence: str) -> bool:
     """A sentence that says what caused a problem or what fixed it."""
     lowered = sentence.lower()
-    return any(hint in lowered for hint in FINDING_HINTS) and bool(FINDING.search(sentence)) \
+    return any(hint in lowered for hint in FINDING_HINTS) and bool(
+        FINDING.search(sentence) or CAUSAL.search(sentence) or CONSEQUENCE.search(sentence)
+        or EXPECTATION.search(sentence) or LIMITATION.search(sentence)) \
         and not sentence.rstrip().endswith(("?", ":")) and not NEXT_STEP.match(sentence) and not GUESS.search(sentence)
 
 
@@ -172,10 +231,12 @@ def findings_in(sentences_: list[str]) -> list[str]:
         if inline:
             found.append(inline.group(1))
         elif FINDING_LEAD.match(sentence):
-            after = sentences_[i + 1] if i + 1 < len(sentences_) else ""
-            if after and not after.rstrip().endswith(("?", ":")) and not GUESS.search(after):
+            after = sentences_[i + 1].rstrip() if i + 1 < len(sentences_) else ""
+            if AFTER_LEAD_IN.search(after):
+                after = AFTER_LEAD_IN.sub("", after)
+            if after and not after.endswith(("?", ":")) and not GUESS.search(after) and not NEXT_STEP.match(after):
                 found.append(after)
-        elif is_finding(sentence) and (not found or found[-1] != sentence):
+        elif (is_finding(sentence) or FIXED_ITEM.match(sentence)) and (not found or found[-1] != sentence):
             found.append(sentence)
     return found
 

@@ -29,9 +29,13 @@ INTERACTION_TOOLS = ("AskUserQuestion", "ExitPlanMode", "EnterPlanMode", "TodoWr
                      "TaskList", "SendMessage")
 # the user said no: not an error to fix
 REJECTION = re.compile(r"^The user doesn't want to (proceed|take this action)")
-# the person's permission settings stopped the call ("This command requires approval", "... was
-# blocked. For security, ..."): their choice, like a rejection, not an error left to fix
-NOT_ALLOWED = re.compile(r"\brequires approval\b|\bwas blocked\. For security\b|^Permission to use \w+ (?:has been|was) denied")
+# the permission settings stopped the call ("This command requires approval", "... was blocked. For
+# security, ...", "Claude requested permissions to ..., but you haven't granted it yet"): unlike a
+# person's "no" at a prompt, nobody chose to skip the work, and it never ran. Unresolved unless the
+# same call runs later (a look-around included: what it would have read was never seen)
+NOT_ALLOWED = re.compile(r"\brequires approval\b|\bwas blocked\. For security\b|^Permission to use \w+ (?:has been|was) denied|"
+                         r"\bbut you haven't granted it yet\b")
+DENIED_IS_UNRESOLVED = True
 KEEP = 50  # newest commands / errors kept in the returned lists
 
 
@@ -191,7 +195,8 @@ def _summarise(order, requests, decisions, todos, tasks, count, last_id, request
             commands.append({"command": call["key"], "failed": status == "error", "uuid": call["uuid"],
                              "rejected": status in ("rejected", "denied"),
                              **({"error": call["error"]} if status in ("error", "rejected", "denied") else {})})
-        if status == "error" and name not in LOOK_TOOLS and name not in INTERACTION_TOOLS:
+        if (status == "error" and name not in LOOK_TOOLS or status == "denied" and DENIED_IS_UNRESOLVED) \
+                and name not in INTERACTION_TOOLS:
             # fixed by a later success of the same call: the same file edited, or the same command
             # run again (with other options, inside a longer line, through `uv run`: command_family)
             family = command_family(call["key"]) if name == "Bash" else None
