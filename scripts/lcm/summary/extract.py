@@ -84,7 +84,9 @@ CHANGED_STATE = re.compile(
 PERSON_SHOULD = re.compile(
     r"\b(?:we|you) (?:should|need to|have to|must)(?: (?:also|just|probably|rather))? (?!(?:check|look|see|find out|know|"
     r"figure|investigate|understand|explore|read)\b)\w+|\b(?:we|you) (?:don't|do not) (?:need|have) to\b|\bno need to\b|"
-    r"^\W*(?:maybe|perhaps) (?:we|you) (?:should|could) (?:just )?(?:use|try|switch|move|keep|go|drop|add)\b", re.I)
+    r"(?:^|[,;:\u2013\u2014-]\s*)(?:maybe|perhaps) (?:we|you) (?:should|could) (?:just )?\w+", re.I)
+# "maybe we should ...?" is a suggestion even with its question mark
+SUGGESTION = re.compile(r"(?:^|[,;:\u2013\u2014-]\s*)(?:maybe|perhaps) (?:we|you) (?:should|could)\b", re.I)
 # what the person prefers, also inside a request: "I'd like to keep it the same 3 files", "I'd
 # actually love that test to be saved", "I changed my mind ... would like to combine the logic"
 PERSON_PREFERS = re.compile(
@@ -200,7 +202,7 @@ def is_person_choice(sentence: str) -> bool:
         return True  # a preference stated inside a request is still the person's choice
     if PERSON_SHOULD.search(sentence) and not REQUEST.match(sentence) and not LEADS_IN.search(sentence) \
             and not CONDITION.match(sentence) and (
-            not sentence.rstrip().endswith("?") or re.match(r"^\W*(?:maybe|perhaps)\b", sentence, re.I)):
+            not sentence.rstrip().endswith("?") or SUGGESTION.search(sentence)):
         return True
     if REQUEST.match(sentence) or NOT_A_DECISION.search(sentence) or LEADS_IN.search(sentence):
         return False

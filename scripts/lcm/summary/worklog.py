@@ -68,7 +68,7 @@ def user_request_text(entry: dict) -> str | None:
 
 def _tool_key(name: str, tool_input: dict) -> str:
     """What a call acted on, so a later success of the same call resolves an earlier error."""
-    for field in ("file_path", "notebook_path", "command", "path", "pattern", "url", "taskId",
+    for field in ("file_path", "notebook_path", "command", "path", "pattern", "url", "query", "taskId",
                   "shell_id", "bash_id"):
         if tool_input.get(field):
             return str(tool_input[field])

@@ -1,0 +1,191 @@
+"""What the digest and the resume brief count as a decision, a bug found and an unresolved error:
+one table per rule family (each row a sentence a person would judge the same way, beside its near
+misses), then small hand-made sessions read through the work log, as digests and briefs read them.
+
+The rules are linguistic, not tuned to any session's words: a decision chooses between options or
+commits to an approach; a bug found states a cause (a causal verb, a consequence, an expectation
+missed, a limitation) or a fix made; an error is unresolved until the same call succeeds later.
+bench/digest_quality.py measures them against labelled real sessions."""
+from __future__ import annotations
+
+import pytest
+
+import lcm.capture.bulk
+import lcm.summary.extract
+import lcm.summary.worklog
+import lcm.vault.db
+from transcripts import Transcript
+
+# an apology, an acknowledgement, a status line or narration is never a decision
+NOT_DECISIONS = [
+    "Sorry, I misread the config.",
+    "You're right, the flag is wrong.",
+    "You're absolutely right - let me fix that.",
+    "The plan is ready.",
+    "Done.",
+    "All tests pass.",
+    "Here is what I will change:",
+    "Now let me check the build output:",
+    "I apologize for switching to the wrong branch earlier.",
+]
+# a change of state said with both ends; a choice that leads into code
+ASSISTANT_DECISIONS = [
+    "I've switched the submodule from SSH to HTTPS.",
+    "Converted the display from CSS ruby layout to native ruby elements.",
+    "We need to change the remote to use HTTPS instead:",
+    "Switched the build backend to Hatchling.",
+]
+ASSISTANT_NOT_DECISIONS = [
+    "The function switches between two modes at runtime.",
+    "Let me check the remote configuration:",
+    "If we switched the remote from SSH to HTTPS, the deploy might work.",
+]
+# what the person says should (not) be done, or prefers, even inside a request
+PERSON_DECISIONS = [
+    "We should support .tar archives as well, the same way as .zip.",
+    "also we don't need to check that the file exists, let's just open it.",
+    "This is annoying, maybe we should use the https address?",
+    "So I'd like to keep it the same 3 simple files.",
+    "I'd actually love that check to be saved as a permanent test.",
+    "I changed my mind a bit and would like to combine both rules.",
+]
+PERSON_NOT_DECISIONS = [
+    "Hey Claude, I'd like your help with the timeline filter.",
+    "I'd like to ask you to add a details element.",
+    "Should we use the https address?",
+    "If there is no PR found we should print the help.",
+    "Can you have a look at the failing tests?",
+]
+
+
+@pytest.mark.parametrize("sentence", NOT_DECISIONS + ASSISTANT_NOT_DECISIONS)
+def test_apologies_status_lines_narration_and_conditions_are_not_decisions(sentence):
+    assert not lcm.summary.extract.is_choice(sentence)
+    assert not lcm.summary.extract.is_person_choice(sentence) or sentence.startswith("Done")
+
+
+@pytest.mark.parametrize("sentence", ASSISTANT_DECISIONS)
+def test_a_change_with_both_ends_or_a_choice_leading_into_code_is_a_decision(sentence):
+    assert lcm.summary.extract.is_choice(sentence)
+
+
+@pytest.mark.parametrize("sentence", PERSON_DECISIONS)
+def test_what_the_person_says_should_be_done_is_a_decision(sentence):
+    assert lcm.summary.extract.is_person_choice(sentence)
+
+
+@pytest.mark.parametrize("sentence", PERSON_NOT_DECISIONS)
+def test_a_request_for_help_a_question_or_a_condition_from_the_person_is_not_a_decision(sentence):
+    assert not lcm.summary.extract.is_person_choice(sentence)
+
+
+FINDINGS = [
+    # a causal verb
+    "The linter wraps bare URLs in angle brackets, which was causing the MDX build errors.",
+    "That's why the second request never reaches the cache.",
+    # a cause and its consequence
+    "The CI runner has no SSH key, so it can't clone the submodule.",
+    "Version 1.0.0 counts as compatible with 2.0.0, so the cache isn't invalidated.",
+    # an expectation missed
+    "However, the tests expect a more complex rule that prefers root directories.",
+    "The test looks for the variable's name, but the page only holds its value.",
+    # a limitation
+    "The ruby-base display value is not supported by Chrome.",
+    # a fix listed as done
+    "Fixed the possibly-unbound warning: added a None check before reading the version.",
+]
+NOT_FINDINGS = [
+    "The bug might be caused by a stale lock file.",          # a guess
+    "So I'll update the test next.",
+    "Let me check why the tests fail:",
+    "The page is not ready yet.",
+    "Is it not supported by Chrome?",
+]
+
+
+@pytest.mark.parametrize("sentence", FINDINGS)
+def test_a_causal_sentence_is_a_bug_found(sentence):
+    assert lcm.summary.extract.findings_in([sentence]) == [sentence]
+
+
+@pytest.mark.parametrize("sentence", NOT_FINDINGS)
+def test_guesses_narration_and_questions_are_not_bugs_found(sentence):
+    assert lcm.summary.extract.findings_in([sentence]) == []
+
+
+def test_the_bug_after_a_lead_may_itself_lead_into_code():
+    found = lcm.summary.extract.findings_in([
+        "I see the issue.", "The parser reads two record types that keep their time in different fields:"])
+    assert found == ["The parser reads two record types that keep their time in different fields"]
+
+
+def _worklog(tmp_path, build) -> dict:
+    t = Transcript(tmp_path / "projects", session_id="s-rules")
+    build(t)
+    t.write()
+    conn = lcm.vault.db.connect()
+    lcm.capture.bulk.ingest_paths(conn, [str(t.path)])
+    return lcm.summary.worklog.worklog(conn, "s-rules", request_limit=100)
+
+
+def test_a_push_refused_with_403_and_pushed_by_the_next_call_is_not_unresolved(tmp_path, vault):
+    def build(t):
+        t.user("push the branch")
+        push = t.tool_use("Bash", {"command": "git push -u origin feature"})
+        t.tool_result(push, "remote: Permission denied.\nfatal: The requested URL returned error: 403", is_error=True)
+        t.assistant_text("Sorry, the token had expired. You're right, I should have checked it first.")
+        push = t.tool_use("Bash", {"command": "cd /home/user/proj && git push origin feature"})
+        t.tool_result(push, "To github.com:acme/proj.git\n * [new branch]      feature -> feature")
+    log = _worklog(tmp_path, build)
+    assert log["unresolved_errors"] == []
+    assert log["failed_command_count"] == 1
+    assert log["decisions"] == []          # an apology and an acknowledgement choose nothing
+
+
+def test_an_edit_that_failed_and_then_landed_is_not_unresolved_one_that_never_landed_is(tmp_path, vault):
+    def build(t):
+        t.user("update the notes")
+        for ok in (False, True):
+            edit = t.tool_use("Edit", {"file_path": "/home/user/proj/NOTES.md", "old_string": "a", "new_string": "b"})
+            t.tool_result(edit, "The file has been updated." if ok else "String to replace not found in file.",
+                          is_error=not ok)
+        edit = t.tool_use("Edit", {"file_path": "/home/user/proj/vercel.json", "old_string": "x", "new_string": "y"})
+        t.tool_result(edit, "String to replace not found in file.", is_error=True)
+    log = _worklog(tmp_path, build)
+    assert [e["target"] for e in log["unresolved_errors"]] == ["/home/user/proj/vercel.json"]
+
+
+def test_a_call_the_permission_settings_stopped_is_unresolved_until_it_runs(tmp_path, vault):
+    def build(t):
+        t.user("find out what the CLI supports")
+        search = t.tool_use("WebSearch", {"query": "cli flags"})
+        t.tool_result(search, "Claude requested permissions to use WebSearch, but you haven't granted it yet.",
+                      is_error=True)
+        first = t.tool_use("Bash", {"command": "tool --version"})
+        t.tool_result(first, "This command requires approval", is_error=True)
+        again = t.tool_use("Bash", {"command": "tool --version"})
+        t.tool_result(again, "tool 2.1.0")
+        missing = t.tool_use("Read", {"file_path": "/home/user/proj/absent.md"})   # a look-around that failed
+        t.tool_result(missing, "File does not exist.", is_error=True)
+        rejected = t.tool_use("Bash", {"command": "rm -rf dist"})                  # the person said no
+        t.tool_result(rejected, "The user doesn't want to proceed with this tool use.", is_error=True)
+    log = _worklog(tmp_path, build)
+    assert [(e["tool"], e["target"]) for e in log["unresolved_errors"]] == [("WebSearch", "cli flags")]
+
+
+def test_a_session_reads_back_its_decisions_and_bugs_and_no_status_lines(tmp_path, vault):
+    def build(t):
+        t.user("the MDX build keeps failing. We should keep the lint rules we have otherwise.")
+        t.assistant_text("The plan is ready. I apologize for the earlier confusion.")
+        build_ = t.tool_use("Bash", {"command": "npm run build"})
+        t.tool_result(build_, "Error: Unexpected character `<` in MDX", is_error=True)
+        t.assistant_text("I see the issue. The linter wraps bare URLs in angle brackets, which was causing the"
+                         " MDX errors. I'll disable that rule instead of editing every file.")
+        build_ = t.tool_use("Bash", {"command": "npm run build"})
+        t.tool_result(build_, "Compiled successfully")
+        t.assistant_text("Done. All tests pass.")
+    log = _worklog(tmp_path, build)
+    assert log["decisions"] == ["(user) We should keep the lint rules we have otherwise.",
+                                "I'll disable that rule instead of editing every file."]
+    assert log["findings"] == ["The linter wraps bare URLs in angle brackets, which was causing the MDX errors."]
+    assert log["unresolved_errors"] == []
