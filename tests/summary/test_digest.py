@@ -209,6 +209,7 @@ def test_decisions_bugs_and_open_questions_a_person_would_name(tmp_path, vault):
     failed = _section(text, "What failed")
     assert any("git push -u origin main" in f and "not fixed later" not in f for f in failed), failed
     assert any("npm run build" in f and "(not fixed later)" in f for f in failed), failed
+    assert "`rm -rf build` not allowed by the permission settings (not fixed later)" in failed, failed
     log = lcm.summary.worklog.worklog(conn, "s-judged")
     assert [e["target"] for e in log["unresolved_errors"]] == ["npm run build", "rm -rf build"]
 

@@ -193,7 +193,7 @@ def _summarise(order, requests, decisions, todos, tasks, count, last_id, request
                 target.append(call["key"])
         if name == "Bash" and not call["sidechain"] and call["key"]:
             commands.append({"command": call["key"], "failed": status == "error", "uuid": call["uuid"],
-                             "rejected": status in ("rejected", "denied"),
+                             "rejected": status in ("rejected", "denied"), "denied": status == "denied",
                              **({"error": call["error"]} if status in ("error", "rejected", "denied") else {})})
         if (status == "error" and name not in LOOK_TOOLS or status == "denied" and DENIED_IS_UNRESOLVED) \
                 and name not in INTERACTION_TOOLS:
@@ -317,7 +317,8 @@ def sections(log: dict, top: list[dict], *, list_cap: int = 15, text_cap: int = 
         [f"- {e['tool']} {one_line(e['target'], 120)}: {one_line(e['error'], 160)} ({e['uuid']})"
          for e in log["unresolved_errors"]], list_cap // 2, "errors") or ["- none"]))
     out.append((f"Commands run ({log['command_count']}, {log['failed_command_count']} failed; newest last)", _capped(
-        [f"- {'FAILED ' if c['failed'] else 'REJECTED by user ' if c['rejected'] else ''}`{one_line(c['command'], 160)}`"
+        [f"- {'FAILED ' if c['failed'] else 'NOT ALLOWED by the settings ' if c.get('denied') else 'REJECTED by user ' if c['rejected'] else ''}"
+         f"`{one_line(c['command'], 160)}`"
          + (f": {one_line(c['error'], 120)}" if c.get("error") else "") for c in log["commands"]],
         list_cap, "commands") or ["- none"]))
     out.append(("Decisions (sentences that state a choice; heuristic)",
