@@ -91,6 +91,7 @@ FINDINGS = [
     "The test looks for the variable's name, but the page only holds its value.",
     # a limitation
     "The ruby-base display value is not supported by Chrome.",
+    "The issue is in the HTML - the paths need to be relative to the page.",
     # a fix listed as done
     "Fixed the possibly-unbound warning: added a None check before reading the version.",
 ]
@@ -100,6 +101,8 @@ NOT_FINDINGS = [
     "Let me check why the tests fail:",
     "The page is not ready yet.",
     "Is it not supported by Chrome?",
+    "The issue is with how the installer builds the package.",   # where, not what
+    "This means the issue is in the render function.",
 ]
 
 

@@ -120,6 +120,10 @@ EXPECTATION = re.compile(r"^\W*(?:however|but)\b[^.]*\b(?:expects?|expected|expe
 # "the flag isn't compatible with --watch"
 LIMITATION = re.compile(r"\b(?:is|are|was|were)(?:n't| not) (?:supported|compatible)\b|\bnot supported (?:by|in|on)\b|"
                         r"\bunsupported\b|\b(?:doesn't|does not|don't|do not|didn't|did not) support\b", re.I)
+# where a problem lies is not yet what it is: "The issue is with how X builds the package", "the
+# issue is in the parser" (unless an explanation follows: "... in the HTML - the paths ...")
+LOCATION_ONLY = re.compile(r"\b(?:issue|problem|bug|error)s? (?:is|was|are|were|must be|seems to be|lies) (?:in|with|somewhere)\b"
+                           r"(?![^.]*(?:\s[-\u2013\u2014]\s|:|;|\bbecause\b|\bsince\b|, so\b|\bthat\b))", re.I)
 # a fix listed as done, the way a closing summary lists them: "Fixed the type error: added a None
 # check before ...", "**Fixed X** - used patch.object()"
 FIXED_ITEM = re.compile(r"^\W*fixed\s+(?!by\b)[^:]{3,100}?(?::\s|\s[-\u2013\u2014]\s)\s*\S.{8,}$", re.I)
@@ -214,7 +218,7 @@ def is_finding(sentence: str) -> bool:
     lowered = sentence.lower()
     return any(hint in lowered for hint in FINDING_HINTS) and bool(
         FINDING.search(sentence) or CAUSAL.search(sentence) or CONSEQUENCE.search(sentence)
-        or EXPECTATION.search(sentence) or LIMITATION.search(sentence)) \
+        or EXPECTATION.search(sentence) or LIMITATION.search(sentence)) and not LOCATION_ONLY.search(sentence) \
         and not sentence.rstrip().endswith(("?", ":")) and not NEXT_STEP.match(sentence) and not GUESS.search(sentence)
 
 
