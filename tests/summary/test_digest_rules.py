@@ -120,6 +120,7 @@ def test_the_bug_after_a_lead_may_itself_lead_into_code():
     found = lcm.summary.extract.findings_in([
         "I see the issue.", "The parser reads two record types that keep their time in different fields:"])
     assert found == ["The parser reads two record types that keep their time in different fields"]
+    assert lcm.summary.extract.findings_in(["Ah! I see the issue now.", "Looking at the request log:"]) == []
 
 
 def _worklog(tmp_path, build) -> dict:

@@ -127,6 +127,8 @@ LOCATION_ONLY = re.compile(r"\b(?:issue|problem|bug|error)s? (?:is|was|are|were|
 # a fix listed as done, the way a closing summary lists them: "Fixed the type error: added a None
 # check before ...", "**Fixed X** - used patch.object()"
 FIXED_ITEM = re.compile(r"^\W*fixed\s+(?!by\b)[^:]{3,100}?(?::\s|\s[-\u2013\u2014]\s)\s*\S.{8,}$", re.I)
+# what the assistant looks at next is no explanation ("I see the issue now. Looking at the log:")
+LOOKING = re.compile(r"^\W*(?:looking|checking|reading|searching|examining|let me|let's)\b", re.I)
 # the sentence after a lead may lead into code itself ("... in different properties:")
 AFTER_LEAD_IN = re.compile(r":\s*$")
 # "I see the issue." / "There's the bug!": the sentence after it says what the issue is
@@ -240,7 +242,8 @@ def findings_in(sentences_: list[str]) -> list[str]:
             after = sentences_[i + 1].rstrip() if i + 1 < len(sentences_) else ""
             if AFTER_LEAD_IN.search(after):
                 after = AFTER_LEAD_IN.sub("", after)
-            if after and not after.endswith(("?", ":")) and not GUESS.search(after) and not NEXT_STEP.match(after):
+            if after and not after.endswith(("?", ":")) and not GUESS.search(after) and not NEXT_STEP.match(after) \
+                    and not LOOKING.match(after):
                 found.append(after)
         elif (is_finding(sentence) or FIXED_ITEM.match(sentence)) and (not found or found[-1] != sentence):
             found.append(sentence)
