@@ -28,16 +28,16 @@ NOT_DECISIONS = [
     "Now let me check the build output:",
     "I apologize for switching to the wrong branch earlier.",
 ]
-# a change of state said with both ends; a choice that leads into code
+# a change of state said with both ends
 ASSISTANT_DECISIONS = [
     "I've switched the submodule from SSH to HTTPS.",
     "Converted the display from CSS ruby layout to native ruby elements.",
-    "We need to change the remote to use HTTPS instead:",
     "Switched the build backend to Hatchling.",
 ]
 ASSISTANT_NOT_DECISIONS = [
     "The function switches between two modes at runtime.",
     "Let me check the remote configuration:",
+    "We need to change the remote to use HTTPS instead:",     # a lead-in: what follows is the choice
     "If we switched the remote from SSH to HTTPS, the deploy might work.",
 ]
 # what the person says should (not) be done, or prefers, even inside a request
@@ -65,7 +65,7 @@ def test_apologies_status_lines_narration_and_conditions_are_not_decisions(sente
 
 
 @pytest.mark.parametrize("sentence", ASSISTANT_DECISIONS)
-def test_a_change_with_both_ends_or_a_choice_leading_into_code_is_a_decision(sentence):
+def test_a_change_with_both_ends_is_a_decision(sentence):
     assert lcm.summary.extract.is_choice(sentence)
 
 
