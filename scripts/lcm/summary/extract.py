@@ -62,17 +62,15 @@ NOT_A_DECISION = re.compile(
     r"\b(?:we|i|you) would(?! rather)\b|\b(?:haven't|have not|not yet|hasn't been)\b.*\bdecid|"
     r"\b(?:use|using) (?:the )?[\w-]+(?: tool| command)? to (?:find|check|see|look|read|search|locate|"
     r"verify|inspect|run|get|view|list|explore)\b|\?\s*$|"
-    # an apology or an acknowledgement is not a choice, nor a line that leads into a list or code
-    r"^\W*(?:i apologi[sz]e|sorry|my apologies|you're (?:absolutely )?right|you are (?:absolutely )?right)\b|"
+    # an apology or an acknowledgement is not a choice, nor a line that leads into a list or code,
+    # even when its words state one ("... to use HTTPS instead:"): reading those as choices lowered
+    # the decisions' F1 on held-out projects (bench/digest_rules_cv.py)
+    r"^\W*(?:i apologi[sz]e|sorry|my apologies|you're (?:absolutely )?right|you are (?:absolutely )?right)\b|:\s*$|"
     # what a problem is (a finding, or a guess at one) is not a choice
     r"^\W*(?:the|this|that) (?:real )?(?:issue|problem|bug|cause|error)\b|"
     # taking up the person's request is not choosing ("I'll help you modify the TUI to ...")
     r"^\W*(?:i'll|i will|let me) help you\b",
     re.I)
-# a line that leads into a list or code ("Here is what I will change:") is no choice by itself, even
-# when its words state one: what it leads into says what was chosen (reading such lines as choices
-# lowered the decisions' F1 on held-out projects: bench/digest_rules_cv.py)
-LEADS_IN = re.compile(r":\s*$")
 # a change of state said with both ends: "switched the submodule from SSH to HTTPS", "converted the
 # display from CSS ruby to HTML ruby elements", "switched the build to Hatchling"
 CHANGED_STATE = re.compile(
@@ -190,8 +188,6 @@ def is_choice(sentence: str) -> bool:
     lowered = sentence.lower()
     if not any(hint in lowered for hint in CHOICE_HINTS):
         return False
-    if LEADS_IN.search(sentence):
-        return False
     chosen = DECIDED.search(sentence) or BETTER_WAY.search(sentence) or CHANGED_STATE.search(sentence) or (
         ALTERNATIVE.search(sentence) and CHOOSER.search(sentence) and not NEXT_STEP.match(sentence)) or (
         WILL_CHOOSE.search(sentence) and not NEXT_STEP.match(sentence))
@@ -203,11 +199,11 @@ def is_person_choice(sentence: str) -> bool:
     "you can set group.visible"), not a request for work or a question."""
     if PERSON_PREFERS.search(sentence) and not sentence.rstrip().endswith("?"):
         return True  # a preference stated inside a request is still the person's choice
-    if PERSON_SHOULD.search(sentence) and not REQUEST.match(sentence) and not LEADS_IN.search(sentence) \
+    if PERSON_SHOULD.search(sentence) and not REQUEST.match(sentence) and not sentence.rstrip().endswith(":") \
             and not CONDITION.match(sentence) and (
             not sentence.rstrip().endswith("?") or SUGGESTION.search(sentence)):
         return True
-    if REQUEST.match(sentence) or NOT_A_DECISION.search(sentence) or LEADS_IN.search(sentence):
+    if REQUEST.match(sentence) or NOT_A_DECISION.search(sentence):
         return False
     return is_choice(sentence) or bool(PERSON_CHOOSES.search(sentence))
 
