@@ -1,19 +1,26 @@
 """Do the digest's rule families generalise? Cross-validated figures (not a test).
 
-Each family of lcm.summary.extract / lcm.summary.worklog added for issue 33 item 2 (a cause stated
-with a causal verb, a consequence, a missed expectation, a limitation, a fix listed as done, a bug
-explained before a colon, where a problem lies is not yet a cause; a change of state with both
-ends, what the person says should be done or prefers; a call the permission settings stopped) can
-be switched off, which gives back main's rules. A family is accepted on some sessions when, added
+Each family of lcm.summary.extract / lcm.summary.worklog added for issue 33 item 2 (a cause said
+with its consequence, where a problem lies is not yet a cause, a fix listed as done; what the person
+says should be done or prefers; a call the permission settings stopped that never ran) can be
+switched off, which gives back main's rules. A family is accepted on some sessions when, added
 alone to main's rules, it raises the sum of the per-category F1 (decisions, bugs, unresolved) on
 them. Leave-one-project-out (4 folds: the three projects with most labelled sessions, the rest)
 and leave-one-split-out (tune, holdout, fresh): accept on the other folds, score the held-out
 fold, add up the held-out counts. A family that only helps the sessions it was written from is
-rejected on the folds without them. Tried and dropped because they lowered the held-out F1: a
-choice read from a line that leads into code ("... instead:"), an action with its reason ("Let me
-try X since Y"). Labels: bench/labels/digest_sessions.json (see bench/digest_quality.py). Prints
-one JSON line: held-out and in-sample precision/recall of main's rules and of the accepted
-families, and what each fold rejected.
+rejected on the folds without them.
+
+Tried and dropped: a choice read from a line that leads into code ("... instead:") and an action
+with its reason ("Let me try X since Y") lowered the held-out F1; a causal verb ("which was
+causing"), an expectation missed ("however, the tests expect"), a limitation ("not supported
+by"), a bug explained before a colon and a change of state with both ends ("switched X from A to
+B") each helped only the project they were written from (no held-out fold changed), so they are
+left out. The permission-settings family has that weakness too (one labelled session has such
+calls) and is kept as a reading of what "unresolved" means, not as a tuned pattern.
+
+Labels: bench/labels/digest_sessions.json (see bench/digest_quality.py). Prints one JSON line:
+held-out and in-sample precision/recall of main's rules and of the accepted families, and what
+each fold rejected.
 
 Usage: python3 bench/digest_rules_cv.py
 """
@@ -32,10 +39,8 @@ import digest_quality  # noqa: E402  (its labels, matching and paths; it puts sc
 NEVER = re.compile(r"(?!)")
 # family -> (module, attribute); off = a pattern that never matches (or False for a switch)
 FAMILIES = {
-    "bug: causal verb": ("extract", "CAUSAL"), "bug: consequence": ("extract", "CONSEQUENCE"),
-    "bug: expectation missed": ("extract", "EXPECTATION"), "bug: limitation": ("extract", "LIMITATION"),
-    "bug: a location is no cause": ("extract", "LOCATION_ONLY"), "bug: fix listed as done": ("extract", "FIXED_ITEM"), "bug: explained before a colon": ("extract", "AFTER_LEAD_IN"),
-    "decision: change of state": ("extract", "CHANGED_STATE"),
+    "bug: consequence": ("extract", "CONSEQUENCE"), "bug: a location is no cause": ("extract", "LOCATION_ONLY"),
+    "bug: fix listed as done": ("extract", "FIXED_ITEM"),
     "decision: person says should": ("extract", "PERSON_SHOULD"), "decision: person prefers": ("extract", "PERSON_PREFERS"),
     "unresolved: not allowed, never ran": ("worklog", "DENIED_IS_UNRESOLVED"),
 }

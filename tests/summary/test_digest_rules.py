@@ -3,9 +3,10 @@ one table per rule family (each row a sentence a person would judge the same way
 misses), then small hand-made sessions read through the work log, as digests and briefs read them.
 
 The rules are linguistic, not tuned to any session's words: a decision chooses between options or
-commits to an approach; a bug found states a cause (a causal verb, a consequence, an expectation
-missed, a limitation) or a fix made; an error is unresolved until the same call succeeds later.
-bench/digest_quality.py measures them against labelled real sessions."""
+commits to an approach; a bug found states a cause (with its consequence) or a fix made, not only
+where a problem lies; an error is unresolved until the same call succeeds later.
+bench/digest_quality.py measures them against labelled real sessions, bench/digest_rules_cv.py on
+projects they were not written from."""
 from __future__ import annotations
 
 import pytest
@@ -27,18 +28,8 @@ NOT_DECISIONS = [
     "Here is what I will change:",
     "Now let me check the build output:",
     "I apologize for switching to the wrong branch earlier.",
-]
-# a change of state said with both ends
-ASSISTANT_DECISIONS = [
-    "I've switched the submodule from SSH to HTTPS.",
-    "Converted the display from CSS ruby layout to native ruby elements.",
-    "Switched the build backend to Hatchling.",
-]
-ASSISTANT_NOT_DECISIONS = [
-    "The function switches between two modes at runtime.",
-    "Let me check the remote configuration:",
     "We need to change the remote to use HTTPS instead:",     # a lead-in: what follows is the choice
-    "If we switched the remote from SSH to HTTPS, the deploy might work.",
+    "If we switch the remote to HTTPS, the deploy might work.",
 ]
 # what the person says should (not) be done, or prefers, even inside a request
 PERSON_DECISIONS = [
@@ -58,15 +49,10 @@ PERSON_NOT_DECISIONS = [
 ]
 
 
-@pytest.mark.parametrize("sentence", NOT_DECISIONS + ASSISTANT_NOT_DECISIONS)
+@pytest.mark.parametrize("sentence", NOT_DECISIONS)
 def test_apologies_status_lines_narration_and_conditions_are_not_decisions(sentence):
     assert not lcm.summary.extract.is_choice(sentence)
     assert not lcm.summary.extract.is_person_choice(sentence) or sentence.startswith("Done")
-
-
-@pytest.mark.parametrize("sentence", ASSISTANT_DECISIONS)
-def test_a_change_with_both_ends_is_a_decision(sentence):
-    assert lcm.summary.extract.is_choice(sentence)
 
 
 @pytest.mark.parametrize("sentence", PERSON_DECISIONS)
@@ -80,47 +66,35 @@ def test_a_request_for_help_a_question_or_a_condition_from_the_person_is_not_a_d
 
 
 FINDINGS = [
-    # a causal verb
-    "The linter wraps bare URLs in angle brackets, which was causing the MDX build errors.",
-    "That's why the second request never reaches the cache.",
     # a cause and its consequence
     "The CI runner has no SSH key, so it can't clone the submodule.",
     "Version 1.0.0 counts as compatible with 2.0.0, so the cache isn't invalidated.",
-    # an expectation missed
-    "However, the tests expect a more complex rule that prefers root directories.",
-    "The test looks for the variable's name, but the page only holds its value.",
-    # a limitation
-    "The ruby-base display value is not supported by Chrome.",
-    "The issue is in the HTML - the paths need to be relative to the page.",
-    # a fix listed as done
+    # a fix listed as done, as a closing summary lists them
     "Fixed the possibly-unbound warning: added a None check before reading the version.",
+    "Fixed query shadowing - used patch.object() instead of assigning the method.",
+    # a location followed by what is wrong there
+    "The issue is in the HTML - the paths need to be relative to the page.",
 ]
 NOT_FINDINGS = [
     "The bug might be caused by a stale lock file.",          # a guess
     "So I'll update the test next.",
     "Let me check why the tests fail:",
     "The page is not ready yet.",
-    "Is it not supported by Chrome?",
+    "The build is broken, so I'll look at the config.",          # what the assistant does next
+    "Fixed: nothing yet",
     "The issue is with how the installer builds the package.",   # where, not what
     "This means the issue is in the render function.",
 ]
 
 
 @pytest.mark.parametrize("sentence", FINDINGS)
-def test_a_causal_sentence_is_a_bug_found(sentence):
+def test_a_cause_with_its_consequence_or_a_fix_made_is_a_bug_found(sentence):
     assert lcm.summary.extract.findings_in([sentence]) == [sentence]
 
 
 @pytest.mark.parametrize("sentence", NOT_FINDINGS)
-def test_guesses_narration_and_questions_are_not_bugs_found(sentence):
+def test_guesses_narration_and_where_a_problem_lies_are_not_bugs_found(sentence):
     assert lcm.summary.extract.findings_in([sentence]) == []
-
-
-def test_the_bug_after_a_lead_may_itself_lead_into_code():
-    found = lcm.summary.extract.findings_in([
-        "I see the issue.", "The parser reads two record types that keep their time in different fields:"])
-    assert found == ["The parser reads two record types that keep their time in different fields"]
-    assert lcm.summary.extract.findings_in(["Ah! I see the issue now.", "Looking at the request log:"]) == []
 
 
 def _worklog(tmp_path, build) -> dict:
@@ -183,13 +157,13 @@ def test_a_session_reads_back_its_decisions_and_bugs_and_no_status_lines(tmp_pat
         t.assistant_text("The plan is ready. I apologize for the earlier confusion.")
         build_ = t.tool_use("Bash", {"command": "npm run build"})
         t.tool_result(build_, "Error: Unexpected character `<` in MDX", is_error=True)
-        t.assistant_text("I see the issue. The linter wraps bare URLs in angle brackets, which was causing the"
-                         " MDX errors. I'll disable that rule instead of editing every file.")
+        t.assistant_text("The linter wraps bare URLs in angle brackets, so the MDX parser fails on them."
+                         " I'll disable that rule instead of editing every file.")
         build_ = t.tool_use("Bash", {"command": "npm run build"})
         t.tool_result(build_, "Compiled successfully")
         t.assistant_text("Done. All tests pass.")
     log = _worklog(tmp_path, build)
     assert log["decisions"] == ["(user) We should keep the lint rules we have otherwise.",
                                 "I'll disable that rule instead of editing every file."]
-    assert log["findings"] == ["The linter wraps bare URLs in angle brackets, which was causing the MDX errors."]
+    assert log["findings"] == ["The linter wraps bare URLs in angle brackets, so the MDX parser fails on them."]
     assert log["unresolved_errors"] == []
