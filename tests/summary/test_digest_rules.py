@@ -39,6 +39,7 @@ PERSON_DECISIONS = [
     "So I'd like to keep it the same 3 simple files.",
     "I'd actually love that check to be saved as a permanent test.",
     "I changed my mind a bit and would like to combine both rules.",
+    "Don't regenerate the page, just launch the cached one.",  # a prohibition with its alternative
 ]
 PERSON_NOT_DECISIONS = [
     "Hey Claude, I'd like your help with the timeline filter.",
@@ -46,6 +47,9 @@ PERSON_NOT_DECISIONS = [
     "Should we use the https address?",
     "If there is no PR found we should print the help.",
     "Can you have a look at the failing tests?",
+    "Do not merge.",                                  # a task brief's rules: kept, not chosen
+    "Do NOT read the other docs; they belong to your peers.",
+    "Never push to master.",
 ]
 
 

@@ -86,6 +86,9 @@ PERSON_PREFERS = re.compile(
     r"(?!(?:to|you|your|know|see|understand|ask|learn|get|hear|have a look|look|review|check|explore|help)\b)\w+", re.I)
 # a condition ("if there is no PR we should say so") specifies a case, it chooses nothing
 CONDITION = re.compile(r"^\W*(?:if|whether|unless|when)\b", re.I)
+# a bare prohibition ("Do not merge.", "Never push to main.") is a rule the work must keep, as a task's
+# brief lists them, not a choice between ways; "don't X, just Y" or "we don't need X, let's Y" is one
+PROHIBITION = re.compile(r"^\W*(?:do not|don'?t|never|avoid)\b(?!.*\b(?:instead|rather|just|let'?s|but|so)\b)", re.I)
 # a guess at a cause is not a finding yet
 GUESS = re.compile(r"\b(?:might|may be|probably|perhaps|likely|possibly|could be|i suspect|i think)\b", re.I)
 # a finding: the cause of a bug or what fixed it
@@ -175,6 +178,8 @@ def is_choice(sentence: str) -> bool:
 def is_person_choice(sentence: str) -> bool:
     """A sentence the person typed that states what they want done ("let's do vite", "use pnpm",
     "you can set group.visible"), not a request for work or a question."""
+    if PROHIBITION.match(sentence):
+        return False
     if PERSON_PREFERS.search(sentence) and not sentence.rstrip().endswith("?"):
         return True  # a preference stated inside a request is still the person's choice
     if PERSON_SHOULD.search(sentence) and not REQUEST.match(sentence) and not sentence.rstrip().endswith(":") \
