@@ -12,7 +12,12 @@ log (lcm.summary.worklog: what digests and resume briefs print) and compares:
 per category (decisions, bugs, questions, unresolved errors) and per split (tune: the rules
 were first adjusted while reading these; holdout: looked at once after that tuning, since then
 development data too; fresh: labelled before the rules of issue 33 were changed and never looked
-at while changing them), plus `dev` (tune and holdout together). Prints one JSON line.
+at while changing them; sealed: labelled without ever seeing the rules' output, to be evaluated once
+after the rules are merged), plus `dev` (tune and holdout together). Prints one JSON line.
+
+A label with a `transcript` is a sub-agent's transcript read as a session of its own: a copy whose
+lines carry a session id of their own and no sidechain mark goes into a second vault (its lines are
+in the first one too when its parent session is labelled).
 
 Usage: python3 bench/digest_quality.py [--show] [--split tune,holdout]
   --show   every printed line, marked hit or miss, on stderr
@@ -23,6 +28,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,6 +45,25 @@ def printed_lines(log: dict, category: str) -> list[str]:
     if category == "unresolved":
         return [f"{e['tool']} {e['target']}: {e['error']}" for e in items]
     return [str(i) for i in items]
+
+
+def standalone(path: Path, out: Path) -> tuple[str, str]:
+    """(copy's path, its session id): a sub-agent's transcript as a main-thread session of its own."""
+    sid = str(uuid.uuid5(uuid.NAMESPACE_URL, "lcm-bench:" + path.relative_to(DATA).as_posix()))
+    lines = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            lines.append(line)
+            continue
+        if isinstance(entry, dict):
+            entry.update(sessionId=sid, isSidechain=False)
+            entry.pop("agentId", None)
+        lines.append(json.dumps(entry, ensure_ascii=False))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{sid}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(out / f"{sid}.jsonl"), sid
 
 
 def matches(line: str, item: dict) -> bool:
@@ -64,11 +89,19 @@ def main() -> int:
         import lcm.vault.db
         labels = [s for s in json.loads(LABELS.read_text())["sessions"] if wanted is None or s["split"] in wanted]
         conn = lcm.vault.db.connect(str(Path(home) / "lcm.db"))
-        paths = [str(next(DATA.glob(f"*/{s['session']}.jsonl"))) for s in labels]
-        lcm.capture.bulk.ingest_paths(conn, paths)
+        paths = [str(next(DATA.glob(f"*/{s['session']}.jsonl"))) for s in labels if "transcript" not in s]
+        if paths:
+            lcm.capture.bulk.ingest_paths(conn, paths)
+        where = {s["session"]: (conn, s["session"]) for s in labels if "transcript" not in s}
+        alone = [s for s in labels if "transcript" in s]
+        if alone:
+            conn_alone = lcm.vault.db.connect(str(Path(home) / "alone.db"))
+            copies = {s["session"]: standalone(DATA / s["transcript"], Path(home) / "alone") for s in alone}
+            lcm.capture.bulk.ingest_paths(conn_alone, [path for path, _ in copies.values()])
+            where.update((name, (conn_alone, sid)) for name, (_, sid) in copies.items())
         totals: dict = {}
         for s in labels:
-            log = lcm.summary.worklog.worklog(conn, s["session"], request_limit=10_000)
+            log = lcm.summary.worklog.worklog(*where[s["session"]], request_limit=10_000)
             for category in PRINTED:
                 lines, items = printed_lines(log, category), s.get(category) or []
                 groups = [s["split"]] + (["dev"] if s["split"] in ("tune", "holdout") else [])

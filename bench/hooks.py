@@ -181,6 +181,11 @@ class Side:
         # an installed copy has its modules byte-compiled (pip does it; so does a first run unless
         # PYTHONDONTWRITEBYTECODE is set): measure that state, not a compile on every start
         subprocess.run([python, "-m", "compileall", "-q", str(tree / "scripts"), str(tree / "hooks")], check=True)
+        # ... and masking's compiled patterns beside it (lcm.base.mask's store, which a first run
+        # writes unless PYTHONDONTWRITEBYTECODE is set); an older tree (no such module) is let be
+        subprocess.run([python, "-S", "-c", "import sys; sys.path.insert(0, sys.argv[1]); import lcm.base.mask;"
+                        " lcm.base.mask.mask('password: token')", str(tree / "scripts")], capture_output=True,
+                       env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"})
         source, sid, cwd = pick_transcript(vault)
         self.scratch = Path(tempfile.mkdtemp(prefix="lcm-bench-hooks-"))
         self.copy = self.scratch / Path(source).name

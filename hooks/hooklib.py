@@ -250,7 +250,8 @@ def ingest(conn, path) -> dict:
         raise Skip(f"transcript {path} does not exist (yet)")
     import lcm.capture.ingest
     try:
-        result = lcm.capture.ingest.ingest_session(conn, path, patience=write_patience())
+        # the turn's token counts: read by the detached packing run (lcm.capture.tokens.later)
+        result = lcm.capture.ingest.ingest_session(conn, path, patience=write_patience(), usage_later=True)
     except lcm.vault.db.VaultBusy as exc:  # lcm.vault.db is loaded: connect() imported it
         raise Skip(f"{exc.message}; {exc.hint}") from None
     for bad in result["skipped_files"]:

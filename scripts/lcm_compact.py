@@ -140,8 +140,9 @@ def _pack(args) -> int:
     doc = lcm.vault.pack.run(conn, everything=args.all, time_budget=args.time_budget, progress=not args.json,
                        then_vacuum=args.vacuum)
     # and the usage of lines stored before the usage table (a converted vault), within the same budget
-    doc["usage_lines_waiting"] = lcm.capture.tokens.backfill_in_turns(
-        conn, deadline=started + args.time_budget if args.time_budget else None)
+    deadline = started + args.time_budget if args.time_budget else None
+    doc["usage_lines_waiting"] = lcm.capture.tokens.backfill_in_turns(conn, deadline=deadline)
+    lcm.capture.tokens.read_later(conn, deadline=deadline)  # and of the lines hooks stored since the last run
     if args.json:
         lcm.cli.print_json(doc)
     else:

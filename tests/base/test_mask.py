@@ -7,6 +7,8 @@ import hashlib
 import json
 import os
 import sqlite3
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -102,6 +104,19 @@ CAUGHT = [  # (text, kind, the secret part that must be gone)
     ("//registry.npmjs.org/:_authToken=npm_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789", "npm-token", "AbCdEfGhIjKlMnOp"),
     ("SENDGRID_API_KEY=SG.AbCdEfGhIjKlMnOpQrStUv.AbCdEfGhIjKlMnOpQrStUvWxYz0123456789abcdefg", "sendgrid-key",
      "AbCdEfGhIjKlMnOpQrStUvWxYz01"),
+    # the forms gitleaks' own rules write: a curl command's words quoted apart or over several lines,
+    # credential headers by name, a JWT whatever its header's first letter, a Kubernetes Secret
+    ("curl --user \"ann\":'Hunter2Pass' https://x.example.com", "password", "Hunter2Pass"),
+    ("curl https://x.example.com\n  -o out.json\n  -u ann:Hunter2Pass", "password", "Hunter2Pass"),
+    ("curl -H 'X-Auth-Token: q7w8e9r0t1y2u3' https://x.example.com", "token", "q7w8e9r0t1y2u3"),
+    ("curl --header \"Authorization: Api-Token fQBSgQdH2691zpvtbU\" x", "token", "fQBSgQdH2691zpvtbU"),
+    ("curl -H 'Authorization: Basic fpewncv1y' x", "token", "fpewncv1y"),
+    ("eyCG9H4D9VrSXbQM74ZoLiN4eKT.eygxX4Wpeh79ECLhAzWBLXlp6.HlwIRVky37crDsb=", "jwt", "HlwIRVky37cr"),
+    ("kind: Secret\nmetadata:\n  name: db\ndata:\n  password: MWYyZDFlMmU2N2Rm\n", "secret", "MWYyZDFlMmU2N2Rm"),
+    ("app token 119004632143009|v6ynk5bte9g0hzire1esudj928t", "vendor-token", "v6ynk5bte9g0hzire1"),
+    ("gem source https://8c50dfde:0ce07099@gems.contribsys.com/", "password", "8c50dfde"),
+    ("EAAA2R9xaJM6Bp-9qD2hzzW5bgMEx", "vendor-token", "2R9xaJM6Bp"),
+    ("cohere_secret: hvJoCVqvVhzwwFJWUlELcBfpdUqvJjSCKSHiCkEu", "secret", "hvJoCVqvVhzwwFJW"),
 ]
 
 
@@ -149,6 +164,11 @@ ORDINARY = [
     "HTTP Basic authentication is enabled; use basic auth only over TLS",
     "the npm_config_cache and hf_hub_download helpers, msg.send()",
     "Use private tags",
+    'curl -H "Content-Type: application/json" -H "Accept: text/plain" -H "X-Api-Key: $API_KEY" https://x.example.com',
+    "token = getUserIdOrNull",
+    "api_key = XMLHttpRequestHandler",
+    "kind: ConfigMap\ndata:\n  mode: production\n",
+    "| 1234567890123456 | 27 rows | 0.5 |",
 ]
 
 
@@ -191,6 +211,69 @@ def test_a_process_that_has_not_compiled_the_prefilter_masks_the_same(pieces, no
     finally:
         lcm.base.mask._PREFILTER = saved or lcm.base.mask._prefilter(lcm.base.mask._TRIGGERS)
     assert fresh == mask(text)
+
+
+# A hook masks each turn's text in a new process: the compiled patterns are kept beside the code
+# (lcm.base.mask's store), so a later process compiles nothing, and masks exactly as before.
+_MASK_IN_A_NEW_PROCESS = """
+import json, re, sys
+sys.path.insert(0, sys.argv[1])
+if sys.argv[2] == "no-compiling":  # the store must serve every pattern: re's parser would raise
+    parser = getattr(re, "_parser", None) or __import__("sre_parse")
+    def refuse(*args, **kwargs):
+        raise AssertionError("compiled a pattern")
+    parser.parse = refuse
+import lcm.base.mask
+print(json.dumps([lcm.base.mask.mask(t) for t in json.load(sys.stdin)]))
+"""
+
+
+def _mask_in_a_new_process(code: Path, texts: list, how: str = "", write: bool = True) -> list:
+    import subprocess
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    if not write:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    proc = subprocess.run([sys.executable, "-S", "-c", _MASK_IN_A_NEW_PROCESS, str(code), how],
+                          input=json.dumps(texts), capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture
+def installed_copy(tmp_path) -> Path:
+    """The package copied as an installed plugin holds it: without a store yet."""
+    import shutil
+    from conftest import SCRIPTS
+    shutil.copytree(SCRIPTS / "lcm", tmp_path / "code" / "lcm", ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path / "code"
+
+
+def test_a_later_process_masks_alike_without_compiling_a_pattern(installed_copy):
+    texts = [c[0] for c in CAUGHT] + ORDINARY
+    expected = [mask(t) for t in texts]
+    assert _mask_in_a_new_process(installed_copy, texts) == expected  # compiles, and keeps what it compiled
+    assert _mask_in_a_new_process(installed_copy, texts, "no-compiling") == expected
+
+
+def test_a_store_that_is_damaged_or_from_another_mask_file_never_weakens_masking(installed_copy):
+    import marshal
+    texts = [c[0] for c in CAUGHT]
+    expected = [mask(t) for t in texts]
+    assert _mask_in_a_new_process(installed_copy, texts, write=False) == expected
+    stores = list(installed_copy.glob("lcm/base/__pycache__/mask.*.regex"))
+    assert stores == []  # PYTHONDONTWRITEBYTECODE: nothing written beside the code, as for bytecode
+    _mask_in_a_new_process(installed_copy, texts)
+    [store] = installed_copy.glob("lcm/base/__pycache__/mask.*.regex")
+    # an older lcm's store: a prefilter that finds nothing, under the stamp of the mask.py it came from
+    data = marshal.loads(store.read_bytes())
+    data["prefilter"], data["patterns"] = "zq{5}zq", {}
+    store.write_bytes(marshal.dumps(data))
+    source = installed_copy / "lcm" / "base" / "mask.py"
+    source.write_text(source.read_text() + "\n# the upgrade\n")
+    assert _mask_in_a_new_process(installed_copy, texts) == expected
+    for damage in (b"", b"\x00" * 7, store.read_bytes()[:100], b"not marshal at all"):
+        store.write_bytes(damage)
+        assert _mask_in_a_new_process(installed_copy, texts) == expected
 
 
 def test_a_type_annotation_is_not_a_value_but_a_literal_after_it_is():
@@ -821,3 +904,22 @@ def test_a_flag_name_does_not_hide_a_key_written_before_it(kind, secret, form):
     text = form.format(s=secret)
     assert secret not in mask(text)
     assert mask(mask(text)) == mask(text)
+
+
+def test_a_secret_in_json_quoted_in_json_is_masked_in_what_leaves_the_vault():
+    """A tool input that writes a config file holding JSON (`"api_key": "..."` inside a string of
+    the input, so `\\\"` in the line) went out in clear: the name's quote carried three escapes, and
+    the quick test only allowed one."""
+    import json
+
+    import lcm.capture.transcript
+    config = json.dumps({"service": {"adafruit_api_key": "4t59u19ocunx8rc6lljr8fguk0207di3", "n": 1}})
+    entry = {"type": "assistant", "uuid": "u1", "sessionId": "s1", "timestamp": "2026-11-27T10:00:00Z",
+             "message": {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Write",
+                         "input": {"file_path": "/p/config.json", "content": "payload " + json.dumps({"value": config})}}]}}
+    line = json.dumps(entry).encode()
+    assert b"4t59u19ocunx8rc6" not in lcm.base.mask.mask_line(line)
+    batch = lcm.capture.transcript.Batch("/tmp/-p/s1.jsonl", None)
+    lcm.capture.transcript.parse_lines(batch, [line], True, 1 << 30)
+    assert "4t59u19ocunx8rc6" not in batch.rows[0][14]
+    assert "[secret:api-key:" in batch.rows[0][14]

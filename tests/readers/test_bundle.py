@@ -177,3 +177,127 @@ def test_a_bad_or_cut_bundle_is_an_error_with_a_hint_and_changes_nothing(tmp_pat
         with pytest.raises(SystemExit) as exit_:
             lcm_export.main(argv)
         assert exit_.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_a_large_merge_shows_its_progress_on_a_terminal_without_tqdm(tmp_path, capsys):
+    """The system python has no tqdm: a person merging a bundle by hand still sees how far it is."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import subprocess
+    import sys
+    import termios
+    from conftest import SCRIPTS
+    t = Transcript(tmp_path / "projects")
+    for n in range(600):
+        t.user(f"question {n}")
+        t.assistant_text(f"answer {n}")
+    t.write()
+    assert run(capsys, lcm_ingest, t.path)[0] == 0
+    assert run(capsys, lcm_export, "--bundle", tmp_path / "big.lcmb", "--all")[0] == 0
+    hidden = tmp_path / "no-tqdm"
+    hidden.mkdir()
+    (hidden / "tqdm.py").write_text("raise ImportError('not installed')\n")
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    proc = subprocess.Popen([sys.executable, str(SCRIPTS / "lcm_ingest.py"), "--db", str(tmp_path / "other.db"),
+                             str(tmp_path / "big.lcmb")], env={**os.environ, "PYTHONPATH": str(hidden)},
+                            stdout=subprocess.PIPE, stderr=follower)
+    os.close(follower)
+    seen = b""
+    try:
+        while True:
+            chunk = os.read(leader, 65536)
+            if not chunk:
+                break
+            seen += chunk
+    except OSError:  # the other end is closed: all read
+        pass
+    os.close(leader)
+    out = proc.stdout.read().decode()
+    assert proc.wait() == 0
+    drawn = seen.decode(errors="replace")
+    assert "merge: 100% 1200/1200 msg" in drawn, drawn
+    assert "Merged " in out and "1200 new messages" in out and "\r" not in out   # stdout stays the result
+
+
+def test_a_merge_in_many_groups_through_the_parser_process_is_the_exact_union_and_searchable(tmp_path, capsys, monkeypatch):
+    """A large bundle is stored as a bulk import stores files (groups parsed ahead in a parser
+    process, one transaction each): shrunk here so a small one takes that path, over several
+    groups, into a vault that holds part of it already."""
+    import lcm.capture.bulk
+    import lcm_grep
+    monkeypatch.setattr(lcm.capture.bulk, "PARSE_PROCESS_MIN_LINES", 10)
+    monkeypatch.setattr(lcm.capture.bulk, "GROUP_BYTES", 40_000)  # ~80 lines a group
+    sessions = []
+    for n in range(3):
+        t = Transcript(tmp_path / f"projects-{n}", session_id=f"5ec2e7aa-0000-4000-8000-00000000010{n}")
+        for turn in range(120):
+            t.user(f"question {turn} of session {n}" + " padding" * 20)
+            t.assistant_text(f"answer {turn}" + (" zanzibarite" if n == 2 and turn == 77 else "") + " words" * 20)
+        t.write()
+        sessions.append(t)
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    for db, chosen in ((a, sessions[:2]), (b, sessions[1:])):
+        for t in chosen:
+            assert run(capsys, lcm_ingest, "--db", db, t.path)[0] == 0
+    gone = sessions[1].entries[10]["uuid"]  # purged on side b, which side a still holds
+    assert run(capsys, lcm_purge, "--db", b, "--message", gone, "--yes")[0] == 0
+    assert run(capsys, lcm_export, "--db", b, "--bundle", tmp_path / "b.lcmb", "--all", "--unmasked")[0] == 0
+    code, out, err = run(capsys, lcm_ingest, "--db", a, tmp_path / "b.lcmb", "--json")
+    assert code == 0, err
+    doc = json.loads(out)["bundles"][0]
+    assert (doc["messages_added"], doc["messages_skipped"], doc["messages_purged"]) == (240, 239, 1)
+    merged = lines_of(a)
+    every = {e["uuid"]: e for t in sessions for e in t.entries}
+    assert set(merged) == set(every) - {gone}
+    originals = {u: ln for t in sessions for u, ln in transcript_lines(t.path.parent).items()}
+    assert all(line in originals[uuid] for uuid, line in merged.items())  # byte for byte
+    found = json.loads(run(capsys, lcm_grep, "zanzibarite", "--db", a, "--json")[1])["results"]
+    word = next(e["uuid"] for e in sessions[2].entries if "zanzibarite" in json.dumps(e))
+    assert [r["uuid"] for r in found if r["coverage"] == 1.0] == [word]  # indexed for search as it was stored
+    assert any(r["next_to"] == word for r in found)                     # and its turns around it
+    doc = json.loads(run(capsys, lcm_ingest, "--db", a, tmp_path / "b.lcmb", "--json")[1])["bundles"][0]
+    assert doc["messages_added"] == 0 and doc["messages_skipped"] == 479
+    assert lines_of(a) == merged
+
+
+def test_a_merge_into_a_new_vault_leaves_it_packed_and_compressed_with_nothing_for_packing(tmp_path, capsys, monkeypatch):
+    """A bundle merged through the parser processes packs its lines and compresses its text as
+    a first import does: a vault made by a merge alone holds no plain line, no long text
+    uncompressed and nothing for a packing run, reads every line back byte for byte and finds
+    a word in the compressed text."""
+    import lcm.capture.bulk
+    import lcm.vault.db
+    import lcm.vault.pack
+    import lcm_grep
+    monkeypatch.setattr(lcm.capture.bulk, "PARSE_PROCESS_MIN_LINES", 10)
+    monkeypatch.setattr(lcm.capture.bulk, "GROUP_BYTES", 40_000)  # several groups
+    for n in range(3):
+        t = Transcript(tmp_path / "projects", session_id=f"5ec2e7aa-0000-4000-8000-00000000020{n}")
+        for turn in range(60):
+            t.user(f"question {turn} of session {n}: the release pipeline of the kestrel service "
+                   "failed again on the staging cluster, look at its logs" + " and its tests" * 8)
+            t.assistant_text(f"answer {turn}: the kestrel deploy step timed out waiting for the database"
+                             + (" zanzibarite" if n == 2 and turn == 41 else "") + " migration to finish" * 8)
+        t.write()
+    a = tmp_path / "a.db"
+    assert run(capsys, lcm_ingest, "--db", a, tmp_path / "projects")[0] == 0
+    assert run(capsys, lcm_export, "--db", a, "--bundle", tmp_path / "a.lcmb", "--all", "--unmasked")[0] == 0
+    c = tmp_path / "c.db"
+    code, out, err = run(capsys, lcm_ingest, "--db", c, tmp_path / "a.lcmb", "--json")
+    assert code == 0, err
+    assert json.loads(out)["bundles"][0]["messages_added"] == 360
+    conn = lcm.vault.db.connect(str(c), create=False, readonly=True)
+    try:
+        plain_texts = conn.execute("SELECT count(*) FROM messages WHERE typeof(content) = 'text'"
+                                   " AND length(CAST(content AS BLOB)) >= 128").fetchone()[0]
+        compressed = conn.execute("SELECT count(*) FROM messages WHERE typeof(content) = 'blob'").fetchone()[0]
+        assert (lcm.vault.pack.pending(conn), lcm.vault.pack.unsqueezed(conn), plain_texts) == (0, 0, 0)
+        assert compressed == 360
+    finally:
+        conn.close()
+    assert lines_of(c) == lines_of(a)  # byte for byte
+    found = json.loads(run(capsys, lcm_grep, "zanzibarite", "--db", c, "--json")[1])["results"]
+    assert [r["coverage"] for r in found if r["coverage"] == 1.0] == [1.0]

@@ -222,6 +222,40 @@ def test_a_hook_leaves_older_lines_usage_to_the_detached_packing_run(tmp_path, c
     conn.close()
 
 
+def test_turns_the_hooks_stored_are_counted_at_once_and_alike_once_the_packing_run_has_read_them(tmp_path, capsys):
+    """A hook leaves its lines' usage to the detached packing run (reading it costs every turn):
+    lcm usage counts them meanwhile as it would after, a response cut across two turns or finished
+    by an import counts once, its first line, and a purge of that line hands the count on."""
+    import lcm_compact
+    from test_hooks import run_hook, stop
+    t = Transcript(tmp_path / "projects", model="claude-sonnet-4-5-20250929", start="2026-11-20T09:00:00Z")
+    t.user("hello")
+    response(t, "msg_a", "req_a", usage(10, 5, 1000, 2000), "thinking out loud")
+    t.write()
+    assert run_hook("stop", stop(t)).returncode == 0
+    response(t, "msg_a", "req_a", usage(10, 140, 1000, 2000), "the answer")  # the same response, next turn
+    response(t, "msg_b", "req_b", usage(3, 7))
+    first_c = response(t, "msg_c", "req_c", usage(100, 50))
+    t.write()
+    assert run_hook("stop", stop(t)).returncode == 0
+    response(t, "msg_c", "req_c", usage(100, 900))  # its last line, stored by an import, not a hook
+    t.write()
+    assert run(capsys, lcm_ingest, t.path)[0] == 0
+
+    def by_model() -> tuple:
+        doc = json.loads(run(capsys, lcm_usage, "--json", "--by", "model")[1])
+        (m,) = doc["items"]
+        return m["responses"], m["input_tokens"], m["output_tokens"], m["cache_write_tokens"], round(m["cost_usd"], 9)
+    counted = (3, 113, 62, 1000, round((113 * 3 + 62 * 15 + 1000 * 3.75 + 2000 * 0.3) / 1e6, 9))
+    assert by_model() == counted
+    days = json.loads(run(capsys, lcm_usage, "--json", "--by", "day")[1])["items"]
+    assert [(d["key"], d["output_tokens"]) for d in days] == [("2026-11-20", 62)]
+    assert run(capsys, lcm_compact, "--pack", "--json")[0] == 0  # what the Stop hook detaches
+    assert by_model() == counted
+    assert run(capsys, lcm_purge, "--message", first_c["uuid"], "--yes")[0] == 0
+    assert by_model()[:3] == (3, 113, 62 - 50 + 900)
+
+
 def test_odd_usage_fields_never_stop_an_ingest(tmp_path, capsys):
     t = Transcript(tmp_path / "projects", model="claude-haiku-4-5", start="2026-11-20T09:00:00Z")
     odd = ({"input_tokens": "12", "output_tokens": 3},             # a string: ccusage skips the line too

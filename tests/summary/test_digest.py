@@ -176,8 +176,8 @@ def _section(text: str, name: str) -> list[str]:
 def test_decisions_bugs_and_open_questions_a_person_would_name(tmp_path, vault):
     """An apology, a status line or a lead-in to a list is no decision; what the person says to do
     is one; "I see the issue." is followed by the bug; a push refused with 403 and then pushed is
-    no unresolved error; a question asked at the end and never answered is left open (an offer
-    to do more is not)."""
+    no unresolved error (a call the permission settings stopped, never run later, is one); a
+    question asked at the end and never answered is left open (an offer to do more is not)."""
     t = Transcript(tmp_path / "projects", session_id="s-judged")
     t.user("the export is slow, can you have a look?")
     t.assistant_text("I apologize for the confusion earlier. The plan is ready. Here is what I will change:")
@@ -192,7 +192,7 @@ def test_decisions_bugs_and_open_questions_a_person_would_name(tmp_path, vault):
     build = t.tool_use("Bash", {"command": "npm run build"})
     t.tool_result(build, "Error: Cannot find module 'vite'", is_error=True)
     denied = t.tool_use("Bash", {"command": "rm -rf build"})
-    t.tool_result(denied, "This command requires approval", is_error=True)     # the person's settings said no
+    t.tool_result(denied, "This command requires approval", is_error=True)     # stopped by the settings, never ran
     t.assistant_text("The issue might be a stale lock file instead of the cache.")   # a guess: neither
     t.user("push it and tell me what is left")
     t.assistant_text("Pushed. Should the export keep the header row when the file is empty?"
@@ -209,8 +209,9 @@ def test_decisions_bugs_and_open_questions_a_person_would_name(tmp_path, vault):
     failed = _section(text, "What failed")
     assert any("git push -u origin main" in f and "not fixed later" not in f for f in failed), failed
     assert any("npm run build" in f and "(not fixed later)" in f for f in failed), failed
+    assert "`rm -rf build` not allowed by the permission settings (not fixed later)" in failed, failed
     log = lcm.summary.worklog.worklog(conn, "s-judged")
-    assert [e["target"] for e in log["unresolved_errors"]] == ["npm run build"]
+    assert [e["target"] for e in log["unresolved_errors"]] == ["npm run build", "rm -rf build"]
 
 
 def test_a_command_family_is_the_program_and_its_action():

@@ -678,3 +678,20 @@ def test_the_viewer_does_not_echo_a_secret_typed_in_a_box_or_an_address(capsys, 
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_search_page_lists_a_checkpoint_hit_with_its_session_link(isolated_home, tmp_path):
+    """A checkpoint's id is a number: the search page cut it as text and failed with a 500 whenever
+    a query found a checkpoint (any word of a session that had one)."""
+    import lcm_checkpoint
+    from lcm.view import pages
+    transcript = Transcript(tmp_path / "projects", cwd=str(tmp_path / "proj"))
+    transcript.user("please move the zeppelin scheduler to the new queue")
+    transcript.assistant("Moved the zeppelin scheduler; the queue drains in order now.")
+    transcript.write()
+    conn = lcm.vault.db.connect()
+    lcm.capture.ingest.ingest_file(conn, str(transcript.path))
+    assert lcm_checkpoint.main(["--session", transcript.session_id, "--vault-only"]) == 0
+    html = pages.search_page(conn, {"q": "zeppelin"})
+    assert "checkpoint" in html and transcript.session_id in html  # its head line links to the session
+    assert html.count("class=hit>") >= 2  # the message and the checkpoint

@@ -8,4 +8,5 @@
   llm       the model seam: every model call (anthropic SDK, `claude -p`, none); the only
             importer of anthropic
   shell     commands as printed: every `Next:` line and hint runnable where it is printed
+  progress  the bar of a long run by hand on a terminal: tqdm's, else a plain line
 """

@@ -14,12 +14,13 @@ bytes in `messages.raw`: `lcm_expand.py --raw --unmasked` is the one way back to
 
 Recognised: the kinds of KINDS below (vendors' keys by their prefix, wherever they stand: after a
 letter of any script too), passwords in the forms commands and config files give them (URLs,
-`mysql -p`, `curl -u`, `sshpass`, `.netrc`, `.pgpass`, `.npmrc`, YAML blocks, ...), literal values
-assigned to secret-like names (`PASSWORD=`, `"api_key": "..."`, `--password x`),
+`mysql -p`, curl's `-u` and credential headers, `sshpass`, `.netrc`, `.pgpass`, `.npmrc`, YAML
+blocks, a Kubernetes Secret's data, ...), literal values assigned to secret-like names
+(`PASSWORD=`, `"api_key": "..."` at any depth of JSON quoting, `--password x`),
 `<private>...</private>` in any case (unclosed: to the end of the string), and each regular
 expression of $LCM_HOME/redact.txt (one a line, `#` comments; a bad one is reported on stderr and
 ignored). Not recognised: a secret encoded (base64, hex) or cut across lines or strings, or under
-a vendor's name alone (`adafruit=...`; bench/secrets.py measures it). Masking is idempotent, and
+a vendor's name alone (`adafruit=...`; bench/masking.py measures it). Masking is idempotent, and
 text with nothing to mask costs one pass of one regular expression (and one of a few literals in
 capitals). The module imports only `os` and `sys`: hooks import it on every turn.
 """
@@ -32,6 +33,7 @@ import lcm.base.config
 
 _compiled: dict[str, object] = {}
 _user: list | None = None  # compiled patterns of redact.txt, loaded on first use
+_stored: dict | None = None  # what earlier processes compiled (_store), read on first use
 
 
 def _sha256_hex(text: str) -> str:
@@ -53,9 +55,109 @@ def token(kind: str, secret: str) -> str:
 def _regex(source: str):
     pattern = _compiled.get(source)
     if pattern is None:
-        import re
-        pattern = _compiled[source] = re.compile(source)
+        pattern = _compiled[source] = _from_store(source) or _compile(source)
     return pattern
+
+
+# Compiled patterns kept between processes, the way Python keeps bytecode: a hook masks each turn's
+# text in a new process, where building the prefilter's source (~2 ms) and compiling it (~6 ms:
+# re's parser is Python) cost a Stop hook 15% of its time (bench/hooks.py, 1M vault); read back
+# from the store they cost ~0.1 ms. The store, __pycache__/mask.<python tag>.regex beside this file,
+# holds the prefilter's source and each pattern as re's compiler left it for _sre.compile; it is
+# used only by the Python that wrote it and while this file is unchanged (its stamp), and a pattern
+# goes in only once rebuilt from it equals re.compile's own. Anything amiss: compiled as before.
+
+def _store_path() -> str | None:
+    tag = sys.implementation.cache_tag
+    if tag is None or sys.implementation.name != "cpython":  # the code format is CPython's
+        return None
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "__pycache__", f"mask.{tag}.regex")
+
+
+def _stamp() -> list:
+    import _sre
+    st = os.stat(__file__)
+    return [sys.version, _sre.MAGIC, st.st_mtime_ns, st.st_size]
+
+
+def _store() -> dict:
+    """{"stamp": _stamp(), "prefilter": its source or None, "patterns": {source: _sre.compile's
+    arguments after the source}}, from the file when it belongs to this Python and this file."""
+    global _stored
+    if _stored is None:
+        _stored = {"stamp": None, "prefilter": None, "patterns": {}}
+        path = _store_path()
+        try:
+            import marshal
+            with open(path, "rb") as f:
+                data = marshal.loads(f.read())
+            if type(data) is dict and data.get("stamp") == _stamp() and type(data.get("patterns")) is dict:
+                _stored = data
+        except (OSError, TypeError, ValueError, EOFError):
+            pass  # none yet, or unreadable: written anew on the next compile
+    return _stored
+
+
+def _from_store(source: str):
+    entry = _store()["patterns"].get(source)
+    if entry is None:
+        return None
+    try:
+        import _sre
+        return _sre.compile(source, *entry)
+    except Exception:  # noqa: BLE001 - a damaged entry (_sre validates the code): compiled anew
+        return None
+
+
+def _compile(source: str):
+    import re
+    pattern = re.compile(source)
+    if _store_path() is not None and not sys.dont_write_bytecode:
+        try:
+            entry = _compiled_entry(source)
+            import _sre
+            if _sre.compile(source, *entry) == pattern:  # same flags, groups and code as re's own
+                _store()["patterns"][source] = entry
+                _save_store()
+        except Exception:  # noqa: BLE001 - another Python's compiler internals: no store, same pattern
+            pass
+    return pattern
+
+
+def _compiled_entry(source: str) -> tuple:
+    """What re.compile passes _sre.compile after the source (re/_compiler.py's compile())."""
+    try:
+        from re import _compiler, _parser
+    except ImportError:  # Python 3.9, 3.10
+        import sre_compile as _compiler
+        import sre_parse as _parser
+    parsed = _parser.parse(source, 0)
+    code = [int(op) for op in _compiler._code(parsed, 0)]  # its opcodes are int subclasses
+    names = [None] * parsed.state.groups
+    for name, index in parsed.state.groupdict.items():
+        names[index] = name
+    return parsed.state.flags, code, parsed.state.groups - 1, dict(parsed.state.groupdict), tuple(names)
+
+
+def _save_store() -> None:
+    """Write the store whole under a temporary name, then rename it: a reader sees the old file or
+    the new one. A directory that cannot be written is left alone, as Python leaves its bytecode."""
+    import _thread
+    import marshal
+    store = _store()
+    store["stamp"] = _stamp()
+    path = _store_path()
+    tmp = f"{path}.{os.getpid()}-{_thread.get_ident()}"  # threads of one process (lcm.maps) write their own
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(tmp, "wb") as f:
+            f.write(marshal.dumps(store))
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
 
 
 def _spans_masked(text: str, kind: str, spans: list) -> str:
@@ -173,6 +275,116 @@ def _htpasswd(text: str) -> str:
     return _regex(r"htpasswd(?P<flags>(?:[ \t]+-[A-Za-z]+)+)(?P<words>(?:[ \t]+[^\s;|&]+){2,3})").sub(replace, text)
 
 
+def _shell_word(text: str, i: int) -> tuple[str, list]:
+    """The shell word that starts at text[i], quotes removed (`"ann":'pw'` is `ann:pw`), and the
+    place in text of each of its characters. A JSON escape ends it (`\\n`) or quotes (`\\"`): in
+    text that quotes JSON, that is what it was."""
+    chars, places, end = [], [], len(text)
+    while i < end:
+        c = text[i]
+        if c in " \t\r\n;|&<>" or (c == "\\" and text[i + 1:i + 2] in ("n", "r", "t")):
+            break
+        escaped = c == "\\" and text[i + 1:i + 2] in ('"', "'")
+        quote = text[i + 1] if escaped else c if c in "\"'" else None
+        if quote is None:
+            chars.append(c)
+            places.append(i)
+            i += 1
+            continue
+        close = ("\\" + quote) if escaped else quote
+        start = i + len(close)
+        stop = text.find(close, start)
+        stop = end if stop < 0 else stop
+        for j in range(start, stop):
+            if text[j] == "\n":
+                break
+            chars.append(text[j])
+            places.append(j)
+        i = stop + len(close)
+    return "".join(chars), places
+
+
+# a credential in an HTTP header, by the header's name: Authorization, X-Api-Key, X-Auth-Token, ApiToken, ...
+_HEADER_NAME = r"(?i)(?:proxy-)?authorization|(?:x-)?(?:[a-z0-9]+-)*(?:api-?)?(?:key|token|secret|auth|password|passwd)"
+_SCHEME = r"(?i)(?:basic|bearer|token|api-?token|apikey|api-key|key|sso-key|digest|negotiate)[ \t]+"
+
+
+def _curl_credentials(text: str) -> str:
+    """In a curl command (its arguments may run on over a few lines, as the field writes them):
+    `-u`/`--user USER:PASSWORD` whole, and the value of a credential header (`-H 'X-Api-Key: ...'`,
+    `--header "Authorization: Basic ..."`), however the word is quoted."""
+    option = _regex(r"(?:(?<=[ \t\r\n])|(?<=\\[nrt]))(?:(?P<u>-u|--user)|-H|--header)(?:=|(?:[ \t]|\\t){0,5})(?=\S)")
+    spans, done = [], 0
+    for command in _regex(_E + r"curl(?![\w-])").finditer(text):
+        at = max(command.end(), done)
+        while True:
+            m = option.search(text, at, command.end() + 400)
+            if m is None:
+                break
+            word, places = _shell_word(text, m.end())
+            at = done = places[-1] + 1 if places else m.end() + 1
+            found = _curl_secret(word, bool(m.group("u")))
+            if found is not None:
+                first, kind = found
+                spans.append((places[first], places[-1] + 1, kind, word[first:]))
+    return "".join(_pieces(text, spans))
+
+
+def _curl_secret(word: str, user: bool):
+    """(where the secret starts in a -u or -H word, its kind), or None: a user without a password
+    (curl asks), a variable, a header that holds no credential."""
+    if "[secret:" in word:
+        return None  # masked already: masking twice changes nothing
+    if user:  # the pair is the credential (a key is often the user: `-u sk_live_...:`)
+        name, colon, password = word.partition(":")  # `KEY:` (no password) is a key for a user
+        if not colon or is_variable(password or name) or (password or name).strip("*x.") == "":
+            return None
+        return 0, "password"
+    name, colon, value = word.partition(":")
+    if not colon or _regex(_HEADER_NAME).fullmatch(name.strip()) is None:
+        return None
+    first = len(name) + 1 + len(value) - len(value.lstrip(" \t"))
+    scheme = _regex(_SCHEME).match(word, first)
+    first = scheme.end() if scheme and len(word) - scheme.end() >= 4 else first
+    secret = word[first:]
+    if len(secret) < 4 or secret.startswith(_VARIABLE) or secret.strip("*x.") == "":
+        return None
+    return first, "token"
+
+
+def _pieces(text: str, spans: list) -> list:
+    """text cut around [(start, stop, kind, secret)] in order, each span its mask."""
+    out, done = [], 0
+    for start, stop, kind, secret in spans:
+        if start >= done:
+            out += [text[done:start], token(kind, secret)]
+            done = stop
+    return out + [text[done:]]
+
+
+# a Kubernetes Secret's `data:` block: each key's value is the secret, base64 (gitleaks' window: 200 characters)
+_K8S_ENTRY = (r"(?i)(?:\s|\\[nrt])+(?P<k>[\w.-]+):(?:(?:[ \t]|\\t)*(?:\||>[-+]?)(?:\s|\\[nrt])+)?(?:[ \t]|\\t)*\\?[\"']?"
+              r"(?P<s>[a-z0-9+/]{6,}={0,3})")
+
+
+def _kubernetes_secrets(text: str) -> str:
+    """The entries under `data:` of a manifest that says `kind: Secret` (before or after it, a
+    few lines apart): `password: aHVudGVyMg==` masked whole, one key a line."""
+    kinds = [m.start() for m in _regex(r"(?i)(?:(?<![A-Za-z0-9_-])|(?<=\\[nrt]))kind:(?:[ \t]|\\t)*\\?[\"']?secret(?![A-Za-z0-9_-])").finditer(text)]
+    if not kinds:
+        return text
+    entry, spans, done = _regex(_K8S_ENTRY), [], 0
+    for data in _regex(r"(?i)(?:(?<![A-Za-z0-9_-])|(?<=\\[nrt]))data:").finditer(text):
+        if data.start() < done or not any(abs(k - data.start()) <= 300 for k in kinds):
+            continue
+        m = entry.search(text, data.end(), data.end() + 120)
+        while m is not None and m.group("k").lower() not in ("kind", "metadata", "apiversion", "type"):
+            spans.append((m.start("k"), m.end("s"), "secret", m.group(0).strip()))  # the key too, as the field counts it
+            done = m.end()
+            m = entry.match(text, done)
+    return "".join(_pieces(text, spans))
+
+
 # `password: |` (or `>`, `|-`, ...): a YAML block scalar under a secret's name, its lines masked
 _YAML_BLOCK = (r"(?im)(?:^|(?<=\\n)|(?<=\"))(?P<indent>[ \t]*)[\w.-]*(?:pass(?:word|wd|phrase)?|secret|token"
                r"|api[_-]?key|private[_-]?key|credentials?)[\"']?[ \t]*:[ \t]*[|>][+-]?[0-9]?[ \t]*(?P<nl>\r?\n|(?:\\r)?\\n)"
@@ -239,7 +451,6 @@ def is_variable(value: str) -> bool:
 
 
 _VALUE_WORD = r"(?P<q>['\"])?(?P<s>(?(q)(?:(?!(?P=q))[^\n\\])+|[^\s;|&'\"]+))(?(q)(?P=q))"  # one shell word, quoted or not
-_USER_PASS = r"(?P<q>['\"])?[^\s:'\"]*:(?P<s>(?(q)(?:(?!(?P=q))[^\n\\])+|[^\s'\"]+))(?(q)(?P=q))"
 
 # Where to add a secret pattern: one row of KINDS, nothing else.
 #   (kind, triggers, pattern, check)
@@ -276,6 +487,7 @@ _PREFIXED = [
     (("dt0c01.",), r"dt0c01\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}"),  # Dynatrace
     (("EZAK", "EZTK"), r"EZ[AT]K[A-Za-z0-9]{54}"),  # EasyPost
     (("EAA",), r"EAA[A-Za-z0-9]{30,}"),  # Facebook, Square
+    (("EAAA",), r"EAAA[A-Za-z0-9_-]{22,60}"),  # Square, with `_` and `-`
     (("sq0atp-", "sq0csp-"), r"sq0(?:atp|csp)-[A-Za-z0-9_-]{22,}"),  # Square
     (("FLWSECK_", "FLWPUBK_"), r"FLW(?:SECK|PUBK)_TEST-[A-Za-z0-9]{12,}(?:-X)?"),  # Flutterwave
     (("fo1_", "fm1a_", "fm1r_", "fm2_"), r"(?:fo1_[\w-]{40,}|fm(?:1[ar]|2)_[A-Za-z0-9+/]{80,}={0,3})"),  # Fly.io
@@ -350,6 +562,10 @@ KINDS = [
     ("grafana-token", ("eyjrijoi", "glc_", "glsa_"),
      _E + r"(?:eyJrIjoi[A-Za-z0-9]{40,}={0,3}|glc_[A-Za-z0-9+/]{32,}={0,3}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8})", None),
     ("jwt", ("eyj",), _E + r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_/\\-]{5,}\.[A-Za-z0-9_/\\-]*", None),
+    # the same shape whatever the header's first character (`eyA...`, `ey0...`): the payload's `.ey` says it
+    ("jwt", (".ey",), _E + r"ey[A-Za-z0-9]{17,}\.ey[A-Za-z0-9_/\\-]{17,}\.(?:[A-Za-z0-9_/\\-]{10,}={0,2})?", None),
+    # Facebook: an app's id, `|` (or `%`, URL-encoded) and its secret
+    ("vendor-token", ("fb|", "fb%"), r"(?<![0-9])\d{15,16}(?:\||%(?:7[Cc])?)[0-9A-Za-z_-]{27,40}(?![0-9A-Za-z_-])", None),
     ("jwt", ("zxlk",), _E + r"ZXlK[A-Za-z0-9+/]{10,}={0,2}", None),  # a JWT in base64
     ("telegram-token", ("api.telegram.org/bot",), r"api\.telegram\.org/(?:file/)?bot(?P<s>\d{5,}:[A-Za-z0-9_-]{30,})", None),
     ("discord-webhook", ("/api/webhooks/",), r"discord(?:app)?\.com/api/webhooks/\d+/(?P<s>[A-Za-z0-9_-]{30,})", None),
@@ -364,8 +580,7 @@ KINDS = [
     ("cookie", ("cookie",), _cookie_values, None),
     ("password", ("mysql", "mariadb"), _E + r"(?:mysql|mariadb)[\w-]*" + _WORDS + r"-p" + _VALUE_WORD,
      lambda value: not value.startswith(_VARIABLE)),
-    ("password", ("curl",), _E + r"curl" + _WORDS + r"(?:-u|--user)(?:[ \t]+|=)?" + _USER_PASS,
-     lambda value: not value.startswith(_VARIABLE)),
+    ("password", ("curl",), _curl_credentials, None),
     ("password", ("sshpass",), _E + r"sshpass(?:" + _WORDS + r")?-p[ \t]*" + _VALUE_WORD, lambda value: not value.startswith(_VARIABLE)),
     *[("password", (tool,), _edge_after(tool) + r"[ \t]+login" + _WORDS + r"-p[ \t]*" + _VALUE_WORD,
        lambda value: not value.startswith(_VARIABLE)) for tool in ("docker", "podman")],
@@ -377,7 +592,10 @@ KINDS = [
                                           r"[ \t\n]+password[ \t]+(?P<s>[^\s\\]+)"), None),  # .netrc
     ("password", ("_auth",), r"_auth(?<![A-Za-z0-9]_auth)(?:[Tt]oken)?[ \t]*=[ \t]*['\"]?(?P<s>[^\s'\"\\]{8,})", None),  # .npmrc
     ("password", (":port:",), _PGPASS, None),
-    ("password", ("@",), _url_passwords, None),  # scheme://user:password@host, `/` and `@` in it too
+    # Sidekiq Enterprise: the user is the licence too
+    ("password", ("contribsys.com",), r"(?i)https?://(?P<s>[a-f0-9]{8}:[a-f0-9]{8})@(?:gems|enterprise)\.contribsys\.com", None),
+    ("password", ("@",), _url_passwords, None),
+    ("secret", ("kind:",), _kubernetes_secrets, None),  # scheme://user:password@host, `/` and `@` in it too
     ("password", ("<add key=",), r"(?i)<add key=\\?\"(?:cleartext)?password\\?\"[ \t]*value=\\?\"(?P<s>[^\"\\]+)\\?\"", None),
     ("secret", (), _yaml_blocks, None),  # run when a name is seen (_NAME_GROUPS)
 ]
@@ -388,7 +606,8 @@ KINDS = [
 # it), so the engine skips to few positions; a named group says what matched. The vendor
 # branches are built from KINDS' triggers; the names of assigned secrets are written out here:
 # a name (pass, secret, token, credential, key) followed by `=` or `:` (or, after --, a value).
-_SEP = r"""(?=\\?["']?[ \t]*[:=])"""
+# `\"`, `\\\"`: a name quoted in JSON, in JSON inside JSON (a tool input quoting a config), ...
+_SEP = r"""(?=\\*["']?[ \t]*[:=])"""
 _FLAG_NAME = (r"(?:(?P<fpass>passw(?:or)?d|passphrase)|(?P<fsecret>secret(?:[_-]?key)?)|(?P<ftoken>token)"
               r"|(?P<fkey>(?:api|access|private)[_-]?key)|(?P<fcred>credentials?))")
 _KEY_BEHIND = "|".join(f"(?<={p}key)" for p in ("api", "api_", "api-", "access", "access_", "access-",
@@ -413,6 +632,7 @@ _NAME_GROUPS = {
 }
 # triggers that are patterns, not literals: (first character, the rest as a regular expression)
 _PATTERN_TRIGGERS = {":port:": (":", r"(?:\d{1,5}|\*):[^\s:\"]+:[^\s:\"]+:"),  # .pgpass: host:5432:db:user:password
+                     "fb|": ("|", r"(?<=\d{15}\|)[0-9a-z_-]{27}"), "fb%": ("%", r"(?<=\d{15}%)[0-9a-z_-]{27}"),  # Facebook
                      "pat14.": ("p", r"at[a-z0-9]{14}\.")}  # Airtable: `path` is everywhere
 # letters by how seldom text holds them, those other branches start with already first: the engine
 # stops at each position holding a first letter (each kind of this round's adds ~4% to the pass;
@@ -498,12 +718,12 @@ _TYPE = r"[A-Za-z_][\w.]*(?:\[[^\]\n]{0,40}\]+)?"  # str, Optional[str], t.Dict[
 # (?a): \s and \w are ASCII only, so a value never ends inside a UTF-8 sequence (see _lowered)
 # A type is read only where its `=` stands apart (` = `, `="`): in `password: cGFz==` or
 # `secret: ab=cd12` the `=` is part of the value, which is masked whole.
-_VALUE = (r"(?a)(?![\w-])(?:(?P<sep>\\?[\"']?[ \t]*(?::[ \t]*" + _TYPE + r"(?:[ \t]*\|[ \t]*" + _TYPE + r")*"
+_VALUE = (r"(?a)(?![\w-])(?:(?P<sep>\\*[\"']?[ \t]*(?::[ \t]*" + _TYPE + r"(?:[ \t]*\|[ \t]*" + _TYPE + r")*"
           r"(?:[ \t]+(?==(?!=))|(?==[ \t\\\"'`])))?"
           r"(?:=>|==|:=|=|:)[ \t]*)"
           # a mask already there is a value too: the match must not fall back to another reading
           r"(?:(?P<mk>\[secret:[a-z0-9-]+:[0-9a-f]{4}\])"
-          r"|\\?(?P<q>[\"'`])(?P<qs>(?:(?!(?P=q))[^\\\n])+)\\?(?P=q)|(?P<us>[^\s\"'`,;&(){}\[\]<>\\]+))"
+          r"|\\*(?P<q>[\"'`])(?P<qs>(?:(?!(?P=q))[^\\\n])+)\\*(?P=q)|(?P<us>[^\s\"'`,;&(){}\[\]<>\\]+))"
           r"|[ \t]+(?P<fs>[^\s\"'`\\-][^\s\"'`\\]*))")  # the value of --NAME value
 # an unquoted value made of these alone reads as a name or an attribute (`token = self.tok`)
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_.")
@@ -546,7 +766,14 @@ def _literal(value: str, key: str, sep: str, quoted: bool, flag: bool) -> bool:
     # case and without a `_` or `.` is no name in code (getAccessToken is camelCase) but a key
     if flag or (sep == "=" and key.upper() == key and any(c.isalpha() for c in key)):
         return True
-    return len(value) >= 16 and value.isalpha() and (value.islower() or value.isupper())
+    if not value.isalpha():
+        return False
+    # cut where a capital follows a small letter: words (get|Access|Token) or random runs (hv|JoCVqv|Vhzww)
+    runs = _regex(r"[A-Z]*[a-z]*").findall(value)
+    short = sum(0 < len(run) <= 2 for run in runs)
+    if len(value) >= 12 and short >= 3 and short * 5 >= 2 * sum(1 for run in runs if run):
+        return True  # many runs of a letter or two: random case, not a name in camelCase
+    return len(value) >= 16 and (value.islower() or value.isupper())
 
 
 _SEPARATORS = frozenset(("=", ":", '"', "'", "\\"))  # what may follow a name before its value
@@ -642,7 +869,9 @@ def _scan(text: str, low: str) -> tuple[set, list]:
         return rows, found  # the prefilter could not match: a process that masks only short,
         # plain text (a grep's echoed query) never compiles it (~1 ms)
     if _PREFILTER is None:
-        _PREFILTER = _prefilter(_TRIGGERS)
+        _PREFILTER = _store()["prefilter"]
+        if _PREFILTER is None:
+            _PREFILTER = _store()["prefilter"] = _prefilter(_TRIGGERS)  # saved with its compiled pattern
     pattern = _regex(_PREFILTER)
     first = pattern.search(low)  # usually None: one pass, and done
     for m in pattern.finditer(low, first.start()) if first else ():

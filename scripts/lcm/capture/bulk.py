@@ -1,14 +1,16 @@
 """Bulk import of many transcripts (lcm_ingest.py --all, a directory): files planned into groups
-of about GROUP_BYTES, parsed ahead in a child process into stage files, moved into the vault one
-transaction a group, with checkpoints on a background thread. One file at a time (the hooks)
-is lcm.capture.ingest's."""
+of about GROUP_BYTES, parsed ahead in child processes into stage files (lines packed, text
+compressed), moved into the vault one transaction a group, with checkpoints on a background
+thread. One file at a time (the hooks) is lcm.capture.ingest's."""
 from __future__ import annotations
 
+import itertools
 import os
 import sqlite3
 import sys
 import time
 
+import lcm.base.progress
 import lcm.vault.db
 import lcm.capture.indexes
 import lcm.capture.ingest
@@ -24,6 +26,7 @@ from lcm.base.errors import LcmError
 from lcm.vault.db import begin_write
 
 PARSE_PROCESS_MIN_FILES = 8  # fewer files are parsed inline: a worker process is not worth starting
+PARSE_PROCESS_MIN_LINES = 5000  # the same for lines read elsewhere (ingest_runs: a bundle)
 GROUP_BYTES = 48 << 20  # bulk ingest: unread transcript bytes per transaction (~14k messages)
 GROUPS_AHEAD = 2  # groups parsed ahead of the writer (each waits as a stage file)
 WAL_LIMIT = 512 << 20  # bulk ingest lets the WAL grow this large before it waits for a checkpoint
@@ -76,8 +79,8 @@ def transcript_files(paths, skipped: list | None = None) -> list[str]:
 def ingest_paths(conn, paths, progress: bool = False) -> dict:
     """Ingest transcript files and directories; returns the --json document.
 
-    Files go in groups of about GROUP_BYTES, one transaction each. A parser process (see
-    _parser_pool) turns each group into a stage file while this process stores the one before.
+    Files go in groups of about GROUP_BYTES, one transaction each. Parser processes (see
+    _parser_pool) turn each group into a stage file while this process stores the one before.
     """
     started = time.perf_counter()
     skipped: list[dict] = []
@@ -106,12 +109,87 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
     # parses the first (the writer starts ~0.3 s sooner at 100k messages).
     split = _parser_process(len(files))
     groups, sizes = _plan_groups(conn, files, halve_first=split)
-    squeeze = _dictionary(conn, files, settings)
+    squeeze = _dictionary(conn, _file_heads(files), settings)
+    bar = _progress(len(files), sum(sizes), progress)
+    # offsets as of now (read as each group is handed out): a parallel import or a hook may have
+    # read these files since they were planned
+    work = (([(path, lcm.capture.ingest.transcript_row(conn, path)) for path, _ in group], len(group))
+            for group in groups)
+    seen = _store_groups(conn, work, _read_file, total, sessions, squeeze, parse_ahead=split,
+                         stage_bytes=2 * sum(sorted(sizes)[-(GROUPS_AHEAD + 2):]), bar=bar)
+    total["messages_skipped"] = seen - total["messages_added"]
+    total["files"] -= total["excluded_files"]
+    total["sessions"] = len(sessions)
+    total["vault_sessions"] = vault_sessions(conn)
+    total["seconds"] = round(time.perf_counter() - started, 3)
+    return total
+
+
+def ingest_runs(conn, runs, lines: int, bar=None) -> dict:
+    """Store runs of transcript lines that came another way than their file (a bundle,
+    lcm.readers.bundle) as bulk ingest stores files: parsed ahead in parser processes into stage
+    files, lines packed and text compressed, a group of about GROUP_BYTES per transaction. `runs`
+    yields (path the lines were read from on their machine, [line, ...], how many lines to count
+    on `bar` for it); `lines`, about how many lines they hold all told, decides whether parser
+    processes are worth starting. No byte offset is kept for those paths
+    (lcm.capture.ingest.write_batch from_file=False).
+    Returns messages_added, messages_skipped, malformed_lines, sessions (ids)."""
+    total = {"messages_added": 0, "messages_skipped": 0, "malformed_lines": 0, "excluded_files": 0,
+             "excluded_lines": 0, "malformed": [], "skipped_files": []}
+    sessions: set[str] = set()
+    split = lines >= PARSE_PROCESS_MIN_LINES and sys.platform.startswith("linux")
+    runs, read_ahead = iter(runs), []
+    squeeze = _dictionary(conn, _run_heads(runs, read_ahead), lcm.capture.ingest.settings())
+    runs = itertools.chain(read_ahead, runs)
+    seen = _store_groups(conn, _group_runs(runs, halve_first=split), _read_run, total, sessions, squeeze,
+                         parse_ahead=split, stage_bytes=2 * (GROUPS_AHEAD + 2) * GROUP_BYTES, bar=bar, from_file=False)
+    return {"messages_added": total["messages_added"], "messages_skipped": seen - total["messages_added"],
+            "malformed_lines": total["malformed_lines"], "sessions": sorted(sessions)}
+
+
+def _group_runs(runs, halve_first: bool):
+    """Consecutive runs in groups of at least GROUP_BYTES of lines (with halve_first, the first
+    two of half that), as _plan_groups groups files: ([(path, lines), ...], lines to count)."""
+    group, count, size, halved = [], 0, 0, 2 if halve_first else 0
+    for path, lines, weight in runs:
+        if lines:
+            group.append((path, lines))
+            size += sum(map(len, lines))
+        count += weight
+        if size >= (GROUP_BYTES // 2 if halved else GROUP_BYTES):
+            yield group, count
+            group, count, size, halved = [], 0, 0, max(halved - 1, 0)
+    if group or count:
+        yield group, count
+
+
+def _read_file(item: tuple, settings: tuple):
+    """A transcript's new lines, parsed (the parser's reader for files)."""
+    path, known = item
+    return lcm.capture.transcript.read_new_lines(path, known, *settings)
+
+
+def _read_run(item: tuple, settings: tuple):
+    """A run of lines read elsewhere from the transcript at `path`, parsed (the parser's reader
+    for ingest_runs)."""
+    path, lines = item
+    batch = lcm.capture.transcript.Batch(path, None)
+    lcm.capture.transcript.parse_lines(batch, lines, *settings)
+    return batch
+
+
+def _store_groups(conn, groups, read, total: dict, sessions: set, squeeze: tuple[int, bytes] | None,
+                  parse_ahead: bool, stage_bytes: int, bar=None, from_file: bool = True) -> int:
+    """Parse each group of `groups` ((items, how many to count on `bar`)), each item with
+    `read(item, settings)`, into a stage file, in parser processes when parse_ahead (the second
+    group in this one meanwhile): lines packed, text compressed with the dictionary `squeeze`
+    ((id, data), see _dictionary). Store it in one transaction, GROUPS_AHEAD groups behind.
+    Adds to `total` and `sessions`; returns how many messages the groups held."""
+    settings = lcm.capture.ingest.settings()
     # every row so far had its text looked at by packing: so will every row this import adds
     # (compressed here; a refused group's rows are packing's, text and all)
     squeezed = lcm.vault.pack.unsqueezed(conn) == 0
-    bar = _progress(len(files), sum(sizes), progress)
-    stage_dir = _stage_dir(sizes)
+    stage_dir = _stage_dir(stage_bytes)
     # bulk imports revisit the same FTS, uuid-index and b-tree pages constantly: up to 256 MB of
     # page cache keeps them hot (a 1M-message vault's uuid index alone is ~60 MB)
     conn.execute("PRAGMA cache_size = -262144")
@@ -131,16 +209,20 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
             # messages). Restored below (the settings are stored in the vault): later writes
             # go on merging 4 at a time.
             _set_fts(conn, FTS_BULK_HASHSIZE, FTS_BULK_AUTOMERGE)
-        with _parser_pool(len(files)) as pool:
-            for number, group in enumerate(groups):
+        with (_parser_pool() if parse_ahead else _Inline()) as pool:
+            number = 0
+            work = iter(groups)
+            group = next(work, None)
+            while group is not None:
+                items, count = group
                 stage = os.path.join(stage_dir, f"group-{number}.db")
-                # offsets as of now: a parallel import or a hook may have read these files since
-                group = [(path, lcm.capture.ingest.transcript_row(conn, path)) for path, _ in group]
-                submit = _Inline().submit if split and number == 1 else pool.submit
-                ahead.append((submit(_parse_group, group, settings, stage, squeeze), len(group)))
-                while len(ahead) > (GROUPS_AHEAD if number < len(groups) - 1 else 0):
+                submit = _Inline().submit if parse_ahead and number == 1 else pool.submit
+                ahead.append((submit(_parse_group, read, items, settings, stage, squeeze), count))
+                number += 1
+                group = next(work, None)  # the last group handed out: store every one in flight
+                while len(ahead) > (GROUPS_AHEAD if group is not None else 0):
                     future, count = ahead.popleft()
-                    seen += _store_group(conn, *future.result(), total, sessions, turns)
+                    seen += _store_group(conn, *future.result(), total, sessions, turns, from_file)
                     checkpointer.poke()
                     if bar:
                         bar.update(count)
@@ -177,17 +259,12 @@ def ingest_paths(conn, paths, progress: bool = False) -> dict:
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
-    total["messages_skipped"] = seen - total["messages_added"]
-    total["files"] -= total["excluded_files"]
     if squeezed and lcm.vault.pack.unsqueezed(conn):
         begin_write(conn)
         conn.execute("INSERT OR REPLACE INTO vault_meta VALUES ('squeezed_through', (SELECT max(id) FROM messages))")
         conn.execute("COMMIT")
     conn.execute("PRAGMA cache_size = -2000")  # back to SQLite's default for later writes
-    total["sessions"] = len(sessions)
-    total["vault_sessions"] = vault_sessions(conn)
-    total["seconds"] = round(time.perf_counter() - started, 3)
-    return total
+    return seen
 
 
 def _disk_full(conn, exc: BaseException, first_id: int) -> LcmError | None:
@@ -259,16 +336,15 @@ def _plan_groups(conn, files: list[str], halve_first: bool = False) -> tuple[lis
     return groups, sizes
 
 
-def _stage_dir(sizes: list[int]) -> str:
+def _stage_dir(need: int) -> str:
     """A new private (0700) directory for the stage files, which hold transcript lines.
 
-    RAM-backed /dev/shm when it has room for the largest groups in flight: a stage file lives
-    for seconds, and writing it to disk first cost a quarter of a large import's time. Else the
-    system's temp directory.
+    RAM-backed /dev/shm when it has room for the `need` bytes of the largest groups in flight
+    (a stage file is ~1.4x its transcripts): a stage file lives for seconds, and writing it to
+    disk first cost a quarter of a large import's time. Else the system's temp directory.
     """
     import tempfile
     prefix = f"{lcm.vault.db.STAGE_PREFIX}{os.getpid()}-"
-    need = 2 * sum(sorted(sizes)[-(GROUPS_AHEAD + 2):])  # a stage file is ~1.4x its transcripts
     try:
         shm = os.statvfs("/dev/shm")  # stale stages there went at connect (lcm.vault.db.remove_stale_stages)
         if shm.f_bavail * shm.f_frsize > need + (256 << 20):
@@ -281,23 +357,50 @@ def _stage_dir(sizes: list[int]) -> str:
 
 SAMPLE_FILES = 24  # files the dictionary's sample comes from, spread over the import
 SAMPLE_HEAD = 512 << 10  # bytes read from each (~0.3 s of parsing in all, before the import starts)
+SAMPLE_AHEAD = 48 << 20  # a bundle's runs read ahead for the sample at most (held until stored)
 
 
-def _dictionary(conn, files: list[str], settings: tuple) -> tuple[int, bytes] | None:
+def _file_heads(files: list[str]):
+    """(path, its head's whole lines) of SAMPLE_FILES files spread over `files` (all over the
+    tree, not just its first project): the dictionary's sample."""
+    step = max(len(files) // SAMPLE_FILES, 1)
+    for path in files[::step]:
+        try:
+            with open(path, "rb") as f:
+                yield path, f.read(SAMPLE_HEAD).split(b"\n")[:-1]
+        except OSError:
+            continue  # the import reports it
+
+
+def _run_heads(runs, read_ahead: list):
+    """(path, the head of its lines) of the first runs of `runs` (a bundle is one stream: its
+    first runs are the sample), each run taken appended to `read_ahead`, for the import to
+    store first; at most SAMPLE_AHEAD bytes of lines read ahead."""
+    size = 0
+    for run in runs:
+        read_ahead.append(run)
+        head, taken = [], 0
+        for line in run[1]:
+            if taken + len(line) > SAMPLE_HEAD:
+                break
+            head.append(line)
+            taken += len(line)
+        yield run[0], head
+        size += sum(map(len, run[1]))
+        if size >= SAMPLE_AHEAD:
+            return
+
+
+def _dictionary(conn, heads, settings: tuple) -> tuple[int, bytes] | None:
     """(id, data) of the dictionary the import compresses text with: the vault's, else one
-    built now from a sample of the files about to be read (stored at once, in its own short
-    transaction: the rows that name it come later). None when the sample has no text to learn from."""
+    built now from `heads` ((path, lines), read until they give lcm.vault.squeeze.SAMPLE_ROWS
+    texts) and stored at once, in its own short transaction: the rows that name it come later.
+    None when the sample has no text to learn from."""
     found = lcm.vault.squeeze.encoder(conn)
     if found is not None:
         return found.dict_id, found.data
     texts: list[str] = []
-    step = max(len(files) // SAMPLE_FILES, 1)  # files from all over the tree, not just its first project
-    for path in files[::step]:
-        try:
-            with open(path, "rb") as f:
-                lines = f.read(SAMPLE_HEAD).split(b"\n")[:-1]  # whole lines of the file's head
-        except OSError:
-            continue  # the import reports it
+    for path, lines in heads:
         batch = lcm.capture.transcript.Batch(path, None)
         lcm.capture.transcript.parse_lines(batch, lines, *settings)
         texts += [(r[1], r[14]) for r in batch.rows if isinstance(r[14], str) and len(r[14]) >= lcm.vault.squeeze.MIN_BYTES]
@@ -355,11 +458,13 @@ def _pack_batch(db, batch, start: int) -> list[tuple]:
     return places
 
 
-def _parse_group(group: list[tuple], settings: tuple, stage: str,
+def _parse_group(read, group: list[tuple], settings: tuple, stage: str,
                  squeeze: tuple[int, bytes] | None = None) -> tuple[list, str | None]:
-    """Parse a group's transcripts (in the parser process) and write their message rows to the
-    stage file `stage`, so the writer moves them with one INSERT ... SELECT instead of receiving
-    and binding each row itself.
+    """Parse a group's transcripts (in the parser process; each item of `group` with
+    `read(item, settings)`) and write their message rows to the stage file `stage`, so the
+    writer moves them with one INSERT ... SELECT instead of receiving and binding each row itself:
+    each file's lines packed into blocks, and each row's text compressed with the dictionary
+    `squeeze` ((id, data)) when given.
 
     Returns (per file one Batch, rows moved out, or {path, reason} when it could not be read;
     the stage path or None when no file had a new message). An error that stops the import
@@ -372,13 +477,13 @@ def _parse_group(group: list[tuple], settings: tuple, stage: str,
     db = None
     encoder = lcm.vault.squeeze.Encoder(*squeeze) if squeeze else None
     try:
-        for path, known in group:
+        for item in group:
             if _PARENT is not None and os.getppid() != _PARENT:
                 os._exit(1)  # the import is gone: nobody will read what we parse
             try:
-                batch = lcm.capture.transcript.read_new_lines(path, known, *settings)
+                batch = read(item, settings)
             except LcmError as exc:  # vanished, unreadable, swapped for a FIFO: skipped, reported
-                out.append({"path": path, "reason": exc.message})
+                out.append({"path": item[0], "reason": exc.message})
                 continue
             if batch.rows:
                 if db is None:
@@ -457,7 +562,8 @@ def _place_found(conn, batch, before: int, added: int, found) -> None:
     found.openings.update((ids[j], text) for j, text in batch.talk.items() if j in ids)
 
 
-def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: set, turns: lcm.vault.db.Turns) -> int:
+def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: set, turns: lcm.vault.db.Turns,
+                 from_file: bool = True) -> int:
     """Write one parsed group in one transaction; returns how many messages it held.
 
     A file's rows, offset and session rows commit together; when a hook knocks (see lcm.vault.db.Turns),
@@ -477,7 +583,7 @@ def _store_group(conn, batches: list, stage: str | None, total: dict, sessions: 
                 begin_write(conn, turns=turns)
                 # ids above this are the rows this transaction moves in from the stage
                 found = lcm.capture.indexes.Found(conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0])
-            _count(total, sessions, lcm.capture.ingest.write_batch(conn, batch))
+            _count(total, sessions, lcm.capture.ingest.write_batch(conn, batch, from_file=from_file))
             if batch.staged:
                 before = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
                 added = lcm.capture.ingest.flush_staged(conn, bulk=True, rows=(batch.stage_start, batch.staged))
@@ -634,25 +740,19 @@ PARSERS = 2  # parser processes: packing lines and compressing text made the par
 #              (one parser: the writer idled ~60% of a 300k import; with two both cores stay busy)
 
 
-def _parser_pool(files: int):
-    """Where transcripts are parsed during bulk ingest: forked worker processes (PARSERS), so
-    JSON parsing, packing and compressing run on every core while this process inserts and
-    FTS-indexes (a thread would fight the indexing for the GIL and was slower than no thread at
-    all). Inline off Linux or when there is too little to gain."""
+def _parser_pool():
+    """Where transcripts are parsed during bulk ingest (when _parser_process says so): forked
+    worker processes (PARSERS), so JSON parsing, packing and compressing run on every core while
+    this process inserts and FTS-indexes (a thread would fight the indexing for the GIL and was
+    slower than no thread at all)."""
     import multiprocessing
-    if not _parser_process(files):
-        return _Inline()
     from concurrent.futures import ProcessPoolExecutor
     return ProcessPoolExecutor(max_workers=PARSERS, mp_context=multiprocessing.get_context("fork"),
                                initializer=_die_with_parent, initargs=(os.getpid(),))
 
 
 def _progress(files: int, unread: int, wanted: bool):
-    """A tqdm bar (in files) on stderr for long imports (50 MB unread) on a terminal, else None."""
-    if not wanted or unread < 50_000_000 or not sys.stderr.isatty():
+    """A bar (in files) on stderr for long imports (50 MB unread) on a terminal, else None."""
+    if not wanted or unread < 50_000_000:
         return None
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    return tqdm(total=files, desc="ingest", unit="file", file=sys.stderr)
+    return lcm.base.progress.bar(files, "ingest", "file")

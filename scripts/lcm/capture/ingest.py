@@ -116,8 +116,14 @@ def _externalize_large(conn, batch: lcm.capture.transcript.Batch) -> None:
 
 
 def _insert_rows(conn, rows: list[tuple]) -> int:
+    if not rows:
+        return 0
     if len(rows) < STAGE_MIN_ROWS:
-        return conn.executemany(INSERT_MESSAGE, rows).rowcount if rows else 0
+        # one statement, so the full-text index takes the turn as one segment, as from the stage:
+        # executemany made one per row and merged them every few turns (Stop, bench/hooks.py's turn
+        # of 4 lines: 23 WAL frames to checkpoint where it wrote 23-29, and no merge of 16 segments)
+        more = f",({','.join('?' * 19)})" * (len(rows) - 1)
+        return conn.execute(INSERT_MESSAGE + more, [value for row in rows for value in row]).rowcount
     _stage(conn, rows)
     return flush_staged(conn)
 
@@ -212,13 +218,14 @@ def _flush_bulk(conn, start: int, count: int) -> int:
 
 
 def write_batch(conn, batch: lcm.capture.transcript.Batch, patience: float | None = None,
-                from_file: bool = True) -> dict:
+                from_file: bool = True, usage_later: bool = False) -> dict:
     """Store a parsed batch (one transaction unless the caller holds one); returns its counts.
 
     A batch whose rows bulk ingest put in a stage file has none here: _store_group moves and
     counts them. patience: see begin_write. from_file=False: lines that came another way (a
     bundle, lcm.readers.bundle) under the path of the transcript they were read from on another
     machine: no byte offset is kept for that path, and a session's own transcript stays as it was.
+    usage_later (hooks): the lines' token counts are read later (lcm.capture.tokens.later).
     """
     row = batch.row
     result = {"path": batch.path, "session_id": batch.msg_sid, "messages_added": 0, "messages_skipped": 0,
@@ -231,6 +238,8 @@ def write_batch(conn, batch: lcm.capture.transcript.Batch, patience: float | Non
     with write_lock(conn, patience):
         if batch.large:
             _externalize_large(conn, batch)
+        if usage_later and batch.usage and not batch.staged:
+            lcm.capture.tokens.later(conn)
         conn.execute("SAVEPOINT message_rows")
         try:
             added = _insert_rows(conn, batch.rows)
@@ -239,7 +248,7 @@ def write_batch(conn, batch: lcm.capture.transcript.Batch, patience: float | Non
             batch.rows = [lcm.capture.transcript.safe_row(r) for r in batch.rows]
             added = _insert_rows(conn, batch.rows)
         conn.execute("RELEASE message_rows")
-        if not batch.staged:  # staged rows: after _store_group's flush
+        if not batch.staged and not usage_later:  # staged rows: after _store_group's flush
             lcm.capture.tokens.store(conn, batch.usage)
         if batch.agent_calls:
             lcm.vault.order.store_calls(conn, batch.agent_calls)
@@ -299,17 +308,18 @@ def settings() -> tuple[bool, int]:
     return lcm.base.config.get("LCM_INDEX_THINKING"), 4 * lcm.base.config.get("LCM_LARGE_FILE_THRESHOLD")
 
 
-def ingest_file(conn, path, patience: float | None = None) -> dict:
+def ingest_file(conn, path, patience: float | None = None, usage_later: bool = False) -> dict:
     """Store the new complete lines of one transcript; returns this file's counts.
 
     Keys: path, session_id, messages_added, messages_skipped, malformed_lines,
-    malformed ([{path, line}]), sessions (ids seen). patience: see begin_write.
+    malformed ([{path, line}]), sessions (ids seen). patience: see begin_write; usage_later: write_batch.
     """
     path = os.path.abspath(os.fspath(path))
-    return write_batch(conn, lcm.capture.transcript.read_new_lines(path, transcript_row(conn, path), *settings()), patience)
+    return write_batch(conn, lcm.capture.transcript.read_new_lines(path, transcript_row(conn, path), *settings()), patience,
+                       usage_later=usage_later)
 
 
-def ingest_session(conn, transcript_path, patience: float | None = None) -> dict:
+def ingest_session(conn, transcript_path, patience: float | None = None, usage_later: bool = False) -> dict:
     """ingest_file for a session's main transcript and each of its subagent transcripts
     (`<session>/subagents/agent-*.jsonl`, or for CLIs up to 2.0 `agent-*.jsonl` beside the
     session file), so lines a sub-agent wrote after its own hook ran are caught by the next hook
@@ -317,7 +327,8 @@ def ingest_session(conn, transcript_path, patience: float | None = None) -> dict
     (a FIFO, vanished) is listed in skipped_files.
 
     With patience (hooks), VaultBusy when another writer holds the vault longer than that: the
-    lines stay unread, and the next call stores them (the byte offset did not move).
+    lines stay unread, and the next call stores them (the byte offset did not move). usage_later:
+    see write_batch.
     """
     path = os.path.abspath(os.fspath(transcript_path))
     total = {"files": 1, "messages_added": 0, "messages_skipped": 0, "malformed_lines": 0,
@@ -325,7 +336,7 @@ def ingest_session(conn, transcript_path, patience: float | None = None) -> dict
     deadline = None if patience is None else time.monotonic() + patience
 
     def one(p: str) -> dict:
-        result = ingest_file(conn, p, None if deadline is None else max(deadline - time.monotonic(), 0.05))
+        result = ingest_file(conn, p, None if deadline is None else max(deadline - time.monotonic(), 0.05), usage_later)
         for key in ("messages_added", "messages_skipped", "malformed_lines", "excluded_lines"):
             total[key] += result[key]
         total["malformed"] += result["malformed"]

@@ -4,7 +4,10 @@ every stored line.
 
 Filled at ingest from the entries the parser has already decoded (lcm.capture.transcript puts
 one tuple per line in Batch.usage); a vault filled before the table existed is read once from
-its stored lines (`backfill`). The stored line stays the source of truth: the table is derived,
+its stored lines (`backfill`). A hook's lines are read later (`later`): the rows, their index
+and the rollup's triggers cost a Stop hook ~1 ms and three more pages to write and checkpoint on
+a 1M-message vault (bench/hooks.py); the detached packing run reads them (`read_later`), and
+until then `lcm usage` reads them as it reports (`waiting`: about DUE_LINES lines at most). The stored line stays the source of truth: the table is derived,
 deleted with its message (trigger usage_ad), and can be rebuilt from the lines at any time.
 
 What a row keeps follows ccusage (the tool people use for this), so the two agree on the same
@@ -129,6 +132,56 @@ def pending(conn) -> int:
     """Messages stored before the usage table whose lines are not read for usage yet (all
     kinds: counting the assistant lines among them would read them)."""
     return max(_mark(conn) - 1, 0)
+
+
+LATER_KEY = "usage_later_above"  # vault_meta: the assistant lines above this messages.id without a usage row wait to be read
+
+
+def later(conn) -> None:
+    """Leave the usage of the lines about to be stored (a hook's turn) for read_later: inside the
+    caller's write, before they are inserted. One lookup once the mark is set; the first sets it
+    below them (every line stored before was read as it was stored)."""
+    conn.execute("INSERT OR IGNORE INTO vault_meta (key, value) SELECT ?, coalesce(max(id), 0) FROM messages",
+                 (LATER_KEY,))
+
+
+def waiting(conn, limit: int | None = None) -> tuple[list[tuple], int | None]:
+    """([(message id, uuid, at, session_id, *of_entry)] of the assistant lines that wait to be read
+    (above the mark, no usage row), oldest first, of at most `limit` lines; the id of the last line
+    looked at when that limit was reached, else None). ([], None) on a vault without the mark."""
+    import lcm.vault.store
+    row = conn.execute("SELECT value FROM vault_meta WHERE key = ?", (LATER_KEY,)).fetchone()
+    if row is None:
+        return [], None
+    lines = conn.execute(f"SELECT id, uuid, created_at, session_id, {lcm.vault.store.LINE} FROM messages m"
+                         " WHERE id > ? AND type = 'assistant' AND NOT EXISTS (SELECT 1 FROM usage u"
+                         " WHERE u.message_id = m.id) ORDER BY id" + (" LIMIT ?" if limit else ""),
+                         (row[0], limit) if limit else (row[0],)).fetchall()
+    rows = [(mid, uuid, at, sid, *usage) for mid, uuid, at, sid, raw in lines
+            for usage in (line_usage(raw),) if usage is not None]
+    return rows, (lines[-1][0] if limit and len(lines) == limit else None)
+
+
+def read_later(conn, batch: int = 5000, deadline: float | None = None) -> None:
+    """Store the usage of the lines hooks left (later), in write transactions of `batch` lines
+    that hooks take turns between (the detached `lcm_compact.py --pack` run's third job), and move
+    the mark past them; until `deadline` (time.monotonic())."""
+    import time
+    import lcm.vault.db
+    while deadline is None or time.monotonic() < deadline:
+        lcm.vault.db.begin_write(conn)
+        try:
+            rows, last = waiting(conn, batch)
+            # older: a line of the same response stored after these (a bulk import) counted meanwhile
+            store(conn, [row[1:] for row in rows], older=True)
+            top = last if last is not None else conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
+            conn.execute("UPDATE vault_meta SET value = max(value, ?) WHERE key = ?", (top, LATER_KEY))
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        if last is None:
+            return
 
 
 def line_usage(raw) -> tuple | None:

@@ -297,7 +297,6 @@ def backend(probe: bool = True) -> dict:
     doc = {"backend": chosen, "reason": how, "verified": None, "hint": None}
     if key and choice == "auto" and chosen != "anthropic" and not lcm.base.llm.sdk_available():
         # a key is set, so the API is meant; the package is what is missing, not the key
-        import sys
         doc.update(status="problem", verified=False, detail="ANTHROPIC_API_KEY is set but the anthropic package is"
                    f" not installed for {sys.executable}", hint=f"{sys.executable} -m pip install -r requirements.txt"
                    " (in the lcm clone); or set LCM_LLM=claude to use your Claude Code login on purpose")
@@ -336,7 +335,6 @@ def probe_backend(backend: str, timeout: float = PROBE_TIMEOUT) -> dict:
 
 
 def _probe_anthropic(timeout: float) -> dict:
-    import sys
     if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
         return {"verified": False, "detail": "neither ANTHROPIC_API_KEY nor ANTHROPIC_AUTH_TOKEN is set",
                 "hint": "export ANTHROPIC_API_KEY (console.anthropic.com/settings/keys), or set LCM_LLM=claude"

@@ -7,11 +7,11 @@ to the model with the reason, up to --max-attempts. Backends differ only in how 
 from __future__ import annotations
 
 import json
-import sys
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Callable
 
 import lcm.base.errors
+import lcm.base.progress
 import lcm.base.llm
 from lcm.base.errors import LcmError
 from lcm.maps.job import MapJob, Outcome, iter_items
@@ -137,12 +137,8 @@ def work_item(start: Callable[[object], Ask], value, checker: AnswerChecker, max
 # ---------------------------------------------------------------------------
 
 def progress_bar(total: int, initial: int, desc: str):
-    """A tqdm bar on stderr (hidden when stderr is not a terminal); a no-op without tqdm."""
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    return tqdm(total=total, initial=initial, desc=desc, unit="item", file=sys.stderr, disable=None, leave=False)
+    """A bar on stderr when it is a terminal (cleared when done), else None."""
+    return lcm.base.progress.bar(total, desc, "item", initial=initial, leave=False)
 
 
 def run_items(job: MapJob, state: RunState, start: Callable[[object], Ask], *, concurrency: int, desc: str,

@@ -3,7 +3,9 @@ the whole vault (lcm usage; the viewer's usage page).
 
 Read from usage_rollup: the counted lines of the table `usage` (lcm/capture/tokens.py: one row
 per stored line that carries message.usage) summed by quarter hour, session and model, kept in
-step by the triggers of migration 18, so a report reads thousands of rows, not every response. Counted as ccusage counts, so the two agree on the same transcripts: a response
+step by the triggers of migration 18, so a report reads thousands of rows, not every response;
+plus the lines hooks stored since the last packing run, whose usage waits to be read
+(lcm.capture.tokens.waiting): read here, summed the same way. Counted as ccusage counts, so the two agree on the same transcripts: a response
 written on several lines (one per content block, the same message.id and requestId) counts
 once, its first stored line; a line without either id counts alone; Claude Code's
 `<synthetic>` placeholders are left out; a day is the local calendar day (TZ) of the line's
@@ -152,7 +154,7 @@ def report(conn, by: str = "day", since: str | None = None, until: str | None = 
         where.append("r.bucket >= 0 AND r.bucket < ?")
         params.append(_bucket_of_day(until, after=True))
     join = " LEFT JOIN sessions s ON s.session_id = r.session_id" if by == "project" else ""
-    rows = conn.execute(f"SELECT {KEYS[by]} AS k, r.model AS m, {SUMS} FROM usage_rollup r{join}"
+    rows = conn.execute(f"SELECT {KEYS[by]} AS k, r.model AS m, {SUMS} FROM {_with_waiting(conn)} r{join}"
                         f" WHERE {' AND '.join(where)} GROUP BY k, m HAVING sum(r.responses) > 0", params).fetchall()
     merged: dict = {}  # (group, model) -> sums: quarter hours into days, weeks or months
     cache: dict = {}
@@ -201,6 +203,36 @@ def report(conn, by: str = "day", since: str | None = None, until: str | None = 
             "unpriced_models": [{"model": m, "total_tokens": t} for m, t in sorted(unpriced.items())],
             "prices": {"taken": table["taken"], "source": table.get("source"), "override": table["override"]},
             "messages_not_read": lcm.capture.tokens.pending(conn)}
+
+
+WAITING_COLUMNS = ("message_id INTEGER PRIMARY KEY, at, session_id, model, response, input_tokens, output_tokens,"
+                   " cache_write_tokens, cache_write_1h_tokens, cache_read_tokens, cost_usd, counted")
+
+
+def _with_waiting(conn) -> str:
+    """usage_rollup, or with lines waiting to be read (lcm.capture.tokens.waiting) the rollup and
+    their shares: as SQL for FROM. In the connection's temp schema (a read-only vault too), each
+    waiting line counted as the table would count it: the first stored line of its response, so a
+    counted row of the table stored after one of them (a bulk import meanwhile) gives its count back."""
+    import lcm.capture.tokens
+    rows, _last = lcm.capture.tokens.waiting(conn)
+    if not rows:
+        return "usage_rollup"
+    conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS usage_waiting ({WAITING_COLUMNS})")
+    conn.execute("DELETE FROM temp.usage_waiting")
+    conn.executemany("INSERT INTO temp.usage_waiting VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
+                     [(mid, *row) for mid, _uuid, *row in rows])
+    conn.execute("UPDATE temp.usage_waiting SET counted = 0 WHERE response IS NOT NULL AND (EXISTS (SELECT 1"
+                 " FROM main.usage u WHERE u.response = usage_waiting.response AND u.message_id < usage_waiting.message_id)"
+                 " OR EXISTS (SELECT 1 FROM temp.usage_waiting w WHERE w.response = usage_waiting.response"
+                 " AND w.message_id < usage_waiting.message_id))")
+    values = lcm.vault.schema._usage_values
+    key = lcm.vault.schema._usage_key
+    return (f"(SELECT bucket, session_id, model, {', '.join(lcm.vault.schema.USAGE_SUMS)} FROM usage_rollup"
+            f" UNION ALL SELECT {key('w')}, {', '.join(values('w'))} FROM temp.usage_waiting w WHERE w.counted = 1"
+            f" UNION ALL SELECT {key('u')}, {', '.join(f'-({v})' for v in values('u'))} FROM main.usage u"
+            " WHERE u.counted = 1 AND u.message_id IN (SELECT d.message_id FROM temp.usage_waiting w JOIN main.usage d"
+            " ON d.response = w.response AND d.message_id > w.message_id WHERE w.counted = 1))")
 
 
 def _tokens(sums) -> dict:

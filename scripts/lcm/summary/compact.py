@@ -19,6 +19,7 @@ import lcm.vault.store
 import lcm.summary.extract
 import lcm.base.llm
 import lcm.base.mask
+import lcm.base.progress
 import lcm.summary.prompts
 import lcm.base.text
 import lcm.capture.transcript
@@ -442,19 +443,13 @@ def _passes(work: Compactor, mode: str, until_under: int | None, started: float,
 
 class Progress:
     """What a long compaction run (--all, --upgrade: up to LCM_MAX_SUMMARY_CALLS model calls)
-    shows while it works, on stderr: a tqdm bar on a terminal when tqdm is installed, else one
-    line per session done (a log, a pipe, a terminal without tqdm)."""
+    shows while it works, on stderr: a bar on a terminal (lcm.base.progress), else one line per
+    session done (a log, a pipe)."""
 
     def __init__(self, total: int, stream=None):
         self.stream = stream or sys.stderr
-        self.total, self.done, self.bar = total, 0, None
-        if total and _isatty(self.stream):
-            try:
-                from tqdm import tqdm  # here: only a run by hand shows it
-            except ImportError:
-                tqdm = None
-            if tqdm is not None:
-                self.bar = tqdm(total=total, desc="compact", unit="session", file=self.stream)
+        self.total, self.done = total, 0
+        self.bar = lcm.base.progress.bar(total, "compact", "session", stream=self.stream)
 
     def session_done(self, result: dict) -> None:
         self.done += 1
@@ -475,13 +470,6 @@ class Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
-
-
-def _isatty(stream) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError, OSError):
-        return False
 
 
 def sessions_to_compact(conn, session: str | None, every: bool = False) -> list[str]:

@@ -77,6 +77,9 @@ def extractive(conn, session_id: str) -> str:
         if c["failed"]:
             still = " (not fixed later)" if (c["command"], c.get("error", "")) in unresolved else ""
             failed.append(f"`{_clip(c['command'], 100)}`: {c.get('error', '')}{still}")
+        elif c.get("denied"):  # the permission settings stopped it: it never ran
+            still = " (not fixed later)" if (c["command"], c.get("error", "")) in unresolved else ""
+            failed.append(f"`{_clip(c['command'], 100)}` not allowed by the permission settings{still}")
         elif c["rejected"]:
             failed.append(f"`{_clip(c['command'], 100)}` rejected by the user" +
                           (f": {c['error']}" if c.get("error") else ""))

@@ -62,13 +62,33 @@ NOT_A_DECISION = re.compile(
     r"\b(?:we|i|you) would(?! rather)\b|\b(?:haven't|have not|not yet|hasn't been)\b.*\bdecid|"
     r"\b(?:use|using) (?:the )?[\w-]+(?: tool| command)? to (?:find|check|see|look|read|search|locate|"
     r"verify|inspect|run|get|view|list|explore)\b|\?\s*$|"
-    # an apology or an acknowledgement is not a choice, nor a line that leads into a list or code
+    # an apology or an acknowledgement is not a choice, nor a line that leads into a list or code,
+    # even when its words state one ("... to use HTTPS instead:"): reading those as choices lowered
+    # the decisions' F1 on held-out projects (bench/digest_rules_cv.py)
     r"^\W*(?:i apologi[sz]e|sorry|my apologies|you're (?:absolutely )?right|you are (?:absolutely )?right)\b|:\s*$|"
     # what a problem is (a finding, or a guess at one) is not a choice
     r"^\W*(?:the|this|that) (?:real )?(?:issue|problem|bug|cause|error)\b|"
     # taking up the person's request is not choosing ("I'll help you modify the TUI to ...")
     r"^\W*(?:i'll|i will|let me) help you\b",
     re.I)
+# what the person says should (not) be done: "we should support .tar as well", "we don't need to
+# check for the file", "maybe we should use the https address?" (a suggestion, not a question)
+PERSON_SHOULD = re.compile(
+    r"\b(?:we|you) (?:should|need to|have to|must)(?: (?:also|just|probably|rather))? (?!(?:check|look|see|find out|know|"
+    r"figure|investigate|understand|explore|read)\b)\w+|\b(?:we|you) (?:don't|do not) (?:need|have) to\b|\bno need to\b|"
+    r"(?:^|[,;:\u2013\u2014-]\s*)(?:maybe|perhaps) (?:we|you) (?:should|could) (?:just )?\w+", re.I)
+# "maybe we should ...?" is a suggestion even with its question mark
+SUGGESTION = re.compile(r"(?:^|[,;:\u2013\u2014-]\s*)(?:maybe|perhaps) (?:we|you) (?:should|could)\b", re.I)
+# what the person prefers, also inside a request: "I'd like to keep it the same 3 files", "I'd
+# actually love that test to be saved", "I changed my mind ... would like to combine the logic"
+PERSON_PREFERS = re.compile(
+    r"\bchanged my mind\b|\b(?:i'd|i would|would) (?:actually |really |rather )?(?:like|love|prefer)(?: to)? "
+    r"(?!(?:to|you|your|know|see|understand|ask|learn|get|hear|have a look|look|review|check|explore|help)\b)\w+", re.I)
+# a condition ("if there is no PR we should say so") specifies a case, it chooses nothing
+CONDITION = re.compile(r"^\W*(?:if|whether|unless|when)\b", re.I)
+# a bare prohibition ("Do not merge.", "Never push to main.") is a rule the work must keep, as a task's
+# brief lists them, not a choice between ways; "don't X, just Y" or "we don't need X, let's Y" is one
+PROHIBITION = re.compile(r"^\W*(?:do not|don'?t|never|avoid)\b(?!.*\b(?:instead|rather|just|let'?s|but|so)\b)", re.I)
 # a guess at a cause is not a finding yet
 GUESS = re.compile(r"\b(?:might|may be|probably|perhaps|likely|possibly|could be|i suspect|i think)\b", re.I)
 # a finding: the cause of a bug or what fixed it
@@ -79,6 +99,17 @@ FINDING = re.compile(r"\b(?:root cause|the (?:real )?(?:cause|problem|issue|bug|
                      r"\bfailing (?:on|at)\b|"
                      r"(?:was|were) (?:trying to|using|reading|looking for) [^.]{1,60}? (?:instead of|but it should)|"
                      r"but it should be)\b", re.I)
+# a cause and its consequence: "Vercel doesn't have SSH keys set up, so it can't clone", "1.0.0 is
+# compatible with 2.0.0, so the cache isn't being invalidated"
+CONSEQUENCE = re.compile(r", so (?!(?:i|we|let|let's|you)\b)(?:[\w`.()-]+ ){1,4}(?:can't|cannot|isn't|aren't|wasn't|weren't|"
+                         r"doesn't|don't|didn't|won't|never|fails?|failed|breaks?|broke)\b", re.I)
+# where a problem lies is not yet what it is: "The issue is with how X builds the package", "the
+# issue is in the parser" (unless an explanation follows: "... in the HTML - the paths ...")
+LOCATION_ONLY = re.compile(r"\b(?:issue|problem|bug|error)s? (?:is|was|are|were|must be|seems to be|lies) (?:in|with|somewhere)\b"
+                           r"(?![^.]*(?:\s[-\u2013\u2014]\s|:|;|\bbecause\b|\bsince\b|, so\b|\bthat\b))", re.I)
+# a fix listed as done, the way a closing summary lists them: "Fixed the type error: added a None
+# check before ...", "**Fixed X** - used patch.object()"
+FIXED_ITEM = re.compile(r"^\W*fixed\s+(?!by\b)[^:]{3,100}?(?::\s|\s[-\u2013\u2014]\s)\s*\S.{8,}$", re.I)
 # "I see the issue." / "There's the bug!": the sentence after it says what the issue is
 FINDING_LEAD = re.compile(r"^(?:[^.!?]{0,80}?\b)?(?:i (?:can )?(?:see|understand|found) the|there'?s the|here'?s the|"
                           r"that'?s the|found the) (?:issue|problem|bug|culprit|cause|mismatch)\b[^.]{0,40}[.!:]?\s*$",
@@ -123,11 +154,13 @@ CHOICE_HINTS = ("decid", "decision", "going with", "settle", "opted", "opting", 
                 "robust", "for now", "changed", "updated", "moved")
 PERSON_HINTS = CHOICE_HINTS + ("lets ", "use ", "keep ", "go with", "don't ", "do not ", "never ", "always ",
                                "you can ", "you should ", "rather", "prefer", "not doing", "not going", "just ",
-                               "only ")
+                               "only ", "should", "need to", "have to", "must", "no need", "like", "love",
+                               "changed my mind")
 FINDING_HINTS = ("root cause", " cause is", " cause was", "caused by", "problem is", "problem was", "issue is",
                  "issue was", "bug is", "bug was", "culprit", "reason is", "reason was", "turns out", "turned out",
                  "fix is", "fix was", "fixed by", "broken by", "because", "due to", "failing", "instead of",
-                 "should be", "the issue", "the problem", "the bug", "the cause", "mismatch", "failing on")
+                 "should be", "the issue", "the problem", "the bug", "the cause", "mismatch", "failing on",
+                 ", so ", "fixed")
 
 
 def is_choice(sentence: str) -> bool:
@@ -145,6 +178,14 @@ def is_choice(sentence: str) -> bool:
 def is_person_choice(sentence: str) -> bool:
     """A sentence the person typed that states what they want done ("let's do vite", "use pnpm",
     "you can set group.visible"), not a request for work or a question."""
+    if PROHIBITION.match(sentence):
+        return False
+    if PERSON_PREFERS.search(sentence) and not sentence.rstrip().endswith("?"):
+        return True  # a preference stated inside a request is still the person's choice
+    if PERSON_SHOULD.search(sentence) and not REQUEST.match(sentence) and not sentence.rstrip().endswith(":") \
+            and not CONDITION.match(sentence) and (
+            not sentence.rstrip().endswith("?") or SUGGESTION.search(sentence)):
+        return True
     if REQUEST.match(sentence) or NOT_A_DECISION.search(sentence):
         return False
     return is_choice(sentence) or bool(PERSON_CHOOSES.search(sentence))
@@ -153,7 +194,8 @@ def is_person_choice(sentence: str) -> bool:
 def is_finding(sentence: str) -> bool:
     """A sentence that says what caused a problem or what fixed it."""
     lowered = sentence.lower()
-    return any(hint in lowered for hint in FINDING_HINTS) and bool(FINDING.search(sentence)) \
+    return any(hint in lowered for hint in FINDING_HINTS) and bool(
+        FINDING.search(sentence) or CONSEQUENCE.search(sentence)) and not LOCATION_ONLY.search(sentence) \
         and not sentence.rstrip().endswith(("?", ":")) and not NEXT_STEP.match(sentence) and not GUESS.search(sentence)
 
 
@@ -175,7 +217,7 @@ def findings_in(sentences_: list[str]) -> list[str]:
             after = sentences_[i + 1] if i + 1 < len(sentences_) else ""
             if after and not after.rstrip().endswith(("?", ":")) and not GUESS.search(after):
                 found.append(after)
-        elif is_finding(sentence) and (not found or found[-1] != sentence):
+        elif (is_finding(sentence) or FIXED_ITEM.match(sentence)) and (not found or found[-1] != sentence):
             found.append(sentence)
     return found
 

@@ -29,9 +29,13 @@ INTERACTION_TOOLS = ("AskUserQuestion", "ExitPlanMode", "EnterPlanMode", "TodoWr
                      "TaskList", "SendMessage")
 # the user said no: not an error to fix
 REJECTION = re.compile(r"^The user doesn't want to (proceed|take this action)")
-# the person's permission settings stopped the call ("This command requires approval", "... was
-# blocked. For security, ..."): their choice, like a rejection, not an error left to fix
-NOT_ALLOWED = re.compile(r"\brequires approval\b|\bwas blocked\. For security\b|^Permission to use \w+ (?:has been|was) denied")
+# the permission settings stopped the call ("This command requires approval", "... was blocked. For
+# security, ...", "Claude requested permissions to ..., but you haven't granted it yet"): unlike a
+# person's "no" at a prompt, nobody chose to skip the work, and it never ran. Unresolved unless the
+# same call runs later (a look-around included: what it would have read was never seen)
+NOT_ALLOWED = re.compile(r"\brequires approval\b|\bwas blocked\. For security\b|^Permission to use \w+ (?:has been|was) denied|"
+                         r"\bbut you haven't granted it yet\b")
+DENIED_IS_UNRESOLVED = True
 KEEP = 50  # newest commands / errors kept in the returned lists
 
 
@@ -64,7 +68,7 @@ def user_request_text(entry: dict) -> str | None:
 
 def _tool_key(name: str, tool_input: dict) -> str:
     """What a call acted on, so a later success of the same call resolves an earlier error."""
-    for field in ("file_path", "notebook_path", "command", "path", "pattern", "url", "taskId",
+    for field in ("file_path", "notebook_path", "command", "path", "pattern", "url", "query", "taskId",
                   "shell_id", "bash_id"):
         if tool_input.get(field):
             return str(tool_input[field])
@@ -189,9 +193,10 @@ def _summarise(order, requests, decisions, todos, tasks, count, last_id, request
                 target.append(call["key"])
         if name == "Bash" and not call["sidechain"] and call["key"]:
             commands.append({"command": call["key"], "failed": status == "error", "uuid": call["uuid"],
-                             "rejected": status in ("rejected", "denied"),
+                             "rejected": status in ("rejected", "denied"), "denied": status == "denied",
                              **({"error": call["error"]} if status in ("error", "rejected", "denied") else {})})
-        if status == "error" and name not in LOOK_TOOLS and name not in INTERACTION_TOOLS:
+        if (status == "error" and name not in LOOK_TOOLS or status == "denied" and DENIED_IS_UNRESOLVED) \
+                and name not in INTERACTION_TOOLS:
             # fixed by a later success of the same call: the same file edited, or the same command
             # run again (with other options, inside a longer line, through `uv run`: command_family)
             family = command_family(call["key"]) if name == "Bash" else None
@@ -312,7 +317,8 @@ def sections(log: dict, top: list[dict], *, list_cap: int = 15, text_cap: int = 
         [f"- {e['tool']} {one_line(e['target'], 120)}: {one_line(e['error'], 160)} ({e['uuid']})"
          for e in log["unresolved_errors"]], list_cap // 2, "errors") or ["- none"]))
     out.append((f"Commands run ({log['command_count']}, {log['failed_command_count']} failed; newest last)", _capped(
-        [f"- {'FAILED ' if c['failed'] else 'REJECTED by user ' if c['rejected'] else ''}`{one_line(c['command'], 160)}`"
+        [f"- {'FAILED ' if c['failed'] else 'NOT ALLOWED by the settings ' if c.get('denied') else 'REJECTED by user ' if c['rejected'] else ''}"
+         f"`{one_line(c['command'], 160)}`"
          + (f": {one_line(c['error'], 120)}" if c.get("error") else "") for c in log["commands"]],
         list_cap, "commands") or ["- none"]))
     out.append(("Decisions (sentences that state a choice; heuristic)",

@@ -13,6 +13,7 @@ import os
 import sys
 import time
 
+import lcm.base.progress
 import lcm.vault.squeeze
 import lcm.vault.store
 import lcm.vault.db
@@ -320,14 +321,8 @@ def _flush(conn, batch, turns, doc, bar, pool=None, squeeze=None) -> None:
 
 
 def _bar(total: int):
-    """A tqdm bar (in lines) on stderr when it is a terminal and tqdm is installed, else None."""
-    if not total or not sys.stderr.isatty():
-        return None
-    try:
-        from tqdm import tqdm  # here: only a packing run by hand shows it
-    except ImportError:
-        return None
-    return tqdm(total=total, desc="pack", unit="line", file=sys.stderr)
+    """A bar (in lines) on stderr when it is a terminal, else None."""
+    return lcm.base.progress.bar(total, "pack", "line")
 
 
 def vacuum(conn) -> dict:

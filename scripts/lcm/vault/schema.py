@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # names for annotations only
 # `Name {input}`), tool result, harness-injected or empty line. The WHERE of the partial index
 # messages_talk: a query must repeat it verbatim to use the index. A compressed text says
 # whether it is a tool call in its codec byte (lcm.vault.squeeze.ZDICT_CALL), which SQL reads
-# without decoding. Migration 20 rebuilt the index with this WHERE.
+# without decoding. Migration 21 rebuilt the index with this WHERE.
 TALK_WHERE = ("is_meta = 0 AND token_count > 0 AND (role = 'user' AND instr(raw, 'tool_use_id') = 0"
               " OR role = 'assistant' AND NOT CASE WHEN typeof(content) = 'blob' THEN substr(content, 1, 1) = x'02'"
               " ELSE substr(content, instr(content, ' '), 2) = ' {' AND instr(substr(content, 1, 80), ' ') > 0 END)")
@@ -35,7 +35,7 @@ TALK_WHERE_5 = ("is_meta = 0 AND token_count > 0 AND (role = 'user' AND instr(ra
 
 def talk_where(conn: sqlite3.Connection) -> str:
     """The WHERE the vault's messages_talk was built with (a query must repeat it for SQLite to
-    use the index): TALK_WHERE, or TALK_WHERE_5 in a vault before migration 20 (an older vault
+    use the index): TALK_WHERE, or TALK_WHERE_5 in a vault before migration 21 (an older vault
     read as it is; its text is all plain, where the two agree)."""
     row = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'messages_talk'").fetchone()
     return TALK_WHERE_5 if row is not None and TALK_WHERE_5 in row[0] else TALK_WHERE
@@ -579,7 +579,13 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
     [
         MASK_AGAIN,
     ],
-    # 20: the searchable text compressed row by row with a preset dictionary (lcm/vault/squeeze.py
+    # 20: masking learnt gitleaks' remaining forms (a name quoted in JSON inside JSON, curl's -u and
+    # credential headers however quoted and over several lines, any JWT, a Kubernetes Secret's data,
+    # Facebook app secrets): masked again on output, until lcm_doctor.py --remask
+    [
+        MASK_AGAIN,
+    ],
+    # 21: the searchable text compressed row by row with a preset dictionary (lcm/vault/squeeze.py
     # has the format): the dictionaries, a view that decodes, the full-text index reading it
     [*lcm.vault.squeeze.MIGRATION,
      # the same rows, told apart in compressed text too (reads every row once: ~10 s at 1M messages)

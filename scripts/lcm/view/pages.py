@@ -535,7 +535,7 @@ def search_page(conn, params: dict, root: str = "/") -> str:
             target = link("/n/" + hit["id"])
         else:
             target = link("/s/" + quote(sid, safe="")) if sid else ""
-        head = f"<a class=hit-link href='{target}'>{esc(hit['type'])} {esc(hit['id'][:12])}</a>" if target else esc(hit["type"])
+        head = f"<a class=hit-link href='{target}'>{esc(hit['type'])} {esc(str(hit['id'])[:12])}</a>" if target else esc(hit["type"])
         body.append(f"<div class=hit>{head} <span class=meta>{titles.get(sid, '')} &middot; "
                     f"{_when(hit.get('created_at'))}</span><div>{snippet}</div></div>")
     return layout(f"Search: {query}", "".join(body), query=query, root=root)

@@ -1,7 +1,7 @@
 """Masking against the field: gitleaks' default rules, what must stay readable, and the cost.
 
 Usage:
-  python3 bench/secrets.py [--rules ../shared/secrets/gitleaks.toml] [--samples 3] [--seed 1]
+  python3 bench/masking.py [--rules ../shared/secrets/gitleaks.toml] [--samples 3] [--seed 1]
                            [--data ../shared/data] [--root TREE] [--verbose] [--skip-data] [--data-only]
 
 For every rule of the rule set (gitleaks' default config: 222 rules), samples are built from its

@@ -1,0 +1,173 @@
+"""What the digest and the resume brief count as a decision, a bug found and an unresolved error:
+one table per rule family (each row a sentence a person would judge the same way, beside its near
+misses), then small hand-made sessions read through the work log, as digests and briefs read them.
+
+The rules are linguistic, not tuned to any session's words: a decision chooses between options or
+commits to an approach; a bug found states a cause (with its consequence) or a fix made, not only
+where a problem lies; an error is unresolved until the same call succeeds later.
+bench/digest_quality.py measures them against labelled real sessions, bench/digest_rules_cv.py on
+projects they were not written from."""
+from __future__ import annotations
+
+import pytest
+
+import lcm.capture.bulk
+import lcm.summary.extract
+import lcm.summary.worklog
+import lcm.vault.db
+from transcripts import Transcript
+
+# an apology, an acknowledgement, a status line or narration is never a decision
+NOT_DECISIONS = [
+    "Sorry, I misread the config.",
+    "You're right, the flag is wrong.",
+    "You're absolutely right - let me fix that.",
+    "The plan is ready.",
+    "Done.",
+    "All tests pass.",
+    "Here is what I will change:",
+    "Now let me check the build output:",
+    "I apologize for switching to the wrong branch earlier.",
+    "We need to change the remote to use HTTPS instead:",     # a lead-in: what follows is the choice
+    "If we switch the remote to HTTPS, the deploy might work.",
+]
+# what the person says should (not) be done, or prefers, even inside a request
+PERSON_DECISIONS = [
+    "We should support .tar archives as well, the same way as .zip.",
+    "also we don't need to check that the file exists, let's just open it.",
+    "This is annoying, maybe we should use the https address?",
+    "So I'd like to keep it the same 3 simple files.",
+    "I'd actually love that check to be saved as a permanent test.",
+    "I changed my mind a bit and would like to combine both rules.",
+    "Don't regenerate the page, just launch the cached one.",  # a prohibition with its alternative
+]
+PERSON_NOT_DECISIONS = [
+    "Hey Claude, I'd like your help with the timeline filter.",
+    "I'd like to ask you to add a details element.",
+    "Should we use the https address?",
+    "If there is no PR found we should print the help.",
+    "Can you have a look at the failing tests?",
+    "Do not merge.",                                  # a task brief's rules: kept, not chosen
+    "Do NOT read the other docs; they belong to your peers.",
+    "Never push to master.",
+]
+
+
+@pytest.mark.parametrize("sentence", NOT_DECISIONS)
+def test_apologies_status_lines_narration_and_conditions_are_not_decisions(sentence):
+    assert not lcm.summary.extract.is_choice(sentence)
+    assert not lcm.summary.extract.is_person_choice(sentence) or sentence.startswith("Done")
+
+
+@pytest.mark.parametrize("sentence", PERSON_DECISIONS)
+def test_what_the_person_says_should_be_done_is_a_decision(sentence):
+    assert lcm.summary.extract.is_person_choice(sentence)
+
+
+@pytest.mark.parametrize("sentence", PERSON_NOT_DECISIONS)
+def test_a_request_for_help_a_question_or_a_condition_from_the_person_is_not_a_decision(sentence):
+    assert not lcm.summary.extract.is_person_choice(sentence)
+
+
+FINDINGS = [
+    # a cause and its consequence
+    "The CI runner has no SSH key, so it can't clone the submodule.",
+    "Version 1.0.0 counts as compatible with 2.0.0, so the cache isn't invalidated.",
+    # a fix listed as done, as a closing summary lists them
+    "Fixed the possibly-unbound warning: added a None check before reading the version.",
+    "Fixed query shadowing - used patch.object() instead of assigning the method.",
+    # a location followed by what is wrong there
+    "The issue is in the HTML - the paths need to be relative to the page.",
+]
+NOT_FINDINGS = [
+    "The bug might be caused by a stale lock file.",          # a guess
+    "So I'll update the test next.",
+    "Let me check why the tests fail:",
+    "The page is not ready yet.",
+    "The build is broken, so I'll look at the config.",          # what the assistant does next
+    "Fixed: nothing yet",
+    "The issue is with how the installer builds the package.",   # where, not what
+    "This means the issue is in the render function.",
+]
+
+
+@pytest.mark.parametrize("sentence", FINDINGS)
+def test_a_cause_with_its_consequence_or_a_fix_made_is_a_bug_found(sentence):
+    assert lcm.summary.extract.findings_in([sentence]) == [sentence]
+
+
+@pytest.mark.parametrize("sentence", NOT_FINDINGS)
+def test_guesses_narration_and_where_a_problem_lies_are_not_bugs_found(sentence):
+    assert lcm.summary.extract.findings_in([sentence]) == []
+
+
+def _worklog(tmp_path, build) -> dict:
+    t = Transcript(tmp_path / "projects", session_id="s-rules")
+    build(t)
+    t.write()
+    conn = lcm.vault.db.connect()
+    lcm.capture.bulk.ingest_paths(conn, [str(t.path)])
+    return lcm.summary.worklog.worklog(conn, "s-rules", request_limit=100)
+
+
+def test_a_push_refused_with_403_and_pushed_by_the_next_call_is_not_unresolved(tmp_path, vault):
+    def build(t):
+        t.user("push the branch")
+        push = t.tool_use("Bash", {"command": "git push -u origin feature"})
+        t.tool_result(push, "remote: Permission denied.\nfatal: The requested URL returned error: 403", is_error=True)
+        t.assistant_text("Sorry, the token had expired. You're right, I should have checked it first.")
+        push = t.tool_use("Bash", {"command": "cd /home/user/proj && git push origin feature"})
+        t.tool_result(push, "To github.com:acme/proj.git\n * [new branch]      feature -> feature")
+    log = _worklog(tmp_path, build)
+    assert log["unresolved_errors"] == []
+    assert log["failed_command_count"] == 1
+    assert log["decisions"] == []          # an apology and an acknowledgement choose nothing
+
+
+def test_an_edit_that_failed_and_then_landed_is_not_unresolved_one_that_never_landed_is(tmp_path, vault):
+    def build(t):
+        t.user("update the notes")
+        for ok in (False, True):
+            edit = t.tool_use("Edit", {"file_path": "/home/user/proj/NOTES.md", "old_string": "a", "new_string": "b"})
+            t.tool_result(edit, "The file has been updated." if ok else "String to replace not found in file.",
+                          is_error=not ok)
+        edit = t.tool_use("Edit", {"file_path": "/home/user/proj/vercel.json", "old_string": "x", "new_string": "y"})
+        t.tool_result(edit, "String to replace not found in file.", is_error=True)
+    log = _worklog(tmp_path, build)
+    assert [e["target"] for e in log["unresolved_errors"]] == ["/home/user/proj/vercel.json"]
+
+
+def test_a_call_the_permission_settings_stopped_is_unresolved_until_it_runs(tmp_path, vault):
+    def build(t):
+        t.user("find out what the CLI supports")
+        search = t.tool_use("WebSearch", {"query": "cli flags"})
+        t.tool_result(search, "Claude requested permissions to use WebSearch, but you haven't granted it yet.",
+                      is_error=True)
+        first = t.tool_use("Bash", {"command": "tool --version"})
+        t.tool_result(first, "This command requires approval", is_error=True)
+        again = t.tool_use("Bash", {"command": "tool --version"})
+        t.tool_result(again, "tool 2.1.0")
+        missing = t.tool_use("Read", {"file_path": "/home/user/proj/absent.md"})   # a look-around that failed
+        t.tool_result(missing, "File does not exist.", is_error=True)
+        rejected = t.tool_use("Bash", {"command": "rm -rf dist"})                  # the person said no
+        t.tool_result(rejected, "The user doesn't want to proceed with this tool use.", is_error=True)
+    log = _worklog(tmp_path, build)
+    assert [(e["tool"], e["target"]) for e in log["unresolved_errors"]] == [("WebSearch", "cli flags")]
+
+
+def test_a_session_reads_back_its_decisions_and_bugs_and_no_status_lines(tmp_path, vault):
+    def build(t):
+        t.user("the MDX build keeps failing. We should keep the lint rules we have otherwise.")
+        t.assistant_text("The plan is ready. I apologize for the earlier confusion.")
+        build_ = t.tool_use("Bash", {"command": "npm run build"})
+        t.tool_result(build_, "Error: Unexpected character `<` in MDX", is_error=True)
+        t.assistant_text("The linter wraps bare URLs in angle brackets, so the MDX parser fails on them."
+                         " I'll disable that rule instead of editing every file.")
+        build_ = t.tool_use("Bash", {"command": "npm run build"})
+        t.tool_result(build_, "Compiled successfully")
+        t.assistant_text("Done. All tests pass.")
+    log = _worklog(tmp_path, build)
+    assert log["decisions"] == ["(user) We should keep the lint rules we have otherwise.",
+                                "I'll disable that rule instead of editing every file."]
+    assert log["findings"] == ["The linter wraps bare URLs in angle brackets, so the MDX parser fails on them."]
+    assert log["unresolved_errors"] == []
