@@ -18,6 +18,7 @@ import lcm.vault.db
 import lcm.capture.ingest
 import lcm.base.mask
 import lcm.vault.schema
+import lcm.vault.store
 import lcm.care.doctor
 import lcm_checkpoint
 import lcm_compact
@@ -711,7 +712,7 @@ def test_a_large_tool_result_is_stored_and_shown_masked(tmp_path, capsys, monkey
     out = shown(capsys, lcm_describe, file_id, "--content", "--max-tokens", "100000")
     assert "[secret:aws-secret:" in out and not leaks(out)
     assert not leaks(shown(capsys, lcm_describe, file_id, "--json"))
-    assert SECRETS["aws_secret"].encode() in conn.execute("SELECT raw FROM messages WHERE uuid = ?",
+    assert SECRETS["aws_secret"].encode() in conn.execute(f"SELECT {lcm.vault.store.LINE} FROM messages WHERE uuid = ?",
                                                            (t.entries[-1]["uuid"],)).fetchone()[0]
 
 

@@ -11,6 +11,9 @@ import sqlite3
 
 import pytest
 
+import lcm.vault.schema
+import lcm.vault.squeeze
+import lcm.vault.store
 import lcm_doctor
 import lcm_grep
 import lcm_ingest
@@ -22,8 +25,9 @@ from transcripts import Transcript, coding_session
 
 def _stored(vault) -> dict[str, bytes]:
     conn = sqlite3.connect(vault)
+    lcm.vault.store.install(conn, lcm.vault.schema.SCHEMA_VERSION)  # each line whole, packed or not
     try:
-        return {u: bytes(r) for u, r in conn.execute("SELECT uuid, raw FROM messages")}
+        return {u: bytes(r) for u, r in conn.execute(f"SELECT uuid, {lcm.vault.store.LINE} FROM messages")}
     finally:
         conn.close()
 
@@ -37,9 +41,10 @@ def _copies(vault) -> list[str]:
 def _unsearchable(vault) -> list[str]:
     """uuids of stored messages that full-text search does not find by their longest word."""
     conn = sqlite3.connect(vault)
+    lcm.vault.squeeze.install(conn)  # the text as readers see it (a bulk import compresses it)
     missing = []
     try:
-        for uuid, mid, content in conn.execute("SELECT uuid, id, content FROM messages"):
+        for uuid, mid, content in conn.execute("SELECT uuid, id, lcm_text(content) FROM messages"):
             # whole tokens as unicode61 cuts them (letters and digits; anything else separates)
             words = [w for w in re.findall(r"[^\W_]+", content or "") if w.isascii() and w.isalpha() and len(w) > 3]
             if not words:

@@ -3,6 +3,7 @@ choices but not narration, the final todo list once, commands with their outcome
 from __future__ import annotations
 
 import lcm.vault.db
+import lcm.vault.store
 import lcm.summary.extract
 import lcm.capture.bulk
 import lcm.summary.failures
@@ -22,6 +23,12 @@ PYTEST_OUTPUT = "\n".join(
        "========================= 2 failed, 10 passed in 0.41s ========================="])
 TRACEBACK = ('Traceback (most recent call last):\n  File "pack.py", line 3, in <module>\n'
              "    import zstandard\nModuleNotFoundError: No module named 'zstandard'")
+
+
+# the rows compaction reads (lcm.summary.dag.load_messages): lines and text decoded, as a bulk
+# import leaves them packed and compressed
+ROWS = ("SELECT id, uuid, type, role, subtype, is_meta, is_sidechain, thread, seq, lcm_text(content) AS content,"
+        f" {lcm.vault.store.LINE} AS raw, created_at, token_count FROM messages ORDER BY seq")
 
 
 def summary_of(tmp_path) -> str:
@@ -45,7 +52,7 @@ def summary_of(tmp_path) -> str:
     t.write()
     conn = lcm.vault.db.connect()
     lcm.capture.bulk.ingest_paths(conn, [t.path])
-    rows = conn.execute("SELECT m.*, m.thread FROM messages m ORDER BY seq").fetchall()
+    rows = conn.execute(ROWS).fetchall()
     return lcm.summary.extract.summarize_messages(rows, "test", 1200)
 
 
@@ -131,7 +138,7 @@ def test_rejection_reasons_and_findings_are_kept(tmp_path):
     t.write()
     conn = lcm.vault.db.connect()
     lcm.capture.bulk.ingest_paths(conn, [t.path])
-    rows = conn.execute("SELECT m.*, m.thread FROM messages m ORDER BY seq").fetchall()
+    rows = conn.execute(ROWS).fetchall()
     text = lcm.summary.extract.summarize_messages(rows, "test", 1200)
     assert "rejected by the user (`npm install`): use pnpm" in text
     assert "- (user) use pnpm" in text
