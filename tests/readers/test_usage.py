@@ -344,6 +344,12 @@ def test_a_vault_converted_from_the_older_usage_rows_reports_as_a_fresh_one(tmp_
     lcm.vault.schema._usage_slim(conn)  # met again: nothing changes
     conn.execute("COMMIT")
     assert rollup() == before and len(before) >= 2
+    with conn:  # set back to before the usage table: migrations 17 to 22 meet the new rows again
+        conn.execute("PRAGMA user_version = 16")
+    conn.close()
+    assert run(capsys, lcm_ingest, tmp_path / "projects")[0] == 0
+    conn = sqlite3.connect(older)
+    assert rollup() == before
     conn.close()
     assert reports(capsys) == expected
     conn = sqlite3.connect(older)

@@ -221,6 +221,18 @@ def _rollup_add(key: str, row: str, sign: str, source: str = "") -> str:
             + ", ".join(f"{name} = {name} + excluded.{name}" for name in USAGE_SUMS) + ";")
 
 
+def _usage_rollup_sums(conn: sqlite3.Connection) -> None:
+    """Fill an empty usage_rollup with the sums of the counted usage rows: of the table as
+    migration 17 made it, or as migration 22 left it (a vault set back to an earlier version
+    meets migration 18 again)."""
+    if "at" in [r[1] for r in conn.execute("PRAGMA table_info(usage)")]:
+        key, source = _usage_key("u.at", "u.session_id", "u.model"), "usage u"
+    else:
+        key, source = usage_key("u"), "usage u JOIN messages m ON m.id = u.message_id"
+    conn.execute(f"INSERT INTO usage_rollup SELECT {key}, {', '.join(f'sum({e})' for e in _usage_values('u'))}"
+                 f" FROM {source} WHERE u.counted = 1 GROUP BY 1, 2, 3")
+
+
 def _usage_rollup_triggers(conn: sqlite3.Connection) -> None:
     """Migration 18's triggers, over the table as migration 17 made it (its own at and session_id):
     keep usage_rollup equal to the sums of the counted usage rows: a row counted, deleted or
@@ -307,8 +319,7 @@ def _usage_slim(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE TRIGGER IF NOT EXISTS usage_rollup_au AFTER UPDATE OF counted ON usage WHEN new.counted != old.counted"
                  f" BEGIN {add('new', '2 * new.counted - 1')} END")
     conn.execute("DELETE FROM usage_rollup")
-    conn.execute(f"INSERT INTO usage_rollup SELECT {usage_key('u')}, {', '.join(f'sum({e})' for e in _usage_values('u'))}"
-                 " FROM usage u JOIN messages m ON m.id = u.message_id WHERE u.counted = 1 GROUP BY 1, 2, 3")
+    _usage_rollup_sums(conn)
 
 
 def _purged_session(conn: sqlite3.Connection) -> None:
@@ -616,7 +627,8 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
         _substring_indexes,
     ],
     # 17: the token counts of every response (lcm/capture/tokens.py fills it at ingest; lcm usage
-    # reads it), and the session of each purged uuid (a bundle carries its sessions' purges)
+    # reads it), and the session of each purged uuid (a bundle carries its sessions' purges);
+    # migration 22 reshapes the table (USAGE_TABLE)
     [
         """CREATE TABLE IF NOT EXISTS usage (
             message_id INTEGER PRIMARY KEY,     -- messages.id of a line carrying message.usage
@@ -656,8 +668,7 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
             PRIMARY KEY (bucket, session_id, model)
         ) WITHOUT ROWID""",
         "DELETE FROM usage_rollup",  # met again (a vault set back to an earlier version): summed anew
-        f"INSERT INTO usage_rollup SELECT {_usage_key('u.at', 'u.session_id', 'u.model')}, {', '.join(f'sum({e})' for e in _usage_values('u'))}"
-        " FROM usage u WHERE u.counted = 1 GROUP BY 1, 2, 3",
+        _usage_rollup_sums,
         _usage_rollup_triggers,
     ],
     # 19: masking learnt the field's forms (issue 31: a key after any script's letter, URL passwords
@@ -680,7 +691,8 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
      "DROP INDEX IF EXISTS messages_talk",
      f"CREATE INDEX messages_talk ON messages(session_id, id, agent_id, role) WHERE {TALK_WHERE}"],
     # 22: usage rows take their time, session and model from messages, and keep the response key as
-    # a 64-bit integer: ~196 bytes a row to about half (lcm/capture/tokens.py; issue 32)
+    # a 64-bit integer: with its index entry ~250 bytes of pages a row to ~56 (the 300k bench corpus:
+    # 0.0415 of the transcripts' bytes to 0.0093; issue 32); converts ~570k rows in ~9 s
     [
         _usage_slim,
     ],
