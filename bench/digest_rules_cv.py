@@ -5,10 +5,13 @@ with its consequence, where a problem lies is not yet a cause, a fix listed as d
 says should be done or prefers; a call the permission settings stopped that never ran) can be
 switched off, which gives back main's rules. A family is accepted on some sessions when, added
 alone to main's rules, it raises the sum of the per-category F1 (decisions, bugs, unresolved) on
-them. Leave-one-project-out (4 folds: the three projects with most labelled sessions, the rest)
-and leave-one-split-out (tune, holdout, fresh): accept on the other folds, score the held-out
-fold, add up the held-out counts. A family that only helps the sessions it was written from is
-rejected on the folds without them.
+them. Leave-one-project-out (6 folds: the five projects with most labelled sessions, the rest)
+and leave-one-split-out (tune, holdout, fresh, sealed): accept on the other folds, score the held-out
+fold, add up the held-out counts (and print each fold's own). A family that only helps the sessions it
+was written from is rejected on the folds without them. The sealed split (sub-agent transcripts,
+read as sessions of their own as bench/digest_quality.py reads them) was labelled blind and evaluated
+once on 2026-11-27 (figures in that session's note); it is development data since, a fold like the
+others.
 
 Tried and dropped: a choice read from a line that leads into code ("... instead:") and an action
 with its reason ("Let me try X since Y") lowered the held-out F1; a causal verb ("which was
@@ -19,8 +22,9 @@ left out. The permission-settings family has that weakness too (one labelled ses
 calls) and is kept as a reading of what "unresolved" means, not as a tuned pattern.
 
 Labels: bench/labels/digest_sessions.json (see bench/digest_quality.py). Prints one JSON line:
-held-out and in-sample precision/recall of main's rules and of the accepted families, and what
-each fold rejected.
+held-out and in-sample precision/recall (decisions, bugs, questions, unresolved) of main's rules and
+of the accepted families, per fold and in all, what each fold rejected, and the in-sample figures
+per split.
 
 Usage: python3 bench/digest_rules_cv.py
 """
@@ -44,15 +48,16 @@ FAMILIES = {
     "decision: person says should": ("extract", "PERSON_SHOULD"), "decision: person prefers": ("extract", "PERSON_PREFERS"),
     "unresolved: not allowed, never ran": ("worklog", "DENIED_IS_UNRESOLVED"),
 }
-CATEGORIES = ("decisions", "bugs", "unresolved")
+CATEGORIES = ("decisions", "bugs", "questions", "unresolved")
+BIG_PROJECTS = ("claude-code-log-sample", "coderabbit-review-helper", "danieldemmel-me-next", "experiments-worktrees",
+                "claude_p")
 
 
-def project_of(path: Path) -> str:
-    name = path.parent.name
-    for big in ("claude-code-log-sample", "danieldemmel-me-next", "claude_p"):
-        if big in name:
-            return big
-    return "other"
+def project_of(label: dict) -> str:
+    """The project a labelled session belongs to (a sub-agent's: its parent session's project)."""
+    name = label["transcript"].split("/")[0] if "transcript" in label else \
+        next(digest_quality.DATA.glob(f"*/{label['session']}.jsonl")).parent.name
+    return next((big for big in BIG_PROJECTS if big in name), "other")
 
 
 def figures(totals: dict) -> dict:
@@ -77,11 +82,18 @@ def main() -> int:
         import lcm.vault.db
         modules = {"extract": lcm.summary.extract, "worklog": lcm.summary.worklog}
         on = {name: getattr(modules[m], attr) for name, (m, attr) in FAMILIES.items()}
-        # the sealed split is scored once by digest_quality.py, never trained on here
-        labels = [s for s in json.loads(digest_quality.LABELS.read_text())["sessions"] if s["split"] != "sealed"]
-        paths = {s["session"]: next(digest_quality.DATA.glob(f"*/{s['session']}.jsonl")) for s in labels}
+        labels = json.loads(digest_quality.LABELS.read_text())["sessions"]
         conn = lcm.vault.db.connect(str(Path(home) / "lcm.db"))
-        lcm.capture.bulk.ingest_paths(conn, [str(p) for p in paths.values()])
+        lcm.capture.bulk.ingest_paths(conn, [str(next(digest_quality.DATA.glob(f"*/{s['session']}.jsonl")))
+                                             for s in labels if "transcript" not in s])
+        where = {s["session"]: (conn, s["session"]) for s in labels if "transcript" not in s}
+        alone = [s for s in labels if "transcript" in s]
+        if alone:  # a sub-agent's transcript read as a session of its own, as digest_quality.py reads it
+            conn_alone = lcm.vault.db.connect(str(Path(home) / "alone.db"))
+            copies = {s["session"]: digest_quality.standalone(digest_quality.DATA / s["transcript"], Path(home) / "alone")
+                      for s in alone}
+            lcm.capture.bulk.ingest_paths(conn_alone, [path for path, _ in copies.values()])
+            where.update((name, (conn_alone, sid)) for name, (_, sid) in copies.items())
         cache: dict = {}
 
         def counts(families: frozenset) -> dict:
@@ -92,7 +104,7 @@ def main() -> int:
                     setattr(modules[m], attr, on[name] if name in families else off)
                 cache[families] = {}
                 for s in labels:
-                    log = lcm.summary.worklog.worklog(conn, s["session"], request_limit=10_000)
+                    log = lcm.summary.worklog.worklog(*where[s["session"]], request_limit=10_000)
                     row = cache[families][s["session"]] = {}
                     for category in CATEGORIES:
                         lines, items = digest_quality.printed_lines(log, category), s.get(category) or []
@@ -119,7 +131,7 @@ def main() -> int:
             return frozenset(f for f in FAMILIES if objective(frozenset([f]), sessions) > base + 1e-9)
 
         everyone = [s["session"] for s in labels]
-        schemes = {"leave_one_project_out": {s["session"]: project_of(paths[s["session"]]) for s in labels},
+        schemes = {"leave_one_project_out": {s["session"]: project_of(s) for s in labels},
                    "leave_one_split_out": {s["session"]: s["split"] for s in labels}}
         out: dict = {"sessions": len(labels), "families": list(FAMILIES)}
         for scheme, fold_of in schemes.items():
@@ -130,14 +142,19 @@ def main() -> int:
                 test = [sid for sid in everyone if fold_of[sid] == fold]
                 families = accepted([sid for sid in everyone if fold_of[sid] != fold])
                 chosen[fold] = {"sessions": len(test), "rejected": sorted(set(FAMILIES) - families)}
-                for t, fams in ((main_t, frozenset()), (rules_t, families)):
+                for t, fams, key in ((main_t, frozenset(), "main"), (rules_t, families, "rules")):
                     held = total(fams, test)
+                    chosen[fold][key] = figures(held)
                     for c in CATEGORIES:
                         t[c] = [a + b for a, b in zip(t[c], held[c])]
             out[scheme] = {"main": figures(main_t), "rules": figures(rules_t), "folds": chosen}
         final = accepted(everyone)
         out["accepted_on_all"] = sorted(final)
         out["in_sample"] = {"main": figures(total(frozenset(), everyone)), "rules": figures(total(final, everyone))}
+        splits = sorted({s["split"] for s in labels})
+        out["in_sample_per_split"] = {split: {
+            key: figures(total(fams, [s["session"] for s in labels if s["split"] == split]))
+            for key, fams in (("main", frozenset()), ("rules", final))} for split in splits}
     print(json.dumps(out))
     return 0
 
