@@ -2,9 +2,11 @@
 
 Each family of lcm.summary.extract / lcm.summary.worklog added for issue 33 item 2 (a cause said
 with its consequence, where a problem lies is not yet a cause, a fix listed as done; what the person
-says should be done or prefers; a call the permission settings stopped that never ran) can be
-switched off, which gives back main's rules. A family is accepted on some sessions when, added
-alone to main's rules, it raises the sum of the per-category F1 (decisions, bugs, unresolved) on
+says should be done or prefers; a call the permission settings stopped that never ran; what a
+report states under its recommended/approach/plan sections and under its root cause/problem sections
+or labels; a prompt written as a brief, whose lines are rules the work keeps) can be switched off,
+which gives back main's rules. A family is accepted on some sessions when, added
+alone to main's rules, it raises the sum of the per-category F1 (decisions, bugs, questions, unresolved) on
 them. Leave-one-project-out (6 folds: the five projects with most labelled sessions, the rest)
 and leave-one-split-out (tune, holdout, fresh, sealed): accept on the other folds, score the held-out
 fold, add up the held-out counts (and print each fold's own). A family that only helps the sessions it
@@ -18,7 +20,12 @@ with its reason ("Let me try X since Y") lowered the held-out F1; a causal verb 
 causing"), an expectation missed ("however, the tests expect"), a limitation ("not supported
 by"), a bug explained before a colon and a change of state with both ends ("switched X from A to
 B") each helped only the project they were written from (no held-out fold changed), so they are
-left out. The permission-settings family has that weakness too (one labelled session has such
+left out. So did a lead or a title read as no cause ("I've identified the root cause of ...",
+"Root Cause Analysis"): it helped only the coderabbit sub-agents it was written from. The report's
+recommended section raises the held-out coderabbit and "other" (deep-manifest) folds, the brief
+the held-out coderabbit fold (accepted from the worktrees' briefs), but no held-out split: only
+the sealed split holds sub-agent reports and briefs, so its fold of leave-one-split-out rejects
+them. The permission-settings family has that weakness too (one labelled session has such
 calls) and is kept as a reading of what "unresolved" means, not as a tuned pattern.
 
 Labels: bench/labels/digest_sessions.json (see bench/digest_quality.py). Prints one JSON line:
@@ -47,6 +54,9 @@ FAMILIES = {
     "bug: fix listed as done": ("extract", "FIXED_ITEM"),
     "decision: person says should": ("extract", "PERSON_SHOULD"), "decision: person prefers": ("extract", "PERSON_PREFERS"),
     "unresolved: not allowed, never ran": ("worklog", "DENIED_IS_UNRESOLVED"),
+    "decision: a report's recommended section": ("extract", "REPORT_DECISIONS"),
+    "bug: a report's problem section": ("extract", "REPORT_FINDINGS"),
+    "decision: a brief states no choice": ("extract", "BRIEF_STATES_NO_CHOICE"),
 }
 CATEGORIES = ("decisions", "bugs", "questions", "unresolved")
 BIG_PROJECTS = ("claude-code-log-sample", "coderabbit-review-helper", "danieldemmel-me-next", "experiments-worktrees",

@@ -222,6 +222,114 @@ def findings_in(sentences_: list[str]) -> list[str]:
     return found
 
 
+# A report: the reply that ends a turn (for a sub-agent, its last reply is what it hands back) is
+# where a careful reader finds what was decided and what was wrong, under its headings ("## Root
+# cause", "### Recommended solution") and bold labels ("**Problem:** ...", "**Solution:**"). Which
+# section a line sits in says what it is, whatever its wording: its first items are read as they are.
+HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
+BOLD_LABEL = re.compile(r"^\s{0,3}(?:[^\w\s*`]+\s*)?\*\*([^*\n]{2,60}?)(?::\*\*|\*\*\s*:)\s*(.*)$")
+# sections that state what was chosen, and those that only weigh options
+CHOSEN_SECTION = re.compile(r"\b(?:recommend\w*|approach|solution|decisions?|decided|plan|strategy|proposal|proposed|"
+                            r"implementation (?:points|plan|steps))\b", re.I)
+WEIGHED_SECTION = re.compile(r"^\W*for\b|\b(?:alternatives?|considered|rejected|options|potential|possible|current|"
+                             r"existing|why|questions?|if|tests?|testing|verification|verify)\b", re.I)
+# sections that state what was wrong (or what fixed it), and those that only suspect or list what is left
+WRONG_SECTION = re.compile(r"\b(?:root causes?|causes?|problems?|issues?|bugs?|culprit|diagnosis|the fix|fix(?:es)? "
+                           r"(?:applied|made)|what(?:'s| is| was) (?:wrong|broken))\b", re.I)
+SUSPECTED_SECTION = re.compile(r"^\W*for\b|\b(?:potential(?:ly)?|possible|open|remaining|unresolved|known|questions?|"
+                               r"other|next|impact|if)\b", re.I)
+# a lead ("I've identified the cause.", "Here's what I found") says a finding follows, not what it is
+REPORT_LEAD = re.compile(r"^\W*(?:i(?:'ve| have)? (?:identified|found|traced)|here(?:'s| is| are)|based on|below|"
+                         r"after (?:reviewing|investigating|looking))\b", re.I)
+# an addition listed beside the fixes ("Added input validation") is a feature, not a bug fixed
+ADDITION = re.compile(r"^\W*(?:added|adding|improved|implemented|created|introduced|enhanced|refactored)\b", re.I)
+# an option still weighed ("Consider making it optional", "OR check the headers") is no decision
+TENTATIVE = re.compile(r"^\W*(?:consider|or|optionally|maybe|perhaps|possibly|alternatively)\b", re.I)
+LIST_ITEM = re.compile(r"^(\s*)(?:[-*+]|\d+[.)])\s+(.*)$")
+DECORATION = re.compile(r"[\u2600-\u27bf\u2b00-\u2bff\ufe0f\U0001f300-\U0001faff]|\*\*|__")
+BRIEF_STATES_NO_CHOICE = True
+REPORT_DECISIONS = True    # switches for bench/digest_rules_cv.py: off gives back the wording-only rules
+REPORT_FINDINGS = True
+REPORT_ITEMS = 2           # the first items of a section: what follows them is detail
+
+
+def _clean(line: str) -> str:
+    """A report's line as a sentence: list marks, emphasis, emoji and a trailing colon removed."""
+    line = MARKDOWN_LEAD.sub("", DECORATION.sub("", line).strip()).strip()
+    return line.rstrip(":").strip()
+
+
+def _section_items(lines: list[str], after_lead_in: bool) -> list[str]:
+    """The first items of a section's body: its top-level list items (when it opens with them, or
+    `after_lead_in` a paragraph ending with a colon), else the first sentence of its first
+    paragraph that is no lead; code and tables skipped."""
+    items, paragraph, indent, fenced = [], [], None, False
+    for line in lines:
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            continue
+        if fenced or line.lstrip().startswith("|") or not line.strip():
+            if paragraph and not (after_lead_in and paragraph[-1].endswith(":")):
+                break
+            continue
+        item = LIST_ITEM.match(line)
+        if item and paragraph and not after_lead_in:
+            break
+        if item:
+            if indent is None:
+                indent = len(item.group(1))
+            if len(item.group(1)) <= indent:
+                items.append(item.group(2))
+            if len(items) >= REPORT_ITEMS:
+                break
+        elif items:
+            break
+        else:
+            paragraph.append(line.strip())
+    if not items and paragraph:
+        told = [t for t in SENTENCE.split(" ".join(paragraph)) if t.strip()]
+        items = [next((t for t in told if not REPORT_LEAD.match(_clean(t))), "")]
+    return [c for c in (_clean(i) for i in items) if len(c) > 12 and not c.endswith("?") and not TENTATIVE.match(c)]
+
+
+def is_brief(text: str) -> bool:
+    """A prompt written as a brief (two or more markdown headings or bold labels: "## Your task",
+    "**Constraints:**"), as a person or an orchestrator hands work to a sub-agent: its lines are
+    the task's requirements and rules, which the work keeps, not choices made in the session."""
+    if not BRIEF_STATES_NO_CHOICE or ("#" not in text and "**" not in text):
+        return False
+    return sum(bool(HEADING.match(ln) or BOLD_LABEL.match(ln)) for ln in text.splitlines()) >= 2
+
+
+def report_parts(text: str) -> tuple[list[str], list[str]]:
+    """(decisions, findings) a report states under its headings and bold labels: the first items
+    of a section on what was recommended or decided, and of one on what was wrong or fixed (the
+    label's own text when it says it: "**Problem:** no pagination", "## Issue 2: paths lost")."""
+    if "#" not in text and "**" not in text:
+        return [], []
+    lines = text.splitlines()
+    heads = []  # (line index, label, text after the label)
+    for i, line in enumerate(lines):
+        head = HEADING.match(line)
+        if head:
+            label, _, rest = DECORATION.sub("", head.group(1)).partition(":")
+            heads.append((i, label, rest))
+            continue
+        bold = BOLD_LABEL.match(line)
+        if bold:
+            heads.append((i, DECORATION.sub("", bold.group(1)), bold.group(2)))
+    decisions, findings = [], []
+    for n, (i, label, rest) in enumerate(heads):
+        end = heads[n + 1][0] if n + 1 < len(heads) else len(lines)
+        body = [ln for ln in lines[i + 1:end] if ln.strip() != "---"]
+        own = [_clean(rest)] if len(_clean(rest)) > 12 and not rest.rstrip().endswith("?") else []
+        if REPORT_DECISIONS and CHOSEN_SECTION.search(label) and not WEIGHED_SECTION.search(label):
+            decisions += own or _section_items(body, True)
+        elif REPORT_FINDINGS and WRONG_SECTION.search(label) and not SUSPECTED_SECTION.search(label):
+            findings += own or _section_items(body, False)
+    return decisions, [f for f in findings if not GUESS.search(f) and not ADDITION.match(f) and not LOCATION_ONLY.search(f) and not SUSPECTED_SECTION.search(f.split(" ", 1)[0])]
+
+
 def raw_blocks(raw) -> tuple[dict, list]:
     """(entry, content blocks) of a stored raw transcript line; tolerant of anything odd."""
     try:
