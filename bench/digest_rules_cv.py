@@ -25,7 +25,12 @@ left out. So did a lead or a title read as no cause ("I've identified the root c
 recommended section raises the held-out coderabbit and "other" (deep-manifest) folds, the brief
 the held-out coderabbit fold (accepted from the worktrees' briefs), but no held-out split: only
 the sealed split holds sub-agent reports and briefs, so its fold of leave-one-split-out rejects
-them. The permission-settings family has that weakness too (one labelled session has such
+them. A bug fixed as the tool calls show it (a command failed, files were edited, the same command
+family passed), printed as the command, its key error line and the files, lowered the held-out bugs'
+F1 on every fold (1 of 11 such lines matched a label: labels name causes in words, not commands).
+The items of a list an offer leads into ("Would you like me to:" / "1. Add a test?") read as offers,
+not open questions, raised the questions' F1 of one coderabbit sub-agent only, so no held-out fold.
+The permission-settings family has that weakness too (one labelled session has such
 calls) and is kept as a reading of what "unresolved" means, not as a tuned pattern.
 
 Labels: bench/labels/digest_sessions.json (see bench/digest_quality.py). Prints one JSON line:
@@ -100,8 +105,8 @@ def main() -> int:
         alone = [s for s in labels if "transcript" in s]
         if alone:  # a sub-agent's transcript read as a session of its own, as digest_quality.py reads it
             conn_alone = lcm.vault.db.connect(str(Path(home) / "alone.db"))
-            copies = {s["session"]: digest_quality.standalone(digest_quality.DATA / s["transcript"], Path(home) / "alone")
-                      for s in alone}
+            copies = {s["session"]: digest_quality.standalone(digest_quality.DATA / s["transcript"],
+                                                              Path(home) / "alone") for s in alone}
             lcm.capture.bulk.ingest_paths(conn_alone, [path for path, _ in copies.values()])
             where.update((name, (conn_alone, sid)) for name, (_, sid) in copies.items())
         cache: dict = {}
