@@ -4,7 +4,8 @@ Each family of lcm.summary.extract / lcm.summary.worklog added for issue 33 item
 with its consequence, where a problem lies is not yet a cause, a fix listed as done; what the person
 says should be done or prefers; a call the permission settings stopped that never ran; what a
 report states under its recommended/approach/plan sections and under its root cause/problem sections
-or labels; a prompt written as a brief, whose lines are rules the work keeps) can be switched off,
+or labels; a prompt written as a brief, whose lines are rules the work keeps; the headline and
+approach of a plan the person approved) can be switched off,
 which gives back main's rules. A family is accepted on some sessions when, added
 alone to main's rules, it raises the sum of the per-category F1 (decisions, bugs, questions, unresolved) on
 them. Leave-one-project-out (6 folds: the five projects with most labelled sessions, the rest)
@@ -62,6 +63,7 @@ FAMILIES = {
     "decision: a report's recommended section": ("extract", "REPORT_DECISIONS"),
     "bug: a report's problem section": ("extract", "REPORT_FINDINGS"),
     "decision: a brief states no choice": ("extract", "BRIEF_STATES_NO_CHOICE"),
+    "decision: an approved plan": ("worklog", "APPROVED_PLAN"),
 }
 CATEGORIES = ("decisions", "bugs", "questions", "unresolved")
 BIG_PROJECTS = ("claude-code-log-sample", "coderabbit-review-helper", "danieldemmel-me-next", "experiments-worktrees",

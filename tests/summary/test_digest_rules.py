@@ -241,3 +241,15 @@ def test_a_person_who_states_a_choice_in_a_plain_request_still_decides(tmp_path,
         t.assistant_text("Done. All tests pass.")
     log = _worklog(tmp_path, build)
     assert log["decisions"] == ["(user) Let's use pnpm for this project, and keep the old build script for now."]
+
+
+def test_a_plan_the_person_approved_is_decided_one_they_turned_down_is_not(tmp_path, vault):
+    def build(t):
+        t.user("the export drops rows with a null date, plan a fix")
+        turned_down = t.tool_use("ExitPlanMode", {"plan": "## Plan: Skip rows without a date\n\n1. Filter them out"})
+        t.tool_result(turned_down, "The user doesn't want to proceed with this tool use.", is_error=True)
+        approved = t.tool_use("ExitPlanMode", {"plan": "## Plan: Export null dates as empty cells\n\n"
+                                                       "### Steps\n1. Format a missing date as an empty string"})
+        t.tool_result(approved, "User has approved your plan. You can now start coding.")
+    log = _worklog(tmp_path, build)
+    assert log["decisions"] == ["Export null dates as empty cells"]

@@ -304,10 +304,12 @@ def is_brief(text: str) -> bool:
     return sum(bool(HEADING.match(ln) or BOLD_LABEL.match(ln)) for ln in text.splitlines()) >= 2
 
 
-def report_parts(text: str) -> tuple[list[str], list[str]]:
+def report_parts(text: str, *, decide: bool | None = None) -> tuple[list[str], list[str]]:
     """(decisions, findings) a report states under its headings and bold labels: the first item
     of a section on what was recommended or decided, and of one on what was wrong or fixed (the
-    label's own text when it says it: "**Problem:** no pagination", "## Issue 2: paths lost")."""
+    label's own text when it says it: "**Problem:** no pagination", "## Issue 2: paths lost").
+    `decide`: read the decisions whatever REPORT_DECISIONS says (an approved plan's)."""
+    decide = REPORT_DECISIONS if decide is None else decide
     if "#" not in text and "**" not in text:
         return [], []
     lines = text.splitlines()
@@ -326,7 +328,7 @@ def report_parts(text: str) -> tuple[list[str], list[str]]:
         end = heads[n + 1][0] if n + 1 < len(heads) else len(lines)
         body = [ln for ln in lines[i + 1:end] if ln.strip() != "---"]
         own = [_clean(rest)] if len(_clean(rest)) > 12 and not rest.rstrip().endswith("?") else []
-        if REPORT_DECISIONS and CHOSEN_SECTION.search(label) and not WEIGHED_SECTION.search(label):
+        if decide and CHOSEN_SECTION.search(label) and not WEIGHED_SECTION.search(label):
             decisions += own or _section_items(body, True)
         elif REPORT_FINDINGS and WRONG_SECTION.search(label) and not SUSPECTED_SECTION.search(label):
             findings += own or _section_items(body, False)

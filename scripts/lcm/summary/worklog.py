@@ -36,6 +36,8 @@ REJECTION = re.compile(r"^The user doesn't want to (proceed|take this action)")
 NOT_ALLOWED = re.compile(r"\brequires approval\b|\bwas blocked\. For security\b|^Permission to use \w+ (?:has been|was) denied|"
                          r"\bbut you haven't granted it yet\b")
 DENIED_IS_UNRESOLVED = True
+# a plan the person approved (ExitPlanMode that did not fail): its headline and approach are decisions
+APPROVED_PLAN = True
 KEEP = 50  # newest commands / errors kept in the returned lists
 
 
@@ -152,6 +154,9 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
                         decisions.append(f"(user, declining {call['name']}) {call['error']}")
                 else:
                     call["status"] = "ok"
+                    if call["name"] == "ExitPlanMode" and APPROVED_PLAN and isinstance(call["input"].get("plan"), str):
+                        # the person approved this plan: what it says it will do is decided
+                        decisions += lcm.summary.extract.report_parts(call["input"]["plan"], decide=True)[0]
                 result = entry.get("toolUseResult")
                 if isinstance(result, dict):
                     call["result_type"] = result.get("type")
