@@ -253,3 +253,12 @@ def test_a_plan_the_person_approved_is_decided_one_they_turned_down_is_not(tmp_p
         t.tool_result(approved, "User has approved your plan. You can now start coding.")
     log = _worklog(tmp_path, build)
     assert log["decisions"] == ["Export null dates as empty cells"]
+
+
+def test_a_bold_lead_inside_a_list_item_labels_that_item_not_a_section(tmp_path, vault):
+    def build(t):
+        t.user("compare the two schedulers")
+        t.assistant_text("**Contrasts drawn:**\n- **vs. the plan scheduler:** the queue runs jobs in parallel, at the cost"
+                         " of more memory.\n- **vs. cron:** the queue retries failed jobs.\n")
+    log = _worklog(tmp_path, build)
+    assert log["decisions"] == []

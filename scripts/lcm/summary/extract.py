@@ -227,7 +227,8 @@ def findings_in(sentences_: list[str]) -> list[str]:
 # cause", "### Recommended solution") and bold labels ("**Problem:** ...", "**Solution:**"). Which
 # section a line sits in says what it is, whatever its wording: its first item is read as it is.
 HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
-BOLD_LABEL = re.compile(r"^\s{0,3}(?:[^\w\s*`]+\s*)?\*\*([^*\n]{2,60}?)(?::\*\*|\*\*\s*:)\s*(.*)$")
+# a bold label opens a line (after an emoji at most): one opening a list item labels the item only
+BOLD_LABEL = re.compile(r"^\s{0,3}(?:[^\x00-\x7f]+\s*)?\*\*([^*\n]{2,60}?)(?::\*\*|\*\*\s*:)\s*(.*)$")
 # sections that state what was chosen, and those that only weigh options
 CHOSEN_SECTION = re.compile(r"\b(?:recommend\w*|approach|solution|decisions?|decided|plan|strategy|proposal|proposed|"
                             r"implementation (?:points|plan|steps))\b", re.I)
