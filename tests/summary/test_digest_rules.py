@@ -262,3 +262,12 @@ def test_a_bold_lead_inside_a_list_item_labels_that_item_not_a_section(tmp_path,
                          " of more memory.\n- **vs. cron:** the queue retries failed jobs.\n")
     log = _worklog(tmp_path, build)
     assert log["decisions"] == []
+
+
+def test_an_apology_or_a_status_line_under_a_decision_heading_is_still_no_decision(tmp_path, vault):
+    def build(t):
+        t.user("settle how we store the cache")
+        t.assistant_text("## Decision\nSorry, I mixed up the two cache folders earlier.\n\n"
+                         "## Plan\nThe plan is ready for review.\n\n## Approach\nAll tests pass on both machines.\n")
+    log = _worklog(tmp_path, build)
+    assert log["decisions"] == []

@@ -239,6 +239,11 @@ WRONG_SECTION = re.compile(r"\b(?:root causes?|causes?|problems?|issues?|bugs?|c
                            r"(?:applied|made)|what(?:'s| is| was) (?:wrong|broken))\b", re.I)
 SUSPECTED_SECTION = re.compile(r"^\W*for\b|\b(?:potential(?:ly)?|possible|open|remaining|unresolved|known|questions?|"
                                r"other|next|impact|if)\b", re.I)
+# a status line says how things stand ("All tests pass.", "The plan is ready."), it chooses nothing
+STATUS_LINE = re.compile(r"^\W*(?:done|finished|complete[d]?|ready|all (?:\w+ )?(?:tests?|checks?) (?:pass|passed|are green)|"
+                         r"(?:the |this )?(?:\w+ )?(?:plan|fix|change|work|build|task)s? (?:is|are|was|were) "
+                         r"(?:ready|done|complete[d]?|finished|in place|approved|merged|green)|everything (?:works|passes))\b",
+                         re.I)
 SUSPECTED = re.compile(r"^\W*(?:potential(?:ly)?|possibl[ey])\b", re.I)
 # a lead ("I've identified the cause.", "Here's what I found") says a finding follows, not what it is
 REPORT_LEAD = re.compile(r"^\W*(?:i(?:'ve| have)? (?:identified|found|traced)|here(?:'s| is| are)|based on|below|"
@@ -333,8 +338,9 @@ def report_parts(text: str, *, decide: bool | None = None) -> tuple[list[str], l
             decisions += own or _section_items(body, True)
         elif REPORT_FINDINGS and WRONG_SECTION.search(label) and not SUSPECTED_SECTION.search(label):
             findings += own or _section_items(body, False)
-    # a guess ("Potentially too aggressive filtering"), an addition or only where a problem lies is no bug found
-    return decisions, [f for f in findings if not GUESS.search(f) and not SUSPECTED.match(f) and not ADDITION.match(f)
+    # an apology, an option, a condition or a question is no decision wherever it stands; a guess
+    # ("Potentially too aggressive filtering"), an addition or only where a problem lies is no bug found
+    return [d for d in decisions if not NOT_A_DECISION.search(d) and not STATUS_LINE.match(d)], [f for f in findings if not GUESS.search(f) and not SUSPECTED.match(f) and not ADDITION.match(f)
                        and not LOCATION_ONLY.search(f)]
 
 
