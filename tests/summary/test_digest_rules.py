@@ -271,3 +271,20 @@ def test_an_apology_or_a_status_line_under_a_decision_heading_is_still_no_decisi
                          "## Plan\nThe plan is ready for review.\n\n## Approach\nAll tests pass on both machines.\n")
     log = _worklog(tmp_path, build)
     assert log["decisions"] == []
+
+
+def test_the_change_a_session_ends_by_reporting_is_its_decision(tmp_path, vault):
+    def build(t):
+        t.user("the docs build breaks on bare links")
+        edit = t.tool_use("Write", {"file_path": "/home/user/proj/.linkcheck.json", "content": "{}"})
+        t.tool_result(edit, "File created successfully")
+        t.assistant_text("I've created a .linkcheck.json that turns off the bare-link rule. Reload the editor to apply it.")
+    log = _worklog(tmp_path, build)
+    assert log["decisions"] == ["I've created a .linkcheck.json that turns off the bare-link rule."]
+
+
+def test_what_a_closing_reply_says_it_looked_at_is_no_decision(tmp_path, vault):
+    def build(t):
+        t.user("why is the docs build slow?")
+        t.assistant_text("I've checked the build log: most time goes to image resizing.")
+    assert _worklog(tmp_path, build)["decisions"] == []

@@ -301,6 +301,25 @@ def _section_items(lines: list[str], after_lead_in: bool) -> list[str]:
     return [c for c in (_clean(i) for i in items) if len(c) > 12 and not c.endswith("?") and not TENTATIVE.match(c)]
 
 
+# what a closing reply opens with when it reports a change made: "I've created a config that
+# disables MD034", "I've added a margin to closed details elements" (not what was looked at)
+DONE_CHANGE = re.compile(r"^\W*(?:i(?:'ve| have)|we(?:'ve| have)) (?:now |also |successfully )?(?!(?:identified|found|"
+                         r"checked|looked|reviewed|read|analy[sz]ed|investigated|verified|tested|run|ran|confirmed|"
+                         r"completed|finished|done|been|got|seen|noticed|traced|searched|explored|examined|gathered|"
+                         r"learned|made sure)\b)[a-z]+(?:ed|en|t|de)\b", re.I)
+CLOSING_CHANGE = True  # a switch for bench/digest_rules_cv.py
+
+
+def closing_change(text: str) -> list[str]:
+    """The change a closing reply says it made, from its first sentence: for a session that ends on
+    a plain action ("I've added X to Y"), the action is the approach taken."""
+    if not CLOSING_CHANGE:
+        return []
+    told = sentences(text, ("i've ", "i have ", "we've ", "we have "))
+    first = told[0] if told else ""
+    return [first] if DONE_CHANGE.match(first) and not first.rstrip().endswith(("?", ":")) else []
+
+
 def is_brief(text: str) -> bool:
     """A prompt written as a brief (two or more markdown headings or bold labels: "## Your task",
     "**Constraints:**"), as a person or an orchestrator hands work to a sub-agent: its lines are

@@ -170,7 +170,7 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
                         task["status"] = call["input"]["status"]
     if reply:  # the session's last reply (a sub-agent's: what it handed back)
         chosen, wrong = lcm.summary.extract.report_parts(reply)
-        decisions += chosen
+        decisions += lcm.summary.extract.closing_change(reply) + chosen
         findings += wrong
     log = _summarise(order, requests, decisions, todos, tasks, count, last_id, request_limit)
     log["findings"] = _dedupe([_first_line(f) for f in findings])[-8:]
