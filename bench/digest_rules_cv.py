@@ -31,7 +31,9 @@ them. The closing change read from every turn's closing reply, not only the sess
 lowered the held-out decisions' F1 by project (0.672 -> 0.649) and raised it by split (0.553 ->
 0.577): a tie, so the session's last reply only. A list item's own bold label read like a section's
 ("1. **Type-safe approach**: uses isinstance()") lowered the held-out decisions' precision by project
-and by split ("- **vs. Plan Mode:** ..." contrasts read as choices). A bug fixed as the tool calls show it (a command failed, files were edited, the same command
+and by split ("- **vs. Plan Mode:** ..." contrasts read as choices). A sub-agent's report read by its sections where the parent session
+receives it (the Task/Agent result) printed 3 lines, all misses: the parent keeps or overrules what
+its sub-agent recommends (one person kept the file name the report said to rename). A bug fixed as the tool calls show it (a command failed, files were edited, the same command
 family passed), printed as the command, its key error line and the files, lowered the held-out bugs'
 F1 on every fold (1 of 11 such lines matched a label: labels name causes in words, not commands).
 The items of a list an offer leads into ("Would you like me to:" / "1. Add a test?") read as offers,
