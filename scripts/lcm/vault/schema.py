@@ -272,10 +272,10 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
             role TEXT NOT NULL,                 -- message.role, else the type
             subtype TEXT,                       -- system subtype (compact_boundary, ...)
             created_at TEXT,                    -- transcript timestamp
-            cwd TEXT,
-            git_branch TEXT,
+            cwd TEXT,                           -- NULL since migration 22: the line keeps it
+            git_branch TEXT,                    -- NULL since migration 22: the line keeps it
             model TEXT,                         -- assistant model
-            api_message_id TEXT,                -- message.id: one API response spans several lines
+            api_message_id TEXT,                -- message.id; NULL since migration 22: the line keeps it
             is_sidechain INTEGER NOT NULL DEFAULT 0,
             agent_id TEXT,                      -- subagent id for sidechain lines
             is_meta INTEGER NOT NULL DEFAULT 0, -- harness-injected user text
@@ -591,6 +591,12 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
      # the same rows, told apart in compressed text too (reads every row once: ~10 s at 1M messages)
      "DROP INDEX IF EXISTS messages_talk",
      f"CREATE INDEX messages_talk ON messages(session_id, id, agent_id, role) WHERE {TALK_WHERE}"],
+    # 22: a smaller vault (issue 32): no index on the messages' time (grep's --since/--before go
+    # through the sessions' spans, lcm.search.result_types); new rows leave cwd, git_branch and
+    # api_message_id NULL (nothing read them; the stored line has them)
+    [
+        "DROP INDEX IF EXISTS messages_created",
+    ],
 ]
 
 # Every insert path (hook, bulk import, a re-read from byte 0) goes through this trigger. The
