@@ -12,8 +12,9 @@ log (lcm.summary.worklog: what digests and resume briefs print) and compares:
 per category (decisions, bugs, questions, unresolved errors) and per split (tune: the rules
 were first adjusted while reading these; holdout: looked at once after that tuning, since then
 development data too; fresh: labelled before the rules of issue 33 were changed and never looked
-at while changing them; sealed: labelled without ever seeing the rules' output, to be evaluated once
-after the rules are merged), plus `dev` (tune and holdout together). Prints one JSON line.
+at while changing them; sealed: sub-agent transcripts labelled blind, without ever seeing the rules'
+output, and evaluated once on 2026-11-27 (figures in that session's note), development data since),
+plus `dev` (tune and holdout together). Prints one JSON line.
 
 A label with a `transcript` is a sub-agent's transcript read as a session of its own: a copy whose
 lines carry a session id of their own and no sidechain mark goes into a second vault (its lines are

@@ -88,6 +88,37 @@ def run(capsys, module, *argv) -> tuple[int, str, str]:
     return code, out, err
 
 
+def on_terminal(argv: list, env: dict | None = None, stream: str = "stderr", columns: int = 100,
+                timeout: float = 120) -> tuple[int, str, str]:
+    """Run a command with `stream` (stderr or stdout) on a pseudo-terminal `columns` wide, as a
+    person at a terminal sees it, the other stream piped and stdin empty: (exit code, the piped
+    stream's text, everything drawn on the terminal)."""
+    import fcntl
+    import pty
+    import struct
+    import subprocess
+    import termios
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    ends = {"stdout": follower, "stderr": subprocess.PIPE} if stream == "stdout" else \
+        {"stdout": subprocess.PIPE, "stderr": follower}
+    proc = subprocess.Popen([str(a) for a in argv], env=env, stdin=subprocess.DEVNULL, **ends)
+    os.close(follower)
+    drawn = b""
+    try:
+        while True:  # read as it draws: a full pty would block the command
+            chunk = os.read(leader, 65536)
+            if not chunk:
+                break
+            drawn += chunk
+    except OSError:  # the command closed its end: all read
+        pass
+    finally:
+        os.close(leader)
+    piped = (proc.stderr if stream == "stdout" else proc.stdout).read().decode(errors="replace")
+    return proc.wait(timeout=timeout), piped, drawn.decode(errors="replace")
+
+
 def shared_data(*parts: str) -> Path:
     """A path under ../shared/data, or skip the test saying why (a user's clone has no shared/)."""
     path = SHARED_DATA.joinpath(*parts)

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import lcm.vault.db
 import lcm.vault.schema
+import lcm.vault.store
 import lcm.capture.bulk
 import lcm.capture.ingest
 import lcm.capture.transcript
@@ -266,6 +267,36 @@ def test_bulk_import_indexes_each_new_message_once_and_keeps_the_live_index(caps
     assert fts_hits(vault, "zebrafinch") == {later.entries[-1]["uuid"]}
 
 
+def test_a_first_import_with_resumed_copies_leaves_no_line_plain_and_every_line_exact(capsys, tmp_path, vault,
+                                                                                       monkeypatch):
+    """Claude Code's resumed sessions repeat the lines of the file before: the import stores each
+    line once and still packs every new line into a block in the same pass (nothing left for a
+    later packing run, no page written twice), each line given back byte for byte."""
+    monkeypatch.setattr(lcm.capture.bulk, "GROUP_BYTES", 6000)  # several groups, copies and originals mixed
+    projects = tmp_path / "projects"
+    sessions = [coding_session(projects, turns=4, cwd=f"/home/u/p{i}") for i in range(lcm.capture.bulk.PARSE_PROCESS_MIN_FILES)]
+    for t in sessions:
+        t.write()
+    for i in (0, 3):  # a resumed session: the old lines, then its own
+        resumed = Transcript(projects, cwd=f"/home/u/p{i}")
+        resumed.user(f"carry on with part {i}")
+        resumed.assistant_text("resuming")
+        resumed.path.parent.mkdir(parents=True, exist_ok=True)
+        resumed.path.write_bytes(sessions[i].path.read_bytes() + b"".join(
+            json.dumps(e).encode() + b"\n" for e in resumed.entries))
+    ingest_json(capsys, projects)
+    conn = db(vault)
+    assert conn.execute("SELECT count(*) FROM messages WHERE block_id IS NULL").fetchone()[0] == 0
+    assert conn.execute("PRAGMA freelist_count").fetchone()[0] == 0
+    stored = {uuid: bytes(line) for uuid, line in conn.execute(f"SELECT uuid, {lcm.vault.store.LINE} FROM messages")}
+    expected = {}
+    for path in sorted(projects.rglob("*.jsonl")):
+        for line in path.read_bytes().splitlines():
+            expected.setdefault(json.loads(line)["uuid"], line)
+    assert stored == expected
+    conn.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)")  # raises if they disagree
+
+
 def test_bulk_import_externalises_a_large_block_once_even_when_a_copy_repeats_it(capsys, tmp_path, vault,
                                                                                  monkeypatch):
     """In a bulk import (parser process, stage files) a huge tool result becomes a `file_...`
@@ -378,9 +409,13 @@ def test_session_row_fields(capsys, tmp_path, vault):
     assert row["title"] == "Fix the parser" and row["model"] == "claude-opus-4-1"
     assert row["transcript_path"] == str(t.path)
     assert row["first_at"] == t.entries[0]["timestamp"] and row["last_at"] == t.entries[-1]["timestamp"]
-    msg = db(vault).execute("SELECT * FROM messages WHERE type = 'assistant' LIMIT 1").fetchone()
-    assert msg["model"] == "claude-opus-4-1" and msg["api_message_id"].startswith("msg_")
-    assert msg["git_branch"] == "main" and msg["cwd"] == "/home/u/shop" and msg["token_count"] > 0
+    conn = lcm.vault.db.connect(str(vault))
+    msg = conn.execute(f"SELECT *, {lcm.vault.store.LINE} AS line FROM messages WHERE type = 'assistant' LIMIT 1").fetchone()
+    assert msg["model"] == "claude-opus-4-1" and msg["token_count"] > 0
+    # what no reader asks of the row stays in the stored line alone (a smaller vault: issue 32)
+    line = json.loads(msg["line"])
+    assert line["message"]["id"].startswith("msg_") and line["gitBranch"] == "main" and line["cwd"] == "/home/u/shop"
+    assert msg["api_message_id"] is None and msg["git_branch"] is None and msg["cwd"] is None
 
 
 @pytest.mark.parametrize("layout", ["subagents", "beside"])

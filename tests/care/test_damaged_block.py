@@ -134,6 +134,26 @@ def test_doctor_fix_restores_the_block_from_the_transcript_byte_for_byte(packed,
     assert code == 0 and "Healthy." in out
 
 
+def test_a_block_an_older_lcm_packed_at_another_level_is_restored_as_its_very_bytes(packed, vault, capsys):
+    """Blocks of an older vault were compressed at zlib level 4: doctor --fix re-packs at the
+    level that gives the damaged block's size, so again only the flipped byte differs."""
+    hit, _ = packed
+    conn = sqlite3.connect(vault)
+    block_id, data = conn.execute("SELECT id, data FROM blocks WHERE session_id = ? ORDER BY id LIMIT 1",
+                                  (hit.session_id,)).fetchone()
+    older = lcm.vault.store.encode_block(lcm.vault.store.decode_block(bytes(data)), 4)
+    assert len(older) != len(lcm.vault.store.encode_block(lcm.vault.store.decode_block(bytes(data))))
+    conn.execute("UPDATE blocks SET data = ? WHERE id = ?", (older, block_id))
+    conn.commit()
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    before = _raw(vault)
+    _flip(vault, hit.session_id)
+    code, out, _ = run(capsys, lcm_doctor, "--fix")
+    assert code == 0 and "differing from it in 1 byte: the damage" in out, out
+    assert _raw(vault) == before
+
+
 def test_expand_raw_of_each_restored_message_gives_the_original_bytes(packed, vault, capsys):
     hit, _ = packed
     before = _raw(vault)

@@ -62,11 +62,10 @@ def test_stored_escape_sequences_never_reach_a_terminal(tmp_path, vault, argv):
     terminal ran them: clear the screen, set the window title, OSC 52 (write the clipboard).
     On a terminal, control characters are shown as symbols; through a pipe (Claude, a script)
     the output is unchanged."""
-    import os
     import subprocess
     import sys
 
-    from conftest import SCRIPTS
+    from conftest import SCRIPTS, on_terminal
     from transcripts import Transcript
     t = Transcript(tmp_path / "projects", cwd=str(tmp_path), session_id="s1")
     t.user("fix the \x1b]52;c;ZXZpbA==\x07 parser \x1b[2J\x1b[31mnow\x1b[0m\x9b2J")
@@ -74,22 +73,8 @@ def test_stored_escape_sequences_never_reach_a_terminal(tmp_path, vault, argv):
     t.tool_result(call, "\x1b[31mFAILED\x1b[0m test_parser \x1b]0;pwned\x07 parser done")
     t.write()
     assert subprocess.run([sys.executable, str(SCRIPTS / "lcm_ingest.py"), str(tmp_path / "projects")]).returncode == 0
-    primary, secondary = os.openpty()
-    done = subprocess.run([sys.executable, str(SCRIPTS / f"{argv[0]}.py"), *argv[1:]], stdin=subprocess.DEVNULL,
-                          stdout=secondary, stderr=subprocess.PIPE, timeout=60)
-    os.close(secondary)
-    shown = b""
-    while True:
-        try:
-            chunk = os.read(primary, 65536)
-        except OSError:  # EIO: the other side is closed
-            break
-        if not chunk:
-            break
-        shown += chunk
-    os.close(primary)
-    assert done.returncode == 0, done.stderr
-    text = shown.decode("utf-8", "replace")
+    code, err, text = on_terminal([sys.executable, SCRIPTS / f"{argv[0]}.py", *argv[1:]], stream="stdout", timeout=60)
+    assert code == 0, err
     assert "parser" in text or "s1" in text
     assert "\x1b" not in text and "\x07" not in text and "\x9b" not in text
     piped = subprocess.run([sys.executable, str(SCRIPTS / "lcm_grep.py"), "parser"], capture_output=True, timeout=60)

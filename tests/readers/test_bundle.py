@@ -181,14 +181,9 @@ def test_a_bad_or_cut_bundle_is_an_error_with_a_hint_and_changes_nothing(tmp_pat
 
 def test_a_large_merge_shows_its_progress_on_a_terminal_without_tqdm(tmp_path, capsys):
     """The system python has no tqdm: a person merging a bundle by hand still sees how far it is."""
-    import fcntl
     import os
-    import pty
-    import struct
-    import subprocess
     import sys
-    import termios
-    from conftest import SCRIPTS
+    from conftest import SCRIPTS, on_terminal
     t = Transcript(tmp_path / "projects")
     for n in range(600):
         t.user(f"question {n}")
@@ -199,25 +194,9 @@ def test_a_large_merge_shows_its_progress_on_a_terminal_without_tqdm(tmp_path, c
     hidden = tmp_path / "no-tqdm"
     hidden.mkdir()
     (hidden / "tqdm.py").write_text("raise ImportError('not installed')\n")
-    leader, follower = pty.openpty()
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
-    proc = subprocess.Popen([sys.executable, str(SCRIPTS / "lcm_ingest.py"), "--db", str(tmp_path / "other.db"),
-                             str(tmp_path / "big.lcmb")], env={**os.environ, "PYTHONPATH": str(hidden)},
-                            stdout=subprocess.PIPE, stderr=follower)
-    os.close(follower)
-    seen = b""
-    try:
-        while True:
-            chunk = os.read(leader, 65536)
-            if not chunk:
-                break
-            seen += chunk
-    except OSError:  # the other end is closed: all read
-        pass
-    os.close(leader)
-    out = proc.stdout.read().decode()
-    assert proc.wait() == 0
-    drawn = seen.decode(errors="replace")
+    code, out, drawn = on_terminal([sys.executable, SCRIPTS / "lcm_ingest.py", "--db", tmp_path / "other.db",
+                                    tmp_path / "big.lcmb"], env={**os.environ, "PYTHONPATH": str(hidden)})
+    assert code == 0
     assert "merge: 100% 1200/1200 msg" in drawn, drawn
     assert "Merged " in out and "1200 new messages" in out and "\r" not in out   # stdout stays the result
 

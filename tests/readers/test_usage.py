@@ -276,9 +276,9 @@ def test_odd_usage_fields_never_stop_an_ingest(tmp_path, capsys):
     assert doc["totals"]["input_tokens"] == 5 + 7 and doc["totals"]["responses"] == 2
 
 
-# the usage rows as lcm wrote them before migration 22: the line's time and session repeated from
+# the usage rows as lcm wrote them before migration 23 (USAGE_TABLE_VERSION): the line's time and session repeated from
 # its messages row, the model always, the response key as text (lcm/capture/tokens.py then)
-INSERT_BEFORE_22 = (
+INSERT_BEFORE_SLIM = (
     "INSERT OR IGNORE INTO usage (message_id, at, session_id, model, response, input_tokens, output_tokens,"
     " cache_write_tokens, cache_write_1h_tokens, cache_read_tokens, cost_usd, counted)"
     " SELECT id, created_at, session_id, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, NOT EXISTS (SELECT 1 FROM usage d"
@@ -291,7 +291,7 @@ def reports(capsys) -> list:
 
 
 def test_a_vault_converted_from_the_older_usage_rows_reports_as_a_fresh_one(tmp_path, capsys, zone, monkeypatch):
-    """Migration 22 rebuilds the usage table in place (time and session from messages, the
+    """Migration 23 rebuilds the usage table in place (time and session from messages, the
     response key a 64-bit hash): lcm usage says the same as on a vault filled at once, the
     rollup equals the rows' sums, and a purge still hands a response's count to its next line."""
     import lcm.capture.tokens
@@ -313,15 +313,16 @@ def test_a_vault_converted_from_the_older_usage_rows_reports_as_a_fresh_one(tmp_
     assert run(capsys, lcm_ingest, tmp_path / "projects")[0] == 0
     expected = reports(capsys)
     monkeypatch.setenv("LCM_DB", str(older))
-    with monkeypatch.context() as m:  # as lcm wrote it at schema 21
-        m.setattr(lcm.vault.schema, "MIGRATIONS", lcm.vault.schema.MIGRATIONS[:21])
-        m.setattr(lcm.vault.schema, "SCHEMA_VERSION", 21)
+    slim = lcm.vault.schema.USAGE_TABLE_VERSION
+    with monkeypatch.context() as m:  # as lcm wrote it at the schema before
+        m.setattr(lcm.vault.schema, "MIGRATIONS", lcm.vault.schema.MIGRATIONS[:slim - 1])
+        m.setattr(lcm.vault.schema, "SCHEMA_VERSION", slim - 1)
+        m.setattr(lcm.vault.schema, "USAGE_TABLE_VERSION", 17)
         m.setattr(lcm.vault.schema, "response_key", lambda text: text)
-        m.setattr(lcm.capture.tokens, "INSERT", INSERT_BEFORE_22)
-        m.setattr(lcm.capture.tokens, "USAGE_SINCE", 17)
+        m.setattr(lcm.capture.tokens, "INSERT", INSERT_BEFORE_SLIM)
         assert run(capsys, lcm_ingest, tmp_path / "projects")[0] == 0
     raw = sqlite3.connect(older)
-    assert raw.execute("PRAGMA user_version").fetchone()[0] == 21
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == slim - 1
     assert raw.execute("SELECT count(*), count(DISTINCT typeof(response)) FROM usage WHERE response IS NOT NULL"
                        " AND typeof(response) = 'text' AND at IS NOT NULL").fetchone() == (8, 1)
     raw.close()
@@ -329,7 +330,7 @@ def test_a_vault_converted_from_the_older_usage_rows_reports_as_a_fresh_one(tmp_
     assert run(capsys, lcm_ingest, tmp_path / "projects")[0] == 0  # converts it; nothing new to store
     assert reports(capsys) == expected
     conn = sqlite3.connect(older)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] >= 22
+    assert conn.execute("PRAGMA user_version").fetchone()[0] >= slim
     cols = [r[1] for r in conn.execute("PRAGMA table_info(usage)")]
     assert "at" not in cols and "session_id" not in cols
     assert conn.execute("SELECT DISTINCT typeof(response) FROM usage WHERE response IS NOT NULL").fetchall() == [("integer",)]
@@ -344,7 +345,7 @@ def test_a_vault_converted_from_the_older_usage_rows_reports_as_a_fresh_one(tmp_
     lcm.vault.schema._usage_slim(conn)  # met again: nothing changes
     conn.execute("COMMIT")
     assert rollup() == before and len(before) >= 2
-    with conn:  # set back to before the usage table: migrations 17 to 22 meet the new rows again
+    with conn:  # set back to before the usage table: migrations 17 on meet the new rows again
         conn.execute("PRAGMA user_version = 16")
     conn.close()
     assert run(capsys, lcm_ingest, tmp_path / "projects")[0] == 0

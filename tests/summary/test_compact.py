@@ -808,33 +808,14 @@ def test_compact_all_reports_each_session_on_stderr_when_not_a_terminal(tmp_path
 def test_compact_all_shows_a_bar_on_a_terminal(tmp_path, vault, monkeypatch):
     """On a terminal (stderr a pty) the run shows tqdm's bar, not a line per session."""
     pytest.importorskip("tqdm")
-    import pty
-    import subprocess
+    from conftest import on_terminal
     for n in range(2):
         session_with(tmp_path, turns=3, session_id=f"s-bar-{n}")
     conn = lcm.vault.db.connect()
     ingest(conn, tmp_path / "projects")
     conn.close()
-    import fcntl
-    import struct
-    import termios
-    leader, follower = pty.openpty()
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a terminal 100 columns wide
     env = {**os.environ, "LCM_LLM": "none", "LCM_FRESH_TAIL_COUNT": "0"}
-    proc = subprocess.run([sys.executable, str(SCRIPTS / "lcm_compact.py"), "--all", "--full"], env=env,
-                          stdout=subprocess.PIPE, stderr=follower, timeout=120)
-    os.close(follower)
-    seen = b""
-    try:
-        while True:
-            chunk = os.read(leader, 65536)
-            if not chunk:
-                break
-            seen += chunk
-    except OSError:  # the pty's other end is closed: all read
-        pass
-    os.close(leader)
-    assert proc.returncode == 0
-    text = seen.decode(errors="replace")
+    code, _, text = on_terminal([sys.executable, SCRIPTS / "lcm_compact.py", "--all", "--full"], env=env)
+    assert code == 0
     assert "compact:" in text and "2/2" in text and "session" in text, text
     assert "compact 1/2" not in text                      # the bar, not the lines

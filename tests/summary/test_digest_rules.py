@@ -171,3 +171,120 @@ def test_a_session_reads_back_its_decisions_and_bugs_and_no_status_lines(tmp_pat
                                 "I'll disable that rule instead of editing every file."]
     assert log["findings"] == ["The linter wraps bare URLs in angle brackets, so the MDX parser fails on them."]
     assert log["unresolved_errors"] == []
+
+
+# A report (the reply that ends a turn; a sub-agent's last reply) is read by its sections: what sits
+# under "Recommended fix" is the decision and what sits under "Root cause" or after "**Problem:**"
+# the bug, however plainly it is worded; a section that only weighs options or suspects is not.
+REPORT = """I looked at the importer and its tests.
+
+## Root cause
+
+The parser reads the header row twice when the file has a byte-order mark. Every column shifts by one.
+
+### Other possible issues
+- The encoding guess may be wrong for Latin-1 files
+
+**Problem:** the retry loop never resets its counter between files
+
+## Recommended fix
+
+To make imports reliable we need to:
+1. Strip the byte-order mark before the header is read
+2. Reset the retry counter for each file
+3. Log the detected encoding
+
+### Alternatives considered
+- Rewrite the parser on top of the csv module
+"""
+
+
+def test_a_reports_recommended_section_and_problem_sections_are_its_decisions_and_bugs(tmp_path, vault):
+    def build(t):
+        t.user("find out why some CSV imports come out with shifted columns and how to fix it")
+        t.assistant_text("Let me read the importer.")
+        read = t.tool_use("Read", {"file_path": "/home/user/proj/importer.py"})
+        t.tool_result(read, "def read_rows(path): ...")
+        t.assistant_text(REPORT)
+    log = _worklog(tmp_path, build)
+    assert log["decisions"] == ["Strip the byte-order mark before the header is read"]  # the headline, not the detail
+    assert log["findings"] == ["The parser reads the header row twice when the file has a byte-order mark.",
+                               "the retry loop never resets its counter between files"]
+    printed = " ".join(log["decisions"] + log["findings"])
+    assert "csv module" not in printed and "Latin-1" not in printed     # weighed, suspected: not chosen or found
+
+
+def test_a_report_section_that_only_says_where_or_adds_features_names_no_bug(tmp_path, vault):
+    def build(t):
+        t.user("tidy up the loader")
+        t.assistant_text("## Issues fixed\n- Added a progress bar to the loader\n- Improved the log messages\n\n"
+                         "## The problem\nThe issue is in the loader.\n")
+    log = _worklog(tmp_path, build)
+    assert log["findings"] == []
+
+
+def test_a_briefs_rules_and_requirements_are_not_decisions_but_its_reports_recommendation_is(tmp_path, vault):
+    brief = ("You are a research helper.\n\n## Your task\nCompare two ways to cache the build.\n\n"
+             "## Constraints\n- Keep it factual and grounded.\n- Use the project's docs only if you need to.\n"
+             "- Do not push.\n\n## What to report\nThe approach you recommend.")
+    def build(t):
+        t.user(brief)
+        t.assistant_text("## Recommendation\nUse the content hash of the lock file as the cache key.\n\n"
+                         "## Options weighed\n- A date-based key\n")
+    log = _worklog(tmp_path, build)
+    assert log["decisions"] == ["Use the content hash of the lock file as the cache key."]
+
+
+def test_a_person_who_states_a_choice_in_a_plain_request_still_decides(tmp_path, vault):
+    def build(t):
+        t.user("Let's use pnpm for this project, and keep the old build script for now.")
+        t.assistant_text("Done. All tests pass.")
+    log = _worklog(tmp_path, build)
+    assert log["decisions"] == ["(user) Let's use pnpm for this project, and keep the old build script for now."]
+
+
+def test_a_plan_the_person_approved_is_decided_one_they_turned_down_is_not(tmp_path, vault):
+    def build(t):
+        t.user("the export drops rows with a null date, plan a fix")
+        turned_down = t.tool_use("ExitPlanMode", {"plan": "## Plan: Skip rows without a date\n\n1. Filter them out"})
+        t.tool_result(turned_down, "The user doesn't want to proceed with this tool use.", is_error=True)
+        approved = t.tool_use("ExitPlanMode", {"plan": "## Plan: Export null dates as empty cells\n\n"
+                                                       "### Steps\n1. Format a missing date as an empty string"})
+        t.tool_result(approved, "User has approved your plan. You can now start coding.")
+    log = _worklog(tmp_path, build)
+    assert log["decisions"] == ["Export null dates as empty cells"]
+
+
+def test_a_bold_lead_inside_a_list_item_labels_that_item_not_a_section(tmp_path, vault):
+    def build(t):
+        t.user("compare the two schedulers")
+        t.assistant_text("**Contrasts drawn:**\n- **vs. the plan scheduler:** the queue runs jobs in parallel, at the cost"
+                         " of more memory.\n- **vs. cron:** the queue retries failed jobs.\n")
+    log = _worklog(tmp_path, build)
+    assert log["decisions"] == []
+
+
+def test_an_apology_or_a_status_line_under_a_decision_heading_is_still_no_decision(tmp_path, vault):
+    def build(t):
+        t.user("settle how we store the cache")
+        t.assistant_text("## Decision\nSorry, I mixed up the two cache folders earlier.\n\n"
+                         "## Plan\nThe plan is ready for review.\n\n## Approach\nAll tests pass on both machines.\n")
+    log = _worklog(tmp_path, build)
+    assert log["decisions"] == []
+
+
+def test_the_change_a_session_ends_by_reporting_is_its_decision(tmp_path, vault):
+    def build(t):
+        t.user("the docs build breaks on bare links")
+        edit = t.tool_use("Write", {"file_path": "/home/user/proj/.linkcheck.json", "content": "{}"})
+        t.tool_result(edit, "File created successfully")
+        t.assistant_text("I've created a .linkcheck.json that turns off the bare-link rule. Reload the editor to apply it.")
+    log = _worklog(tmp_path, build)
+    assert log["decisions"] == ["I've created a .linkcheck.json that turns off the bare-link rule."]
+
+
+def test_what_a_closing_reply_says_it_looked_at_is_no_decision(tmp_path, vault):
+    def build(t):
+        t.user("why is the docs build slow?")
+        t.assistant_text("I've checked the build log: most time goes to image resizing.")
+    assert _worklog(tmp_path, build)["decisions"] == []

@@ -252,17 +252,11 @@ def _store_groups(conn, groups, read, total: dict, sessions: set, squeeze: tuple
         except sqlite3.Error:
             pass
     if lcm.capture.tokens.pending(conn):  # nothing new to import, yet the usage of older lines to read
-        begin_write(conn)
-        try:
+        with lcm.vault.db.write_lock(conn):
             lcm.capture.tokens.backfill(conn)
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
     if squeezed and lcm.vault.pack.unsqueezed(conn):
-        begin_write(conn)
-        conn.execute("INSERT OR REPLACE INTO vault_meta VALUES ('squeezed_through', (SELECT max(id) FROM messages))")
-        conn.execute("COMMIT")
+        with lcm.vault.db.write_lock(conn):
+            conn.execute("INSERT OR REPLACE INTO vault_meta VALUES ('squeezed_through', (SELECT max(id) FROM messages))")
     conn.execute("PRAGMA cache_size = -2000")  # back to SQLite's default for later writes
     return seen
 
@@ -297,15 +291,12 @@ def vault_sessions(conn) -> int:
 def _set_fts(conn, hashsize: int, automerge: int) -> None:
     """A write like any other: in turn with the vault's other writers. The derived indexes that
     catch_up fills per group too (lcm.capture.indexes): -30% of their insert time at 100k messages."""
-    begin_write(conn)
-    try:
+    with lcm.vault.db.write_lock(conn):
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         for table in ("messages_fts", "exchange_fts", "messages_cjk"):
             if table in tables:
                 conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('hashsize', {hashsize})")
                 conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('automerge', {automerge})")
-    finally:
-        lcm.vault.db.commit(conn)
 
 
 def _count(total: dict, sessions: set, one: dict) -> None:
@@ -409,14 +400,8 @@ def _dictionary(conn, heads, settings: tuple) -> tuple[int, bytes] | None:
     data = lcm.vault.squeeze.build_dictionary(texts[:lcm.vault.squeeze.SAMPLE_ROWS])
     if not data:
         return None
-    begin_write(conn)
-    try:
+    with lcm.vault.db.write_lock(conn):
         dict_id = lcm.vault.squeeze.store_dictionary(conn, data, min(len(texts), lcm.vault.squeeze.SAMPLE_ROWS))
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
     return dict_id, data
 
 

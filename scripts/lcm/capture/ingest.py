@@ -176,9 +176,9 @@ def _flush_bulk(conn, start: int, count: int) -> int:
 
     Ids only grow and nothing else writes meanwhile: when every row is new, the k-th staged row
     gets id last+k, which is how blocks and index entries find their rows. When some were
-    refused (stored already, purged, or a uuid twice), the new rows' lines go back to plain,
-    for packing to take later, and the stage's blocks are dropped: no block holds a line whose
-    row is not stored."""
+    refused (stored already, purged, or a uuid twice), the stage's blocks are dropped (no block
+    holds a line whose row is not stored) and the new rows' lines are packed again without them
+    (_pack_accepted)."""
     where = f"rowid > {start} AND rowid <= {start + count}"
     last = conn.execute("SELECT coalesce(max(id), 0) FROM main.messages").fetchone()[0]
     seq = conn.execute("SELECT coalesce(max(id), 0) FROM main.blocks").fetchone()[0]
@@ -201,20 +201,44 @@ def _flush_bulk(conn, start: int, count: int) -> int:
             conn.execute(f"INSERT INTO messages_fts(rowid, content) SELECT rowid - {start} + {last},"
                          f" coalesce(plain, content) FROM lcm_stage.ingest_stage WHERE {where}")
     else:
-        lines: dict = {}
-        for uuid, raw, path in conn.execute(f"SELECT uuid, raw, transcript_path FROM lcm_stage.ingest_stage"
-                                            f" WHERE {where} ORDER BY rowid"):
-            lines.setdefault(uuid, (raw, path))
-        back = [(*lines[uuid], mid) for mid, uuid in conn.execute(
-            "SELECT id, uuid FROM main.messages WHERE id > ? AND block_id IS NOT NULL", (last,))]
-        conn.executemany("UPDATE main.messages SET raw = ?, transcript_path = ?, block_id = NULL, block_pos = NULL"
-                         " WHERE id = ?", back)
+        _pack_accepted(conn, where, last)
         if trigger is not None:
             conn.execute("INSERT INTO messages_fts(rowid, content) SELECT id, lcm_text(content) FROM main.messages"
                          " WHERE id > ?", (last,))
     if trigger is not None:
         conn.execute(trigger[0])
     return added
+
+
+def _pack_accepted(conn, where: str, last: int) -> None:
+    """After a bulk flush that refused some staged rows (stored already, purged, or a uuid twice:
+    a resumed session's file repeats the lines of the one before): the stage's blocks also hold
+    the refused rows' lines, so the new rows' lines go into blocks of their own here, by file and
+    session as the parser packs them. A first import then leaves no line plain and no free page
+    behind (the rows were written with their stubs). Lines the stage left plain stay plain."""
+    import lcm.vault.pack
+    import lcm.vault.store
+    lines: dict = {}
+    for uuid, raw, path in conn.execute(f"SELECT uuid, raw, transcript_path FROM lcm_stage.ingest_stage"
+                                        f" WHERE {where} ORDER BY rowid"):
+        lines.setdefault(uuid, (raw, path))  # a uuid staged twice is stored as first staged
+    open_: dict = {}
+    blocks: list = []
+    for mid, uuid, sid in conn.execute("SELECT id, uuid, session_id FROM main.messages"
+                                       " WHERE id > ? AND block_id IS NOT NULL ORDER BY id", (last,)).fetchall():
+        raw, path = lines[uuid]
+        size = len(raw)
+        block = open_.get((path, sid))
+        if block is not None and block[1] + size > lcm.vault.pack.BLOCK_BYTES:
+            blocks.append(open_.pop((path, sid))[0])
+            block = None
+        if block is None:
+            block = open_[(path, sid)] = [[], 0]
+        block[0].append((mid, sid, path, raw))
+        block[1] += size
+    blocks += [b[0] for b in open_.values()]
+    for rows in sorted(blocks, key=lambda b: b[0][0]):
+        lcm.vault.store.pack_rows(conn, rows)
 
 
 def write_batch(conn, batch: lcm.capture.transcript.Batch, patience: float | None = None,

@@ -16,7 +16,7 @@ transcripts: every line with message.usage whose input_tokens and output_tokens 
 response key message.id:requestId (lines of one response share it and count once, the first
 stored), kept as a 64-bit hash (lcm.vault.schema.response_key); the model as ccusage names it
 ('-fast' appended for usage.speed "fast"), NULL when it is the messages row's model; a costUSD
-the line carries. The line's time and session are its messages row's (migration 22: a row and its
+the line carries. The line's time and session are its messages row's (migration 23: a row and its
 index entry take ~56 bytes of pages, not ~250, on the 300k-message bench corpus). Stdlib only: the
 hooks import it.
 """
@@ -28,10 +28,10 @@ import lcm.base.text
 import lcm.vault.schema
 
 # (message_id from messages.uuid, model, response, input, output, cache write, of it 1h, cache
-# read, cost_usd); the time, session and model are the messages row's (migration 22): the model is
+# read, cost_usd); the time, session and model are the messages row's (migration 23): the model is
 # kept only where it differs (a '-fast' response)
 # counted: the response's first stored line (no line of it with a lower id), or a line without a
-# response key; the triggers of migration 22 add what counts to usage_rollup
+# response key; the triggers of migration 23 add what counts to usage_rollup
 INSERT = ("INSERT OR IGNORE INTO usage (message_id, model, response, input_tokens, output_tokens,"
           " cache_write_tokens, cache_write_1h_tokens, cache_read_tokens, cost_usd, counted)"
           " SELECT id, nullif(?1, model), ?2, ?3, ?4, ?5, ?6, ?7, ?8, NOT EXISTS (SELECT 1 FROM usage d WHERE d.response = ?2"
@@ -81,16 +81,14 @@ def of_entry(entry: dict) -> tuple | None:
             _count(usage.get("cache_read_input_tokens")) or 0, cost)
 
 
-USAGE_SINCE = 22  # the migration that gave the usage table the shape INSERT writes
-
 
 def store(conn, rows: list[tuple], older: bool = False) -> None:
     """Insert the usage of lines just stored: rows of (uuid, *of_entry). A uuid not stored
     (purged, or refused) inserts nothing; one stored before keeps its row. older: lines stored
     before others already read (backfill), which may take over their response's count. A vault at
-    a schema before this table's shape (USAGE_SINCE: written as an older lcm wrote it, by tests
-    of conversions) gets nothing: converted, it reads those lines (backfill) or has their rows."""
-    if rows and conn.execute("PRAGMA user_version").fetchone()[0] >= USAGE_SINCE:
+    a schema before this table's shape (lcm.vault.schema.USAGE_TABLE_VERSION: written as an older
+    lcm wrote it, by tests of conversions) gets nothing."""
+    if rows and conn.execute("PRAGMA user_version").fetchone()[0] >= lcm.vault.schema.USAGE_TABLE_VERSION:
         conn.executemany(INSERT, [(*row[1:], row[0]) for row in rows])
         if older:
             conn.executemany(DEMOTE, [(row[2], row[0]) for row in rows if row[2] is not None])

@@ -72,6 +72,9 @@ class ResultType:
       before_column  ... and --before those whose this is before it
       fts            its word index (FTS5, porter + unicode61), or None: scanned
       substring      its trigram index, where a migration made one, or None: scanned
+      spans          its rows lie inside their session's span (sessions.first_at .. last_at):
+                     --since/--before also keep only the sessions that reach it, which narrows a
+                     scan (the time itself has no index: it would weigh 0.011 of the transcripts)
       always         a condition every row must meet
       extra          the keys its results carry beside the common ones
       head           a result -> the rest of its head line after the id
@@ -82,15 +85,15 @@ class ResultType:
     """
 
     __slots__ = ("name", "table", "key", "columns", "text", "since_column", "before_column", "fts",
-                 "substring", "always", "extra", "head", "next", "grant", "recall")
+                 "substring", "spans", "always", "extra", "head", "next", "grant", "recall")
 
     def __init__(self, name: str, table: str, key: str, columns: str, text: str, since_column: str,
                  before_column: str, *, fts: str | None = None, substring: str | None = None,
-                 always: str = "", extra: tuple = (), head=None, next=None, grant: str | None = None,
+                 spans: bool = False, always: str = "", extra: tuple = (), head=None, next=None, grant: str | None = None,
                  recall: bool = True):
         self.name, self.table, self.key, self.columns, self.text = name, table, key, columns, text
         self.since_column, self.before_column = since_column, before_column
-        self.fts, self.substring, self.always, self.extra = fts, substring, always, extra
+        self.fts, self.substring, self.spans, self.always, self.extra = fts, substring, spans, always, extra
         self.head, self.next, self.grant, self.recall = head, next, grant, recall
 
     def __repr__(self) -> str:
@@ -128,7 +131,7 @@ TYPES = {t.name: t for t in (
         "t.id AS rowid_, t.uuid, t.session_id, t.role, t.created_at, lcm_text(t.content) AS content,"
         # CASE: only a user row's stored line is read (a plain line is kilobytes)
         " CASE WHEN t.role = 'user' THEN instr(t.raw, 'tool_use_id') > 0 ELSE 0 END AS is_tool",
-        "lcm_text(t.content)", "t.created_at", "t.created_at", fts="messages_fts", grant="messages",
+        "lcm_text(t.content)", "t.created_at", "t.created_at", fts="messages_fts", spans=True, grant="messages",
         head=lambda r: (f"{r['role']}  {r['when']}  {_session_of(r)}"
                         + (f"  in {r['covering_summary_id']}" if r["covering_summary_id"] else "")
                         + (f"  (next to {r['next_to'][:8]})" if r["next_to"] else "")),
@@ -238,9 +241,15 @@ class Source:
         if since:
             where.append(f"{rtype.since_column} >= ?")
             params.append(since)
+            if rtype.spans:
+                where.append("t.session_id IN (SELECT session_id FROM sessions WHERE last_at >= ?)")
+                params.append(since)
         if before:
             where.append(f"{rtype.before_column} < ?")
             params.append(before)
+            if rtype.spans:
+                where.append("t.session_id IN (SELECT session_id FROM sessions WHERE first_at < ?)")
+                params.append(before)
         if role and kind == "message":
             where.append("t.role = ?")
             params.append(role)

@@ -222,6 +222,147 @@ def findings_in(sentences_: list[str]) -> list[str]:
     return found
 
 
+# A report: the reply that ends a turn (for a sub-agent, its last reply is what it hands back) is
+# where a careful reader finds what was decided and what was wrong, under its headings ("## Root
+# cause", "### Recommended solution") and bold labels ("**Problem:** ...", "**Solution:**"). Which
+# section a line sits in says what it is, whatever its wording: its first item is read as it is.
+HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
+# a bold label opens a line (after an emoji at most): one opening a list item labels the item only
+BOLD_LABEL = re.compile(r"^\s{0,3}(?:[^\x00-\x7f]+\s*)?\*\*([^*\n]{2,60}?)(?::\*\*|\*\*\s*:)\s*(.*)$")
+# sections that state what was chosen, and those that only weigh options
+CHOSEN_SECTION = re.compile(r"\b(?:recommend\w*|approach|solution|decisions?|decided|plan|strategy|proposal|proposed|"
+                            r"implementation (?:points|plan|steps))\b", re.I)
+WEIGHED_SECTION = re.compile(r"^\W*for\b|\b(?:alternatives?|considered|rejected|options|potential|possible|current|"
+                             r"existing|why|questions?|if|tests?|testing|verification|verify)\b", re.I)
+# sections that state what was wrong (or what fixed it), and those that only suspect or list what is left
+WRONG_SECTION = re.compile(r"\b(?:root causes?|causes?|problems?|issues?|bugs?|culprit|diagnosis|the fix|fix(?:es)? "
+                           r"(?:applied|made)|what(?:'s| is| was) (?:wrong|broken))\b", re.I)
+SUSPECTED_SECTION = re.compile(r"^\W*for\b|\b(?:potential(?:ly)?|possible|open|remaining|unresolved|known|questions?|"
+                               r"other|next|impact|if)\b", re.I)
+# a status line says how things stand ("All tests pass.", "The plan is ready."), it chooses nothing
+STATUS_LINE = re.compile(r"^\W*(?:done|finished|complete[d]?|ready|all (?:\w+ )?(?:tests?|checks?) (?:pass|passed|are green)|"
+                         r"(?:the |this )?(?:\w+ )?(?:plan|fix|change|work|build|task)s? (?:is|are|was|were) "
+                         r"(?:ready|done|complete[d]?|finished|in place|approved|merged|green)|everything (?:works|passes))\b",
+                         re.I)
+SUSPECTED = re.compile(r"^\W*(?:potential(?:ly)?|possibl[ey])\b", re.I)
+# a lead ("I've identified the cause.", "Here's what I found") says a finding follows, not what it is
+REPORT_LEAD = re.compile(r"^\W*(?:i(?:'ve| have)? (?:identified|found|traced)|here(?:'s| is| are)|based on|below|"
+                         r"after (?:reviewing|investigating|looking))\b", re.I)
+# an addition listed beside the fixes ("Added input validation") is a feature, not a bug fixed
+ADDITION = re.compile(r"^\W*(?:added|adding|improved|implemented|created|introduced|enhanced|refactored)\b", re.I)
+# an option still weighed ("Consider making it optional", "OR check the headers") is no decision
+TENTATIVE = re.compile(r"^\W*(?:consider|or|optionally|maybe|perhaps|possibly|alternatively)\b", re.I)
+LIST_ITEM = re.compile(r"^(\s*)(?:[-*+]|\d+[.)])\s+(.*)$")
+DECORATION = re.compile(r"[\u2600-\u27bf\u2b00-\u2bff\ufe0f\U0001f300-\U0001faff]|\*\*|__")
+# switches for bench/digest_rules_cv.py: off gives back the wording-only rules
+BRIEF_STATES_NO_CHOICE = True
+REPORT_DECISIONS = True
+REPORT_FINDINGS = True
+REPORT_ITEMS = 1           # a section's first item is its headline, what follows is detail: 2 or 3
+                           # items printed more misses on every split (bench/digest_quality.py)
+
+
+def _clean(line: str) -> str:
+    """A report's line as a sentence: list marks, emphasis, emoji and a trailing colon removed."""
+    line = MARKDOWN_LEAD.sub("", DECORATION.sub("", line).strip()).strip()
+    return line.rstrip(":").strip()
+
+
+def _section_items(lines: list[str], after_lead_in: bool) -> list[str]:
+    """The first REPORT_ITEMS items of a section's body: its top-level list items (when it opens
+    with them, or `after_lead_in` a paragraph ending with a colon), else the first sentence of its
+    first paragraph that is no lead; code and tables skipped."""
+    items, paragraph, indent, fenced = [], [], None, False
+    for line in lines:
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            continue
+        if fenced or line.lstrip().startswith("|") or not line.strip():
+            if paragraph and not (after_lead_in and paragraph[-1].endswith(":")):
+                break
+            continue
+        item = LIST_ITEM.match(line)
+        if item and paragraph and not after_lead_in:
+            break
+        if item:
+            if indent is None:
+                indent = len(item.group(1))
+            if len(item.group(1)) <= indent:
+                items.append(item.group(2))
+            if len(items) >= REPORT_ITEMS:
+                break
+        elif items:
+            break
+        else:
+            paragraph.append(line.strip())
+    if not items and paragraph:
+        told = [t for t in SENTENCE.split(" ".join(paragraph)) if t.strip()]
+        items = [next((t for t in told if not REPORT_LEAD.match(_clean(t))), "")]
+    return [c for c in (_clean(i) for i in items) if len(c) > 12 and not c.endswith("?") and not TENTATIVE.match(c)]
+
+
+# what a closing reply opens with when it reports a change made: "I've created a config that
+# disables MD034", "I've added a margin to closed details elements" (not what was looked at)
+DONE_CHANGE = re.compile(r"^\W*(?:i(?:'ve| have)|we(?:'ve| have)) (?:now |also |successfully )?(?!(?:identified|found|"
+                         r"checked|looked|reviewed|read|analy[sz]ed|investigated|verified|tested|run|ran|confirmed|"
+                         r"completed|finished|done|been|got|seen|noticed|traced|searched|explored|examined|gathered|"
+                         r"learned|made sure)\b)[a-z]+(?:ed|en|t|de)\b", re.I)
+CLOSING_CHANGE = True  # a switch for bench/digest_rules_cv.py
+
+
+def closing_change(text: str) -> list[str]:
+    """The change a closing reply says it made, from its first sentence: for a session that ends on
+    a plain action ("I've added X to Y"), the action is the approach taken."""
+    if not CLOSING_CHANGE:
+        return []
+    told = sentences(text, ("i've ", "i have ", "we've ", "we have "))
+    first = told[0] if told else ""
+    return [first] if DONE_CHANGE.match(first) and not first.rstrip().endswith(("?", ":")) else []
+
+
+def is_brief(text: str) -> bool:
+    """A prompt written as a brief (two or more markdown headings or bold labels: "## Your task",
+    "**Constraints:**"), as a person or an orchestrator hands work to a sub-agent: its lines are
+    the task's requirements and rules, which the work keeps, not choices made in the session."""
+    if not BRIEF_STATES_NO_CHOICE or ("#" not in text and "**" not in text):
+        return False
+    return sum(bool(HEADING.match(ln) or BOLD_LABEL.match(ln)) for ln in text.splitlines()) >= 2
+
+
+def report_parts(text: str, *, decide: bool | None = None) -> tuple[list[str], list[str]]:
+    """(decisions, findings) a report states under its headings and bold labels: the first item
+    of a section on what was recommended or decided, and of one on what was wrong or fixed (the
+    label's own text when it says it: "**Problem:** no pagination", "## Issue 2: paths lost").
+    `decide`: read the decisions whatever REPORT_DECISIONS says (an approved plan's)."""
+    decide = REPORT_DECISIONS if decide is None else decide
+    if "#" not in text and "**" not in text:
+        return [], []
+    lines = text.splitlines()
+    heads = []  # (line index, label, text after the label)
+    for i, line in enumerate(lines):
+        head = HEADING.match(line)
+        if head:
+            label, _, rest = DECORATION.sub("", head.group(1)).partition(":")
+            heads.append((i, label, rest))
+            continue
+        bold = BOLD_LABEL.match(line)
+        if bold:
+            heads.append((i, DECORATION.sub("", bold.group(1)), bold.group(2)))
+    decisions, findings = [], []
+    for n, (i, label, rest) in enumerate(heads):
+        end = heads[n + 1][0] if n + 1 < len(heads) else len(lines)
+        body = [ln for ln in lines[i + 1:end] if ln.strip() != "---"]
+        own = [_clean(rest)] if len(_clean(rest)) > 12 and not rest.rstrip().endswith("?") else []
+        if decide and CHOSEN_SECTION.search(label) and not WEIGHED_SECTION.search(label):
+            decisions += own or _section_items(body, True)
+        elif REPORT_FINDINGS and WRONG_SECTION.search(label) and not SUSPECTED_SECTION.search(label):
+            findings += own or _section_items(body, False)
+    # an apology, an option, a condition or a question is no decision wherever it stands; a guess
+    # ("Potentially too aggressive filtering"), an addition or only where a problem lies is no bug found
+    return [d for d in decisions if not NOT_A_DECISION.search(d) and not STATUS_LINE.match(d)], [f for f in findings if not GUESS.search(f) and not SUSPECTED.match(f) and not ADDITION.match(f)
+                       and not LOCATION_ONLY.search(f)]
+
+
 def raw_blocks(raw) -> tuple[dict, list]:
     """(entry, content blocks) of a stored raw transcript line; tolerant of anything odd."""
     try:

@@ -36,6 +36,8 @@ REJECTION = re.compile(r"^The user doesn't want to (proceed|take this action)")
 NOT_ALLOWED = re.compile(r"\brequires approval\b|\bwas blocked\. For security\b|^Permission to use \w+ (?:has been|was) denied|"
                          r"\bbut you haven't granted it yet\b")
 DENIED_IS_UNRESOLVED = True
+# a plan the person approved (ExitPlanMode that did not fail): its headline and approach are decisions
+APPROVED_PLAN = True
 KEEP = 50  # newest commands / errors kept in the returned lists
 
 
@@ -97,6 +99,7 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
     tasks: dict[str, dict] = {}      # TaskCreate/TaskUpdate lists, keyed by task id
     count = last_id = 0
     last_words: list[str] = []       # the assistant's text after the latest request
+    reply = ""                       # the assistant's latest text: the report, when the turn ends on it
     for row in conn.execute(sql + " ORDER BY seq", params):
         count += 1
         last_id = row["id"]
@@ -107,10 +110,16 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
         if lcm.base.mask.may_contain(row["raw"]):  # what it extracts is printed and written to files
             entry = lcm.base.mask.mask_json(entry)
         text = user_request_text(entry)
+        if text and reply:  # the reply that ended the turn before this request: a report
+            chosen, wrong = lcm.summary.extract.report_parts(reply)
+            decisions += chosen
+            findings += wrong
+            reply = ""
         if text:
             requests.append({"uuid": row["uuid"], "at": entry.get("timestamp"), "text": text})
-            decisions += [f"(user) {s}" for s in lcm.summary.extract.sentences(text, lcm.summary.extract.PERSON_HINTS)
-                          if lcm.summary.extract.is_person_choice(s)]
+            if not lcm.summary.extract.is_brief(text):  # a brief's lines are rules the work keeps
+                decisions += [f"(user) {s}" for s in lcm.summary.extract.sentences(
+                    text, lcm.summary.extract.PERSON_HINTS) if lcm.summary.extract.is_person_choice(s)]
             last_words = []  # the assistant's text since this request
         for block in content_blocks(entry):
             kind = block.get("type")
@@ -118,6 +127,7 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
                 # the one rule of lcm.summary.extract: a stated choice, not narration, an option or a question
                 said = str(block.get("text", ""))
                 last_words.append(said)
+                reply = said
                 told = lcm.summary.extract.sentences(said)
                 decisions += [s for s in told if lcm.summary.extract.is_choice(s)]
                 findings += [s for s in lcm.summary.extract.findings_in(told)
@@ -144,6 +154,9 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
                         decisions.append(f"(user, declining {call['name']}) {call['error']}")
                 else:
                     call["status"] = "ok"
+                    if call["name"] == "ExitPlanMode" and APPROVED_PLAN and isinstance(call["input"].get("plan"), str):
+                        # the person approved this plan: what it says it will do is decided
+                        decisions += lcm.summary.extract.report_parts(call["input"]["plan"], decide=True)[0]
                 result = entry.get("toolUseResult")
                 if isinstance(result, dict):
                     call["result_type"] = result.get("type")
@@ -155,6 +168,10 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
                     task = tasks.get(str(call["input"].get("taskId")))
                     if task is not None and call["input"].get("status"):
                         task["status"] = call["input"]["status"]
+    if reply:  # the session's last reply (a sub-agent's: what it handed back)
+        chosen, wrong = lcm.summary.extract.report_parts(reply)
+        decisions += lcm.summary.extract.closing_change(reply) + chosen
+        findings += wrong
     log = _summarise(order, requests, decisions, todos, tasks, count, last_id, request_limit)
     log["findings"] = _dedupe([_first_line(f) for f in findings])[-8:]
     log["open_questions"] = open_questions(last_words)

@@ -490,14 +490,15 @@ class VaultBusy(LcmError):
 
 
 class write_lock:
-    """begin_write ... COMMIT, unless the caller already holds a transaction."""
+    """begin_write ... COMMIT (ROLLBACK on an exception), unless the caller already holds a
+    transaction. patience, turns: as begin_write's."""
 
-    def __init__(self, conn, patience: float | None = None):
-        self.conn, self.own, self.patience = conn, not conn.in_transaction, patience
+    def __init__(self, conn, patience: float | None = None, turns: Turns | None = None):
+        self.conn, self.own, self.patience, self.turns = conn, not conn.in_transaction, patience, turns
 
     def __enter__(self):
         if self.own:
-            begin_write(self.conn, self.patience)
+            begin_write(self.conn, self.patience, self.turns)
 
     def __exit__(self, exc_type, exc, tb):
         if self.own and not exc_type:

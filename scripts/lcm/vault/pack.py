@@ -152,9 +152,8 @@ def _write(conn, batch: list, turns, pool=None, squeeze=None) -> tuple[int, int]
     # compressed before the write lock is taken: the transaction only stores the result
     work = lambda rows: _encode(rows, squeeze)  # noqa: E731
     encoded = list(pool.map(work, batch)) if pool is not None else [work(rows) for rows in batch]
-    lcm.vault.db.begin_write(conn, turns=turns)
     lines = size = 0
-    try:
+    with lcm.vault.db.write_lock(conn, turns=turns):
         for rows, (data, texts) in zip(batch, encoded):
             ids = [r[0] for r in rows]
             still = conn.execute(f"SELECT count(*) FROM messages WHERE block_id IS NULL AND id IN"
@@ -164,11 +163,6 @@ def _write(conn, batch: list, turns, pool=None, squeeze=None) -> tuple[int, int]
             size += lcm.vault.store.pack_rows(conn, rows, data)
             conn.executemany("UPDATE messages SET content = ? WHERE id = ? AND content = ?", texts)
             lines += len(rows)
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
     return lines, size
 
 
@@ -190,9 +184,8 @@ def pack(conn, *, everything: bool = False, time_budget: float | None = None, pr
         return doc
     turns = lcm.vault.db.Turns(conn)
     if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'messages_plain'").fetchone():
-        lcm.vault.db.begin_write(conn, turns=turns)  # an old vault's first packing run
-        conn.execute(lcm.vault.store.PLAIN_INDEX)
-        conn.execute("COMMIT")
+        with lcm.vault.db.write_lock(conn, turns=turns):  # an old vault's first packing run
+            conn.execute(lcm.vault.store.PLAIN_INDEX)
         doc["indexed_s"] = round(time.monotonic() - started, 3)
     bar = _bar(pending(conn)) if progress else None
     pool = None
@@ -220,9 +213,8 @@ def pack(conn, *, everything: bool = False, time_budget: float | None = None, pr
             # too little text for a dictionary (one session's): nothing to compress with, and the
             # Stop hook must not start a run for it every turn; rows packed later are compressed
             # by packing once a dictionary exists
-            lcm.vault.db.begin_write(conn, turns=turns)
-            conn.execute("INSERT OR REPLACE INTO vault_meta VALUES ('squeezed_through', (SELECT max(id) FROM messages))")
-            conn.execute("COMMIT")
+            with lcm.vault.db.write_lock(conn, turns=turns):
+                conn.execute("INSERT OR REPLACE INTO vault_meta VALUES ('squeezed_through', (SELECT max(id) FROM messages))")
     finally:
         if pool is not None:
             pool.shutdown()
@@ -258,15 +250,9 @@ def _dictionary(conn, turns):
     data = lcm.vault.squeeze.build_dictionary(texts[:lcm.vault.squeeze.SAMPLE_ROWS])
     if len(data) < 1024:
         return None
-    lcm.vault.db.begin_write(conn, turns=turns)
-    try:
+    with lcm.vault.db.write_lock(conn, turns=turns):
         if lcm.vault.squeeze.encoder(conn) is None:  # another run made one meanwhile: theirs
             lcm.vault.squeeze.store_dictionary(conn, data, len(texts[:lcm.vault.squeeze.SAMPLE_ROWS]))
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
     return lcm.vault.squeeze.encoder(conn)
 
 
@@ -293,16 +279,10 @@ def _squeeze_packed(conn, squeeze, turns, doc: dict, pool=None, deadline: float 
         work = lambda r: squeeze.row(r[1], r[2], r[3], r[4])  # noqa: E731
         stored = list(pool.map(work, todo)) if pool is not None else [work(r) for r in todo]
         updates = [(new, r[0], r[4]) for r, new in zip(todo, stored) if new is not r[4]]
-        lcm.vault.db.begin_write(conn, turns=turns)
-        try:
+        with lcm.vault.db.write_lock(conn, turns=turns):
             conn.executemany("UPDATE messages SET content = ? WHERE id = ? AND content = ?", updates)
             last = rows[-1][0]
             conn.execute("INSERT OR REPLACE INTO vault_meta VALUES ('squeezed_through', ?)", (last,))
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
         doc["squeezed_rows"] += len(updates)
         if deadline is not None and time.monotonic() > deadline:
             doc["stopped"] = "time_budget"

@@ -197,7 +197,7 @@ def _usage_key(at: str, session: str, model: str) -> str:
 
 def usage_key(row: str, message: str = "m") -> str:
     """usage_rollup's key of usage row `row` (a table of the same shape too) joined to its
-    `message` row: the time, session and model are the message's (migration 22), the model the
+    `message` row: the time, session and model are the message's (migration 23), the model the
     row's own where it keeps one (a '-fast' response)."""
     return _usage_key(f"{message}.created_at", f"{message}.session_id", f"coalesce({row}.model, {message}.model)")
 
@@ -223,7 +223,7 @@ def _rollup_add(key: str, row: str, sign: str, source: str = "") -> str:
 
 def _usage_rollup_sums(conn: sqlite3.Connection) -> None:
     """Fill an empty usage_rollup with the sums of the counted usage rows: of the table as
-    migration 17 made it, or as migration 22 left it (a vault set back to an earlier version
+    migration 17 made it, or as migration 23 left it (a vault set back to an earlier version
     meets migration 18 again)."""
     if "at" in [r[1] for r in conn.execute("PRAGMA table_info(usage)")]:
         key, source = _usage_key("u.at", "u.session_id", "u.model"), "usage u"
@@ -237,7 +237,7 @@ def _usage_rollup_triggers(conn: sqlite3.Connection) -> None:
     """Migration 18's triggers, over the table as migration 17 made it (its own at and session_id):
     keep usage_rollup equal to the sums of the counted usage rows: a row counted, deleted or
     its `counted` changed adds or takes its share; a deleted counted line hands the count to the
-    next line of its response (a purge of one line leaves the response counted). Migration 22
+    next line of its response (a purge of one line leaves the response counted). Migration 23
     replaces them (usage_slim)."""
     def add(row: str, sign: str) -> str:
         return _rollup_add(_usage_key(f"{row}.at", f"{row}.session_id", f"{row}.model"), row, sign)
@@ -257,7 +257,7 @@ def _usage_counted(conn: sqlite3.Connection) -> None:
 
 
 def response_key(text: str | None) -> int | None:
-    """usage.response from migration 22: "message.id:requestId" as a signed 64-bit integer (the
+    """usage.response from migration 23: "message.id:requestId" as a signed 64-bit integer (the
     first 8 bytes of its BLAKE2b), an 8-byte key in the table and its index instead of ~57
     characters in each. Two different responses share a key with odds about n²/2⁶⁵ over n
     responses (1e-8 at a million); the one stored later would then not count. None for None."""
@@ -266,7 +266,7 @@ def response_key(text: str | None) -> int | None:
     return int.from_bytes(blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big", signed=True)
 
 
-# usage as migration 22 leaves it: the line's time, session and model are its messages row's
+# usage as migration 23 leaves it: the line's time, session and model are its messages row's
 USAGE_TABLE = """CREATE TABLE {name} (
     message_id INTEGER PRIMARY KEY,     -- messages.id of a line carrying message.usage: its time
                                         -- (created_at), session and model are that row's
@@ -287,7 +287,7 @@ USAGE_TOKENS = ("input_tokens, output_tokens, cache_write_tokens, cache_write_1h
 
 
 def _usage_slim(conn: sqlite3.Connection) -> None:
-    """Migration 22: usage rows without the time and session their messages row has (60 bytes a
+    """Migration 23: usage rows without the time and session their messages row has (60 bytes a
     row), the model only where it differs from the messages row's, the response key an integer
     (response_key) in the table and its index: ~196 bytes a row before. The table is rebuilt in
     place when it still has `at`; its triggers and usage_rollup are made anew either way (safe to
@@ -371,10 +371,10 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
             role TEXT NOT NULL,                 -- message.role, else the type
             subtype TEXT,                       -- system subtype (compact_boundary, ...)
             created_at TEXT,                    -- transcript timestamp
-            cwd TEXT,
-            git_branch TEXT,
+            cwd TEXT,                           -- NULL since migration 22: the line keeps it
+            git_branch TEXT,                    -- NULL since migration 22: the line keeps it
             model TEXT,                         -- assistant model
-            api_message_id TEXT,                -- message.id: one API response spans several lines
+            api_message_id TEXT,                -- message.id; NULL since migration 22: the line keeps it
             is_sidechain INTEGER NOT NULL DEFAULT 0,
             agent_id TEXT,                      -- subagent id for sidechain lines
             is_meta INTEGER NOT NULL DEFAULT 0, -- harness-injected user text
@@ -628,7 +628,7 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
     ],
     # 17: the token counts of every response (lcm/capture/tokens.py fills it at ingest; lcm usage
     # reads it), and the session of each purged uuid (a bundle carries its sessions' purges);
-    # migration 22 reshapes the table (USAGE_TABLE)
+    # migration 23 reshapes the table (USAGE_TABLE)
     [
         """CREATE TABLE IF NOT EXISTS usage (
             message_id INTEGER PRIMARY KEY,     -- messages.id of a line carrying message.usage
@@ -690,7 +690,13 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
      # the same rows, told apart in compressed text too (reads every row once: ~10 s at 1M messages)
      "DROP INDEX IF EXISTS messages_talk",
      f"CREATE INDEX messages_talk ON messages(session_id, id, agent_id, role) WHERE {TALK_WHERE}"],
-    # 22: usage rows take their time, session and model from messages, and keep the response key as
+    # 22: a smaller vault (issue 32): no index on the messages' time (grep's --since/--before go
+    # through the sessions' spans, lcm.search.result_types); new rows leave cwd, git_branch and
+    # api_message_id NULL (nothing read them; the stored line has them)
+    [
+        "DROP INDEX IF EXISTS messages_created",
+    ],
+    # 23: usage rows take their time, session and model from messages, and keep the response key as
     # a 64-bit integer: with its index entry ~250 bytes of pages a row to ~56 (the 300k bench corpus:
     # 0.0415 of the transcripts' bytes to 0.0093; issue 32); converts ~570k rows in ~9 s
     [
@@ -729,6 +735,8 @@ FTS_MIGRATION: list[str] = [
 SCHEMA_VERSION = len(MIGRATIONS)
 # the version after the last migration that runs MASK_AGAIN: a vault below it was filled under older rules
 MASK_RULES_VERSION = max(i + 1 for i, migration in enumerate(MIGRATIONS) if MASK_AGAIN in migration)
+# the version after the migration that gave `usage` its shape (USAGE_TABLE)
+USAGE_TABLE_VERSION = next(i + 1 for i, migration in enumerate(MIGRATIONS) if _usage_slim in migration)
 PAGE_SIZE = 16384  # of new vaults (an existing vault keeps its own)
 
 

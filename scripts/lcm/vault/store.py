@@ -66,9 +66,11 @@ MIGRATION = [
 PLAIN_INDEX = "CREATE INDEX IF NOT EXISTS messages_plain ON messages(block_id) WHERE block_id IS NULL"
 
 
-LEVEL = 4  # zlib level: lines pack to 0.276 of their bytes at ~57 MB/s; 5 to 0.266 at ~38, 6 to 0.256 at ~22
-#            (bench corpus, one core): the first import compresses ~1 GB of lines per 300,000 messages; a
-#            restored block is packed at the same level, so it comes back as the very bytes it was
+LEVEL = 5  # zlib level: lines pack to 0.276 of their bytes at ~57 MB/s at 4; 0.266 at ~38 at 5, 0.256 at ~22 at 6
+#            (bench corpus, one core): the first import compresses ~1 GB of lines per 300,000 messages in
+#            its parser processes; 6 made it 1.25x slower. A restored block is packed at the level that
+#            gives back the damaged block's size (blocks of older vaults are at 4), so it comes back as
+#            the very bytes it was
 
 
 def encode_block(lines: list[bytes], level: int = LEVEL) -> bytes:
@@ -328,9 +330,11 @@ def restore_block(conn: sqlite3.Connection, block_id: int, members: list[tuple[i
     if row is not None and len(members) == total == row[2] and sum(map(len, lines)) != row[3]:
         raise ValueError(f"the lines found add up to {sum(map(len, lines))} bytes where block {block_id} held {row[3]}")
     data = encode_block(lines)
+    old = bytes(row[4]) if row is not None else b""
+    if old and len(old) != len(data):  # packed at another level (an older lcm's)
+        data = next((d for d in (encode_block(lines, level) for level in range(1, 10)) if len(d) == len(old)), data)
     if decode_block(data) != lines:
         raise ValueError("the re-packed block does not read back as the lines given")
-    old = bytes(row[4]) if row is not None else b""
     same = len(old) == len(data)
     session_id = row[0] if row is not None else conn.execute(
         "SELECT session_id FROM messages WHERE id = ?", (members[0][0],)).fetchone()[0]
