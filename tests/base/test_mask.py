@@ -187,6 +187,16 @@ def test_fingerprint_is_stable_and_matches_two_mentions():
     assert mask("password=hunter2!") != mask("password=hunter3!")  # another secret, another mask
 
 
+def test_a_secret_manifest_masked_again_keeps_the_url_after_it():
+    """Masked twice, a Kubernetes Secret stays as the first pass left it: the second pass used
+    to take the next line's `https:` for the entry it had masked (found by the property below)."""
+    text = ("kind: Secret\nmetadata:\n  name: db\ndata:\n  password: MWYyZDFlMmU2N2Rm\n"
+            "curl https://hooks.slack.com/services/T0000000/B0000000/XXXXXXXXXXXXXXXXXXXXXXXX")
+    once = mask(text)
+    assert "MWYyZDFlMmU2N2Rm" not in once and "curl https://hooks.slack.com/services/" in once
+    assert mask(once) == once
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.sampled_from([c[0] for c in CAUGHT] + ORDINARY + ["\n", " ", "=", ":", '"', "\\"]),
                 max_size=8),

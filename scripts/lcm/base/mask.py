@@ -160,11 +160,14 @@ def _save_store() -> None:
             pass
 
 
-def _spans_masked(text: str, kind: str, spans: list) -> str:
+def _spans_masked(text: str, spans: list) -> str:
+    """text with each of [(start, stop, kind, secret)], in order, replaced by its mask (a span
+    that starts inside the one before is already masked with it)."""
     out, done = [], 0
-    for start, end in spans:
-        out += [text[done:start], token(kind, text[start:end])]
-        done = end
+    for start, stop, kind, secret in spans:
+        if start >= done:
+            out += [text[done:start], token(kind, secret)]
+            done = stop
     return "".join(out) + text[done:] if out else text
 
 
@@ -180,7 +183,7 @@ def _private_spans(text: str) -> str:
             start = None
     if start is not None:
         spans.append((start, len(text)))
-    return _spans_masked(text, "private", spans)
+    return _spans_masked(text, [(start, stop, "private", text[start:stop]) for start, stop in spans])
 
 
 _PEM_BEGIN = r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
@@ -203,7 +206,7 @@ def _pem_blocks(text: str) -> str:
         end = next((e for e in ends if e > m.end()), None)  # few ENDs in any real text
         done = end if end is not None else body.match(text, m.end()).end()
         spans.append((m.start(), done))
-    return _spans_masked(text, "private-key", spans)
+    return _spans_masked(text, [(start, stop, "private-key", text[start:stop]) for start, stop in spans])
 
 
 def _basic_credentials(value: str) -> bool:
@@ -327,7 +330,7 @@ def _curl_credentials(text: str) -> str:
             if found is not None:
                 first, kind = found
                 spans.append((places[first], places[-1] + 1, kind, word[first:]))
-    return "".join(_pieces(text, spans))
+    return _spans_masked(text, spans)
 
 
 def _curl_secret(word: str, user: bool):
@@ -352,16 +355,6 @@ def _curl_secret(word: str, user: bool):
     return first, "token"
 
 
-def _pieces(text: str, spans: list) -> list:
-    """text cut around [(start, stop, kind, secret)] in order, each span its mask."""
-    out, done = [], 0
-    for start, stop, kind, secret in spans:
-        if start >= done:
-            out += [text[done:start], token(kind, secret)]
-            done = stop
-    return out + [text[done:]]
-
-
 # a Kubernetes Secret's `data:` block: each key's value is the secret, base64 (gitleaks' window: 200 characters)
 _K8S_ENTRY = (r"(?i)(?:\s|\\[nrt])+(?P<k>[\w.-]+):(?:(?:[ \t]|\\t)*(?:\||>[-+]?)(?:\s|\\[nrt])+)?(?:[ \t]|\\t)*\\?[\"']?"
               r"(?P<s>[a-z0-9+/]{6,}={0,3})")
@@ -377,12 +370,15 @@ def _kubernetes_secrets(text: str) -> str:
     for data in _regex(r"(?i)(?:(?<![A-Za-z0-9_-])|(?<=\\[nrt]))data:").finditer(text):
         if data.start() < done or not any(abs(k - data.start()) <= 300 for k in kinds):
             continue
-        m = entry.search(text, data.end(), data.end() + 120)
+        # its first key within gitleaks' window, never past a mask: masked again, the text would
+        # otherwise give the next `word:` (a URL's `https:`) for the entry it masked before
+        masked = text.find("[secret:", data.end(), data.end() + 120)
+        m = entry.search(text, data.end(), masked if masked >= 0 else data.end() + 120)
         while m is not None and m.group("k").lower() not in ("kind", "metadata", "apiversion", "type"):
             spans.append((m.start("k"), m.end("s"), "secret", m.group(0).strip()))  # the key too, as the field counts it
             done = m.end()
             m = entry.match(text, done)
-    return "".join(_pieces(text, spans))
+    return _spans_masked(text, spans)
 
 
 # `password: |` (or `>`, `|-`, ...): a YAML block scalar under a secret's name, its lines masked
