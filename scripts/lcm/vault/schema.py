@@ -238,7 +238,7 @@ def _usage_rollup_triggers(conn: sqlite3.Connection) -> None:
     keep usage_rollup equal to the sums of the counted usage rows: a row counted, deleted or
     its `counted` changed adds or takes its share; a deleted counted line hands the count to the
     next line of its response (a purge of one line leaves the response counted). Migration 23
-    replaces them (usage_slim)."""
+    replaces them (_usage_slim)."""
     def add(row: str, sign: str) -> str:
         return _rollup_add(_usage_key(f"{row}.at", f"{row}.session_id", f"{row}.model"), row, sign)
     conn.execute(f"CREATE TRIGGER IF NOT EXISTS usage_rollup_ai AFTER INSERT ON usage WHEN new.counted = 1 BEGIN {add('new', '1')} END")
@@ -260,7 +260,7 @@ def response_key(text: str | None) -> int | None:
     """usage.response from migration 23: "message.id:requestId" as a signed 64-bit integer (the
     first 8 bytes of its BLAKE2b), an 8-byte key in the table and its index instead of ~57
     characters in each. Two different responses share a key with odds about n²/2⁶⁵ over n
-    responses (1e-8 at a million); the one stored later would then not count. None for None."""
+    responses (about 3e-8 at a million); the one stored later would then not count. None for None."""
     if text is None:
         return None
     return int.from_bytes(blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big", signed=True)
@@ -287,9 +287,9 @@ USAGE_TOKENS = ("input_tokens, output_tokens, cache_write_tokens, cache_write_1h
 
 
 def _usage_slim(conn: sqlite3.Connection) -> None:
-    """Migration 23: usage rows without the time and session their messages row has (60 bytes a
-    row), the model only where it differs from the messages row's, the response key an integer
-    (response_key) in the table and its index: ~196 bytes a row before. The table is rebuilt in
+    """Migration 23: usage rows without the time and session their messages row has, the model
+    only where it differs from the messages row's, the response key an integer (response_key) in
+    the table and its index: ~56 bytes of pages a row with its index entry, ~250 before. Rebuilt in
     place when it still has `at`; its triggers and usage_rollup are made anew either way (safe to
     run twice). Since the rollup reads a line's time and session from messages, a message's usage
     row goes BEFORE the message (usage_bd; purge is the one path that deletes messages)."""
