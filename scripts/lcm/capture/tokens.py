@@ -53,7 +53,8 @@ def _count(value) -> int | None:
 def of_entry(entry: dict) -> tuple | None:
     """(model, response, input, output, cache write, of it 1h, cache read, cost_usd) of a
     transcript entry that carries message.usage with numeric input and output counts, else None.
-    response: the key of message.id:requestId (lcm.vault.schema.response_key)."""
+    response: "message.id:requestId", stored as its key (lcm.vault.schema.response_key: made where
+    the row is stored, so a hook, which leaves its lines' usage for later, never hashes)."""
     message = entry.get("message")
     if type(message) is not dict:
         return None
@@ -72,7 +73,6 @@ def of_entry(entry: dict) -> tuple | None:
     # text SQLite can store (a lone surrogate from a line that was not UTF-8 cannot be bound)
     model = model if model is None or model.isascii() else lcm.base.text.safe_text(model)
     response = response if response is None or response.isascii() else lcm.base.text.safe_text(response)
-    response = lcm.vault.schema.response_key(response)
     split = usage.get("cache_creation")
     hour = _count(split.get("ephemeral_1h_input_tokens")) if type(split) is dict else None
     cost = entry.get("costUSD")
@@ -89,9 +89,10 @@ def store(conn, rows: list[tuple], older: bool = False) -> None:
     a schema before this table's shape (lcm.vault.schema.USAGE_TABLE_VERSION: written as an older
     lcm wrote it, by tests of conversions) gets nothing."""
     if rows and conn.execute("PRAGMA user_version").fetchone()[0] >= lcm.vault.schema.USAGE_TABLE_VERSION:
-        conn.executemany(INSERT, [(*row[1:], row[0]) for row in rows])
+        key = lcm.vault.schema.response_key
+        conn.executemany(INSERT, [(row[1], key(row[2]), *row[3:], row[0]) for row in rows])
         if older:
-            conn.executemany(DEMOTE, [(row[2], row[0]) for row in rows if row[2] is not None])
+            conn.executemany(DEMOTE, [(key(row[2]), row[0]) for row in rows if row[2] is not None])
 
 
 def backfill(conn, budget: int | None = None) -> None:

@@ -218,7 +218,8 @@ def _with_waiting(conn) -> str:
     conn.execute("DROP TABLE IF EXISTS temp.usage_waiting")
     conn.execute(lcm.vault.schema.USAGE_TABLE.format(name="temp.usage_waiting"))
     conn.executemany("INSERT INTO temp.usage_waiting VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
-                     [(mid, *row) for mid, _uuid, *row in rows])
+                     [(mid, model, lcm.vault.schema.response_key(response), *row)
+                      for mid, _uuid, model, response, *row in rows])
     conn.execute("UPDATE temp.usage_waiting SET counted = 0 WHERE response IS NOT NULL AND (EXISTS (SELECT 1"
                  " FROM main.usage u WHERE u.response = usage_waiting.response AND u.message_id < usage_waiting.message_id)"
                  " OR EXISTS (SELECT 1 FROM temp.usage_waiting w WHERE w.response = usage_waiting.response"

@@ -6,11 +6,6 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-try:
-    from _blake2 import blake2b  # CPython's built-in BLAKE2: importing hashlib loads OpenSSL, ~15 ms a hook
-except ImportError:
-    from hashlib import blake2b
-
 import lcm.vault.squeeze
 import lcm.vault.store
 from lcm.base.errors import LcmError
@@ -263,6 +258,10 @@ def response_key(text: str | None) -> int | None:
     responses (about 3e-8 at a million); the one stored later would then not count. None for None."""
     if text is None:
         return None
+    try:
+        from _blake2 import blake2b  # CPython's built-in BLAKE2: hashlib would load OpenSSL (~15 ms)
+    except ImportError:
+        from hashlib import blake2b
     return int.from_bytes(blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big", signed=True)
 
 
