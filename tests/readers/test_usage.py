@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -273,3 +274,100 @@ def test_odd_usage_fields_never_stop_an_ingest(tmp_path, capsys):
     assert code == 0 and json.loads(out)["messages_added"] == len(odd) + 1
     doc = json.loads(run(capsys, lcm_usage, "--json", "--by", "model")[1])
     assert doc["totals"]["input_tokens"] == 5 + 7 and doc["totals"]["responses"] == 2
+
+
+# the usage rows as lcm wrote them before migration 23 (USAGE_TABLE_VERSION): the line's time and session repeated from
+# its messages row, the model always, the response key as text (lcm/capture/tokens.py then)
+INSERT_BEFORE_SLIM = (
+    "INSERT OR IGNORE INTO usage (message_id, at, session_id, model, response, input_tokens, output_tokens,"
+    " cache_write_tokens, cache_write_1h_tokens, cache_read_tokens, cost_usd, counted)"
+    " SELECT id, created_at, session_id, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, NOT EXISTS (SELECT 1 FROM usage d"
+    " WHERE d.response = ?2 AND d.message_id < messages.id) FROM messages WHERE uuid = ?9")
+
+
+def reports(capsys) -> list:
+    out = [run(capsys, lcm_usage, "--json", "--by", by)[1] for by in ("day", "week", "month", "session", "project", "model")]
+    return [json.loads(doc) for doc in out] + [run(capsys, lcm_usage, "--by", "session")[1]]
+
+
+def test_a_vault_converted_from_the_older_usage_rows_reports_as_a_fresh_one(tmp_path, capsys, zone, monkeypatch):
+    """Migration 23 rebuilds the usage table in place (time and session from messages, the
+    response key a 64-bit hash): lcm usage says the same as on a vault filled at once, the
+    rollup equals the rows' sums, and a purge still hands a response's count to its next line."""
+    import lcm.capture.tokens
+    import lcm.vault.schema
+    for name, model in (("a", "claude-sonnet-4-5-20250929"), ("b", "claude-opus-4-6")):
+        t = Transcript(tmp_path / "projects" / name, model=model, start="2026-11-20T07:50:00Z")
+        t.user("hello")
+        response(t, f"msg_{name}1", "req_1", usage(10, 5, 1000, 2000))  # streamed: two lines, counted once
+        response(t, f"msg_{name}1", "req_1", usage(10, 140, 1000, 2000))
+        fast = usage(300_000, 7, hour=0)
+        fast["speed"] = "fast"  # a '-fast' model of its own
+        response(t, f"msg_{name}2", "req_2", fast)
+        t.entry("assistant", {"id": f"msg_{name}3", "model": model, "content": [], "usage": usage(3, 4)})  # no requestId
+        t.entry("assistant", {"id": f"msg_{name}4", "model": model, "content": [], "usage": usage(5, 6)},
+                requestId="req_4", costUSD=0.25)
+        t.write()
+    fresh, older = tmp_path / "fresh.db", tmp_path / "older.db"
+    monkeypatch.setenv("LCM_DB", str(fresh))
+    assert run(capsys, lcm_ingest, tmp_path / "projects")[0] == 0
+    expected = reports(capsys)
+    monkeypatch.setenv("LCM_DB", str(older))
+    slim = lcm.vault.schema.USAGE_TABLE_VERSION
+    with monkeypatch.context() as m:  # as lcm wrote it at the schema before
+        m.setattr(lcm.vault.schema, "MIGRATIONS", lcm.vault.schema.MIGRATIONS[:slim - 1])
+        m.setattr(lcm.vault.schema, "SCHEMA_VERSION", slim - 1)
+        m.setattr(lcm.vault.schema, "USAGE_TABLE_VERSION", 17)
+        m.setattr(lcm.vault.schema, "response_key", lambda text: text)
+        m.setattr(lcm.capture.tokens, "INSERT", INSERT_BEFORE_SLIM)
+        assert run(capsys, lcm_ingest, tmp_path / "projects")[0] == 0
+    raw = sqlite3.connect(older)
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == slim - 1
+    assert raw.execute("SELECT count(*), count(DISTINCT typeof(response)) FROM usage WHERE response IS NOT NULL"
+                       " AND typeof(response) = 'text' AND at IS NOT NULL").fetchone() == (8, 1)
+    raw.close()
+    assert reports(capsys) == expected  # read as it is (a report does not migrate)
+    assert run(capsys, lcm_ingest, tmp_path / "projects")[0] == 0  # converts it; nothing new to store
+    assert reports(capsys) == expected
+    conn = sqlite3.connect(older)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] >= slim
+    cols = [r[1] for r in conn.execute("PRAGMA table_info(usage)")]
+    assert "at" not in cols and "session_id" not in cols
+    assert conn.execute("SELECT DISTINCT typeof(response) FROM usage WHERE response IS NOT NULL").fetchall() == [("integer",)]
+    # only the '-fast' responses keep a model of their own
+    assert sorted(r[0] for r in conn.execute("SELECT model FROM usage WHERE model IS NOT NULL")) == [
+        "claude-opus-4-6-fast", "claude-sonnet-4-5-20250929-fast"]
+
+    def rollup() -> list:
+        return conn.execute("SELECT * FROM usage_rollup WHERE responses != 0 ORDER BY 1, 2, 3").fetchall()
+    before = rollup()
+    conn.execute("BEGIN IMMEDIATE")
+    lcm.vault.schema._usage_slim(conn)  # met again: nothing changes
+    conn.execute("COMMIT")
+    assert rollup() == before and len(before) >= 2
+    with conn:  # set back to before the usage table: migrations 17 on meet the new rows again
+        conn.execute("PRAGMA user_version = 16")
+    conn.close()
+    assert run(capsys, lcm_ingest, tmp_path / "projects")[0] == 0
+    conn = sqlite3.connect(older)
+    assert rollup() == before
+    conn.close()
+    assert reports(capsys) == expected
+    conn = sqlite3.connect(older)
+    first = conn.execute("SELECT m.uuid FROM usage u JOIN messages m ON m.id = u.message_id"
+                         " WHERE u.response IS NOT NULL ORDER BY u.message_id LIMIT 1").fetchone()[0]
+    conn.close()
+    assert run(capsys, lcm_purge, "--message", first, "--yes")[0] == 0
+    purged = json.loads(run(capsys, lcm_usage, "--json", "--by", "model")[1])
+    monkeypatch.setenv("LCM_DB", str(fresh))
+    assert run(capsys, lcm_purge, "--message", first, "--yes")[0] == 0
+    assert json.loads(run(capsys, lcm_usage, "--json", "--by", "model")[1]) == purged
+    assert purged["totals"]["output_tokens"] == expected[5]["totals"]["output_tokens"] - 5 + 140
+    for vault in (fresh, older):  # the rollup is the counted rows' sums, after the purge too
+        conn = sqlite3.connect(vault)
+        sums = conn.execute(f"SELECT {lcm.vault.schema.usage_key('u')}, "
+                            + ", ".join(f"sum({v})" for v in lcm.vault.schema._usage_values("u"))
+                            + " FROM usage u JOIN messages m ON m.id = u.message_id WHERE u.counted = 1"
+                            " GROUP BY 1, 2, 3 ORDER BY 1, 2, 3").fetchall()
+        assert sums == rollup() and len(sums) >= 4
+        conn.close()

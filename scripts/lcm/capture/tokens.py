@@ -8,28 +8,34 @@ its stored lines (`backfill`). A hook's lines are read later (`later`): the rows
 and the rollup's triggers cost a Stop hook ~1 ms and three more pages to write and checkpoint on
 a 1M-message vault (bench/hooks.py); the detached packing run reads them (`read_later`), and
 until then `lcm usage` reads them as it reports (`waiting`: about DUE_LINES lines at most). The stored line stays the source of truth: the table is derived,
-deleted with its message (trigger usage_ad), and can be rebuilt from the lines at any time.
+deleted with its message, just before it (trigger usage_bd), and can be rebuilt from the lines at
+any time.
 
 What a row keeps follows ccusage (the tool people use for this), so the two agree on the same
 transcripts: every line with message.usage whose input_tokens and output_tokens are numbers; the
 response key message.id:requestId (lines of one response share it and count once, the first
-stored); the model as ccusage names it ('-fast' appended for usage.speed "fast"); a costUSD the
-line carries. Stdlib only: the hooks import it.
+stored), kept as a 64-bit hash (lcm.vault.schema.response_key); the model as ccusage names it
+('-fast' appended for usage.speed "fast"), NULL when it is the messages row's model; a costUSD
+the line carries. The line's time and session are its messages row's (migration 23: a row and its
+index entry take ~56 bytes of pages, not ~250, on the 300k-message bench corpus). Stdlib only: the
+hooks import it.
 """
 from __future__ import annotations
 
 import json
 
 import lcm.base.text
+import lcm.vault.schema
 
-# (message_id from messages.uuid, at, session_id, model, response, input, output, cache write,
-# of it 1h, cache read, cost_usd)
+# (message_id from messages.uuid, model, response, input, output, cache write, of it 1h, cache
+# read, cost_usd); the time, session and model are the messages row's (migration 23): the model is
+# kept only where it differs (a '-fast' response)
 # counted: the response's first stored line (no line of it with a lower id), or a line without a
-# response key; the triggers of migration 18 add what counts to usage_rollup
-INSERT = ("INSERT OR IGNORE INTO usage (message_id, at, session_id, model, response, input_tokens, output_tokens,"
+# response key; the triggers of migration 23 add what counts to usage_rollup
+INSERT = ("INSERT OR IGNORE INTO usage (message_id, model, response, input_tokens, output_tokens,"
           " cache_write_tokens, cache_write_1h_tokens, cache_read_tokens, cost_usd, counted)"
-          " SELECT id, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, NOT EXISTS (SELECT 1 FROM usage d WHERE d.response = ?4"
-          " AND d.message_id < messages.id) FROM messages WHERE uuid = ?11")
+          " SELECT id, nullif(?1, model), ?2, ?3, ?4, ?5, ?6, ?7, ?8, NOT EXISTS (SELECT 1 FROM usage d WHERE d.response = ?2"
+          " AND d.message_id < messages.id) FROM messages WHERE uuid = ?9")
 # a line stored before another of its response, read later (backfill): that other no longer counts
 DEMOTE = "UPDATE usage SET counted = 0 WHERE response = ? AND message_id > (SELECT id FROM messages WHERE uuid = ?) AND counted = 1"
 BACKFILL_ROWS = 2000  # stored lines one backfill statement reads
@@ -46,7 +52,9 @@ def _count(value) -> int | None:
 
 def of_entry(entry: dict) -> tuple | None:
     """(model, response, input, output, cache write, of it 1h, cache read, cost_usd) of a
-    transcript entry that carries message.usage with numeric input and output counts, else None."""
+    transcript entry that carries message.usage with numeric input and output counts, else None.
+    response: "message.id:requestId", stored as its key (lcm.vault.schema.response_key: made where
+    the row is stored, so a hook, which leaves its lines' usage for later, never hashes)."""
     message = entry.get("message")
     if type(message) is not dict:
         return None
@@ -73,19 +81,18 @@ def of_entry(entry: dict) -> tuple | None:
             _count(usage.get("cache_read_input_tokens")) or 0, cost)
 
 
-USAGE_SINCE = 17  # the migration that made the usage table
-
 
 def store(conn, rows: list[tuple], older: bool = False) -> None:
-    """Insert the usage of lines just stored: rows of (uuid, at, session_id, *of_entry). A uuid
-    not stored (purged, or refused) inserts nothing; one stored before keeps its row. older:
-    lines stored before others already read (backfill), which may take over their response's count.
-    A vault at a schema before the usage table (USAGE_SINCE: written as an older lcm wrote it, by
-    tests of conversions) gets nothing."""
-    if rows and conn.execute("PRAGMA user_version").fetchone()[0] >= USAGE_SINCE:
-        conn.executemany(INSERT, [(*row[1:], row[0]) for row in rows])
+    """Insert the usage of lines just stored: rows of (uuid, *of_entry). A uuid not stored
+    (purged, or refused) inserts nothing; one stored before keeps its row. older: lines stored
+    before others already read (backfill), which may take over their response's count. A vault at
+    a schema before this table's shape (lcm.vault.schema.USAGE_TABLE_VERSION: written as an older
+    lcm wrote it, by tests of conversions) gets nothing."""
+    if rows and conn.execute("PRAGMA user_version").fetchone()[0] >= lcm.vault.schema.USAGE_TABLE_VERSION:
+        key = lcm.vault.schema.response_key
+        conn.executemany(INSERT, [(row[1], key(row[2]), *row[3:], row[0]) for row in rows])
         if older:
-            conn.executemany(DEMOTE, [(row[4], row[0]) for row in rows if row[4] is not None])
+            conn.executemany(DEMOTE, [(key(row[2]), row[0]) for row in rows if row[2] is not None])
 
 
 def backfill(conn, budget: int | None = None) -> None:
@@ -97,10 +104,10 @@ def backfill(conn, budget: int | None = None) -> None:
     done = 0
     while below > 1 and (budget is None or done < budget):
         take = BACKFILL_ROWS if budget is None else min(BACKFILL_ROWS, budget - done)
-        rows = conn.execute(f"SELECT id, uuid, session_id, created_at, {lcm.vault.store.LINE} FROM messages"
+        rows = conn.execute(f"SELECT id, uuid, {lcm.vault.store.LINE} FROM messages"
                             " WHERE id < ? AND type = 'assistant' ORDER BY id DESC LIMIT ?", (below, take)).fetchall()
-        store(conn, [(uuid, created, sid, *usage) for _, uuid, sid, created, raw in rows
-                     for usage in (line_usage(raw),) if usage is not None], older=True)
+        store(conn, [(uuid, *usage) for _, uuid, raw in rows for usage in (line_usage(raw),) if usage is not None],
+              older=True)
         below = rows[-1][0] if len(rows) == take else 1
         done += len(rows)
         conn.execute("UPDATE vault_meta SET value = ? WHERE key = 'usage_backfill_below'", (below,))
@@ -146,19 +153,18 @@ def later(conn) -> None:
 
 
 def waiting(conn, limit: int | None = None) -> tuple[list[tuple], int | None]:
-    """([(message id, uuid, at, session_id, *of_entry)] of the assistant lines that wait to be read
+    """([(message id, uuid, *of_entry)] of the assistant lines that wait to be read
     (above the mark, no usage row), oldest first, of at most `limit` lines; the id of the last line
     looked at when that limit was reached, else None). ([], None) on a vault without the mark."""
     import lcm.vault.store
     row = conn.execute("SELECT value FROM vault_meta WHERE key = ?", (LATER_KEY,)).fetchone()
     if row is None:
         return [], None
-    lines = conn.execute(f"SELECT id, uuid, created_at, session_id, {lcm.vault.store.LINE} FROM messages m"
+    lines = conn.execute(f"SELECT id, uuid, {lcm.vault.store.LINE} FROM messages m"
                          " WHERE id > ? AND type = 'assistant' AND NOT EXISTS (SELECT 1 FROM usage u"
                          " WHERE u.message_id = m.id) ORDER BY id" + (" LIMIT ?" if limit else ""),
                          (row[0], limit) if limit else (row[0],)).fetchall()
-    rows = [(mid, uuid, at, sid, *usage) for mid, uuid, at, sid, raw in lines
-            for usage in (line_usage(raw),) if usage is not None]
+    rows = [(mid, uuid, *usage) for mid, uuid, raw in lines for usage in (line_usage(raw),) if usage is not None]
     return rows, (lines[-1][0] if limit and len(lines) == limit else None)
 
 

@@ -298,7 +298,7 @@ class Batch:
         self.first_excluded: int | None = None  # index (in this read's lines) of the first of them
         self.compactions: list[tuple] = []
         self.agent_calls: list[tuple] = []  # rows for agent_calls: which Task/Agent call started which sub-agent
-        self.usage: list[tuple] = []  # (uuid, timestamp, session, *lcm.capture.tokens.of_entry) of each line with usage
+        self.usage: list[tuple] = []  # (uuid, *lcm.capture.tokens.of_entry) of each line with usage
         self.version: str | None = None  # the Claude Code version the newest conversation line names
         self.leaf_titles: list[tuple] = []  # (leafUuid, title) of older CLIs' summary lines (lcm.capture.ingest places them)
         self.sessions: dict[str | None, Session] = {}
@@ -431,7 +431,7 @@ def parse_lines(batch: Batch, lines: list[bytes], index_thinking: bool, max_char
         if kind == "assistant":
             usage = lcm.capture.tokens.of_entry(entry)
             if usage is not None:
-                batch.usage.append((uuid, created, sid, *usage))
+                batch.usage.append((uuid, *usage))
         s = sessions.get(sid) or sessions.setdefault(sid, Session())
         s.messages += 1
         if batch.msg_sid is None:

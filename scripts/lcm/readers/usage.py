@@ -205,32 +205,32 @@ def report(conn, by: str = "day", since: str | None = None, until: str | None = 
             "messages_not_read": lcm.capture.tokens.pending(conn)}
 
 
-WAITING_COLUMNS = ("message_id INTEGER PRIMARY KEY, at, session_id, model, response, input_tokens, output_tokens,"
-                   " cache_write_tokens, cache_write_1h_tokens, cache_read_tokens, cost_usd, counted")
-
-
 def _with_waiting(conn) -> str:
     """usage_rollup, or with lines waiting to be read (lcm.capture.tokens.waiting) the rollup and
-    their shares: as SQL for FROM. In the connection's temp schema (a read-only vault too), each
-    waiting line counted as the table would count it: the first stored line of its response, so a
-    counted row of the table stored after one of them (a bulk import meanwhile) gives its count back."""
+    their shares: as SQL for FROM. In the connection's temp schema (a read-only vault too), a
+    table shaped as `usage`, each waiting line counted as the table would count it: the first
+    stored line of its response, so a counted row of the table stored after one of them (a bulk
+    import meanwhile) gives its count back."""
     import lcm.capture.tokens
     rows, _last = lcm.capture.tokens.waiting(conn)
     if not rows:
         return "usage_rollup"
-    conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS usage_waiting ({WAITING_COLUMNS})")
-    conn.execute("DELETE FROM temp.usage_waiting")
-    conn.executemany("INSERT INTO temp.usage_waiting VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
-                     [(mid, *row) for mid, _uuid, *row in rows])
+    conn.execute("DROP TABLE IF EXISTS temp.usage_waiting")
+    conn.execute(lcm.vault.schema.USAGE_TABLE.format(name="temp.usage_waiting"))
+    conn.executemany("INSERT INTO temp.usage_waiting VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
+                     [(mid, model, lcm.vault.schema.response_key(response), *row)
+                      for mid, _uuid, model, response, *row in rows])
     conn.execute("UPDATE temp.usage_waiting SET counted = 0 WHERE response IS NOT NULL AND (EXISTS (SELECT 1"
                  " FROM main.usage u WHERE u.response = usage_waiting.response AND u.message_id < usage_waiting.message_id)"
                  " OR EXISTS (SELECT 1 FROM temp.usage_waiting w WHERE w.response = usage_waiting.response"
                  " AND w.message_id < usage_waiting.message_id))")
     values = lcm.vault.schema._usage_values
-    key = lcm.vault.schema._usage_key
+    key = lcm.vault.schema.usage_key
     return (f"(SELECT bucket, session_id, model, {', '.join(lcm.vault.schema.USAGE_SUMS)} FROM usage_rollup"
-            f" UNION ALL SELECT {key('w')}, {', '.join(values('w'))} FROM temp.usage_waiting w WHERE w.counted = 1"
+            f" UNION ALL SELECT {key('w')}, {', '.join(values('w'))} FROM temp.usage_waiting w"
+            " JOIN main.messages m ON m.id = w.message_id WHERE w.counted = 1"
             f" UNION ALL SELECT {key('u')}, {', '.join(f'-({v})' for v in values('u'))} FROM main.usage u"
+            " JOIN main.messages m ON m.id = u.message_id"
             " WHERE u.counted = 1 AND u.message_id IN (SELECT d.message_id FROM temp.usage_waiting w JOIN main.usage d"
             " ON d.response = w.response AND d.message_id > w.message_id WHERE w.counted = 1))")
 

@@ -184,9 +184,17 @@ USAGE_SUMS_COLUMNS = ", ".join(f"{name} {'REAL' if name == 'carried_cost' else '
 USAGE_THRESHOLD = 200_000
 
 
-def _usage_key(row: str) -> str:
-    return (f"coalesce(CAST(strftime('%s', {row}.at) AS INTEGER) / {USAGE_BUCKET_SECONDS}, -1),"
-            f" {row}.session_id, coalesce({row}.model, '')")
+def _usage_key(at: str, session: str, model: str) -> str:
+    """The SQL of usage_rollup's key (bucket, session_id, model) from a time, a session and a model."""
+    return (f"coalesce(CAST(strftime('%s', {at}) AS INTEGER) / {USAGE_BUCKET_SECONDS}, -1),"
+            f" {session}, coalesce({model}, '')")
+
+
+def usage_key(row: str, message: str = "m") -> str:
+    """usage_rollup's key of usage row `row` (a table of the same shape too) joined to its
+    `message` row: the time, session and model are the message's (migration 23), the model the
+    row's own where it keeps one (a '-fast' response)."""
+    return _usage_key(f"{message}.created_at", f"{message}.session_id", f"coalesce({row}.model, {message}.model)")
 
 
 def _usage_values(row: str) -> list[str]:
@@ -199,15 +207,35 @@ def _usage_values(row: str) -> list[str]:
             + [f"coalesce({row}.cost_usd, 0.0)"])
 
 
+def _rollup_add(key: str, row: str, sign: str, source: str = "") -> str:
+    """The statement adding `sign` times usage row `row`'s share to usage_rollup under `key`
+    (`source`: the FROM ... WHERE it is read through, if any)."""
+    values = ", ".join(f"({sign}) * ({v})" for v in _usage_values(row))
+    return (f"INSERT INTO usage_rollup {f'SELECT {key}, {values} {source}' if source else f'VALUES ({key}, {values})'}"
+            " ON CONFLICT (bucket, session_id, model) DO UPDATE SET "
+            + ", ".join(f"{name} = {name} + excluded.{name}" for name in USAGE_SUMS) + ";")
+
+
+def _usage_rollup_sums(conn: sqlite3.Connection) -> None:
+    """Fill an empty usage_rollup with the sums of the counted usage rows: of the table as
+    migration 17 made it, or as migration 23 left it (a vault set back to an earlier version
+    meets migration 18 again)."""
+    if "at" in [r[1] for r in conn.execute("PRAGMA table_info(usage)")]:
+        key, source = _usage_key("u.at", "u.session_id", "u.model"), "usage u"
+    else:
+        key, source = usage_key("u"), "usage u JOIN messages m ON m.id = u.message_id"
+    conn.execute(f"INSERT INTO usage_rollup SELECT {key}, {', '.join(f'sum({e})' for e in _usage_values('u'))}"
+                 f" FROM {source} WHERE u.counted = 1 GROUP BY 1, 2, 3")
+
+
 def _usage_rollup_triggers(conn: sqlite3.Connection) -> None:
-    """Keep usage_rollup equal to the sums of the counted usage rows: a row counted, deleted or
+    """Migration 18's triggers, over the table as migration 17 made it (its own at and session_id):
+    keep usage_rollup equal to the sums of the counted usage rows: a row counted, deleted or
     its `counted` changed adds or takes its share; a deleted counted line hands the count to the
-    next line of its response (a purge of one line leaves the response counted)."""
+    next line of its response (a purge of one line leaves the response counted). Migration 23
+    replaces them (_usage_slim)."""
     def add(row: str, sign: str) -> str:
-        values = ", ".join(f"({sign}) * ({v})" for v in _usage_values(row))
-        return (f"INSERT INTO usage_rollup VALUES ({_usage_key(row)}, {values})"
-                " ON CONFLICT (bucket, session_id, model) DO UPDATE SET "
-                + ", ".join(f"{name} = {name} + excluded.{name}" for name in USAGE_SUMS) + ";")
+        return _rollup_add(_usage_key(f"{row}.at", f"{row}.session_id", f"{row}.model"), row, sign)
     conn.execute(f"CREATE TRIGGER IF NOT EXISTS usage_rollup_ai AFTER INSERT ON usage WHEN new.counted = 1 BEGIN {add('new', '1')} END")
     conn.execute(f"CREATE TRIGGER IF NOT EXISTS usage_rollup_ad AFTER DELETE ON usage WHEN old.counted = 1 BEGIN {add('old', '-1')}"
                  " UPDATE usage SET counted = 1 WHERE message_id = (SELECT min(message_id) FROM usage"
@@ -221,6 +249,76 @@ def _usage_counted(conn: sqlite3.Connection) -> None:
     line without a response key. Safe to run twice."""
     if "counted" not in [r[1] for r in conn.execute("PRAGMA table_info(usage)")]:
         conn.execute("ALTER TABLE usage ADD COLUMN counted INTEGER NOT NULL DEFAULT 1")
+
+
+def response_key(text: str | None) -> int | None:
+    """usage.response from migration 23: "message.id:requestId" as a signed 64-bit integer (the
+    first 8 bytes of its BLAKE2b), an 8-byte key in the table and its index instead of ~57
+    characters in each. Two different responses share a key with odds about n²/2⁶⁵ over n
+    responses (about 3e-8 at a million); the one stored later would then not count. None for None."""
+    if text is None:
+        return None
+    try:
+        from _blake2 import blake2b  # CPython's built-in BLAKE2: hashlib would load OpenSSL (~15 ms)
+    except ImportError:
+        from hashlib import blake2b
+    return int.from_bytes(blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big", signed=True)
+
+
+# usage as migration 23 leaves it: the line's time, session and model are its messages row's
+USAGE_TABLE = """CREATE TABLE {name} (
+    message_id INTEGER PRIMARY KEY,     -- messages.id of a line carrying message.usage: its time
+                                        -- (created_at), session and model are that row's
+    model TEXT,                         -- NULL: messages.model; else the model as ccusage names it
+                                        -- ('-fast' appended when usage.speed is fast)
+    response INTEGER,                   -- response_key of message.id:requestId, shared by the lines of
+                                        -- one response (NULL: either is missing, the line counts alone)
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    cache_write_tokens INTEGER NOT NULL,    -- cache_creation_input_tokens (5-minute and 1-hour)
+    cache_write_1h_tokens INTEGER NOT NULL, -- of which written for an hour
+    cache_read_tokens INTEGER NOT NULL,
+    cost_usd REAL,                      -- the costUSD an early Claude Code wrote on the line, else NULL
+    counted INTEGER NOT NULL DEFAULT 1  -- 1: the first stored line of its response, or a line without one
+)"""
+USAGE_TOKENS = ("input_tokens, output_tokens, cache_write_tokens, cache_write_1h_tokens, cache_read_tokens,"
+                " cost_usd, counted")
+
+
+def _usage_slim(conn: sqlite3.Connection) -> None:
+    """Migration 23: usage rows without the time and session their messages row has, the model
+    only where it differs from the messages row's, the response key an integer (response_key) in
+    the table and its index: ~56 bytes of pages a row with its index entry, ~250 before. Rebuilt in
+    place when it still has `at`; its triggers and usage_rollup are made anew either way (safe to
+    run twice). Since the rollup reads a line's time and session from messages, a message's usage
+    row goes BEFORE the message (usage_bd; purge is the one path that deletes messages)."""
+    for trigger in ("usage_ad", "usage_rollup_ai", "usage_rollup_ad", "usage_rollup_au"):
+        conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+    if "at" in [r[1] for r in conn.execute("PRAGMA table_info(usage)")]:
+        conn.create_function("lcm_response_key", 1, response_key, deterministic=True)
+        conn.execute("DROP INDEX IF EXISTS usage_response")
+        conn.execute("DROP TABLE IF EXISTS usage_slim")
+        conn.execute(USAGE_TABLE.format(name="usage_slim"))
+        # a row whose message is gone (none: usage_ad deleted them together) has no time or session left
+        conn.execute(f"INSERT INTO usage_slim SELECT u.message_id, nullif(u.model, m.model), lcm_response_key(u.response),"
+                     f" {', '.join('u.' + c for c in USAGE_TOKENS.split(', '))} FROM usage u JOIN messages m ON m.id = u.message_id"
+                     " ORDER BY u.message_id")
+        conn.execute("DROP TABLE usage")
+        conn.execute("ALTER TABLE usage_slim RENAME TO usage")
+    conn.execute("CREATE INDEX IF NOT EXISTS usage_response ON usage(response, message_id) WHERE response IS NOT NULL")
+    conn.execute("CREATE TRIGGER IF NOT EXISTS usage_bd BEFORE DELETE ON messages BEGIN"
+                 " DELETE FROM usage WHERE message_id = old.id; END")
+
+    def add(row: str, sign: str) -> str:
+        return _rollup_add(usage_key(row), row, sign, f"FROM messages m WHERE m.id = {row}.message_id")
+    conn.execute(f"CREATE TRIGGER IF NOT EXISTS usage_rollup_ai AFTER INSERT ON usage WHEN new.counted = 1 BEGIN {add('new', '1')} END")
+    conn.execute(f"CREATE TRIGGER IF NOT EXISTS usage_rollup_ad AFTER DELETE ON usage WHEN old.counted = 1 BEGIN {add('old', '-1')}"
+                 " UPDATE usage SET counted = 1 WHERE message_id = (SELECT min(message_id) FROM usage"
+                 " WHERE response = old.response) AND old.response IS NOT NULL; END")
+    conn.execute("CREATE TRIGGER IF NOT EXISTS usage_rollup_au AFTER UPDATE OF counted ON usage WHEN new.counted != old.counted"
+                 f" BEGIN {add('new', '2 * new.counted - 1')} END")
+    conn.execute("DELETE FROM usage_rollup")
+    _usage_rollup_sums(conn)
 
 
 def _purged_session(conn: sqlite3.Connection) -> None:
@@ -528,7 +626,8 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
         _substring_indexes,
     ],
     # 17: the token counts of every response (lcm/capture/tokens.py fills it at ingest; lcm usage
-    # reads it), and the session of each purged uuid (a bundle carries its sessions' purges)
+    # reads it), and the session of each purged uuid (a bundle carries its sessions' purges);
+    # migration 23 reshapes the table (USAGE_TABLE)
     [
         """CREATE TABLE IF NOT EXISTS usage (
             message_id INTEGER PRIMARY KEY,     -- messages.id of a line carrying message.usage
@@ -568,8 +667,7 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
             PRIMARY KEY (bucket, session_id, model)
         ) WITHOUT ROWID""",
         "DELETE FROM usage_rollup",  # met again (a vault set back to an earlier version): summed anew
-        f"INSERT INTO usage_rollup SELECT {_usage_key('u')}, {', '.join(f'sum({e})' for e in _usage_values('u'))}"
-        " FROM usage u WHERE u.counted = 1 GROUP BY 1, 2, 3",
+        _usage_rollup_sums,
         _usage_rollup_triggers,
     ],
     # 19: masking learnt the field's forms (issue 31: a key after any script's letter, URL passwords
@@ -596,6 +694,12 @@ MIGRATIONS: list[list[str | Callable[[sqlite3.Connection], None]]] = [
     # api_message_id NULL (nothing read them; the stored line has them)
     [
         "DROP INDEX IF EXISTS messages_created",
+    ],
+    # 23: usage rows take their time, session and model from messages, and keep the response key as
+    # a 64-bit integer: with its index entry ~250 bytes of pages a row to ~56 (the 300k bench corpus:
+    # 0.0415 of the transcripts' bytes to 0.0093; issue 32); converts ~570k rows in ~9 s
+    [
+        _usage_slim,
     ],
 ]
 
@@ -630,6 +734,8 @@ FTS_MIGRATION: list[str] = [
 SCHEMA_VERSION = len(MIGRATIONS)
 # the version after the last migration that runs MASK_AGAIN: a vault below it was filled under older rules
 MASK_RULES_VERSION = max(i + 1 for i, migration in enumerate(MIGRATIONS) if MASK_AGAIN in migration)
+# the version after the migration that gave `usage` its shape (USAGE_TABLE)
+USAGE_TABLE_VERSION = next(i + 1 for i, migration in enumerate(MIGRATIONS) if _usage_slim in migration)
 PAGE_SIZE = 16384  # of new vaults (an existing vault keeps its own)
 
 
