@@ -41,12 +41,16 @@ not open questions, raised the questions' F1 of one coderabbit sub-agent only, s
 The permission-settings family has that weakness too (one labelled session has such
 calls) and is kept as a reading of what "unresolved" means, not as a tuned pattern.
 
-Labels: bench/labels/digest_sessions.json (see bench/digest_quality.py). Prints one JSON line:
+Labels: bench/labels/digest_sessions.json and digest_sessions_sealed2.json (see bench/digest_quality.py).
+sealed2 (11 sessions of public GitHub repositories, labelled blind, scored once on 2026-11-28) is a
+fold of leave-one-split-out, and each of its repositories a project fold of leave-one-project-out. Prints one JSON line:
 held-out and in-sample precision/recall (decisions, bugs, questions, unresolved) of main's rules and
 of the accepted families, per fold and in all, what each fold rejected, and the in-sample figures
 per split.
 
-Usage: python3 bench/digest_rules_cv.py
+Usage: python3 bench/digest_rules_cv.py [--sealed2 DIR]
+  --sealed2  the directory of sealed2's transcripts (default: $LCM_BENCH_SEALED2; none: those 11
+             sessions are skipped and the JSON says so)
 """
 from __future__ import annotations
 
@@ -79,7 +83,10 @@ BIG_PROJECTS = ("claude-code-log-sample", "coderabbit-review-helper", "danieldem
 
 
 def project_of(label: dict) -> str:
-    """The project a labelled session belongs to (a sub-agent's: its parent session's project)."""
+    """The project a labelled session belongs to (a sub-agent's: its parent session's project; a
+    sealed2 session's: its GitHub repository)."""
+    if "repository" in label:
+        return "github:" + label["repository"]
     name = label["transcript"].split("/")[0] if "transcript" in label else \
         next(digest_quality.DATA.glob(f"*/{label['session']}.jsonl")).parent.name
     return next((big for big in BIG_PROJECTS if big in name), "other")
@@ -101,24 +108,12 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as home:
         os.environ["LCM_HOME"] = home
         os.environ.pop("LCM_DB", None)
-        import lcm.capture.bulk
         import lcm.summary.extract
         import lcm.summary.worklog
-        import lcm.vault.db
         modules = {"extract": lcm.summary.extract, "worklog": lcm.summary.worklog}
         on = {name: getattr(modules[m], attr) for name, (m, attr) in FAMILIES.items()}
-        labels = json.loads(digest_quality.LABELS.read_text())["sessions"]
-        conn = lcm.vault.db.connect(str(Path(home) / "lcm.db"))
-        lcm.capture.bulk.ingest_paths(conn, [str(next(digest_quality.DATA.glob(f"*/{s['session']}.jsonl")))
-                                             for s in labels if "transcript" not in s])
-        where = {s["session"]: (conn, s["session"]) for s in labels if "transcript" not in s}
-        alone = [s for s in labels if "transcript" in s]
-        if alone:  # a sub-agent's transcript read as a session of its own, as digest_quality.py reads it
-            conn_alone = lcm.vault.db.connect(str(Path(home) / "alone.db"))
-            copies = {s["session"]: digest_quality.standalone(digest_quality.DATA / s["transcript"],
-                                                              Path(home) / "alone") for s in alone}
-            lcm.capture.bulk.ingest_paths(conn_alone, [path for path, _ in copies.values()])
-            where.update((name, (conn_alone, sid)) for name, (_, sid) in copies.items())
+        labels, skipped = digest_quality.load_labels(digest_quality.sealed2_dir(sys.argv[1:]))
+        where = digest_quality.open_sessions(home, labels)
         cache: dict = {}
 
         def counts(families: frozenset) -> dict:
@@ -159,6 +154,8 @@ def main() -> int:
         schemes = {"leave_one_project_out": {s["session"]: project_of(s) for s in labels},
                    "leave_one_split_out": {s["session"]: s["split"] for s in labels}}
         out: dict = {"sessions": len(labels), "families": list(FAMILIES)}
+        if skipped:
+            out["skipped"] = skipped
         for scheme, fold_of in schemes.items():
             main_t = {c: [0, 0, 0, 0] for c in CATEGORIES}
             rules_t = {c: [0, 0, 0, 0] for c in CATEGORIES}
