@@ -13,16 +13,23 @@ per category (decisions, bugs, questions, unresolved errors) and per split (tune
 were first adjusted while reading these; holdout: looked at once after that tuning, since then
 development data too; fresh: labelled before the rules of issue 33 were changed and never looked
 at while changing them; sealed: sub-agent transcripts labelled blind, without ever seeing the rules'
-output, and evaluated once on 2026-11-27 (figures in that session's note), development data since),
+output, and evaluated once on 2026-11-27 (figures in that session's note), development data since;
+sealed2: 11 sessions from public GitHub repositories, labelled blind in
+bench/labels/digest_sessions_sealed2.json, scored once on 2026-11-28, development data since),
 plus `dev` (tune and holdout together). Prints one JSON line.
+
+sealed2's transcripts are kept outside the repository (bench/labels/SOURCES_sealed2.md says where
+each comes from): name their directory with `--sealed2 DIR` or LCM_BENCH_SEALED2=DIR. Without it
+(or when a file is missing) those sessions are skipped and the JSON's `skipped` says so.
 
 A label with a `transcript` is a sub-agent's transcript read as a session of its own: a copy whose
 lines carry a session id of their own and no sidechain mark goes into a second vault (its lines are
 in the first one too when its parent session is labelled).
 
-Usage: python3 bench/digest_quality.py [--show] [--split tune,holdout]
-  --show   every printed line, marked hit or miss, on stderr
-  --split  only the sessions of these splits (comma-separated; default: all)
+Usage: python3 bench/digest_quality.py [--show] [--split tune,holdout] [--sealed2 DIR]
+  --show     every printed line, marked hit or miss, on stderr
+  --split    only the sessions of these splits (comma-separated; default: all)
+  --sealed2  the directory of sealed2's transcripts (default: $LCM_BENCH_SEALED2; none: skipped)
 """
 from __future__ import annotations
 
@@ -36,6 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 DATA = ROOT.parent / "shared" / "data" / "claude-projects"
 LABELS = Path(__file__).resolve().parent / "labels" / "digest_sessions.json"
+SEALED2_LABELS = Path(__file__).resolve().parent / "labels" / "digest_sessions_sealed2.json"
 # the work log's key for each labelled category
 PRINTED = {"decisions": "decisions", "bugs": "findings", "questions": "open_questions",
            "unresolved": "unresolved_errors"}
@@ -67,6 +75,52 @@ def standalone(path: Path, out: Path) -> tuple[str, str]:
     return str(out / f"{sid}.jsonl"), sid
 
 
+def sealed2_dir(args: list[str]) -> str:
+    """The directory of sealed2's transcripts: --sealed2 DIR, else $LCM_BENCH_SEALED2, else ""."""
+    if "--sealed2" in args and args.index("--sealed2") + 1 < len(args):
+        return args[args.index("--sealed2") + 1]
+    import os
+    return os.environ.get("LCM_BENCH_SEALED2", "")
+
+
+def load_labels(sealed2: str) -> tuple[list[dict], list[str]]:
+    """(labelled sessions whose transcripts are here, what was skipped and why). A sealed2 label's
+    `path` is its transcript under `sealed2`, read as the main-thread session it is."""
+    labels = json.loads(LABELS.read_text())["sessions"]
+    skipped = []
+    extra = json.loads(SEALED2_LABELS.read_text())["sessions"]
+    if not sealed2:
+        skipped.append(f"sealed2: {len(extra)} sessions (no --sealed2 DIR nor LCM_BENCH_SEALED2)")
+        return labels, skipped
+    for s in extra:
+        path = Path(sealed2) / s["transcript"]
+        if path.is_file():
+            labels.append({**{k: v for k, v in s.items() if k != "transcript"}, "path": str(path)})
+        else:
+            skipped.append(f"sealed2: {s['session']} ({path} is absent)")
+    return labels, skipped
+
+
+def open_sessions(home: str, labels: list[dict]) -> dict:
+    """session label -> (connection, session id): each labelled session imported into a vault under
+    `home` (a sub-agent's transcript as a session of its own, in a second vault)."""
+    import lcm.capture.bulk
+    import lcm.vault.db
+    conn = lcm.vault.db.connect(str(Path(home) / "lcm.db"))
+    mains = [s for s in labels if "transcript" not in s]
+    paths = [s.get("path") or str(next(DATA.glob(f"*/{s['session']}.jsonl"))) for s in mains]
+    if paths:
+        lcm.capture.bulk.ingest_paths(conn, paths)
+    where = {s["session"]: (conn, s["session"]) for s in mains}
+    alone = [s for s in labels if "transcript" in s]
+    if alone:
+        conn_alone = lcm.vault.db.connect(str(Path(home) / "alone.db"))
+        copies = {s["session"]: standalone(DATA / s["transcript"], Path(home) / "alone") for s in alone}
+        lcm.capture.bulk.ingest_paths(conn_alone, [path for path, _ in copies.values()])
+        where.update((name, (conn_alone, sid)) for name, (_, sid) in copies.items())
+    return where
+
+
 def matches(line: str, item: dict) -> bool:
     low = line.lower()
     return any(s.lower() in low for s in item["any"])
@@ -85,21 +139,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as home:
         os.environ["LCM_HOME"] = home
         os.environ.pop("LCM_DB", None)
-        import lcm.capture.bulk
         import lcm.summary.worklog
-        import lcm.vault.db
-        labels = [s for s in json.loads(LABELS.read_text())["sessions"] if wanted is None or s["split"] in wanted]
-        conn = lcm.vault.db.connect(str(Path(home) / "lcm.db"))
-        paths = [str(next(DATA.glob(f"*/{s['session']}.jsonl"))) for s in labels if "transcript" not in s]
-        if paths:
-            lcm.capture.bulk.ingest_paths(conn, paths)
-        where = {s["session"]: (conn, s["session"]) for s in labels if "transcript" not in s}
-        alone = [s for s in labels if "transcript" in s]
-        if alone:
-            conn_alone = lcm.vault.db.connect(str(Path(home) / "alone.db"))
-            copies = {s["session"]: standalone(DATA / s["transcript"], Path(home) / "alone") for s in alone}
-            lcm.capture.bulk.ingest_paths(conn_alone, [path for path, _ in copies.values()])
-            where.update((name, (conn_alone, sid)) for name, (_, sid) in copies.items())
+        labels, skipped = load_labels(sealed2_dir(args))
+        labels = [s for s in labels if wanted is None or s["split"] in wanted]
+        where = open_sessions(home, labels)
         totals: dict = {}
         for s in labels:
             log = lcm.summary.worklog.worklog(*where[s["session"]], request_limit=10_000)
@@ -122,6 +165,8 @@ def main() -> int:
                             sys.stderr.write(f"{s['split']:7} {s['session'][:8]} {category:10} LOST {it['text']}\n")
     out = {"sessions": {split: sum(s["split"] == split or split == "dev" and s["split"] in ("tune", "holdout")
                                    for s in labels) for split in totals}}
+    if skipped:
+        out["skipped"] = skipped
     for split, cats in totals.items():
         for category, t in cats.items():
             out[f"{split}_{category}"] = {

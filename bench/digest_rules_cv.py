@@ -6,7 +6,8 @@ says should be done or prefers; a call the permission settings stopped that neve
 report states under its recommended/approach/plan sections and under its root cause/problem sections
 or labels; a prompt written as a brief, whose lines are rules the work keeps; the headline and
 approach of a plan the person approved; the change the session's closing reply opens by saying it
-made, "I've added X to Y") can be switched off,
+made, "I've added X to Y"; a change said beside the successful call that made it, "Let me change the
+path to cyan" before an Edit, "Successfully moved the venv to /tmp" after `mv`) can be switched off,
 which gives back main's rules. A family is accepted on some sessions when, added
 alone to main's rules, it raises the sum of the per-category F1 (decisions, bugs, questions, unresolved) on
 them. Leave-one-project-out (6 folds: the five projects with most labelled sessions, the rest)
@@ -38,15 +39,34 @@ family passed), printed as the command, its key error line and the files, lowere
 F1 on every fold (1 of 11 such lines matched a label: labels name causes in words, not commands).
 The items of a list an offer leads into ("Would you like me to:" / "1. Add a test?") read as offers,
 not open questions, raised the questions' F1 of one coderabbit sub-agent only, so no held-out fold.
+Decisions stated as actions (issue 33, the blind sealed and sealed2 labels count "pin anchor-lang
+0.30.1", "move the venv to /tmp and symlink it back"): the change said beside the call that made it is
+accepted on every fold of both schemes. Two more were tried with it and dropped, each alone on top of
+main's families (held-out sum of F1, by project / by split, main's 2.014 / 1.873): the person's
+follow-up prompt as an imperative the session acted on ("try magenta instead", "save this as X";
+2.011 / 1.870: only the SWORDIntel sessions hold such prompts, so the fold that holds them never
+accepts it, and "Create a temporary project path" in tune is no labelled choice), and the items of
+a closing reply's list that open with a change made ("- Pinned ...", "Source Packages Added: ...";
+2.002 / 1.860: "Nested archives are loaded ...", "All Components Enabled" and the like are listed
+features, not choices). All three together gave 2.031 / 1.916, below the first alone (2.047 / 1.933). A second change per
+turn when its sentence sets an alternative aside ("Let me revert the <base> tag and instead add a
+script ...") changed one fresh session only (one more hit), so no held-out fold. The family's own
+shape (one change per turn, none for a worded or briefed turn, at least 6 words, at most 4 a
+session) was chosen reading the in-sample figures of all 52 sessions: the cross-validation judges
+the family as a whole, not those choices.
 The permission-settings family has that weakness too (one labelled session has such
 calls) and is kept as a reading of what "unresolved" means, not as a tuned pattern.
 
-Labels: bench/labels/digest_sessions.json (see bench/digest_quality.py). Prints one JSON line:
+Labels: bench/labels/digest_sessions.json and digest_sessions_sealed2.json (see bench/digest_quality.py).
+sealed2 (11 sessions of public GitHub repositories, labelled blind, scored once on 2026-11-28) is a
+fold of leave-one-split-out, and each of its repositories a project fold of leave-one-project-out. Prints one JSON line:
 held-out and in-sample precision/recall (decisions, bugs, questions, unresolved) of main's rules and
 of the accepted families, per fold and in all, what each fold rejected, and the in-sample figures
 per split.
 
-Usage: python3 bench/digest_rules_cv.py
+Usage: python3 bench/digest_rules_cv.py [--sealed2 DIR]
+  --sealed2  the directory of sealed2's transcripts (default: $LCM_BENCH_SEALED2; none: those 11
+             sessions are skipped and the JSON says so)
 """
 from __future__ import annotations
 
@@ -72,6 +92,7 @@ FAMILIES = {
     "decision: a brief states no choice": ("extract", "BRIEF_STATES_NO_CHOICE"),
     "decision: an approved plan": ("worklog", "APPROVED_PLAN"),
     "decision: the change a closing reply says it made": ("extract", "CLOSING_CHANGE"),
+    "decision: a change said beside the call that made it": ("extract", "ACTION_SAID"),
 }
 CATEGORIES = ("decisions", "bugs", "questions", "unresolved")
 BIG_PROJECTS = ("claude-code-log-sample", "coderabbit-review-helper", "danieldemmel-me-next", "experiments-worktrees",
@@ -79,7 +100,10 @@ BIG_PROJECTS = ("claude-code-log-sample", "coderabbit-review-helper", "danieldem
 
 
 def project_of(label: dict) -> str:
-    """The project a labelled session belongs to (a sub-agent's: its parent session's project)."""
+    """The project a labelled session belongs to (a sub-agent's: its parent session's project; a
+    sealed2 session's: its GitHub repository)."""
+    if "repository" in label:
+        return "github:" + label["repository"]
     name = label["transcript"].split("/")[0] if "transcript" in label else \
         next(digest_quality.DATA.glob(f"*/{label['session']}.jsonl")).parent.name
     return next((big for big in BIG_PROJECTS if big in name), "other")
@@ -101,24 +125,12 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as home:
         os.environ["LCM_HOME"] = home
         os.environ.pop("LCM_DB", None)
-        import lcm.capture.bulk
         import lcm.summary.extract
         import lcm.summary.worklog
-        import lcm.vault.db
         modules = {"extract": lcm.summary.extract, "worklog": lcm.summary.worklog}
         on = {name: getattr(modules[m], attr) for name, (m, attr) in FAMILIES.items()}
-        labels = json.loads(digest_quality.LABELS.read_text())["sessions"]
-        conn = lcm.vault.db.connect(str(Path(home) / "lcm.db"))
-        lcm.capture.bulk.ingest_paths(conn, [str(next(digest_quality.DATA.glob(f"*/{s['session']}.jsonl")))
-                                             for s in labels if "transcript" not in s])
-        where = {s["session"]: (conn, s["session"]) for s in labels if "transcript" not in s}
-        alone = [s for s in labels if "transcript" in s]
-        if alone:  # a sub-agent's transcript read as a session of its own, as digest_quality.py reads it
-            conn_alone = lcm.vault.db.connect(str(Path(home) / "alone.db"))
-            copies = {s["session"]: digest_quality.standalone(digest_quality.DATA / s["transcript"],
-                                                              Path(home) / "alone") for s in alone}
-            lcm.capture.bulk.ingest_paths(conn_alone, [path for path, _ in copies.values()])
-            where.update((name, (conn_alone, sid)) for name, (_, sid) in copies.items())
+        labels, skipped = digest_quality.load_labels(digest_quality.sealed2_dir(sys.argv[1:]))
+        where = digest_quality.open_sessions(home, labels)
         cache: dict = {}
 
         def counts(families: frozenset) -> dict:
@@ -159,6 +171,8 @@ def main() -> int:
         schemes = {"leave_one_project_out": {s["session"]: project_of(s) for s in labels},
                    "leave_one_split_out": {s["session"]: s["split"] for s in labels}}
         out: dict = {"sessions": len(labels), "families": list(FAMILIES)}
+        if skipped:
+            out["skipped"] = skipped
         for scheme, fold_of in schemes.items():
             main_t = {c: [0, 0, 0, 0] for c in CATEGORIES}
             rules_t = {c: [0, 0, 0, 0] for c in CATEGORIES}

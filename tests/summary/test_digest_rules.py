@@ -288,3 +288,131 @@ def test_what_a_closing_reply_says_it_looked_at_is_no_decision(tmp_path, vault):
         t.user("why is the docs build slow?")
         t.assistant_text("I've checked the build log: most time goes to image resizing.")
     assert _worklog(tmp_path, build)["decisions"] == []
+
+
+# A choice is often stated as the action itself: the sentence that announces a change right before
+# the call that makes it, or reports it after, is read where the call changed something and worked
+ANNOUNCED = [
+    "Let me change the heading colour to teal, which reads better on the dark theme.",
+    "I'll grow the scratch tmpfs to 20G instead of resizing the root overlay.",
+    "However, I'll pin the parser to 2.4.1 so the lock file stays reproducible:",
+]
+NOT_ANNOUNCED = [
+    "Let me check the disk usage first.",           # looking is narration
+    "Now I'll read the config to see what it sets.",
+    "Now let me commit.",                           # says only that a change comes
+    "I'll help you free some space on the root filesystem.",
+    "If it fails, I'll roll back the mount.",       # a condition
+    "Should I pin the parser to 2.4.1?",
+]
+REPORTED = [
+    "The heading colour has been changed from navy to teal.",
+    "Your prompt is now bright magenta, which stands out against the green.",
+    "Successfully moved the 3G cache to /scratch/cache and created a symlink.",
+]
+NOT_REPORTED = [
+    "Done. All tests pass.",
+    "The plan is ready for review.",
+    "I checked the logs and nothing else changed.",
+    "All browser tests are now passing.",
+]
+
+
+@pytest.mark.parametrize("sentence", ANNOUNCED)
+def test_a_change_announced_before_it_is_made_is_stated(sentence):
+    assert lcm.summary.extract.stated_change(sentence, before=True) == sentence.rstrip(":")
+
+
+@pytest.mark.parametrize("sentence", NOT_ANNOUNCED)
+def test_narration_a_condition_or_a_question_announces_no_change(sentence):
+    assert lcm.summary.extract.stated_change(sentence, before=True) == ""
+
+
+@pytest.mark.parametrize("sentence", REPORTED)
+def test_a_change_reported_after_it_was_made_is_stated(sentence):
+    assert lcm.summary.extract.stated_change(sentence, before=False) == sentence
+
+
+@pytest.mark.parametrize("sentence", NOT_REPORTED)
+def test_a_status_line_or_what_was_looked_at_reports_no_change(sentence):
+    assert lcm.summary.extract.stated_change(sentence, before=False) == ""
+
+
+def test_the_most_specific_sentence_about_a_change_is_the_one_kept():
+    text = ("I'll make the prompt easier to read on your terminal. "
+            "I'll set the path segment to `\\033[01;35m` instead of the dark blue.")
+    assert lcm.summary.extract.stated_change(text, before=True) == \
+        "I'll set the path segment to `\\033[01;35m` instead of the dark blue."
+
+
+def test_changes_stated_beside_the_calls_that_made_them_are_decisions(tmp_path, vault):
+    def build(t):
+        t.user("the root filesystem is full, give me 5G more somewhere in RAM")
+        t.assistant_text("Let me check the disk usage first.")
+        df = t.tool_use("Bash", {"command": "df -h"})
+        t.tool_result(df, "tmpfs  15G  1G  14G  7% /scratch")
+        t.assistant_text("I'll grow the scratch tmpfs to 20G instead of resizing the root overlay.")
+        mount = t.tool_use("Bash", {"command": "sudo mount -o remount,size=20G /scratch"})
+        t.tool_result(mount, "")
+        t.user("move the build cache there and link it back")
+        move = t.tool_use("Bash", {"command": "mv ~/.cache/build /scratch/cache"})
+        t.tool_result(move, "")
+        link = t.tool_use("Bash", {"command": "ln -s /scratch/cache ~/.cache/build"})
+        t.tool_result(link, "")
+        t.assistant_text("Successfully moved the 3G build cache to /scratch/cache and created a symlink. Done.")
+    log = _worklog(tmp_path, build)
+    assert log["decisions"] == [
+        "I'll grow the scratch tmpfs to 20G instead of resizing the root overlay.",
+        "Successfully moved the 3G build cache to /scratch/cache and created a symlink."]
+
+
+def test_a_change_that_failed_or_only_narration_around_a_change_is_no_decision(tmp_path, vault):
+    def build(t):
+        t.user("add the mirror to the sources list")
+        t.assistant_text("I'll write the new mirror into /etc/apt/sources.list.d/mirror.sources directly.")
+        copy = t.tool_use("Bash", {"command": "sudo cp /tmp/mirror.sources /etc/apt/sources.list.d/"})
+        t.tool_result(copy, "cp: cannot create regular file: Permission denied", is_error=True)
+        t.user("ok commit what we have")
+        t.assistant_text("Now let me commit.")
+        commit = t.tool_use("Bash", {"command": "git commit -am 'wip'"})
+        t.tool_result(commit, "[main 1a2b3c4] wip")
+        t.assistant_text("Done. All tests pass.")
+    assert _worklog(tmp_path, build)["decisions"] == []
+
+
+def test_one_change_per_turn_none_where_the_turn_worded_its_choice_or_carries_out_a_brief(tmp_path, vault):
+    def build(t):
+        t.user("tidy the styles")
+        for colour in ("teal", "olive", "maroon"):
+            t.assistant_text(f"Let me change the {colour} border to a thinner 1px line.")
+            edit = t.tool_use("Edit", {"file_path": "/home/user/proj/site.css", "old_string": colour,
+                                       "new_string": colour + " 1px"})
+            t.tool_result(edit, "The file has been updated.")
+        t.user("and the fonts")
+        t.assistant_text("We'll switch to the system font stack instead of the web font.")
+        edit = t.tool_use("Edit", {"file_path": "/home/user/proj/site.css", "old_string": "a", "new_string": "b"})
+        t.tool_result(edit, "The file has been updated.")
+        t.assistant_text("Now I'll also shrink the heading sizes by two points each.")
+        edit = t.tool_use("Edit", {"file_path": "/home/user/proj/site.css", "old_string": "c", "new_string": "d"})
+        t.tool_result(edit, "The file has been updated.")
+        t.user("## Your task\nWrite the changelog.\n\n## Constraints\n- Keep it short.")
+        t.assistant_text("I'll write the changelog entry under the 2.1 heading.")
+        write = t.tool_use("Write", {"file_path": "/home/user/proj/CHANGELOG.md", "content": "## 2.1"})
+        t.tool_result(write, "File created successfully")
+    log = _worklog(tmp_path, build)
+    assert log["decisions"] == ["We'll switch to the system font stack instead of the web font.",
+                                "Let me change the teal border to a thinner 1px line."]
+
+
+def test_changes_read_from_actions_keep_the_list_short_and_leave_worded_choices_first(tmp_path, vault):
+    def build(t):
+        for n in range(10):
+            t.user(f"next step {n}")
+            t.assistant_text(f"I'll rename the module helper_{n}.py to tools/util_{n}.py for the new layout.")
+            move = t.tool_use("Bash", {"command": f"git mv helper_{n}.py tools/util_{n}.py"})
+            t.tool_result(move, "")
+        t.user("We should keep the old module names as aliases.")
+    decisions = _worklog(tmp_path, build)["decisions"]
+    assert decisions[0] == "(user) We should keep the old module names as aliases."
+    assert len(decisions) == 1 + lcm.summary.worklog.ACTION_CAP
+    assert all(d.startswith("I'll rename the module") for d in decisions[1:])

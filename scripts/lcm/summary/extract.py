@@ -320,6 +320,57 @@ def closing_change(text: str) -> list[str]:
     return [first] if DONE_CHANGE.match(first) and not first.rstrip().endswith(("?", ":")) else []
 
 
+# A choice stated as the action itself ("pin anchor-lang 0.30.1", "moved the venv to /tmp and
+# symlinked it"): read only where the session shows the action taken (lcm.summary.worklog ties
+# these to a call that changed something and succeeded). Verbs that only look are narration.
+LOOK_VERBS = (r"(?:help|check|look|read|verify|see|run|test|search|find|examine|explore|investigate|start|begin|gather|"
+              r"review|inspect|confirm|try|need|be|have|get|first|analy[sz]e|understand|take|dig|figure|reload|restart|"
+              r"show|list|summari[sz]e|explain|provide|give|tell|report|wait|continue|proceed|also|now|just|then|"
+              r"identif(?:y|ied)|found|checked|looked|reviewed|read|verified|tested|ran|confirmed|completed|finished|"
+              r"done|been|got|seen|noticed|traced|searched|explored|examined|gathered|learned|make sure|made sure|saw|used to|"
+              r"execute|handle|tackle|work|go ahead|do|commit)\b")
+# the verbs of a change made, as a reply reports it ("Successfully moved ...", "Pinned ...")
+CHANGED = (r"(?:added|removed|replaced|pinned|changed|updated|moved|renamed|deleted|enabled|disabled|switched|converted|"
+           r"upgraded|downgraded|installed|configured|bumped|extracted|merged|reverted|restored|wrapped|rewr(?:ote|itten)|"
+           r"simplified|expanded|increased|reduced|raised|lowered|limited|capped|set|made|used|dropped|kept|split|"
+           r"combined|linked|symlinked|mounted|remounted|created|wrote|saved|copied|committed|pushed|fixed)\b")
+# the assistant announcing the change it is about to make: "I'll enhance it by adding source
+# packages", "Let me change it to cyan", "Now I'll write the polished README" (not "Let me check")
+ANNOUNCED_CHANGE = re.compile(r"^\W*(?:(?:now|next|then|first|so|however|instead|ok(?:ay)?|great|perfect|got it)[,!.]?\s+)?"
+                              r"(?:i'll|i will|i'm going to|we'll|we will|let me|let's)\s+(?:now\s+|also\s+|then\s+|just\s+)?"
+                              r"(?:\w+ly\s+)?(?!" + LOOK_VERBS + r")(?!\w+ly\b)[a-z]+\b", re.I)
+# ... and reporting the change it made: "The path has been changed from dark blue to cyan", "Your
+# path is now bright magenta", "Successfully moved the venv to /tmp", "I've pinned anchor-lang"
+REPORTED_CHANGE = re.compile(r"\b(?:has|have|had) been (?:successfully |now |also )?(?!" + LOOK_VERBS + r")[a-z]+(?:ed|en|t)\b|"
+                             r"\b(?:is|are) now (?!(?:ready|done|complete|available|working|running|able|passing|green|fixed|in place)\b)|"
+                             r"^\W*(?:(?:perfect|done|great|excellent|ok(?:ay)?)[!.,]?\s+)?(?:i(?:'ve| have) |we(?:'ve| have) )?"
+                             r"(?:successfully |now |also )?" + CHANGED + r"(?! (?:with|by)\b)", re.I)
+# what makes one sentence about a change more specific than another: a name, a path, a number, a
+# version, an alternative set aside
+SPECIFIC = re.compile(r"`[^`]+`|\d|/\w|\w\.\w|\binstead\b|\brather than\b", re.I)
+MIN_WORDS = 6  # "Let me fix this", "Now let me commit." say no more than that a change comes
+ACTION_SAID = True  # a switch for bench/digest_rules_cv.py
+
+
+def _plain_change(sentence: str) -> bool:
+    """No question, condition, option, apology or status line."""
+    core = sentence.rstrip().rstrip(":").rstrip()
+    return len(core) > 12 and not core.endswith("?") and not NOT_A_DECISION.search(core) \
+        and not STATUS_LINE.match(core) and not CONDITION.match(core) and not TENTATIVE.match(core)
+
+
+def stated_change(text: str, *, before: bool) -> str:
+    """The sentence of a reply that announces (`before` a call that changed something) or reports
+    (after it) the change, the most specific one; "" when it only narrates ("Let me check ...")."""
+    pattern = ANNOUNCED_CHANGE if before else REPORTED_CHANGE
+    found = [s for s in sentences(text, ("i'll ", "let me ", "let's ", " now ", " been ", "ed ")) if
+             (pattern.search(s) if not before else pattern.match(s)) and _plain_change(s)
+             and len(s.split()) >= MIN_WORDS]
+    if not found:
+        return ""
+    return max(found, key=lambda s: (len(SPECIFIC.findall(s)), -found.index(s))).rstrip().rstrip(":")
+
+
 def is_brief(text: str) -> bool:
     """A prompt written as a brief (two or more markdown headings or bold labels: "## Your task",
     "**Constraints:**"), as a person or an orchestrator hands work to a sub-agent: its lines are

@@ -1,9 +1,11 @@
 """What happened in a session, read back from the vault's original transcript lines.
 
 Checkpoint and resume share this extractor: files created and edited, commands run and which
-failed, the latest todo list, errors not fixed later, the user's latest requests and the
-sentences that state a choice. Everything comes from `messages.raw` (the verbatim JSONL line),
-so it sees tool inputs and `is_error` flags that the flat searchable text loses.
+failed, the latest todo list, errors not fixed later, the user's latest requests, the sentences
+that state a choice and, for a turn that states none in words, the sentence that announces or
+reports a change a successful call made (actions_chosen). Everything comes from `messages.raw`
+(the verbatim JSONL line), so it sees tool inputs and `is_error` flags that the flat searchable
+text loses.
 
 Stdlib only; no model calls.
 """
@@ -38,6 +40,7 @@ NOT_ALLOWED = re.compile(r"\brequires approval\b|\bwas blocked\. For security\b|
 DENIED_IS_UNRESOLVED = True
 # a plan the person approved (ExitPlanMode that did not fail): its headline and approach are decisions
 APPROVED_PLAN = True
+DECISIONS_SHOWN = 8  # a digest is read by a person: the newest worded choices, then those read from actions
 KEEP = 50  # newest commands / errors kept in the returned lists
 
 
@@ -99,6 +102,10 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
     tasks: dict[str, dict] = {}      # TaskCreate/TaskUpdate lists, keyed by task id
     count = last_id = 0
     last_words: list[str] = []       # the assistant's text after the latest request
+    timeline: list[tuple] = []       # ("said", text) and ("call", call) of the main thread, in order,
+                                     # ("asked", request text) between turns
+    worded: set[int] = set()         # turns (1 = the first request's) whose choice was stated in words
+    worded_before = 0
     reply = ""                       # the assistant's latest text: the report, when the turn ends on it
     for row in conn.execute(sql + " ORDER BY seq", params):
         count += 1
@@ -116,7 +123,11 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
             findings += wrong
             reply = ""
         if text:
+            if len(decisions) > worded_before:  # the turn that ends here stated its choice in words
+                worded.add(len(requests))
             requests.append({"uuid": row["uuid"], "at": entry.get("timestamp"), "text": text})
+            timeline.append(("asked", text))
+            worded_before = len(decisions)
             if not lcm.summary.extract.is_brief(text):  # a brief's lines are rules the work keeps
                 decisions += [f"(user) {s}" for s in lcm.summary.extract.sentences(
                     text, lcm.summary.extract.PERSON_HINTS) if lcm.summary.extract.is_person_choice(s)]
@@ -127,6 +138,7 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
                 # the one rule of lcm.summary.extract: a stated choice, not narration, an option or a question
                 said = str(block.get("text", ""))
                 last_words.append(said)
+                timeline.append(("said", said))
                 reply = said
                 told = lcm.summary.extract.sentences(said)
                 decisions += [s for s in told if lcm.summary.extract.is_choice(s)]
@@ -139,6 +151,8 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
                         "sidechain": bool(entry.get("isSidechain")), "status": "pending"}
                 calls[str(block.get("id"))] = call
                 order.append(call)
+                if not call["sidechain"]:
+                    timeline.append(("call", call))
                 if call["name"] == "TodoWrite" and isinstance(tool_input.get("todos"), list):
                     todos = tool_input["todos"]
             elif kind == "tool_result" and str(block.get("tool_use_id")) in calls:
@@ -172,10 +186,86 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
         chosen, wrong = lcm.summary.extract.report_parts(reply)
         decisions += lcm.summary.extract.closing_change(reply) + chosen
         findings += wrong
+    if len(decisions) > worded_before:
+        worded.add(len(requests))
     log = _summarise(order, requests, decisions, todos, tasks, count, last_id, request_limit)
+    # the choices read from actions fill what room the worded ones leave (these are surer)
+    room = DECISIONS_SHOWN - len(log["decisions"])
+    log["decisions"] += [d for d in _dedupe([_first_line(a) for a in actions_chosen(timeline, worded)])
+                         if d not in log["decisions"]][:max(room, 0)]
     log["findings"] = _dedupe([_first_line(f) for f in findings])[-8:]
     log["open_questions"] = open_questions(last_words)
     return log
+
+
+# shell commands that change something (after sudo, env and the like: lcm.summary.worklog.command_families)
+CHANGING_PROGRAMS = {"cp", "mv", "ln", "mount", "umount", "rm", "rmdir", "chmod", "chown", "tee", "install", "rsync",
+                     "systemctl", "truncate", "patch"}
+CHANGING_ACTIONS = {"git": {"commit", "push", "checkout", "switch", "merge", "rebase", "reset", "revert", "tag", "mv",
+                            "rm", "cherry-pick", "restore"},
+                    **{pm: {"install", "i", "add", "remove", "uninstall", "update", "upgrade"}
+                       for pm in ("npm", "pnpm", "yarn", "bun", "pip", "pip3", "uv", "cargo", "apt", "apt-get", "brew",
+                                  "poetry", "go")}}
+ACTION_CAP = 4  # at most this many changes read from the actions (the most specific), so the list stays short
+
+
+def changed_state(call: dict) -> bool:
+    """A call that changed something and succeeded: a file edited or written, or a shell command
+    that copies, moves, links, mounts, installs or commits."""
+    if call["status"] != "ok":
+        return False
+    if call["name"] in FILE_TOOLS:
+        return True
+    if call["name"] != "Bash":
+        return False
+    for family in command_families(call["key"]):
+        program, _, action = family.partition(" ")
+        if program in CHANGING_PROGRAMS or action in CHANGING_ACTIONS.get(program, ()):
+            return True
+    return False
+
+
+def actions_chosen(timeline: list[tuple], worded: set = frozenset()) -> list[str]:
+    """Choices stated as actions, where the session shows the action taken ("Let me change the
+    path to cyan", "Successfully moved the venv to /tmp and created a symlink"): for a call that
+    changed something and succeeded, the sentence the reply right before it announces the change
+    with, else the one a reply after it (before the next such call) reports it with
+    (lcm.summary.extract.stated_change). One per turn, the turn's first; none for a turn that
+    already stated its choice in words (`worded`: turn numbers, 1 = the first request's) or that
+    carries out a brief; at most ACTION_CAP per session, the most specific."""
+    if not lcm.summary.extract.ACTION_SAID:
+        return []
+    out: list[tuple[int, str]] = []   # (specificity, line), in order
+    used: set[int] = set()            # timeline indexes of the texts already read
+    asked, turn, briefed, done = -1, 0, False, False
+    for i, (kind, item) in enumerate(timeline):
+        if kind == "asked":
+            asked, turn, done = i, turn + 1, False
+            briefed = lcm.summary.extract.is_brief(item)
+            continue
+        if kind != "call" or done or briefed or turn in worded or not changed_state(item):
+            continue
+        line = ""
+        for j in range(i - 1, asked, -1):  # the text that announced it, in this turn
+            if timeline[j][0] == "said":
+                if j not in used:
+                    used.add(j)
+                    line = lcm.summary.extract.stated_change(timeline[j][1], before=True)
+                break
+        for j in range(i + 1, len(timeline)) if not line else ():  # the text that reports it
+            kind_j, item_j = timeline[j]
+            if kind_j == "asked" or kind_j == "call" and changed_state(item_j):
+                break
+            if kind_j == "said" and j not in used:
+                line = lcm.summary.extract.stated_change(item_j, before=False)
+                if line:
+                    used.add(j)
+                    break
+        if line:
+            out.append((len(lcm.summary.extract.SPECIFIC.findall(line)), line))
+            done = True
+    kept = sorted(range(len(out)), key=lambda n: -out[n][0])[:ACTION_CAP]
+    return [out[n][1] for n in sorted(kept)]
 
 
 # an offer ("Would you like me to ...?") waits for nobody: the work is done either way
@@ -234,7 +324,7 @@ def _summarise(order, requests, decisions, todos, tasks, count, last_id, request
         "last_message_id": last_id or None,
         "user_requests": requests[-request_limit:],
         "request_count": len(requests),
-        "decisions": _dedupe([_first_line(d) for d in decisions])[-8:],
+        "decisions": _dedupe([_first_line(d) for d in decisions])[-DECISIONS_SHOWN:],
         "files_created": created,
         "files_edited": edited,
         "command_count": len(commands),
