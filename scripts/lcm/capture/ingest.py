@@ -34,6 +34,7 @@ STAGE_MIN_ROWS = 32  # smaller batches (a hook's new turn) insert directly
 # a bulk import's stage file has these too (lcm.capture.bulk._parse_group): `plain`, the text of a
 # row whose `content` is compressed (what the full-text index takes); `stub`, block_no and
 # block_pos, where its line sits among the stage's blocks (lcm_stage.stage_blocks), when packed
+# (its `raw` is then the stub: the line is in the block only)
 STAGE_COLUMNS = MESSAGE_COLUMNS + ", plain, stub, block_no, block_pos"
 
 UPSERT_SESSION = """INSERT INTO sessions (session_id, project, title, transcript_path, model, first_at, last_at)
@@ -219,9 +220,17 @@ def _pack_accepted(conn, where: str, last: int) -> None:
     import lcm.vault.pack
     import lcm.vault.store
     lines: dict = {}
-    for uuid, raw, path in conn.execute(f"SELECT uuid, raw, transcript_path FROM lcm_stage.ingest_stage"
-                                        f" WHERE {where} ORDER BY rowid"):
-        lines.setdefault(uuid, (raw, path))  # a uuid staged twice is stored as first staged
+    blocks_: dict = {}  # a stage block's lines: the stage keeps a packed line there only
+    for uuid, raw, path, no, pos in conn.execute(f"SELECT uuid, raw, transcript_path, block_no, block_pos"
+                                                 f" FROM lcm_stage.ingest_stage WHERE {where} ORDER BY rowid"):
+        if uuid in lines:
+            continue  # a uuid staged twice is stored as first staged
+        if no is not None:
+            if no not in blocks_:
+                blocks_[no] = lcm.vault.store.decode_block(conn.execute(
+                    "SELECT data FROM lcm_stage.stage_blocks WHERE no = ?", (no,)).fetchone()[0])
+            raw = blocks_[no][pos]
+        lines[uuid] = (raw, path)
     open_: dict = {}
     blocks: list = []
     for mid, uuid, sid in conn.execute("SELECT id, uuid, session_id FROM main.messages"
