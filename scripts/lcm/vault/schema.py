@@ -236,6 +236,12 @@ def _usage_rollup_triggers(conn: sqlite3.Connection) -> None:
     replaces them (_usage_slim)."""
     def add(row: str, sign: str) -> str:
         return _rollup_add(_usage_key(f"{row}.at", f"{row}.session_id", f"{row}.model"), row, sign)
+    _rollup_triggers(conn, add)
+
+
+def _rollup_triggers(conn: sqlite3.Connection, add) -> None:
+    """usage_rollup's three triggers on `usage`; add(row, sign): the SQL that adds (sign 1) or
+    takes (-1) the share of the row named `row` (new or old)."""
     conn.execute(f"CREATE TRIGGER IF NOT EXISTS usage_rollup_ai AFTER INSERT ON usage WHEN new.counted = 1 BEGIN {add('new', '1')} END")
     conn.execute(f"CREATE TRIGGER IF NOT EXISTS usage_rollup_ad AFTER DELETE ON usage WHEN old.counted = 1 BEGIN {add('old', '-1')}"
                  " UPDATE usage SET counted = 1 WHERE message_id = (SELECT min(message_id) FROM usage"
@@ -311,12 +317,7 @@ def _usage_slim(conn: sqlite3.Connection) -> None:
 
     def add(row: str, sign: str) -> str:
         return _rollup_add(usage_key(row), row, sign, f"FROM messages m WHERE m.id = {row}.message_id")
-    conn.execute(f"CREATE TRIGGER IF NOT EXISTS usage_rollup_ai AFTER INSERT ON usage WHEN new.counted = 1 BEGIN {add('new', '1')} END")
-    conn.execute(f"CREATE TRIGGER IF NOT EXISTS usage_rollup_ad AFTER DELETE ON usage WHEN old.counted = 1 BEGIN {add('old', '-1')}"
-                 " UPDATE usage SET counted = 1 WHERE message_id = (SELECT min(message_id) FROM usage"
-                 " WHERE response = old.response) AND old.response IS NOT NULL; END")
-    conn.execute("CREATE TRIGGER IF NOT EXISTS usage_rollup_au AFTER UPDATE OF counted ON usage WHEN new.counted != old.counted"
-                 f" BEGIN {add('new', '2 * new.counted - 1')} END")
+    _rollup_triggers(conn, add)
     conn.execute("DELETE FROM usage_rollup")
     _usage_rollup_sums(conn)
 
