@@ -417,20 +417,9 @@ def _pack_batch(db, batch, start: int) -> list[tuple]:
     blocks (lcm.vault.store's format, by session, at most lcm.vault.pack.BLOCK_BYTES each), so
     the first import leaves no line plain and no packing to do. Returns each row's (stub,
     block_no, block_pos)."""
-    open_: dict = {}
-    blocks = []
-    for j, row in enumerate(batch.rows):
-        line = lcm.vault.store.as_bytes(row[16])
-        block = open_.get(row[1])
-        if block is not None and block[1] + len(line) > lcm.vault.pack.BLOCK_BYTES:
-            blocks.append(open_.pop(row[1])[0])
-            block = None
-        if block is None:
-            block = open_[row[1]] = [[], 0]
-        block[0].append((start + j + 1, line))
-        block[1] += len(line)
-    blocks += [b[0] for b in open_.values()]
-    blocks.sort(key=lambda b: b[0][0])
+    lines = [lcm.vault.store.as_bytes(row[16]) for row in batch.rows]
+    blocks = lcm.vault.pack.cut_blocks((row[1], len(line), (start + j + 1, line))
+                                       for j, (row, line) in enumerate(zip(batch.rows, lines)))
     first_no = (db.execute("SELECT coalesce(max(no), 0) FROM stage_blocks").fetchone()[0]) + 1
     places: list = [None] * len(batch.rows)
     for no, members in enumerate(blocks, first_no):

@@ -231,22 +231,10 @@ def _pack_accepted(conn, where: str, last: int) -> None:
                     "SELECT data FROM lcm_stage.stage_blocks WHERE no = ?", (no,)).fetchone()[0])
             raw = blocks_[no][pos]
         lines[uuid] = (raw, path)
-    open_: dict = {}
-    blocks: list = []
-    for mid, uuid, sid in conn.execute("SELECT id, uuid, session_id FROM main.messages"
-                                       " WHERE id > ? AND block_id IS NOT NULL ORDER BY id", (last,)).fetchall():
-        raw, path = lines[uuid]
-        size = len(raw)
-        block = open_.get((path, sid))
-        if block is not None and block[1] + size > lcm.vault.pack.BLOCK_BYTES:
-            blocks.append(open_.pop((path, sid))[0])
-            block = None
-        if block is None:
-            block = open_[(path, sid)] = [[], 0]
-        block[0].append((mid, sid, path, raw))
-        block[1] += size
-    blocks += [b[0] for b in open_.values()]
-    for rows in sorted(blocks, key=lambda b: b[0][0]):
+    stored = conn.execute("SELECT id, uuid, session_id FROM main.messages WHERE id > ? AND block_id IS NOT NULL"
+                          " ORDER BY id", (last,)).fetchall()
+    for rows in lcm.vault.pack.cut_blocks(((path, sid), len(raw), (mid, sid, path, raw))
+                                          for mid, uuid, sid in stored for raw, path in (lines[uuid],)):
         lcm.vault.store.pack_rows(conn, rows)
 
 

@@ -28,6 +28,25 @@ DUE_LINES = 1024  # plain lines in the vault before a Stop hook starts packing (
 CONVERT_LINES = 4 * DUE_LINES  # more plain lines than this: lcm_doctor.py says to run --pack --all
 
 
+def cut_blocks(items) -> list[list]:
+    """Items (key, size, value), in order, cut into blocks: lists of the values of one key (a
+    file's session), in order, each of at most BLOCK_BYTES or one larger item; the blocks in the
+    order of their first items. (What a bulk import packs at once: `_blocks` below streams.)"""
+    open_: dict = {}
+    done: list = []
+    for n, (key, size, value) in enumerate(items):
+        block = open_.get(key)
+        if block is not None and block[1] + size > BLOCK_BYTES:
+            done.append(open_.pop(key))
+            block = None
+        if block is None:
+            block = open_[key] = [n, 0, []]  # its first item's place, its bytes, its values
+        block[1] += size
+        block[2].append(value)
+    done += open_.values()
+    return [block[2] for block in sorted(done, key=lambda block: block[0])]
+
+
 def due(conn) -> bool:
     """Whether enough lines are plain, or rows of text uncompressed, to start a packing run (an
     index count and two lookups, microseconds)."""

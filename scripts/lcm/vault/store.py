@@ -69,7 +69,7 @@ PLAIN_INDEX = "CREATE INDEX IF NOT EXISTS messages_plain ON messages(block_id) W
 LEVEL = 5  # zlib level: lines pack to 0.276 of their bytes at ~57 MB/s at 4; 0.266 at ~38 at 5, 0.256 at ~22 at 6
 #            (bench corpus, one core): the first import compresses ~1 GB of lines per 300,000 messages in
 #            its parser processes; 6 made it 1.25x slower. A restored block is packed at the level that
-#            gives back the damaged block's size (blocks of older vaults are at 4), so it comes back as
+#            gives back the damaged block's size (older vaults packed at 6, then 4), so it comes back as
 #            the very bytes it was
 
 
