@@ -661,3 +661,46 @@ def truncate(source: str, span: str, budget_tokens: int) -> str:
         return source[:budget]
     return header + source[:room] + footer
 
+
+
+# A dependency written into a manifest is a choice of library and version ("pin anchor-lang 0.30.1"),
+# though no sentence says so: read from the file's new text, only the names and versions it adds.
+MANIFEST = re.compile(r"(?:^|[/\\])(?:package\.json|Cargo\.toml|pyproject\.toml|requirements[\w.-]*\.txt|go\.mod|"
+                      r"Gemfile)$")
+VERSION = r"[\^~>=<]*v?\d[\w.+-]*"
+DEPENDENCY_LINE = (re.compile(r'^\s*"((?:@[\w.-]+/)?[\w.-]+)"\s*:\s*"(' + VERSION + ')"'),  # package.json
+                   re.compile(r'^\s*([\w-]+)\s*=\s*(?:\{[^}]*?version\s*=\s*)?"(' + VERSION + ')"'),  # toml tables
+                   re.compile(r'^\s*"?([A-Za-z][\w.-]*)(?:\[[\w,]+\])?\s*(?:==|>=|~=)\s*(\d[\w.]*)'),  # pip
+                   re.compile(r'^\s*(?:require\s+)?([\w.-]+\.[a-z]{2,}/[\w./-]+)\s+(v\d[\w.+-]*)'),  # go.mod
+                   re.compile(r"""^\s*gem\s+['"]([\w.-]+)['"]\s*,\s*['"](""" + VERSION + ")"))  # Gemfile
+# keys of a manifest that look like a dependency and are not one
+NOT_DEPENDENCY = {"name", "version", "edition", "resolver", "rust-version", "description", "license", "python",
+                  "requires-python", "node", "npm", "main", "module", "types", "authors", "readme", "go"}
+DEPENDENCIES_SHOWN = 6
+DEPENDENCIES_CHOSEN = True  # a switch for bench/digest_rules_cv.py
+
+
+def dependencies_chosen(path: str, new: str, old: str = "") -> str:
+    """"Cargo.toml: anchor-lang 0.30.1, anchor-spl 0.30.1": the dependencies and versions that the
+    new text of a manifest adds (lines of `old`, the text an edit replaced, are not new); "" for
+    another file or none. Outside a dependency section of a TOML file nothing counts."""
+    name = re.split(r"[/\\]", path)[-1]
+    if not DEPENDENCIES_CHOSEN or not MANIFEST.search(path):
+        return ""
+    before, found, section = set(old.splitlines()), [], ""
+    for line in new.splitlines():
+        head = re.match(r"^\s*\[([^\]]+)\]", line)
+        if head and name.endswith(".toml"):
+            section = head.group(1)
+            continue
+        if line in before or name.endswith(".toml") and section and "dependencies" not in section:
+            continue
+        for pattern in DEPENDENCY_LINE:
+            match = pattern.match(line)
+            if match and match.group(1).lower() not in NOT_DEPENDENCY:
+                found.append(f"{match.group(1)} {match.group(2)}")
+                break
+    if not found:
+        return ""
+    more = f" (and {len(found) - DEPENDENCIES_SHOWN} more)" if len(found) > DEPENDENCIES_SHOWN else ""
+    return f"{name}: " + ", ".join(found[:DEPENDENCIES_SHOWN]) + more

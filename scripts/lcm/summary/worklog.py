@@ -202,7 +202,8 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
     log = _summarise(order, requests, decisions, todos, tasks, count, last_id, request_limit)
     # the choices read from actions fill what room the worded ones leave (these are surer)
     room = DECISIONS_SHOWN - len(log["decisions"])
-    log["decisions"] += [d for d in _dedupe([_first_line(a) for a in actions_chosen(timeline, worded)])
+    log["decisions"] += [d for d in _dedupe([_first_line(a) for a in dependencies_written(order)
+                                             + actions_chosen(timeline, worded)])
                          if d not in log["decisions"]][:max(room, 0)]
     log["findings"] = _dedupe([_first_line(f) for f in findings])[-8:]
     log["open_questions"] = open_questions(last_words)
@@ -236,6 +237,29 @@ def changed_state(call: dict) -> bool:
         if program in CHANGING_PROGRAMS or action in CHANGING_ACTIONS.get(program, ()):
             return True
     return False
+
+
+DEPENDENCY_CAP = 2  # manifests whose new dependencies are listed, the newest
+
+
+def dependencies_written(order: list[dict]) -> list[str]:
+    """The dependencies and versions that successful writes and edits added to manifests
+    (lcm.summary.extract.dependencies_chosen), one line a file, for the newest DEPENDENCY_CAP files."""
+    lines: dict[str, str] = {}
+    for call in order:
+        if call["status"] != "ok" or call["name"] not in ("Write", "Edit", "MultiEdit") or call["sidechain"]:
+            continue
+        tool_input = call["input"]
+        edits = tool_input.get("edits") if isinstance(tool_input.get("edits"), list) else [tool_input]
+        for edit in edits:
+            if not isinstance(edit, dict):
+                continue
+            line = lcm.summary.extract.dependencies_chosen(
+                call["key"], str(edit.get("content") or edit.get("new_string") or ""), str(edit.get("old_string") or ""))
+            if line:
+                lines.pop(call["key"], None)
+                lines[call["key"]] = line
+    return list(lines.values())[-DEPENDENCY_CAP:]
 
 
 def actions_chosen(timeline: list[tuple], worded: set = frozenset()) -> list[str]:
