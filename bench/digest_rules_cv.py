@@ -54,6 +54,13 @@ script ...") changed one fresh session only (one more hit), so no held-out fold.
 shape (one change per turn, none for a worded or briefed turn, at least 6 words, at most 4 a
 session) was chosen reading the in-sample figures of all 52 sessions: the cross-validation judges
 the family as a whole, not those choices.
+Three families were added from sealed2 alone (2026-11-28, digest-rules-5), so only the sealed2
+and StableInvoice folds hold what they read, and those folds reject them: a request the API refused
+("Credit balance is too low", Claude Code's `isApiErrorMessage` line) and that no real reply followed
+is an unresolved error; a failed shell line whose every part only looks (`ls && git -C DIR log` on a
+repository without commits) is exploration, as a failed Read is; the dependencies and versions a
+successful write or edit adds to a manifest are a decision ("Cargo.toml: anchor-lang 0.30.1"). They
+are readings of what the categories mean, judged on a third blind set (sealed3), not by this file.
 The permission-settings family has that weakness too (one labelled session has such
 calls) and is kept as a reading of what "unresolved" means, not as a tuned pattern.
 
@@ -93,6 +100,9 @@ FAMILIES = {
     "decision: an approved plan": ("worklog", "APPROVED_PLAN"),
     "decision: the change a closing reply says it made": ("extract", "CLOSING_CHANGE"),
     "decision: a change said beside the call that made it": ("extract", "ACTION_SAID"),
+    "unresolved: an API error no reply followed": ("worklog", "API_ERROR_IS_UNRESOLVED"),
+    "unresolved: a failed shell line that only looks is exploration": ("worklog", "LOOK_ONLY"),
+    "decision: dependencies a write adds to a manifest": ("extract", "DEPENDENCIES_CHOSEN"),
 }
 CATEGORIES = ("decisions", "bugs", "questions", "unresolved")
 BIG_PROJECTS = ("claude-code-log-sample", "coderabbit-review-helper", "danieldemmel-me-next", "experiments-worktrees",
