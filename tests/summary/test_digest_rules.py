@@ -494,3 +494,12 @@ def test_dependencies_written_into_a_manifest_are_a_decision_though_no_sentence_
                                      "new_string": '{\n  "dependencies": {"left-pad": "1.3.0"},'})
         t.tool_result(failed, "String to replace not found in file.", is_error=True)
     assert _worklog(tmp_path, build)["decisions"] == ["Cargo.toml: anchor-lang 0.30.1"]
+
+
+def test_a_next_step_offered_as_a_bare_verb_is_no_open_question_a_choice_asked_is(tmp_path, vault):
+    def build(t):
+        t.user("save the project context")
+        t.assistant_text("Saved. Ready to build. Start scaffolding?")
+        t.user("and the database?")
+        t.assistant_text("Noted. Use Postgres or SQLite for the first version? Proceed with the deploy?")
+    assert _worklog(tmp_path, build)["open_questions"] == ["Use Postgres or SQLite for the first version?"]

@@ -308,6 +308,10 @@ def actions_chosen(timeline: list[tuple], worded: set = frozenset()) -> list[str
 # an offer ("Would you like me to ...?") waits for nobody: the work is done either way
 OFFER = re.compile(r"\b(?:would you like|do you want|want me to|shall i|should i (?:also|go ahead)|let me know)\b",
                    re.I)
+# ... and so does a bare verb asked ("Start scaffolding?", "Proceed with the deploy?"): the next step, offered
+OFFERED_STEP = re.compile(r"^(?:start|proceed|continue|commit|push|deploy|begin|apply|run|create|build|implement|"
+                          r"scaffold|merge|go ahead|ship|publish|install|fix|add|update|write|move on)\b(?!.*\bor\b)"
+                          r"(?:\W+\w+){0,4}\W*\?$", re.I)
 QUESTION_END = re.compile(r"(?<=\?)\s+|\n+")
 
 
@@ -318,7 +322,7 @@ def open_questions(last_words: list[str]) -> list[str]:
     for text in last_words:
         for part in re.split(r"(?<=[.!?])\s+|\n+", text):
             part = part.strip().lstrip("-*>#0123456789. ").replace("**", "")
-            if part.endswith("?") and len(part) > 12 and not OFFER.search(part):
+            if part.endswith("?") and len(part) > 12 and not OFFER.search(part) and not OFFERED_STEP.match(part):
                 found.append(_first_line(part))
     return _dedupe(found)[-5:]
 
