@@ -139,7 +139,7 @@ def main() -> int:
         import lcm.summary.worklog
         modules = {"extract": lcm.summary.extract, "worklog": lcm.summary.worklog}
         on = {name: getattr(modules[m], attr) for name, (m, attr) in FAMILIES.items()}
-        labels, skipped = digest_quality.load_labels(digest_quality.sealed2_dir(sys.argv[1:]))
+        labels, skipped = digest_quality.load_labels(digest_quality.outside_dirs(sys.argv[1:]))
         where = digest_quality.open_sessions(home, labels)
         cache: dict = {}
 
