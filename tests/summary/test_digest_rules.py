@@ -503,3 +503,29 @@ def test_a_next_step_offered_as_a_bare_verb_is_no_open_question_a_choice_asked_i
         t.user("and the database?")
         t.assistant_text("Noted. Use Postgres or SQLite for the first version? Proceed with the deploy?")
     assert _worklog(tmp_path, build)["open_questions"] == ["Use Postgres or SQLite for the first version?"]
+
+
+VAGUE_CHANGES = [  # a change that names what it touches and not what it makes of it
+    "Let me edit the html_generator.py file",
+    "I've successfully updated the GitHub Action and fixed all the type issues.",
+    "I'll fix these type checking issues in the test file.",
+    "Now let me apply these changes in the config loader.",
+]
+SAID_CHANGES = [  # ... beside changes that say it
+    "Let me update the HTML to use explicit relative paths with `./`",
+    "I've created a .markdownlintrc.json file that disables the MD034 rule.",
+    "I'll fix the loop by resetting the counter between files.",
+    "Let me change the path colour to bright magenta instead of dark blue.",
+]
+
+
+@pytest.mark.parametrize("sentence", VAGUE_CHANGES)
+def test_a_change_that_says_nothing_of_what_it_makes_is_no_decision(sentence):
+    assert lcm.summary.extract.stated_change(sentence, before=True) == ""
+    assert lcm.summary.extract.stated_change(sentence, before=False) == ""
+    assert lcm.summary.extract.closing_change(sentence) == []
+
+
+@pytest.mark.parametrize("sentence", SAID_CHANGES)
+def test_a_change_that_says_what_it_makes_is_kept(sentence):
+    assert not lcm.summary.extract.vague_change(sentence)

@@ -317,7 +317,8 @@ def closing_change(text: str) -> list[str]:
         return []
     told = sentences(text, ("i've ", "i have ", "we've ", "we have "))
     first = told[0] if told else ""
-    return [first] if DONE_CHANGE.match(first) and not first.rstrip().endswith(("?", ":")) else []
+    return [first] if DONE_CHANGE.match(first) and not first.rstrip().endswith(("?", ":")) \
+        and not vague_change(first) else []
 
 
 # A choice stated as the action itself ("pin anchor-lang 0.30.1", "moved the venv to /tmp and
@@ -350,13 +351,28 @@ REPORTED_CHANGE = re.compile(r"\b(?:has|have|had) been (?:successfully |now |als
 SPECIFIC = re.compile(r"`[^`]+`|\d|/\w|\w\.\w|\binstead\b|\brather than\b", re.I)
 MIN_WORDS = 6  # "Let me fix this", "Now let me commit." say no more than that a change comes
 ACTION_SAID = True  # a switch for bench/digest_rules_cv.py
+# a change that names only what it touches, not what it makes of it ("Let me edit the generator file",
+# "I've updated the workflow and fixed all the type issues"): nothing was chosen that the sentence says
+VAGUE_CHANGE = re.compile(r"^\W*(?:(?:now|ok(?:ay)?|great|perfect|so|first|next)[,!.]?\s+)?"
+                          r"(?:(?:i'll|i will|let me|let's|i've|i have|we've|we have|we'll)\s+)?"
+                          r"(?:now\s+|also\s+|successfully\s+|go ahead and\s+)*"
+                          r"(?:edit|modif|updat|fix|make|made|apply|applie|implement|add|writ|wrote|creat)\w*\b", re.I)
+SAYS_WHAT = re.compile(r"\b(?:to|from|with|by|instead|rather|so that|because|since|using|via|as|that|which)\b|"
+                       r"[:=\u2192]|->", re.I)
+VAGUE_IS_NONE = True  # a switch for bench/digest_rules_cv.py
+
+
+def vague_change(sentence: str) -> bool:
+    """A change said without what it changes to (see VAGUE_CHANGE)."""
+    return VAGUE_IS_NONE and bool(VAGUE_CHANGE.match(sentence)) and not SAYS_WHAT.search(sentence)
 
 
 def _plain_change(sentence: str) -> bool:
-    """No question, condition, option, apology or status line."""
+    """No question, condition, option, apology, status line or change that says nothing of itself."""
     core = sentence.rstrip().rstrip(":").rstrip()
     return len(core) > 12 and not core.endswith("?") and not NOT_A_DECISION.search(core) \
-        and not STATUS_LINE.match(core) and not CONDITION.match(core) and not TENTATIVE.match(core)
+        and not STATUS_LINE.match(core) and not CONDITION.match(core) and not TENTATIVE.match(core) \
+        and not vague_change(core)
 
 
 def stated_change(text: str, *, before: bool) -> str:
