@@ -510,6 +510,7 @@ VAGUE_CHANGES = [  # a change that names what it touches and not what it makes o
     "I've successfully updated the GitHub Action and fixed all the type issues.",
     "I'll fix these type checking issues in the test file.",
     "Now let me apply these changes in the config loader.",
+    "Let me fix that and then commit all changes",
 ]
 SAID_CHANGES = [  # ... beside changes that say it
     "Let me update the HTML to use explicit relative paths with `./`",

@@ -357,7 +357,8 @@ VAGUE_CHANGE = re.compile(r"^\W*(?:(?:now|ok(?:ay)?|great|perfect|so|first|next)
                           r"(?:(?:i'll|i will|let me|let's|i've|i have|we've|we have|we'll)\s+)?"
                           r"(?:now\s+|also\s+|successfully\s+|go ahead and\s+)*"
                           r"(?:edit|modif|updat|fix|make|made|apply|applie|implement|add|writ|wrote|creat)\w*\b", re.I)
-SAYS_WHAT = re.compile(r"\b(?:to|from|with|by|instead|rather|so that|because|since|using|via|as|that|which)\b|"
+SAYS_WHAT = re.compile(r"\b(?:to|from|with|by|instead|rather|so that|because|since|using|via|as)\b|"
+                       r"\b(?:that|which)\b(?! (?:and|then|now|first|too|issue|problem|error)\b)(?!\W*$)|"
                        r"[:=\u2192]|->", re.I)
 VAGUE_IS_NONE = True  # a switch for bench/digest_rules_cv.py
 
