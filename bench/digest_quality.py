@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 DATA = ROOT.parent / "shared" / "data" / "claude-projects"
 LABELS = Path(__file__).resolve().parent / "labels" / "digest_sessions.json"
 SEALED2_LABELS = Path(__file__).resolve().parent / "labels" / "digest_sessions_sealed2.json"
+SEALED3_LABELS = Path(__file__).resolve().parent / "labels" / "digest_sessions_sealed3.json"
 # the work log's key for each labelled category
 PRINTED = {"decisions": "decisions", "bugs": "findings", "questions": "open_questions",
            "unresolved": "unresolved_errors"}
@@ -75,29 +76,39 @@ def standalone(path: Path, out: Path) -> tuple[str, str]:
     return str(out / f"{sid}.jsonl"), sid
 
 
-def sealed2_dir(args: list[str]) -> str:
-    """The directory of sealed2's transcripts: --sealed2 DIR, else $LCM_BENCH_SEALED2, else ""."""
-    if "--sealed2" in args and args.index("--sealed2") + 1 < len(args):
-        return args[args.index("--sealed2") + 1]
+# the labelled sets whose transcripts are public GitHub files kept outside the repository:
+# name -> (labels, environment variable naming the transcripts' directory)
+OUTSIDE = {"sealed2": (SEALED2_LABELS, "LCM_BENCH_SEALED2"), "sealed3": (SEALED3_LABELS, "LCM_BENCH_SEALED3")}
+
+
+def outside_dirs(args: list[str]) -> dict:
+    """set name -> the directory of its transcripts: --NAME DIR, else $LCM_BENCH_NAME, else ""."""
     import os
-    return os.environ.get("LCM_BENCH_SEALED2", "")
+    dirs = {}
+    for name, (_, variable) in OUTSIDE.items():
+        flag = f"--{name}"
+        given = args[args.index(flag) + 1] if flag in args and args.index(flag) + 1 < len(args) else ""
+        dirs[name] = given or os.environ.get(variable, "")
+    return dirs
 
 
-def load_labels(sealed2: str) -> tuple[list[dict], list[str]]:
-    """(labelled sessions whose transcripts are here, what was skipped and why). A sealed2 label's
-    `path` is its transcript under `sealed2`, read as the main-thread session it is."""
+def load_labels(dirs: dict) -> tuple[list[dict], list[str]]:
+    """(labelled sessions whose transcripts are here, what was skipped and why). The label of a set
+    kept outside (sealed2, sealed3) gets `path`: its transcript under that set's directory, read as
+    the main-thread session it is."""
     labels = json.loads(LABELS.read_text())["sessions"]
     skipped = []
-    extra = json.loads(SEALED2_LABELS.read_text())["sessions"]
-    if not sealed2:
-        skipped.append(f"sealed2: {len(extra)} sessions (no --sealed2 DIR nor LCM_BENCH_SEALED2)")
-        return labels, skipped
-    for s in extra:
-        path = Path(sealed2) / s["transcript"]
-        if path.is_file():
-            labels.append({**{k: v for k, v in s.items() if k != "transcript"}, "path": str(path)})
-        else:
-            skipped.append(f"sealed2: {s['session']} ({path} is absent)")
+    for name, (label_file, variable) in OUTSIDE.items():
+        extra = json.loads(label_file.read_text())["sessions"] if label_file.is_file() else []
+        if extra and not dirs.get(name):
+            skipped.append(f"{name}: {len(extra)} sessions (no --{name} DIR nor {variable})")
+            continue
+        for s in extra:
+            path = Path(dirs[name]) / s["transcript"]
+            if path.is_file():
+                labels.append({**{k: v for k, v in s.items() if k != "transcript"}, "path": str(path)})
+            else:
+                skipped.append(f"{name}: {s['session']} ({path} is absent)")
     return labels, skipped
 
 
@@ -140,7 +151,7 @@ def main() -> int:
         os.environ["LCM_HOME"] = home
         os.environ.pop("LCM_DB", None)
         import lcm.summary.worklog
-        labels, skipped = load_labels(sealed2_dir(args))
+        labels, skipped = load_labels(outside_dirs(args))
         labels = [s for s in labels if wanted is None or s["split"] in wanted]
         where = open_sessions(home, labels)
         totals: dict = {}

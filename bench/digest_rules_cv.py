@@ -54,6 +54,18 @@ script ...") changed one fresh session only (one more hit), so no held-out fold.
 shape (one change per turn, none for a worded or briefed turn, at least 6 words, at most 4 a
 session) was chosen reading the in-sample figures of all 52 sessions: the cross-validation judges
 the family as a whole, not those choices.
+Three families were added from sealed2 alone (2026-11-28, digest-rules-5), so only the sealed2
+and StableInvoice folds hold what they read, and those folds reject them: a request the API refused
+("Credit balance is too low", Claude Code's `isApiErrorMessage` line) and that no real reply followed
+is an unresolved error; a failed shell line whose every part only looks (`ls && git -C DIR log` on a
+repository without commits) is exploration, as a failed Read is; the dependencies and versions a
+successful write or edit adds to a manifest are a decision ("Cargo.toml: anchor-lang 0.30.1"). They
+are readings of what the categories mean, judged on a third blind set (sealed3), not by this file.
+A refinement is tried on top of the families it narrows (REFINES): a change said without what it
+makes of it ("Let me edit the html_generator.py file", "I've updated the workflow and fixed all the
+type issues") is no decision, which the change said beside a call and the closing change keep
+(accepted on every fold of both schemes; decisions held out by project 0.639/0.595 -> 0.663/0.608,
+by split 0.593/0.486 -> 0.619/0.5).
 The permission-settings family has that weakness too (one labelled session has such
 calls) and is kept as a reading of what "unresolved" means, not as a tuned pattern.
 
@@ -93,7 +105,14 @@ FAMILIES = {
     "decision: an approved plan": ("worklog", "APPROVED_PLAN"),
     "decision: the change a closing reply says it made": ("extract", "CLOSING_CHANGE"),
     "decision: a change said beside the call that made it": ("extract", "ACTION_SAID"),
+    "unresolved: an API error no reply followed": ("worklog", "API_ERROR_IS_UNRESOLVED"),
+    "unresolved: a failed shell line that only looks is exploration": ("worklog", "LOOK_ONLY"),
+    "decision: dependencies a write adds to a manifest": ("extract", "DEPENDENCIES_CHOSEN"),
+    "decision: a change that says nothing of what it makes is none": ("extract", "VAGUE_IS_NONE"),
 }
+# a family that only narrows what others print, judged on top of them
+REFINES = {"decision: a change that says nothing of what it makes is none": frozenset(
+    ["decision: a change said beside the call that made it", "decision: the change a closing reply says it made"])}
 CATEGORIES = ("decisions", "bugs", "questions", "unresolved")
 BIG_PROJECTS = ("claude-code-log-sample", "coderabbit-review-helper", "danieldemmel-me-next", "experiments-worktrees",
                 "claude_p")
@@ -129,7 +148,7 @@ def main() -> int:
         import lcm.summary.worklog
         modules = {"extract": lcm.summary.extract, "worklog": lcm.summary.worklog}
         on = {name: getattr(modules[m], attr) for name, (m, attr) in FAMILIES.items()}
-        labels, skipped = digest_quality.load_labels(digest_quality.sealed2_dir(sys.argv[1:]))
+        labels, skipped = digest_quality.load_labels(digest_quality.outside_dirs(sys.argv[1:]))
         where = digest_quality.open_sessions(home, labels)
         cache: dict = {}
 
@@ -164,8 +183,9 @@ def main() -> int:
             return score
 
         def accepted(sessions) -> frozenset:
-            base = objective(frozenset(), sessions)
-            return frozenset(f for f in FAMILIES if objective(frozenset([f]), sessions) > base + 1e-9)
+            # a family is tried alone on main's rules, a refinement on top of the families it refines
+            return frozenset(f for f in FAMILIES if objective(REFINES.get(f, frozenset()) | {f}, sessions)
+                             > objective(REFINES.get(f, frozenset()), sessions) + 1e-9)
 
         everyone = [s["session"] for s in labels]
         schemes = {"leave_one_project_out": {s["session"]: project_of(s) for s in labels},

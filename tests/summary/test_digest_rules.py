@@ -416,3 +416,117 @@ def test_changes_read_from_actions_keep_the_list_short_and_leave_worded_choices_
     assert decisions[0] == "(user) We should keep the old module names as aliases."
     assert len(decisions) == 1 + lcm.summary.worklog.ACTION_CAP
     assert all(d.startswith("I'll rename the module") for d in decisions[1:])
+
+
+def _api_error(t, text: str, error: str) -> None:
+    """Claude Code's stand-in for a reply the API refused (model "<synthetic>", isApiErrorMessage)."""
+    t.entry("assistant", {"id": "x", "type": "message", "role": "assistant", "model": "<synthetic>",
+                          "content": [{"type": "text", "text": text}], "stop_reason": "stop_sequence",
+                          "usage": {"input_tokens": 0, "output_tokens": 0}},
+            error=error, isApiErrorMessage=True)
+
+
+def test_a_request_the_api_refused_is_unresolved_until_a_real_reply_follows(tmp_path, vault):
+    def build(t):
+        t.user("help me draft the grant application")
+        _api_error(t, "Credit balance is too low", "billing_error")
+    log = _worklog(tmp_path, build)
+    assert [(e["tool"], e["target"], e["error"]) for e in log["unresolved_errors"]] == [
+        ("API", "billing_error", "Credit balance is too low")]
+    assert log["decisions"] == [] and log["open_questions"] == []  # the harness's words are not the assistant's
+
+    def answered(t):
+        t.user("help me draft the grant application")
+        _api_error(t, "API Error: 529 Overloaded", "overloaded_error")
+        t.user("try again")
+        t.assistant_text("Here is a first draft of the application.")
+    assert _worklog(tmp_path / "again", answered)["unresolved_errors"] == []
+
+
+def test_a_failed_shell_line_that_only_looks_is_exploration_not_an_unresolved_error(tmp_path, vault):
+    def build(t):
+        t.user("set up the project")
+        look = t.tool_use("Bash", {"command": "ls -la /e/proj && git -C /e/proj log --oneline -5"})
+        t.tool_result(look, "fatal: your current branch 'main' does not have any commits yet", is_error=True)
+        build_ = t.tool_use("Bash", {"command": "cargo build"})
+        t.tool_result(build_, "error: could not find `Cargo.toml`", is_error=True)
+    log = _worklog(tmp_path, build)
+    assert [e["target"] for e in log["unresolved_errors"]] == ["cargo build"]
+
+
+def test_a_valued_option_is_not_taken_for_the_programs_action():
+    assert lcm.summary.worklog.command_families("git -C /srv/app log --oneline && make -C build test") == \
+        ["git log", "make test"]
+
+
+DEPENDENCIES = [  # (file, new text, old text, the line expected)
+    ("E:\\proj\\programs\\escrow\\Cargo.toml",
+     '[package]\nname = "escrow"\nversion = "0.1.0"\nedition = "2021"\n\n[dependencies]\n'
+     'anchor-lang = "0.30.1"\nanchor-spl = { version = "0.30.1", features = ["token"] }\n',
+     "", "Cargo.toml: anchor-lang 0.30.1, anchor-spl 0.30.1"),
+    ("/p/web/package.json", '{\n  "name": "web",\n  "version": "0.1.0",\n  "scripts": {"dev": "vite"},\n'
+     '  "devDependencies": {\n    "vite": "^5.4.11"\n  }\n}\n', "", "package.json: vite ^5.4.11"),
+    ("/p/requirements.txt", "requests==2.31.0\nnumpy>=1.26\n", "requests==2.31.0\n", "requirements.txt: numpy 1.26"),
+    ("/p/go.mod", "module x\n\ngo 1.22\n\nrequire (\n\tgithub.com/spf13/cobra v1.8.0\n)\n", "",
+     "go.mod: github.com/spf13/cobra v1.8.0"),
+    ("/p/Cargo.toml", '[workspace]\nmembers = ["programs/*"]\nresolver = "2"\n', "", ""),  # no dependency
+    ("/p/pyproject.toml", '[project]\nname = "x"\nversion = "1.0"\nrequires-python = ">=3.9"\n', "", ""),
+    ("/p/README.md", '"vite": "^5.4.11"\n', "", ""),  # not a manifest
+]
+
+
+@pytest.mark.parametrize("path,new,old,expected", DEPENDENCIES)
+def test_the_dependencies_a_manifest_gains_are_read_with_their_versions(path, new, old, expected):
+    assert lcm.summary.extract.dependencies_chosen(path, new, old) == expected
+
+
+def test_dependencies_written_into_a_manifest_are_a_decision_though_no_sentence_says_so(tmp_path, vault):
+    def build(t):
+        t.user("scaffold a minimal escrow program")
+        t.assistant_text("Creating the skeleton now.")
+        for path, content in (("/home/user/proj/Cargo.toml", '[workspace]\nmembers = ["programs/*"]\n'),
+                              ("/home/user/proj/programs/escrow/Cargo.toml",
+                               '[package]\nname = "escrow"\n\n[dependencies]\nanchor-lang = "0.30.1"\n'),
+                              ("/home/user/proj/README.md", "# Escrow\n")):
+            write = t.tool_use("Write", {"file_path": path, "content": content})
+            t.tool_result(write, f"File created successfully at: {path}")
+        failed = t.tool_use("Edit", {"file_path": "/home/user/proj/package.json", "old_string": "{",
+                                     "new_string": '{\n  "dependencies": {"left-pad": "1.3.0"},'})
+        t.tool_result(failed, "String to replace not found in file.", is_error=True)
+    assert _worklog(tmp_path, build)["decisions"] == ["Cargo.toml: anchor-lang 0.30.1"]
+
+
+def test_a_next_step_offered_as_a_bare_verb_is_no_open_question_a_choice_asked_is(tmp_path, vault):
+    def build(t):
+        t.user("save the project context")
+        t.assistant_text("Saved. Ready to build. Start scaffolding?")
+        t.user("and the database?")
+        t.assistant_text("Noted. Use Postgres or SQLite for the first version? Proceed with the deploy?")
+    assert _worklog(tmp_path, build)["open_questions"] == ["Use Postgres or SQLite for the first version?"]
+
+
+VAGUE_CHANGES = [  # a change that names what it touches and not what it makes of it
+    "Let me edit the html_generator.py file",
+    "I've successfully updated the GitHub Action and fixed all the type issues.",
+    "I'll fix these type checking issues in the test file.",
+    "Now let me apply these changes in the config loader.",
+    "Let me fix that and then commit all changes",
+]
+SAID_CHANGES = [  # ... beside changes that say it
+    "Let me update the HTML to use explicit relative paths with `./`",
+    "I've created a .markdownlintrc.json file that disables the MD034 rule.",
+    "I'll fix the loop by resetting the counter between files.",
+    "Let me change the path colour to bright magenta instead of dark blue.",
+]
+
+
+@pytest.mark.parametrize("sentence", VAGUE_CHANGES)
+def test_a_change_that_says_nothing_of_what_it_makes_is_no_decision(sentence):
+    assert lcm.summary.extract.stated_change(sentence, before=True) == ""
+    assert lcm.summary.extract.stated_change(sentence, before=False) == ""
+    assert lcm.summary.extract.closing_change(sentence) == []
+
+
+@pytest.mark.parametrize("sentence", SAID_CHANGES)
+def test_a_change_that_says_what_it_makes_is_kept(sentence):
+    assert not lcm.summary.extract.vague_change(sentence)

@@ -317,7 +317,8 @@ def closing_change(text: str) -> list[str]:
         return []
     told = sentences(text, ("i've ", "i have ", "we've ", "we have "))
     first = told[0] if told else ""
-    return [first] if DONE_CHANGE.match(first) and not first.rstrip().endswith(("?", ":")) else []
+    return [first] if DONE_CHANGE.match(first) and not first.rstrip().endswith(("?", ":")) \
+        and not vague_change(first) else []
 
 
 # A choice stated as the action itself ("pin anchor-lang 0.30.1", "moved the venv to /tmp and
@@ -350,13 +351,29 @@ REPORTED_CHANGE = re.compile(r"\b(?:has|have|had) been (?:successfully |now |als
 SPECIFIC = re.compile(r"`[^`]+`|\d|/\w|\w\.\w|\binstead\b|\brather than\b", re.I)
 MIN_WORDS = 6  # "Let me fix this", "Now let me commit." say no more than that a change comes
 ACTION_SAID = True  # a switch for bench/digest_rules_cv.py
+# a change that names only what it touches, not what it makes of it ("Let me edit the generator file",
+# "I've updated the workflow and fixed all the type issues"): nothing was chosen that the sentence says
+VAGUE_CHANGE = re.compile(r"^\W*(?:(?:now|ok(?:ay)?|great|perfect|so|first|next)[,!.]?\s+)?"
+                          r"(?:(?:i'll|i will|let me|let's|i've|i have|we've|we have|we'll)\s+)?"
+                          r"(?:now\s+|also\s+|successfully\s+|go ahead and\s+)*"
+                          r"(?:edit|modif|updat|fix|make|made|apply|applie|implement|add|writ|wrote|creat)\w*\b", re.I)
+SAYS_WHAT = re.compile(r"\b(?:to|from|with|by|instead|rather|so that|because|since|using|via|as)\b|"
+                       r"\b(?:that|which)\b(?! (?:and|then|now|first|too|issue|problem|error)\b)(?!\W*$)|"
+                       r"[:=\u2192]|->", re.I)
+VAGUE_IS_NONE = True  # a switch for bench/digest_rules_cv.py
+
+
+def vague_change(sentence: str) -> bool:
+    """A change said without what it changes to (see VAGUE_CHANGE)."""
+    return VAGUE_IS_NONE and bool(VAGUE_CHANGE.match(sentence)) and not SAYS_WHAT.search(sentence)
 
 
 def _plain_change(sentence: str) -> bool:
-    """No question, condition, option, apology or status line."""
+    """No question, condition, option, apology, status line or change that says nothing of itself."""
     core = sentence.rstrip().rstrip(":").rstrip()
     return len(core) > 12 and not core.endswith("?") and not NOT_A_DECISION.search(core) \
-        and not STATUS_LINE.match(core) and not CONDITION.match(core) and not TENTATIVE.match(core)
+        and not STATUS_LINE.match(core) and not CONDITION.match(core) and not TENTATIVE.match(core) \
+        and not vague_change(core)
 
 
 def stated_change(text: str, *, before: bool) -> str:
@@ -661,3 +678,46 @@ def truncate(source: str, span: str, budget_tokens: int) -> str:
         return source[:budget]
     return header + source[:room] + footer
 
+
+
+# A dependency written into a manifest is a choice of library and version ("pin anchor-lang 0.30.1"),
+# though no sentence says so: read from the file's new text, only the names and versions it adds.
+MANIFEST = re.compile(r"(?:^|[/\\])(?:package\.json|Cargo\.toml|pyproject\.toml|requirements[\w.-]*\.txt|go\.mod|"
+                      r"Gemfile)$")
+VERSION = r"[\^~>=<]*v?\d[\w.+-]*"
+DEPENDENCY_LINE = (re.compile(r'^\s*"((?:@[\w.-]+/)?[\w.-]+)"\s*:\s*"(' + VERSION + ')"'),  # package.json
+                   re.compile(r'^\s*([\w-]+)\s*=\s*(?:\{[^}]*?version\s*=\s*)?"(' + VERSION + ')"'),  # toml tables
+                   re.compile(r'^\s*"?([A-Za-z][\w.-]*)(?:\[[\w,]+\])?\s*(?:==|>=|~=)\s*(\d[\w.]*)'),  # pip
+                   re.compile(r'^\s*(?:require\s+)?([\w.-]+\.[a-z]{2,}/[\w./-]+)\s+(v\d[\w.+-]*)'),  # go.mod
+                   re.compile(r"""^\s*gem\s+['"]([\w.-]+)['"]\s*,\s*['"](""" + VERSION + ")"))  # Gemfile
+# keys of a manifest that look like a dependency and are not one
+NOT_DEPENDENCY = {"name", "version", "edition", "resolver", "rust-version", "description", "license", "python",
+                  "requires-python", "node", "npm", "main", "module", "types", "authors", "readme", "go"}
+DEPENDENCIES_SHOWN = 6
+DEPENDENCIES_CHOSEN = True  # a switch for bench/digest_rules_cv.py
+
+
+def dependencies_chosen(path: str, new: str, old: str = "") -> str:
+    """"Cargo.toml: anchor-lang 0.30.1, anchor-spl 0.30.1": the dependencies and versions that the
+    new text of a manifest adds (lines of `old`, the text an edit replaced, are not new); "" for
+    another file or none. Outside a dependency section of a TOML file nothing counts."""
+    name = re.split(r"[/\\]", path)[-1]
+    if not DEPENDENCIES_CHOSEN or not MANIFEST.search(path):
+        return ""
+    before, found, section = set(old.splitlines()), [], ""
+    for line in new.splitlines():
+        head = re.match(r"^\s*\[([^\]]+)\]", line)
+        if head and name.endswith(".toml"):
+            section = head.group(1)
+            continue
+        if line in before or name.endswith(".toml") and section and "dependencies" not in section:
+            continue
+        for pattern in DEPENDENCY_LINE:
+            match = pattern.match(line)
+            if match and match.group(1).lower() not in NOT_DEPENDENCY:
+                found.append(f"{match.group(1)} {match.group(2)}")
+                break
+    if not found:
+        return ""
+    more = f" (and {len(found) - DEPENDENCIES_SHOWN} more)" if len(found) > DEPENDENCIES_SHOWN else ""
+    return f"{name}: " + ", ".join(found[:DEPENDENCIES_SHOWN]) + more

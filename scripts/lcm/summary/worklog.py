@@ -40,6 +40,9 @@ NOT_ALLOWED = re.compile(r"\brequires approval\b|\bwas blocked\. For security\b|
 DENIED_IS_UNRESOLVED = True
 # a plan the person approved (ExitPlanMode that did not fail): its headline and approach are decisions
 APPROVED_PLAN = True
+# the harness's stand-in for a reply the API refused ("Credit balance is too low", an overload): the
+# request it answers went undone, unless a real reply follows
+API_ERROR_IS_UNRESOLVED = True
 DECISIONS_SHOWN = 8  # a digest is read by a person: the newest worded choices, then those read from actions
 KEEP = 50  # newest commands / errors kept in the returned lists
 
@@ -107,6 +110,7 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
     worded: set[int] = set()         # turns (1 = the first request's) whose choice was stated in words
     worded_before = 0
     reply = ""                       # the assistant's latest text: the report, when the turn ends on it
+    api_error: dict | None = None    # an API error no real reply followed (yet)
     for row in conn.execute(sql + " ORDER BY seq", params):
         count += 1
         last_id = row["id"]
@@ -116,6 +120,13 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
             continue
         if lcm.base.mask.may_contain(row["raw"]):  # what it extracts is printed and written to files
             entry = lcm.base.mask.mask_json(entry)
+        if entry.get("type") == "assistant" and not entry.get("isSidechain"):
+            if entry.get("isApiErrorMessage"):  # not the assistant's words: the harness's, for a refused call
+                said = " ".join(str(b.get("text", "")) for b in content_blocks(entry) if b.get("type") == "text")
+                api_error = {"tool": "API", "target": str(entry.get("error") or entry.get("apiErrorStatus") or "error"),
+                             "error": _first_line(said), "uuid": row["uuid"]}
+                continue
+            api_error = None
         text = user_request_text(entry)
         if text and reply:  # the reply that ended the turn before this request: a report
             chosen, wrong = lcm.summary.extract.report_parts(reply)
@@ -191,10 +202,13 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
     log = _summarise(order, requests, decisions, todos, tasks, count, last_id, request_limit)
     # the choices read from actions fill what room the worded ones leave (these are surer)
     room = DECISIONS_SHOWN - len(log["decisions"])
-    log["decisions"] += [d for d in _dedupe([_first_line(a) for a in actions_chosen(timeline, worded)])
+    log["decisions"] += [d for d in _dedupe([_first_line(a) for a in dependencies_written(order)
+                                             + actions_chosen(timeline, worded)])
                          if d not in log["decisions"]][:max(room, 0)]
     log["findings"] = _dedupe([_first_line(f) for f in findings])[-8:]
     log["open_questions"] = open_questions(last_words)
+    if api_error and API_ERROR_IS_UNRESOLVED:
+        log["unresolved_errors"].append(api_error)
     return log
 
 
@@ -223,6 +237,29 @@ def changed_state(call: dict) -> bool:
         if program in CHANGING_PROGRAMS or action in CHANGING_ACTIONS.get(program, ()):
             return True
     return False
+
+
+DEPENDENCY_CAP = 2  # manifests whose new dependencies are listed, the newest
+
+
+def dependencies_written(order: list[dict]) -> list[str]:
+    """The dependencies and versions that successful writes and edits added to manifests
+    (lcm.summary.extract.dependencies_chosen), one line a file, for the newest DEPENDENCY_CAP files."""
+    lines: dict[str, str] = {}
+    for call in order:
+        if call["status"] != "ok" or call["name"] not in ("Write", "Edit", "MultiEdit") or call["sidechain"]:
+            continue
+        tool_input = call["input"]
+        edits = tool_input.get("edits") if isinstance(tool_input.get("edits"), list) else [tool_input]
+        for edit in edits:
+            if not isinstance(edit, dict):
+                continue
+            line = lcm.summary.extract.dependencies_chosen(
+                call["key"], str(edit.get("content") or edit.get("new_string") or ""), str(edit.get("old_string") or ""))
+            if line:
+                lines.pop(call["key"], None)
+                lines[call["key"]] = line
+    return list(lines.values())[-DEPENDENCY_CAP:]
 
 
 def actions_chosen(timeline: list[tuple], worded: set = frozenset()) -> list[str]:
@@ -271,6 +308,10 @@ def actions_chosen(timeline: list[tuple], worded: set = frozenset()) -> list[str
 # an offer ("Would you like me to ...?") waits for nobody: the work is done either way
 OFFER = re.compile(r"\b(?:would you like|do you want|want me to|shall i|should i (?:also|go ahead)|let me know)\b",
                    re.I)
+# ... and so does a bare verb asked ("Start scaffolding?", "Proceed with the deploy?"): the next step, offered
+OFFERED_STEP = re.compile(r"^(?:start|proceed|continue|commit|push|deploy|begin|apply|run|create|build|implement|"
+                          r"scaffold|merge|go ahead|ship|publish|install|fix|add|update|write|move on)\b(?!.*\bor\b)"
+                          r"(?:\W+\w+){0,4}\W*\?$", re.I)
 QUESTION_END = re.compile(r"(?<=\?)\s+|\n+")
 
 
@@ -281,7 +322,7 @@ def open_questions(last_words: list[str]) -> list[str]:
     for text in last_words:
         for part in re.split(r"(?<=[.!?])\s+|\n+", text):
             part = part.strip().lstrip("-*>#0123456789. ").replace("**", "")
-            if part.endswith("?") and len(part) > 12 and not OFFER.search(part):
+            if part.endswith("?") and len(part) > 12 and not OFFER.search(part) and not OFFERED_STEP.match(part):
                 found.append(_first_line(part))
     return _dedupe(found)[-5:]
 
@@ -302,7 +343,8 @@ def _summarise(order, requests, decisions, todos, tasks, count, last_id, request
             commands.append({"command": call["key"], "failed": status == "error", "uuid": call["uuid"],
                              "rejected": status in ("rejected", "denied"), "denied": status == "denied",
                              **({"error": call["error"]} if status in ("error", "rejected", "denied") else {})})
-        if (status == "error" and name not in LOOK_TOOLS or status == "denied" and DENIED_IS_UNRESOLVED) \
+        if (status == "error" and name not in LOOK_TOOLS and not (name == "Bash" and looks_only(call["key"]))
+                or status == "denied" and DENIED_IS_UNRESOLVED) \
                 and name not in INTERACTION_TOOLS:
             # fixed by a later success of the same call: the same file edited, or the same command
             # run again (with other options, inside a longer line, through `uv run`: command_family)
@@ -343,6 +385,9 @@ RUNNERS = (("uv", "run"), ("poetry", "run"), ("pipenv", "run"), ("pnpm", "exec")
 # programs whose first word after them names the action: `git push`, not `git`
 SUBCOMMANDS = {"git", "npm", "pnpm", "yarn", "bun", "cargo", "go", "docker", "kubectl", "gh", "uv", "pip", "pip3",
                "make", "brew", "apt", "apt-get", "helm", "terraform", "poetry", "dotnet", "mvn", "gradle"}
+# options of those programs that take the next word as their value: `git -C repo log` is `git log`
+VALUED_OPTIONS = {"-C", "-c", "-f", "-n", "--prefix", "--dir", "--filter", "--namespace", "--context", "--git-dir",
+                  "--work-tree", "--manifest-path", "--project"}
 SETUP = {"cd", "source", ".", "export", "echo", "set", "pushd", "popd", "sleep", "true", ":"}
 
 
@@ -368,9 +413,36 @@ def command_families(command: str) -> list[str]:
         program = words[0].rsplit("/", 1)[-1]
         if program in SETUP:
             continue
-        action = next((w for w in words[1:] if not w.startswith("-")), "") if program in SUBCOMMANDS else ""
+        action = _action(program, words[1:]) if program in SUBCOMMANDS else ""
         out.append(f"{program} {action}".strip())
     return out
+
+
+# shell programs that only look: their failure ("no commits yet", "No such file") is what was learnt
+LOOK_PROGRAMS = {"ls", "cat", "head", "tail", "find", "grep", "rg", "wc", "which", "type", "pwd", "stat", "file", "du",
+                 "df", "tree", "less", "diff", "git log", "git status", "git diff", "git show", "git remote",
+                 "git branch", "git rev-parse", "git config"}
+LOOK_ONLY = True  # a switch for bench/digest_rules_cv.py
+
+
+def looks_only(command: str) -> bool:
+    """Every part of a shell line only looks (`ls -la && git log`): a failure is exploration."""
+    families = command_families(command)
+    return LOOK_ONLY and bool(families) and all(f in LOOK_PROGRAMS or f.split(" ")[0] in LOOK_PROGRAMS
+                                                and f.split(" ")[0] != "git" for f in families)
+
+
+def _action(program: str, words: list[str]) -> str:
+    """The first word after `program` that is neither an option nor an option's value."""
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+        elif word in VALUED_OPTIONS:
+            skip = True
+        elif not word.startswith("-"):
+            return word
+    return ""
 
 
 def command_family(command: str) -> str | None:
