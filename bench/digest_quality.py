@@ -15,21 +15,25 @@ development data too; fresh: labelled before the rules of issue 33 were changed 
 at while changing them; sealed: sub-agent transcripts labelled blind, without ever seeing the rules'
 output, and evaluated once on 2026-11-27 (figures in that session's note), development data since;
 sealed2: 11 sessions from public GitHub repositories, labelled blind in
-bench/labels/digest_sessions_sealed2.json, scored once on 2026-11-28, development data since),
-plus `dev` (tune and holdout together). Prints one JSON line.
+bench/labels/digest_sessions_sealed2.json, scored once on 2026-11-28, development data since;
+sealed3: 15 more such sessions, labelled blind by helpers who never saw the rules, in
+bench/labels/digest_sessions_sealed3.json, scored once on 2026-11-28 with the rules frozen at c3fdc77,
+development data since), plus `dev` (tune and holdout together). Prints one JSON line.
 
-sealed2's transcripts are kept outside the repository (bench/labels/SOURCES_sealed2.md says where
-each comes from): name their directory with `--sealed2 DIR` or LCM_BENCH_SEALED2=DIR. Without it
-(or when a file is missing) those sessions are skipped and the JSON's `skipped` says so.
+sealed2's and sealed3's transcripts are kept outside the repository (bench/labels/SOURCES_sealed2.md
+and SOURCES_sealed3.md say where each comes from): name their directories with `--sealed2 DIR` and
+`--sealed3 DIR`, or LCM_BENCH_SEALED2 / LCM_BENCH_SEALED3. Without one (or when a file is missing)
+those sessions are skipped and the JSON's `skipped` says so.
 
 A label with a `transcript` is a sub-agent's transcript read as a session of its own: a copy whose
 lines carry a session id of their own and no sidechain mark goes into a second vault (its lines are
 in the first one too when its parent session is labelled).
 
-Usage: python3 bench/digest_quality.py [--show] [--split tune,holdout] [--sealed2 DIR]
+Usage: python3 bench/digest_quality.py [--show] [--split tune,holdout] [--sealed2 DIR] [--sealed3 DIR]
   --show     every printed line, marked hit or miss, on stderr
   --split    only the sessions of these splits (comma-separated; default: all)
   --sealed2  the directory of sealed2's transcripts (default: $LCM_BENCH_SEALED2; none: skipped)
+  --sealed3  the directory of sealed3's transcripts (default: $LCM_BENCH_SEALED3; none: skipped)
 """
 from __future__ import annotations
 
