@@ -589,3 +589,9 @@ def test_a_build_that_failed_and_then_ran_through_a_tee_is_not_unresolved(tmp_pa
         second = t.tool_use("Bash", {"command": "sudo BUILD_TYPE=full ./build.sh 2>&1 | tee /tmp/full.log"})
         t.tool_result(second, "Build complete")
     assert _worklog(tmp_path, build)["unresolved_errors"] == []
+
+
+@pytest.mark.parametrize("sentence", ["The issue is clear now.", "The fix is now applied.", "This bug has been fixed."])
+def test_a_sentence_about_the_issue_that_says_nothing_of_it_is_no_bug_found(sentence):
+    assert lcm.summary.extract.findings_in([sentence]) == []
+    assert lcm.summary.extract.findings_in(["The issue is that the cache key ignores the lock file."]) != []

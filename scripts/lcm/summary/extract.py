@@ -191,10 +191,16 @@ def is_person_choice(sentence: str) -> bool:
     return is_choice(sentence) or bool(PERSON_CHOOSES.search(sentence))
 
 
+# a sentence about the issue that says nothing of it: "The issue is clear now.", "The fix is now applied."
+EMPTY_FINDING = re.compile(r"^\W*(?:the|this|that|now the) (?:real )?(?:issue|problem|bug|cause|fix|error)s? "
+                           r"(?:is|was|are|has been|have been) (?:now |also |finally )?(?:clear|obvious|evident|"
+                           r"understood|applied|fixed|resolved|done|in place|complete|identified)\b\W*$", re.I)
+
+
 def is_finding(sentence: str) -> bool:
     """A sentence that says what caused a problem or what fixed it."""
     lowered = sentence.lower()
-    return any(hint in lowered for hint in FINDING_HINTS) and bool(
+    return not EMPTY_FINDING.match(sentence) and any(hint in lowered for hint in FINDING_HINTS) and bool(
         FINDING.search(sentence) or CONSEQUENCE.search(sentence)) and not LOCATION_ONLY.search(sentence) \
         and not sentence.rstrip().endswith(("?", ":")) and not NEXT_STEP.match(sentence) and not GUESS.search(sentence)
 
@@ -217,7 +223,8 @@ def findings_in(sentences_: list[str]) -> list[str]:
             after = sentences_[i + 1] if i + 1 < len(sentences_) else ""
             if after and not after.rstrip().endswith(("?", ":")) and not GUESS.search(after):
                 found.append(after)
-        elif (is_finding(sentence) or FIXED_ITEM.match(sentence)) and (not found or found[-1] != sentence):
+        elif (is_finding(sentence) or FIXED_ITEM.match(sentence)) and (not found or found[-1] != sentence) \
+                and not EMPTY_FINDING.match(sentence):
             found.append(sentence)
     return found
 
