@@ -66,6 +66,17 @@ makes of it ("Let me edit the html_generator.py file", "I've updated the workflo
 type issues") is no decision, which the change said beside a call and the closing change keep
 (accepted on every fold of both schemes; decisions held out by project 0.639/0.595 -> 0.663/0.608,
 by split 0.593/0.486 -> 0.619/0.5).
+sealed3 (15 more blind sessions, scored once on 2026-11-28 with the rules frozen at c3fdc77:
+decisions 0.5 / 0.125) showed what the rules missed most: the person steering the work in later prompts
+("no destroy the existing pool and i want the full build", "Set target to /dev/sdb1"). The person's
+later direction (not a question, a thanks, a look or a routine step asked for; 4 to 60 words; the
+newest 3, after the choices read from actions) was written from sealed3's misses; the follow-up
+imperative dropped on 2026-11-28 (above) was its narrower ancestor. It is accepted on every fold of
+both schemes, sealed3's included. The same reading fixed where a shell line splits (not at a quoted
+`|`), `xargs` and `nohup` as runners, `sudo VAR=1 cmd` as `cmd`, and a line's family is the part
+before an output filter (`./build.sh 2>&1 | tee log` is `build.sh`). A failure tried again counted
+as one problem was tried and dropped: alone on main's rules it lowered the held-out unresolved recall
+(the fresh split labels each retry). A fourth blind set (sealed4) judges these.
 The permission-settings family has that weakness too (one labelled session has such
 calls) and is kept as a reading of what "unresolved" means, not as a tuned pattern.
 
@@ -76,9 +87,10 @@ held-out and in-sample precision/recall (decisions, bugs, questions, unresolved)
 of the accepted families, per fold and in all, what each fold rejected, and the in-sample figures
 per split.
 
-Usage: python3 bench/digest_rules_cv.py [--sealed2 DIR]
+Usage: python3 bench/digest_rules_cv.py [--sealed2 DIR] [--sealed3 DIR]
   --sealed2  the directory of sealed2's transcripts (default: $LCM_BENCH_SEALED2; none: those 11
              sessions are skipped and the JSON says so)
+  --sealed3  likewise for sealed3's 15 ($LCM_BENCH_SEALED3)
 """
 from __future__ import annotations
 
@@ -109,6 +121,7 @@ FAMILIES = {
     "unresolved: a failed shell line that only looks is exploration": ("worklog", "LOOK_ONLY"),
     "decision: dependencies a write adds to a manifest": ("extract", "DEPENDENCIES_CHOSEN"),
     "decision: a change that says nothing of what it makes is none": ("extract", "VAGUE_IS_NONE"),
+    "decision: the person's later direction": ("extract", "PERSON_DIRECTS"),
 }
 # a family that only narrows what others print, judged on top of them
 REFINES = {"decision: a change that says nothing of what it makes is none": frozenset(

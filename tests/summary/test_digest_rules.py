@@ -363,7 +363,8 @@ def test_changes_stated_beside_the_calls_that_made_them_are_decisions(tmp_path, 
     log = _worklog(tmp_path, build)
     assert log["decisions"] == [
         "I'll grow the scratch tmpfs to 20G instead of resizing the root overlay.",
-        "Successfully moved the 3G build cache to /scratch/cache and created a symlink."]
+        "Successfully moved the 3G build cache to /scratch/cache and created a symlink.",
+        "(user) move the build cache there and link it back"]  # the person's direction, after the actions
 
 
 def test_a_change_that_failed_or_only_narration_around_a_change_is_no_decision(tmp_path, vault):
@@ -530,3 +531,67 @@ def test_a_change_that_says_nothing_of_what_it_makes_is_no_decision(sentence):
 @pytest.mark.parametrize("sentence", SAID_CHANGES)
 def test_a_change_that_says_what_it_makes_is_kept(sentence):
     assert not lcm.summary.extract.vague_change(sentence)
+
+
+DIRECTIONS = [  # a later prompt that steers the work
+    "no destroy the existing pool and i want the full build",
+    "Set target to /dev/sdb1",
+    "TACKLE the modules first on launching claude it says some may be missing",
+    "Try magenta the rest of the line is dark green so its hard to differentiate",
+]
+NOT_DIRECTIONS = [  # a question, an acknowledgement, a look asked for, news, a routine step, a fragment
+    "ok commit what we have",
+    "and the fonts",
+    "when did this session start? at what time?",
+    "Yes please",
+    "ah, of course THANKS!! it works perfectly",
+    "search all files for the banner in claude-backups",
+    "i just installed docker",
+    "ok",
+]
+
+
+@pytest.mark.parametrize("prompt", DIRECTIONS)
+def test_a_later_prompt_that_steers_the_work_is_a_direction(prompt):
+    assert lcm.summary.extract.is_direction(prompt)
+
+
+@pytest.mark.parametrize("prompt", NOT_DIRECTIONS)
+def test_a_question_an_acknowledgement_or_a_look_asked_for_is_no_direction(prompt):
+    assert not lcm.summary.extract.is_direction(prompt)
+
+
+def test_the_persons_later_directions_are_decisions_their_first_request_is_the_task(tmp_path, vault):
+    def build(t):
+        t.user("build the live image with the zfs script")
+        run = t.tool_use("Bash", {"command": "sudo ./build.sh"})
+        t.tool_result(run, "error: pool too small", is_error=True)
+        t.user("no destroy the existing pool and i want the full build")
+        t.assistant_text("Destroying the pool.")
+        t.user("thanks, that works")
+    decisions = _worklog(tmp_path, build)["decisions"]
+    assert decisions == ["(user) no destroy the existing pool and i want the full build"]
+
+
+def test_a_quoted_pipe_a_runner_or_an_output_filter_does_not_change_what_a_line_runs():
+    families = lcm.summary.worklog.command_families
+    assert families('grep -n "Activation\\|bridge" tools/bridge.py') == ["grep"]
+    assert families('find logs -name "*.log" | xargs tail -20') == ["find", "tail"]
+    assert families("sudo BUILD_TYPE=full ./build.sh") == ["build.sh"]
+    assert lcm.summary.worklog.command_family("sudo ./build.sh 2>&1 | tee /tmp/build.log") == "build.sh"
+
+
+def test_a_build_that_failed_and_then_ran_through_a_tee_is_not_unresolved(tmp_path, vault):
+    def build(t):
+        t.user("build it")
+        first = t.tool_use("Bash", {"command": "sudo SIMPLE_BUILD=1 ./build.sh"})
+        t.tool_result(first, "W: GPG error: the signatures couldn't be verified", is_error=True)
+        second = t.tool_use("Bash", {"command": "sudo BUILD_TYPE=full ./build.sh 2>&1 | tee /tmp/full.log"})
+        t.tool_result(second, "Build complete")
+    assert _worklog(tmp_path, build)["unresolved_errors"] == []
+
+
+@pytest.mark.parametrize("sentence", ["The issue is clear now.", "The fix is now applied.", "This bug has been fixed."])
+def test_a_sentence_about_the_issue_that_says_nothing_of_it_is_no_bug_found(sentence):
+    assert lcm.summary.extract.findings_in([sentence]) == []
+    assert lcm.summary.extract.findings_in(["The issue is that the cache key ignores the lock file."]) != []

@@ -191,10 +191,16 @@ def is_person_choice(sentence: str) -> bool:
     return is_choice(sentence) or bool(PERSON_CHOOSES.search(sentence))
 
 
+# a sentence about the issue that says nothing of it: "The issue is clear now.", "The fix is now applied."
+EMPTY_FINDING = re.compile(r"^\W*(?:the|this|that|now the) (?:real )?(?:issue|problem|bug|cause|fix|error)s? "
+                           r"(?:is|was|are|has been|have been) (?:now |also |finally )?(?:clear|obvious|evident|"
+                           r"understood|applied|fixed|resolved|done|in place|complete|identified)\b\W*$", re.I)
+
+
 def is_finding(sentence: str) -> bool:
     """A sentence that says what caused a problem or what fixed it."""
     lowered = sentence.lower()
-    return any(hint in lowered for hint in FINDING_HINTS) and bool(
+    return not EMPTY_FINDING.match(sentence) and any(hint in lowered for hint in FINDING_HINTS) and bool(
         FINDING.search(sentence) or CONSEQUENCE.search(sentence)) and not LOCATION_ONLY.search(sentence) \
         and not sentence.rstrip().endswith(("?", ":")) and not NEXT_STEP.match(sentence) and not GUESS.search(sentence)
 
@@ -217,7 +223,8 @@ def findings_in(sentences_: list[str]) -> list[str]:
             after = sentences_[i + 1] if i + 1 < len(sentences_) else ""
             if after and not after.rstrip().endswith(("?", ":")) and not GUESS.search(after):
                 found.append(after)
-        elif (is_finding(sentence) or FIXED_ITEM.match(sentence)) and (not found or found[-1] != sentence):
+        elif (is_finding(sentence) or FIXED_ITEM.match(sentence)) and (not found or found[-1] != sentence) \
+                and not EMPTY_FINDING.match(sentence):
             found.append(sentence)
     return found
 
@@ -721,3 +728,28 @@ def dependencies_chosen(path: str, new: str, old: str = "") -> str:
         return ""
     more = f" (and {len(found) - DEPENDENCIES_SHOWN} more)" if len(found) > DEPENDENCIES_SHOWN else ""
     return f"{name}: " + ", ".join(found[:DEPENDENCIES_SHOWN]) + more
+
+
+# The person steering the work mid-session: a later prompt that directs rather than asks ("no destroy
+# the existing pool and i want the full build", "Set target to /dev/sdb1", "TACKLE the modules first").
+ASKS = re.compile(r"\?\s*$|^\W*(?:what|why|how|when|where|who|which|is|are|does|do|did|was|were|has|have|"
+                  r"can you (?:tell|explain|check|see|look|find|search|show|list)|could you (?:tell|explain))\b", re.I)
+ACKNOWLEDGES = re.compile(r"^\W*(?:(?:yes|yeah|yep|ok(?:ay)?|sure|great|perfect|excellent|nice|cool|thanks?|thank you|"
+                          r"love it|good|fine|go ahead|proceed|continue|do it|please)\b[\W]*)+$|"
+                          r"\b(?:thanks|thank you)\b|^\W*(?:i just|it works|it worked|awesome|excellent work)\b", re.I)
+LOOKS_ASKED = re.compile(r"^\W*(?:(?:ok(?:ay)?|now|so|and|also|please|ultrathink)[,.]?\s+)*(?:search|check|look|read|"
+                         r"explain|show|list|find|tell|review|verify|investigate|analy[sz]e|summari[sz]e|load)\b", re.I)
+# a routine step asked for ("ok commit what we have", "push it", "next step") chooses nothing
+ROUTINE_ASKED = re.compile(r"^\W*(?:(?:ok(?:ay)?|so|now|and|then|please|great|good)[,.!]?\s+)*(?:commit|push|merge|deploy|"
+                           r"run|rerun|continue|proceed|go on|next|retry|try again|do it|start)\b", re.I)
+DIRECTION_WORDS = (4, 60)  # a direction is a line or two, not a new brief
+PERSON_DIRECTS = True  # a switch for bench/digest_rules_cv.py
+
+
+def is_direction(text: str) -> bool:
+    """A later prompt that steers the work (see ASKS, ACKNOWLEDGES, LOOKS_ASKED)."""
+    one = " ".join(text.split())
+    words = len(one.split())
+    return PERSON_DIRECTS and DIRECTION_WORDS[0] <= words <= DIRECTION_WORDS[1] and not ASKS.search(one) \
+        and not ACKNOWLEDGES.search(one) and not LOOKS_ASKED.match(one) and not ROUTINE_ASKED.match(one) \
+        and not is_brief(text)

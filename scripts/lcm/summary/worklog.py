@@ -107,6 +107,7 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
     last_words: list[str] = []       # the assistant's text after the latest request
     timeline: list[tuple] = []       # ("said", text) and ("call", call) of the main thread, in order,
                                      # ("asked", request text) between turns
+    directed: list[str] = []         # the person's later prompts that steer the work
     worded: set[int] = set()         # turns (1 = the first request's) whose choice was stated in words
     worded_before = 0
     reply = ""                       # the assistant's latest text: the report, when the turn ends on it
@@ -140,8 +141,11 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
             timeline.append(("asked", text))
             worded_before = len(decisions)
             if not lcm.summary.extract.is_brief(text):  # a brief's lines are rules the work keeps
-                decisions += [f"(user) {s}" for s in lcm.summary.extract.sentences(
+                said_choice = [f"(user) {s}" for s in lcm.summary.extract.sentences(
                     text, lcm.summary.extract.PERSON_HINTS) if lcm.summary.extract.is_person_choice(s)]
+                decisions += said_choice
+                if not said_choice and len(requests) > 1 and lcm.summary.extract.is_direction(text):
+                    directed.append(f"(user) {_first_line(' '.join(text.split()))}")
             last_words = []  # the assistant's text since this request
         for block in content_blocks(entry):
             kind = block.get("type")
@@ -203,7 +207,7 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
     # the choices read from actions fill what room the worded ones leave (these are surer)
     room = DECISIONS_SHOWN - len(log["decisions"])
     log["decisions"] += [d for d in _dedupe([_first_line(a) for a in dependencies_written(order)
-                                             + actions_chosen(timeline, worded)])
+                                             + actions_chosen(timeline, worded) + directed[-DIRECTED_CAP:]])
                          if d not in log["decisions"]][:max(room, 0)]
     log["findings"] = _dedupe([_first_line(f) for f in findings])[-8:]
     log["open_questions"] = open_questions(last_words)
@@ -239,6 +243,7 @@ def changed_state(call: dict) -> bool:
     return False
 
 
+DIRECTED_CAP = 3  # the person's newest directions shown
 DEPENDENCY_CAP = 2  # manifests whose new dependencies are listed, the newest
 
 
@@ -381,7 +386,8 @@ def _summarise(order, requests, decisions, todos, tasks, count, last_id, request
 
 # what runs a command without being it: `uv run pytest` is pytest
 RUNNERS = (("uv", "run"), ("poetry", "run"), ("pipenv", "run"), ("pnpm", "exec"), ("bundle", "exec"),
-           ("python", "-m"), ("python3", "-m"), ("npx",), ("bunx",), ("time",), ("sudo",), ("env",), ("command",))
+           ("python", "-m"), ("python3", "-m"), ("npx",), ("bunx",), ("time",), ("sudo",), ("env",), ("command",),
+           ("xargs",), ("nohup",))
 # programs whose first word after them names the action: `git push`, not `git`
 SUBCOMMANDS = {"git", "npm", "pnpm", "yarn", "bun", "cargo", "go", "docker", "kubectl", "gh", "uv", "pip", "pip3",
                "make", "brew", "apt", "apt-get", "helm", "terraform", "poetry", "dotnet", "mvn", "gradle"}
@@ -391,18 +397,21 @@ VALUED_OPTIONS = {"-C", "-c", "-f", "-n", "--prefix", "--dir", "--filter", "--na
 SETUP = {"cd", "source", ".", "export", "echo", "set", "pushd", "popd", "sleep", "true", ":"}
 
 
+QUOTED = re.compile(r"'[^']*'|\"(?:\\.|[^\"\\])*\"")
+
+
 def command_families(command: str) -> list[str]:
     """What each part of a shell line runs, as "program action" (`git push`, `pytest`, `npm test`):
     parts split at && || ; |, set-up parts (cd, export, echo) left out, variable assignments and
     runners (uv run, npx, python -m) skipped."""
     out = []
-    for part in re.split(r"&&|\|\||;|\||\n", command):
+    for part in re.split(r"&&|\|\||;|\||\n", QUOTED.sub('""', command)):  # a quoted | or ; splits nothing
         words = [w for w in part.replace("(", " ").replace(")", " ").split() if w]
-        while words and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]):
-            words.pop(0)
         changed = True
-        while changed and words:
+        while changed and words:  # `sudo FLAG=1 uv run pytest` runs pytest
             changed = False
+            while words and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]):
+                words.pop(0)
             for runner in RUNNERS:
                 if tuple(w.lower() for w in words[:len(runner)]) == runner:
                     words = words[len(runner):]
@@ -420,8 +429,9 @@ def command_families(command: str) -> list[str]:
 
 # shell programs that only look: their failure ("no commits yet", "No such file") is what was learnt
 LOOK_PROGRAMS = {"ls", "cat", "head", "tail", "find", "grep", "rg", "wc", "which", "type", "pwd", "stat", "file", "du",
-                 "df", "tree", "less", "diff", "git log", "git status", "git diff", "git show", "git remote",
-                 "git branch", "git rev-parse", "git config"}
+                 "df", "tree", "less", "diff", "sort", "uniq", "cut", "awk", "jq", "ps", "uname", "whoami", "lsblk",
+                 "git log", "git status", "git diff", "git show", "git remote", "git branch", "git rev-parse",
+                 "git config"}
 LOOK_ONLY = True  # a switch for bench/digest_rules_cv.py
 
 
@@ -445,10 +455,15 @@ def _action(program: str, words: list[str]) -> str:
     return ""
 
 
+# what a line pipes its output through (`... 2>&1 | tee build.log`, `| tail -20`): not the work itself
+FILTERS = {"tee", "head", "tail", "grep", "less", "more", "sort", "uniq", "wc", "cut", "awk", "jq", "cat"}
+
+
 def command_family(command: str) -> str | None:
     """The family of the part of a shell line that did the work: its last part that is not set-up."""
     families = command_families(command)
-    return families[-1] if families else None
+    worked = [f for f in families if f not in FILTERS]
+    return (worked or families)[-1] if families else None
 
 
 def _dedupe(items: list[str]) -> list[str]:
