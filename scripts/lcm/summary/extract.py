@@ -194,7 +194,7 @@ def is_person_choice(sentence: str) -> bool:
 # a sentence about the issue that says nothing of it: "The issue is clear now.", "The fix is now applied."
 EMPTY_FINDING = re.compile(r"^\W*(?:the|this|that|now the) (?:real )?(?:issue|problem|bug|cause|fix|error)s? "
                            r"(?:is|was|are|has been|have been) (?:now |also |finally )?(?:clear|obvious|evident|"
-                           r"understood|applied|fixed|resolved|done|in place|complete|identified)\b\W*$", re.I)
+                           r"understood|applied|fixed|resolved|done|in place|complete|identified)\b(?: now)?\W*$", re.I)
 
 
 def is_finding(sentence: str) -> bool:
