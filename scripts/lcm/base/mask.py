@@ -312,6 +312,9 @@ _HEADER_NAME = r"(?i)(?:proxy-)?authorization|(?:x-)?(?:[a-z0-9]+-)*(?:api-?)?(?
 _SCHEME = r"(?i)(?:basic|bearer|token|api-?token|apikey|api-key|key|sso-key|digest|negotiate)[ \t]+"
 
 
+CURL_WORDS = 60  # how far a curl command's options may run on, over lines as the field writes them
+
+
 def _curl_credentials(text: str) -> str:
     """In a curl command (its arguments may run on over a few lines, as the field writes them):
     `-u`/`--user USER:PASSWORD` whole, and the value of a credential header (`-H 'X-Api-Key: ...'`,
@@ -320,8 +323,12 @@ def _curl_credentials(text: str) -> str:
     spans, done = [], 0
     for command in _regex(_E + r"curl(?![\w-])").finditer(text):
         at = max(command.end(), done)
+        # the command's reach counted in words, not characters: a secret masked before a `-u` (a
+        # mask is one word, as the secret was) must not bring it into reach on a second pass
+        reach = _regex(r"(?:\s*\S+){1,%d}" % CURL_WORDS).match(text, command.end())
+        stop = reach.end() if reach else command.end()
         while True:
-            m = option.search(text, at, command.end() + 400)
+            m = option.search(text, at, stop)
             if m is None:
                 break
             word, places = _shell_word(text, m.end())
