@@ -201,8 +201,7 @@ def test_a_curl_password_is_masked_on_the_first_pass_whatever_secrets_precede_it
     """curl's reach used to be 400 characters: secrets masked before its `-u` shortened the text and
     brought the password into reach only on a second pass (found by the property below)."""
     long_secrets = " ".join(["key sk-ant-api03-" + "Zx9" * 30 + "-AA"] * 4)
-    text = f"curl https://a.example.com/ping {long_secrets} done\ncurl https://x.example.com\n  -o out.json\n" \
-           "  -u ann:Hunter2Pass"
+    text = f"curl https://a.example.com/ping {long_secrets} done\n  -o out.json\n  -u ann:Hunter2Pass"
     once = mask(text)
     assert "Hunter2Pass" not in once and mask(once) == once
 
