@@ -198,10 +198,11 @@ def test_a_secret_manifest_masked_again_keeps_the_url_after_it():
 
 
 def test_a_curl_password_is_masked_on_the_first_pass_whatever_secrets_precede_it():
-    """curl's reach used to be 400 characters: secrets masked before its `-u` shortened the text and
-    brought the password into reach only on a second pass (found by the property below)."""
-    long_secrets = " ".join(["key sk-ant-api03-" + "Zx9" * 30 + "-AA"] * 4)
-    text = f"curl https://a.example.com/ping {long_secrets} done\n  -o out.json\n  -u ann:Hunter2Pass"
+    """curl's reach used to be 400 characters: secret assignments masked (after curl's rule) before
+    its `-u` shortened the text and brought the password into reach only on a second pass (found by
+    the property below)."""
+    values = "\n".join(f"aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/{i}" + "bPxRfiCYzz" * 15 for i in range(3))
+    text = f"curl https://a.example.com/ping\n{values}\n  -o out.json\n  -u ann:Hunter2Pass"
     once = mask(text)
     assert "Hunter2Pass" not in once and mask(once) == once
 
