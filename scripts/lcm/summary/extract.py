@@ -223,8 +223,7 @@ def findings_in(sentences_: list[str]) -> list[str]:
             after = sentences_[i + 1] if i + 1 < len(sentences_) else ""
             if after and not after.rstrip().endswith(("?", ":")) and not GUESS.search(after):
                 found.append(after)
-        elif (is_finding(sentence) or FIXED_ITEM.match(sentence)) and (not found or found[-1] != sentence) \
-                and not EMPTY_FINDING.match(sentence):
+        elif (is_finding(sentence) or FIXED_ITEM.match(sentence)) and (not found or found[-1] != sentence):
             found.append(sentence)
     return found
 

@@ -438,8 +438,7 @@ LOOK_ONLY = True  # a switch for bench/digest_rules_cv.py
 def looks_only(command: str) -> bool:
     """Every part of a shell line only looks (`ls -la && git log`): a failure is exploration."""
     families = command_families(command)
-    return LOOK_ONLY and bool(families) and all(f in LOOK_PROGRAMS or f.split(" ")[0] in LOOK_PROGRAMS
-                                                and f.split(" ")[0] != "git" for f in families)
+    return LOOK_ONLY and bool(families) and all(f in LOOK_PROGRAMS for f in families)
 
 
 def _action(program: str, words: list[str]) -> str:
