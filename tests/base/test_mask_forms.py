@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import string
 
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import assume, example, given, settings, strategies as st
 
 import lcm.base.mask
 import lcm.capture.transcript
@@ -121,6 +121,8 @@ PRINTABLE = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7e), min_s
 
 
 @settings(max_examples=500, deadline=None)
+# a password that looks like a .pgpass line's middle (`:0:0:`) once hid the URL's `@` from the prefilter
+@example("0:0:", "postgres", ":5432/app", "after a CJK letter")
 @given(PRINTABLE, st.sampled_from(["postgres", "mysql", "https", "redis", "amqp"]),
        st.sampled_from(["", "/app", ":5432/app", "/db?sslmode=require"]), st.sampled_from(sorted(POSITIONS)))
 def test_a_url_password_with_any_printable_characters_is_masked_whole(password, scheme, tail, position):

@@ -176,7 +176,7 @@ def _section(text: str, name: str) -> list[str]:
 def test_decisions_bugs_and_open_questions_a_person_would_name(tmp_path, vault):
     """An apology, a status line or a lead-in to a list is no decision; what the person says to do
     is one; "I see the issue." is followed by the bug; a push refused with 403 and then pushed is
-    no unresolved error (a call the permission settings stopped, never run later, is one); a
+    a bug got past, no unresolved error (a call the permission settings stopped, never run later, is one); a
     question asked at the end and never answered is left open (an offer to do more is not)."""
     t = Transcript(tmp_path / "projects", session_id="s-judged")
     t.user("the export is slow, can you have a look?")
@@ -204,7 +204,9 @@ def test_decisions_bugs_and_open_questions_a_person_would_name(tmp_path, vault):
     decisions = _section(text, "Decisions")
     assert decisions == ["(user) let's keep the old CSV format for now",
                          "We decided to stream rows instead of building the whole file in memory."], decisions
-    assert _section(text, "Bugs found") == ["The cache key ignores the locale, so every request misses the cache."]
+    assert _section(text, "Bugs found") == ["The cache key ignores the locale, so every request misses the cache.",
+                                            # a failure a later run got past, named by its error
+                                            "fatal: unable to access: The requested URL returned error: 403"]
     assert _section(text, "Open questions") == ["Should the export keep the header row when the file is empty?"]
     failed = _section(text, "What failed")
     assert any("git push -u origin main" in f and "not fixed later" not in f for f in failed), failed

@@ -101,13 +101,13 @@ def test_guesses_narration_and_where_a_problem_lies_are_not_bugs_found(sentence)
     assert lcm.summary.extract.findings_in([sentence]) == []
 
 
-def _worklog(tmp_path, build) -> dict:
-    t = Transcript(tmp_path / "projects", session_id="s-rules")
+def _worklog(tmp_path, build, session_id: str = "s-rules") -> dict:
+    t = Transcript(tmp_path / "projects", session_id=session_id)
     build(t)
     t.write()
     conn = lcm.vault.db.connect()
     lcm.capture.bulk.ingest_paths(conn, [str(t.path)])
-    return lcm.summary.worklog.worklog(conn, "s-rules", request_limit=100)
+    return lcm.summary.worklog.worklog(conn, session_id, request_limit=100)
 
 
 def test_a_push_refused_with_403_and_pushed_by_the_next_call_is_not_unresolved(tmp_path, vault):
@@ -169,7 +169,8 @@ def test_a_session_reads_back_its_decisions_and_bugs_and_no_status_lines(tmp_pat
     log = _worklog(tmp_path, build)
     assert log["decisions"] == ["(user) We should keep the lint rules we have otherwise.",
                                 "I'll disable that rule instead of editing every file."]
-    assert log["findings"] == ["The linter wraps bare URLs in angle brackets, so the MDX parser fails on them."]
+    assert log["findings"] == ["The linter wraps bare URLs in angle brackets, so the MDX parser fails on them.",
+                               "Error: Unexpected character `<` in MDX"]  # the error the fix got past
     assert log["unresolved_errors"] == []
 
 
@@ -441,7 +442,7 @@ def test_a_request_the_api_refused_is_unresolved_until_a_real_reply_follows(tmp_
         _api_error(t, "API Error: 529 Overloaded", "overloaded_error")
         t.user("try again")
         t.assistant_text("Here is a first draft of the application.")
-    assert _worklog(tmp_path / "again", answered)["unresolved_errors"] == []
+    assert _worklog(tmp_path / "again", answered, "s-again")["unresolved_errors"] == []
 
 
 def test_a_failed_shell_line_that_only_looks_is_exploration_not_an_unresolved_error(tmp_path, vault):
@@ -595,3 +596,67 @@ def test_a_build_that_failed_and_then_ran_through_a_tee_is_not_unresolved(tmp_pa
 def test_a_sentence_about_the_issue_that_says_nothing_of_it_is_no_bug_found(sentence):
     assert lcm.summary.extract.findings_in([sentence]) == []
     assert lcm.summary.extract.findings_in(["The issue is that the cache key ignores the lock file."]) != []
+
+
+def test_a_failed_command_a_later_run_got_past_is_a_bug_found_named_by_its_error(tmp_path, vault):
+    """The blind labels name a bug by the error it raised ("could not create lock file", "Unable to
+    locate package") as often as by its cause in words; a test run's verdict or a bare exit code
+    says only that a check failed."""
+    def build(t):
+        t.user("get the local database running")
+        start = t.tool_use("Bash", {"command": "pg_ctl -D data/pg start"})
+        t.tool_result(start, 'Exit code 1\nwaiting for server to start....\nFATAL:  could not create lock file '
+                             '"/var/run/postgresql/.s.PGSQL.5433.lock": Permission denied\nstopped waiting',
+                      is_error=True)
+        edit = t.tool_use("Edit", {"file_path": "/p/data/pg/postgresql.conf", "old_string": "#unix_socket_directories",
+                                   "new_string": "unix_socket_directories = '/tmp'"})
+        t.tool_result(edit, "The file has been updated.")
+        start = t.tool_use("Bash", {"command": "pg_ctl -D data/pg -l log start"})
+        t.tool_result(start, "server started")
+        tests = t.tool_use("Bash", {"command": "pytest tests/test_db.py"})
+        t.tool_result(tests, "FAILED tests/test_db.py::test_connect - ConnectionError: connection refused",
+                      is_error=True)
+        tests = t.tool_use("Bash", {"command": "pytest tests/test_db.py"})
+        t.tool_result(tests, "1 passed")
+        lint = t.tool_use("Bash", {"command": "ruff check ."})
+        t.tool_result(lint, "Exit code 1\nFound 2 problems", is_error=True)
+        lint = t.tool_use("Bash", {"command": "ruff check --fix ."})
+        t.tool_result(lint, "All checks passed!")
+        never = t.tool_use("Bash", {"command": "psql -c 'select 1'"})
+        t.tool_result(never, 'psql: error: connection to server failed: role "root" does not exist', is_error=True)
+    log = _worklog(tmp_path, build)
+    assert log["findings"] == ['FATAL:  could not create lock file "/var/run/postgresql/.s.PGSQL.5433.lock": '
+                               'Permission denied']
+    assert [e["target"] for e in log["unresolved_errors"]] == ["psql -c 'select 1'"]  # never got past: open
+
+
+def test_a_failure_the_work_went_past_and_the_person_asked_past_is_no_longer_unresolved(tmp_path, vault):
+    """A command failed, the turn went on with other commands that ran, and the person, shown the
+    outcome, asked for the next thing: the failure was worked around or set aside, not left open.
+    A failure that ended its turn, or one in the turn the session ends on, stays open; so does an
+    edit that never landed (the file lacks the change)."""
+    def build(t, later: bool):
+        t.user("recreate the cluster")
+        drop = t.tool_use("Bash", {"command": "sudo pg_dropcluster 17 main --stop"})
+        t.tool_result(drop, "Error: Invalid data directory for cluster 17 main", is_error=True)
+        wipe = t.tool_use("Bash", {"command": "sudo rm -rf /etc/postgresql/17/main && sudo pg_createcluster 17 main"})
+        t.tool_result(wipe, "Creating new PostgreSQL cluster 17/main ...")
+        edit = t.tool_use("Edit", {"file_path": "/p/manage.sh", "old_string": "PG=16", "new_string": "PG=17"})
+        t.tool_result(edit, "String to replace not found in file.", is_error=True)
+        t.assistant_text("The cluster is recreated.")
+        if later:
+            t.user("now write the backup script")
+            t.assistant_text("Writing it.")
+    open_ = _worklog(tmp_path / "end", lambda t: build(t, later=False), "s-end")["unresolved_errors"]
+    assert [e["target"] for e in open_] == ["sudo pg_dropcluster 17 main --stop", "/p/manage.sh"]
+    asked_past = _worklog(tmp_path / "past", lambda t: build(t, later=True), "s-past")["unresolved_errors"]
+    assert [e["target"] for e in asked_past] == ["/p/manage.sh"]
+
+
+def test_an_offer_of_ways_on_is_an_open_question_an_offer_of_one_more_step_is_not(tmp_path, vault):
+    def build(t):
+        t.user("draft the grant application")
+        t.assistant_text("The draft is in grant.md. Want me to tighten any section, or move on to the budget?"
+                         " Would you like me to add a cover letter too?")
+    assert _worklog(tmp_path, build)["open_questions"] == [
+        "Want me to tighten any section, or move on to the budget?"]

@@ -653,7 +653,9 @@ def _prefilter(triggers: list[str]) -> str:
     for n, literal in enumerate(triggers):
         if literal in _PATTERN_TRIGGERS:
             first, rest = _PATTERN_TRIGGERS[literal]
-            by_letter.setdefault(first, []).append(f"{rest}(?P<t{n}>)")
+            # looked ahead, not read: what it spans may hold another trigger (`admin:0:0:@db` holds
+            # the `@` of a URL's password), and the scan goes on from its first letter
+            by_letter.setdefault(first, []).append(f"(?={rest})(?P<t{n}>)")
             continue
         # the rarest letter; of two alike, not the last (a branch with letters after its own opens with them)
         at = min(range(len(literal)), key=lambda i: ((_RARE_FIRST + literal[i]).index(literal[i]), i == len(literal) - 1))

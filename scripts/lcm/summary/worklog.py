@@ -43,6 +43,19 @@ APPROVED_PLAN = True
 # the harness's stand-in for a reply the API refused ("Credit balance is too low", an overload): the
 # request it answers went undone, unless a real reply follows
 API_ERROR_IS_UNRESOLVED = True
+# a command that failed while its turn went on (a later command of the turn ran) is no longer open once
+# the person, shown the outcome, has asked past that turn this many times: it was worked around or set
+# aside (0: off, a switch for bench/digest_rules_cv.py)
+MOVED_ON = 1
+# a failed command a later run got past is a bug found, named by its error ("could not create lock
+# file ... Permission denied"), when that line says what was wrong, not only that a check failed (a
+# test runner's FAILED verdict, a linter's path:line:col finding, a mistyped command)
+FIXED_FAILURE_IS_BUG = True  # a switch for bench/digest_rules_cv.py
+SAYS_WHAT = re.compile(r"\b(?:error|fatal|cannot|can't|could ?not|unable|denied|invalid|missing|not (?:found|defined|"
+                       r"iterable|available|allowed|supported|signed|compatible|exist)|does not exist|failed to|"
+                       r"refused)\b", re.I)
+VERDICT = re.compile(r"^(?:FAILED|ERROR:? file or directory not found)\b|^\S+:\d+:\d+\b|command not found")
+ERRORS_GOT_PAST = 4  # the newest shown, after the causes said in words
 DECISIONS_SHOWN = 8  # a digest is read by a person: the newest worded choices, then those read from actions
 KEEP = 50  # newest commands / errors kept in the returned lists
 
@@ -163,7 +176,7 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
                 tool_input = block.get("input") if isinstance(block.get("input"), dict) else {}
                 call = {"id": block.get("id"), "name": block.get("name"), "input": tool_input,
                         "key": _tool_key(str(block.get("name")), tool_input), "uuid": row["uuid"],
-                        "sidechain": bool(entry.get("isSidechain")), "status": "pending"}
+                        "sidechain": bool(entry.get("isSidechain")), "status": "pending", "turn": len(requests)}
                 calls[str(block.get("id"))] = call
                 order.append(call)
                 if not call["sidechain"]:
@@ -209,7 +222,11 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
     log["decisions"] += [d for d in _dedupe([_first_line(a) for a in dependencies_written(order)
                                              + actions_chosen(timeline, worded) + directed[-DIRECTED_CAP:]])
                          if d not in log["decisions"]][:max(room, 0)]
+    got_past = log.pop("got_past")
     log["findings"] = _dedupe([_first_line(f) for f in findings])[-8:]
+    if FIXED_FAILURE_IS_BUG:
+        named = _dedupe([_first_line(e) for e in got_past if SAYS_WHAT.search(e) and not VERDICT.search(e)])
+        log["findings"] += [e for e in named if e not in log["findings"]][-ERRORS_GOT_PAST:]
     log["open_questions"] = open_questions(last_words)
     if api_error and API_ERROR_IS_UNRESOLVED:
         log["unresolved_errors"].append(api_error)
@@ -317,6 +334,10 @@ OFFER = re.compile(r"\b(?:would you like|do you want|want me to|shall i|should i
 OFFERED_STEP = re.compile(r"^(?:start|proceed|continue|commit|push|deploy|begin|apply|run|create|build|implement|"
                           r"scaffold|merge|go ahead|ship|publish|install|fix|add|update|write|move on)\b(?!.*\bor\b)"
                           r"(?:\W+\w+){0,4}\W*\?$", re.I)
+# ... unless it offers a choice between ways on ("Want me to refine any section, or move on?"): the
+# person's answer decides what comes next
+CHOICE_OFFERED = re.compile(r"\bor\b|\(b\)", re.I)
+OFFERS_OPEN = True  # a switch for bench/digest_rules_cv.py
 QUESTION_END = re.compile(r"(?<=\?)\s+|\n+")
 
 
@@ -327,7 +348,8 @@ def open_questions(last_words: list[str]) -> list[str]:
     for text in last_words:
         for part in re.split(r"(?<=[.!?])\s+|\n+", text):
             part = part.strip().lstrip("-*>#0123456789. ").replace("**", "")
-            if part.endswith("?") and len(part) > 12 and not OFFER.search(part) and not OFFERED_STEP.match(part):
+            offer = OFFER.search(part) and not (OFFERS_OPEN and CHOICE_OFFERED.search(part))
+            if part.endswith("?") and len(part) > 12 and not offer and not OFFERED_STEP.match(part):
                 found.append(_first_line(part))
     return _dedupe(found)[-5:]
 
@@ -337,6 +359,7 @@ def _summarise(order, requests, decisions, todos, tasks, count, last_id, request
     edited: list[str] = []
     commands: list[dict] = []
     errors: list[dict] = []
+    got_past: list[str] = []  # the key lines of failed commands a later run of theirs got past
     for i, call in enumerate(order):
         name, status = call["name"], call["status"]
         if name in FILE_TOOLS and status in ("ok", "pending") and call["key"]:
@@ -359,7 +382,10 @@ def _summarise(order, requests, decisions, todos, tasks, count, last_id, request
                 or (name == "Bash" and c["name"] == "Bash" and (call["key"] in c["key"]
                                                                or family and family in command_families(c["key"]))))
                 for c in order[i + 1:])
-            if not fixed:
+            if fixed:
+                if name == "Bash" and status == "error":
+                    got_past.append(call.get("error", ""))
+            elif not _asked_past(call, order[i + 1:], len(requests)):
                 errors.append({"tool": name, "target": call["key"], "error": call.get("error", ""),
                                "uuid": call["uuid"]})
     todo_list = todos if todos is not None else list(tasks.values())
@@ -381,7 +407,16 @@ def _summarise(order, requests, decisions, todos, tasks, count, last_id, request
         "todos": todo_list,
         "open_todos": [t for t in todo_list if t["status"] != "completed"],
         "unresolved_errors": errors[-KEEP:],
+        "got_past": got_past,
     }
+
+
+def _asked_past(call: dict, later: list[dict], turns: int) -> bool:
+    """A failed command whose turn went on (a later command of it ran) and that the person has asked
+    past MOVED_ON times since (see MOVED_ON). A file edit that never landed stays open: the file
+    lacks the change whatever was asked next."""
+    return bool(MOVED_ON) and call["name"] == "Bash" and turns - call["turn"] >= MOVED_ON and any(
+        c["name"] == "Bash" and c["status"] == "ok" and c["turn"] == call["turn"] for c in later)
 
 
 # what runs a command without being it: `uv run pytest` is pytest
