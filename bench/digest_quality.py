@@ -20,7 +20,7 @@ sealed3: 15 more such sessions, labelled blind by helpers who never saw the rule
 bench/labels/digest_sessions_sealed3.json, scored once on 2026-11-28 with the rules frozen at c3fdc77,
 development data since; sealed4: 6 more, labelled blind the same way, in
 bench/labels/digest_sessions_sealed4.json, scored once on 2026-11-28 with the rules frozen at 4f6d84c,
-development data since; sealed5: @N5@ more, labelled blind the same way, in
+development data since; sealed5: 11 more, labelled blind the same way, in
 bench/labels/digest_sessions_sealed5.json, scored once on 2026-11-28 with the rules frozen at aba1fb2),
 plus `dev` (tune and holdout together). Prints one JSON line.
 

@@ -113,7 +113,7 @@ Usage: python3 bench/digest_rules_cv.py [--sealed2 DIR] [--sealed3 DIR] [--seale
              sessions are skipped and the JSON says so)
   --sealed3  likewise for sealed3's 15 ($LCM_BENCH_SEALED3)
   --sealed4  likewise for sealed4's 6 ($LCM_BENCH_SEALED4)
-  --sealed5  likewise for sealed5's @N5@ ($LCM_BENCH_SEALED5)
+  --sealed5  likewise for sealed5's 11 ($LCM_BENCH_SEALED5)
 """
 from __future__ import annotations
 
