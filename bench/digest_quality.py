@@ -19,12 +19,14 @@ bench/labels/digest_sessions_sealed2.json, scored once on 2026-11-28, developmen
 sealed3: 15 more such sessions, labelled blind by helpers who never saw the rules, in
 bench/labels/digest_sessions_sealed3.json, scored once on 2026-11-28 with the rules frozen at c3fdc77,
 development data since; sealed4: 6 more, labelled blind the same way, in
-bench/labels/digest_sessions_sealed4.json, scored once on 2026-11-28 with the rules frozen at 4f6d84c),
+bench/labels/digest_sessions_sealed4.json, scored once on 2026-11-28 with the rules frozen at 4f6d84c,
+development data since; sealed5: 11 more, labelled blind the same way, in
+bench/labels/digest_sessions_sealed5.json, scored once on 2026-11-28 with the rules frozen at aba1fb2),
 plus `dev` (tune and holdout together). Prints one JSON line.
 
-sealed2's, sealed3's and sealed4's transcripts are kept outside the repository (bench/labels/SOURCES_sealedN.md
-say where each comes from): name their directories with `--sealed2 DIR`, `--sealed3 DIR` and `--sealed4 DIR`,
-or LCM_BENCH_SEALED2 / 3 / 4. Without one (or when a file is missing)
+The sealed sets' transcripts are kept outside the repository (bench/labels/SOURCES_sealedN.md
+say where each comes from): name their directories with `--sealed2 DIR` ... `--sealed5 DIR`,
+or LCM_BENCH_SEALED2 ... 5. Without one (or when a file is missing)
 those sessions are skipped and the JSON's `skipped` says so.
 
 A label with a `transcript` is a sub-agent's transcript read as a session of its own: a copy whose
@@ -32,12 +34,13 @@ lines carry a session id of their own and no sidechain mark goes into a second v
 in the first one too when its parent session is labelled).
 
 Usage: python3 bench/digest_quality.py [--show] [--split tune,holdout] [--sealed2 DIR] [--sealed3 DIR]
-                                      [--sealed4 DIR]
+                                      [--sealed4 DIR] [--sealed5 DIR]
   --show     every printed line, marked hit or miss, on stderr
   --split    only the sessions of these splits (comma-separated; default: all)
   --sealed2  the directory of sealed2's transcripts (default: $LCM_BENCH_SEALED2; none: skipped)
   --sealed3  the directory of sealed3's transcripts (default: $LCM_BENCH_SEALED3; none: skipped)
   --sealed4  the directory of sealed4's transcripts (default: $LCM_BENCH_SEALED4; none: skipped)
+  --sealed5  the directory of sealed5's transcripts (default: $LCM_BENCH_SEALED5; none: skipped)
 """
 from __future__ import annotations
 
@@ -54,6 +57,7 @@ LABELS = Path(__file__).resolve().parent / "labels" / "digest_sessions.json"
 SEALED2_LABELS = Path(__file__).resolve().parent / "labels" / "digest_sessions_sealed2.json"
 SEALED3_LABELS = Path(__file__).resolve().parent / "labels" / "digest_sessions_sealed3.json"
 SEALED4_LABELS = Path(__file__).resolve().parent / "labels" / "digest_sessions_sealed4.json"
+SEALED5_LABELS = Path(__file__).resolve().parent / "labels" / "digest_sessions_sealed5.json"
 # the work log's key for each labelled category
 PRINTED = {"decisions": "decisions", "bugs": "findings", "questions": "open_questions",
            "unresolved": "unresolved_errors"}
@@ -88,7 +92,7 @@ def standalone(path: Path, out: Path) -> tuple[str, str]:
 # the labelled sets whose transcripts are public GitHub files kept outside the repository:
 # name -> (labels, environment variable naming the transcripts' directory)
 OUTSIDE = {"sealed2": (SEALED2_LABELS, "LCM_BENCH_SEALED2"), "sealed3": (SEALED3_LABELS, "LCM_BENCH_SEALED3"),
-           "sealed4": (SEALED4_LABELS, "LCM_BENCH_SEALED4")}
+           "sealed4": (SEALED4_LABELS, "LCM_BENCH_SEALED4"), "sealed5": (SEALED5_LABELS, "LCM_BENCH_SEALED5")}
 
 
 def outside_dirs(args: list[str]) -> dict:

@@ -108,11 +108,12 @@ held-out and in-sample precision/recall (decisions, bugs, questions, unresolved)
 of the accepted families, per fold and in all, what each fold rejected, and the in-sample figures
 per split.
 
-Usage: python3 bench/digest_rules_cv.py [--sealed2 DIR] [--sealed3 DIR] [--sealed4 DIR]
+Usage: python3 bench/digest_rules_cv.py [--sealed2 DIR] [--sealed3 DIR] [--sealed4 DIR] [--sealed5 DIR]
   --sealed2  the directory of sealed2's transcripts (default: $LCM_BENCH_SEALED2; none: those 11
              sessions are skipped and the JSON says so)
   --sealed3  likewise for sealed3's 15 ($LCM_BENCH_SEALED3)
   --sealed4  likewise for sealed4's 6 ($LCM_BENCH_SEALED4)
+  --sealed5  likewise for sealed5's 11 ($LCM_BENCH_SEALED5)
 """
 from __future__ import annotations
 
