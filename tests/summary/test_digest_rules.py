@@ -630,29 +630,6 @@ def test_a_failed_command_a_later_run_got_past_is_a_bug_found_named_by_its_error
     assert [e["target"] for e in log["unresolved_errors"]] == ["psql -c 'select 1'"]  # never got past: open
 
 
-def test_a_failure_the_work_went_past_and_the_person_asked_past_is_no_longer_unresolved(tmp_path, vault):
-    """A command failed, the turn went on with other commands that ran, and the person, shown the
-    outcome, asked for the next thing: the failure was worked around or set aside, not left open.
-    A failure that ended its turn, or one in the turn the session ends on, stays open; so does an
-    edit that never landed (the file lacks the change)."""
-    def build(t, later: bool):
-        t.user("recreate the cluster")
-        drop = t.tool_use("Bash", {"command": "sudo pg_dropcluster 17 main --stop"})
-        t.tool_result(drop, "Error: Invalid data directory for cluster 17 main", is_error=True)
-        wipe = t.tool_use("Bash", {"command": "sudo rm -rf /etc/postgresql/17/main && sudo pg_createcluster 17 main"})
-        t.tool_result(wipe, "Creating new PostgreSQL cluster 17/main ...")
-        edit = t.tool_use("Edit", {"file_path": "/p/manage.sh", "old_string": "PG=16", "new_string": "PG=17"})
-        t.tool_result(edit, "String to replace not found in file.", is_error=True)
-        t.assistant_text("The cluster is recreated.")
-        if later:
-            t.user("now write the backup script")
-            t.assistant_text("Writing it.")
-    open_ = _worklog(tmp_path / "end", lambda t: build(t, later=False), "s-end")["unresolved_errors"]
-    assert [e["target"] for e in open_] == ["sudo pg_dropcluster 17 main --stop", "/p/manage.sh"]
-    asked_past = _worklog(tmp_path / "past", lambda t: build(t, later=True), "s-past")["unresolved_errors"]
-    assert [e["target"] for e in asked_past] == ["/p/manage.sh"]
-
-
 def test_an_offer_of_ways_on_is_an_open_question_an_offer_of_one_more_step_is_not(tmp_path, vault):
     def build(t):
         t.user("draft the grant application")

@@ -43,10 +43,6 @@ APPROVED_PLAN = True
 # the harness's stand-in for a reply the API refused ("Credit balance is too low", an overload): the
 # request it answers went undone, unless a real reply follows
 API_ERROR_IS_UNRESOLVED = True
-# a command that failed while its turn went on (a later command of the turn ran) is no longer open once
-# the person, shown the outcome, has asked past that turn this many times: it was worked around or set
-# aside (0: off, a switch for bench/digest_rules_cv.py)
-MOVED_ON = 1
 # a failed command a later run got past is a bug found, named by its error ("could not create lock
 # file ... Permission denied"), when that line says what was wrong, not only that a check failed (a
 # test runner's FAILED verdict, a linter's path:line:col finding, a mistyped command)
@@ -176,7 +172,7 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
                 tool_input = block.get("input") if isinstance(block.get("input"), dict) else {}
                 call = {"id": block.get("id"), "name": block.get("name"), "input": tool_input,
                         "key": _tool_key(str(block.get("name")), tool_input), "uuid": row["uuid"],
-                        "sidechain": bool(entry.get("isSidechain")), "status": "pending", "turn": len(requests)}
+                        "sidechain": bool(entry.get("isSidechain")), "status": "pending"}
                 calls[str(block.get("id"))] = call
                 order.append(call)
                 if not call["sidechain"]:
@@ -382,12 +378,11 @@ def _summarise(order, requests, decisions, todos, tasks, count, last_id, request
                 or (name == "Bash" and c["name"] == "Bash" and (call["key"] in c["key"]
                                                                or family and family in command_families(c["key"]))))
                 for c in order[i + 1:])
-            if fixed:
-                if name == "Bash" and status == "error":
-                    got_past.append(call.get("error", ""))
-            elif not _asked_past(call, order[i + 1:], len(requests)):
+            if not fixed:
                 errors.append({"tool": name, "target": call["key"], "error": call.get("error", ""),
                                "uuid": call["uuid"]})
+            elif name == "Bash" and status == "error":
+                got_past.append(call.get("error", ""))
     todo_list = todos if todos is not None else list(tasks.values())
     todo_list = [{"content": str(t.get("content") or t.get("subject") or ""),
                   "status": str(t.get("status") or "pending")}
@@ -409,14 +404,6 @@ def _summarise(order, requests, decisions, todos, tasks, count, last_id, request
         "unresolved_errors": errors[-KEEP:],
         "got_past": got_past,
     }
-
-
-def _asked_past(call: dict, later: list[dict], turns: int) -> bool:
-    """A failed command whose turn went on (a later command of it ran) and that the person has asked
-    past MOVED_ON times since (see MOVED_ON). A file edit that never landed stays open: the file
-    lacks the change whatever was asked next."""
-    return bool(MOVED_ON) and call["name"] == "Bash" and turns - call["turn"] >= MOVED_ON and any(
-        c["name"] == "Bash" and c["status"] == "ok" and c["turn"] == call["turn"] for c in later)
 
 
 # what runs a command without being it: `uv run pytest` is pytest
