@@ -152,10 +152,19 @@ FAMILIES = {
     "decision: the person's later direction": ("extract", "PERSON_DIRECTS"),
     "bug: a failed command a later run got past, by its error": ("worklog", "FIXED_FAILURE_IS_BUG"),
     "question: an offer of ways on is open": ("worklog", "OFFERS_OPEN"),
+    "decision: a status line wherever its verb stands is none": ("extract", "STATUS_IS_NONE"),
+    "decision: what the person pasted directs nothing": ("extract", "PASTED_IS_NONE"),
+    "unresolved: a line successful commands print is not what failed": ("worklog", "NOISE_IS_NONE"),
 }
 # a family that only narrows what others print, judged on top of them
 REFINES = {"decision: a change that says nothing of what it makes is none": frozenset(
-    ["decision: a change said beside the call that made it", "decision: the change a closing reply says it made"])}
+    ["decision: a change said beside the call that made it", "decision: the change a closing reply says it made"]),
+    "decision: a status line wherever its verb stands is none": frozenset(
+    ["decision: a change said beside the call that made it", "decision: the change a closing reply says it made",
+     "decision: a report's recommended section"]),
+    "decision: what the person pasted directs nothing": frozenset(["decision: the person's later direction"]),
+    "unresolved: a line successful commands print is not what failed": frozenset(
+    ["bug: a failed command a later run got past, by its error"])}
 CATEGORIES = ("decisions", "bugs", "questions", "unresolved")
 BIG_PROJECTS = ("claude-code-log-sample", "coderabbit-review-helper", "danieldemmel-me-next", "experiments-worktrees",
                 "claude_p")
