@@ -239,10 +239,15 @@ def key_line(text: str, noise: frozenset | set = frozenset()) -> str:
 
 
 NOISE_EDGE = 20  # lines a banner or a profile's warning prints at either end of an output
+NOISE_EDGE_CHARS = 4000
 
 
 def edge_lines(text: str) -> set[str]:
     """The distinct cleaned lines at the start and end of a tool result, where a shell's banner
     or a login profile's warnings sit."""
-    lines = clean_lines(text)
-    return set(lines[:NOISE_EDGE] + lines[-NOISE_EDGE:])
+    text = str(text)
+    if len(text) <= 2 * NOISE_EDGE_CHARS:
+        lines = clean_lines(text)
+        return set(lines[:NOISE_EDGE] + lines[-NOISE_EDGE:])
+    # a long output: only its ends are read (a cut line at either edge is no banner line anyway)
+    return set(clean_lines(text[:NOISE_EDGE_CHARS])[:NOISE_EDGE] + clean_lines(text[-NOISE_EDGE_CHARS:])[-NOISE_EDGE:])
