@@ -106,19 +106,20 @@ on nearly every fold); "Now I'll X instead of Y" read as a choice despite its ne
 larger caps on the changes read from actions and the decisions shown (no figure moved: the big
 sessions' labelled decisions are design facts few sentences state).
 
-Labels: bench/labels/digest_sessions.json and digest_sessions_sealed2.json ... _sealed5.json (see bench/digest_quality.py).
+Labels: bench/labels/digest_sessions.json and digest_sessions_sealed2.json ... _sealed6.json (see bench/digest_quality.py).
 sealed2 (11 sessions of public GitHub repositories, labelled blind, scored once on 2026-11-28) is a
 fold of leave-one-split-out, and each of its repositories a project fold of leave-one-project-out. Prints one JSON line:
 held-out and in-sample precision/recall (decisions, bugs, questions, unresolved) of main's rules and
 of the accepted families, per fold and in all, what each fold rejected, and the in-sample figures
 per split.
 
-Usage: python3 bench/digest_rules_cv.py [--sealed2 DIR] [--sealed3 DIR] [--sealed4 DIR] [--sealed5 DIR]
+Usage: python3 bench/digest_rules_cv.py [--sealed2 DIR] [--sealed3 DIR] [--sealed4 DIR] [--sealed5 DIR] [--sealed6 DIR]
   --sealed2  the directory of sealed2's transcripts (default: $LCM_BENCH_SEALED2; none: those 11
              sessions are skipped and the JSON says so)
   --sealed3  likewise for sealed3's 15 ($LCM_BENCH_SEALED3)
   --sealed4  likewise for sealed4's 6 ($LCM_BENCH_SEALED4)
   --sealed5  likewise for sealed5's 11 ($LCM_BENCH_SEALED5)
+  --sealed6  likewise for sealed6's prefixes ($LCM_BENCH_SEALED6)
 """
 from __future__ import annotations
 
