@@ -326,6 +326,9 @@ NOT_REPORTED = [
     "Your enhanced wrapper v12.0 has been committed and pushed to the repository.",
     "Your agent system is now permanently saved and ready for use!",
     "Successfully pushed the fixes to the repository!",
+    "The syntax error has been fixed.",
+    "The script is now syntactically correct but the build is failing.",
+    "All agents are now fully built into the system and ready for both modes.",
 ]
 
 
@@ -556,6 +559,7 @@ NOT_DIRECTIONS = [  # a question, an acknowledgement, a look asked for, news, a 
     "[INFO] Calling install_all function with chroot target: / core_system.sh: line 1514: unbound variable",
     "ubuntu@ubuntu:~/Documents/livecd-gen$ sudo dockerd --security-opt apparmor=unconfined unknown flag",
     "[ERROR][2025-08-25 16:01:52][build.sh:1482] DNS resolution completely failed, this may cause package errors",
+    "\u274c Multi-agent workflow failed: 'ProductionOrchestrator' object has no attribute 'execute_workflow'",
     "ok commit what we have",
     "and the fonts",
     "when did this session start? at what time?",
@@ -594,6 +598,9 @@ def test_the_persons_later_directions_are_decisions_their_first_request_is_the_t
     "Successfully moved the venv to /tmp and symlinked it back.",
     "Using the library's visible property is much cleaner.",
     "Strict mode is now enabled for the whole repository.",
+    "Your claude command is now a proper symlink to the source wrapper.",
+    "The path has been changed from dark blue to cyan.",
+    "The pin has been updated to anchor-lang 0.30.1.",
 ])
 def test_a_change_made_or_a_choice_with_its_reason_is_no_status_line(sentence):
     assert not lcm.summary.extract.is_status(sentence)

@@ -251,17 +251,23 @@ STATUS_LINE = re.compile(r"^\W*(?:done|finished|complete[d]?|ready|all (?:\w+ )?
                          r"(?:the |this )?(?:\w+ )?(?:plan|fix|change|work|build|task)s? (?:is|are|was|were) "
                          r"(?:ready|done|complete[d]?|finished|in place|approved|merged|green)|everything (?:works|passes))\b",
                          re.I)
-# ... wherever its verb stands: "The learning system is now functional", "The wrapper integration has
-# been successfully installed", "... has been committed and pushed", "ready for use!", "Successfully
-# pushed the fixes" (not "The path is now cyan", "Successfully moved the venv to /tmp": what was made)
+# ... wherever its verb stands: "The learning system is now functional", "The script is now syntactically
+# correct", "The wrapper integration has been successfully installed", "The syntax error has been fixed.",
+# "... has been committed and pushed", "The build now passes", "ready for use!", "Successfully pushed the
+# fixes" (not "The path is now cyan", "Successfully moved the venv to /tmp", "X has been updated to 2.0": what
+# was made)
+STATE_WORDS = (r"(?:functional|working|operational|ready|complete|completed|correct|valid|fixed|resolved|built|installed|"
+               r"available|accessible|discoverable|usable|toggleable|live|online|active|running|passing|green|stable|"
+               r"consistent|compatible|up to date|up and running|set up|in place|in sync|clean|cleaner|saved|committed|"
+               r"pushed|deployed|activated|finished|done)\b")
 STATE_REACHED = re.compile(
-    r"\b(?:is|are|has been|have been)\s+(?:(?:now|successfully|fully|permanently|properly|correctly|automatically|"
-    r"all|also|much)\s+)*?(?:now|successfully)\s+(?:(?:fully|permanently|properly|correctly|automatically|all|also|much)\s+)*"
-    r"(?:functional|working|operational|ready|complete|completed|available|discoverable|accessible|usable|toggleable|live|"
-    r"online|up and running|set up|in place|cleaner|saved|installed|deployed|activated|finished|done)\b"
-    r"(?!\s+(?:to|from|with|as|by|via|instead|rather|in favou?r of)\b)|"
+    r"\b(?:is|are|has been|have been)\s+(?:(?:\w+ly|all|also|much|far|now|still)\s+)*?(?:now|successfully)\s+"
+    r"(?:(?:\w+ly|all|also|much|far)\s+)*" + STATE_WORDS + r"(?!\s+(?:to|from|with|as|by|via|instead|rather|in favou?r of)\b)|"
+    r"\b(?:has|have) been (?:\w+ly\s+)*(?:fixed|resolved|completed|built|installed|saved|applied|committed|pushed|done|"
+    r"verified|tested|addressed|implemented|updated|created|added|deployed|finished)\W*$|"
     r"\b(?:is|are) (?:now )?(?:fully )?(?:functional|operational|up and running)\b|\bready (?:for|to) use\b|"
-    r"\bgood to go\b|\b(?:is|are) now in (?:your|the) (?:\w+ )?(?:repo|repository)\b|\b(?:has|have) been (?:\w+ )?(?:committed|pushed)\b|^\W*successfully (?:committed|pushed)\b", re.I)
+    r"\bnow (?:works|passes|builds|runs|succeeds)\b|\bgood to go\b|\b(?:is|are) now in (?:your|the) (?:\w+ )?(?:repo|repository)\b|"
+    r"\b(?:has|have) been (?:\w+ )?(?:committed|pushed)\b|^\W*successfully (?:committed|pushed)\b", re.I)
 SUSPECTED = re.compile(r"^\W*(?:potential(?:ly)?|possibl[ey])\b", re.I)
 # a lead ("I've identified the cause.", "Here's what I found") says a finding follows, not what it is
 REPORT_LEAD = re.compile(r"^\W*(?:i(?:'ve| have)? (?:identified|found|traced)|here(?:'s| is| are)|based on|below|"
@@ -761,9 +767,11 @@ LOOKS_ASKED = re.compile(r"^\W*(?:(?:ok(?:ay)?|now|so|and|also|please|ultrathink
 # a routine step asked for ("ok commit what we have", "push it", "next step") chooses nothing
 ROUTINE_ASKED = re.compile(r"^\W*(?:(?:ok(?:ay)?|so|now|and|then|please|great|good)[,.!]?\s+)*(?:git )?(?:commit|push|merge|deploy|"
                            r"run|rerun|continue|proceed|go on|next|retry|try again|do it|start)\b", re.I)
-# what the person pasted rather than typed (a log, a terminal's prompt and output, a traceback) reports
-# what happened; it directs nothing: "[INFO] Calling install_all ...", "ubuntu@host:~/src$ sudo dockerd"
-PASTED = re.compile(r"\[(?:INFO|ERROR|WARN(?:ING)?|STEP|DEBUG|SUCCESS|FAIL(?:ED|URE)?)\]|"
+# what the person pasted rather than typed (a log, a terminal's prompt and output, a traceback, an exception,
+# a failure mark) reports what happened; it directs nothing: "[INFO] Calling install_all ...", "ubuntu@host:~/src$
+# sudo dockerd", "\u274c Multi-agent workflow failed: 'Orchestrator' object has no attribute 'run'"
+PASTED = re.compile(r"\[(?:INFO|ERROR|WARN(?:ING)?|STEP|DEBUG|SUCCESS|FAIL(?:ED|URE)?)\]|^\s*[\u274c\u2717\u2718\u00d7]|"
+                    r"\b[A-Z]\w*(?:Error|Exception): |\bobject has no attribute\b|"
                     r"(?:^|\s)[\w.-]+@[\w.-]+:[~/][^\s$#]*[$#]\s|\bTraceback \(most recent call last\)")
 PASTED_IS_NONE = True  # a switch for bench/digest_rules_cv.py
 DIRECTION_WORDS = (4, 60)  # a direction is a line or two, not a new brief
