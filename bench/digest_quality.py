@@ -21,7 +21,10 @@ bench/labels/digest_sessions_sealed3.json, scored once on 2026-11-28 with the ru
 development data since; sealed4: 6 more, labelled blind the same way, in
 bench/labels/digest_sessions_sealed4.json, scored once on 2026-11-28 with the rules frozen at 4f6d84c,
 development data since; sealed5: 11 more, labelled blind the same way, in
-bench/labels/digest_sessions_sealed5.json, scored once on 2026-11-28 with the rules frozen at aba1fb2),
+bench/labels/digest_sessions_sealed5.json, scored once on 2026-11-28 with the rules frozen at aba1fb2,
+development data since; sealed6: prefixes of 7 more (a transcript as it stood at an earlier line),
+labelled blind the same way, in bench/labels/digest_sessions_sealed6.json, scored once on 2026-11-28 with
+the rules frozen at bd55010),
 plus `dev` (tune and holdout together). Prints one JSON line.
 
 The sealed sets' transcripts are kept outside the repository (bench/labels/SOURCES_sealedN.md
