@@ -251,7 +251,7 @@ STATUS_LINE = re.compile(r"^\W*(?:done|finished|complete[d]?|ready|all (?:\w+ )?
                          r"(?:the |this )?(?:\w+ )?(?:plan|fix|change|work|build|task)s? (?:is|are|was|were) "
                          r"(?:ready|done|complete[d]?|finished|in place|approved|merged|green)|everything (?:works|passes))\b",
                          re.I)
-# ... wherever its verb stands: "The learning system is now functional", "The script is now syntactically
+# and a status line wherever its verb stands: "The learning system is now functional", "The script is now syntactically
 # correct", "The wrapper integration has been successfully installed", "The syntax error has been fixed.",
 # "... has been committed and pushed", "The build now passes", "ready for use!", "Successfully pushed the
 # fixes" (not "The path is now cyan", "Successfully moved the venv to /tmp", "X has been updated to 2.0": what
