@@ -21,12 +21,15 @@ bench/labels/digest_sessions_sealed3.json, scored once on 2026-11-28 with the ru
 development data since; sealed4: 6 more, labelled blind the same way, in
 bench/labels/digest_sessions_sealed4.json, scored once on 2026-11-28 with the rules frozen at 4f6d84c,
 development data since; sealed5: 11 more, labelled blind the same way, in
-bench/labels/digest_sessions_sealed5.json, scored once on 2026-11-28 with the rules frozen at aba1fb2),
+bench/labels/digest_sessions_sealed5.json, scored once on 2026-11-28 with the rules frozen at aba1fb2,
+development data since; sealed6: prefixes of 7 more (a transcript as it stood at an earlier line),
+labelled blind the same way, in bench/labels/digest_sessions_sealed6.json, scored once on 2026-11-28 with
+the rules frozen at bd55010),
 plus `dev` (tune and holdout together). Prints one JSON line.
 
 The sealed sets' transcripts are kept outside the repository (bench/labels/SOURCES_sealedN.md
-say where each comes from): name their directories with `--sealed2 DIR` ... `--sealed5 DIR`,
-or LCM_BENCH_SEALED2 ... 5. Without one (or when a file is missing)
+say where each comes from): name their directories with `--sealed2 DIR` ... `--sealed6 DIR`,
+or LCM_BENCH_SEALED2 ... 6. Without one (or when a file is missing)
 those sessions are skipped and the JSON's `skipped` says so.
 
 A label with a `transcript` is a sub-agent's transcript read as a session of its own: a copy whose
@@ -34,13 +37,14 @@ lines carry a session id of their own and no sidechain mark goes into a second v
 in the first one too when its parent session is labelled).
 
 Usage: python3 bench/digest_quality.py [--show] [--split tune,holdout] [--sealed2 DIR] [--sealed3 DIR]
-                                      [--sealed4 DIR] [--sealed5 DIR]
+                                      [--sealed4 DIR] [--sealed5 DIR] [--sealed6 DIR]
   --show     every printed line, marked hit or miss, on stderr
   --split    only the sessions of these splits (comma-separated; default: all)
   --sealed2  the directory of sealed2's transcripts (default: $LCM_BENCH_SEALED2; none: skipped)
   --sealed3  the directory of sealed3's transcripts (default: $LCM_BENCH_SEALED3; none: skipped)
   --sealed4  the directory of sealed4's transcripts (default: $LCM_BENCH_SEALED4; none: skipped)
   --sealed5  the directory of sealed5's transcripts (default: $LCM_BENCH_SEALED5; none: skipped)
+  --sealed6  the directory of sealed6's transcripts (default: $LCM_BENCH_SEALED6; none: skipped)
 """
 from __future__ import annotations
 
@@ -58,6 +62,7 @@ SEALED2_LABELS = Path(__file__).resolve().parent / "labels" / "digest_sessions_s
 SEALED3_LABELS = Path(__file__).resolve().parent / "labels" / "digest_sessions_sealed3.json"
 SEALED4_LABELS = Path(__file__).resolve().parent / "labels" / "digest_sessions_sealed4.json"
 SEALED5_LABELS = Path(__file__).resolve().parent / "labels" / "digest_sessions_sealed5.json"
+SEALED6_LABELS = Path(__file__).resolve().parent / "labels" / "digest_sessions_sealed6.json"
 # the work log's key for each labelled category
 PRINTED = {"decisions": "decisions", "bugs": "findings", "questions": "open_questions",
            "unresolved": "unresolved_errors"}
@@ -92,7 +97,8 @@ def standalone(path: Path, out: Path) -> tuple[str, str]:
 # the labelled sets whose transcripts are public GitHub files kept outside the repository:
 # name -> (labels, environment variable naming the transcripts' directory)
 OUTSIDE = {"sealed2": (SEALED2_LABELS, "LCM_BENCH_SEALED2"), "sealed3": (SEALED3_LABELS, "LCM_BENCH_SEALED3"),
-           "sealed4": (SEALED4_LABELS, "LCM_BENCH_SEALED4"), "sealed5": (SEALED5_LABELS, "LCM_BENCH_SEALED5")}
+           "sealed4": (SEALED4_LABELS, "LCM_BENCH_SEALED4"), "sealed5": (SEALED5_LABELS, "LCM_BENCH_SEALED5"),
+           "sealed6": (SEALED6_LABELS, "LCM_BENCH_SEALED6")}
 
 
 def outside_dirs(args: list[str]) -> dict:

@@ -105,20 +105,41 @@ handed over ("so where is it coming from", "help me apply for the grant") as no 
 on nearly every fold); "Now I'll X instead of Y" read as a choice despite its next-step opening, and
 larger caps on the changes read from actions and the decisions shown (no figure moved: the big
 sessions' labelled decisions are design facts few sentences state).
+sealed6 (7 prefixes of large sessions, none sharing a line with earlier sets) was scored once at bd55010
+(digest-rules-10), which printed the same lines there as main before it: decisions 0.485 / 0.295, bugs
+0.238 / 0.19, questions none printed (2 labels), unresolved 0.4 / 0.25. digest-rules-10 reads what the issue
+says is no decision more widely, each a refinement judged on top of the families it narrows: a status line
+wherever its verb stands ("The learning system is now functional", "... has been committed and pushed", "The
+syntax error has been fixed.", "The script is now syntactically correct"), and what the person pasted (a log's
+[INFO] lines, a terminal's prompt and output, an exception, a failure mark) as no direction. Both are rejected
+only by the SWORDIntel fold, which holds every case; over the 91 sessions the held-out sum of F1 by split
+went 1.392 -> 1.397 (decisions 0.48 -> 0.495), by project it stayed 1.483; sealed6's decisions went to
+0.548 / 0.318 with the forms it showed. A line that commands which succeeded also print (a shell profile's
+banner on every command: "Tandem Orchestrator: Not found") is never a failure's key line, nor a warning or a
+banner's frame: no figure moves (those lines were misses before and after), but the error shown is the real
+one ("unknown shorthand flag: 'f' in -f"). How far the labels can be reached: a second blind reading of six
+sealed3 sessions (bench/label_agreement.py) agrees with the first at decisions 0.824 / 0.967, bugs 1.0 / 0.75,
+questions 0.4 / 0.667, unresolved 0.667 / 1.0, where the rules reach 0.467 / 0.233, 1.0 / 0.5, 1.0 / 0.333
+and 1.0 / 0.5: the gap is the decisions, above all their recall. Two more blind helpers sorted every decision
+line printed on the 91 sessions by its words alone (agreeing on 265 of 274): 140 state a choice, 36 ask for
+work, 28 narrate a step, 25 report a state or a change done ("Fixed line 489", "I've successfully updated
+..."; 10 of them match a labelled decision, which the labellers count as choices acted on), 11 are questions
+typed without their mark, 1 an admission, 24 other.
 
-Labels: bench/labels/digest_sessions.json and digest_sessions_sealed2.json ... _sealed5.json (see bench/digest_quality.py).
+Labels: bench/labels/digest_sessions.json and digest_sessions_sealed2.json ... _sealed6.json (see bench/digest_quality.py).
 sealed2 (11 sessions of public GitHub repositories, labelled blind, scored once on 2026-11-28) is a
 fold of leave-one-split-out, and each of its repositories a project fold of leave-one-project-out. Prints one JSON line:
 held-out and in-sample precision/recall (decisions, bugs, questions, unresolved) of main's rules and
 of the accepted families, per fold and in all, what each fold rejected, and the in-sample figures
 per split.
 
-Usage: python3 bench/digest_rules_cv.py [--sealed2 DIR] [--sealed3 DIR] [--sealed4 DIR] [--sealed5 DIR]
+Usage: python3 bench/digest_rules_cv.py [--sealed2 DIR] [--sealed3 DIR] [--sealed4 DIR] [--sealed5 DIR] [--sealed6 DIR]
   --sealed2  the directory of sealed2's transcripts (default: $LCM_BENCH_SEALED2; none: those 11
              sessions are skipped and the JSON says so)
   --sealed3  likewise for sealed3's 15 ($LCM_BENCH_SEALED3)
   --sealed4  likewise for sealed4's 6 ($LCM_BENCH_SEALED4)
   --sealed5  likewise for sealed5's 11 ($LCM_BENCH_SEALED5)
+  --sealed6  likewise for sealed6's prefixes ($LCM_BENCH_SEALED6)
 """
 from __future__ import annotations
 
@@ -152,10 +173,19 @@ FAMILIES = {
     "decision: the person's later direction": ("extract", "PERSON_DIRECTS"),
     "bug: a failed command a later run got past, by its error": ("worklog", "FIXED_FAILURE_IS_BUG"),
     "question: an offer of ways on is open": ("worklog", "OFFERS_OPEN"),
+    "decision: a status line wherever its verb stands is none": ("extract", "STATUS_IS_NONE"),
+    "decision: what the person pasted directs nothing": ("extract", "PASTED_IS_NONE"),
+    "unresolved: a line successful commands print is not what failed": ("worklog", "NOISE_IS_NONE"),
 }
 # a family that only narrows what others print, judged on top of them
 REFINES = {"decision: a change that says nothing of what it makes is none": frozenset(
-    ["decision: a change said beside the call that made it", "decision: the change a closing reply says it made"])}
+    ["decision: a change said beside the call that made it", "decision: the change a closing reply says it made"]),
+    "decision: a status line wherever its verb stands is none": frozenset(
+    ["decision: a change said beside the call that made it", "decision: the change a closing reply says it made",
+     "decision: a report's recommended section"]),
+    "decision: what the person pasted directs nothing": frozenset(["decision: the person's later direction"]),
+    "unresolved: a line successful commands print is not what failed": frozenset(
+    ["bug: a failed command a later run got past, by its error"])}
 CATEGORIES = ("decisions", "bugs", "questions", "unresolved")
 BIG_PROJECTS = ("claude-code-log-sample", "coderabbit-review-helper", "danieldemmel-me-next", "experiments-worktrees",
                 "claude_p")

@@ -118,7 +118,9 @@ def test_a_model_writes_the_digest_when_one_answers_and_a_refusal_falls_back(tmp
     assert digest["text"].startswith("# Session digest: make the invoice tests pass")
     sent = FakeAnthropic.user_text(fake_api.requests[-1])
     assert "FAILED tests/test_invoice.py::test_tax" in sent and SECRET not in sent and "\x1b" not in sent
-    assert "Decisions" in FakeAnthropic.system_text(fake_api.requests[-1])
+    system = FakeAnthropic.system_text(fake_api.requests[-1])
+    # the model is told what the readers count as a decision, and what they never do
+    assert "Decisions" in system and "acted on" in system and "status line" in system and "apology" in system
     fake_api.enqueue(status=401)
     code, out, err = run(capsys, lcm_compact, "--session", t.session_id, "--digest")
     assert code == 0 and "extractive digest written" in out and "the model call failed" in err

@@ -30,6 +30,11 @@ NOT_DECISIONS = [
     "I apologize for switching to the wrong branch earlier.",
     "We need to change the remote to use HTTPS instead:",     # a lead-in: what follows is the choice
     "If we switch the remote to HTTPS, the deploy might work.",
+    # a status line wherever its verb stands: how things stand, not what was chosen
+    "The learning system is now functional at the database level.",
+    "The wrapper integration has been successfully installed and we will use it from now on.",
+    "Your enhanced wrapper v12.0 has been committed and pushed to the repository.",
+    "The voice system is now fully toggleable and ready to use whenever you want it!",
 ]
 # what the person says should (not) be done, or prefers, even inside a request
 PERSON_DECISIONS = [
@@ -316,6 +321,14 @@ NOT_REPORTED = [
     "The plan is ready for review.",
     "I checked the logs and nothing else changed.",
     "All browser tests are now passing.",
+    "The learning system is now functional at the database level.",
+    "The wrapper integration has been successfully installed.",
+    "Your enhanced wrapper v12.0 has been committed and pushed to the repository.",
+    "Your agent system is now permanently saved and ready for use!",
+    "Successfully pushed the fixes to the repository!",
+    "The syntax error has been fixed.",
+    "The script is now syntactically correct but the build is failing.",
+    "All agents are now fully built into the system and ready for both modes.",
 ]
 
 
@@ -540,7 +553,13 @@ DIRECTIONS = [  # a later prompt that steers the work
     "TACKLE the modules first on launching claude it says some may be missing",
     "Try magenta the rest of the line is dark green so its hard to differentiate",
 ]
-NOT_DIRECTIONS = [  # a question, an acknowledgement, a look asked for, news, a routine step, a fragment
+NOT_DIRECTIONS = [  # a question, an acknowledgement, a look asked for, news, a routine step, a fragment,
+                   # praise, what the person pasted (a log, a terminal's prompt and output)
+    "git push it well done claude you did it right",
+    "[INFO] Calling install_all function with chroot target: / core_system.sh: line 1514: unbound variable",
+    "ubuntu@ubuntu:~/Documents/livecd-gen$ sudo dockerd --security-opt apparmor=unconfined unknown flag",
+    "[ERROR][2025-08-25 16:01:52][build.sh:1482] DNS resolution completely failed, this may cause package errors",
+    "\u274c Multi-agent workflow failed: 'ProductionOrchestrator' object has no attribute 'execute_workflow'",
     "ok commit what we have",
     "and the fonts",
     "when did this session start? at what time?",
@@ -572,6 +591,35 @@ def test_the_persons_later_directions_are_decisions_their_first_request_is_the_t
         t.user("thanks, that works")
     decisions = _worklog(tmp_path, build)["decisions"]
     assert decisions == ["(user) no destroy the existing pool and i want the full build"]
+
+
+@pytest.mark.parametrize("sentence", [
+    "The path is now bright magenta instead of dark blue.",          # what was made, not how things stand
+    "Successfully moved the venv to /tmp and symlinked it back.",
+    "Using the library's visible property is much cleaner.",
+    "Strict mode is now enabled for the whole repository.",
+    "Your claude command is now a proper symlink to the source wrapper.",
+    "The path has been changed from dark blue to cyan.",
+    "The pin has been updated to anchor-lang 0.30.1.",
+])
+def test_a_change_made_or_a_choice_with_its_reason_is_no_status_line(sentence):
+    assert not lcm.summary.extract.is_status(sentence)
+
+
+def test_a_line_every_command_prints_is_never_what_failed(tmp_path, vault):
+    """A shell whose profile prints a banner or a warning around every command: the failure's own
+    line is what the error and the bug found name, not the banner it shares with every success."""
+    banner = "○ Tandem Orchestrator: Not found\n══════════════\n"
+    def build(t):
+        t.user("bring the stream up")
+        for command in ("docker ps", "ls /dev/sdb"):
+            ok = t.tool_use("Bash", {"command": command})
+            t.tool_result(ok, banner + "fine")
+        up = t.tool_use("Bash", {"command": "sudo docker compose -f stream.yml up -d"})
+        t.tool_result(up, "Exit code 125\n" + banner + "unknown shorthand flag: 'f' in -f", is_error=True)
+    log = _worklog(tmp_path, build)
+    (error,) = [e["error"] for e in log["unresolved_errors"]]
+    assert error.endswith("unknown shorthand flag: 'f' in -f") and "Tandem" not in error
 
 
 def test_a_quoted_pipe_a_runner_or_an_output_filter_does_not_change_what_a_line_runs():

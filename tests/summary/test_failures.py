@@ -352,6 +352,14 @@ def test_near_misses_are_not_taken_for_the_failure():
     assert lcm.summary.failures.key_line("something odd happened\nmore") == "something odd happened"
     assert lcm.summary.failures.key_line("Exit code 2\nusage: tool [-h]") == "Exit code 2: usage: tool [-h]"
     assert lcm.summary.failures.key_line("") == "error"
+    # a warning that something is not found yet, or a banner's frame, is not what failed
+    assert lcm.summary.failures.key_line("[WARN] systemd-nspawn not found, will be installed during build\n"
+                                         "mount: /mnt/build: permission denied") == "mount: /mnt/build: permission denied"
+    assert lcm.summary.failures.key_line("═══════════════\nUltraThink streaming v1.0\n═══════════════") == \
+        "UltraThink streaming v1.0"
+    # a line the shell prints around every command (the caller knows it from the commands that succeeded)
+    assert lcm.summary.failures.key_line("○ Orchestrator: Not found\nunknown flag: --security-opt",
+                                         noise={"○ Orchestrator: Not found"}) == "unknown flag: --security-opt"
 
 
 def test_ansi_codes_are_stripped():

@@ -172,13 +172,14 @@ def is_choice(sentence: str) -> bool:
     chosen = DECIDED.search(sentence) or BETTER_WAY.search(sentence) or (
         ALTERNATIVE.search(sentence) and CHOOSER.search(sentence) and not NEXT_STEP.match(sentence)) or (
         WILL_CHOOSE.search(sentence) and not NEXT_STEP.match(sentence))
-    return bool(chosen) and not NOT_A_DECISION.search(sentence)
+    return bool(chosen) and not NOT_A_DECISION.search(sentence) and not (
+        STATUS_IS_NONE and is_status(sentence) and not BETTER_WAY.search(sentence))
 
 
 def is_person_choice(sentence: str) -> bool:
     """A sentence the person typed that states what they want done ("let's do vite", "use pnpm",
     "you can set group.visible"), not a request for work or a question."""
-    if PROHIBITION.match(sentence):
+    if PROHIBITION.match(sentence) or PASTED_IS_NONE and PASTED.search(sentence):
         return False
     if PERSON_PREFERS.search(sentence) and not sentence.rstrip().endswith("?"):
         return True  # a preference stated inside a request is still the person's choice
@@ -250,6 +251,23 @@ STATUS_LINE = re.compile(r"^\W*(?:done|finished|complete[d]?|ready|all (?:\w+ )?
                          r"(?:the |this )?(?:\w+ )?(?:plan|fix|change|work|build|task)s? (?:is|are|was|were) "
                          r"(?:ready|done|complete[d]?|finished|in place|approved|merged|green)|everything (?:works|passes))\b",
                          re.I)
+# and a status line wherever its verb stands: "The learning system is now functional", "The script is now syntactically
+# correct", "The wrapper integration has been successfully installed", "The syntax error has been fixed.",
+# "... has been committed and pushed", "The build now passes", "ready for use!", "Successfully pushed the
+# fixes" (not "The path is now cyan", "Successfully moved the venv to /tmp", "X has been updated to 2.0": what
+# was made)
+STATE_WORDS = (r"(?:functional|working|operational|ready|complete|completed|correct|valid|fixed|resolved|built|installed|"
+               r"available|accessible|discoverable|usable|toggleable|live|online|active|running|passing|green|stable|"
+               r"consistent|compatible|up to date|up and running|set up|in place|in sync|clean|cleaner|saved|committed|"
+               r"pushed|deployed|activated|finished|done)\b")
+STATE_REACHED = re.compile(
+    r"\b(?:is|are|has been|have been)\s+(?:(?:\w+ly|all|also|much|far|now|still)\s+)*?(?:now|successfully)\s+"
+    r"(?:(?:\w+ly|all|also|much|far)\s+)*" + STATE_WORDS + r"(?!\s+(?:to|from|with|as|by|via|instead|rather|in favou?r of)\b)|"
+    r"\b(?:has|have) been (?:\w+ly\s+)*(?:fixed|resolved|completed|built|installed|saved|applied|committed|pushed|done|"
+    r"verified|tested|addressed|implemented|updated|created|added|deployed|finished)\W*$|"
+    r"\b(?:is|are) (?:now )?(?:fully )?(?:functional|operational|up and running)\b|\bready (?:for|to) use\b|"
+    r"\bnow (?:works|passes|builds|runs|succeeds)\b|\bgood to go\b|\b(?:is|are) now in (?:your|the) (?:\w+ )?(?:repo|repository)\b|"
+    r"\b(?:has|have) been (?:\w+ )?(?:committed|pushed)\b|^\W*successfully (?:committed|pushed)\b", re.I)
 SUSPECTED = re.compile(r"^\W*(?:potential(?:ly)?|possibl[ey])\b", re.I)
 # a lead ("I've identified the cause.", "Here's what I found") says a finding follows, not what it is
 REPORT_LEAD = re.compile(r"^\W*(?:i(?:'ve| have)? (?:identified|found|traced)|here(?:'s| is| are)|based on|below|"
@@ -264,8 +282,15 @@ DECORATION = re.compile(r"[\u2600-\u27bf\u2b00-\u2bff\ufe0f\U0001f300-\U0001faff
 BRIEF_STATES_NO_CHOICE = True
 REPORT_DECISIONS = True
 REPORT_FINDINGS = True
+STATUS_IS_NONE = True     # a switch for bench/digest_rules_cv.py: off, a status line reads only by STATUS_LINE
 REPORT_ITEMS = 1           # a section's first item is its headline, what follows is detail: 2 or 3
                            # items printed more misses on every split (bench/digest_quality.py)
+
+
+def is_status(sentence: str) -> bool:
+    """A status line: how things stand, not what was chosen (see STATUS_LINE, STATE_REACHED)."""
+    return bool(STATUS_LINE.match(sentence)) or STATUS_IS_NONE and bool(STATE_REACHED.search(sentence)) \
+        and not ALTERNATIVE.search(sentence)
 
 
 def _clean(line: str) -> str:
@@ -324,7 +349,7 @@ def closing_change(text: str) -> list[str]:
     told = sentences(text, ("i've ", "i have ", "we've ", "we have "))
     first = told[0] if told else ""
     return [first] if DONE_CHANGE.match(first) and not first.rstrip().endswith(("?", ":")) \
-        and not vague_change(first) else []
+        and not vague_change(first) and not is_status(first) else []
 
 
 # A choice stated as the action itself ("pin anchor-lang 0.30.1", "moved the venv to /tmp and
@@ -378,7 +403,7 @@ def _plain_change(sentence: str) -> bool:
     """No question, condition, option, apology, status line or change that says nothing of itself."""
     core = sentence.rstrip().rstrip(":").rstrip()
     return len(core) > 12 and not core.endswith("?") and not NOT_A_DECISION.search(core) \
-        and not STATUS_LINE.match(core) and not CONDITION.match(core) and not TENTATIVE.match(core) \
+        and not is_status(core) and not CONDITION.match(core) and not TENTATIVE.match(core) \
         and not vague_change(core)
 
 
@@ -433,7 +458,7 @@ def report_parts(text: str, *, decide: bool | None = None) -> tuple[list[str], l
             findings += own or _section_items(body, False)
     # an apology, an option, a condition or a question is no decision wherever it stands; a guess
     # ("Potentially too aggressive filtering"), an addition or only where a problem lies is no bug found
-    return [d for d in decisions if not NOT_A_DECISION.search(d) and not STATUS_LINE.match(d)], [f for f in findings if not GUESS.search(f) and not SUSPECTED.match(f) and not ADDITION.match(f)
+    return [d for d in decisions if not NOT_A_DECISION.search(d) and not is_status(d)], [f for f in findings if not GUESS.search(f) and not SUSPECTED.match(f) and not ADDITION.match(f)
                        and not LOCATION_ONLY.search(f)]
 
 
@@ -735,12 +760,20 @@ ASKS = re.compile(r"\?\s*$|^\W*(?:what|why|how|when|where|who|which|is|are|does|
                   r"can you (?:tell|explain|check|see|look|find|search|show|list)|could you (?:tell|explain))\b", re.I)
 ACKNOWLEDGES = re.compile(r"^\W*(?:(?:yes|yeah|yep|ok(?:ay)?|sure|great|perfect|excellent|nice|cool|thanks?|thank you|"
                           r"love it|good|fine|go ahead|proceed|continue|do it|please)\b[\W]*)+$|"
-                          r"\b(?:thanks|thank you)\b|^\W*(?:i just|it works|it worked|awesome|excellent work)\b", re.I)
+                          r"\b(?:thanks|thank you|well done|good job|great job|nice work|good work|you did it)\b|"
+                          r"^\W*(?:i just|it works|it worked|awesome|excellent work)\b", re.I)
 LOOKS_ASKED = re.compile(r"^\W*(?:(?:ok(?:ay)?|now|so|and|also|please|ultrathink)[,.]?\s+)*(?:search|check|look|read|"
                          r"explain|show|list|find|tell|review|verify|investigate|analy[sz]e|summari[sz]e|load)\b", re.I)
 # a routine step asked for ("ok commit what we have", "push it", "next step") chooses nothing
-ROUTINE_ASKED = re.compile(r"^\W*(?:(?:ok(?:ay)?|so|now|and|then|please|great|good)[,.!]?\s+)*(?:commit|push|merge|deploy|"
+ROUTINE_ASKED = re.compile(r"^\W*(?:(?:ok(?:ay)?|so|now|and|then|please|great|good)[,.!]?\s+)*(?:git )?(?:commit|push|merge|deploy|"
                            r"run|rerun|continue|proceed|go on|next|retry|try again|do it|start)\b", re.I)
+# what the person pasted rather than typed (a log, a terminal's prompt and output, a traceback, an exception,
+# a failure mark) reports what happened; it directs nothing: "[INFO] Calling install_all ...", "ubuntu@host:~/src$
+# sudo dockerd", "\u274c Multi-agent workflow failed: 'Orchestrator' object has no attribute 'run'"
+PASTED = re.compile(r"\[(?:INFO|ERROR|WARN(?:ING)?|STEP|DEBUG|SUCCESS|FAIL(?:ED|URE)?)\]|^\s*[\u274c\u2717\u2718\u00d7]|"
+                    r"\b[A-Z]\w*(?:Error|Exception): |\bobject has no attribute\b|"
+                    r"(?:^|\s)[\w.-]+@[\w.-]+:[~/][^\s$#]*[$#]\s|\bTraceback \(most recent call last\)")
+PASTED_IS_NONE = True  # a switch for bench/digest_rules_cv.py
 DIRECTION_WORDS = (4, 60)  # a direction is a line or two, not a new brief
 PERSON_DIRECTS = True  # a switch for bench/digest_rules_cv.py
 
@@ -751,4 +784,4 @@ def is_direction(text: str) -> bool:
     words = len(one.split())
     return PERSON_DIRECTS and DIRECTION_WORDS[0] <= words <= DIRECTION_WORDS[1] and not ASKS.search(one) \
         and not ACKNOWLEDGES.search(one) and not LOOKS_ASKED.match(one) and not ROUTINE_ASKED.match(one) \
-        and not is_brief(text)
+        and not is_brief(text) and not (PASTED_IS_NONE and PASTED.search(text))

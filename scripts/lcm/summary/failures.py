@@ -68,6 +68,19 @@ def _last(pattern: str, *needs: str):
     return _guarded(needs, rule)
 
 
+WARNING = re.compile(r"^\W*warn(?:ing)?\b", re.I)
+
+
+def _first_said(pattern: str, *needs: str):
+    """The first matching line that is no warning ("[WARN] nspawn not found, will be installed")."""
+    regex = _regex(pattern)
+
+    def rule(out):
+        return next((line for line in (out.line(m.start()) for m in regex.finditer(out.text))
+                     if not WARNING.match(line)), None)
+    return _guarded(needs, rule)
+
+
 def _counted(pattern: str, noun: str, *needs: str):
     """The first matching line, saying how many more matched (several failing tests)."""
     regex = _regex(pattern)
@@ -181,11 +194,12 @@ RULES = (
                      r"FAILURE\b|E\d{3,4} )")),
     ("exception", _last(PY_EXCEPTION, "Error", "Exception", "Exit", "Interrupt", "Warning")),
     ("too many errors", _first(r"too many errors", "too many errors")),
-    ("failed", _first(r"(?i)\b(?:command not found|no such file or directory|permission denied|"
+    ("failed", _first_said(r"(?i)\b(?:command not found|no such file or directory|permission denied|"
                       r"not found|failed|cannot|can't|unable to|refused|denied)\b")),
     ("pytest summary", _last(r"^=+ .* in [\d.]+s\b.*=+$", " in ")),
 )
 EXIT_CODE = re.compile(r"^Exit code \d+$")
+DECORATION_ONLY = re.compile(r"^[^\w]*$")
 # a key line is short; a minified bundle or a base64 blob on one line is not one, and cutting it
 # keeps every rule linear in the size of the output
 LINE_CHARS = 2000
@@ -197,9 +211,15 @@ def clean_lines(text: str) -> list[str]:
     return [ln.strip()[:LINE_CHARS] for ln in text.splitlines() if ln.strip()]
 
 
-def classify(text: str) -> tuple[str, str]:
-    """(kind, key line) of a failed tool result; kind is "" when no rule matched."""
+def classify(text: str, noise: frozenset | set = frozenset()) -> tuple[str, str]:
+    """(kind, key line) of a failed tool result; kind is "" when no rule matched. Lines in `noise`
+    (what the shell prints around every command: a banner, a profile's warning) are never the key
+    line, unless nothing else is left."""
     lines = clean_lines(text)
+    # a rule of box-drawing characters or dashes frames a banner: it says nothing
+    lines = [ln for ln in lines if not DECORATION_ONLY.match(ln)] or lines
+    if noise:
+        lines = [ln for ln in lines if ln not in noise] or lines
     if not lines:
         return "", "error"
     body = lines[1:] if EXIT_CODE.match(lines[0]) and len(lines) > 1 else lines
@@ -213,6 +233,21 @@ def classify(text: str) -> tuple[str, str]:
     return "", lines[0]
 
 
-def key_line(text: str) -> str:
-    """The line of a failed tool result that says what failed."""
-    return classify(text)[1]
+def key_line(text: str, noise: frozenset | set = frozenset()) -> str:
+    """The line of a failed tool result that says what failed (see classify)."""
+    return classify(text, noise)[1]
+
+
+NOISE_EDGE = 20  # lines a banner or a profile's warning prints at either end of an output
+NOISE_EDGE_CHARS = 4000
+
+
+def edge_lines(text: str) -> set[str]:
+    """The distinct cleaned lines at the start and end of a tool result, where a shell's banner
+    or a login profile's warnings sit."""
+    text = str(text)
+    if len(text) <= 2 * NOISE_EDGE_CHARS:
+        lines = clean_lines(text)
+        return set(lines[:NOISE_EDGE] + lines[-NOISE_EDGE:])
+    # a long output: only its ends are read (a cut line at either edge is no banner line anyway)
+    return set(clean_lines(text[:NOISE_EDGE_CHARS])[:NOISE_EDGE] + clean_lines(text[-NOISE_EDGE_CHARS:])[-NOISE_EDGE:])

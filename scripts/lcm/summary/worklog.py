@@ -51,6 +51,10 @@ SAYS_WHAT = re.compile(r"\b(?:error|fatal|cannot|can't|could ?not|unable|denied|
                        r"iterable|available|allowed|supported|signed|compatible|exist)|does not exist|failed to|"
                        r"refused)\b", re.I)
 VERDICT = re.compile(r"^(?:FAILED|ERROR:? file or directory not found)\b|^\S+:\d+:\d+\b|command not found")
+# a line that the outputs of two commands that succeeded also printed (a banner the shell prints on every
+# command, a profile's "bind: warning") is noise around a failure, never what failed
+NOISE_SEEN = 2
+NOISE_IS_NONE = True  # a switch for bench/digest_rules_cv.py
 ERRORS_GOT_PAST = 4  # the newest shown, after the causes said in words
 DECISIONS_SHOWN = 8  # a digest is read by a person: the newest worded choices, then those read from actions
 KEEP = 50  # newest commands / errors kept in the returned lists
@@ -121,6 +125,8 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
     worded_before = 0
     reply = ""                       # the assistant's latest text: the report, when the turn ends on it
     api_error: dict | None = None    # an API error no real reply followed (yet)
+    seen: dict[str, int] = {}        # line -> how many successful results printed it near an end
+    noise: set[str] = set()          # lines at least NOISE_SEEN of them printed
     for row in conn.execute(sql + " ORDER BY seq", params):
         count += 1
         last_id = row["id"]
@@ -187,11 +193,16 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
                         else "error"
                     # the line that says what failed, or for a rejection the person's reason
                     call["error"] = (_first_line(text.partition("reason for the rejection:")[2]) if
-                                     call["status"] == "rejected" else _first_line(lcm.summary.failures.key_line(text)))
+                                     call["status"] == "rejected" else _first_line(lcm.summary.failures.key_line(text, noise)))
                     if call["status"] == "rejected" and call["error"]:  # the person's own choice
                         decisions.append(f"(user, declining {call['name']}) {call['error']}")
                 else:
                     call["status"] = "ok"
+                    if NOISE_IS_NONE and call["name"] == "Bash":
+                        for line in lcm.summary.failures.edge_lines(text):
+                            seen[line] = seen.get(line, 0) + 1
+                            if seen[line] == NOISE_SEEN:
+                                noise.add(line)
                     if call["name"] == "ExitPlanMode" and APPROVED_PLAN and isinstance(call["input"].get("plan"), str):
                         # the person approved this plan: what it says it will do is decided
                         decisions += lcm.summary.extract.report_parts(call["input"]["plan"], decide=True)[0]
