@@ -685,3 +685,36 @@ def test_an_offer_of_ways_on_is_an_open_question_an_offer_of_one_more_step_is_no
                          " Would you like me to add a cover letter too?")
     assert _worklog(tmp_path, build)["open_questions"] == [
         "Want me to tighten any section, or move on to the budget?"]
+
+
+REPORT_OF_CHANGES = """All three fixes are in.
+
+- Symlinked the wrapper as `~/.local/bin/claude` so every update reaches it at once
+- Added a `--register-agents` option that rebuilds the registry
+- Fixed line 489 (which was line 488)
+"""
+
+
+@pytest.mark.parametrize("item, kept", [
+    ("Symlinked the wrapper as `~/.local/bin/claude` so every update reaches it at once", True),
+    ("**Installer enhancements** - Added `setup_agent_discovery()` that creates the symlinks", True),
+    ("Added tests", False),                                        # says nothing of what it made
+    ("Fixed line 489 (which was line 488)", False),                # a fix reported tells of a bug
+    ("Successfully pushed the fixes to the repository", False),    # a status line
+    ("The wrapper now resolves its own path", False),              # no change opens it
+])
+def test_a_reports_list_item_that_opens_with_a_change_made_is_a_decision(item, kept):
+    assert (lcm.summary.extract.listed_changes(f"Done.\n\n- {item}\n") != []) is kept
+
+
+def test_the_first_change_a_closing_report_lists_is_a_decision_unless_a_section_says_what_was_chosen(tmp_path, vault):
+    def build(t):
+        t.user("make the wrapper the claude command")
+        t.assistant_text(REPORT_OF_CHANGES)
+        t.user("now the registry")
+        t.assistant_text("## Recommended approach\n\nRebuild the registry from agents/ at every start.\n\n"
+                         "- Added a cron job that rebuilds it every 5 minutes\n")
+    decisions = _worklog(tmp_path, build)["decisions"]
+    assert "Symlinked the wrapper as `~/.local/bin/claude` so every update reaches it at once" in decisions
+    assert not any("--register-agents" in d or "line 489" in d or "cron" in d for d in decisions)
+    assert "Rebuild the registry from agents/ at every start." in decisions

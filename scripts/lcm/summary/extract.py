@@ -462,6 +462,34 @@ def report_parts(text: str, *, decide: bool | None = None) -> tuple[list[str], l
                        and not LOCATION_ONLY.search(f)]
 
 
+# A report that lists what was done without a section on what was chosen: its first list item that opens with
+# a change made and says what it made is the approach taken ("- Symlinked the wrapper as ~/.local/bin/claude so
+# ...", "**Installer enhancements** - Added setup_agent_discovery() that ..."); a fix reported ("Fixed line 489")
+# tells of a bug, which the findings keep, and a status line chooses nothing
+LISTED_CHANGE = re.compile(r"^(?:[\w\s`.-]{0,40}?\s[-\u2013\u2014:]\s+)?(?:now\s+)?" + CHANGED, re.I)
+FIX_REPORTED = re.compile(r"^\W*fixed\b", re.I)
+LISTED_CHANGES = True  # a switch for bench/digest_rules_cv.py
+LISTED_CAP = 1         # the first: the items after it are the detail of the same work
+
+
+def listed_changes(text: str) -> list[str]:
+    """The first LISTED_CAP top-level list items of a report that open with a change made and say what it made."""
+    if not LISTED_CHANGES:
+        return []
+    found = []
+    for line in text.splitlines():
+        item = LIST_ITEM.match(line)
+        if not item or item.group(1):
+            continue
+        said = _clean(item.group(2))
+        if len(said.split()) >= MIN_WORDS and LISTED_CHANGE.match(said) and SAYS_WHAT.search(said) \
+                and not is_status(said) and not FIX_REPORTED.match(said):
+            found.append(said)
+            if len(found) >= LISTED_CAP:
+                break
+    return found
+
+
 def raw_blocks(raw) -> tuple[dict, list]:
     """(entry, content blocks) of a stored raw transcript line; tolerant of anything odd."""
     try:

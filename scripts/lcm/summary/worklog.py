@@ -146,7 +146,7 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
         text = user_request_text(entry)
         if text and reply:  # the reply that ended the turn before this request: a report
             chosen, wrong = lcm.summary.extract.report_parts(reply)
-            decisions += chosen
+            decisions += chosen or lcm.summary.extract.listed_changes(reply)
             findings += wrong
             reply = ""
         if text:
@@ -219,7 +219,7 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
                         task["status"] = call["input"]["status"]
     if reply:  # the session's last reply (a sub-agent's: what it handed back)
         chosen, wrong = lcm.summary.extract.report_parts(reply)
-        decisions += lcm.summary.extract.closing_change(reply) + chosen
+        decisions += lcm.summary.extract.closing_change(reply) + (chosen or lcm.summary.extract.listed_changes(reply))
         findings += wrong
     if len(decisions) > worded_before:
         worded.add(len(requests))
