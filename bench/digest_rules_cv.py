@@ -132,6 +132,13 @@ setup_agent_discovery() that ..."; not "Fixed line 489", a status line, or "Adde
 of both schemes: over the 91 sessions the held-out sum of F1 went 1.483 -> 1.497 by project and 1.397 -> 1.408
 by split (decisions held out 0.482 / 0.33 -> 0.497 / 0.343 by project). Its ancestor, every item of the session's
 last reply that opens with a change, was dropped on 2026-11-28 (listed features, not choices).
+Also after sealed6: the one setting an edit of a configuration or a script changes or adds ("compose.yml:
+privileged=true (was false)", "wrapper.sh: PERMISSION_BYPASS="true" (was "${CLAUDE_PERMISSION_BYPASS:-true}")"),
+the newest 2, beside the dependencies a write adds to a manifest: accepted on every fold but SWORDIntel's, which
+holds nearly every case; held-out sum of F1 by split 1.408 -> 1.421 (decisions 0.502 / 0.343 -> 0.514 / 0.355),
+by project 1.497 -> 1.498; in sample sealed5's decisions 0.369 / 0.287 -> 0.4 / 0.322, sealed4's 0.333 / 0.135 ->
+0.391 / 0.154. It showed that `PERMISSION_BYPASS="true"` was masked as a password: a quoted true, false or null is
+no secret now (bench/masking.py unchanged).
 
 Labels: bench/labels/digest_sessions.json and digest_sessions_sealed2.json ... _sealed6.json (see bench/digest_quality.py).
 sealed2 (11 sessions of public GitHub repositories, labelled blind, scored once on 2026-11-28) is a
@@ -184,6 +191,7 @@ FAMILIES = {
     "decision: what the person pasted directs nothing": ("extract", "PASTED_IS_NONE"),
     "unresolved: a line successful commands print is not what failed": ("worklog", "NOISE_IS_NONE"),
     "decision: a report's list item that opens with a change made": ("extract", "LISTED_CHANGES"),
+    "decision: the one setting an edit of a configuration or script chose": ("extract", "SETTINGS_CHOSEN"),
 }
 # a family that only narrows what others print, judged on top of them
 REFINES = {"decision: a change that says nothing of what it makes is none": frozenset(

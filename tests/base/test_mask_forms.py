@@ -154,6 +154,8 @@ NOT_SECRETS = [
     "pip install scikit-learn==1.4.2 sk-learn-helpers; task-ant-farm",
     "the default value, the machine learning model, passing -pass tests",
     "Cookie handling is described in docs/cookies.md",
+    'PERMISSION_BYPASS="true"  # always on',              # a switch, quoted, under a name holding "pass"
+    'DB_PASSWORD="null" until the vault is unlocked',
 ]
 
 
@@ -162,6 +164,7 @@ def test_what_is_not_a_secret_stays_readable():
         assert mask(text) is text, text
         for position in POSITIONS.values():
             assert mask(position(text)) == position(text), text
+    assert "hunter2hunter" not in mask('PERMISSION_PASSWORD="hunter2hunter"')  # a quoted password still is one
 
 
 def test_text_stored_under_the_rules_before_is_masked_on_output_after_the_upgrade(tmp_path, capsys, monkeypatch):

@@ -718,3 +718,32 @@ def test_the_first_change_a_closing_report_lists_is_a_decision_unless_a_section_
     assert "Symlinked the wrapper as `~/.local/bin/claude` so every update reaches it at once" in decisions
     assert not any("--register-agents" in d or "line 489" in d or "cron" in d for d in decisions)
     assert "Rebuild the registry from agents/ at every start." in decisions
+
+
+@pytest.mark.parametrize("path, old, new, said", [
+    ("/p/docker-compose.yml", '    privileged: false  # safer', '    privileged: true  # needed on the LiveCD',
+     "docker-compose.yml: privileged=true  # needed on the LiveCD (was false  # safer)"),
+    ("/p/claude-wrapper.sh", 'PERMISSION_BYPASS="${CLAUDE_PERMISSION_BYPASS:-true}"', 'PERMISSION_BYPASS="true"',
+     'claude-wrapper.sh: PERMISSION_BYPASS="true" (was "${CLAUDE_PERMISSION_BYPASS:-true}")'),
+    ("/p/.env", "LOG_LEVEL=info", "LOG_LEVEL=info\nSOCKET_DIR=/srv/run", "SOCKET_DIR=/srv/run"),
+    ("/p/app.py", "TIMEOUT = 30", "TIMEOUT = 60", ""),                 # code, not a configuration or a script
+    ("/p/config.yml", "a: 1\nb: 2", "a: 3\nb: 4", ""),                 # two settings: an edit of the file, no one choice
+    ("/p/config.yml", "# old comment", "# new comment", ""),           # no setting changed
+])
+def test_the_one_setting_an_edit_of_a_configuration_or_script_chose_is_a_decision(path, old, new, said):
+    line = lcm.summary.extract.setting_chosen(path, new, old)
+    assert line.endswith(said) if said else line == ""
+
+
+def test_settings_chosen_by_edits_are_decisions_the_newest_two(tmp_path, vault):
+    def build(t):
+        t.user("make the stream run on the live CD")
+        for old, new in (("cpus: 4", "cpus: 21"), ("privileged: false", "privileged: true"),
+                         ("restart: no", "restart: always")):
+            edit = t.tool_use("Edit", {"file_path": "/p/compose.yml", "old_string": old, "new_string": new})
+            t.tool_result(edit, "The file has been updated.")
+        failed = t.tool_use("Edit", {"file_path": "/p/compose.yml", "old_string": "image: a", "new_string": "image: b"})
+        t.tool_result(failed, "String to replace not found in file.", is_error=True)
+    decisions = _worklog(tmp_path, build)["decisions"]
+    assert "compose.yml: privileged=true (was false)" in decisions and "compose.yml: restart=always (was no)" in decisions
+    assert not any("cpus" in d or "image" in d for d in decisions)   # the newest two; a failed edit chose nothing

@@ -755,11 +755,11 @@ def _literal(value: str, key: str, sep: str, quoted: bool, flag: bool) -> bool:
         return False  # a variable, a template, our own mask, a placeholder or a pointer
     if not quoted and _regex(r"[|>][+-]?[0-9]?").fullmatch(value):
         return False  # a YAML block scalar: its lines are the value (_yaml_blocks)
+    if value.lower() in ("true", "false", "null", "none", "nil", "undefined"):
+        return False  # a switch or an empty value, quoted or not (PERMISSION_BYPASS="true")
     password = "pass" in key.lower()
     if quoted:
         return password or (len(value) >= 8 and not any(c.isspace() for c in value))
-    if value.lower() in ("true", "false", "null", "none", "nil", "undefined"):
-        return False
     if not set(value) <= _NAME_CHARS | _DIGITS:
         return True  # punctuation: hunter2!, a/b+c=, some-long-value
     if value.isdigit():  # a PIN, or an id that is a key (16 digits and more); else a length or a count

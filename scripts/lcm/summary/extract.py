@@ -782,6 +782,31 @@ def dependencies_chosen(path: str, new: str, old: str = "") -> str:
     return f"{name}: " + ", ".join(found[:DEPENDENCIES_SHOWN]) + more
 
 
+# A setting an edit chose: in a configuration or a script, one assignment whose value the edit changed or
+# that it added ("docker-compose.yml: cpus: "21" (was "${CPU_LIMIT}")", "wrapper.sh: PERMISSION_BYPASS="true"").
+SETTING_FILE = re.compile(r"(?:\.(?:sh|bash|zsh|env|ya?ml|toml|ini|cfg|conf|properties)|Dockerfile|\.env\.\w+|"
+                          r"(?:^|/)\.\w+rc)$", re.I)
+ASSIGNMENT = re.compile(r"^\s*(?:export\s+|readonly\s+|local\s+|declare\s+(?:-\w+\s+)?|ENV\s+)?"
+                        r"([A-Za-z_][\w.-]{1,60})\s*(?:=|:(?=\s))\s*(\S.{0,80}?)\s*$")
+SETTINGS_CHOSEN = True  # a switch for bench/digest_rules_cv.py
+
+
+def setting_chosen(path: str, new: str, old: str = "") -> str:
+    """"FILE: KEY=VALUE (was OLD)": the one assignment an edit of a configuration or script changed or
+    added; "" for another file, or an edit that changes more than one, or none."""
+    if not SETTINGS_CHOSEN or not old or not SETTING_FILE.search(path):
+        return ""
+    before = {m.group(1): m.group(2) for m in map(ASSIGNMENT.match, old.splitlines()) if m}
+    after = {m.group(1): m.group(2) for m in map(ASSIGNMENT.match, new.splitlines()) if m}
+    changed = [k for k, v in after.items() if before.get(k) != v]
+    if len(changed) != 1 or len(new.splitlines()) > 12:
+        return ""
+    key = changed[0]
+    was = f" (was {before[key]})" if key in before else ""
+    name = re.split(r"[/\\]", path)[-1]
+    return f"{name}: {key}={after[key]}{was}"
+
+
 # The person steering the work mid-session: a later prompt that directs rather than asks ("no destroy
 # the existing pool and i want the full build", "Set target to /dev/sdb1", "TACKLE the modules first").
 ASKS = re.compile(r"\?\s*$|^\W*(?:what|why|how|when|where|who|which|is|are|does|do|did|was|were|has|have|"

@@ -226,7 +226,7 @@ def worklog(conn: sqlite3.Connection, session_id: str, *, after_id: int = 0,
     log = _summarise(order, requests, decisions, todos, tasks, count, last_id, request_limit)
     # the choices read from actions fill what room the worded ones leave (these are surer)
     room = DECISIONS_SHOWN - len(log["decisions"])
-    log["decisions"] += [d for d in _dedupe([_first_line(a) for a in dependencies_written(order)
+    log["decisions"] += [d for d in _dedupe([_first_line(a) for a in dependencies_written(order) + settings_written(order)
                                              + actions_chosen(timeline, worded) + directed[-DIRECTED_CAP:]])
                          if d not in log["decisions"]][:max(room, 0)]
     got_past = log.pop("got_past")
@@ -289,6 +289,28 @@ def dependencies_written(order: list[dict]) -> list[str]:
                 lines.pop(call["key"], None)
                 lines[call["key"]] = line
     return list(lines.values())[-DEPENDENCY_CAP:]
+
+
+SETTING_CAP = 2  # the newest settings an edit chose
+
+
+def settings_written(order: list[dict]) -> list[str]:
+    """The one setting each successful edit of a configuration or script chose
+    (lcm.summary.extract.setting_chosen), the newest SETTING_CAP, one a key."""
+    lines: dict[str, str] = {}
+    for call in order:
+        if call["status"] != "ok" or call["name"] not in ("Edit", "MultiEdit") or call["sidechain"]:
+            continue
+        edits = call["input"].get("edits") if isinstance(call["input"].get("edits"), list) else [call["input"]]
+        for edit in edits:
+            if isinstance(edit, dict):
+                line = lcm.summary.extract.setting_chosen(call["key"], str(edit.get("new_string") or ""),
+                                                          str(edit.get("old_string") or ""))
+                if line:
+                    key = line.split("=", 1)[0]
+                    lines.pop(key, None)
+                    lines[key] = line
+    return list(lines.values())[-SETTING_CAP:]
 
 
 def actions_chosen(timeline: list[tuple], worded: set = frozenset()) -> list[str]:
