@@ -139,6 +139,13 @@ holds nearly every case; held-out sum of F1 by split 1.408 -> 1.421 (decisions 0
 by project 1.497 -> 1.498; in sample sealed5's decisions 0.369 / 0.287 -> 0.4 / 0.322, sealed4's 0.333 / 0.135 ->
 0.391 / 0.154. It showed that `PERMISSION_BYPASS="true"` was masked as a password: a quoted true, false or null is
 no secret now (bench/masking.py unchanged).
+A failure tried again is one unresolved error when the command family and the error line are both the same (its
+newest try is shown; another error of the same command, which got further, stays apart): the broader reading
+dropped on 2026-11-28 (every retry of a family as one) lost labelled errors of the fresh split, this one loses
+none. Accepted on every fold but SWORDIntel's, which holds every case; held-out sum of F1 by split 1.421 ->
+1.450 (unresolved 0.394 / 0.317 -> 0.475 / 0.317), by project unchanged (1.498); in sample sealed5's unresolved
+0.326 / 0.31 -> 0.424 / 0.31 (43 -> 33 printed), sealed6's 0.4 -> 0.444, sealed4's 0.143 -> 0.167, the fresh
+split's 7 -> 6 printed at 1.0 / 1.0.
 
 Labels: bench/labels/digest_sessions.json and digest_sessions_sealed2.json ... _sealed6.json (see bench/digest_quality.py).
 sealed2 (11 sessions of public GitHub repositories, labelled blind, scored once on 2026-11-28) is a
@@ -192,6 +199,7 @@ FAMILIES = {
     "unresolved: a line successful commands print is not what failed": ("worklog", "NOISE_IS_NONE"),
     "decision: a report's list item that opens with a change made": ("extract", "LISTED_CHANGES"),
     "decision: the one setting an edit of a configuration or script chose": ("extract", "SETTINGS_CHOSEN"),
+    "unresolved: the same error from the same command family, tried again, is one": ("worklog", "SAME_FAILURE_ONCE"),
 }
 # a family that only narrows what others print, judged on top of them
 REFINES = {"decision: a change that says nothing of what it makes is none": frozenset(

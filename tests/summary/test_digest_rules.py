@@ -747,3 +747,21 @@ def test_settings_chosen_by_edits_are_decisions_the_newest_two(tmp_path, vault):
     decisions = _worklog(tmp_path, build)["decisions"]
     assert "compose.yml: privileged=true (was false)" in decisions and "compose.yml: restart=always (was no)" in decisions
     assert not any("cpus" in d or "image" in d for d in decisions)   # the newest two; a failed edit chose nothing
+
+
+def test_the_same_error_from_the_same_command_tried_again_is_one_unresolved_error(tmp_path, vault):
+    """The labellers list a failure tried many times as one problem; another error of the same command
+    (it got further) is another."""
+    apparmor = "Error response from daemon: unable to apply apparmor profile: read-only file system"
+    def build(t):
+        t.user("bring the stream up in docker")
+        for command in ("sudo docker compose up -d", "sudo docker compose up -d --force-recreate",
+                        "sudo docker compose -f prod.yml up -d"):
+            run = t.tool_use("Bash", {"command": command})
+            t.tool_result(run, apparmor, is_error=True)
+        run = t.tool_use("Bash", {"command": "sudo docker compose -f prod.yml up -d"})
+        t.tool_result(run, "Error response from daemon: no space left on device", is_error=True)
+    errors = _worklog(tmp_path, build)["unresolved_errors"]
+    assert [(e["target"], e["error"]) for e in errors] == [
+        ("sudo docker compose -f prod.yml up -d", apparmor),
+        ("sudo docker compose -f prod.yml up -d", "Error response from daemon: no space left on device")]

@@ -55,6 +55,7 @@ VERDICT = re.compile(r"^(?:FAILED|ERROR:? file or directory not found)\b|^\S+:\d
 # command, a profile's "bind: warning") is noise around a failure, never what failed
 NOISE_SEEN = 2
 NOISE_IS_NONE = True  # a switch for bench/digest_rules_cv.py
+SAME_FAILURE_ONCE = True  # a switch for bench/digest_rules_cv.py
 ERRORS_GOT_PAST = 4  # the newest shown, after the causes said in words
 DECISIONS_SHOWN = 8  # a digest is read by a person: the newest worded choices, then those read from actions
 KEEP = 50  # newest commands / errors kept in the returned lists
@@ -387,7 +388,7 @@ def _summarise(order, requests, decisions, todos, tasks, count, last_id, request
     created: list[str] = []
     edited: list[str] = []
     commands: list[dict] = []
-    errors: list[dict] = []
+    unresolved: dict[tuple, dict] = {}  # one problem -> its newest error, in the order of the newest
     got_past: list[str] = []  # the key lines of failed commands a later run of theirs got past
     for i, call in enumerate(order):
         name, status = call["name"], call["status"]
@@ -412,8 +413,11 @@ def _summarise(order, requests, decisions, todos, tasks, count, last_id, request
                                                                or family and family in command_families(c["key"]))))
                 for c in order[i + 1:])
             if not fixed:
-                errors.append({"tool": name, "target": call["key"], "error": call.get("error", ""),
-                               "uuid": call["uuid"]})
+                # the same error from the same command family, tried again, is one problem: its newest try
+                problem = (name, family or call["key"], call.get("error", "")) if SAME_FAILURE_ONCE else (i,)
+                unresolved.pop(problem, None)
+                unresolved[problem] = {"tool": name, "target": call["key"], "error": call.get("error", ""),
+                                       "uuid": call["uuid"]}
             elif name == "Bash" and status == "error":
                 got_past.append(call.get("error", ""))
     todo_list = todos if todos is not None else list(tasks.values())
@@ -434,7 +438,7 @@ def _summarise(order, requests, decisions, todos, tasks, count, last_id, request
         "failed_commands": [c for c in commands if c["failed"]][-KEEP:],
         "todos": todo_list,
         "open_todos": [t for t in todo_list if t["status"] != "completed"],
-        "unresolved_errors": errors[-KEEP:],
+        "unresolved_errors": list(unresolved.values())[-KEEP:],
         "got_past": got_past,
     }
 
