@@ -272,23 +272,28 @@ DIRECTED_CAP = 3  # the person's newest directions shown
 DEPENDENCY_CAP = 2  # manifests whose new dependencies are listed, the newest
 
 
-def dependencies_written(order: list[dict]) -> list[str]:
-    """The dependencies and versions that successful writes and edits added to manifests
-    (lcm.summary.extract.dependencies_chosen), one line a file, for the newest DEPENDENCY_CAP files."""
-    lines: dict[str, str] = {}
+def _edits_made(order: list[dict]):
+    """(file, new text, replaced text) of each write and edit of the main thread that succeeded, in order."""
     for call in order:
         if call["status"] != "ok" or call["name"] not in ("Write", "Edit", "MultiEdit") or call["sidechain"]:
             continue
         tool_input = call["input"]
         edits = tool_input.get("edits") if isinstance(tool_input.get("edits"), list) else [tool_input]
         for edit in edits:
-            if not isinstance(edit, dict):
-                continue
-            line = lcm.summary.extract.dependencies_chosen(
-                call["key"], str(edit.get("content") or edit.get("new_string") or ""), str(edit.get("old_string") or ""))
-            if line:
-                lines.pop(call["key"], None)
-                lines[call["key"]] = line
+            if isinstance(edit, dict):
+                yield (call["key"], str(edit.get("content") or edit.get("new_string") or ""),
+                       str(edit.get("old_string") or ""))
+
+
+def dependencies_written(order: list[dict]) -> list[str]:
+    """The dependencies and versions that successful writes and edits added to manifests
+    (lcm.summary.extract.dependencies_chosen), one line a file, for the newest DEPENDENCY_CAP files."""
+    lines: dict[str, str] = {}
+    for path, new, old in _edits_made(order):
+        line = lcm.summary.extract.dependencies_chosen(path, new, old)
+        if line:
+            lines.pop(path, None)
+            lines[path] = line
     return list(lines.values())[-DEPENDENCY_CAP:]
 
 
@@ -297,20 +302,15 @@ SETTING_CAP = 2  # the newest settings an edit chose
 
 def settings_written(order: list[dict]) -> list[str]:
     """The one setting each successful edit of a configuration or script chose
-    (lcm.summary.extract.setting_chosen), the newest SETTING_CAP, one a key."""
+    (lcm.summary.extract.setting_chosen; a whole file written replaces nothing, so chooses none),
+    the newest SETTING_CAP, one a key."""
     lines: dict[str, str] = {}
-    for call in order:
-        if call["status"] != "ok" or call["name"] not in ("Edit", "MultiEdit") or call["sidechain"]:
-            continue
-        edits = call["input"].get("edits") if isinstance(call["input"].get("edits"), list) else [call["input"]]
-        for edit in edits:
-            if isinstance(edit, dict):
-                line = lcm.summary.extract.setting_chosen(call["key"], str(edit.get("new_string") or ""),
-                                                          str(edit.get("old_string") or ""))
-                if line:
-                    key = line.split("=", 1)[0]
-                    lines.pop(key, None)
-                    lines[key] = line
+    for path, new, old in _edits_made(order):
+        line = lcm.summary.extract.setting_chosen(path, new, old)
+        if line:
+            key = line.split("=", 1)[0]
+            lines.pop(key, None)
+            lines[key] = line
     return list(lines.values())[-SETTING_CAP:]
 
 
